@@ -1,0 +1,30 @@
+"""Concat fusion (paper eq. 2): one affine map per layer, summed."""
+
+import torch
+from torch import Tensor, nn
+
+
+class Concat(nn.Module):
+    """``h = sum_n W_n z_n + b``.
+
+    Implemented as one ``nn.Linear(L*d, d)`` on the concatenation ``[z_1; ...; z_L]``: column block
+    ``n`` of its weight is ``W_n``, and there is one shared bias.
+    """
+
+    def __init__(
+        self,
+        *,
+        n_layers: int,
+        dim: int,
+        num_heads: int,
+        ffn_dim: int,
+        extra_layers: int | None = None,
+        dropout: float = 0.1,
+    ) -> None:
+        super().__init__()
+        self.proj = nn.Linear(n_layers * dim, dim)  # [d, L*d] weight
+
+    def forward(self, hidden: Tensor, mask: Tensor) -> Tensor:
+        # hidden [B, T, L, d], mask [B, T] (unused: the map is per token)
+        concat = torch.flatten(hidden, start_dim=2)  # [B, T, L*d], layer-major like W's blocks
+        return self.proj(concat)  # [B, T, d]
