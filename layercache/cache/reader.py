@@ -1,0 +1,155 @@
+"""Reading a finished cache entry: splits, sentences, labels and any subset of layers.
+
+Layers are read as slices `hidden[r0:r1, layer, :]`, never through a list index over the layer axis:
+with one inner chunk per layer, a slice touches only that layer's bytes, while zarr's orthogonal
+selection over a list is 30-50x slower (DESIGN.md, measured with zarr 3.1).
+"""
+
+from __future__ import annotations
+
+from functools import cached_property
+
+import numpy as np
+
+from ..errors import LayercacheError
+from .store import bfloat16_to_float32, open_group, require_complete
+
+
+class CacheEntry:
+    """One cache entry (a zarr group): metadata in `meta`, one `CacheSplit` per finished split."""
+
+    def __init__(self, path: str):
+        self.path = path
+        self.group = open_group(path, mode="r")
+        self.meta = dict(self.group.attrs)
+        if not self.meta.get("format_version"):
+            raise LayercacheError(f"{path} is not a layercache entry (no format_version attribute)")
+
+    @property
+    def splits(self) -> list[str]:
+        """Finished splits only, in the usual order."""
+        order = {"train": 0, "dev": 1, "test": 2}
+        names = [name for name, g in self.group.groups() if g.attrs.get("complete")]
+        return sorted(names, key=lambda s: (order.get(s, 9), s))
+
+    @property
+    def label_names(self) -> list[str]:
+        return list(self.meta["label_names"])
+
+    @property
+    def num_layers(self) -> int:
+        """L, the backbone's transformer layers; the cache holds L + 1 (embeddings at index 0)."""
+        return int(self.meta["num_layers"])
+
+    @property
+    def dim(self) -> int:
+        return int(self.meta["hidden_size"])
+
+    def split(self, name: str) -> "CacheSplit":
+        if name not in self.group:
+            raise LayercacheError(f"split {name!r} is not in {self.path}; it has {self.splits}")
+        return CacheSplit(self, name)
+
+
+class CacheSplit:
+    def __init__(self, entry: CacheEntry, name: str):
+        self.entry = entry
+        self.name = name
+        self.group = entry.group[name]
+        require_complete(self.group, f"split {name!r} of {entry.path}")
+        self.attrs = dict(self.group.attrs)
+        self._hidden = self.group["hidden"]
+
+    @cached_property
+    def offsets(self) -> np.ndarray:
+        return self.group["offsets"][:]
+
+    @cached_property
+    def labels(self) -> np.ndarray:
+        return self.group["labels"][:].astype(np.int64)
+
+    @property
+    def n_sentences(self) -> int:
+        return len(self.offsets) - 1
+
+    @property
+    def n_rows(self) -> int:
+        return int(self.offsets[-1])
+
+    def rows_of(self, sentences) -> np.ndarray:
+        """Row indices of the given sentences, concatenated in the order given."""
+        sentences = np.asarray(sentences, dtype=np.int64)
+        self._check_sentences(sentences)
+        starts, ends = self.offsets[sentences], self.offsets[sentences + 1]
+        lengths = ends - starts
+        return np.repeat(starts - np.cumsum(lengths) + lengths, lengths) + np.arange(lengths.sum())
+
+    def words(self, sentences=None) -> list[list[str]]:
+        """The words of each sentence (word granularity: one per row)."""
+        ids = range(self.n_sentences) if sentences is None else sentences
+        flat = self.group["words"][:]
+        word_offsets = self._word_offsets()
+        return [list(flat[word_offsets[i] : word_offsets[i + 1]]) for i in ids]
+
+    def hidden(self, *, sentences=None, layers=None, dtype=None, as_torch: bool = False):
+        """[rows, len(layers), d] for the given sentences (all if None), layers indexing 0..L.
+
+        Returns the storage dtype (float16 by default) unless `dtype` is given; bfloat16 entries
+        come back as float32 since numpy has no bfloat16.
+        """
+        n_layers = self._hidden.shape[1]
+        layers = list(range(n_layers)) if layers is None else [int(x) for x in layers]
+        bad = [x for x in layers if not 0 <= x < n_layers]
+        if bad:
+            raise LayercacheError(f"layers {bad} out of range: {self.entry.path} has layers 0..{n_layers - 1}")
+        rows = None if sentences is None else self.rows_of(sentences)
+        out = np.stack([self._read_layer(layer, rows) for layer in layers], axis=1)
+        if self.entry.meta.get("dtype") == "bfloat16":
+            out = bfloat16_to_float32(out)
+        if dtype is not None:
+            out = out.astype(dtype, copy=False)
+        if as_torch:
+            import torch
+
+            return torch.from_numpy(out)
+        return out
+
+    def _read_layer(self, layer: int, rows: np.ndarray | None) -> np.ndarray:
+        if rows is None:
+            return self._hidden[:, layer, :]
+        if len(rows) == 0:
+            return np.zeros((0, self._hidden.shape[2]), dtype=self._hidden.dtype)
+        # Read contiguous runs of needed inner chunks as slices, then pick rows in memory.
+        chunk = self._hidden.chunks[0]
+        needed = np.unique(rows // chunk)
+        breaks = np.flatnonzero(np.diff(needed) != 1) + 1
+        parts, base = [], []
+        for run in np.split(needed, breaks):
+            lo, hi = int(run[0]) * chunk, min(int(run[-1] + 1) * chunk, self.n_rows)
+            parts.append(self._hidden[lo:hi, layer, :])
+            base.append((lo, hi))
+        block = np.concatenate(parts) if len(parts) > 1 else parts[0]
+        # Map global row -> position in the concatenated block.
+        starts = np.array([b[0] for b in base])
+        lengths = np.array([b[1] - b[0] for b in base])
+        block_starts = np.cumsum(lengths) - lengths
+        which = np.searchsorted(starts, rows, side="right") - 1
+        return block[rows - starts[which] + block_starts[which]]
+
+    def _word_offsets(self) -> np.ndarray:
+        if "word_index" not in self.group:
+            return self.offsets
+        # Subword granularity: words per sentence = last word_index + 1.
+        wi = self.group["word_index"][:]
+        counts = np.array([wi[a:b].max() + 1 if b > a else 0 for a, b in zip(self.offsets[:-1], self.offsets[1:])])
+        return np.concatenate([[0], np.cumsum(counts)])
+
+    def _check_sentences(self, sentences: np.ndarray) -> None:
+        if len(sentences) and (sentences.min() < 0 or sentences.max() >= self.n_sentences):
+            raise LayercacheError(
+                f"sentence ids out of range 0..{self.n_sentences - 1} in split {self.name!r} of {self.entry.path}"
+            )
+
+
+def open_entry(path: str) -> CacheEntry:
+    return CacheEntry(str(path))

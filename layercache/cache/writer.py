@@ -1,0 +1,128 @@
+"""Writing one split of a cache entry, unit by unit, so an interrupted run resumes.
+
+The hidden array `[rows, L+1, d]` is divided into units of `unit_rows` rows, one zarr shard each.
+A unit is written whole, then its flag in the `done` array is set (one tiny chunk per unit, written
+atomically by the store). On resume the flagged units are skipped and every other unit is computed
+again from scratch, so a unit half-written when the process died is simply overwritten. The split
+is marked `complete` only after every unit is flagged; readers refuse anything else.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+import zarr
+
+from .store import CHECKSUM, SMALL_ARRAY_CODECS, float32_to_bfloat16_bits, open_group
+
+STORAGE_DTYPES = {"float16": "float16", "float32": "float32", "bfloat16": "uint16"}
+
+
+@dataclass
+class SplitPlan:
+    """Everything fixed before the first forward pass; `plan_id` hashes what decides the bytes."""
+
+    n_layers: int  # L + 1 (embeddings included)
+    dim: int
+    dtype: str  # float16 | bfloat16 | float32
+    offsets: np.ndarray  # [S + 1] int64, sentence i is rows offsets[i]:offsets[i+1]
+    labels: np.ndarray  # [rows] int16, -1 where unlabeled
+    words: list[str]  # one per word, all sentences concatenated
+    unit_rows: int
+    plan_id: str
+    word_index: np.ndarray | None = None  # [rows] int32, subword granularity only
+    attrs: dict = field(default_factory=dict)  # extra split attributes (token budget, counts)
+
+    @property
+    def n_rows(self) -> int:
+        return int(self.offsets[-1])
+
+    @property
+    def n_units(self) -> int:
+        return max(1, -(-self.n_rows // self.unit_rows))
+
+    def unit_range(self, unit: int) -> tuple[int, int]:
+        return unit * self.unit_rows, min((unit + 1) * self.unit_rows, self.n_rows)
+
+
+def inner_chunk_rows(unit_rows: int) -> int:
+    """Inner chunks inside a shard: one layer each, a few per shard for cheap partial reads."""
+    return max(256, unit_rows // 8) if unit_rows >= 256 else unit_rows
+
+
+class SplitWriter:
+    def __init__(self, group: zarr.Group, plan: SplitPlan):
+        self.group = group
+        self.plan = plan
+        self.hidden = group["hidden"]
+        self.done = group["done"]
+
+    @classmethod
+    def open(cls, entry_path: str, entry_attrs: dict, split: str, plan: SplitPlan) -> "SplitWriter":
+        """Resume the split if it was started with the same plan, else (re)create it empty."""
+        root = open_group(entry_path, mode="a") if _exists(entry_path) else zarr.open_group(entry_path, mode="w")
+        if not root.attrs.get("format_version"):
+            root.attrs.update(entry_attrs)
+        if split in root:
+            old = root[split]
+            if old.attrs.get("plan_id") == plan.plan_id and old.attrs.get("ready"):
+                return cls(old, plan)
+            del root[split]
+        return cls(_create_split(root, split, plan), plan)
+
+    def pending_units(self) -> list[int]:
+        done = self.done[:]
+        return [u for u in range(self.plan.n_units) if not done[u]]
+
+    def write_unit(self, unit: int, rows: np.ndarray) -> None:
+        """rows: [unit rows, L+1, d] float32 or storage dtype; flag the unit only once it is stored."""
+        lo, hi = self.plan.unit_range(unit)
+        if rows.shape[0] != hi - lo:
+            raise ValueError(f"unit {unit}: {rows.shape[0]} rows for range {lo}:{hi}")
+        if self.plan.dtype == "bfloat16" and rows.dtype != np.uint16:
+            rows = float32_to_bfloat16_bits(rows)
+        else:
+            rows = rows.astype(STORAGE_DTYPES[self.plan.dtype], copy=False)
+        self.hidden[lo:hi] = rows
+        self.done[unit] = True
+
+    def finish(self, stats: dict) -> None:
+        self.group.attrs.update({**stats, "complete": True, "finished": time.strftime("%Y-%m-%dT%H:%M:%S%z")})
+
+
+def _exists(path: str) -> bool:
+    from .store import exists
+
+    return exists(path)
+
+
+def _create_split(root: zarr.Group, split: str, plan: SplitPlan) -> zarr.Group:
+    n, s = plan.n_rows, len(plan.offsets) - 1
+    g = root.create_group(split)
+    g.attrs.update({**plan.attrs, "complete": False, "ready": False, "plan_id": plan.plan_id,
+                    "n_sentences": s, "n_rows": n, "n_words": len(plan.words), "unit_rows": plan.unit_rows,
+                    "created": time.strftime("%Y-%m-%dT%H:%M:%S%z")})
+    small = dict(compressors=SMALL_ARRAY_CODECS)
+    g.create_array("offsets", data=plan.offsets.astype(np.int64), chunks=(max(1, min(s + 1, 65536)),), **small)
+    g.create_array("labels", data=plan.labels.astype(np.int16), chunks=(max(1, min(n, 262144)),), **small)
+    words = np.array(plan.words, dtype=object)
+    wa = g.create_array("words", shape=(len(words),), dtype=str, chunks=(max(1, min(len(words), 65536)),), **small)
+    if len(words):
+        wa[:] = words
+    if plan.word_index is not None:
+        g.create_array("word_index", data=plan.word_index.astype(np.int32), chunks=(max(1, min(n, 262144)),), **small)
+    unit = plan.unit_rows
+    g.create_array(
+        "hidden",
+        shape=(n, plan.n_layers, plan.dim),
+        dtype=STORAGE_DTYPES[plan.dtype],
+        shards=(unit, plan.n_layers, plan.dim),
+        chunks=(inner_chunk_rows(unit), 1, plan.dim),  # one layer per inner chunk: layer reads touch only it
+        compressors=[CHECKSUM],
+        fill_value=0,
+    )
+    g.create_array("done", shape=(plan.n_units,), dtype=bool, chunks=(1,), compressors=[CHECKSUM], fill_value=False)
+    g.attrs["ready"] = True
+    return g

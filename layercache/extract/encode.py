@@ -1,0 +1,137 @@
+"""The forward pass over one unit of rows: length-sorted, token-budget batches, every layer gathered
+at the pooled positions straight from the model's hidden states."""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from .tokenize import Tokenized, special_tokens, windows
+
+PRECISIONS = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+@dataclass
+class RowMap:
+    """Where each subword's vector goes: `row[k]` (global row) with weight `weight[k]`, for the
+    subwords that pooling needs (`needed[k]`)."""
+
+    row: np.ndarray
+    needed: np.ndarray
+    weight: np.ndarray | None  # None: each row takes exactly one subword (copied bit for bit)
+    row_offsets: np.ndarray  # [S + 1] rows per sentence, cumulated
+
+
+def row_map(tok: Tokenized, *, granularity: str, pooling: str) -> RowMap:
+    n_sub = len(tok.ids)
+    if granularity == "subword":
+        return RowMap(np.arange(n_sub), np.ones(n_sub, bool), None, tok.sub_offsets)
+    row = tok.global_word_of_sub()
+    change = np.ones(n_sub + 1, bool)
+    change[1:-1] = row[1:] != row[:-1]
+    if pooling == "first":
+        return RowMap(row, change[:-1], None, tok.word_offsets)
+    if pooling == "last":
+        return RowMap(row, change[1:], None, tok.word_offsets)
+    counts = np.bincount(row, minlength=int(tok.word_offsets[-1]))
+    return RowMap(row, np.ones(n_sub, bool), (1.0 / counts[row]).astype(np.float32), tok.word_offsets)
+
+
+@dataclass
+class Window:
+    sentence: int
+    start: int  # subword span [start, end) of the sentence fed to the model
+    end: int
+    keep_lo: int  # subwords [keep_lo, keep_hi) take their vectors from this window
+    keep_hi: int
+
+
+class UnitEncoder:
+    def __init__(self, model, tokenizer, *, device, precision: str, token_budget: int, max_length: int):
+        self.model, self.device = model, device
+        self.autocast_dtype = PRECISIONS[precision]
+        self.token_budget, self.max_length = token_budget, max_length
+        self.prefix_ids, self.suffix_ids = special_tokens(tokenizer)
+        self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+        self.width = max_length - len(self.prefix_ids) - len(self.suffix_ids)
+
+    def plan_batches(self, tok: Tokenized, sentences: range) -> list[list[Window]]:
+        """Windows of the given sentences sorted by length (stable) and cut into batches whose
+        padded size stays within the token budget."""
+        wins = []
+        for s in sentences:
+            n = int(tok.sub_offsets[s + 1] - tok.sub_offsets[s])
+            wins.extend(Window(s, *w) for w in windows(n, self.width))
+        wins.sort(key=lambda w: w.end - w.start)
+        batches, current = [], []
+        extra = len(self.prefix_ids) + len(self.suffix_ids)
+        for w in wins:
+            padded = (w.end - w.start + extra) * (len(current) + 1)
+            if current and padded > self.token_budget:
+                batches.append(current)
+                current = []
+            current.append(w)
+        if current:
+            batches.append(current)
+        return batches
+
+    def inputs(self, tok: Tokenized, batch: list[Window]) -> tuple[torch.Tensor, torch.Tensor]:
+        seqs = [
+            self.prefix_ids + tok.ids[tok.sub_offsets[w.sentence] + w.start : tok.sub_offsets[w.sentence] + w.end].tolist()
+            + self.suffix_ids
+            for w in batch
+        ]
+        T = max(len(s) for s in seqs)
+        ids = np.full((len(seqs), T), self.pad_id, dtype=np.int64)
+        mask = np.zeros((len(seqs), T), dtype=np.int64)
+        for i, s in enumerate(seqs):
+            ids[i, : len(s)] = s
+            mask[i, : len(s)] = 1
+        return torch.from_numpy(ids).to(self.device), torch.from_numpy(mask).to(self.device)
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        """Every layer's hidden states, embeddings first (HF order)."""
+        ctx = (
+            torch.autocast(device_type=self.device.type, dtype=self.autocast_dtype)
+            if self.autocast_dtype is not None
+            else contextlib.nullcontext()
+        )
+        with torch.inference_mode(), ctx:
+            out = self.model(input_ids=input_ids, attention_mask=attention_mask, output_hidden_states=True)
+        return out.hidden_states
+
+    def encode_unit(self, tok: Tokenized, rows: RowMap, lo: int, hi: int, *, storage: torch.dtype) -> torch.Tensor:
+        """[hi - lo, L+1, d] for rows lo:hi, in the storage dtype, still on the device."""
+        first = int(np.searchsorted(rows.row_offsets, lo, side="right") - 1)
+        last = int(np.searchsorted(rows.row_offsets, hi, side="left"))
+        out = None
+        for batch in self.plan_batches(tok, range(first, last)):
+            hidden = self.forward(*self.inputs(tok, batch))
+            pos, dest, weight = self._targets(tok, rows, batch, hidden[0].shape[1], lo, hi)
+            gathered = torch.stack([h.reshape(-1, h.shape[-1]).index_select(0, pos) for h in hidden], dim=1).float()
+            if out is None:
+                out = torch.zeros((hi - lo, len(hidden), hidden[0].shape[-1]), dtype=torch.float32, device=self.device)
+            if weight is None:
+                out.index_copy_(0, dest, gathered)
+            else:
+                out.index_add_(0, dest, gathered * weight[:, None, None])
+        return out.to(storage)
+
+    def _targets(self, tok, rows: RowMap, batch: list[Window], T: int, lo: int, hi: int):
+        """Flat positions in the [B*T] batch of the subwords this unit needs, their rows, weights."""
+        pos, subs = [], []
+        for b, w in enumerate(batch):
+            base = int(tok.sub_offsets[w.sentence])
+            k = np.arange(base + w.keep_lo, base + w.keep_hi)
+            k = k[rows.needed[k]]
+            r = rows.row[k]
+            k = k[(r >= lo) & (r < hi)]
+            subs.append(k)
+            pos.append(b * T + len(self.prefix_ids) + (k - base - w.start))
+        subs, pos = np.concatenate(subs), np.concatenate(pos)
+        dest = torch.from_numpy(rows.row[subs] - lo).to(self.device)
+        weight = None if rows.weight is None else torch.from_numpy(rows.weight[subs]).to(self.device)
+        return torch.from_numpy(pos).to(self.device), dest, weight

