@@ -1,0 +1,121 @@
+"""Cache management: list entries, describe one, remove one, verify every chunk's checksum."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import LayercacheError
+from .layout import is_remote, local_path
+from .store import open_group
+
+
+@dataclass
+class EntryStatus:
+    path: str
+    model: str
+    dataset: str
+    splits: dict[str, bool]  # split -> complete
+    finished: str | None  # newest finish time among complete splits
+    bytes_on_disk: int | None
+
+    @property
+    def complete(self) -> bool:
+        return bool(self.splits) and all(self.splits.values())
+
+
+def list_entries(root: str) -> list[EntryStatus]:
+    """Every entry directly under `root` (local roots), newest first."""
+    if is_remote(root):
+        raise LayercacheError(f"listing a remote root ({root}) is not supported; pass the entry's URL to info/verify")
+    base = local_path(root)
+    if not os.path.isdir(base):
+        return []
+    out = []
+    for name in sorted(os.listdir(base)):
+        path = os.path.join(base, name)
+        if os.path.isfile(os.path.join(path, "zarr.json")):
+            try:
+                out.append(entry_status(path))
+            except Exception:  # not ours or damaged: `info`/`verify` say why
+                continue
+    return sorted(out, key=lambda e: e.finished or "", reverse=True)
+
+
+def entry_status(path: str) -> EntryStatus:
+    group = open_group(path, mode="r")
+    attrs = dict(group.attrs)
+    if not attrs.get("format_version"):
+        raise LayercacheError(f"{path} is not a layercache entry")
+    splits, finished = {}, []
+    for name, g in group.groups():
+        done = bool(g.attrs.get("complete"))
+        splits[name] = done
+        if done and g.attrs.get("finished"):
+            finished.append(g.attrs["finished"])
+    return EntryStatus(path=path, model=attrs.get("model", "?"), dataset=attrs.get("dataset", "?"), splits=splits,
+                       finished=max(finished) if finished else None, bytes_on_disk=bytes_on_disk(path))
+
+
+def latest_complete(root: str) -> EntryStatus | None:
+    for e in list_entries(root):
+        if e.complete:
+            return e
+    return None
+
+
+def bytes_on_disk(path: str) -> int | None:
+    if is_remote(path):
+        return None
+    total = 0
+    for r, _, files in os.walk(local_path(path)):
+        total += sum(os.path.getsize(os.path.join(r, f)) for f in files)
+    return total
+
+
+def remove(path: str) -> None:
+    entry_status(path)  # refuse to delete anything that is not an entry
+    if is_remote(path):
+        import fsspec
+
+        fs, p = fsspec.core.url_to_fs(path)
+        fs.rm(p, recursive=True)
+        return
+    shutil.rmtree(local_path(path))
+    lock = local_path(path).rstrip("/") + ".lock"
+    if os.path.exists(lock):
+        os.remove(lock)
+
+
+def verify(path: str, *, progress: bool = False) -> list[str]:
+    """Read every chunk of every array; return one message per unreadable or corrupt chunk."""
+    from tqdm.auto import tqdm
+
+    group = open_group(path, mode="r")
+    problems = []
+    arrays = [(f"{split}/{name}", arr) for split, g in group.groups() for name, arr in g.arrays()]
+    for name, arr in tqdm(arrays, desc="verify", disable=not progress, leave=False):
+        for sel, label in _chunk_selections(arr):
+            try:
+                np.asarray(arr[sel])
+            except Exception as exc:  # zarr raises codec-specific errors on a checksum mismatch
+                problems.append(f"{path}: array {name}, chunk {label}: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
+    return problems
+
+
+def _chunk_selections(arr):
+    """One selection per inner chunk, so a corrupt chunk is named exactly."""
+    chunks = arr.chunks
+    shape = arr.shape
+    grids = [range(0, max(s, 1), c) for s, c in zip(shape, chunks)]
+    import itertools
+
+    for starts in itertools.product(*grids):
+        sel = tuple(slice(a, min(a + c, s)) for a, c, s in zip(starts, chunks, shape))
+        label = "(" + ", ".join(str(a // c) for a, c in zip(starts, chunks)) + ")"
+        if any(s == 0 for s in shape):
+            return
+        yield sel, label

@@ -1,0 +1,126 @@
+"""Shared fixtures: tiny random BERT and RoBERTa encoders built from a config, a small synthetic
+CoNLL-style dataset, and an extracted cache of it. Nothing touches the network."""
+
+from __future__ import annotations
+
+import os
+import random
+import string
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+SHARED_CONLL = Path(__file__).resolve().parents[2] / "shared" / "data" / "conll2003"
+
+PEOPLE = ["alice", "bob", "carol", "dave", "erin", "frank", "grace", "heidi"]
+PLACES = ["paris", "london", "berlin", "madrid", "rome", "vienna", "oslo"]
+ORGS = ["acme", "globex", "initech", "umbrella", "hooli"]
+FILLER = ["the", "of", "and", "in", "to", "said", "met", "visited", "from", "with", "today", "a", "big", "new"]
+
+
+def _sentence(rng: random.Random) -> tuple[list[str], list[str]]:
+    words, tags = [], []
+    for _ in range(rng.randint(3, 12)):
+        r = rng.random()
+        if r < 0.15:
+            words.append(rng.choice(PEOPLE).title()); tags.append("B-PER")
+            if rng.random() < 0.3:
+                words.append(rng.choice(PEOPLE).title() + "son"); tags.append("I-PER")
+        elif r < 0.27:
+            words.append(rng.choice(PLACES).title()); tags.append("B-LOC")
+        elif r < 0.35:
+            words.append(rng.choice(ORGS).title()); tags.append("B-ORG")
+            if rng.random() < 0.4:
+                words.append("Inc"); tags.append("I-ORG")
+        else:
+            words.append(rng.choice(FILLER)); tags.append("O")
+    return words, tags
+
+
+def write_conll(path: Path, sentences) -> None:
+    with path.open("w", encoding="utf-8") as f:
+        f.write("-DOCSTART- -X- -X- O\n\n")
+        for words, tags in sentences:
+            for w, t in zip(words, tags):
+                f.write(f"{w} NN O {t}\n")
+            f.write("\n")
+
+
+def make_sentences(n: int, seed: int) -> list[tuple[list[str], list[str]]]:
+    rng = random.Random(seed)
+    return [_sentence(rng) for _ in range(n)]
+
+
+@pytest.fixture(scope="session")
+def tiny_conll_dir(tmp_path_factory) -> Path:
+    """train/dev/test in IOB2; train holds one very long sentence and a zero-width word."""
+    d = tmp_path_factory.mktemp("tiny_conll")
+    train = make_sentences(120, seed=1)
+    long_words, long_tags = [], []
+    for words, tags in make_sentences(12, seed=9):
+        long_words += words
+        long_tags += tags
+    train.insert(5, (long_words, long_tags))  # longer than the tiny models' 64 positions
+    train.insert(7, (["Alice", "\u200b", "met", "Bob"], ["B-PER", "O", "O", "B-PER"]))
+    write_conll(d / "train.txt", train)
+    write_conll(d / "dev.txt", make_sentences(40, seed=2))
+    write_conll(d / "test.txt", make_sentences(40, seed=3))
+    return d
+
+
+def _bert_vocab() -> list[str]:
+    chars = string.ascii_lowercase + string.digits
+    return (["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + list(chars + string.punctuation)
+            + ["##" + c for c in chars] + sorted(set(FILLER + PEOPLE + PLACES + ORGS + ["inc"])))
+
+
+@pytest.fixture(scope="session")
+def tiny_bert_dir(tmp_path_factory) -> Path:
+    import torch
+    from transformers import BertConfig, BertModel, BertTokenizer
+
+    d = tmp_path_factory.mktemp("tiny_bert")
+    vocab = _bert_vocab()
+    (d / "vocab.txt").write_text("\n".join(vocab) + "\n")
+    BertTokenizer(vocab_file=str(d / "vocab.txt")).save_pretrained(d)
+    config = BertConfig(vocab_size=len(vocab), hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                        intermediate_size=64, max_position_embeddings=32)
+    torch.manual_seed(0)
+    BertModel(config).save_pretrained(d)
+    return d
+
+
+@pytest.fixture(scope="session")
+def tiny_roberta_dir(tmp_path_factory) -> Path:
+    import torch
+    from tokenizers import ByteLevelBPETokenizer, processors
+    from transformers import RobertaConfig, RobertaModel, RobertaTokenizer
+
+    d = tmp_path_factory.mktemp("tiny_roberta")
+    corpus = [" ".join(w for w, _ in [(x, 0) for x in s[0]]) for s in make_sentences(200, seed=4)]
+    bpe = ByteLevelBPETokenizer(add_prefix_space=True)
+    bpe.train_from_iterator(corpus, vocab_size=320, min_frequency=1,
+                            special_tokens=["<s>", "<pad>", "</s>", "<unk>", "<mask>"])
+    bpe._tokenizer.post_processor = processors.RobertaProcessing(("</s>", 2), ("<s>", 0), add_prefix_space=True)
+    bpe.save(str(d / "tokenizer.json"))
+    tok = RobertaTokenizer(tokenizer_file=str(d / "tokenizer.json"), add_prefix_space=True)
+    tok.save_pretrained(d)
+    config = RobertaConfig(vocab_size=len(tok), hidden_size=32, num_hidden_layers=3, num_attention_heads=4,
+                           intermediate_size=64, max_position_embeddings=34, pad_token_id=1)
+    torch.manual_seed(0)
+    RobertaModel(config).save_pretrained(d)
+    return d
+
+
+@pytest.fixture(scope="session")
+def tiny_cache(tmp_path_factory, tiny_bert_dir, tiny_conll_dir) -> str:
+    """An extracted entry (train/dev/test) of the tiny BERT over the tiny dataset."""
+    from layercache.extract.run import ExtractConfig, extract
+
+    root = tmp_path_factory.mktemp("cache")
+    config = ExtractConfig(model=str(tiny_bert_dir), dataset=str(tiny_conll_dir), cache_dir=str(root), unit_rows=256)
+    return extract(config, progress=False, log=lambda m: None).path
