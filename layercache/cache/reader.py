@@ -7,9 +7,11 @@ selection over a list is 30-50x slower (DESIGN.md, measured with zarr 3.1).
 
 from __future__ import annotations
 
+import os
 from functools import cached_property
 
 import numpy as np
+import zarr
 
 from ..errors import LayercacheError
 from .store import bfloat16_to_float32, open_group, require_complete
@@ -18,9 +20,10 @@ from .store import bfloat16_to_float32, open_group, require_complete
 class CacheEntry:
     """One cache entry (a zarr group): metadata in `meta`, one `CacheSplit` per finished split."""
 
-    def __init__(self, path: str):
-        self.path = path
-        self.group = open_group(path, mode="r")
+    def __init__(self, path):
+        # A path or URL; tests may also pass a zarr store (e.g. one that counts the bytes read).
+        self.path = path if isinstance(path, str) else str(path)
+        self.group = open_group(path, mode="r") if isinstance(path, str) else zarr.open_group(path, mode="r")
         self.meta = dict(self.group.attrs)
         if not self.meta.get("format_version"):
             raise LayercacheError(f"{path} is not a layercache entry (no format_version attribute)")
@@ -151,5 +154,5 @@ class CacheSplit:
             )
 
 
-def open_entry(path: str) -> CacheEntry:
-    return CacheEntry(str(path))
+def open_entry(path) -> CacheEntry:
+    return CacheEntry(path if not isinstance(path, os.PathLike) else os.fspath(path))

@@ -88,8 +88,8 @@ class NerDataset:
     def fingerprint(self, *, split: str | None = None) -> str:
         """sha256 hex of the content (label names, split names, words, tags), never of paths.
 
-        ``split`` fingerprints one split alone, so a cache entry for ``train`` keeps its key
-        when another split is loaded or filtered out. Computed once per key, then cached.
+        Without ``split`` it covers every split of the source, even those filtered out by
+        ``load_dataset(splits=...)``; ``split`` fingerprints one split alone. Cached per key.
         """
         key = split or ""
         if key not in self._fingerprints:
@@ -471,7 +471,7 @@ def _build(
     labels = _label_names(splits)
     unseen = _unseen_in_train(splits)
     chosen = _select(splits, keep, name=name)
-    return NerDataset(
+    dataset = NerDataset(
         name=name,
         source=source,
         splits={s: splits[s] for s in chosen},
@@ -479,3 +479,7 @@ def _build(
         unseen_in_train={s: n for s, n in unseen.items() if s in chosen},
         source_scheme=found,
     )
+    # The whole dataset's fingerprint, whatever the filter: one cache entry per dataset, whose
+    # splits can be extracted one at a time.
+    dataset._fingerprints[""] = _content_hash(labels, splits)
+    return dataset

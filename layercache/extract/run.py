@@ -185,7 +185,7 @@ def _extract_split(config, dataset, split, info, tokenizer, model, device, path,
     seconds = time.perf_counter() - t0
     done_rows = sum(np.diff(plan.unit_range(u))[0] for u in pending)
     n_words = int(tok.word_offsets[-1])
-    wps = n_words * done_rows / max(plan.n_rows, 1) / seconds if seconds > 0 else None
+    wps = float(n_words * done_rows / max(plan.n_rows, 1) / seconds) if seconds > 0 else None
     writer.finish({"seconds": round(seconds, 3), "words_per_second": wps, "n_empty_words": tok.n_empty_words,
                    "n_windowed_sentences": n_windowed, "device": str(device)})
     summary = _summary_from_cache(path, split, reused=False)
