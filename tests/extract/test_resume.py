@@ -1,0 +1,88 @@
+"""Interrupted extraction: killed with SIGKILL after some units, the next run resumes and ends
+bitwise identical to an uninterrupted run; the unfinished entry is never read as complete."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import numpy as np
+import pytest
+import zarr
+
+from layercache.cache.reader import open_entry
+from layercache.errors import IncompleteEntryError
+from layercache.extract.run import ExtractConfig, extract
+
+# Runs extract in a child process whose writer pauses after each unit, so the test can kill it
+# between units (and, with a short pause, while a unit is being written).
+CHILD = textwrap.dedent(
+    """
+    import sys, time
+    from layercache.cache import writer
+    original = writer.SplitWriter.write_unit
+    def slow(self, unit, rows):
+        original(self, unit, rows)
+        time.sleep(float(sys.argv[4]))
+    writer.SplitWriter.write_unit = slow
+    from layercache.extract.run import ExtractConfig, extract
+    extract(ExtractConfig(model=sys.argv[1], dataset=sys.argv[2], cache_dir=sys.argv[3], unit_rows=256,
+                          splits=("train",)), progress=False)
+    """
+)
+
+
+def _units_done(path: str) -> int:
+    try:
+        return int(np.sum(zarr.open_group(path, mode="r")["train"]["done"][:]))
+    except Exception:
+        return 0
+
+
+def _arrays(path: str) -> dict[str, np.ndarray]:
+    g = zarr.open_group(path, mode="r")["train"]
+    return {name: arr[:] for name, arr in g.arrays()}
+
+
+@pytest.mark.parametrize("kill_after_units,pause", [(1, 2.0), (3, 2.0), (2, 0.0)])
+def test_sigkill_then_resume_is_bitwise_identical(tiny_bert_dir, tiny_conll_dir, tmp_path, kill_after_units, pause):
+    config = dict(model=str(tiny_bert_dir), dataset=str(tiny_conll_dir), unit_rows=256, splits=("train",))
+    reference = extract(ExtractConfig(cache_dir=str(tmp_path / "ref"), **config), progress=False).path
+    root = str(tmp_path / "killed")
+    path = reference.replace(str(tmp_path / "ref"), root)
+    env = {**os.environ, "PYTHONPATH": os.getcwd()}
+    child = subprocess.Popen([sys.executable, "-c", CHILD, str(tiny_bert_dir), str(tiny_conll_dir), root, str(pause)],
+                             env=env)
+    deadline = time.time() + 120
+    while _units_done(path) < kill_after_units and child.poll() is None and time.time() < deadline:
+        time.sleep(0.01)
+    child.send_signal(signal.SIGKILL)
+    child.wait()
+    assert 0 < _units_done(path) < 5, "the child finished or never started; the kill proved nothing"
+    with pytest.raises(IncompleteEntryError):
+        open_entry(path).split("train")
+    resumed = extract(ExtractConfig(cache_dir=root, **config), progress=False, log=lambda m: None)
+    assert resumed.path == path
+    got, want = _arrays(path), _arrays(reference)
+    assert got.keys() == want.keys()
+    for name in want:
+        np.testing.assert_array_equal(got[name], want[name], err_msg=name)
+    assert open_entry(path).split("train").n_rows == 1116
+
+
+def test_two_extracts_on_one_entry(tiny_bert_dir, tiny_conll_dir, tmp_path):
+    """Started together, one waits for the other; both end with the same complete entry."""
+    env = {**os.environ, "PYTHONPATH": os.getcwd()}
+    procs = [subprocess.Popen([sys.executable, "-c", CHILD, str(tiny_bert_dir), str(tiny_conll_dir),
+                               str(tmp_path), "0.2"], env=env, stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    outputs = [p.communicate(timeout=180)[1] for p in procs]
+    assert all(p.returncode == 0 for p in procs), outputs
+    ref = extract(ExtractConfig(model=str(tiny_bert_dir), dataset=str(tiny_conll_dir), cache_dir=str(tmp_path / "r"),
+                                unit_rows=256, splits=("train",)), progress=False)
+    path = ref.path.replace(str(tmp_path / "r"), str(tmp_path))
+    for name, arr in _arrays(ref.path).items():
+        np.testing.assert_array_equal(_arrays(path)[name], arr)
