@@ -1,0 +1,150 @@
+"""Extraction throughput, side by side in one run: (a) `extract`, (b) the forward pass alone on the
+same length-sorted token-budget batches (the floor), (c) the naive recipe (batches of 16 in file
+order, padded, output_hidden_states=True, every layer saved as fp32 with np.save per batch).
+Also bytes per word stored vs the ideal (L+1)*d*2, and peak memory as the dataset grows.
+
+    python scripts/bench_extract.py --data ../shared/data/conll2003 --sentences 3000 --repeats 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from layercache.cache.manage import bytes_on_disk  # noqa: E402
+from layercache.extract.datasets import load_dataset  # noqa: E402
+from layercache.extract.encode import UnitEncoder, row_map  # noqa: E402
+from layercache.extract.models import load_model, load_tokenizer, model_info  # noqa: E402
+from layercache.extract.run import ExtractConfig, _default_unit_rows, extract  # noqa: E402
+from layercache.extract.tokenize import tokenize_words  # noqa: E402
+
+
+def write_subset(data_dir: str, n: int, out: Path) -> list[list[str]]:
+    sentences = load_dataset(data_dir, splits=["train"]).splits["train"][:n]
+    out.mkdir(parents=True, exist_ok=True)
+    with (out / "train.txt").open("w") as f:
+        for words, tags in sentences:
+            f.writelines(f"{w} {t}\n" for w, t in zip(words, tags))
+            f.write("\n")
+    return [w for w, _ in sentences]
+
+
+def run_extract(data: Path, root: str, model: str | None) -> tuple[float, str]:
+    t0 = time.perf_counter()
+    result = extract(ExtractConfig(model=model, dataset=str(data), cache_dir=root), progress=False, log=lambda m: None)
+    return time.perf_counter() - t0, result.path
+
+
+def run_floor(words, model_name) -> float:
+    """Only the forward passes, on exactly the batches extract plans (unit by unit)."""
+    info = model_info(model_name)
+    tok_ = load_tokenizer(info)
+    model = load_model(info, device=torch.device("cpu"))
+    tok = tokenize_words(tok_, words)
+    rows = row_map(tok, granularity="word", pooling="first")
+    enc = UnitEncoder(model, tok_, device=torch.device("cpu"), precision="fp32", token_budget=4096,
+                      max_length=info.max_length)
+    unit = _default_unit_rows(info.num_layers + 1, info.hidden_size, 2)
+    n_rows = int(rows.row_offsets[-1])
+    batches = []
+    for lo in range(0, n_rows, unit):
+        hi = min(lo + unit, n_rows)
+        first = int(np.searchsorted(rows.row_offsets, lo, side="right") - 1)
+        last = int(np.searchsorted(rows.row_offsets, hi, side="left"))
+        batches += [enc.inputs(tok, b) for b in enc.plan_batches(tok, range(first, last))]
+    t0 = time.perf_counter()
+    for ids, mask in batches:
+        enc.forward(ids, mask)
+    return time.perf_counter() - t0
+
+
+def run_naive(words, model_name, out_dir: str) -> float:
+    info = model_info(model_name)
+    tok = load_tokenizer(info)
+    model = load_model(info, device=torch.device("cpu"))
+    t0 = time.perf_counter()
+    for i in range(0, len(words), 16):
+        enc = tok(words[i : i + 16], is_split_into_words=True, padding=True, truncation=True, return_tensors="pt")
+        with torch.no_grad():
+            hs = model(**enc, output_hidden_states=True).hidden_states
+        np.save(os.path.join(out_dir, f"batch{i // 16:05d}.npy"), torch.stack(hs, 1).float().numpy())
+    return time.perf_counter() - t0
+
+
+def peak_rss_mb(data: Path, root: str, model: str | None) -> float:
+    code = (
+        "import resource, sys; sys.path.insert(0, %r)\n"
+        "from layercache.extract.run import ExtractConfig, extract\n"
+        "extract(ExtractConfig(model=%r, dataset=%r, cache_dir=%r), progress=False, log=lambda m: None)\n"
+        "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)\n"
+    ) % (str(REPO), model, str(data), root)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    return float(out.stdout.strip().splitlines()[-1])
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--data", default=str(REPO.parent / "shared/data/conll2003"))
+    ap.add_argument("--model", default=None, help="default: all-MiniLM-L6-v2")
+    ap.add_argument("--sentences", type=int, default=3000)
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--memory-sizes", default="1000,2000,4000,8000")
+    ap.add_argument("--json", default=None, help="write the figures here too")
+    args = ap.parse_args()
+    torch.set_num_threads(os.cpu_count() or 1)
+
+    tmp = Path(tempfile.mkdtemp(prefix="bench_extract_"))
+    words = write_subset(args.data, args.sentences, tmp / "data")
+    n_words = sum(len(w) for w in words)
+    times = {"extract": [], "floor": [], "naive": []}
+    path = None
+    for r in range(args.repeats):
+        t, path = run_extract(tmp / "data", str(tmp / f"cache{r}"), args.model)
+        times["extract"].append(t)
+        times["floor"].append(run_floor(words, args.model))
+        naive_dir = tmp / f"naive{r}"
+        naive_dir.mkdir()
+        times["naive"].append(run_naive(words, args.model, str(naive_dir)))
+    med = {k: statistics.median(v) for k, v in times.items()}
+    wps = {k: n_words / v for k, v in med.items()}
+    info = model_info(args.model)
+    ideal = (info.num_layers + 1) * info.hidden_size * 2
+    stored = bytes_on_disk(path + "/train/hidden") / n_words
+
+    print(f"{args.sentences} sentences, {n_words} words, {info.name}, torch threads {torch.get_num_threads()}, "
+          f"medians of {args.repeats}")
+    print("| what | words/s (median) | runs (s) |")
+    print("|---|---:|---|")
+    for k, label in (("extract", "(a) extract, end to end"), ("floor", "(b) forward pass alone, same batches"),
+                     ("naive", "(c) naive: 16/batch, file order, fp32 np.save")):
+        print(f"| {label} | {wps[k]:,.0f} | {', '.join(f'{x:.1f}' for x in times[k])} |")
+    print(f"\n(a)/(b) = {wps['extract'] / wps['floor']:.2f}   (a)/(c) = {wps['extract'] / wps['naive']:.2f}")
+    print(f"bytes/word stored: {stored:,.0f} vs ideal {ideal:,} -> {stored / ideal:.3f} x")
+
+    sizes = [int(s) for s in args.memory_sizes.split(",") if s]
+    mem = {}
+    for n in sizes:
+        write_subset(args.data, n, tmp / f"mem{n}")
+        mem[n] = peak_rss_mb(tmp / f"mem{n}", str(tmp / f"memcache{n}"), args.model)
+    print("\npeak RSS of extract by dataset size: " + ", ".join(f"{n} sentences {m:,.0f} MB" for n, m in mem.items()))
+    if args.json:
+        Path(args.json).write_text(json.dumps({"words": n_words, "times": times, "words_per_s": wps,
+                                               "bytes_per_word": stored, "ideal": ideal, "peak_rss_mb": mem}, indent=2))
+
+
+if __name__ == "__main__":
+    main()
