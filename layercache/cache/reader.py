@@ -119,7 +119,7 @@ class CacheSplit:
 
     def _read_layer(self, layer: int, rows: np.ndarray | None) -> np.ndarray:
         if rows is None:
-            return self._hidden[:, layer, :]
+            return self._slice(0, self.n_rows, layer)
         if len(rows) == 0:
             return np.zeros((0, self._hidden.shape[2]), dtype=self._hidden.dtype)
         # Read contiguous runs of needed inner chunks as slices, then pick rows in memory.
@@ -129,7 +129,7 @@ class CacheSplit:
         parts, base = [], []
         for run in np.split(needed, breaks):
             lo, hi = int(run[0]) * chunk, min(int(run[-1] + 1) * chunk, self.n_rows)
-            parts.append(self._hidden[lo:hi, layer, :])
+            parts.append(self._slice(lo, hi, layer))
             base.append((lo, hi))
         block = np.concatenate(parts) if len(parts) > 1 else parts[0]
         # Map global row -> position in the concatenated block.
@@ -138,6 +138,23 @@ class CacheSplit:
         block_starts = np.cumsum(lengths) - lengths
         which = np.searchsorted(starts, rows, side="right") - 1
         return block[rows - starts[which] + block_starts[which]]
+
+    def _slice(self, lo: int, hi: int, layer: int) -> np.ndarray:
+        try:
+            return self._hidden[lo:hi, layer, :]
+        except ValueError as exc:
+            if "checksum" not in str(exc):
+                raise
+            chunk = self._hidden.chunks[0]
+            for start in range(lo - lo % chunk, hi, chunk):  # name the first corrupt chunk exactly
+                try:
+                    self._hidden[start : start + chunk, layer, :]
+                except ValueError:
+                    raise LayercacheError(
+                        f"{self.entry.path}: array {self.name}/hidden, chunk ({start // chunk}, {layer}, 0) fails its "
+                        "crc32c checksum (corrupt on disk); run `layercache verify` and re-extract"
+                    ) from exc
+            raise
 
     def _word_offsets(self) -> np.ndarray:
         if "word_index" not in self.group:

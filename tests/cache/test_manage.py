@@ -1,0 +1,77 @@
+"""`layercache ls | info | rm | verify`, and corruption detection by the crc32c checksums."""
+
+from __future__ import annotations
+
+import glob
+import os
+import shutil
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from layercache.cache.cli import main
+from layercache.cache.manage import latest_complete, list_entries, verify
+from layercache.cache.reader import open_entry
+from layercache.errors import LayercacheError
+
+
+@pytest.fixture
+def entry_copy(tiny_cache, tmp_path):
+    root = tmp_path / "root"
+    root.mkdir()
+    dst = root / os.path.basename(tiny_cache)
+    shutil.copytree(tiny_cache, dst)
+    return str(dst)
+
+
+def test_ls_info_rm(entry_copy):
+    root = os.path.dirname(entry_copy)
+    runner = CliRunner()
+    out = runner.invoke(main, ["ls", "--cache-dir", root])
+    assert out.exit_code == 0 and entry_copy in out.output and "train" in out.output
+    info = runner.invoke(main, ["info", entry_copy])
+    assert info.exit_code == 0 and "hidden [1116, 3, 32]" in info.output and "B-PER" in info.output
+    assert [e.path for e in list_entries(root)] == [entry_copy]
+    assert latest_complete(root).path == entry_copy
+    rm = runner.invoke(main, ["rm", "--yes", entry_copy])
+    assert rm.exit_code == 0 and not os.path.exists(entry_copy)
+    assert runner.invoke(main, ["ls", "--cache-dir", root]).output.startswith("no entries")
+
+
+def test_info_on_a_non_entry_is_one_line_error(tmp_path):
+    out = CliRunner().invoke(main, ["info", str(tmp_path / "nothing")])
+    assert out.exit_code == 1 and out.output.strip().count("\n") == 0 and "no cache entry" in out.output
+
+
+def test_verify_clean_entry(entry_copy):
+    assert verify(entry_copy) == []
+    out = CliRunner().invoke(main, ["verify", entry_copy])
+    assert out.exit_code == 0 and out.output.startswith("ok")
+
+
+def test_flipped_byte_is_caught_by_verify_and_by_reads(entry_copy):
+    shard = sorted(glob.glob(f"{entry_copy}/train/hidden/c/*/0/0"))[1]  # the second shard
+    data = bytearray(open(shard, "rb").read())
+    data[100] ^= 0x01  # inside the first inner chunk (layer 0) of that shard
+    open(shard, "wb").write(data)
+    problems = verify(entry_copy)
+    assert len(problems) == 1 and "train/hidden" in problems[0] and "chunk (1, 0, 0)" in problems[0]
+    out = CliRunner().invoke(main, ["verify", entry_copy])
+    assert out.exit_code == 1 and "train/hidden" in out.output
+    split = open_entry(entry_copy).split("train")
+    split.hidden(layers=[1])  # other layers' chunks are intact and still read
+    with pytest.raises(LayercacheError, match=r"train/hidden.*checksum"):
+        split.hidden(layers=[0])
+
+
+def test_incomplete_split_is_not_listed_as_complete(entry_copy):
+    import zarr
+
+    zarr.open_group(entry_copy, mode="a")["dev"].attrs["complete"] = False
+    root = os.path.dirname(entry_copy)
+    assert latest_complete(root) is None
+    assert open_entry(entry_copy).splits == ["train", "test"]
+    with pytest.raises(LayercacheError, match="incomplete"):
+        open_entry(entry_copy).split("dev")
+    np.testing.assert_equal(open_entry(entry_copy).split("train").n_sentences, 122)
