@@ -167,6 +167,9 @@ def _extract_split(config, dataset, split, info, tokenizer, model, device, path,
     pending = writer.pending_units()
     if len(pending) < plan.n_units:
         log(f"resuming {split}: {plan.n_units - len(pending)} of {plan.n_units} units already cached")
+    unseen = dataset.unseen_in_train.get(split, 0)
+    if unseen:
+        log(f"{split}: {unseen} tokens carry an entity type never seen in train; kept under their own labels")
     if tok.n_empty_words:
         log(f"{split}: {tok.n_empty_words} words tokenize to nothing; encoded as {tokenizer.unk_token}")
     if n_windowed:

@@ -1,0 +1,49 @@
+"""Faults during extraction end in one clear line, leave the entry incomplete (never read), and a
+rerun resumes it."""
+
+from __future__ import annotations
+
+import errno
+
+import numpy as np
+import pytest
+import zarr
+from click.testing import CliRunner
+
+from layercache.cache.reader import open_entry
+from layercache.errors import IncompleteEntryError
+from layercache.extract.cli import main
+
+
+def test_disk_full_mid_write_then_resume(tiny_bert_dir, tiny_conll_dir, tmp_path, monkeypatch):
+    import zarr.storage._local as local
+
+    original = local._put
+    shard_writes = {"n": 0}
+
+    def filling_up(path, value, exclusive=False):
+        if "/hidden/c/" in str(path):
+            shard_writes["n"] += 1
+            if shard_writes["n"] > 2:  # the disk fills after two shards
+                raise OSError(errno.ENOSPC, "No space left on device", str(path))
+        return original(path, value, exclusive)
+
+    monkeypatch.setattr(local, "_put", filling_up)
+    args = ["--model", str(tiny_bert_dir), "--dataset", str(tiny_conll_dir), "--cache-dir", str(tmp_path),
+            "--unit-rows", "256", "--splits", "train", "--quiet"]
+    out = CliRunner().invoke(main, args)
+    assert out.exit_code == 1
+    errors = [line for line in out.output.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and "No space left on device" in errors[0] and "/hidden/c/" in errors[0]
+    assert "Traceback" not in out.output
+    path = next(p for p in tmp_path.iterdir() if p.is_dir())
+    done = zarr.open_group(str(path), mode="r")["train"]["done"][:]
+    assert 0 < done.sum() < len(done)
+    with pytest.raises(IncompleteEntryError):
+        open_entry(str(path)).split("train")
+
+    monkeypatch.setattr(local, "_put", original)  # space freed
+    out = CliRunner().invoke(main, args)
+    assert out.exit_code == 0, out.output
+    split = open_entry(str(path)).split("train")
+    assert split.n_rows == 1116 and np.all(np.abs(split.hidden(layers=[2]).astype(np.float32)).sum(-1) > 0)
