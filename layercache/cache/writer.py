@@ -60,8 +60,10 @@ class SplitWriter:
         self.done = group["done"]
 
     @classmethod
-    def open(cls, entry_path: str, entry_attrs: dict, split: str, plan: SplitPlan) -> "SplitWriter":
-        """Resume the split if it was started with the same plan, else (re)create it empty."""
+    def open(cls, entry_path: str, entry_attrs: dict, split: str, plan: SplitPlan, *,
+             create: bool = True) -> "SplitWriter":
+        """Resume the split if it was started with the same plan, else (re)create it empty.
+        With create=False (ranks other than 0) the split must already be there with this plan."""
         root = open_group(entry_path, mode="a") if _exists(entry_path) else zarr.open_group(entry_path, mode="w")
         if not root.attrs.get("format_version"):
             root.attrs.update(entry_attrs)
@@ -69,6 +71,8 @@ class SplitWriter:
             old = root[split]
             if old.attrs.get("plan_id") == plan.plan_id and old.attrs.get("ready"):
                 return cls(old, plan)
+            if not create:
+                raise RuntimeError(f"split {split!r} of {entry_path} was created with another plan")
             del root[split]
         return cls(_create_split(root, split, plan), plan)
 

@@ -40,6 +40,8 @@ def main(model, dataset, splits, granularity, pooling, dtype, precision, max_len
                            precision=precision, cache_dir=cache_dir, device=device, unit_rows=unit_rows,
                            trust_remote_code=trust_remote_code)
     result = extract(config, progress=not quiet, log=lambda m: click.echo(m, err=True))
+    if int(os.environ.get("RANK", "0")) != 0:
+        return
     fresh = [s for s in result.splits if not s.reused]
     click.echo(("cached: " if fresh else "already cached, nothing to do: ") + result.path)
     for s in result.splits:

@@ -8,6 +8,7 @@ Because a unit's batches depend only on the plan, a resumed run recomputes exact
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import queue
@@ -23,7 +24,8 @@ from ..cache.store import exists, open_group
 from ..cache.writer import SplitPlan, SplitWriter
 from ..errors import LayercacheError
 from .datasets import NerDataset, load_dataset
-from .models import ModelInfo, load_model, load_tokenizer, model_info, pick_device
+from .models import ModelInfo, load_model, load_tokenizer, model_info
+from .ranks import Ranks
 from .tokenize import Tokenized, tokenize_words
 
 GRANULARITIES = ("word", "subword")
@@ -122,6 +124,9 @@ def describe(config: ExtractConfig, *, dataset: NerDataset | None = None, info: 
 
 
 def extract(config: ExtractConfig, *, progress: bool = True, log=print) -> ExtractResult:
+    ranks = Ranks()
+    if not ranks.main:
+        progress, log = False, (lambda message: None)
     dataset = load_dataset(config.dataset, splits=list(config.splits) if config.splits else None)
     info = model_info(config.model, trust_remote_code=config.trust_remote_code)
     path, key, attrs = describe(config, dataset=dataset, info=info)
@@ -132,23 +137,27 @@ def extract(config: ExtractConfig, *, progress: bool = True, log=print) -> Extra
             result.splits.append(_summary_from_cache(path, split, reused=True))
     if not todo:
         return result
-    with _entry_lock(path, log):
-        device = pick_device(config.device)
+    with _entry_lock(path, log) if ranks.main else contextlib.nullcontext():
+        ranks.barrier()  # the other ranks start once rank 0 holds the entry
+        device = ranks.device(config.device)
         tokenizer = load_tokenizer(info, trust_remote_code=config.trust_remote_code)
         model = load_model(info, device=device, trust_remote_code=config.trust_remote_code)
         for split in todo:
-            if _split_complete(path, split):  # another process finished it while we waited
+            done = _split_complete(path, split)  # another process may have finished it while we waited
+            ranks.barrier()
+            if done:
                 result.splits.append(_summary_from_cache(path, split, reused=True))
                 continue
             result.splits.append(
-                _extract_split(config, dataset, split, info, tokenizer, model, device, path, attrs, progress, log)
+                _extract_split(config, dataset, split, info, tokenizer, model, device, path, attrs, progress, log,
+                               ranks)
             )
     order = list(dataset.splits)
     result.splits.sort(key=lambda s: order.index(s.split))
     return result
 
 
-def _extract_split(config, dataset, split, info, tokenizer, model, device, path, attrs, progress, log):
+def _extract_split(config, dataset, split, info, tokenizer, model, device, path, attrs, progress, log, ranks):
     import torch
     from tqdm.auto import tqdm
 
@@ -159,12 +168,16 @@ def _extract_split(config, dataset, split, info, tokenizer, model, device, path,
     tok = tokenize_words(tokenizer, words)
     rows = row_map(tok, granularity=config.granularity, pooling=config.pooling)
     plan = _plan(config, dataset, split, tok, rows, info, attrs, path)
-    writer = SplitWriter.open(path, attrs, split, plan)
+    ranks.barrier()  # every rank has read the stored settings before rank 0 (re)creates the split
+    writer = SplitWriter.open(path, attrs, split, plan) if ranks.main else None
+    ranks.barrier()
+    writer = writer or SplitWriter.open(path, attrs, split, plan, create=False)
     encoder = UnitEncoder(model, tokenizer, device=device, precision=config.precision,
                           token_budget=plan.attrs["token_budget"], max_length=attrs["max_length"])
     n_windowed = int(np.sum(np.diff(tok.sub_offsets) > encoder.width))
     storage = {"float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32}[config.dtype]
     pending = writer.pending_units()
+    mine = ranks.share(pending)
     if len(pending) < plan.n_units:
         log(f"resuming {split}: {plan.n_units - len(pending)} of {plan.n_units} units already cached")
     unseen = dataset.unseen_in_train.get(split, 0)
@@ -175,22 +188,25 @@ def _extract_split(config, dataset, split, info, tokenizer, model, device, path,
     if n_windowed:
         log(f"{split}: {n_windowed} sentences exceed {encoder.width} subwords; encoded in overlapping windows")
 
+    def rows_in(units):
+        return sum(hi - lo for lo, hi in map(plan.unit_range, units))
+
     t0 = time.perf_counter()
-    bar = tqdm(total=plan.n_rows, unit="row", desc=f"extract {split}", disable=not progress, leave=False)
-    bar.update(plan.n_rows - sum(np.diff(plan.unit_range(u))[0] for u in pending))
+    bar = tqdm(total=rows_in(mine), unit="row", desc=f"extract {split}", disable=not progress, leave=False)
     with _BackgroundWriter(writer) as background:
-        for unit in pending:
+        for unit in mine:
             lo, hi = plan.unit_range(unit)
-            out = encoder.encode_unit(tok, rows, lo, hi, storage=storage)
-            background.put(unit, out, device)
+            background.put(unit, encoder.encode_unit(tok, rows, lo, hi, storage=storage), device)
             bar.update(hi - lo)
     bar.close()
+    ranks.barrier()  # every rank's shards are written
     seconds = time.perf_counter() - t0
-    done_rows = sum(np.diff(plan.unit_range(u))[0] for u in pending)
     n_words = int(tok.word_offsets[-1])
-    wps = float(n_words * done_rows / max(plan.n_rows, 1) / seconds) if seconds > 0 else None
-    writer.finish({"seconds": round(seconds, 3), "words_per_second": wps, "n_empty_words": tok.n_empty_words,
-                   "n_windowed_sentences": n_windowed, "device": str(device)})
+    wps = float(n_words * rows_in(pending) / max(plan.n_rows, 1) / seconds) if seconds > 0 else None
+    if ranks.main:
+        writer.finish({"seconds": round(seconds, 3), "words_per_second": wps, "n_empty_words": tok.n_empty_words,
+                       "n_windowed_sentences": n_windowed, "device": str(device), "processes": ranks.world})
+    ranks.barrier()
     summary = _summary_from_cache(path, split, reused=False)
     summary.seconds, summary.words_per_second = seconds, wps
     return summary
