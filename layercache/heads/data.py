@@ -1,0 +1,340 @@
+"""The hidden states a head trains on, read from the cache once and kept in memory.
+
+A run reads the cache exactly once: the train sentences it needs (a few-shot sample, a union of
+samples for a sweep, or the whole split) with the layers it needs, and the whole dev (and test)
+split with only the fused layers. Storage stays float16 in memory; a batch is converted to float32
+on the fly. A sweep builds one `HeadData` and calls `train_head` on it many times: the sample of a
+run is then picked from memory by index, never by another cache read.
+
+Layer ids are the cache's (0 = embedding output, 1..L = the transformer layers, as in the paper).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Sequence
+
+import numpy as np
+
+from layercache.errors import LayercacheError
+
+from .sampling import few_shot_sample
+from .variability import pick_layers, rank_layers
+
+IGNORE = -100  # label of padding and of non-first subwords: no loss, not evaluated
+
+
+# ----------------------------------------------------------------------------------------------
+# Layer specs
+
+
+@dataclass(frozen=True)
+class LayerSpec:
+    """A parsed ``--layers``: the layers the train sample must hold (``candidates``), and ``k`` for
+    ``auto:K`` (the K candidates with the lowest variability nu on the run's own sample)."""
+
+    candidates: tuple[int, ...]
+    k: int | None = None
+
+    def fused(self, scores: list[tuple[int, float]] | None = None) -> tuple[int, ...]:
+        """The layers the head fuses: the candidates, or the auto:K pick from their ``scores``."""
+        if self.k is None:
+            return self.candidates
+        if scores is None:
+            raise LayercacheError(f"auto:{self.k} needs layer scores from the training sample")
+        return tuple(pick_layers(scores, self.k))
+
+
+def parse_layer_spec(spec: str | None, *, num_layers: int) -> LayerSpec:
+    """``None``/``""``/``"all"`` = 1..L; ``"4,8,12"``, ``"1..6"`` or ``"2-4,6"`` (ranges inclusive;
+    0 = the embedding output, allowed when named); ``"auto:K"`` = K of 1..L picked by nu.
+
+    Layers come back sorted, so the head's top layer (its residual, and Base's only input) is the
+    highest one named, whatever the order in the spec.
+    """
+    L = int(num_layers)
+    text = "" if spec is None else str(spec).strip().lower()
+    if text in ("", "all"):
+        return LayerSpec(tuple(range(1, L + 1)))
+    if text.startswith("auto:") or text == "auto":
+        k_text = text[5:].strip()
+        try:
+            k = int(k_text)
+        except ValueError:
+            raise LayercacheError(f"bad layer spec {spec!r}: use auto:K with K an integer in 1..{L}") from None
+        if not 1 <= k <= L:
+            raise LayercacheError(f"auto:{k} is out of range: K must be in 1..{L} (the backbone's layers)")
+        return LayerSpec(tuple(range(1, L + 1)), k)
+    out: list[int] = []
+    for part in text.split(","):
+        part = part.strip()
+        lo, sep, hi = part.partition("..") if ".." in part else part.partition("-")
+        try:
+            ids = list(range(int(lo), int(hi) + 1)) if sep and lo else [int(part)]
+        except ValueError:
+            raise LayercacheError(
+                f"bad layer spec {spec!r} at {part!r}: use all, 4,8,12, 1..6 or auto:K"
+            ) from None
+        if sep and lo and int(lo) > int(hi):
+            raise LayercacheError(f"bad layer range {part!r} in {spec!r}: start is after end")
+        for x in ids:
+            if not 0 <= x <= L:
+                raise LayercacheError(
+                    f"layer {x} in {spec!r} is out of range: valid layers are 0..{L} "
+                    f"(0 = embedding output, 1..{L} = transformer layers)"
+                )
+            if x in out:
+                raise LayercacheError(f"layer {x} is named twice in {spec!r}")
+            out.append(x)
+    return LayerSpec(tuple(sorted(out)))
+
+
+# ----------------------------------------------------------------------------------------------
+# One split in memory
+
+
+@dataclass(frozen=True)
+class Batch:
+    hidden: "torch.Tensor"  # [B, T, L, d] float32
+    mask: "torch.Tensor"  # [B, T] bool, True = real row
+    labels: "torch.Tensor"  # [B, T] int64, IGNORE at padding
+
+
+@dataclass(eq=False)
+class SplitArrays:
+    """Some sentences of one split, some layers, in memory (rows are words, or subwords)."""
+
+    name: str
+    hidden: np.ndarray  # [rows, n_layers, d], storage dtype (float16)
+    labels: np.ndarray  # [rows] int64, IGNORE where no loss (non-first subwords)
+    offsets: np.ndarray  # [n + 1] int64, sentence i = rows offsets[i]:offsets[i + 1]
+    layers: tuple[int, ...]  # the cache layer id of each hidden[:, j]
+    sentence_ids: np.ndarray  # [n] the cache's sentence ids, in the order held
+    _device: dict = field(default_factory=dict, repr=False)  # device -> tensors, built once
+    _last_view: tuple = field(default=(), repr=False)  # (layers, SplitArrays): a sweep's runs share it
+
+    @property
+    def n_sentences(self) -> int:
+        return len(self.offsets) - 1
+
+    @property
+    def lengths(self) -> np.ndarray:
+        return np.diff(self.offsets)
+
+    @property
+    def n_words(self) -> int:
+        return int(np.count_nonzero(self.labels != IGNORE))
+
+    def select(self, positions: np.ndarray) -> "SplitArrays":
+        """The sentences at ``positions`` (0..n-1 of this object), in that order, copied."""
+        positions = np.asarray(positions, dtype=np.int64)
+        if len(positions) == self.n_sentences and np.array_equal(positions, np.arange(self.n_sentences)):
+            return self
+        starts, lengths = self.offsets[positions], self.lengths[positions]
+        rows = np.repeat(starts - np.cumsum(lengths) + lengths, lengths) + np.arange(lengths.sum())
+        offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+        return SplitArrays(self.name, self.hidden[rows], self.labels[rows], offsets, self.layers,
+                           self.sentence_ids[positions])
+
+    def take_layers(self, layers: Sequence[int]) -> "SplitArrays":
+        """Only the given cache layers (which must be held), in the order given."""
+        layers = tuple(int(x) for x in layers)
+        if layers == self.layers:
+            return self
+        missing = [x for x in layers if x not in self.layers]
+        if missing:
+            raise LayercacheError(
+                f"layers {missing} are not loaded for split {self.name!r} (it holds {list(self.layers)}); "
+                f"load the data with those layers"
+            )
+        if self._last_view and self._last_view[0] == layers:
+            return self._last_view[1]
+        index = [self.layers.index(x) for x in layers]
+        view = SplitArrays(self.name, np.ascontiguousarray(self.hidden[:, index]), self.labels, self.offsets,
+                           layers, self.sentence_ids)
+        self._last_view = (layers, view)  # only the last: dev of a big cache is hundreds of MB per view
+        return view
+
+    def _tensors(self, device):
+        """(hidden [rows, L, d] float16, labels [rows], offsets [n+1]) on ``device``, made once."""
+        import torch
+
+        key = str(device)
+        if key not in self._device:
+            self._device[key] = (
+                torch.from_numpy(self.hidden).to(device),
+                torch.from_numpy(self.labels).to(device),
+                torch.from_numpy(self.offsets).to(device),
+            )
+        return self._device[key]
+
+    def batch(self, positions, *, device) -> Batch:
+        """Sentences at ``positions`` padded to ``[B, T, L, d]`` float32 (zeros at padding)."""
+        import torch
+
+        hidden, labels, offsets = self._tensors(device)
+        pos = torch.as_tensor(np.asarray(positions, dtype=np.int64), device=offsets.device)
+        starts = offsets[pos]  # [B]
+        lengths = offsets[pos + 1] - starts  # [B]
+        T = int(lengths.max()) if len(pos) else 0
+        steps = torch.arange(T, device=offsets.device)
+        mask = steps[None, :] < lengths[:, None]  # [B, T]
+        rows = torch.where(mask, starts[:, None] + steps[None, :], 0)  # [B, T], padding -> row 0
+        x = hidden[rows].float()  # [B, T, L, d]
+        x.masked_fill_(~mask[:, :, None, None], 0.0)
+        y = torch.where(mask, labels[rows], IGNORE)  # [B, T]
+        return Batch(x, mask, y)
+
+    def length_order(self) -> np.ndarray:
+        """Positions sorted by length (stable): evaluation batches with little padding."""
+        return np.argsort(self.lengths, kind="stable")
+
+
+def _load_split(split, *, sentences, layers: Sequence[int]) -> SplitArrays:
+    """Read ``sentences`` (None = all, in order) of a `CacheSplit` with ``layers``: one cache read."""
+    hidden = split.hidden(sentences=sentences, layers=list(layers))  # [rows, L, d] storage dtype
+    if sentences is None:
+        ids = np.arange(split.n_sentences, dtype=np.int64)
+        rows = slice(None)
+        offsets = split.offsets.astype(np.int64)
+    else:
+        ids = np.asarray(sentences, dtype=np.int64)
+        rows = split.rows_of(ids)
+        lengths = split.offsets[ids + 1] - split.offsets[ids]
+        offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+    labels = split.labels[rows].astype(np.int64)  # [rows]
+    if "word_index" in split.group:  # subword cache: a word's tag counts once, on its first subword
+        word_index = split.group["word_index"][:][rows]
+        first = np.ones(len(labels), dtype=bool)
+        first[1:] = word_index[1:] != word_index[:-1]
+        first[offsets[:-1][np.diff(offsets) > 0]] = True  # every sentence starts a word
+        labels[~first] = IGNORE
+    return SplitArrays(split.name, np.ascontiguousarray(hidden), labels, offsets, tuple(int(x) for x in layers), ids)
+
+
+# ----------------------------------------------------------------------------------------------
+# Everything a run needs
+
+
+@dataclass(eq=False)
+class HeadData:
+    """Train sentences (some or all) and dev/test splits in memory, plus the entry's metadata."""
+
+    meta: dict  # the cache entry's attributes (model, key, hidden_size, num_layers, label_names, ...)
+    path: str  # the cache entry
+    train: SplitArrays  # the train sentences held, sorted by cache id
+    n_train_total: int  # sentences in the cache's train split: what samples are drawn from
+    dev: SplitArrays
+    test: SplitArrays | None = None
+
+    @property
+    def label_names(self) -> list[str]:
+        return list(self.meta["label_names"])
+
+    @property
+    def entity_types(self) -> list[str]:
+        return entity_types(self.meta)
+
+    @property
+    def num_layers(self) -> int:
+        return int(self.meta["num_layers"])
+
+    @property
+    def dim(self) -> int:
+        return int(self.meta["hidden_size"])
+
+    def sample(self, *, shots: int | None, seed: int) -> tuple[np.ndarray, SplitArrays]:
+        """(cache ids, train sentences) of the seeded few-shot sample, picked from memory."""
+        ids = few_shot_sample(self.n_train_total, shots=shots, n_types=len(self.entity_types), seed=seed)
+        held = self.train.sentence_ids  # sorted
+        positions = np.searchsorted(held, ids)
+        ok = positions < len(held)
+        ok[ok] = held[positions[ok]] == ids[ok]
+        if not ok.all():
+            raise LayercacheError(
+                f"the sample for shots={shots}, seed={seed} needs {int((~ok).sum())} train sentences that were "
+                f"not loaded (e.g. id {int(ids[~ok][0])}); load the data with train_sentences=None or a "
+                f"superset of the samples"
+            )
+        return ids, self.train.select(positions)
+
+
+def choose_layers(spec: LayerSpec, train: SplitArrays, *, seed: int):
+    """(fused layers, nu scores or None): auto:K ranks the candidates by nu on ``train`` (the run's
+    own sample), with the tags as token classes and at most 2000 tokens per tag (seeded)."""
+    if spec.k is None:
+        return spec.candidates, None
+    labels = train.labels
+    classes = np.unique(labels[labels != IGNORE])
+    if len(classes) < 2:
+        raise LayercacheError(
+            f"--layers auto:{spec.k} needs at least 2 tags in the training sample to score layers, but its "
+            f"{train.n_sentences} sentences have only {len(classes)}; pass --layers explicitly or use more shots"
+        )
+    train = train.select(np.argsort(train.sentence_ids, kind="stable"))  # order-free: same pick however drawn
+    missing = [x for x in spec.candidates if x not in train.layers]
+    if missing:
+        raise LayercacheError(f"auto:{spec.k} ranks layers {list(spec.candidates)}, but layers {missing} of the "
+                              f"train sentences are not loaded (held: {list(train.layers)})")
+    scores = rank_layers(lambda layer: train.hidden[:, train.layers.index(layer)], train.labels,  # [rows, d]
+                         layer_ids=list(spec.candidates), seed=seed, ignore_label=IGNORE)
+    return spec.fused(scores), scores
+
+
+def load_data(entry, *, layers: Sequence[int] | None = None, eval_layers: Sequence[int] | None = None,
+              train_sentences: Sequence[int] | None = None) -> HeadData:
+    """Read a `CacheEntry` once: ``train_sentences`` (None = all) of train with ``layers`` (None =
+    1..L), and all of dev (and test, if cached) with ``eval_layers`` (None = ``layers``).
+
+    A sweep loads all of train (or the union of its samples) once and runs `train_head` on it."""
+    L = entry.num_layers
+    layers = tuple(range(1, L + 1)) if layers is None else tuple(int(x) for x in layers)
+    eval_layers = layers if eval_layers is None else tuple(int(x) for x in eval_layers)
+    for name, chosen in (("layers", layers), ("eval_layers", eval_layers)):
+        bad = [x for x in chosen if not 0 <= x <= L]
+        if bad or not chosen:
+            raise LayercacheError(f"{name} {list(chosen)} out of range: {entry.path} has layers 0..{L}")
+    _require_splits(entry)
+    if train_sentences is not None:
+        train_sentences = np.unique(np.asarray(train_sentences, dtype=np.int64))  # sorted, for lookups
+    train = _load_split(entry.split("train"), sentences=train_sentences, layers=layers)
+    return _assemble(entry, train, eval_layers)
+
+
+def load_for_run(entry, *, layers: str | None, shots: int | None, seed: int) -> HeadData:
+    """Exactly what one run needs: its sample of train with the candidate layers (all of 1..L for
+    auto:K, to rank them), and dev/test with only the fused layers."""
+    spec = parse_layer_spec(layers, num_layers=entry.num_layers)
+    _require_splits(entry)
+    train_split = entry.split("train")
+    ids = None
+    if shots is not None:
+        ids = few_shot_sample(train_split.n_sentences, shots=shots, n_types=len(entity_types(entry.meta)), seed=seed)
+        ids = np.sort(ids)
+    train = _load_split(train_split, sentences=ids, layers=spec.candidates)
+    fused, _ = choose_layers(spec, train, seed=seed)
+    return _assemble(entry, train, fused)
+
+
+def entity_types(meta: dict) -> list[str]:
+    """C of an N-way sample: the entry's entity types, else derived from its tag names (B-PER -> PER)."""
+    types = meta.get("entity_types")
+    if types:
+        return list(types)
+    return sorted({t.split("-", 1)[1] for t in meta["label_names"] if "-" in t})
+
+
+def _require_splits(entry) -> None:
+    for split in ("train", "dev"):
+        if split not in entry.splits:
+            raise LayercacheError(f"{entry.path} has no finished {split!r} split (it has {entry.splits}); "
+                                  f"extract it first")
+
+
+def _assemble(entry, train: SplitArrays, eval_layers: Sequence[int]) -> HeadData:
+    """A `HeadData` around an already-read train part: dev and test read with ``eval_layers`` only."""
+    eval_layers = tuple(int(x) for x in eval_layers)
+    test = _load_split(entry.split("test"), sentences=None, layers=eval_layers) if "test" in entry.splits else None
+    return HeadData(meta=dict(entry.meta), path=entry.path, train=train,
+                    n_train_total=entry.split("train").n_sentences,
+                    dev=_load_split(entry.split("dev"), sentences=None, layers=eval_layers), test=test)

@@ -1,0 +1,325 @@
+"""Training one head on cached hidden states (FE mode): one explicit function, no trainer framework.
+
+Protocol (paper §5, §9): the seed fixes the few-shot sample, the head's initialisation and the
+batch order; AdamW; the learning rate decays linearly from its maximum to zero over
+``epochs * steps_per_epoch`` (after an optional linear warmup); seqeval micro-F1 (default,
+conlleval-compatible mode) on dev at each evaluation point; the best dev F1 is reported, with the
+test F1 at that point when the cache has a test split. On CPU a run is deterministic for a seed.
+
+Threads: ``LAYERCACHE_NUM_THREADS`` sets torch's intra-op threads, for sweeps that run several
+processes side by side; unset, torch's default is left alone.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import os
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+
+from layercache.errors import LayercacheError
+
+from . import FUSIONS
+from .data import IGNORE, HeadData, SplitArrays, choose_layers, parse_layer_spec
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """One run; each field is one `train-head` option."""
+
+    fusion: str
+    shots: int | None  # N of an N-way few-shot sample (N * C sentences); None = all of train
+    epochs: int  # epoch cap; 0 evaluates the untrained head
+    seed: int
+    lr: float = 5e-5
+    batch_size: int = 16
+    eval_every: int | None = None  # in optimizer steps; None = once per epoch
+    layers: str | None = None  # "4,8,12", "1..6" or "auto:K"; None = 1..L
+    extra_layers: int | None = None  # extra: None = 1 if L <= 12 else 2 (paper Table 2)
+    dropout: float = 0.1
+    weight_decay: float = 0.01
+    warmup: int = 0  # optimizer steps of linear warmup
+    device: str | None = None  # None = cuda when available, else cpu
+    max_grad_norm: float = 1.0  # 0 = no clipping
+
+    def __post_init__(self):
+        if self.fusion not in FUSIONS:
+            raise LayercacheError(f"unknown fusion {self.fusion!r}; choose one of {', '.join(FUSIONS)}")
+        checks = [
+            ("shots", self.shots, self.shots is None or self.shots >= 1, ">= 1 or all"),
+            ("epochs", self.epochs, self.epochs >= 0, ">= 0"),
+            ("lr", self.lr, self.lr > 0, "> 0"),
+            ("batch_size", self.batch_size, self.batch_size >= 1, ">= 1"),
+            ("eval_every", self.eval_every, self.eval_every is None or self.eval_every >= 1, ">= 1"),
+            ("extra_layers", self.extra_layers, self.extra_layers is None or self.extra_layers >= 1, ">= 1"),
+            ("dropout", self.dropout, 0 <= self.dropout < 1, "in [0, 1)"),
+            ("weight_decay", self.weight_decay, self.weight_decay >= 0, ">= 0"),
+            ("warmup", self.warmup, self.warmup >= 0, ">= 0"),
+            ("max_grad_norm", self.max_grad_norm, self.max_grad_norm >= 0, ">= 0"),
+        ]
+        for name, value, ok, rule in checks:
+            if not ok:
+                raise LayercacheError(f"{name} must be {rule}, got {value!r}")
+
+
+@dataclass
+class RunResult:
+    """What a run reports; `to_dict()` is the JSON record (the trained head itself is not in it)."""
+
+    config: dict
+    cache_key: str | None
+    cache_path: str
+    model: str | None
+    dataset: str | None
+    layers: list[int]
+    layer_scores: list[list] | None  # auto:K: [[layer, nu], ...] on the run's sample
+    n_train_sentences: int
+    n_train_words: int
+    sample_fingerprint: str  # sha1 of the sampled sentence ids, for comparing samples across runs
+    params: int
+    steps_per_epoch: int
+    total_steps: int
+    evals: list[dict]  # {step, epoch, train_loss, dev_f1, dev_loss[, test_f1]} per evaluation point
+    best_dev_f1: float
+    best_step: int
+    best_epoch: int
+    test_f1_at_best: float | None
+    seconds: dict  # {"total", "train", "eval"}
+    device: str
+    versions: dict
+    tagger_kwargs: dict = field(default_factory=dict)  # TokenTagger(**tagger_kwargs) rebuilds the head
+    tagger: object = field(default=None, repr=False, compare=False)  # the head at its best dev point
+
+    def to_dict(self) -> dict:
+        out = {k: v for k, v in self.__dict__.items() if k != "tagger"}
+        return out
+
+
+def versions() -> dict:
+    """Library versions stored with every result and checkpoint."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    out = {}
+    for name in ("layercache", "torch", "numpy", "seqeval", "safetensors"):
+        try:
+            out[name] = version(name)
+        except PackageNotFoundError:
+            out[name] = None
+    out["python"] = sys.version.split()[0]
+    return out
+
+
+def default_extra_layers(num_layers: int) -> int:
+    """Paper Table 2: one extra layer on a 12-layer backbone (or smaller), two on a 24-layer one."""
+    return 1 if num_layers <= 12 else 2
+
+
+def tagger_kwargs(config: TrainConfig, data: HeadData, layers) -> dict:
+    meta = data.meta
+    return {
+        "fusion": config.fusion,
+        "n_layers": len(layers),
+        "dim": int(meta["hidden_size"]),
+        "num_heads": int(meta["num_heads"]),
+        "ffn_dim": int(meta["ffn_dim"]),
+        "n_labels": len(meta["label_names"]),
+        "extra_layers": config.extra_layers or default_extra_layers(int(meta["num_layers"])),
+        "dropout": config.dropout,
+    }
+
+
+def pick_device(name: str | None):
+    import torch
+
+    if name:
+        return torch.device(name)
+    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def train_head(config: TrainConfig, data: HeadData, *, log=None) -> RunResult:
+    """Sample, build, train and evaluate one head; returns its `RunResult` (with the trained head)."""
+    import torch
+    import torch.nn.functional as F
+
+    from .tagger import TokenTagger, count_parameters
+
+    t_start = time.perf_counter()
+    if os.environ.get("LAYERCACHE_NUM_THREADS"):
+        torch.set_num_threads(int(os.environ["LAYERCACHE_NUM_THREADS"]))
+    device = pick_device(config.device)
+
+    # The sample and the layers: both from memory, both fixed by the seed.
+    spec = parse_layer_spec(config.layers, num_layers=data.num_layers)
+    ids, train = data.sample(shots=config.shots, seed=config.seed)
+    layers, scores = choose_layers(spec, train, seed=config.seed)
+    train = train.take_layers(layers)
+    dev = data.dev.take_layers(layers)
+    test = data.test.take_layers(layers) if data.test is not None else None
+    if train.n_sentences == 0:
+        raise LayercacheError(f"the training sample of {data.path} is empty")
+
+    kwargs = tagger_kwargs(config, data, layers)
+    torch.manual_seed(config.seed)  # the seed fixes the initialisation (and the dropout masks)
+    tagger = TokenTagger(**kwargs).to(device)
+    n_params = count_parameters(tagger)
+    decay, no_decay = [], []
+    for name, p in tagger.named_parameters():
+        (no_decay if p.ndim < 2 or "bias" in name or "norm" in name else decay).append(p)
+    optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": config.weight_decay},
+                                   {"params": no_decay, "weight_decay": 0.0}], lr=config.lr)
+    steps_per_epoch = math.ceil(train.n_sentences / config.batch_size)
+    total = config.epochs * steps_per_epoch
+    warmup = min(config.warmup, total)
+
+    def schedule(step: int) -> float:  # multiplier of lr after `step` optimizer steps
+        if step < warmup:
+            return (step + 1) / warmup
+        return max(0.0, (total - step) / max(1, total - warmup))
+
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, schedule)
+    order_gen = torch.Generator().manual_seed(config.seed)  # batch order, apart from dropout's RNG
+    label_names = np.array(data.label_names)
+    eval_batch = max(64, 4 * config.batch_size)
+
+    evals: list[dict] = []
+    best = {"dev_f1": -1.0, "step": 0, "epoch": 0, "test_f1": None, "state": None}
+    clock = {"train": 0.0, "eval": 0.0}
+    running = {"loss": torch.zeros((), device=device), "n": 0}
+
+    def evaluate(step: int, epoch: int) -> None:
+        t0 = _now(device)
+        dev_f1, dev_loss = _score(tagger, dev, device=device, label_names=label_names, batch_size=eval_batch)
+        record = {"step": step, "epoch": epoch,
+                  "train_loss": float(running["loss"]) / running["n"] if running["n"] else None,
+                  "dev_f1": dev_f1, "dev_loss": dev_loss}
+        running["loss"].zero_()
+        running["n"] = 0
+        if dev_f1 > best["dev_f1"]:  # first best wins ties
+            best.update(dev_f1=dev_f1, step=step, epoch=epoch,
+                        state={k: v.detach().clone() for k, v in tagger.state_dict().items()})
+            if test is not None:
+                record["test_f1"], _ = _score(tagger, test, device=device, label_names=label_names,
+                                              batch_size=eval_batch)
+                best["test_f1"] = record["test_f1"]
+        evals.append(record)
+        clock["eval"] += _now(device) - t0
+        if log:
+            log(f"step {step} epoch {epoch}: dev F1 {dev_f1:.4f} loss {dev_loss:.4f}")
+
+    step = 0
+    if total == 0:
+        evaluate(0, 0)
+    for epoch in range(1, config.epochs + 1):
+        t0 = _now(device)
+        tagger.train()
+        order = torch.randperm(train.n_sentences, generator=order_gen).numpy()
+        for b in range(steps_per_epoch):
+            batch = train.batch(order[b * config.batch_size:(b + 1) * config.batch_size], device=device)
+            logits = tagger(batch.hidden, batch.mask)  # [B, T, n_labels]
+            loss = F.cross_entropy(logits.flatten(0, 1), batch.labels.flatten(), ignore_index=IGNORE)
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            if config.max_grad_norm > 0:
+                torch.nn.utils.clip_grad_norm_(tagger.parameters(), config.max_grad_norm)
+            optimizer.step()
+            scheduler.step()
+            step += 1
+            running["loss"] += loss.detach()
+            running["n"] += 1
+            if config.eval_every and (step % config.eval_every == 0 or step == total):
+                clock["train"] += _now(device) - t0
+                evaluate(step, epoch)
+                tagger.train()
+                t0 = _now(device)
+        clock["train"] += _now(device) - t0
+        if not config.eval_every:
+            evaluate(step, epoch)
+
+    if best["state"] is not None:
+        tagger.load_state_dict(best["state"])
+    tagger.eval()
+    return RunResult(
+        config=asdict(config),
+        cache_key=data.meta.get("key"),
+        cache_path=data.path,
+        model=data.meta.get("model"),
+        dataset=data.meta.get("dataset"),
+        layers=[int(x) for x in layers],
+        layer_scores=None if scores is None else [[int(l), float(nu)] for l, nu in scores],
+        n_train_sentences=int(train.n_sentences),
+        n_train_words=train.n_words,
+        sample_fingerprint=hashlib.sha1(np.asarray(ids, dtype=np.int64).tobytes()).hexdigest()[:16],
+        params=n_params,
+        steps_per_epoch=steps_per_epoch,
+        total_steps=total,
+        evals=evals,
+        best_dev_f1=best["dev_f1"],
+        best_step=best["step"],
+        best_epoch=best["epoch"],
+        test_f1_at_best=best["test_f1"],
+        seconds={"total": time.perf_counter() - t_start, "train": clock["train"], "eval": clock["eval"]},
+        device=str(device),
+        versions=versions(),
+        tagger_kwargs=kwargs,
+        tagger=tagger,
+    )
+
+
+def predict(tagger, split: SplitArrays, *, device, batch_size: int = 64) -> list[np.ndarray]:
+    """Tag ids per sentence (argmax per evaluated row), in the split's sentence order."""
+    import torch
+
+    tagger.eval()
+    preds: list = [None] * split.n_sentences
+    order = split.length_order()
+    with torch.inference_mode():
+        for i in range(0, len(order), batch_size):
+            pos = order[i:i + batch_size]
+            batch = split.batch(pos, device=device)
+            pred = tagger(batch.hidden, batch.mask).argmax(-1).cpu().numpy()  # [B, T]
+            labels = batch.labels.cpu().numpy()
+            for j, p in enumerate(pos):
+                preds[p] = pred[j][labels[j] != IGNORE]
+    return preds
+
+
+def _score(tagger, split: SplitArrays, *, device, label_names: np.ndarray, batch_size: int) -> tuple[float, float]:
+    """(seqeval micro-F1, mean token cross-entropy) of ``tagger`` on ``split``."""
+    import torch
+    import torch.nn.functional as F
+    from seqeval.metrics import f1_score
+
+    tagger.eval()
+    order = split.length_order()
+    y_true, y_pred = [], []
+    loss_sum = torch.zeros((), device=device, dtype=torch.float64)
+    n_tokens = 0
+    with torch.inference_mode():
+        for i in range(0, len(order), batch_size):
+            batch = split.batch(order[i:i + batch_size], device=device)
+            logits = tagger(batch.hidden, batch.mask)  # [B, T, n_labels]
+            loss_sum += F.cross_entropy(logits.flatten(0, 1), batch.labels.flatten(),
+                                        ignore_index=IGNORE, reduction="sum").double()
+            keep = batch.labels != IGNORE  # [B, T]
+            n_tokens += int(keep.sum())
+            counts = keep.sum(1).cpu().numpy()  # words per sentence
+            cuts = np.cumsum(counts)[:-1]
+            true = label_names[batch.labels[keep].cpu().numpy()]  # flat, sentence after sentence
+            pred = label_names[logits.argmax(-1)[keep].cpu().numpy()]
+            y_true += [list(x) for x in np.split(true, cuts)]
+            y_pred += [list(x) for x in np.split(pred, cuts)]
+    f1 = float(f1_score(y_true, y_pred, zero_division=0)) if y_true else 0.0
+    return f1, float(loss_sum) / max(n_tokens, 1)
+
+
+def _now(device) -> float:
+    """Wall clock, after waiting for queued GPU work, so train and eval seconds are honest."""
+    if device.type == "cuda":
+        import torch
+
+        torch.cuda.synchronize(device)
+    return time.perf_counter()
