@@ -28,21 +28,29 @@ class EntryStatus:
 
 
 def list_entries(root: str) -> list[EntryStatus]:
-    """Every entry directly under `root` (local roots), newest first."""
+    """Every entry directly under `root` (a path or an fsspec URL), newest first."""
+    out = []
+    for path in _children(root):
+        try:
+            out.append(entry_status(path))
+        except Exception:  # not ours or damaged: `info`/`verify` say why
+            continue
+    return sorted(out, key=lambda e: e.finished or "", reverse=True)
+
+
+def _children(root: str) -> list[str]:
     if is_remote(root):
-        raise LayercacheError(f"listing a remote root ({root}) is not supported; pass the entry's URL to info/verify")
+        import fsspec
+
+        fs, base = fsspec.core.url_to_fs(root)
+        if not fs.exists(base):
+            return []
+        protocol = root.split("://", 1)[0]
+        return [f"{protocol}://{p}" for p in sorted(fs.ls(base, detail=False)) if fs.exists(p + "/zarr.json")]
     base = local_path(root)
     if not os.path.isdir(base):
         return []
-    out = []
-    for name in sorted(os.listdir(base)):
-        path = os.path.join(base, name)
-        if os.path.isfile(os.path.join(path, "zarr.json")):
-            try:
-                out.append(entry_status(path))
-            except Exception:  # not ours or damaged: `info`/`verify` say why
-                continue
-    return sorted(out, key=lambda e: e.finished or "", reverse=True)
+    return [os.path.join(base, n) for n in sorted(os.listdir(base)) if os.path.isfile(os.path.join(base, n, "zarr.json"))]
 
 
 def entry_status(path: str) -> EntryStatus:
@@ -69,7 +77,10 @@ def latest_complete(root: str) -> EntryStatus | None:
 
 def bytes_on_disk(path: str) -> int | None:
     if is_remote(path):
-        return None
+        import fsspec
+
+        fs, base = fsspec.core.url_to_fs(path)
+        return int(fs.du(base)) if fs.exists(base) else None
     total = 0
     for r, _, files in os.walk(local_path(path)):
         total += sum(os.path.getsize(os.path.join(r, f)) for f in files)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import os
 import queue
 import threading
 import time
@@ -19,7 +18,9 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from .. import __version__
-from ..cache.layout import cache_root, entry_key, entry_path, is_remote, local_path
+from ..cache.lock import EntryLock
+from ..cache.layout import cache_root, entry_key, entry_path
+from ..cache.manage import bytes_on_disk
 from ..cache.store import exists, open_group
 from ..cache.writer import SplitPlan, SplitWriter
 from ..errors import LayercacheError
@@ -137,7 +138,7 @@ def extract(config: ExtractConfig, *, progress: bool = True, log=print) -> Extra
             result.splits.append(_summary_from_cache(path, split, reused=True))
     if not todo:
         return result
-    with _entry_lock(path, log) if ranks.main else contextlib.nullcontext():
+    with EntryLock(path, log=log) if ranks.main else contextlib.nullcontext():
         ranks.barrier()  # the other ranks start once rank 0 holds the entry
         device = ranks.device(config.device)
         tokenizer = load_tokenizer(info, trust_remote_code=config.trust_remote_code)
@@ -292,38 +293,7 @@ def _summary_from_cache(path: str, split: str, *, reused: bool) -> SplitSummary:
 
 
 def _bytes_on_disk(path: str, split: str) -> int | None:
-    if is_remote(path):
-        return None
-    total = 0
-    for root, _, files in os.walk(os.path.join(local_path(path), split)):
-        total += sum(os.path.getsize(os.path.join(root, f)) for f in files)
-    return total
-
-
-class _entry_lock:
-    """One writer per entry: a second `extract` on the same entry waits for the first."""
-
-    def __init__(self, path: str, log):
-        self.path, self.log, self.lock = path, log, None
-
-    def __enter__(self):
-        if is_remote(self.path):
-            return self
-        from filelock import FileLock, Timeout
-
-        lock_path = local_path(self.path).rstrip("/") + ".lock"
-        os.makedirs(os.path.dirname(lock_path) or ".", exist_ok=True)
-        self.lock = FileLock(lock_path)
-        try:
-            self.lock.acquire(timeout=0)
-        except Timeout:
-            self.log(f"another extract is writing {self.path}; waiting for it to finish")
-            self.lock.acquire()
-        return self
-
-    def __exit__(self, *exc):
-        if self.lock is not None:
-            self.lock.release()
+    return bytes_on_disk(path.rstrip("/") + "/" + split)
 
 
 class _BackgroundWriter:
