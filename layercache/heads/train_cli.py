@@ -71,6 +71,8 @@ def budget_table(entry, *, layers: str | None, extra_layers: int | None, current
 @click.option("--lr", type=float, default=5e-5, show_default=True, help="Max learning rate (linear decay to 0).")
 @click.option("--batch-size", type=click.IntRange(min=1), default=16, show_default=True)
 @click.option("--eval-every", type=click.IntRange(min=1), default=None, help="Evaluate every this many steps. Default: once per epoch.")
+@click.option("--eval-points", type=click.IntRange(min=1), default=None, help="Evaluate at this many evenly spaced points instead.")
+@click.option("--dev-sentences", type=click.IntRange(min=1), default=None, help="Evaluate on a fixed random subset of dev this size. Default: all of dev.")
 @click.option("--layers", default=None, help="Layers to fuse: 4,8,12 or 1..6 (0 = embeddings) or auto:K. Default: 1..L.")
 @click.option("--extra-layers", type=click.IntRange(min=1), default=None, help="Layers of the extra head. Default: 1 if L <= 12 else 2.")
 @click.option("--dropout", type=click.FloatRange(0, 1, max_open=True), default=0.1, show_default=True)
@@ -86,11 +88,12 @@ def budget_table(entry, *, layers: str | None, extra_layers: int | None, current
 @click.option("--dry-run", is_flag=True, help="Print every fusion's parameter budget and exit.")
 @click.option("--verbose", is_flag=True, help="Print each evaluation.")
 @friendly_errors
-def main(fusion, shots, epochs, seed, lr, batch_size, eval_every, layers, extra_layers, dropout, weight_decay,
+def main(fusion, shots, epochs, seed, lr, batch_size, eval_every, eval_points, dev_sentences, layers, extra_layers, dropout, weight_decay,
          warmup, device, max_grad_norm, cache, model, dataset, cache_dir, out, dry_run, verbose):
     """Train a fusion head on cached hidden states and report its best dev F1."""
     config = TrainConfig(fusion=fusion, shots=parse_shots(shots), epochs=epochs, seed=seed, lr=lr,
-                         batch_size=batch_size, eval_every=eval_every, layers=layers, extra_layers=extra_layers,
+                         batch_size=batch_size, eval_every=eval_every, eval_points=eval_points,
+                         dev_sentences=dev_sentences, layers=layers, extra_layers=extra_layers,
                          dropout=dropout, weight_decay=weight_decay, warmup=warmup, device=device,
                          max_grad_norm=max_grad_norm)
     say = lambda m: click.echo(m, err=True)  # noqa: E731
