@@ -1,0 +1,152 @@
+"""`sweep`: the paper's few-shot grid (fusion x N-shot x epoch cap x trial) over one cache.
+
+Every run is one `train_head` call, the function `train-head` uses. Runs go to worker processes
+(one per core by default), each of which reads the cache once and keeps it in memory. Finished runs
+are appended to one JSON-lines file by the parent process alone, each line flushed and fsync'ed, so
+a killed sweep loses at most the runs in flight; a rerun skips every run already in the file, and
+a widened grid runs only what is new.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import asdict, replace
+from itertools import product
+
+from ..errors import LayercacheError
+from .train import TrainConfig
+
+RESULTS = "results.jsonl"
+
+
+def grid(*, fusions, shots, epochs, trials: int, base: TrainConfig) -> list[TrainConfig]:
+    """Every run of the grid, cheapest first (so early results arrive early); trial t uses seed t."""
+    runs = [replace(base, fusion=f, shots=n, epochs=e, seed=t)
+            for f, n, e, t in product(fusions, shots, epochs, range(trials))]
+    return sorted(runs, key=lambda c: ((c.shots or 10**9) * c.epochs, c.fusion, c.seed))
+
+
+def run_id(config: TrainConfig) -> str:
+    """Names a run by everything that changes its result (the device does not)."""
+    fields = {k: v for k, v in asdict(config).items() if k != "device"}
+    digest = hashlib.sha1(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:10]
+    return f"{config.fusion}-n{config.shots or 'all'}-e{config.epochs}-s{config.seed}-{digest}"
+
+
+def read_results(path: str) -> dict[str, dict]:
+    """Records by run id. A line cut short by a kill (no newline, bad JSON) is dropped and cut
+    from the file, so the next append starts on a fresh line."""
+    if not os.path.exists(path):
+        return {}
+    records, good_bytes = {}, 0
+    with open(path, "rb") as f:
+        for raw in f:
+            try:
+                record = json.loads(raw)
+            except ValueError:
+                break
+            if not raw.endswith(b"\n"):
+                break
+            records[record["run_id"]] = record
+            good_bytes += len(raw)
+    if good_bytes < os.path.getsize(path):
+        with open(path, "r+b") as f:
+            f.truncate(good_bytes)
+    return records
+
+
+def append_result(path: str, record: dict) -> None:
+    with open(path, "a", encoding="utf-8") as f:
+        f.write(json.dumps(record) + "\n")
+        f.flush()
+        os.fsync(f.fileno())
+
+
+# ----------------------------------------------------------------------------------------------
+# Workers: each process reads the cache once, then trains run after run from memory.
+
+_DATA = None
+
+
+def _init_worker(cache_path: str, layers: list[int] | None, threads: int) -> None:
+    global _DATA
+    import torch
+
+    from ..cache.reader import open_entry
+    from .data import load_data
+
+    torch.set_num_threads(threads)
+    _DATA = load_data(open_entry(cache_path), layers=layers)
+
+
+def _run_one(config: TrainConfig) -> dict:
+    from .train import train_head
+
+    result = train_head(config, _DATA)
+    record = result.to_dict()
+    record["run_id"] = run_id(config)
+    return record
+
+
+def layers_to_load(configs: list[TrainConfig], num_layers: int) -> list[int] | None:
+    """The union of the layers the runs may fuse (None = 1..L, also what auto:K ranks)."""
+    from .data import parse_layer_spec
+
+    wanted: set[int] = set()
+    for c in configs:
+        spec = parse_layer_spec(c.layers, num_layers=num_layers)
+        wanted.update(spec.candidates)
+    return sorted(wanted)
+
+
+def run_sweep(entry, configs: list[TrainConfig], *, out: str, workers: int | None = None, progress: bool = True,
+              log=print) -> dict[str, dict]:
+    """Run every config not yet in `out/results.jsonl`; returns all records of this grid."""
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+    import multiprocessing
+
+    from tqdm.auto import tqdm
+
+    os.makedirs(out, exist_ok=True)
+    path = os.path.join(out, RESULTS)
+    done = read_results(path)
+    todo = [c for c in configs if run_id(c) not in done]
+    if len(todo) < len(configs):
+        log(f"{len(configs) - len(todo)} of {len(configs)} runs already in {path}; running the other {len(todo)}")
+    if not todo:
+        return {run_id(c): done[run_id(c)] for c in configs}
+    workers = max(1, min(workers or os.cpu_count() or 1, len(todo)))
+    threads = max(1, (os.cpu_count() or 1) // workers)
+    layers = layers_to_load(todo, entry.num_layers)
+    bar = tqdm(total=len(configs), initial=len(configs) - len(todo), unit="run", desc="sweep", disable=not progress)
+    context = multiprocessing.get_context("spawn")  # no fork after torch threads: portable and safe
+    with ProcessPoolExecutor(workers, mp_context=context, initializer=_init_worker,
+                             initargs=(entry.path, layers, threads)) as pool:
+        futures = {pool.submit(_run_one, c): c for c in todo}
+        try:
+            for future in as_completed(futures):
+                record = future.result()
+                record["cache_path"] = entry.path
+                append_result(path, record)
+                done[record["run_id"]] = record
+                bar.set_postfix_str(f"{futures[future].fusion} n={futures[future].shots} "
+                                    f"F1={record['best_dev_f1']:.3f}")
+                bar.update(1)
+        except BaseException:
+            for f in futures:
+                f.cancel()
+            raise
+    bar.close()
+    return {run_id(c): done[run_id(c)] for c in configs}
+
+
+def parse_list(text: str, *, name: str, cast=int) -> list:
+    try:
+        values = [cast(x.strip()) for x in str(text).split(",") if x.strip()]
+    except ValueError:
+        raise LayercacheError(f"--{name} {text!r} is not a comma-separated list") from None
+    if not values:
+        raise LayercacheError(f"--{name} is empty")
+    return values

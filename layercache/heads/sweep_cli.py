@@ -1,0 +1,67 @@
+"""`sweep`: the few-shot grid from one cache, resumable, then a table and the paper-style plots."""
+
+from __future__ import annotations
+
+import os
+
+import click
+
+from ..cli_util import friendly_errors
+from ..errors import LayercacheError
+from .sweep import RESULTS, grid, parse_list, read_results, run_sweep
+from .train import TrainConfig
+
+
+@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--fusions", default="dwatt,concat,extra", show_default=True, help="Comma-separated fusions.")
+@click.option("--shots", default="8,16,32,64,128", show_default=True, help="Comma-separated N (N x C sentences).")
+@click.option("--epochs", default="25,50,75,100", show_default=True, help="Comma-separated epoch caps.")
+@click.option("--trials", type=click.IntRange(min=1), default=5, show_default=True, help="Seeds 0..trials-1.")
+@click.option("--lr", type=float, default=5e-5, show_default=True)
+@click.option("--batch-size", type=click.IntRange(min=1), default=16, show_default=True)
+@click.option("--layers", default=None, help="As for train-head: 4,8,12 or auto:K. Default: 1..L.")
+@click.option("--extra-layers", type=click.IntRange(min=1), default=None)
+@click.option("--eval-points", type=click.IntRange(min=1), default=5, show_default=True,
+              help="Evenly spaced dev evaluations per run (the last at the end).")
+@click.option("--dev-sentences", type=click.IntRange(min=1), default=None,
+              help="Evaluate on a fixed random subset of dev this size. Default: all of dev.")
+@click.option("--workers", type=click.IntRange(min=1), default=None, help="Processes. Default: one per core.")
+@click.option("--out", default=os.path.join("runs", "sweep"), show_default=True, help="Results folder.")
+@click.option("--cache", default=None, help="Cache entry. Default: the entry for --model/--dataset, else the newest.")
+@click.option("--model", default=None)
+@click.option("--dataset", default=None)
+@click.option("--cache-dir", default=None)
+@click.option("--report", "report_only", is_flag=True, help="Only render the table and plots from the results file.")
+@click.option("--curve-shots", default=None, help="N values for the F1-vs-step plot. Default: smallest and largest.")
+@friendly_errors
+def main(fusions, shots, epochs, trials, lr, batch_size, layers, extra_layers, eval_points, dev_sentences, workers,
+         out, cache, model, dataset, cache_dir, report_only, curve_shots):
+    """Run fusion x N-shot x epoch cap x trial from one cache (skipping runs already done)."""
+    from .report import render
+
+    say = lambda m: click.echo(m, err=True)  # noqa: E731
+    curve = parse_list(curve_shots, name="curve-shots") if curve_shots else None
+    if not report_only:
+        from .find import resolve_entry
+
+        base = TrainConfig(fusion="base", shots=None, epochs=1, seed=0, lr=lr, batch_size=batch_size,
+                           layers=layers, extra_layers=extra_layers, eval_points=eval_points,
+                           dev_sentences=dev_sentences)
+        configs = grid(fusions=parse_list(fusions, name="fusions", cast=str),
+                       shots=[None if s == "all" else int(s) for s in parse_list(shots, name="shots", cast=str)],
+                       epochs=parse_list(epochs, name="epochs"), trials=trials, base=base)
+        entry = resolve_entry(cache=cache, model=model, dataset=dataset, cache_dir=cache_dir, log=say)
+        records = run_sweep(entry, configs, out=out, workers=workers, log=say)
+        records = list(records.values())
+    else:
+        records = list(read_results(os.path.join(out, RESULTS)).values())
+        if not records:
+            raise LayercacheError(f"no results in {os.path.join(out, RESULTS)}")
+    paths = render(records, out, curve_shots=curve)
+    with open(paths["table"], encoding="utf-8") as f:
+        click.echo(f.read())
+    click.echo("plots: " + ", ".join(p for k, p in paths.items() if k != "table"))
+
+
+if __name__ == "__main__":
+    main()
