@@ -1,0 +1,112 @@
+"""The paper's few-shot grid on the MiniLM cache of CoNLL-2003, timed, and the speed-up over the
+same runs with the backbone recomputed live (as without a cache).
+
+    python scripts/bench_sweep.py --data ../shared/data/conll2003 --out runs/sweep-conll
+
+The grid is 3 fusions x 5 N-shots x 4 epoch caps x 5 trials = 300 runs, through `sweep` itself
+(resumable: rerunning skips finished runs; the wall time printed is this invocation's). The live
+cost adds, to each run's own measured head time, the backbone forward passes it would need:
+one per training step (a batch of 16 of its training sentences, in the run's order) and one over
+the evaluation set per evaluation point, each timed here on the same machine (medians).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from layercache.extract.datasets import load_dataset  # noqa: E402
+from layercache.extract.models import load_model, load_tokenizer, model_info  # noqa: E402
+from layercache.heads.find import resolve_entry  # noqa: E402
+from layercache.heads.report import render  # noqa: E402
+from layercache.heads.sweep import grid, run_sweep  # noqa: E402
+from layercache.heads.train import TrainConfig  # noqa: E402
+
+
+def live_forward_costs(data_dir: str, *, dev_sentences: int | None, repeats: int = 20) -> dict:
+    """Seconds of one MiniLM forward (all hidden states, no grad) over a random train batch of 16,
+    and over the evaluation set in length-sorted batches of 64."""
+    info = model_info(None)
+    tok = load_tokenizer(info)
+    model = load_model(info, device=torch.device("cpu"))
+    ds = load_dataset(data_dir, splits=["train", "dev"])
+    train = [w for w, _ in ds.splits["train"]]
+    dev = [w for w, _ in ds.splits["dev"]]
+    if dev_sentences:
+        keep = np.sort(np.random.default_rng(0).choice(len(dev), dev_sentences, replace=False))
+        dev = [dev[i] for i in keep]
+    rng = np.random.default_rng(0)
+
+    def forward(batch):
+        enc = tok(batch, is_split_into_words=True, padding=True, truncation=True, return_tensors="pt")
+        with torch.inference_mode():
+            model(**enc, output_hidden_states=True)
+
+    step = []
+    for _ in range(repeats):
+        batch = [train[i] for i in rng.choice(len(train), 16, replace=False)]
+        t0 = time.perf_counter()
+        forward(batch)
+        step.append(time.perf_counter() - t0)
+    order = sorted(range(len(dev)), key=lambda i: len(dev[i]))
+    evals = []
+    for _ in range(3):
+        t0 = time.perf_counter()
+        for i in range(0, len(order), 64):
+            forward([dev[j] for j in order[i:i + 64]])
+        evals.append(time.perf_counter() - t0)
+    return {"train_step_forward": statistics.median(step), "eval_forward": statistics.median(evals)}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--data", default=str(REPO.parent / "shared/data/conll2003"))
+    ap.add_argument("--out", default=str(REPO / "runs/sweep-conll"))
+    ap.add_argument("--fusions", default="dwatt,concat,extra")
+    ap.add_argument("--shots", default="8,16,32,64,128")
+    ap.add_argument("--epochs", default="25,50,75,100")
+    ap.add_argument("--trials", type=int, default=5)
+    ap.add_argument("--eval-points", type=int, default=5)
+    ap.add_argument("--dev-sentences", type=int, default=1000)
+    ap.add_argument("--workers", type=int, default=None)
+    args = ap.parse_args()
+
+    entry = resolve_entry(model="all-MiniLM-L6-v2", dataset=args.data, extract_options={"splits": ("train", "dev")})
+    base = TrainConfig(fusion="base", shots=None, epochs=1, seed=0, eval_points=args.eval_points,
+                       dev_sentences=args.dev_sentences)
+    configs = grid(fusions=args.fusions.split(","), shots=[int(x) for x in args.shots.split(",")],
+                   epochs=[int(x) for x in args.epochs.split(",")], trials=args.trials, base=base)
+    t0 = time.perf_counter()
+    records = list(run_sweep(entry, configs, out=args.out, workers=args.workers).values())
+    wall = time.perf_counter() - t0
+    paths = render(records, args.out)
+
+    costs = live_forward_costs(args.data, dev_sentences=args.dev_sentences)
+    head = sum(r["seconds"]["total"] for r in records)
+    live = head + sum(r["total_steps"] * costs["train_step_forward"] + len(r["evals"]) * costs["eval_forward"]
+                      for r in records)
+    summary = {"runs": len(records), "wall_seconds_this_invocation": wall, "head_seconds_sum": head,
+               "live_seconds_sum_estimate": live, "speedup": live / head, **costs,
+               "workers": args.workers or os.cpu_count()}
+    Path(args.out, "bench_sweep.json").write_text(json.dumps(summary, indent=2))
+    print(open(paths["table"]).read())
+    print(f"{len(records)} runs; wall {wall / 60:.1f} min this invocation ({summary['workers']} workers); "
+          f"sum of per-run head seconds {head / 60:.1f} min")
+    print(f"live backbone: {costs['train_step_forward'] * 1e3:.0f} ms forward per training step (16 sentences), "
+          f"{costs['eval_forward']:.1f} s per evaluation pass; the same runs would take {live / 60:.0f} min "
+          f"of compute -> cached sweep is {live / head:.1f}x cheaper")
+
+
+if __name__ == "__main__":
+    main()
