@@ -92,24 +92,27 @@ class UnitEncoder:
             mask[i, : len(s)] = 1
         return torch.from_numpy(ids).to(self.device), torch.from_numpy(mask).to(self.device)
 
-    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        """Every layer's hidden states, embeddings first (HF order)."""
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, *,
+                grad: bool = False) -> tuple[torch.Tensor, ...]:
+        """Every layer's hidden states, embeddings first (HF order); `grad` keeps the graph (FT)."""
         ctx = (
             torch.autocast(device_type=self.device.type, dtype=self.autocast_dtype)
             if self.autocast_dtype is not None
             else contextlib.nullcontext()
         )
-        with torch.inference_mode(), ctx:
+        with (contextlib.nullcontext() if grad else torch.inference_mode()), ctx:
             out = self.model(input_ids=input_ids, attention_mask=attention_mask, output_hidden_states=True)
         return out.hidden_states
 
-    def encode_unit(self, tok: Tokenized, rows: RowMap, lo: int, hi: int, *, storage: torch.dtype) -> torch.Tensor:
-        """[hi - lo, L+1, d] for rows lo:hi, in the storage dtype, still on the device."""
+    def encode_unit(self, tok: Tokenized, rows: RowMap, lo: int, hi: int, *, storage: torch.dtype,
+                    grad: bool = False) -> torch.Tensor:
+        """[hi - lo, L+1, d] for rows lo:hi, in the storage dtype, still on the device. The same
+        code serves extraction and live (FE-on-the-fly or fine-tuning) features, so they agree."""
         first = int(np.searchsorted(rows.row_offsets, lo, side="right") - 1)
         last = int(np.searchsorted(rows.row_offsets, hi, side="left"))
         out = None
         for batch in self.plan_batches(tok, range(first, last)):
-            hidden = self.forward(*self.inputs(tok, batch))
+            hidden = self.forward(*self.inputs(tok, batch), grad=grad)
             pos, dest, weight = self._targets(tok, rows, batch, hidden[0].shape[1], lo, hi)
             gathered = torch.stack([h.reshape(-1, h.shape[-1]).index_select(0, pos) for h in hidden], dim=1).float()
             if out is None:
