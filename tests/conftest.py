@@ -86,7 +86,7 @@ def tiny_bert_dir(tmp_path_factory) -> Path:
     d = tmp_path_factory.mktemp("tiny_bert")
     vocab = _bert_vocab()
     (d / "vocab.txt").write_text("\n".join(vocab) + "\n")
-    BertTokenizer(vocab_file=str(d / "vocab.txt")).save_pretrained(d)
+    BertTokenizer(str(d / "vocab.txt")).save_pretrained(d)  # transformers 5 reads a vocab path positionally
     config = BertConfig(vocab_size=len(vocab), hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
                         intermediate_size=64, max_position_embeddings=32)
     torch.manual_seed(0)
