@@ -110,7 +110,7 @@ class SplitArrays:
     offsets: np.ndarray  # [n + 1] int64, sentence i = rows offsets[i]:offsets[i + 1]
     layers: tuple[int, ...]  # the cache layer id of each hidden[:, j]
     sentence_ids: np.ndarray  # [n] the cache's sentence ids, in the order held
-    _device: dict = field(default_factory=dict, repr=False)  # device -> tensors, built once
+    _memo: dict = field(default_factory=dict, repr=False)  # built once: tensors per device, true entities
     _last_view: tuple = field(default=(), repr=False)  # (layers, SplitArrays): a sweep's runs share it
 
     @property
@@ -159,14 +159,14 @@ class SplitArrays:
         """(hidden [rows, L, d] float16, labels [rows], offsets [n+1]) on ``device``, made once."""
         import torch
 
-        key = str(device)
-        if key not in self._device:
-            self._device[key] = (
+        key = ("tensors", str(device))
+        if key not in self._memo:
+            self._memo[key] = (
                 torch.from_numpy(self.hidden).to(device),
                 torch.from_numpy(self.labels).to(device),
                 torch.from_numpy(self.offsets).to(device),
             )
-        return self._device[key]
+        return self._memo[key]
 
     def batch(self, positions, *, device) -> Batch:
         """Sentences at ``positions`` padded to ``[B, T, L, d]`` float32 (zeros at padding)."""
@@ -180,10 +180,10 @@ class SplitArrays:
         steps = torch.arange(T, device=offsets.device)
         mask = steps[None, :] < lengths[:, None]  # [B, T]
         rows = torch.where(mask, starts[:, None] + steps[None, :], 0)  # [B, T], padding -> row 0
-        x = hidden[rows].float()  # [B, T, L, d]
-        x.masked_fill_(~mask[:, :, None, None], 0.0)
+        x = hidden[rows]  # [B, T, L, d] storage dtype
+        x.masked_fill_(~mask[:, :, None, None], 0)  # zeros at padding (on the narrow dtype: cheaper)
         y = torch.where(mask, labels[rows], IGNORE)  # [B, T]
-        return Batch(x, mask, y)
+        return Batch(x.float(), mask, y)
 
     def length_order(self) -> np.ndarray:
         """Positions sorted by length (stable): evaluation batches with little padding."""

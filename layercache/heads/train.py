@@ -144,8 +144,9 @@ def pick_device(name: str | None):
     return torch.device("cuda" if torch.cuda.is_available() else "cpu")
 
 
-def train_head(config: TrainConfig, data: HeadData, *, log=None) -> RunResult:
-    """Sample, build, train and evaluate one head; returns its `RunResult` (with the trained head)."""
+def train_head(config: TrainConfig, data: HeadData, *, log=None, keep_tagger: bool = True) -> RunResult:
+    """Sample, build, train and evaluate one head; returns its `RunResult`, with the head at its
+    best dev point in ``.tagger`` unless ``keep_tagger`` is False (sweeps: no copies kept)."""
     import torch
     import torch.nn.functional as F
 
@@ -208,8 +209,9 @@ def train_head(config: TrainConfig, data: HeadData, *, log=None) -> RunResult:
         running["loss"].zero_()
         running["n"] = 0
         if dev_f1 > best["dev_f1"]:  # first best wins ties
-            best.update(dev_f1=dev_f1, step=step, epoch=epoch,
-                        state={k: v.detach().clone() for k, v in tagger.state_dict().items()})
+            best.update(dev_f1=dev_f1, step=step, epoch=epoch)
+            if keep_tagger:
+                best["state"] = {k: v.detach().clone() for k, v in tagger.state_dict().items()}
             if test is not None:
                 record["test_f1"], _ = _score(tagger, test, device=device, label_names=label_names,
                                               batch_size=eval_batch)
@@ -279,7 +281,7 @@ def train_head(config: TrainConfig, data: HeadData, *, log=None) -> RunResult:
         device=str(device),
         versions=versions(),
         tagger_kwargs=kwargs,
-        tagger=tagger,
+        tagger=tagger if keep_tagger else None,
     )
 
 
@@ -307,12 +309,10 @@ def _score(tagger, split: SplitArrays, *, device, label_names: np.ndarray, batch
     import torch.nn.functional as F
 
     tagger.eval()
-    order = split.length_order()
     counts, preds = [], []
     loss_sum = torch.zeros((), device=device, dtype=torch.float64)
     with torch.inference_mode():
-        for i in range(0, len(order), batch_size):
-            batch = split.batch(order[i:i + batch_size], device=device)
+        for batch in _eval_batches(split, device=device, batch_size=batch_size):
             logits = tagger(batch.hidden, batch.mask)  # [B, T, n_labels]
             loss_sum += F.cross_entropy(logits.flatten(0, 1), batch.labels.flatten(),
                                         ignore_index=IGNORE, reduction="sum").double()
@@ -320,11 +320,34 @@ def _score(tagger, split: SplitArrays, *, device, label_names: np.ndarray, batch
             counts.append(keep.sum(1).cpu().numpy())  # words per sentence
             preds.append(logits.argmax(-1)[keep].cpu().numpy())  # flat, sentence after sentence
     counts, preds = np.concatenate(counts), np.concatenate(preds)
-    key = ("entities", tuple(label_names))
+    chunker = _Chunker.of(split, label_names)
+    key = ("gold entities", tuple(label_names), batch_size)
     if key not in split._memo:  # the gold entities never change: chunk them once per split
-        split._memo[key] = _entities(_tag_lists(_gold_in_order(split, order), counts, label_names))
-    f1 = entity_f1(split._memo[key], _entities(_tag_lists(preds, counts, label_names)))
+        order = split.length_order()
+        gold = np.concatenate([split.labels[split.offsets[p]:split.offsets[p + 1]] for p in order])
+        split._memo[key] = chunker(gold[gold != IGNORE], counts)
+    f1 = entity_f1(split._memo[key], chunker(preds, counts))
     return f1, float(loss_sum) / max(int(counts.sum()), 1)
+
+
+EVAL_CACHE_BYTES = 1 << 30  # padded float32 eval batches up to this size are built once per split
+
+
+def _eval_batches(split: SplitArrays, *, device, batch_size: int):
+    """Length-sorted batches of ``split``; kept in memory across evaluations when small enough,
+    since padding and widening the same dev set 25 times per run is wasted work."""
+    order = split.length_order()
+    key = ("eval batches", str(device), batch_size)
+    if key in split._memo:
+        return split._memo[key]
+    starts = range(0, len(order), batch_size)
+    padded = sum(len(order[i:i + batch_size]) * int(split.lengths[order[i:i + batch_size]].max(initial=0))
+                 for i in starts)
+    nbytes = padded * split.hidden.shape[1] * split.hidden.shape[2] * 4
+    if nbytes > EVAL_CACHE_BYTES:
+        return (split.batch(order[i:i + batch_size], device=device) for i in starts)
+    split._memo[key] = [split.batch(order[i:i + batch_size], device=device) for i in starts]
+    return split._memo[key]
 
 
 def entity_f1(gold: set, pred: set) -> float:
@@ -336,24 +359,46 @@ def entity_f1(gold: set, pred: set) -> float:
     return float(2 * p * r / (p + r))
 
 
-def _entities(tag_lists: list[list[str]]) -> set:
-    """Entities as seqeval's own chunker finds them (conlleval rules), so the F1 is seqeval's."""
-    from seqeval.metrics.sequence_labeling import get_entities
+class _Chunker:
+    """seqeval's default (conlleval) chunking of tag ids, vectorised.
 
-    return set(get_entities(tag_lists))
+    seqeval walks the tags one by one and asks ``end_of_chunk(prev, cur)`` and
+    ``start_of_chunk(prev, cur)``; both depend only on the (previous, current) pair of tags, so they
+    are tabulated once over the label set with seqeval's own functions and looked up for all
+    positions at once. Sentences are joined with an ``O`` between them, as seqeval flattens them.
+    """
 
+    def __init__(self, label_names):
+        from seqeval.metrics.sequence_labeling import end_of_chunk, start_of_chunk
 
-def _tag_lists(ids: np.ndarray, counts: np.ndarray, label_names: np.ndarray) -> list[list[str]]:
-    names = label_names[ids].tolist()  # flat python strings
-    cuts = np.concatenate([[0], np.cumsum(counts)]).tolist()
-    return [names[a:b] for a, b in zip(cuts[:-1], cuts[1:])]
+        names = [str(n) for n in label_names] + ["O"]  # the last id: the separator between sentences
+        tags = [n[0] for n in names]
+        types = [n[1:].split("-", maxsplit=1)[-1] or "_" for n in names]
+        K = len(names)
+        self.sep = K - 1
+        self.types = np.array(types, dtype=object)
+        self.ends = np.array([[end_of_chunk(tags[a], tags[b], types[a], types[b]) for b in range(K)] for a in range(K)])
+        self.starts = np.array([[start_of_chunk(tags[a], tags[b], types[a], types[b]) for b in range(K)]
+                                for a in range(K)])
 
+    @classmethod
+    def of(cls, split: SplitArrays, label_names) -> "_Chunker":
+        key = ("chunker", tuple(label_names))
+        if key not in split._memo:
+            split._memo[key] = cls(label_names)
+        return split._memo[key]
 
-def _gold_in_order(split: SplitArrays, order: np.ndarray) -> np.ndarray:
-    """Evaluated gold tag ids, sentences in ``order``, flat."""
-    parts = [split.labels[split.offsets[p]:split.offsets[p + 1]] for p in order]
-    flat = np.concatenate(parts) if parts else np.zeros(0, np.int64)
-    return flat[flat != IGNORE]
+    def __call__(self, ids: np.ndarray, counts: np.ndarray) -> set:
+        """{(type, start, end)} of the flat tag ids of sentences with ``counts`` words each."""
+        n = len(counts)
+        seq = np.full(len(ids) + n + 1, self.sep, dtype=np.int64)  # a separator after each sentence, + seqeval's final O
+        seq[np.arange(len(ids)) + np.repeat(np.arange(n), counts)] = ids
+        prev = np.concatenate([[self.sep], seq[:-1]])
+        ends = np.flatnonzero(self.ends[prev, seq])  # a chunk ends at i - 1
+        starts = np.flatnonzero(self.starts[prev, seq])  # a chunk starts at i
+        last = np.searchsorted(starts, ends, side="left") - 1  # the last start before i (checked before it)
+        begins = np.where(last >= 0, starts[np.maximum(last, 0)], 0)
+        return set(zip(self.types[prev[ends]].tolist(), begins.tolist(), (ends - 1).tolist()))
 
 
 def _now(device) -> float:

@@ -2,7 +2,6 @@
 determinism, checkpoints and the CLI."""
 
 import json
-import shutil
 from types import SimpleNamespace
 
 import numpy as np
@@ -22,7 +21,7 @@ from layercache.heads.data import (
     load_for_run,
     parse_layer_spec,
 )
-from layercache.heads.train import TrainConfig, predict, train_head
+from layercache.heads.train import TrainConfig, _Chunker, _score, entity_f1, predict, train_head
 from layercache.heads.train_cli import main
 
 # dwatt on all 122 tiny train sentences, 30 epochs, lr 1e-2, seed 0: recorded on CPU (torch 2.13).
@@ -39,28 +38,9 @@ def one_thread():
     torch.set_num_threads(before)
 
 
-@pytest.fixture(scope="session")
-def word_cache(tiny_cache, tiny_bert_dir, tiny_conll_dir, tmp_path_factory):
-    """`tiny_cache`, unless its tokenizer turns every word into [UNK] (conftest builds it with
-    `BertTokenizer(vocab_file=...)`, which transformers 5 ignores): then the same weights with a
-    tokenizer that reads the vocab, so that the hidden states carry the words and a head can learn."""
-    from transformers import AutoTokenizer, BertTokenizer
-
-    if AutoTokenizer.from_pretrained(tiny_bert_dir).tokenize("paris") != ["[UNK]"]:
-        return tiny_cache
-    from layercache.extract.run import ExtractConfig, extract
-
-    model_dir = tmp_path_factory.mktemp("tiny_bert_words")
-    shutil.copytree(tiny_bert_dir, model_dir, dirs_exist_ok=True)
-    BertTokenizer(str(tiny_bert_dir / "vocab.txt")).save_pretrained(model_dir)
-    root = tmp_path_factory.mktemp("cache_words")
-    config = ExtractConfig(model=str(model_dir), dataset=str(tiny_conll_dir), cache_dir=str(root), unit_rows=256)
-    return extract(config, progress=False, log=lambda m: None).path
-
-
 @pytest.fixture(scope="module")
-def entry(word_cache):
-    return open_entry(word_cache)
+def entry(tiny_cache):
+    return open_entry(tiny_cache)
 
 
 @pytest.fixture(scope="module")
@@ -153,7 +133,8 @@ def test_a_sample_is_picked_from_memory_without_reading_the_cache(data, monkeypa
         raise AssertionError("train_head read the cache")
 
     monkeypatch.setattr(CacheSplit, "_read_layer", refuse)
-    train_head(TrainConfig(fusion="scalarmix", shots=8, epochs=1, seed=0), data)
+    result = train_head(TrainConfig(fusion="scalarmix", shots=8, epochs=1, seed=0), data, keep_tagger=False)
+    assert result.tagger is None
 
 
 def test_all_of_train_or_just_the_sample_give_the_same_run(entry, data):
@@ -188,6 +169,29 @@ def test_same_seed_same_run(data, trained):
     again = train_head(TrainConfig(**E2E), data)
     assert again.best_dev_f1 == trained.best_dev_f1
     assert again.evals == trained.evals
+
+
+def test_f1_is_seqeval(data, trained):
+    """The fast path (gold entities chunked once) gives seqeval.metrics.f1_score exactly."""
+    from seqeval.metrics import f1_score
+    from seqeval.metrics.sequence_labeling import get_entities
+
+    names = np.array(data.label_names)
+    dev = data.dev
+    y_true = [names[dev.labels[a:b]].tolist() for a, b in zip(dev.offsets[:-1], dev.offsets[1:])]
+    y_pred = [names[p].tolist() for p in predict(trained.tagger, dev, device="cpu")]
+    f1, loss = _score(trained.tagger, dev, device=torch.device("cpu"), label_names=names, batch_size=64)
+    assert f1 == f1_score(y_true, y_pred) and loss > 0
+    rng = np.random.default_rng(0)  # ill-formed tags too (I- after O, type switches), empty sentences
+    chunker = _Chunker(list(names))
+    for _ in range(50):
+        lengths = rng.integers(0, 9, size=30)
+        true, pred = rng.integers(0, 7, lengths.sum()), rng.integers(0, 7, lengths.sum())
+        cuts = np.cumsum(lengths)[:-1]
+        y_true = [names[x].tolist() for x in np.split(true, cuts)]
+        y_pred = [names[x].tolist() for x in np.split(pred, cuts)]
+        assert chunker(true, lengths) == set(get_entities(y_true))
+        assert entity_f1(chunker(true, lengths), chunker(pred, lengths)) == f1_score(y_true, y_pred, zero_division=0)
 
 
 @pytest.mark.parametrize("fusion", list(FUSIONS))
@@ -234,22 +238,22 @@ def test_checkpoint_against_another_backbone(tmp_path, data, trained):
 # ------------------------------------------------------------------------------ CLI
 
 
-def test_cli_trains_and_writes(word_cache, tmp_path):
+def test_cli_trains_and_writes(tiny_cache, tmp_path):
     out = tmp_path / "runs"
-    result = CliRunner().invoke(main, ["--cache", word_cache, "--fusion", "scalarmix", "--shots", "8",
+    result = CliRunner().invoke(main, ["--cache", tiny_cache, "--fusion", "scalarmix", "--shots", "8",
                                        "--epochs", "2", "--seed", "1", "--lr", "0.01", "--out", str(out)])
     assert result.exit_code == 0, result.output
     lines = result.stdout.strip().splitlines()
     assert len(lines) == 1 and "scalarmix" in lines[0] and "best dev F1" in lines[0]
     record = json.loads((out / "scalarmix-n8-e2-s1.json").read_text())
     assert record["config"] == {**record["config"], "fusion": "scalarmix", "shots": 8, "epochs": 2, "seed": 1}
-    assert len(record["evals"]) == 2 and record["cache_path"] == word_cache
+    assert len(record["evals"]) == 2 and record["cache_path"] == tiny_cache
     assert (out / "scalarmix-n8-e2-s1.head.safetensors").is_file()
     assert (out / "scalarmix-n8-e2-s1.head.json").is_file()
 
 
-def test_cli_dry_run_prints_every_budget(word_cache):
-    result = CliRunner().invoke(main, ["--cache", word_cache, "--dry-run"])
+def test_cli_dry_run_prints_every_budget(tiny_cache):
+    result = CliRunner().invoke(main, ["--cache", tiny_cache, "--dry-run"])
     assert result.exit_code == 0, result.output
     budget = parameter_budget(n_layers=2, dim=32, num_heads=4, ffn_dim=64, n_labels=7, extra_layers=1)
     for fusion, n in budget.items():
@@ -261,8 +265,29 @@ def test_cli_dry_run_prints_every_budget(word_cache):
     (["--layers", "5"], r"layer 5 .*0\.\.2"),
     (["--shots", "many"], "'many'"),
 ])
-def test_cli_errors_are_one_line(word_cache, args, match):
-    result = CliRunner().invoke(main, ["--cache", word_cache, "--epochs", "1", *args])
+def test_cli_errors_are_one_line(tiny_cache, args, match):
+    result = CliRunner().invoke(main, ["--cache", tiny_cache, "--epochs", "1", *args])
     assert result.exit_code == 1
     assert result.stderr.startswith("error:") and len(result.stderr.strip().splitlines()) == 1
     assert pytest.importorskip("re").search(match, result.stderr)
+
+
+def test_conll_script_resumes(tiny_cache, tmp_path, capsys):
+    """scripts/run_heads_conll.py on the tiny cache: one line per run, and a rerun skips them."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "scripts" / "run_heads_conll.py"
+    spec = importlib.util.spec_from_file_location("run_heads_conll", path)
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    out = tmp_path / "runs.jsonl"
+    args = ["--cache", tiny_cache, "--fusions", "base,scalarmix", "--shots", "2,4", "--seeds", "2", "--epochs", "1",
+            "--out", str(out)]
+    script.main(args)
+    assert len(out.read_text().splitlines()) == 8
+    script.main(args)
+    assert len(out.read_text().splitlines()) == 8
+    printed = capsys.readouterr()
+    assert "8 of 8 runs already" in printed.err
+    assert "| scalarmix | 234 |" in printed.out and "(2)" in printed.out
