@@ -1,0 +1,115 @@
+"""`rank-layers`: score every cached layer by its variability nu (training-free, seconds), print a
+table, and write a JSON record and a PNG plot, so that the layers a head should fuse can be chosen
+before any training; with `--shots N --seed S` the score sees only what a few-shot run sees."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+
+import click
+import numpy as np
+
+import layercache
+
+from ..cli_util import friendly_errors
+from ..errors import LayercacheError
+from .find import resolve_entry
+from .layer_scores import parse_layers, score_layers
+from .plots import plot_scores
+from .variability import pick_layers
+
+
+def entity_types(entry) -> list[str]:
+    """The dataset's entity types (C of a few-shot N-way sample), from the entry's metadata, else
+    from its tag names (``B-PER`` -> ``PER``) for entries written without ``entity_types``."""
+    types = entry.meta.get("entity_types")
+    if types:
+        return list(types)
+    return sorted({t.split("-", 1)[1] for t in entry.label_names if "-" in t})
+
+
+def _name(text: str) -> str:
+    """Model and dataset as a reader knows them: a local path shows as its last component."""
+    return os.path.basename(str(text).rstrip("/\\")) or str(text)
+
+
+def _ranks(scores: list[tuple[int, float]]) -> dict[int, int]:
+    order = sorted(scores, key=lambda t: (t[1], t[0]))
+    return {layer: i + 1 for i, (layer, _) in enumerate(order)}
+
+
+@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--cache", default=None, help="Path of a cache entry. Default: the entry for --model/--dataset, else the newest complete one.")
+@click.option("--model", default=None, help="Backbone whose cache to use (extracted first when missing).")
+@click.option("--dataset", default=None, help="Dataset whose cache to use (as for `extract`).")
+@click.option("--cache-dir", default=None, help="Cache root. Default: $LAYERCACHE_HOME or ~/.cache/layercache.")
+@click.option("--split", default="train", show_default=True, help="Split whose tokens are scored.")
+@click.option("--shots", type=click.IntRange(min=1), default=None,
+              help="Score only the N*C sentences a few-shot run with this N and --seed trains on (C = entity types).")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the few-shot sample and of the per-tag cap.")
+@click.option("--max-per-class", type=click.IntRange(min=1), default=2000, show_default=True,
+              help="Tokens kept per tag (random subsample), so that frequent tags do not dominate.")
+@click.option("--layers", "layer_spec", default="all", show_default=True,
+              help="Layers to score: all, 3, 1,3,5 or 0..6 (0 = embeddings, L = last layer).")
+@click.option("--top", type=click.IntRange(min=1), default=3, show_default=True, help="Mark this many lowest-nu layers.")
+@click.option("--out", default="runs", show_default=True, help="Folder for the JSON record and the PNG plot.")
+@friendly_errors
+def main(cache, model, dataset, cache_dir, split, shots, seed, max_per_class, layer_spec, top, out):
+    """Rank the cached layers by variability nu = tr(Sigma_w Sigma_b^+)/C (lower = better)."""
+    entry = resolve_entry(cache=cache, model=model, dataset=dataset, cache_dir=cache_dir,
+                          log=lambda m: click.echo(m, err=True))
+    data = entry.split(split)
+    layers = parse_layers(layer_spec, n_stored=entry.num_layers + 1)
+    sentences = None
+    if shots is not None:
+        from .sampling import few_shot_sample  # the same sample train-head draws for --shots/--seed
+
+        sentences = few_shot_sample(data.n_sentences, shots=shots, n_types=len(entity_types(entry)), seed=seed)
+    t0 = time.perf_counter()
+    scores = score_layers(data, sentences=sentences, layers=layers, max_per_class=max_per_class, seed=seed)
+    seconds = time.perf_counter() - t0
+
+    labels = data.labels if sentences is None else data.labels[data.rows_of(sentences)]
+    counts = np.bincount(labels[labels >= 0], minlength=len(entry.label_names))
+    tag_counts = {name: int(n) for name, n in zip(entry.label_names, counts) if n}
+    best = pick_layers(scores, min(top, len(scores)))
+    ranks = _ranks(scores)
+    model_name, dataset_name = _name(entry.meta.get("model", "?")), _name(entry.meta.get("dataset", "?"))
+    setting = f"{split}" + (f", N={shots} seed {seed}" if shots is not None else "")
+    n_sent = data.n_sentences if sentences is None else len(sentences)
+
+    click.echo(f"{model_name} on {dataset_name} ({setting}): {n_sent:,} sentences, {len(labels):,} tokens, "
+               f"{len(tag_counts)} tags, <= {max_per_class} tokens per tag")
+    click.echo(f"{'layer':>5}  {'nu':>12}  {'rank':>4}")
+    for layer, nu in scores:
+        click.echo(f"{layer:>5}  {nu:>12.5g}  {ranks[layer]:>4}{'  *' if layer in best else ''}")
+    click.echo(f"best {len(best)}: {', '.join(map(str, best))}   ({seconds:.2f} s)")
+
+    key = entry.meta.get("key") or _name(entry.path)
+    stem = os.path.join(out, f"rank-layers-{key}-{split}" + (f"-n{shots}-s{seed}" if shots is not None else ""))
+    os.makedirs(out, exist_ok=True)
+    record = {
+        "command": "rank-layers",
+        "scores": [{"layer": l, "nu": nu if np.isfinite(nu) else None, "rank": ranks[l]} for l, nu in scores],
+        "best": best,
+        "params": {"split": split, "shots": shots, "seed": seed, "max_per_class": max_per_class,
+                   "layers": layers, "top": top},
+        "cache": {"path": entry.path, "key": key, "model": entry.meta.get("model"), "dataset": entry.meta.get("dataset")},
+        "n_sentences": n_sent,
+        "n_tokens": int(len(labels)),
+        "tag_counts": tag_counts,
+        "sentences": None if sentences is None else [int(s) for s in sentences],
+        "seconds": round(seconds, 4),
+        "versions": {"layercache": layercache.__version__, "numpy": np.__version__, "python": sys.version.split()[0]},
+    }
+    with open(stem + ".json", "w", encoding="utf-8") as f:
+        json.dump(record, f, indent=2)
+    plot_scores(scores, title=f"{model_name} on {dataset_name} ({setting})", path=stem + ".png")
+    click.echo(f"wrote {stem}.json and {stem}.png")
+
+
+if __name__ == "__main__":
+    main()

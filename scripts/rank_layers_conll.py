@@ -1,0 +1,67 @@
+"""The nu profile of all-MiniLM-L6-v2 on CoNLL-2003 train: the full split against the few-shot
+samples (N = 8 and N = 128 sentences per entity type, 3 seeds each) that train-head would see,
+to check whether the layer ranking survives scarce data. Prints a markdown table (layer x setting)
+and saves docs/rank_layers_conll.png.
+
+    LAYERCACHE_HOME=/tmp/lc python scripts/rank_layers_conll.py [DATA_DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+from layercache.heads.find import resolve_entry
+from layercache.heads.layer_scores import score_layers
+from layercache.heads.plots import plot_scores
+from layercache.heads.rank_cli import entity_types
+from layercache.heads.sampling import few_shot_sample
+from layercache.heads.variability import pick_layers
+
+ROOT = Path(__file__).resolve().parents[1]
+SEEDS = (0, 1, 2)
+SHOTS = (8, 128)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("data", nargs="?", default=str(ROOT.parent / "shared" / "data" / "conll2003"))
+    parser.add_argument("--plot", default=str(ROOT / "docs" / "rank_layers_conll.png"))
+    args = parser.parse_args()
+
+    entry = resolve_entry(model="all-MiniLM-L6-v2", dataset=args.data, extract_options={"splits": ("train", "dev")})
+    train = entry.split("train")
+    n_types = len(entity_types(entry))
+    print(f"cache {entry.path}: train {train.n_sentences:,} sentences, {train.n_rows:,} tokens, {n_types} entity types")
+
+    runs: dict[str, list[list[tuple[int, float]]]] = {}
+    t0 = time.perf_counter()
+    runs["full train"] = [score_layers(train)]
+    print(f"full train: {time.perf_counter() - t0:.2f} s")
+    for shots in SHOTS:
+        key = f"N={shots}"
+        runs[key] = []
+        for seed in SEEDS:
+            t0 = time.perf_counter()
+            sample = few_shot_sample(train.n_sentences, shots=shots, n_types=n_types, seed=seed)
+            runs[key].append(score_layers(train, sentences=sample, seed=seed))
+            print(f"{key} seed {seed}: {len(train.rows_of(sample)):,} tokens, {time.perf_counter() - t0:.2f} s")
+
+    columns = [("full train", runs["full train"][0])]
+    columns += [(f"N={s} s{seed}", run) for s in SHOTS for seed, run in zip(SEEDS, runs[f"N={s}"])]
+    layers = [layer for layer, _ in columns[0][1]]
+    print()
+    print("| layer | " + " | ".join(name for name, _ in columns) + " |")
+    print("|---:|" + "---:|" * len(columns))
+    for i, layer in enumerate(layers):
+        print(f"| {layer} | " + " | ".join(f"{run[i][1]:.4g}" for _, run in columns) + " |")
+    print("| best 3 | " + " | ".join(",".join(map(str, pick_layers(run, 3))) for _, run in columns) + " |")
+
+    title = f"all-MiniLM-L6-v2 on CoNLL-2003 train; N = sentences per type, {len(SEEDS)} seeds (band: min-max)"
+    plot_scores(runs, title=title, path=args.plot)
+    print(f"\nwrote {args.plot} ({Path(args.plot).stat().st_size / 1024:.0f} KiB)")
+
+
+if __name__ == "__main__":
+    main()
