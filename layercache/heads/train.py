@@ -47,6 +47,10 @@ class TrainConfig:
     warmup: int = 0  # optimizer steps of linear warmup
     device: str | None = None  # None = cuda when available, else cpu
     max_grad_norm: float = 1.0  # 0 = no clipping
+    mode: str = "fe"  # fe: heads on cached states; ft: the backbone fine-tunes end to end with the head
+    freeze: str | None = None  # ft: "embeddings", or k = the embeddings and the bottom k layers
+    grad_accum: int = 1  # micro-batches of batch_size per optimizer step
+    precision: str = "fp32"  # autocast for forward passes: fp32 | bf16 | fp16 (fp16: CUDA, with loss scaling)
 
     def __post_init__(self):
         if self.fusion not in FUSIONS:
@@ -64,6 +68,11 @@ class TrainConfig:
             ("weight_decay", self.weight_decay, self.weight_decay >= 0, ">= 0"),
             ("warmup", self.warmup, self.warmup >= 0, ">= 0"),
             ("max_grad_norm", self.max_grad_norm, self.max_grad_norm >= 0, ">= 0"),
+            ("mode", self.mode, self.mode in ("fe", "ft"), "fe or ft"),
+            ("grad_accum", self.grad_accum, self.grad_accum >= 1, ">= 1"),
+            ("precision", self.precision, self.precision in ("fp32", "bf16", "fp16"), "fp32, bf16 or fp16"),
+            ("freeze", self.freeze, self.freeze is None or self.freeze == "embeddings" or str(self.freeze).isdigit(),
+             "'embeddings' or a number of layers"),
         ]
         for name, value, ok, rule in checks:
             if not ok:
@@ -175,13 +184,18 @@ def train_head(config: TrainConfig, data: HeadData, *, log=None, keep_tagger: bo
     torch.manual_seed(config.seed)  # the seed fixes the initialisation (and the dropout masks)
     tagger = TokenTagger(**kwargs).to(device)
     n_params = count_parameters(tagger)
+    # FT: the live backbone trains with the head, from its original weights in every run.
+    backbone = _ft_backbone(config, data)
+    model = torch.nn.ModuleList([tagger] + ([backbone] if backbone is not None else []))
     decay, no_decay = [], []
-    for name, p in tagger.named_parameters():
-        (no_decay if p.ndim < 2 or "bias" in name or "norm" in name else decay).append(p)
+    for name, p in model.named_parameters():
+        if p.requires_grad:
+            (no_decay if p.ndim < 2 or "bias" in name or "norm" in name else decay).append(p)
     optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": config.weight_decay},
                                    {"params": no_decay, "weight_decay": 0.0}], lr=config.lr,
                                   fused=True)  # one kernel per step: a third of a small head's step time on CPU
-    steps_per_epoch = math.ceil(train.n_sentences / config.batch_size)
+    per_step = config.batch_size * config.grad_accum
+    steps_per_epoch = math.ceil(train.n_sentences / per_step)
     total = config.epochs * steps_per_epoch
     warmup = min(config.warmup, total)
 
@@ -200,8 +214,12 @@ def train_head(config: TrainConfig, data: HeadData, *, log=None, keep_tagger: bo
     clock = {"train": 0.0, "eval": 0.0}
     running = {"loss": torch.zeros((), device=device), "n": 0}
 
+    autocast = _autocast(config, device)
+    scaler = torch.amp.GradScaler(device.type, enabled=config.precision == "fp16")
+
     def evaluate(step: int, epoch: int) -> None:
         t0 = _now(device)
+        model.eval()
         dev_f1, dev_loss = _score(tagger, dev, device=device, label_names=label_names, batch_size=eval_batch)
         record = {"step": step, "epoch": epoch,
                   "train_loss": float(running["loss"]) / running["n"] if running["n"] else None,
@@ -211,7 +229,7 @@ def train_head(config: TrainConfig, data: HeadData, *, log=None, keep_tagger: bo
         if dev_f1 > best["dev_f1"]:  # first best wins ties
             best.update(dev_f1=dev_f1, step=step, epoch=epoch)
             if keep_tagger:
-                best["state"] = {k: v.detach().clone() for k, v in tagger.state_dict().items()}
+                best["state"] = {k: v.detach().clone() for k, v in model.state_dict().items()}
             if test is not None:
                 record["test_f1"], _ = _score(tagger, test, device=device, label_names=label_names,
                                               batch_size=eval_batch)
@@ -224,24 +242,31 @@ def train_head(config: TrainConfig, data: HeadData, *, log=None, keep_tagger: bo
     eval_at = set()
     if config.eval_points:
         eval_at = {max(1, round(total * k / config.eval_points)) for k in range(1, config.eval_points + 1)}
-    per_step = bool(config.eval_every or config.eval_points)
+    eval_per_step = bool(config.eval_every or config.eval_points)
 
     step = 0
     if total == 0:
         evaluate(0, 0)
     for epoch in range(1, config.epochs + 1):
         t0 = _now(device)
-        tagger.train()
+        model.train()
         order = torch.randperm(train.n_sentences, generator=order_gen).numpy()
         for b in range(steps_per_epoch):
-            batch = train.batch(order[b * config.batch_size:(b + 1) * config.batch_size], device=device)
-            logits = tagger(batch.hidden, batch.mask)  # [B, T, n_labels]
-            loss = F.cross_entropy(logits.flatten(0, 1), batch.labels.flatten(), ignore_index=IGNORE)
+            step_order = order[b * per_step:(b + 1) * per_step]
             optimizer.zero_grad(set_to_none=True)
-            loss.backward()
+            for m in range(0, len(step_order), config.batch_size):  # gradient accumulation
+                micro = step_order[m:m + config.batch_size]
+                with autocast:
+                    batch = train.batch(micro, device=device)
+                    logits = tagger(batch.hidden, batch.mask)  # [B, T, n_labels]
+                loss = F.cross_entropy(logits.float().flatten(0, 1), batch.labels.flatten(), ignore_index=IGNORE)
+                scaler.scale(loss * len(micro) / len(step_order)).backward()
             if config.max_grad_norm > 0:
-                torch.nn.utils.clip_grad_norm_(tagger.parameters(), config.max_grad_norm)
-            optimizer.step()
+                scaler.unscale_(optimizer)
+                torch.nn.utils.clip_grad_norm_([p for p in model.parameters() if p.requires_grad],
+                                               config.max_grad_norm)
+            scaler.step(optimizer)
+            scaler.update()
             scheduler.step()
             step += 1
             running["loss"] += loss.detach()
@@ -249,15 +274,15 @@ def train_head(config: TrainConfig, data: HeadData, *, log=None, keep_tagger: bo
             if (config.eval_every and (step % config.eval_every == 0 or step == total)) or step in eval_at:
                 clock["train"] += _now(device) - t0
                 evaluate(step, epoch)
-                tagger.train()
+                model.train()
                 t0 = _now(device)
         clock["train"] += _now(device) - t0
-        if not per_step:
+        if not eval_per_step:
             evaluate(step, epoch)
 
     if best["state"] is not None:
-        tagger.load_state_dict(best["state"])
-    tagger.eval()
+        model.load_state_dict(best["state"])
+    model.eval()
     return RunResult(
         config=asdict(config),
         cache_key=data.meta.get("key"),
@@ -283,6 +308,32 @@ def train_head(config: TrainConfig, data: HeadData, *, log=None, keep_tagger: bo
         tagger_kwargs=kwargs,
         tagger=tagger if keep_tagger else None,
     )
+
+
+def _ft_backbone(config: TrainConfig, data):
+    """The live backbone of FT mode, reset to its original weights and frozen as asked; None in FE."""
+    backbone = getattr(data, "backbone", None)
+    if config.mode == "fe":
+        if backbone is not None:
+            raise LayercacheError("FE mode trains on cached hidden states; this data is live (use mode ft)")
+        return None
+    if backbone is None:
+        raise LayercacheError("FT mode needs the backbone: build the data with layercache.heads.ft.live_data")
+    from .ft import freeze
+
+    data.reset_backbone()
+    freeze(backbone, config.freeze)
+    return backbone
+
+
+def _autocast(config: TrainConfig, device):
+    import contextlib
+
+    import torch
+
+    if config.precision == "fp32":
+        return contextlib.nullcontext()
+    return torch.autocast(device_type=device.type, dtype=torch.bfloat16 if config.precision == "bf16" else torch.float16)
 
 
 def predict(tagger, split: SplitArrays, *, device, batch_size: int = 64) -> list[np.ndarray]:
@@ -338,9 +389,11 @@ def _eval_batches(split: SplitArrays, *, device, batch_size: int):
     since padding and widening the same dev set 25 times per run is wasted work."""
     order = split.length_order()
     key = ("eval batches", str(device), batch_size)
+    starts = range(0, len(order), batch_size)
+    if not getattr(split, "static", True):  # live (FT) states change as the backbone trains
+        return (split.batch(order[i:i + batch_size], device=device) for i in starts)
     if key in split._memo:
         return split._memo[key]
-    starts = range(0, len(order), batch_size)
     padded = sum(len(order[i:i + batch_size]) * int(split.lengths[order[i:i + batch_size]].max(initial=0))
                  for i in starts)
     nbytes = padded * split.hidden.shape[1] * split.hidden.shape[2] * 4

@@ -33,7 +33,7 @@ def parse_shots(value: str | int | None) -> int | None:
 
 def run_name(config: TrainConfig) -> str:
     """``<fusion>-n<shots>-e<epochs>-s<seed>``, plus ``-l<layers>`` when --layers is given."""
-    name = f"{config.fusion}-n{config.shots or 'all'}-e{config.epochs}-s{config.seed}"
+    name = f"{config.fusion}{'-ft' if config.mode == 'ft' else ''}-n{config.shots or 'all'}-e{config.epochs}-s{config.seed}"
     if config.layers:
         name += "-l" + re.sub(r"[^0-9a-zA-Z]+", ".", config.layers).strip(".")
     return name
@@ -80,6 +80,12 @@ def budget_table(entry, *, layers: str | None, extra_layers: int | None, current
 @click.option("--warmup", type=click.IntRange(min=0), default=0, show_default=True, help="Warmup steps.")
 @click.option("--device", default=None, help="torch device. Default: cuda when present, else cpu.")
 @click.option("--max-grad-norm", type=click.FloatRange(min=0), default=1.0, show_default=True, help="0 = no clipping.")
+@click.option("--mode", type=click.Choice(["fe", "ft"]), default="fe", show_default=True,
+              help="fe: train on the cache; ft: fine-tune the backbone end to end with the head.")
+@click.option("--freeze", default=None, help="FT: freeze 'embeddings', or the embeddings and the bottom K layers.")
+@click.option("--grad-accum", type=click.IntRange(min=1), default=1, show_default=True, help="Micro-batches per optimizer step.")
+@click.option("--precision", type=click.Choice(["fp32", "bf16", "fp16"]), default="fp32", show_default=True,
+              help="Autocast for forward passes (fp16 needs CUDA).")
 @click.option("--cache", default=None, help="Path of a cache entry. Default: the entry for --model/--dataset, else the newest complete one.")
 @click.option("--model", default=None, help="Backbone whose cache to use (extracted first when missing).")
 @click.option("--dataset", default=None, help="Dataset whose cache to use (as for `extract`).")
@@ -89,13 +95,14 @@ def budget_table(entry, *, layers: str | None, extra_layers: int | None, current
 @click.option("--verbose", is_flag=True, help="Print each evaluation.")
 @friendly_errors
 def main(fusion, shots, epochs, seed, lr, batch_size, eval_every, eval_points, dev_sentences, layers, extra_layers, dropout, weight_decay,
-         warmup, device, max_grad_norm, cache, model, dataset, cache_dir, out, dry_run, verbose):
+         warmup, device, max_grad_norm, mode, freeze, grad_accum, precision, cache, model, dataset, cache_dir, out, dry_run, verbose):
     """Train a fusion head on cached hidden states and report its best dev F1."""
     config = TrainConfig(fusion=fusion, shots=parse_shots(shots), epochs=epochs, seed=seed, lr=lr,
                          batch_size=batch_size, eval_every=eval_every, eval_points=eval_points,
                          dev_sentences=dev_sentences, layers=layers, extra_layers=extra_layers,
                          dropout=dropout, weight_decay=weight_decay, warmup=warmup, device=device,
-                         max_grad_norm=max_grad_norm)
+                         max_grad_norm=max_grad_norm, mode=mode, freeze=freeze, grad_accum=grad_accum,
+                         precision=precision)
     say = lambda m: click.echo(m, err=True)  # noqa: E731
     entry = resolve_entry(cache=cache, model=model, dataset=dataset, cache_dir=cache_dir, log=say)
     if dry_run:
@@ -107,15 +114,32 @@ def main(fusion, shots, epochs, seed, lr, batch_size, eval_every, eval_points, d
     from .train import train_head
 
     t0 = time.perf_counter()
-    data = load_for_run(entry, layers=config.layers, shots=config.shots, seed=config.seed)
+    if config.mode == "ft":
+        import torch
+
+        from .ft import live_data
+        from .live import load_live_backbone
+        from .train import pick_device
+
+        spec = parse_layer_spec(config.layers, num_layers=entry.num_layers)
+        backbone = load_live_backbone(entry.meta, device=pick_device(config.device))
+        data = live_data(entry, backbone, layers=spec.candidates)
+        torch.manual_seed(config.seed)
+    else:
+        data = load_for_run(entry, layers=config.layers, shots=config.shots, seed=config.seed)
     load_seconds = time.perf_counter() - t0
     result = train_head(config, data, log=say if verbose else None)
 
     stem = os.path.join(out, run_name(config))
+    extra = {"best_dev_f1": result.best_dev_f1, "best_step": result.best_step}
+    if config.mode == "ft":  # the fine-tuned backbone goes beside the head; predict loads it
+        backbone_dir = stem + ".backbone"
+        data.backbone.model.save_pretrained(backbone_dir)
+        data.backbone.tokenizer.save_pretrained(backbone_dir)
+        extra["backbone_path"] = os.path.basename(backbone_dir)
     weights, _ = save_checkpoint(stem + ".head", result.tagger, tagger_kwargs=result.tagger_kwargs,
                                  layers=result.layers, label_names=data.label_names, cache_meta=data.meta,
-                                 cache_path=entry.path, config=config,
-                                 extra={"best_dev_f1": result.best_dev_f1, "best_step": result.best_step})
+                                 cache_path=entry.path, config=config, extra=extra)
     record = result.to_dict()
     record["seconds"]["load"] = load_seconds
     record["checkpoint"] = weights
