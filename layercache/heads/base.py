@@ -10,6 +10,8 @@ class Base(nn.Module):
     every fusion can be built from the same plain dict.
     """
 
+    token_wise = True  # each token's output depends on that token alone: batches may be packed
+
     def __init__(
         self,
         *,

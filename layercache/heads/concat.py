@@ -11,6 +11,8 @@ class Concat(nn.Module):
     ``n`` of its weight is ``W_n``, and there is one shared bias.
     """
 
+    token_wise = True  # each token's output depends on that token alone: batches may be packed
+
     def __init__(
         self,
         *,

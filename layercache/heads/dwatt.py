@@ -27,6 +27,8 @@ class DWAtt(nn.Module):
     initialisation equal L separate ``nn.Linear``/``nn.LayerNorm`` modules.
     """
 
+    token_wise = True  # each token's output depends on that token alone: batches may be packed
+
     def __init__(
         self,
         *,

@@ -14,6 +14,8 @@ class ExtraLayers(nn.Module):
     the selected layers; ``None`` means 1.
     """
 
+    token_wise = False  # attends across the sentence: batches stay padded per sentence
+
     def __init__(
         self,
         *,

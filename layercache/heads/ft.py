@@ -63,7 +63,7 @@ class LiveSplit:
     def length_order(self) -> np.ndarray:
         return np.argsort(self.lengths, kind="stable")
 
-    def batch(self, positions, *, device) -> Batch:
+    def batch(self, positions, *, device, packed: bool = False) -> Batch:  # live batches stay padded
         import torch
 
         positions = np.asarray(positions, dtype=np.int64)

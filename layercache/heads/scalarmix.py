@@ -10,6 +10,8 @@ class ScalarMix(nn.Module):
     Starting from zeros makes the initial mix the plain mean of the layers.
     """
 
+    token_wise = True  # each token's output depends on that token alone: batches may be packed
+
     def __init__(
         self,
         *,

@@ -215,6 +215,7 @@ def train_head(config: TrainConfig, data: HeadData, *, log=None, keep_tagger: bo
     running = {"loss": torch.zeros((), device=device), "n": 0}
 
     autocast = _autocast(config, device)
+    packed = getattr(tagger.fusion, "token_wise", False)  # no padding for heads that see one token at a time
     scaler = torch.amp.GradScaler(device.type, enabled=config.precision == "fp16")
 
     def evaluate(step: int, epoch: int) -> None:
@@ -257,7 +258,7 @@ def train_head(config: TrainConfig, data: HeadData, *, log=None, keep_tagger: bo
             for m in range(0, len(step_order), config.batch_size):  # gradient accumulation
                 micro = step_order[m:m + config.batch_size]
                 with autocast:
-                    batch = train.batch(micro, device=device)
+                    batch = train.batch(micro, device=device, packed=packed)
                     logits = tagger(batch.hidden, batch.mask)  # [B, T, n_labels]
                 loss = F.cross_entropy(logits.float().flatten(0, 1), batch.labels.flatten(), ignore_index=IGNORE)
                 scaler.scale(loss * len(micro) / len(step_order)).backward()

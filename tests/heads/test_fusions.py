@@ -249,3 +249,19 @@ def test_roberta_large_budget_matches_table_2():
         "extra": 25_201_673,
         "scalarmix": 9_250,
     }
+
+
+@pytest.mark.parametrize("fusion", ["base", "concat", "dwatt", "scalarmix"])
+def test_token_wise_heads_give_the_same_outputs_packed(fusion):
+    """Packing a batch's rows into one sequence (no padding) changes nothing for token-wise heads."""
+    from layercache.heads import TokenTagger
+
+    torch.manual_seed(0)
+    tagger = TokenTagger(fusion=fusion, n_layers=3, dim=8, num_heads=2, ffn_dim=16, n_labels=5).eval()
+    assert tagger.fusion.token_wise
+    lengths = [4, 2, 3]
+    x = torch.randn(3, 4, 3, 8)
+    mask = torch.arange(4)[None, :] < torch.tensor(lengths)[:, None]
+    padded = tagger(x, mask)[mask]  # [rows, n_labels]
+    packed = tagger(x[mask][None], torch.ones(1, int(mask.sum()), dtype=torch.bool))[0]
+    torch.testing.assert_close(packed, padded)
