@@ -68,17 +68,20 @@ def append_result(path: str, record: dict) -> None:
 # Workers: each process reads the cache once, then trains run after run from memory.
 
 _DATA = None
+_DATA_KEY = None
 
 
 def _init_worker(cache_path: str, layers: list[int] | None, threads: int) -> None:
-    global _DATA
+    global _DATA, _DATA_KEY
     import torch
 
     from ..cache.reader import open_entry
     from .data import load_data
 
     torch.set_num_threads(threads)
-    _DATA = load_data(open_entry(cache_path), layers=layers)
+    if _DATA_KEY != (cache_path, layers):  # Ray reuses worker processes across tasks and sweeps
+        _DATA = load_data(open_entry(cache_path), layers=layers)
+        _DATA_KEY = (cache_path, layers)
 
 
 def _run_one(config: TrainConfig) -> dict:
@@ -101,12 +104,48 @@ def layers_to_load(configs: list[TrainConfig], num_layers: int) -> list[int] | N
     return sorted(wanted)
 
 
-def run_sweep(entry, configs: list[TrainConfig], *, out: str, workers: int | None = None, progress: bool = True,
-              log=print) -> dict[str, dict]:
-    """Run every config not yet in `out/results.jsonl`; returns all records of this grid."""
+def _ray_task(cache_path: str, layers, threads: int, config: TrainConfig) -> dict:
+    _init_worker(cache_path, layers, threads)
+    return _run_one(config)
+
+
+def _ray_results(entry, todo, layers, address: str):
+    """Each run a Ray task (one CPU); the cache is read from the shared root by each worker once."""
+    import ray
+
+    if not ray.is_initialized():
+        ray.init(address=None if address in (None, "", "local") else address, include_dashboard=False,
+                 log_to_driver=False, ignore_reinit_error=True)
+    task = ray.remote(num_cpus=1)(_ray_task)
+    pending = {task.remote(entry.path, layers, 1, c): c for c in todo}
+    while pending:
+        ready, _ = ray.wait(list(pending), num_returns=1)
+        config = pending.pop(ready[0])
+        yield config, ray.get(ready[0])
+
+
+def _local_results(entry, todo, layers, workers: int):
     from concurrent.futures import ProcessPoolExecutor, as_completed
     import multiprocessing
 
+    threads = max(1, (os.cpu_count() or 1) // workers)
+    context = multiprocessing.get_context("spawn")  # no fork after torch threads: portable and safe
+    with ProcessPoolExecutor(workers, mp_context=context, initializer=_init_worker,
+                             initargs=(entry.path, layers, threads)) as pool:
+        futures = {pool.submit(_run_one, c): c for c in todo}
+        try:
+            for future in as_completed(futures):
+                yield futures[future], future.result()
+        except BaseException:
+            for f in futures:
+                f.cancel()
+            raise
+
+
+def run_sweep(entry, configs: list[TrainConfig], *, out: str, workers: int | None = None, progress: bool = True,
+              ray: str | None = None, log=print) -> dict[str, dict]:
+    """Run every config not yet in `out/results.jsonl`; returns all records of this grid. With
+    `ray` (an address, or "local") every run is a Ray task instead of a local process."""
     from tqdm.auto import tqdm
 
     os.makedirs(out, exist_ok=True)
@@ -118,26 +157,15 @@ def run_sweep(entry, configs: list[TrainConfig], *, out: str, workers: int | Non
     if not todo:
         return {run_id(c): done[run_id(c)] for c in configs}
     workers = max(1, min(workers or os.cpu_count() or 1, len(todo)))
-    threads = max(1, (os.cpu_count() or 1) // workers)
     layers = layers_to_load(todo, entry.num_layers)
     bar = tqdm(total=len(configs), initial=len(configs) - len(todo), unit="run", desc="sweep", disable=not progress)
-    context = multiprocessing.get_context("spawn")  # no fork after torch threads: portable and safe
-    with ProcessPoolExecutor(workers, mp_context=context, initializer=_init_worker,
-                             initargs=(entry.path, layers, threads)) as pool:
-        futures = {pool.submit(_run_one, c): c for c in todo}
-        try:
-            for future in as_completed(futures):
-                record = future.result()
-                record["cache_path"] = entry.path
-                append_result(path, record)
-                done[record["run_id"]] = record
-                bar.set_postfix_str(f"{futures[future].fusion} n={futures[future].shots} "
-                                    f"F1={record['best_dev_f1']:.3f}")
-                bar.update(1)
-        except BaseException:
-            for f in futures:
-                f.cancel()
-            raise
+    results = _ray_results(entry, todo, layers, ray) if ray else _local_results(entry, todo, layers, workers)
+    for config, record in results:
+        record["cache_path"] = entry.path
+        append_result(path, record)
+        done[record["run_id"]] = record
+        bar.set_postfix_str(f"{config.fusion} n={config.shots} F1={record['best_dev_f1']:.3f}")
+        bar.update(1)
     bar.close()
     return {run_id(c): done[run_id(c)] for c in configs}
 

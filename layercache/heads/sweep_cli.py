@@ -26,6 +26,8 @@ from .train import TrainConfig
 @click.option("--dev-sentences", type=click.IntRange(min=1), default=None,
               help="Evaluate on a fixed random subset of dev this size. Default: all of dev.")
 @click.option("--workers", type=click.IntRange(min=1), default=None, help="Processes. Default: one per core.")
+@click.option("--ray", "ray_address", is_flag=False, flag_value="local", default=None,
+              help="Run every run as a Ray task: --ray alone starts Ray here, --ray ADDRESS joins a cluster.")
 @click.option("--out", default=os.path.join("runs", "sweep"), show_default=True, help="Results folder.")
 @click.option("--cache", default=None, help="Cache entry. Default: the entry for --model/--dataset, else the newest.")
 @click.option("--model", default=None)
@@ -35,7 +37,7 @@ from .train import TrainConfig
 @click.option("--curve-shots", default=None, help="N values for the F1-vs-step plot. Default: smallest and largest.")
 @friendly_errors
 def main(fusions, shots, epochs, trials, lr, batch_size, layers, extra_layers, eval_points, dev_sentences, workers,
-         out, cache, model, dataset, cache_dir, report_only, curve_shots):
+         ray_address, out, cache, model, dataset, cache_dir, report_only, curve_shots):
     """Run fusion x N-shot x epoch cap x trial from one cache (skipping runs already done)."""
     from .report import render
 
@@ -51,7 +53,7 @@ def main(fusions, shots, epochs, trials, lr, batch_size, layers, extra_layers, e
                        shots=[None if s == "all" else int(s) for s in parse_list(shots, name="shots", cast=str)],
                        epochs=parse_list(epochs, name="epochs"), trials=trials, base=base)
         entry = resolve_entry(cache=cache, model=model, dataset=dataset, cache_dir=cache_dir, log=say)
-        records = run_sweep(entry, configs, out=out, workers=workers, log=say)
+        records = run_sweep(entry, configs, out=out, workers=workers, ray=ray_address, log=say)
         records = list(records.values())
     else:
         records = list(read_results(os.path.join(out, RESULTS)).values())
