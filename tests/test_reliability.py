@@ -80,3 +80,14 @@ def test_train_head_bad_options(tiny_cache, tmp_path, args, needle):
 def test_cache_that_is_not_an_entry(tmp_path):
     out = CliRunner().invoke(train_main, ["--cache", str(tmp_path / "nope"), "--epochs", "1"])
     assert "no cache entry" in _one_error_line(out)
+
+
+def test_hf_dataset_without_token_or_tag_columns(tmp_path, tiny_bert_dir):
+    datasets = pytest.importorskip("datasets")
+    datasets.disable_progress_bars()
+    datasets.DatasetDict({"train": datasets.Dataset.from_dict({"words": [["a"]], "labels": [[0]]})}).save_to_disk(
+        str(tmp_path / "hf"))
+    out = CliRunner().invoke(extract_main, ["--model", str(tiny_bert_dir), "--dataset", str(tmp_path / "hf"),
+                                            "--cache-dir", str(tmp_path / "cache")])
+    line = _one_error_line(out)
+    assert "tokens" in line and "hf" in line
