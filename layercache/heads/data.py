@@ -239,21 +239,10 @@ class HeadData:
     dev: SplitArrays
     test: SplitArrays | None = None
 
-    @property
-    def label_names(self) -> list[str]:
-        return list(self.meta["label_names"])
-
-    @property
-    def entity_types(self) -> list[str]:
-        return entity_types(self.meta)
-
-    @property
-    def num_layers(self) -> int:
-        return int(self.meta["num_layers"])
-
-    @property
-    def dim(self) -> int:
-        return int(self.meta["hidden_size"])
+    label_names = property(lambda self: list(self.meta["label_names"]))
+    entity_types = property(lambda self: entity_types(self.meta))
+    num_layers = property(lambda self: int(self.meta["num_layers"]))
+    dim = property(lambda self: int(self.meta["hidden_size"]))
 
     def sample(self, *, shots: int | None, seed: int) -> tuple[np.ndarray, SplitArrays]:
         """(cache ids, train sentences) of the seeded few-shot sample, picked from memory."""

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import LayercacheError
-from .data import IGNORE, Batch, entity_types
+from .data import IGNORE, Batch, HeadData
 from .sampling import few_shot_sample
 
 
@@ -95,21 +95,9 @@ class LiveData:
         for p in self.backbone.parameters():
             p.requires_grad_(True)
 
-    @property
-    def label_names(self) -> list[str]:
-        return list(self.meta["label_names"])
-
-    @property
-    def entity_types(self) -> list[str]:
-        return entity_types(self.meta)
-
-    @property
-    def num_layers(self) -> int:
-        return int(self.meta["num_layers"])
-
-    @property
-    def dim(self) -> int:
-        return int(self.meta["hidden_size"])
+    # The same views of the entry's metadata as HeadData's.
+    label_names, entity_types, num_layers, dim = (HeadData.label_names, HeadData.entity_types,
+                                                  HeadData.num_layers, HeadData.dim)
 
     def sample(self, *, shots: int | None, seed: int):
         ids = few_shot_sample(self.n_train_total, shots=shots, n_types=len(self.entity_types), seed=seed)

@@ -73,18 +73,8 @@ def plot_f1_vs_shots(records, path: str, *, title: str = "") -> str:
             (line,) = ax.plot(shots, mean, marker="o", markersize=3, linewidth=1.2, label=fusion)
             ax.fill_between(shots, mean - half, mean + half, color=line.get_color(), alpha=0.2, linewidth=0)
         ax.set_xscale("log", base=2)
-        ax.set_title(f"{cap} epochs", fontsize=9)
-        ax.set_xlabel("N-shot", fontsize=8)
-        ax.tick_params(labelsize=7)
-        ax.grid(alpha=0.3)
-    axes[0][0].set_ylabel("best dev F1", fontsize=8)
-    axes[0][-1].legend(fontsize=7, loc="lower right")
-    if title:
-        fig.suptitle(title, fontsize=9)
-    fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
-    return path
+        _style(ax, title=f"{cap} epochs", xlabel="N-shot")
+    return _save(fig, axes, path, ylabel="best dev F1", title=title)
 
 
 def plot_f1_vs_step(records, path: str, *, shots: list[int], epochs: int | None = None, title: str = "") -> str:
@@ -101,11 +91,19 @@ def plot_f1_vs_step(records, path: str, *, shots: list[int], epochs: int | None 
             steps = [e["step"] for e in runs[0]["evals"]]
             curves = np.array([[e["dev_f1"] for e in r["evals"]] for r in runs if len(r["evals"]) == len(steps)])
             ax.plot(steps, 100 * curves.mean(0), marker="o", markersize=2, linewidth=1.2, label=fusion)
-        ax.set_title(f"N = {n}, {epochs} epochs", fontsize=9)
-        ax.set_xlabel("step", fontsize=8)
-        ax.tick_params(labelsize=7)
-        ax.grid(alpha=0.3)
-    axes[0][0].set_ylabel("dev F1", fontsize=8)
+        _style(ax, title=f"N = {n}, {epochs} epochs", xlabel="step")
+    return _save(fig, axes, path, ylabel="dev F1", title=title)
+
+
+def _style(ax, *, title: str, xlabel: str) -> None:
+    ax.set_title(title, fontsize=9)
+    ax.set_xlabel(xlabel, fontsize=8)
+    ax.tick_params(labelsize=7)
+    ax.grid(alpha=0.3)
+
+
+def _save(fig, axes, path: str, *, ylabel: str, title: str) -> str:
+    axes[0][0].set_ylabel(ylabel, fontsize=8)
     axes[0][-1].legend(fontsize=7, loc="lower right")
     if title:
         fig.suptitle(title, fontsize=9)
