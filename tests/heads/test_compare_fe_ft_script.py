@@ -1,0 +1,40 @@
+"""scripts/compare_fe_ft_conll.py on the tiny cache: one FE and one FT run, a table with both
+columns filled, and a rerun that trains nothing."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "compare_fe_ft_conll.py"
+
+
+def _script():
+    spec = importlib.util.spec_from_file_location("compare_fe_ft_conll", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_compare_fe_ft_fills_both_columns_and_resumes(tiny_cache, tmp_path, monkeypatch, capsys):
+    script = _script()
+    out, md = tmp_path / "runs.jsonl", tmp_path / "table.md"
+    argv = ["--cache", tiny_cache, "--fusions", "base", "--shots", "2", "--epochs", "1", "--seeds", "1",
+            "--lr", "1e-3", "--threads", "0", "--out", str(out), "--table", str(md)]
+    text = script.main(argv)
+
+    records = [json.loads(line) for line in out.read_text().splitlines()]
+    assert sorted(r["config"]["mode"] for r in records) == ["fe", "ft"]
+    ft = next(r for r in records if r["config"]["mode"] == "ft")
+    assert ft["backbone_params"] > 0 and ft["config"]["dev_sentences"] == 1000
+    row = next(line for line in text.splitlines() if line.startswith("| base | 2 |"))
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert len(cells) == 9 and "-" not in cells  # FE and FT F1, FT − FE, seconds and params all filled
+    assert cells[2].endswith("(1)") and cells[3].endswith("(1)")
+    assert md.read_text().endswith(text + "\n")
+
+    capsys.readouterr()
+    again = script.main(argv)  # everything is in the results file: nothing runs
+    assert "2 of 2 runs already" in capsys.readouterr().err
+    assert len(out.read_text().splitlines()) == 2 and again == text
