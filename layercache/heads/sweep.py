@@ -87,7 +87,7 @@ def _init_worker(cache_path: str, layers: list[int] | None, threads: int) -> Non
 def _run_one(config: TrainConfig) -> dict:
     from .train import train_head
 
-    result = train_head(config, _DATA)
+    result = train_head(config, _DATA, keep_tagger=False)  # a sweep keeps records, not weights
     record = result.to_dict()
     record["run_id"] = run_id(config)
     return record
