@@ -41,8 +41,6 @@ import importlib.resources
 import json
 import os
 import re
-import urllib.error
-import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -70,7 +68,6 @@ _LANG_PREFIX = re.compile(r"([a-z]{2,3}):(?=.)")
 _ODD_SPACE = re.compile(r"[^\S \t\r\n\f\v]")  # Unicode whitespace that is not ASCII whitespace
 _ASCII_SPACE = re.compile(r"[ \t\r\n\f\v]+")
 _HUB_ALIASES = {"conll03": "conll2003", "conll2003": "conll2003"}
-_HUB_TIMEOUT_S = 3.0
 
 
 @dataclass
@@ -349,24 +346,6 @@ def _first_line(err: BaseException) -> str:
     return f"{type(err).__name__}: {text[0] if text else ''}"
 
 
-def _env_offline() -> bool:
-    """True when the user told HF libraries to stay off the network."""
-    flags = (os.environ.get(k, "") for k in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE"))
-    return any(f.strip().upper() in ("1", "ON", "YES", "TRUE") for f in flags)
-
-
-def _hub_reachable() -> bool:
-    """Probe the hub endpoint with a short timeout, so an offline machine fails in seconds."""
-    endpoint = os.environ.get("HF_ENDPOINT", "https://huggingface.co")
-    try:
-        urllib.request.urlopen(urllib.request.Request(endpoint, method="HEAD"), timeout=_HUB_TIMEOUT_S)
-    except urllib.error.HTTPError:
-        return True  # the server answered, the network works
-    except (OSError, ValueError):
-        return False
-    return True
-
-
 def _unreachable(spec: str) -> LayercacheError:
     """The message for a hub dataset we cannot fetch, naming the local alternative."""
     if spec in _HUB_ALIASES:
@@ -395,15 +374,15 @@ def _read_hub(spec: str) -> tuple[str, str, dict[str, list[Sentence]]]:
     name, args = _hub_target(spec)
     import datasets
 
-    if _env_offline():
+    if env_offline():
         if not datasets.config.HF_HUB_OFFLINE:  # set after import: the library would still dial out
             raise _unreachable(spec)
-    elif not _hub_reachable():
+    elif not hub_reachable():
         raise _unreachable(spec)
     try:
         loaded = datasets.load_dataset(*args)
     except Exception as err:  # offline cache miss, unknown name, connection drop, ...
-        if _env_offline() or isinstance(err, (ConnectionError, OSError, TimeoutError)):
+        if env_offline() or isinstance(err, (ConnectionError, OSError, TimeoutError)):
             raise _unreachable(spec) from None
         raise LayercacheError(
             f"could not load dataset {spec!r} from the HF hub: {_first_line(err)}"

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import LayercacheError
+from ..hub import go_offline, hub_reachable
 
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
 
@@ -61,9 +62,11 @@ def _fingerprint_dir(path: Path) -> str:
 
 def load_config(name: str | None, *, trust_remote_code: bool = False):
     """The model's config (no weights), with a clear one-line error when it cannot be had."""
+    display, path = resolve_model_path(name)
+    if not Path(path).exists() and not hub_reachable():
+        go_offline()  # only the local HF cache can answer; without this the HF libraries retry for a minute
     from transformers import AutoConfig
 
-    display, path = resolve_model_path(name)
     try:
         return display, path, AutoConfig.from_pretrained(path, trust_remote_code=trust_remote_code)
     except OSError as exc:
