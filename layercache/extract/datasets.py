@@ -45,6 +45,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from layercache.errors import LayercacheError
+from layercache.hub import env_offline, hub_reachable
 from layercache.extract.iob import detect_scheme, normalise_scheme, split_tag, to_iob2
 
 Sentence = tuple[list[str], list[str]]
