@@ -53,6 +53,8 @@ def parse_args(argv=None):
     p.add_argument("--seeds", type=int, default=3, help="seeds 0..S-1")
     p.add_argument("--lr", type=float, default=5e-5)
     p.add_argument("--batch-size", type=int, default=16)
+    p.add_argument("--eval-points", type=int, default=5,
+                   help="evenly spaced dev evaluations per run (0 = after every epoch)")
     p.add_argument("--device", default=None)
     p.add_argument("--threads", type=int, default=None,
                    help="torch threads (sets LAYERCACHE_NUM_THREADS); 1 is fastest when other jobs share the cores")
@@ -109,7 +111,7 @@ def main(argv=None) -> None:
     shots = [int(n) for n in args.shots.split(",") if n.strip()]
     seeds = range(args.seeds)
     configs = [TrainConfig(fusion=f, shots=n, epochs=args.epochs, seed=s, lr=args.lr, batch_size=args.batch_size,
-                           device=args.device)
+                           eval_points=args.eval_points or None, device=args.device)
                for n in shots for s in seeds for f in fusions]  # fusions innermost: one sample, five heads
 
     entry = resolve_entry(cache=args.cache, model=None if args.cache else args.model,
