@@ -30,7 +30,7 @@ from layercache.extract.datasets import load_dataset  # noqa: E402
 from layercache.extract.models import load_model, load_tokenizer, model_info  # noqa: E402
 from layercache.heads.find import resolve_entry  # noqa: E402
 from layercache.heads.report import render  # noqa: E402
-from layercache.heads.sweep import grid, run_sweep  # noqa: E402
+from layercache.heads.sweep import RESULTS, grid, read_results, run_sweep  # noqa: E402
 from layercache.heads.train import TrainConfig  # noqa: E402
 
 
@@ -108,6 +108,8 @@ def main():
     ap.add_argument("--eval-points", type=int, default=5)
     ap.add_argument("--dev-sentences", type=int, default=None, help="default: all of dev")
     ap.add_argument("--workers", type=int, default=None)
+    ap.add_argument("--no-run", action="store_true",
+                    help="run nothing: report, time the live backbone and project from the results already in --out")
     args = ap.parse_args()
 
     entry = resolve_entry(model="all-MiniLM-L6-v2", dataset=args.data, extract_options={"splits": ("train", "dev")})
@@ -116,7 +118,10 @@ def main():
     configs = grid(fusions=args.fusions.split(","), shots=[int(x) for x in args.shots.split(",")],
                    epochs=[int(x) for x in args.epochs.split(",")], trials=args.trials, base=base)
     t0 = time.perf_counter()
-    records = list(run_sweep(entry, configs, out=args.out, workers=args.workers).values())
+    if args.no_run:
+        records = list(read_results(os.path.join(args.out, RESULTS)).values())
+    else:
+        records = list(run_sweep(entry, configs, out=args.out, workers=args.workers).values())
     wall = time.perf_counter() - t0
     paths = render(records, args.out)
 
