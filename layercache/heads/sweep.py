@@ -12,7 +12,8 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from dataclasses import asdict, replace
+from dataclasses import MISSING, asdict, replace
+from dataclasses import fields as dataclass_fields
 from itertools import product
 
 from ..errors import LayercacheError
@@ -28,11 +29,14 @@ def grid(*, fusions, shots, epochs, trials: int, base: TrainConfig) -> list[Trai
     return sorted(runs, key=lambda c: ((c.shots or 10**9) * c.epochs, c.fusion, c.seed))
 
 
-def run_id(config: TrainConfig) -> str:
-    """Names a run by everything that changes its result (the device does not)."""
-    fields = {k: v for k, v in asdict(config).items() if k != "device"}
+def run_id(config: TrainConfig | dict) -> str:
+    """Names a run by everything that changes its result: the fields that differ from their
+    defaults (so a field added in a later version, at its default, keeps old ids), device aside."""
+    given = asdict(config) if not isinstance(config, dict) else config
+    fields = {f.name: given[f.name] for f in dataclass_fields(TrainConfig)
+              if f.name in given and f.name != "device" and (f.default is MISSING or given[f.name] != f.default)}
     digest = hashlib.sha1(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:10]
-    return f"{config.fusion}-n{config.shots or 'all'}-e{config.epochs}-s{config.seed}-{digest}"
+    return f"{given['fusion']}-n{given['shots'] or 'all'}-e{given['epochs']}-s{given['seed']}-{digest}"
 
 
 def read_results(path: str) -> dict[str, dict]:
@@ -49,6 +53,8 @@ def read_results(path: str) -> dict[str, dict]:
                 break
             if not raw.endswith(b"\n"):
                 break
+            if "config" in record:  # recomputed, so the ids of records from older versions still match
+                record["run_id"] = run_id(record["config"])
             records[record["run_id"]] = record
             good_bytes += len(raw)
     if good_bytes < os.path.getsize(path):
