@@ -78,20 +78,20 @@ def plot_f1_vs_shots(records, path: str, *, title: str = "") -> str:
 
 
 def plot_f1_vs_step(records, path: str, *, shots: list[int], epochs: int | None = None, title: str = "") -> str:
-    """Figure 4: dev F1 against optimizer step at the largest epoch cap, mean over trials."""
+    """Figure 4: dev F1 against optimizer step at the largest epoch cap run for each N, mean over trials."""
     groups = cells(records)
-    epochs = epochs or max(k[2] for k in groups)
     fusions = sorted({k[0] for k in groups})
     fig, axes = plt.subplots(1, len(shots), figsize=(3.0 * len(shots) + 0.6, 2.8), dpi=100, squeeze=False)
     for ax, n in zip(axes[0], shots):
+        cap = epochs or max((k[2] for k in groups if k[1] == n), default=0)  # the longest runs of this N
         for fusion in fusions:
-            runs = groups.get((fusion, n, epochs), [])
+            runs = groups.get((fusion, n, cap), [])
             if not runs:
                 continue
             steps = [e["step"] for e in runs[0]["evals"]]
             curves = np.array([[e["dev_f1"] for e in r["evals"]] for r in runs if len(r["evals"]) == len(steps)])
             ax.plot(steps, 100 * curves.mean(0), marker="o", markersize=2, linewidth=1.2, label=fusion)
-        _style(ax, title=f"N = {n}, {epochs} epochs", xlabel="step")
+        _style(ax, title=f"N = {n}, {cap} epochs", xlabel="step")
     return _save(fig, axes, path, ylabel="dev F1", title=title)
 
 
@@ -104,7 +104,9 @@ def _style(ax, *, title: str, xlabel: str) -> None:
 
 def _save(fig, axes, path: str, *, ylabel: str, title: str) -> str:
     axes[0][0].set_ylabel(ylabel, fontsize=8)
-    axes[0][-1].legend(fontsize=7, loc="lower right")
+    labelled = [ax for ax in axes[0] if ax.get_legend_handles_labels()[0]]
+    if labelled:
+        labelled[-1].legend(fontsize=7, loc="lower right")
     if title:
         fig.suptitle(title, fontsize=9)
     fig.tight_layout()
