@@ -104,8 +104,9 @@ def main():
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--memory-sizes", default="1000,2000,4000,8000")
     ap.add_argument("--json", default=None, help="write the figures here too")
+    ap.add_argument("--threads", type=int, default=None, help="torch threads (default: one per core)")
     args = ap.parse_args()
-    torch.set_num_threads(os.cpu_count() or 1)
+    torch.set_num_threads(args.threads or os.cpu_count() or 1)
 
     tmp = Path(tempfile.mkdtemp(prefix="bench_extract_"))
     words = write_subset(args.data, args.sentences, tmp / "data")
