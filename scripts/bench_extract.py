@@ -29,7 +29,7 @@ from layercache.cache.manage import bytes_on_disk  # noqa: E402
 from layercache.extract.datasets import load_dataset  # noqa: E402
 from layercache.extract.encode import UnitEncoder, row_map  # noqa: E402
 from layercache.extract.models import load_model, load_tokenizer, model_info  # noqa: E402
-from layercache.extract.run import ExtractConfig, _default_unit_rows, extract  # noqa: E402
+from layercache.extract.run import ExtractConfig, _default_unit_rows, default_token_budget, extract  # noqa: E402
 from layercache.extract.tokenize import tokenize_words  # noqa: E402
 
 
@@ -56,7 +56,8 @@ def run_floor(words, model_name) -> float:
     model = load_model(info, device=torch.device("cpu"))
     tok = tokenize_words(tok_, words)
     rows = row_map(tok, granularity="word", pooling="first")
-    enc = UnitEncoder(model, tok_, device=torch.device("cpu"), precision="fp32", token_budget=4096,
+    enc = UnitEncoder(model, tok_, device=torch.device("cpu"), precision="fp32",
+                      token_budget=default_token_budget(torch.device("cpu")),
                       max_length=info.max_length)
     unit = _default_unit_rows(info.num_layers + 1, info.hidden_size, 2)
     n_rows = int(rows.row_offsets[-1])

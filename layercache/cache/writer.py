@@ -48,8 +48,9 @@ class SplitPlan:
 
 
 def inner_chunk_rows(unit_rows: int) -> int:
-    """Inner chunks inside a shard: one layer each, a few per shard for cheap partial reads."""
-    return max(256, unit_rows // 8) if unit_rows >= 256 else unit_rows
+    """Inner chunks inside a shard: one layer each, at most 1024 rows, so partial reads stay cheap
+    and the padding of the last chunk stays small."""
+    return min(1024, unit_rows)
 
 
 class SplitWriter:

@@ -24,7 +24,7 @@ def _splits(value: str | None):
 @click.option("--dtype", type=click.Choice(DTYPES), default="float16", show_default=True, help="Storage dtype of the hidden states.")
 @click.option("--precision", type=click.Choice(["fp32", "bf16", "fp16"]), default="fp32", show_default=True, help="Autocast precision of the forward pass.")
 @click.option("--max-length", type=int, default=None, help="Longest window in subwords, special tokens included. Default: the model's maximum.")
-@click.option("--token-budget", type=int, default=4096, show_default=True, help="Padded tokens per forward batch.")
+@click.option("--token-budget", type=int, default=None, help="Padded tokens per forward batch. Default: 1024 on CPU, 4096 on CUDA.")
 @click.option("--cache-dir", default=None, help="Cache root (path or fsspec URL). Default: $LAYERCACHE_HOME or ~/.cache/layercache.")
 @click.option("--device", default=None, help="torch device. Default: cuda when present, else cpu.")
 @click.option("--unit-rows", type=int, default=None, hidden=True)
