@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import statistics
 import sys
 import time
@@ -66,6 +67,7 @@ def parse_args(argv=None):
     p.add_argument("--threads", type=int, default=1,
                    help="torch threads (sets LAYERCACHE_NUM_THREADS); 0 leaves torch's default alone")
     p.add_argument("--out", default=str(REPO / "runs" / "compare_fe_ft_conll.jsonl"), help="JSON lines, one per run")
+    p.add_argument("--note", default="", help="a sentence added to the table's caption (e.g. how busy the machine was)")
     p.add_argument("--table", default=str(REPO / "docs" / "compare_fe_ft_conll.md"),
                    help="markdown file the table is written to ('' = print only)")
     return p.parse_args(argv)
@@ -136,7 +138,7 @@ def caption(args, model: str | None, n_dev: int, device: str) -> str:
             f"{args.eval_points} evenly spaced points per run. {args.epochs} epochs, lr {args.lr:g} (linear decay), "
             f"batch {args.batch_size}; N-way few-shot samples of N x 4 sentences, the same sample per seed in "
             f"both modes. FT − FE: difference of the means. s/run: median wall-clock seconds per run "
-            f"(training and evaluation) on {device}, {threads}.")
+            f"(training and evaluation) on {device}, {threads}." + (f" {args.note}" if args.note else ""))
 
 
 def main(argv=None) -> str:
@@ -191,9 +193,9 @@ def main(argv=None) -> str:
     print("\n" + text)
     if args.table:
         os.makedirs(os.path.dirname(os.path.abspath(args.table)), exist_ok=True)
-        command = "python scripts/compare_fe_ft_conll.py " + " ".join(argv if argv is not None else sys.argv[1:])
+        command = shlex.join(["python", "scripts/compare_fe_ft_conll.py", *(argv if argv is not None else sys.argv[1:])])
         with open(args.table, "w", encoding="utf-8") as f:
-            f.write(f"# FE against FT on CoNLL-2003\n\nMade by `{command.strip()}` "
+            f.write(f"# FE against FT on CoNLL-2003\n\nMade by `{command}` "
                     f"(one JSON line per run in `{_shown(args.out)}`).\n\n"
                     + text + "\n")
     return text
