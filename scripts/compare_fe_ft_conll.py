@@ -193,7 +193,8 @@ def main(argv=None) -> str:
     print("\n" + text)
     if args.table:
         os.makedirs(os.path.dirname(os.path.abspath(args.table)), exist_ok=True)
-        command = shlex.join(["python", "scripts/compare_fe_ft_conll.py", *(argv if argv is not None else sys.argv[1:])])
+        given = argv if argv is not None else sys.argv[1:]
+        command = shlex.join(["python", "scripts/compare_fe_ft_conll.py", *given])
         with open(args.table, "w", encoding="utf-8") as f:
             f.write(f"# FE against FT on CoNLL-2003\n\nMade by `{command}` "
                     f"(one JSON line per run in `{_shown(args.out)}`).\n\n"
