@@ -69,30 +69,32 @@ def live_forward_costs(data_dir: str, *, dev_sentences: int | None, repeats: int
     return {"train_step_forward": statistics.median(step), "eval_forward": statistics.median(evals)}
 
 
-FULL_GRID = "dwatt,concat,extra x 8,16,32,64,128 x 25,50,75,100 x 5 trials"
+def measure_head_costs(entry, *, dev_sentences: int | None, fusions=("dwatt", "concat", "extra")) -> dict:
+    """Seconds per optimizer step and per evaluation of each head, N = 128, one thread, measured
+    here in the same invocation as the live backbone's costs (so both see the same machine)."""
+    from layercache.heads.data import load_data
+    from layercache.heads.train import train_head
+
+    data = load_data(entry)
+    out = {}
+    for fusion in fusions:
+        r = train_head(TrainConfig(fusion=fusion, shots=128, epochs=2, seed=0, eval_points=2,
+                                   dev_sentences=dev_sentences), data, keep_tagger=False)
+        out[fusion] = {"step": r.seconds["train"] / r.total_steps, "eval": r.seconds["eval"] / len(r.evals)}
+    return out
 
 
-def project_full_grid(records, *, workers: int, costs: dict | None = None) -> dict:
-    """Per fusion, fit run seconds = a * optimizer steps + b on the measured runs, then sum over
-    the full 300-run grid (C = 4 entity types, batch 16). A projection, labelled as one."""
-    fits = {}
-    for fusion in {r["config"]["fusion"] for r in records}:
-        rows = np.array([(r["total_steps"], r["seconds"]["total"]) for r in records if r["config"]["fusion"] == fusion])
-        design = np.vstack([rows[:, 0], np.ones(len(rows))]).T
-        fits[fusion] = np.linalg.lstsq(design, rows[:, 1], rcond=None)[0]
-    head = live = 0.0
-    for fusion in ("dwatt", "concat", "extra"):
-        if fusion not in fits:
-            continue
-        a, b = fits[fusion]
+def project(costs: dict, head: dict, *, trials: int = 5, eval_points: int = 5) -> dict:
+    """Compute time of the full grid from per-step and per-evaluation costs, cached vs live."""
+    cached = live = 0.0
+    for fusion, c in head.items():
         for shots in (8, 16, 32, 64, 128):
             for epochs in (25, 50, 75, 100):
                 steps = -(-shots * 4 // 16) * epochs
-                head += 5 * (a * steps + b)
-                if costs:
-                    live += 5 * (steps * costs["train_step_forward"] + 5 * costs["eval_forward"])
-    return {"head_seconds": head, "wall_minutes": head / workers / 60, "live_seconds": head + live,
-            "fits_seconds_per_step": {f: float(v[0]) for f, v in fits.items()}}
+                cached += trials * (steps * c["step"] + eval_points * c["eval"])
+                live += trials * (steps * (c["step"] + costs["train_step_forward"])
+                                  + eval_points * (c["eval"] + costs["eval_forward"]))
+    return {"cached_seconds": cached, "live_seconds": live, "speedup": live / cached}
 
 
 def main():
@@ -125,22 +127,28 @@ def main():
     wall = time.perf_counter() - t0
     paths = render(records, args.out)
 
+    torch.set_num_threads(1)  # as each sweep worker runs on this 2-core machine
     costs = live_forward_costs(args.data, dev_sentences=args.dev_sentences)
+    head_costs = measure_head_costs(entry, dev_sentences=args.dev_sentences)
+    grid_costs = project(costs, head_costs)
     head = sum(r["seconds"]["total"] for r in records)
     live = head + sum(r["total_steps"] * costs["train_step_forward"] + len(r["evals"]) * costs["eval_forward"]
                       for r in records)
     summary = {"runs": len(records), "wall_seconds_this_invocation": wall, "head_seconds_sum": head,
                "live_seconds_sum_estimate": live, "speedup": live / head, **costs,
                "workers": args.workers or os.cpu_count()}
-    summary["projected_full_grid"] = project_full_grid(records, workers=summary["workers"], costs=costs)
-    Path(args.out, "bench_sweep.json").write_text(json.dumps(summary, indent=2))
     print(open(paths["table"]).read())
     print(f"{len(records)} runs; wall {wall / 60:.1f} min this invocation ({summary['workers']} workers); "
           f"sum of per-run head seconds {head / 60:.1f} min")
-    p = summary["projected_full_grid"]
-    print(f"projected from these runs (seconds = a * steps + b per fusion, least squares): the full grid "
-          f"{FULL_GRID} would take {p['head_seconds'] / 60:.0f} min of compute, {p['wall_minutes']:.0f} min wall on "
-          f"{summary['workers']} workers; with a live backbone {p['live_seconds'] / 60:.0f} min")
+    for fusion, c in head_costs.items():
+        print(f"  {fusion:<7} {c['step'] * 1e3:6.1f} ms per step (N=128, batch 16), {c['eval']:5.2f} s per evaluation; "
+              f"live backbone adds {costs['train_step_forward'] * 1e3:.0f} ms and {costs['eval_forward']:.1f} s "
+              f"-> {(c['step'] + costs['train_step_forward']) / c['step']:.1f}x per step")
+    print(f"full grid from these per-step costs, one thread: cached {grid_costs['cached_seconds'] / 3600:.1f} h "
+          f"of compute, live backbone {grid_costs['live_seconds'] / 3600:.1f} h -> the cache makes the grid "
+          f"{grid_costs['speedup']:.1f}x cheaper")
+    summary["per_step"] = {"head": head_costs, "grid": grid_costs}
+    Path(args.out, "bench_sweep.json").write_text(json.dumps(summary, indent=2))
     print(f"live backbone: {costs['train_step_forward'] * 1e3:.0f} ms forward per training step (16 sentences), "
           f"{costs['eval_forward']:.1f} s per evaluation pass; the same runs would take {live / 60:.0f} min "
           f"of compute -> cached sweep is {live / head:.1f}x cheaper")
