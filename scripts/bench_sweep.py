@@ -132,10 +132,7 @@ def main():
     head_costs = measure_head_costs(entry, dev_sentences=args.dev_sentences)
     grid_costs = project(costs, head_costs)
     head = sum(r["seconds"]["total"] for r in records)
-    live = head + sum(r["total_steps"] * costs["train_step_forward"] + len(r["evals"]) * costs["eval_forward"]
-                      for r in records)
-    summary = {"runs": len(records), "wall_seconds_this_invocation": wall, "head_seconds_sum": head,
-               "live_seconds_sum_estimate": live, "speedup": live / head, **costs,
+    summary = {"runs": len(records), "wall_seconds_this_invocation": wall, "head_seconds_sum": head, **costs,
                "workers": args.workers or os.cpu_count()}
     print(open(paths["table"]).read())
     print(f"{len(records)} runs; wall {wall / 60:.1f} min this invocation ({summary['workers']} workers); "
@@ -149,9 +146,6 @@ def main():
           f"{grid_costs['speedup']:.1f}x cheaper")
     summary["per_step"] = {"head": head_costs, "grid": grid_costs}
     Path(args.out, "bench_sweep.json").write_text(json.dumps(summary, indent=2))
-    print(f"live backbone: {costs['train_step_forward'] * 1e3:.0f} ms forward per training step (16 sentences), "
-          f"{costs['eval_forward']:.1f} s per evaluation pass; the same runs would take {live / 60:.0f} min "
-          f"of compute -> cached sweep is {live / head:.1f}x cheaper")
 
 
 if __name__ == "__main__":
