@@ -37,6 +37,7 @@ sys.path.insert(0, str(REPO))  # runnable from a checkout without installing
 
 import numpy as np  # noqa: E402
 
+from layercache.heads.sweep import read_results  # noqa: E402
 from layercache.heads.data import entity_types, load_data  # noqa: E402
 from layercache.heads.find import resolve_entry  # noqa: E402
 from layercache.heads.sampling import few_shot_sample  # noqa: E402
@@ -78,17 +79,9 @@ def run_key(cache_key: str, config: dict) -> str:
 
 
 def read_done(path: str) -> dict[str, dict]:
-    """Runs already in the results file; a torn last line (killed mid-write) is ignored."""
-    done = {}
-    if os.path.exists(path):
-        with open(path, encoding="utf-8") as f:
-            for line in f:
-                try:
-                    record = json.loads(line)
-                except json.JSONDecodeError:
-                    continue
-                done[run_key(record["cache_key"], record["config"])] = record
-    return done
+    """Runs already in the results file, read as `sweep` reads its own (a line torn by a kill is
+    dropped and cut from the file)."""
+    return {run_key(r["cache_key"], r["config"]): r for r in read_results(path).values()}
 
 
 def _f1(runs: list[dict]) -> str:

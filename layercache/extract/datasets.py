@@ -39,7 +39,6 @@ from __future__ import annotations
 import hashlib
 import importlib.resources
 import json
-import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path

@@ -15,7 +15,6 @@ import numpy as np
 import layercache
 
 from ..cli_util import friendly_errors
-from ..errors import LayercacheError
 from .find import resolve_entry
 from .layer_scores import parse_layers, score_layers
 from .plots import plot_scores
