@@ -141,11 +141,3 @@ def load_model(info: ModelInfo, *, device, trust_remote_code: bool = False):
     except OSError as exc:
         raise LayercacheError(f"cannot load weights of {info.name}: {str(exc).splitlines()[0]}") from exc
     return model.eval().to(device)
-
-
-def pick_device(device: str | None = None):
-    import torch
-
-    if device:
-        return torch.device(device)
-    return torch.device("cuda" if torch.cuda.is_available() else "cpu")

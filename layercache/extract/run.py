@@ -13,7 +13,7 @@ import hashlib
 import queue
 import threading
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -365,7 +365,3 @@ def versions() -> dict:
 
     return {"layercache": __version__, "torch": torch.__version__, "transformers": transformers.__version__,
             "zarr": zarr.__version__, "numpy": numpy.__version__}
-
-
-def config_dict(config: ExtractConfig) -> dict:
-    return asdict(config)
