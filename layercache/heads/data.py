@@ -98,6 +98,9 @@ class Batch:
     hidden: "torch.Tensor"  # [B, T, L, d] float32
     mask: "torch.Tensor"  # [B, T] bool, True = real row
     labels: "torch.Tensor"  # [B, T] int64, IGNORE at padding
+    # Packed batches only (B = 1): the row count of each sentence, back to back from row 0; the
+    # rows after them are padding. Heads that attend across a sentence need it.
+    lengths: "torch.Tensor | None" = None
 
 
 @dataclass(eq=False)
@@ -168,21 +171,35 @@ class SplitArrays:
             )
         return self._memo[key]
 
-    def batch(self, positions, *, device, packed: bool = False) -> Batch:
+    def batch(self, positions, *, device, packed: bool = False, multiple: int = 1) -> Batch:
         """Sentences at ``positions`` padded to ``[B, T, L, d]`` float32 (zeros at padding), or with
         ``packed`` all their rows as one ``[1, rows, L, d]`` sequence: for token-wise heads that is
-        the same computation without the padding (about half of a random batch of CoNLL)."""
+        the same computation without the padding (about half of a random batch of CoNLL).
+
+        ``multiple`` rounds T (or the packed rows) up to a multiple of it with more padding: a few
+        distinct shapes instead of one per batch, which matters on CPU, where oneDNN builds a new
+        kernel for every new matrix shape (~5 ms each in bfloat16, more than the product itself).
+        """
         import torch
 
         hidden, labels, offsets = self._tensors(device)
         if packed:
             rows = torch.from_numpy(self.rows_of(positions)).to(offsets.device)
-            x, y = hidden[rows][None], labels[rows][None]  # [1, rows, L, d], [1, rows]
-            return Batch(x.float(), torch.ones(y.shape, dtype=torch.bool, device=y.device), y)
+            n = len(rows)
+            pad = -n % multiple
+            x = hidden[rows].float()  # [rows, L, d]
+            y = labels[rows]
+            if pad:
+                x = torch.cat([x, x.new_zeros((pad, *x.shape[1:]))])
+                y = torch.cat([y, y.new_full((pad,), IGNORE)])
+            mask = torch.arange(n + pad, device=offsets.device) < n
+            lengths = torch.from_numpy(self.lengths[np.asarray(positions, dtype=np.int64)]).to(offsets.device)
+            return Batch(x[None], mask[None], y[None], lengths)
         pos = torch.as_tensor(np.asarray(positions, dtype=np.int64), device=offsets.device)
         starts = offsets[pos]  # [B]
         lengths = offsets[pos + 1] - starts  # [B]
         T = int(lengths.max()) if len(pos) else 0
+        T += -T % multiple
         steps = torch.arange(T, device=offsets.device)
         mask = steps[None, :] < lengths[:, None]  # [B, T]
         rows = torch.where(mask, starts[:, None] + steps[None, :], 0)  # [B, T], padding -> row 0

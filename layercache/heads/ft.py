@@ -63,7 +63,7 @@ class LiveSplit:
     def length_order(self) -> np.ndarray:
         return np.argsort(self.lengths, kind="stable")
 
-    def batch(self, positions, *, device, packed: bool = False) -> Batch:  # live batches stay padded
+    def batch(self, positions, *, device, packed: bool = False, multiple: int = 1) -> Batch:  # stays padded
         import torch
 
         positions = np.asarray(positions, dtype=np.int64)

@@ -5,6 +5,12 @@ from torch import Tensor, nn
 
 from layercache.errors import LayercacheError
 from layercache.heads import FUSIONS
+from layercache.heads.dropout import Dropout
+
+
+def packable(tagger: "TokenTagger") -> bool:
+    """Whether the head trains on packed batches: token-wise fusions, or ones with `forward_packed`."""
+    return getattr(tagger.fusion, "token_wise", False) or hasattr(tagger.fusion, "forward_packed")
 
 
 class TokenTagger(nn.Module):
@@ -37,17 +43,20 @@ class TokenTagger(nn.Module):
             extra_layers=extra_layers,
             dropout=dropout,
         )
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
         self.classifier = nn.Linear(dim, n_labels)
 
-    def forward(self, hidden: Tensor, mask: Tensor) -> Tensor:
-        # hidden [B, T, L, d], mask [B, T] (True = real token)
+    def forward(self, hidden: Tensor, mask: Tensor, lengths: Tensor | None = None) -> Tensor:
+        # hidden [B, T, L, d], mask [B, T] (True = real token); lengths: a packed batch's sentences
         if hidden.dim() != 4 or tuple(hidden.shape[2:]) != (self.n_layers, self.dim):
             raise LayercacheError(
                 f"hidden states of shape {tuple(hidden.shape)} do not match the head's "
                 f"[B, T, n_layers={self.n_layers}, dim={self.dim}]"
             )
-        h = self.fusion(hidden, mask)  # [B, T, d]
+        if lengths is not None and not getattr(self.fusion, "token_wise", False):
+            h = self.fusion.forward_packed(hidden, lengths)  # [1, R, d]
+        else:
+            h = self.fusion(hidden, mask)  # [B, T, d]
         return self.classifier(self.dropout(h))  # [B, T, n_labels]
 
 

@@ -27,6 +27,9 @@ from . import FUSIONS
 from .data import IGNORE, HeadData, SplitArrays, choose_layers, parse_layer_spec
 
 
+PACK_MULTIPLE = 32  # training batches are padded to a multiple of this many rows (see SplitArrays.batch)
+
+
 @dataclass(frozen=True)
 class TrainConfig:
     """One run; each field is one `train-head` option."""
@@ -159,7 +162,7 @@ def train_head(config: TrainConfig, data: HeadData, *, log=None, keep_tagger: bo
     import torch
     import torch.nn.functional as F
 
-    from .tagger import TokenTagger, count_parameters
+    from .tagger import TokenTagger, count_parameters, packable
 
     t_start = time.perf_counter()
     if os.environ.get("LAYERCACHE_NUM_THREADS"):
@@ -215,13 +218,14 @@ def train_head(config: TrainConfig, data: HeadData, *, log=None, keep_tagger: bo
     running = {"loss": torch.zeros((), device=device), "n": 0}
 
     autocast = _autocast(config, device)
-    packed = getattr(tagger.fusion, "token_wise", False)  # no padding for heads that see one token at a time
+    packed = packable(tagger)  # no padding but to a multiple of PACK_MULTIPLE rows
     scaler = torch.amp.GradScaler(device.type, enabled=config.precision == "fp16")
 
     def evaluate(step: int, epoch: int) -> None:
         t0 = _now(device)
         model.eval()
-        dev_f1, dev_loss = _score(tagger, dev, device=device, label_names=label_names, batch_size=eval_batch)
+        dev_f1, dev_loss = _score(tagger, dev, device=device, label_names=label_names, batch_size=eval_batch,
+                                  autocast=autocast)
         record = {"step": step, "epoch": epoch,
                   "train_loss": float(running["loss"]) / running["n"] if running["n"] else None,
                   "dev_f1": dev_f1, "dev_loss": dev_loss}
@@ -233,7 +237,7 @@ def train_head(config: TrainConfig, data: HeadData, *, log=None, keep_tagger: bo
                 best["state"] = {k: v.detach().clone() for k, v in model.state_dict().items()}
             if test is not None:
                 record["test_f1"], _ = _score(tagger, test, device=device, label_names=label_names,
-                                              batch_size=eval_batch)
+                                              batch_size=eval_batch, autocast=autocast)
                 best["test_f1"] = record["test_f1"]
         evals.append(record)
         clock["eval"] += _now(device) - t0
@@ -258,8 +262,8 @@ def train_head(config: TrainConfig, data: HeadData, *, log=None, keep_tagger: bo
             for m in range(0, len(step_order), config.batch_size):  # gradient accumulation
                 micro = step_order[m:m + config.batch_size]
                 with autocast:
-                    batch = train.batch(micro, device=device, packed=packed)
-                    logits = tagger(batch.hidden, batch.mask)  # [B, T, n_labels]
+                    batch = train.batch(micro, device=device, packed=packed, multiple=PACK_MULTIPLE)
+                    logits = tagger(batch.hidden, batch.mask, batch.lengths)  # [B, T, n_labels]
                 loss = F.cross_entropy(logits.float().flatten(0, 1), batch.labels.flatten(), ignore_index=IGNORE)
                 scaler.scale(loss * len(micro) / len(step_order)).backward()
             if config.max_grad_norm > 0:
@@ -355,17 +359,21 @@ def predict(tagger, split: SplitArrays, *, device, batch_size: int = 64) -> list
     return preds
 
 
-def _score(tagger, split: SplitArrays, *, device, label_names: np.ndarray, batch_size: int) -> tuple[float, float]:
-    """(seqeval micro-F1, mean token cross-entropy) of ``tagger`` on ``split``."""
+def _score(tagger, split: SplitArrays, *, device, label_names: np.ndarray, batch_size: int,
+           autocast=None) -> tuple[float, float]:
+    """(seqeval micro-F1, mean token cross-entropy) of ``tagger`` on ``split``; forward passes under
+    ``autocast`` (the run's precision) when given."""
+    import contextlib
+
     import torch
     import torch.nn.functional as F
 
     tagger.eval()
     counts, preds = [], []
     loss_sum = torch.zeros((), device=device, dtype=torch.float64)
-    with torch.inference_mode():
+    with torch.inference_mode(), autocast or contextlib.nullcontext():
         for batch in _eval_batches(split, device=device, batch_size=batch_size):
-            logits = tagger(batch.hidden, batch.mask)  # [B, T, n_labels]
+            logits = tagger(batch.hidden, batch.mask).float()  # [B, T, n_labels]
             loss_sum += F.cross_entropy(logits.flatten(0, 1), batch.labels.flatten(),
                                         ignore_index=IGNORE, reduction="sum").double()
             keep = batch.labels != IGNORE  # [B, T]

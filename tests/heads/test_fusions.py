@@ -265,3 +265,53 @@ def test_token_wise_heads_give_the_same_outputs_packed(fusion):
     padded = tagger(x, mask)[mask]  # [rows, n_labels]
     packed = tagger(x[mask][None], torch.ones(1, int(mask.sum()), dtype=torch.bool))[0]
     torch.testing.assert_close(packed, padded)
+
+
+def packed_batch(lengths, total_rows, seed=0):
+    """Padded hidden states [B, T, L, d] of sentences of ``lengths`` and the same rows packed into
+    one ``[1, total_rows, L, d]`` sequence (zero rows after them), as `SplitArrays.batch` builds."""
+    gen = torch.Generator().manual_seed(seed)
+    T = max(lengths)
+    hidden = torch.randn(len(lengths), T, L, D, generator=gen, dtype=torch.float64)
+    mask = torch.arange(T)[None, :] < torch.tensor(lengths)[:, None]
+    rows = hidden[mask]
+    packed = torch.cat([rows, rows.new_zeros(total_rows - len(rows), L, D)])[None]
+    return hidden, mask, packed
+
+
+@pytest.mark.parametrize("lengths", [[5, 2, 3], [1], [9, 0, 17, 4, 8, 33, 2]])
+def test_extra_layers_packed_equal_padded(lengths):
+    """Packed rows with attention per group of similar lengths give the padded forward's outputs,
+    zero-length sentences and trailing padding rows included."""
+    head = build(ExtraLayers)
+    hidden, mask, packed = packed_batch(lengths, total_rows=sum(lengths) + 7)
+    out = head.forward_packed(packed, torch.tensor(lengths))[0]  # [R, d]
+    assert out.shape == (sum(lengths) + 7, D)
+    torch.testing.assert_close(out[: sum(lengths)], head(hidden, mask)[mask])
+
+
+def test_extra_layers_packed_trains_and_ignores_other_sentences():
+    """In training mode (dropout on), a sentence's outputs depend on its own rows only."""
+    head = build(ExtraLayers).train()
+    lengths = torch.tensor([3, 6])
+    _, _, packed = packed_batch([3, 6], total_rows=12)
+    changed = packed.clone()
+    changed[0, 3:] = torch.randn_like(changed[0, 3:]) * 100  # the second sentence and the padding
+    torch.manual_seed(0)
+    before = head.forward_packed(packed, lengths)[0, :3]
+    torch.manual_seed(0)
+    after = head.forward_packed(changed, lengths)[0, :3]
+    torch.testing.assert_close(before, after)
+    before.sum().backward()
+    assert all(p.grad is not None and torch.isfinite(p.grad).all() for p in head.parameters())
+
+
+def test_tagger_uses_the_packed_path_of_extra_layers():
+    torch.manual_seed(0)
+    tagger = TokenTagger(fusion="extra", n_layers=3, dim=8, num_heads=2, ffn_dim=16, n_labels=5).eval()
+    lengths = [4, 2, 3]
+    x = torch.randn(3, 4, 3, 8)
+    mask = torch.arange(4)[None, :] < torch.tensor(lengths)[:, None]
+    packed = torch.cat([x[mask], torch.zeros(3, 3, 8)])[None]  # 9 rows + 3 padding rows
+    out = tagger(packed, torch.arange(12)[None] < 9, torch.tensor(lengths))[0, :9]
+    torch.testing.assert_close(out, tagger(x, mask)[mask])

@@ -128,6 +128,21 @@ def test_batches_pad_and_match_the_cache(data, entry):
         assert (batch.labels[j, lengths[j]:] == IGNORE).all() and (batch.hidden[j, lengths[j]:] == 0).all()
 
 
+
+def test_packed_batches_round_up_with_padding_rows(data):
+    lengths = data.train.lengths[[3, 0, 5]]
+    n = int(lengths.sum())
+    plain = data.train.batch([3, 0, 5], device="cpu", packed=True)
+    batch = data.train.batch([3, 0, 5], device="cpu", packed=True, multiple=32)
+    rows = n + (-n % 32)
+    assert batch.hidden.shape[:2] == (1, rows) and rows % 32 == 0
+    assert torch.equal(batch.hidden[0, :n], plain.hidden[0]) and (batch.hidden[0, n:] == 0).all()
+    assert batch.mask[0, :n].all() and not batch.mask[0, n:].any()
+    assert (batch.labels[0, n:] == IGNORE).all() and torch.equal(batch.labels[0, :n], plain.labels[0])
+    assert batch.lengths.tolist() == lengths.tolist()
+    padded = data.train.batch([3, 0, 5], device="cpu", multiple=8)
+    assert padded.hidden.shape[1] % 8 == 0 and padded.mask.sum() == n
+
 def test_a_sample_is_picked_from_memory_without_reading_the_cache(data, monkeypatch):
     def refuse(*args, **kwargs):
         raise AssertionError("train_head read the cache")
