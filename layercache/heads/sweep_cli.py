@@ -9,7 +9,7 @@ import click
 from ..cli_util import friendly_errors
 from ..errors import LayercacheError
 from .sweep import RESULTS, grid, parse_list, read_results, run_sweep
-from .train import TrainConfig
+from .train import TrainConfig, resolve_precision
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
@@ -25,6 +25,9 @@ from .train import TrainConfig
               help="Evenly spaced dev evaluations per run (the last at the end).")
 @click.option("--dev-sentences", type=click.IntRange(min=1), default=None,
               help="Evaluate on a fixed random subset of dev this size. Default: all of dev.")
+@click.option("--precision", type=click.Choice(["auto", "fp32", "bf16"]), default="auto", show_default=True,
+              help="Autocast of the heads' products; auto = bf16 where the hardware multiplies it natively "
+                   "(CPUs with AMX, recent GPUs), else fp32.")
 @click.option("--workers", type=click.IntRange(min=1), default=None, help="Processes. Default: one per core.")
 @click.option("--ray", "ray_address", is_flag=False, flag_value="local", default=None,
               help="Run every run as a Ray task: --ray alone starts Ray here, --ray ADDRESS joins a cluster.")
@@ -36,7 +39,7 @@ from .train import TrainConfig
 @click.option("--report", "report_only", is_flag=True, help="Only render the table and plots from the results file.")
 @click.option("--curve-shots", default=None, help="N values for the F1-vs-step plot. Default: smallest and largest.")
 @friendly_errors
-def main(fusions, shots, epochs, trials, lr, batch_size, layers, extra_layers, eval_points, dev_sentences, workers,
+def main(fusions, shots, epochs, trials, lr, batch_size, layers, extra_layers, eval_points, dev_sentences, precision, workers,
          ray_address, out, cache, model, dataset, cache_dir, report_only, curve_shots):
     """Run fusion x N-shot x epoch cap x trial from one cache (skipping runs already done)."""
     from .report import render
@@ -48,7 +51,8 @@ def main(fusions, shots, epochs, trials, lr, batch_size, layers, extra_layers, e
 
         base = TrainConfig(fusion="base", shots=None, epochs=1, seed=0, lr=lr, batch_size=batch_size,
                            layers=layers, extra_layers=extra_layers, eval_points=eval_points,
-                           dev_sentences=dev_sentences)
+                           dev_sentences=dev_sentences, precision=resolve_precision(precision))
+        say(f"precision: {base.precision}")
         configs = grid(fusions=parse_list(fusions, name="fusions", cast=str),
                        shots=[None if s == "all" else int(s) for s in parse_list(shots, name="shots", cast=str)],
                        epochs=parse_list(epochs, name="epochs"), trials=trials, base=base)
