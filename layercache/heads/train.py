@@ -159,12 +159,15 @@ def resolve_precision(precision: str, device: str | None = None) -> str:
     dev = pick_device(device)
     if dev.type == "cuda":
         return "bf16" if torch.cuda.is_bf16_supported() else "fp32"
+    return "bf16" if dev.type == "cpu" and _cpu_has_amx() else "fp32"
+
+
+def _cpu_has_amx() -> bool:
     try:
         with open("/proc/cpuinfo", encoding="utf-8") as f:
-            amx = " amx_bf16" in f.read()
-    except OSError:
-        amx = False
-    return "bf16" if dev.type == "cpu" and amx else "fp32"
+            return " amx_bf16" in f.read()
+    except OSError:  # not Linux: stay with float32
+        return False
 
 
 def pick_device(name: str | None):

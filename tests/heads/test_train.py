@@ -2,6 +2,7 @@
 determinism, checkpoints and the CLI."""
 
 import json
+import math
 from types import SimpleNamespace
 
 import numpy as np
@@ -310,3 +311,29 @@ def test_conll_script_resumes(tiny_cache, tmp_path, capsys):
     printed = capsys.readouterr()
     assert "8 of 8 runs already" in printed.err
     assert "| scalarmix | 234 |" in printed.out and "(2)" in printed.out
+
+
+# ------------------------------------------------------------------------------ precision
+
+
+def test_auto_precision_is_bf16_only_with_native_bf16(monkeypatch):
+    from layercache.heads import train as train_module
+
+    assert train_module.resolve_precision("fp32") == "fp32"
+    assert train_module.resolve_precision("bf16") == "bf16"
+    monkeypatch.setattr(train_module, "_cpu_has_amx", lambda: True)
+    assert train_module.resolve_precision("auto", "cpu") == "bf16"
+    monkeypatch.setattr(train_module, "_cpu_has_amx", lambda: False)
+    assert train_module.resolve_precision("auto", "cpu") == "fp32"
+
+
+@pytest.mark.parametrize("fusion", ["concat", "dwatt", "extra"])
+def test_bf16_runs_track_float32_runs(data, fusion):
+    """Same seed, same sample: bfloat16 autocast (float32 weights and optimizer) follows the float32
+    run's losses closely; it is not a different training recipe."""
+    runs = {p: train_head(TrainConfig(fusion=fusion, shots=8, epochs=3, seed=0, lr=1e-3, precision=p), data,
+                          keep_tagger=False) for p in ("fp32", "bf16")}
+    for a, b in zip(runs["fp32"].evals, runs["bf16"].evals):
+        assert math.isfinite(b["dev_loss"]) and math.isfinite(b["train_loss"])
+        assert abs(a["dev_loss"] - b["dev_loss"]) < 0.05 * a["dev_loss"]
+    assert runs["bf16"].config["precision"] == "bf16"

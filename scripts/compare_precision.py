@@ -1,0 +1,67 @@
+"""bfloat16 autocast against float32 on the same runs: what `sweep --precision auto` changes.
+
+    python scripts/compare_precision.py --data ../shared/data/conll2003
+
+Runs one slice of the sweep grid twice through `sweep` itself (same seeds, so the same samples and
+initialisations; both cores), once per precision, and prints per fusion the mean best dev F1 of
+each, the paired difference (bf16 - fp32) and the spread over trials, plus the training time per
+optimizer step of each. Results go to --out/fp32 and --out/bf16 (resumable).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from layercache.heads.find import resolve_entry  # noqa: E402
+from layercache.heads.sweep import grid, run_sweep  # noqa: E402
+from layercache.heads.train import TrainConfig  # noqa: E402
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--data", default=str(REPO.parent / "shared/data/conll2003"))
+    ap.add_argument("--out", default=str(REPO / "runs/precision"))
+    ap.add_argument("--fusions", default="dwatt,concat,extra")
+    ap.add_argument("--shots", type=int, default=32)
+    ap.add_argument("--epochs", type=int, default=25)
+    ap.add_argument("--trials", type=int, default=5)
+    ap.add_argument("--dev-sentences", type=int, default=1000)
+    args = ap.parse_args()
+
+    entry = resolve_entry(model="all-MiniLM-L6-v2", dataset=args.data, extract_options={"splits": ("train", "dev")})
+    runs = {}
+    for precision in ("fp32", "bf16"):
+        base = TrainConfig(fusion="base", shots=None, epochs=1, seed=0, eval_points=5,
+                           dev_sentences=args.dev_sentences, precision=precision)
+        configs = grid(fusions=args.fusions.split(","), shots=[args.shots], epochs=[args.epochs],
+                       trials=args.trials, base=base)
+        runs[precision] = run_sweep(entry, configs, out=str(Path(args.out, precision)))
+
+    def by_key(records):
+        return {(r["config"]["fusion"], r["config"]["seed"]): r for r in records.values()}
+
+    fp32, bf16 = by_key(runs["fp32"]), by_key(runs["bf16"])
+    print(f"N={args.shots}, {args.epochs} epochs, {args.trials} trials, dev F1 x 100 on {args.dev_sentences} "
+          f"dev sentences")
+    print("| fusion | fp32 F1 | bf16 F1 | paired diff (mean, max abs) | trial SD (fp32) | ms/step fp32 | ms/step bf16 |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
+    for fusion in args.fusions.split(","):
+        keys = sorted(k for k in fp32 if k[0] == fusion and k in bf16)
+        a = [100 * fp32[k]["best_dev_f1"] for k in keys]
+        b = [100 * bf16[k]["best_dev_f1"] for k in keys]
+        diff = [y - x for x, y in zip(a, b)]
+        step = {p: statistics.median(r["seconds"]["train"] / r["total_steps"] * 1e3 for k, r in recs.items()
+                                     if k in keys) for p, recs in (("fp32", fp32), ("bf16", bf16))}
+        print(f"| {fusion} | {statistics.mean(a):.1f} | {statistics.mean(b):.1f} | {statistics.mean(diff):+.1f}, "
+              f"{max(abs(d) for d in diff):.1f} | {statistics.stdev(a):.1f} | {step['fp32']:.1f} | "
+              f"{step['bf16']:.1f} |")
+
+
+if __name__ == "__main__":
+    main()
