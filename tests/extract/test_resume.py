@@ -48,7 +48,7 @@ def _arrays(path: str) -> dict[str, np.ndarray]:
     return {name: arr[:] for name, arr in g.arrays()}
 
 
-@pytest.mark.parametrize("kill_after_units,pause", [(1, 2.0), (3, 2.0), (2, 0.0)])
+@pytest.mark.parametrize("kill_after_units,pause", [(1, 2.0), (3, 2.0), (2, 0.2)])
 def test_sigkill_then_resume_is_bitwise_identical(tiny_bert_dir, tiny_conll_dir, tmp_path, kill_after_units, pause):
     config = dict(model=str(tiny_bert_dir), dataset=str(tiny_conll_dir), unit_rows=256, splits=("train",))
     reference = extract(ExtractConfig(cache_dir=str(tmp_path / "ref"), **config), progress=False).path
