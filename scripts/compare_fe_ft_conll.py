@@ -23,13 +23,11 @@ The cache is the one `extract --model all-MiniLM-L6-v2 --dataset <data> --splits
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shlex
 import statistics
 import sys
 import time
-from dataclasses import asdict
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -37,7 +35,7 @@ sys.path.insert(0, str(REPO))  # runnable from a checkout without installing
 
 import numpy as np  # noqa: E402
 
-from layercache.heads.sweep import read_results  # noqa: E402
+from layercache.heads.sweep import append_result, run_id, runs_on  # noqa: E402
 from layercache.heads.data import entity_types, load_data  # noqa: E402
 from layercache.heads.find import resolve_entry  # noqa: E402
 from layercache.heads.sampling import few_shot_sample  # noqa: E402
@@ -72,16 +70,6 @@ def parse_args(argv=None):
     p.add_argument("--table", default=str(REPO / "docs" / "compare_fe_ft_conll.md"),
                    help="markdown file the table is written to ('' = print only)")
     return p.parse_args(argv)
-
-
-def run_key(cache_key: str, config: dict) -> str:
-    return json.dumps([cache_key, config], sort_keys=True)
-
-
-def read_done(path: str) -> dict[str, dict]:
-    """Runs already in the results file, read as `sweep` reads its own (a line torn by a kill is
-    dropped and cut from the file)."""
-    return {run_key(r["cache_key"], r["config"]): r for r in read_results(path).values()}
 
 
 def _f1(runs: list[dict]) -> str:
@@ -150,13 +138,12 @@ def main(argv=None) -> str:
                            device=args.device, mode=m)
                for m in modes for n in shots for s in seeds for f in fusions]  # FE first: it is quick
 
-    entry = resolve_entry(cache=args.cache, model=None if args.cache else args.model,
-                          dataset=None if args.cache else os.path.normpath(args.data), cache_dir=args.cache_dir,
-                          extract_options={"splits": ("train", "dev")},
+    entry = resolve_entry(cache=args.cache, model=args.model, dataset=os.path.normpath(args.data),
+                          cache_dir=args.cache_dir, extract_options={"splits": ("train", "dev")},
                           log=lambda m: print(m, file=sys.stderr))
     key = entry.meta["key"]
-    done = read_done(args.out)
-    todo = [c for c in configs if run_key(key, asdict(c)) not in done]
+    done = runs_on(args.out, key)
+    todo = [c for c in configs if run_id(c) not in done]
     print(f"{entry.path}: {len(configs) - len(todo)} of {len(configs)} runs already in {args.out}", file=sys.stderr)
 
     if todo:
@@ -170,15 +157,14 @@ def main(argv=None) -> str:
         if config.mode == "ft":  # trainable backbone parameters (all of them: nothing is frozen here)
             record["backbone_params"] = sum(p.numel() for p in data["ft"].backbone.model.parameters()
                                             if p.requires_grad)
-        with open(args.out, "a", encoding="utf-8") as f:
-            f.write(json.dumps(record) + "\n")
-        done[run_key(key, record["config"])] = record
+        append_result(args.out, record)
+        done[run_id(record["config"])] = record
         s = result.seconds
         print(f"[{i}/{len(todo)}] {config.mode} {config.fusion:<7} N={config.shots:<4} seed {config.seed}: "
               f"dev F1 {result.best_dev_f1:.4f} (epoch {result.best_epoch})  {s['total']:.1f} s "
               f"(train {s['train']:.1f}, eval {s['eval']:.1f})", file=sys.stderr, flush=True)
 
-    wanted = {run_key(key, asdict(c)) for c in configs}
+    wanted = {run_id(c) for c in configs}
     records = [r for k, r in done.items() if k in wanted]
     device = records[0]["device"] if records else str(pick_device(args.device))
     text = caption(args, entry.meta.get("model"), entry.split("dev").n_sentences, device) + "\n\n" \

@@ -18,18 +18,16 @@ The cache is the one `extract --model all-MiniLM-L6-v2 --dataset <data> --splits
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import sys
 import time
-from dataclasses import asdict
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))  # runnable from a checkout without installing
 
-from layercache.heads.sweep import read_results  # noqa: E402
+from layercache.heads.sweep import append_result, run_id, runs_on  # noqa: E402
 from layercache.heads.data import load_for_run, parse_layer_spec  # noqa: E402
 from layercache.heads.find import resolve_entry  # noqa: E402
 from layercache.heads.train import TrainConfig, train_head  # noqa: E402
@@ -66,16 +64,6 @@ def parse_choices(text: str) -> list[str]:
     """``"all,auto:2,5-6,4+5+6"`` -> ``["all", "auto:2", "5-6", "4,5,6"]`` (``+`` joins the layers of
     one choice, since commas separate choices)."""
     return [c.strip().replace("+", ",") for c in text.split(",") if c.strip()]
-
-
-def run_key(cache_key: str, config: dict) -> str:
-    return json.dumps([cache_key, config], sort_keys=True)
-
-
-def read_done(path: str) -> dict[str, dict]:
-    """Runs already in the results file, read as `sweep` reads its own (a line torn by a kill is
-    dropped and cut from the file)."""
-    return {run_key(r["cache_key"], r["config"]): r for r in read_results(path).values()}
 
 
 def _layers_text(layers) -> str:
@@ -135,9 +123,8 @@ def _main(args) -> str:
     shots = [int(n) for n in args.shots.split(",") if n.strip()]
     seeds = range(args.seeds)
 
-    entry = resolve_entry(cache=args.cache, model=None if args.cache else args.model,
-                          dataset=None if args.cache else os.path.normpath(args.data), cache_dir=args.cache_dir,
-                          extract_options={"splits": ("train", "dev")},
+    entry = resolve_entry(cache=args.cache, model=args.model, dataset=os.path.normpath(args.data),
+                          cache_dir=args.cache_dir, extract_options={"splits": ("train", "dev")},
                           log=lambda m: print(m, file=sys.stderr))
     L = entry.num_layers
     for choice in choices:
@@ -146,8 +133,8 @@ def _main(args) -> str:
                            eval_points=args.eval_points, layers=c, device=args.device)
                for n in shots for s in seeds for f in fusions for c in choices]
     key = entry.meta["key"]
-    done = read_done(args.out)
-    todo = [c for c in configs if run_key(key, asdict(c)) not in done]
+    done = runs_on(args.out, key)
+    todo = [c for c in configs if run_id(c) not in done]
     print(f"{entry.path}: {len(configs) - len(todo)} of {len(configs)} runs already in {args.out}", file=sys.stderr)
 
     if todo:
@@ -162,9 +149,8 @@ def _main(args) -> str:
         record.update(bytes_loaded=nbytes["train"] + nbytes["dev"], bytes=nbytes,
                       train_layers_loaded=list(data.train.layers), load_seconds=load_s,
                       wall_seconds=time.perf_counter() - t0)
-        with open(args.out, "a", encoding="utf-8") as f:
-            f.write(json.dumps(record) + "\n")
-        done[run_key(key, record["config"])] = record
+        append_result(args.out, record)
+        done[run_id(record["config"])] = record
         del data
         print(f"[{i}/{len(todo)}] {config.fusion:<6} N={config.shots:<4} seed {config.seed} layers {config.layers:<7} "
               f"-> {_layers_text(result.layers):<11}: dev F1 {result.best_dev_f1:.4f}  "
@@ -172,7 +158,7 @@ def _main(args) -> str:
               f"eval {result.seconds['eval']:.1f})  {record['bytes_loaded'] / 1e6:.1f} MB",
               file=sys.stderr, flush=True)
 
-    wanted = {run_key(key, asdict(c)) for c in configs}
+    wanted = {run_id(c) for c in configs}
     records = [r for k, r in done.items() if k in wanted]
     out = (f"CoNLL-2003 dev, {entry.meta.get('model')} FE, {args.epochs} epochs, lr {args.lr:g}, "
            f"batch {args.batch_size}, {args.eval_points} dev evaluations per run (full dev), "

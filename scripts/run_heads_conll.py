@@ -19,12 +19,10 @@ sentences every epoch dominates at N=8). The full grid (3 seeds) is about 30 min
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import sys
 import time
-from dataclasses import asdict
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -32,7 +30,7 @@ sys.path.insert(0, str(REPO))  # runnable from a checkout without installing
 
 import numpy as np  # noqa: E402
 
-from layercache.heads.sweep import read_results  # noqa: E402
+from layercache.heads.sweep import append_result, run_id, runs_on  # noqa: E402
 from layercache.heads.data import entity_types, load_data  # noqa: E402
 from layercache.heads.find import resolve_entry  # noqa: E402
 from layercache.heads.sampling import few_shot_sample  # noqa: E402
@@ -61,20 +59,6 @@ def parse_args(argv=None):
                    help="torch threads (sets LAYERCACHE_NUM_THREADS); 1 is fastest when other jobs share the cores")
     p.add_argument("--out", default=str(REPO / "runs" / "heads_conll.jsonl"), help="JSON lines, one per run")
     return p.parse_args(argv)
-
-
-def run_key(cache_key: str, config: dict) -> str:
-    """A run's identity: the cache and its config as today's TrainConfig writes it (fields added to
-    TrainConfig since a record was written take their defaults, so old records still count)."""
-    base = asdict(TrainConfig(fusion=config["fusion"], shots=config["shots"], epochs=config["epochs"],
-                              seed=config["seed"]))
-    return json.dumps([cache_key, {k: config.get(k, v) for k, v in base.items()}], sort_keys=True)
-
-
-def read_done(path: str) -> dict[str, dict]:
-    """Runs already in the results file, read as `sweep` reads its own (a line torn by a kill is
-    dropped and cut from the file)."""
-    return {run_key(r["cache_key"], r["config"]): r for r in read_results(path).values()}
 
 
 def table(records: list[dict], fusions: list[str], shots: list[int]) -> str:
@@ -107,13 +91,12 @@ def main(argv=None) -> None:
                            eval_points=args.eval_points or None, device=args.device)
                for n in shots for s in seeds for f in fusions]  # fusions innermost: one sample, five heads
 
-    entry = resolve_entry(cache=args.cache, model=None if args.cache else args.model,
-                          dataset=None if args.cache else os.path.normpath(args.data), cache_dir=args.cache_dir,
-                          extract_options={"splits": ("train", "dev")},
+    entry = resolve_entry(cache=args.cache, model=args.model, dataset=os.path.normpath(args.data),
+                          cache_dir=args.cache_dir, extract_options={"splits": ("train", "dev")},
                           log=lambda m: print(m, file=sys.stderr))
     key = entry.meta["key"]
-    done = read_done(args.out)
-    todo = [c for c in configs if run_key(key, asdict(c)) not in done]
+    done = runs_on(args.out, key)
+    todo = [c for c in configs if run_id(c) not in done]
     print(f"{entry.path}: {len(configs) - len(todo)} of {len(configs)} runs already in {args.out}", file=sys.stderr)
 
     if todo:
@@ -130,15 +113,14 @@ def main(argv=None) -> None:
         for i, config in enumerate(todo, 1):
             result = train_head(config, data, keep_tagger=False)
             record = result.to_dict()
-            with open(args.out, "a", encoding="utf-8") as f:
-                f.write(json.dumps(record) + "\n")
-            done[run_key(key, record["config"])] = record
+            append_result(args.out, record)
+            done[run_id(record["config"])] = record
             s = result.seconds
             print(f"[{i}/{len(todo)}] {config.fusion:<9} N={config.shots:<4} seed {config.seed}: "
                   f"dev F1 {result.best_dev_f1:.4f} (epoch {result.best_epoch})  {s['total']:.1f} s "
                   f"(train {s['train']:.1f}, eval {s['eval']:.1f})", file=sys.stderr, flush=True)
 
-    wanted = {run_key(key, asdict(c)) for c in configs}
+    wanted = {run_id(c) for c in configs}
     records = [r for k, r in done.items() if k in wanted]
     print(f"\nCoNLL-2003 dev, {entry.meta.get('model')} FE, {args.epochs} epochs, lr {args.lr:g}, "
           f"batch {args.batch_size}, seeds 0..{args.seeds - 1}: best dev F1 x100 (mean ± std (runs)), seconds per run\n")

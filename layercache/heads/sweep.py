@@ -63,6 +63,12 @@ def read_results(path: str) -> dict[str, dict]:
     return records
 
 
+def runs_on(path: str, cache_key: str | None) -> dict[str, dict]:
+    """The records of ``path`` made on the cache entry ``cache_key``, by run id (for results files
+    that may hold runs on several caches)."""
+    return {rid: r for rid, r in read_results(path).items() if r.get("cache_key") == cache_key}
+
+
 def append_result(path: str, record: dict) -> None:
     with open(path, "a", encoding="utf-8") as f:
         f.write(json.dumps(record) + "\n")
