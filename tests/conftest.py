@@ -124,3 +124,18 @@ def tiny_cache(tmp_path_factory, tiny_bert_dir, tiny_conll_dir) -> str:
     root = tmp_path_factory.mktemp("cache")
     config = ExtractConfig(model=str(tiny_bert_dir), dataset=str(tiny_conll_dir), cache_dir=str(root), unit_rows=256)
     return extract(config, progress=False, log=lambda m: None).path
+
+
+@pytest.fixture
+def load_script():
+    """``load_script("run_heads_conll")``: a script of scripts/ imported as a module, to call its main()."""
+    import importlib.util
+
+    def load(name: str):
+        path = Path(__file__).resolve().parents[1] / "scripts" / f"{name}.py"
+        spec = importlib.util.spec_from_file_location(name, path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module
+
+    return load

@@ -103,18 +103,9 @@ class Batch:
     lengths: "torch.Tensor | None" = None
 
 
-@dataclass(eq=False)
-class SplitArrays:
-    """Some sentences of one split, some layers, in memory (rows are words, or subwords)."""
-
-    name: str
-    hidden: np.ndarray  # [rows, n_layers, d], storage dtype (float16)
-    labels: np.ndarray  # [rows] int64, IGNORE where no loss (non-first subwords)
-    offsets: np.ndarray  # [n + 1] int64, sentence i = rows offsets[i]:offsets[i + 1]
-    layers: tuple[int, ...]  # the cache layer id of each hidden[:, j]
-    sentence_ids: np.ndarray  # [n] the cache's sentence ids, in the order held
-    _memo: dict = field(default_factory=dict, repr=False)  # built once: tensors per device, true entities
-    _last_view: tuple = field(default=(), repr=False)  # (layers, SplitArrays): a sweep's runs share it
+class Sentences:
+    """Sentence bookkeeping shared by cached (`SplitArrays`) and live (FT) splits: both hold
+    ``offsets [n + 1]`` (sentence i = rows offsets[i]:offsets[i + 1]) and ``labels [rows]``."""
 
     @property
     def n_sentences(self) -> int:
@@ -127,6 +118,30 @@ class SplitArrays:
     @property
     def n_words(self) -> int:
         return int(np.count_nonzero(self.labels != IGNORE))
+
+    def rows_of(self, positions) -> np.ndarray:
+        """Row indices of the sentences at ``positions``, concatenated."""
+        positions = np.asarray(positions, dtype=np.int64)
+        starts, lengths = self.offsets[positions], self.lengths[positions]
+        return np.repeat(starts - np.cumsum(lengths) + lengths, lengths) + np.arange(lengths.sum())
+
+    def length_order(self) -> np.ndarray:
+        """Positions sorted by length (stable): evaluation batches with little padding."""
+        return np.argsort(self.lengths, kind="stable")
+
+
+@dataclass(eq=False)
+class SplitArrays(Sentences):
+    """Some sentences of one split, some layers, in memory (rows are words, or subwords)."""
+
+    name: str
+    hidden: np.ndarray  # [rows, n_layers, d], storage dtype (float16)
+    labels: np.ndarray  # [rows] int64, IGNORE where no loss (non-first subwords)
+    offsets: np.ndarray  # [n + 1] int64, sentence i = rows offsets[i]:offsets[i + 1]
+    layers: tuple[int, ...]  # the cache layer id of each hidden[:, j]
+    sentence_ids: np.ndarray  # [n] the cache's sentence ids, in the order held
+    _memo: dict = field(default_factory=dict, repr=False)  # built once: tensors per device, true entities
+    _last_view: tuple = field(default=(), repr=False)  # (layers, SplitArrays): a sweep's runs share it
 
     def select(self, positions: np.ndarray) -> "SplitArrays":
         """The sentences at ``positions`` (0..n-1 of this object), in that order, copied."""
@@ -207,16 +222,6 @@ class SplitArrays:
         x.masked_fill_(~mask[:, :, None, None], 0)  # zeros at padding (on the narrow dtype: cheaper)
         y = torch.where(mask, labels[rows], IGNORE)  # [B, T]
         return Batch(x.float(), mask, y)
-
-    def rows_of(self, positions) -> np.ndarray:
-        """Row indices of the sentences at ``positions``, concatenated."""
-        positions = np.asarray(positions, dtype=np.int64)
-        starts, lengths = self.offsets[positions], self.lengths[positions]
-        return np.repeat(starts - np.cumsum(lengths) + lengths, lengths) + np.arange(lengths.sum())
-
-    def length_order(self) -> np.ndarray:
-        """Positions sorted by length (stable): evaluation batches with little padding."""
-        return np.argsort(self.lengths, kind="stable")
 
 
 def _load_split(split, *, sentences, layers: Sequence[int]) -> SplitArrays:

@@ -13,12 +13,12 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import LayercacheError
-from .data import IGNORE, Batch, HeadData
+from .data import IGNORE, Batch, HeadData, Sentences
 from .sampling import few_shot_sample
 
 
 @dataclass(eq=False)
-class LiveSplit:
+class LiveSplit(Sentences):
     """Sentences of one split as words and tag ids; hidden states come from the backbone per batch."""
 
     name: str
@@ -30,18 +30,6 @@ class LiveSplit:
     backbone: object = field(repr=False)
     _memo: dict = field(default_factory=dict, repr=False)
     static = False  # hidden states change while the backbone trains: never cache eval batches
-
-    @property
-    def n_sentences(self) -> int:
-        return len(self.offsets) - 1
-
-    @property
-    def lengths(self) -> np.ndarray:
-        return np.diff(self.offsets)
-
-    @property
-    def n_words(self) -> int:
-        return int(np.count_nonzero(self.labels != IGNORE))
 
     @property
     def hidden(self):
@@ -59,9 +47,6 @@ class LiveSplit:
     def take_layers(self, layers) -> "LiveSplit":
         return LiveSplit(self.name, self.words, self.labels, self.offsets, tuple(int(x) for x in layers),
                          self.sentence_ids, self.backbone, self._memo)
-
-    def length_order(self) -> np.ndarray:
-        return np.argsort(self.lengths, kind="stable")
 
     def batch(self, positions, *, device, packed: bool = False, multiple: int = 1) -> Batch:  # stays padded
         import torch

@@ -3,22 +3,10 @@ columns filled, and a rerun that trains nothing."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
-from pathlib import Path
 
-SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "compare_fe_ft_conll.py"
-
-
-def _script():
-    spec = importlib.util.spec_from_file_location("compare_fe_ft_conll", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def test_compare_fe_ft_fills_both_columns_and_resumes(tiny_cache, tmp_path, monkeypatch, capsys):
-    script = _script()
+def test_compare_fe_ft_fills_both_columns_and_resumes(tiny_cache, tmp_path, monkeypatch, capsys, load_script):
+    script = load_script("compare_fe_ft_conll")
     out, md = tmp_path / "runs.jsonl", tmp_path / "table.md"
     argv = ["--cache", tiny_cache, "--fusions", "base", "--shots", "2", "--epochs", "1", "--seeds", "1",
             "--lr", "1e-3", "--threads", "0", "--out", str(out), "--table", str(md)]

@@ -3,22 +3,11 @@ run loaded recorded, and a rerun that skips the runs already in its results file
 
 from __future__ import annotations
 
-import importlib.util
 import json
-from pathlib import Path
-
-SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "compare_layers_conll.py"
 
 
-def _load_script():
-    spec = importlib.util.spec_from_file_location("compare_layers_conll", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def test_table_has_a_row_per_choice_and_rerun_skips_done_runs(tiny_cache, tmp_path, monkeypatch):
-    script = _load_script()
+def test_table_has_a_row_per_choice_and_rerun_skips_done_runs(tiny_cache, tmp_path, monkeypatch, load_script):
+    script = load_script("compare_layers_conll")
     out = tmp_path / "runs.jsonl"
     argv = ["--cache", tiny_cache, "--out", str(out), "--fusions", "concat", "--choices", "all,auto:1,2",
             "--shots", "2", "--seeds", "1", "--epochs", "1", "--eval-points", "2", "--device", "cpu"]
@@ -53,7 +42,7 @@ def test_table_has_a_row_per_choice_and_rerun_skips_done_runs(tiny_cache, tmp_pa
 
     # widening the grid runs only the new choice
     monkeypatch.undo()
-    script = _load_script()
+    script = load_script("compare_layers_conll")
     wider = script.main(argv[:7] + ["all,auto:1,2,1"] + argv[8:])
     assert len(out.read_text().splitlines()) == 4
     assert [line.split("|")[3].strip() for line in wider.splitlines() if line.startswith("| concat |")] \

@@ -288,15 +288,9 @@ def test_cli_errors_are_one_line(tiny_cache, args, match):
     assert pytest.importorskip("re").search(match, result.stderr)
 
 
-def test_conll_script_resumes(tiny_cache, tmp_path, capsys):
+def test_conll_script_resumes(tiny_cache, tmp_path, capsys, load_script):
     """scripts/run_heads_conll.py on the tiny cache: one line per run, and a rerun skips them."""
-    import importlib.util
-    from pathlib import Path
-
-    path = Path(__file__).resolve().parents[2] / "scripts" / "run_heads_conll.py"
-    spec = importlib.util.spec_from_file_location("run_heads_conll", path)
-    script = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(script)
+    script = load_script("run_heads_conll")
     out = tmp_path / "runs.jsonl"
     args = ["--cache", tiny_cache, "--fusions", "base,scalarmix", "--shots", "2,4", "--seeds", "2", "--epochs", "1",
             "--out", str(out)]
