@@ -202,10 +202,11 @@ class SplitArrays(Sentences):
             rows = torch.from_numpy(self.rows_of(positions)).to(offsets.device)
             n = len(rows)
             pad = -n % multiple
-            x = hidden[rows].float()  # [rows, L, d]
+            x = hidden.new_empty((n + pad, *hidden.shape[1:]), dtype=torch.float32)  # [rows, L, d]
+            x[:n] = hidden[rows]  # gathered in the storage dtype, widened in the copy
+            x[n:] = 0
             y = labels[rows]
             if pad:
-                x = torch.cat([x, x.new_zeros((pad, *x.shape[1:]))])
                 y = torch.cat([y, y.new_full((pad,), IGNORE)])
             mask = torch.arange(n + pad, device=offsets.device) < n
             lengths = torch.from_numpy(self.lengths[np.asarray(positions, dtype=np.int64)]).to(offsets.device)

@@ -23,7 +23,7 @@ class DWAtt(nn.Module):
     The softmax runs over layers, per token, without a 1/sqrt(d) scale (as in the equations).
     ``k^pos`` is a buffer: not trained, but saved in the state_dict so a checkpoint reproduces it,
     and drawn from torch's current RNG so the seed fixes it. The L value MLPs are stored as batched
-    weights (``[L, d, d/2]`` ...) for one einsum instead of a loop; their parameter count and
+    weights (``[L, d, d/2]`` ...) for one batched product instead of a loop; their parameter count and
     initialisation equal L separate ``nn.Linear``/``nn.LayerNorm`` modules.
     """
 
@@ -67,21 +67,41 @@ class DWAtt(nn.Module):
             nn.init.uniform_(tensor, -bound, bound)
 
     def values(self, hidden: Tensor) -> Tensor:
-        """``v_n = LN_n(f^V_n(z_n))`` for every layer at once: ``[B, T, L, d] -> [B, T, L, d]``."""
-        u = torch.einsum("btld,ldm->btlm", hidden, self.v_up_weight)  # [B, T, L, m]
-        u = F.gelu(u + self.v_up_bias)
-        u = _layer_norm(u, self.v_mid_norm_weight, self.v_mid_norm_bias)  # per-layer LN over m
-        v = torch.einsum("btlm,lmd->btld", u, self.v_down_weight) + self.v_down_bias  # [B, T, L, d]
-        return _layer_norm(v, self.v_norm_weight, self.v_norm_bias)  # per-layer LN over d
+        """``v_n = LN_n(f^V_n(z_n))`` for every layer at once, layer-major: ``[B, T, L, d] -> [L, B*T, d]``.
+
+        Layer-major, so each layer's rows are one matrix for `torch.baddbmm` (token-major input
+        made einsum copy and permute ``[B, T, L, *]`` around each product). Under autocast all of
+        it runs in the autocast dtype with the parameters cast once: autocast would run the norms
+        in float32 and every mixed-dtype element-wise op on CPU's slow casting path (together, half
+        of a step). Weights and their gradients stay in the parameters' dtype.
+        """
+        B, T, L, d = hidden.shape
+        dtype = _compute_dtype(hidden)
+        w = {name: p.to(dtype) for name, p in self.named_parameters() if name.startswith("v_")}
+        with torch.autocast(hidden.device.type, enabled=False):
+            x = hidden.reshape(B * T, L, d).transpose(0, 1).to(dtype, memory_format=torch.contiguous_format)
+            u = F.gelu(torch.baddbmm(w["v_up_bias"][:, None], x, w["v_up_weight"]))  # [L, BT, m]
+            u = _layer_norm(u, w["v_mid_norm_weight"], w["v_mid_norm_bias"])  # per-layer LN over m
+            v = torch.baddbmm(w["v_down_bias"][:, None], u, w["v_down_weight"])  # [L, BT, d]
+            return _layer_norm(v, w["v_norm_weight"], w["v_norm_bias"])  # per-layer LN over d
 
     def forward(self, hidden: Tensor, mask: Tensor) -> Tensor:
         # hidden [B, T, L, d], mask [B, T] (unused: attention is over layers, within a token)
+        B, T, L, d = hidden.shape
         top = hidden[:, :, -1]  # z_L, [B, T, d]
         keys = self.key(self.k_pos.to(hidden.dtype))  # [L, d]
         query = 1 + F.elu(top + self.query_mlp(top))  # [B, T, d]
-        scores = torch.einsum("btd,ld->btl", query, keys)  # [B, T, L]
-        weights = torch.softmax(scores, dim=-1)  # over layers
-        return top + torch.einsum("btl,btld->btd", weights, self.values(hidden))  # [B, T, d]
+        scores = query @ keys.T  # [B, T, L]
+        values = self.values(hidden)  # [L, BT, d]
+        wide = torch.promote_types(scores.dtype, torch.float32)  # the softmax in float32 at least
+        weights = torch.softmax(scores.to(wide), dim=-1).reshape(B * T, L).T.to(values.dtype)  # [L, BT], over layers
+        return top + (weights[:, :, None] * values).sum(0).view(B, T, d)  # [B, T, d]
+
+
+def _compute_dtype(x: Tensor) -> torch.dtype:
+    """The dtype autocast would compute products in here, or ``x``'s own outside autocast."""
+    device = x.device.type
+    return torch.get_autocast_dtype(device) if torch.is_autocast_enabled(device) else x.dtype
 
 
 class _MLP(nn.Module):
@@ -98,6 +118,6 @@ class _MLP(nn.Module):
 
 
 def _layer_norm(x: Tensor, weight: Tensor, bias: Tensor, eps: float = 1e-5) -> Tensor:
-    """LayerNorm over the last axis with one affine pair per layer: x [..., L, k], weight [L, k]."""
+    """LayerNorm over the last axis with one affine pair per layer: x [L, rows, k], weight [L, k]."""
     normed = F.layer_norm(x, x.shape[-1:], eps=eps)  # no affine: it differs per layer
-    return normed * weight + bias
+    return torch.addcmul(bias[:, None], normed, weight[:, None])

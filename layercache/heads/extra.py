@@ -77,15 +77,16 @@ class ExtraLayers(nn.Module):
         return x[None]
 
 
-def _length_groups(lengths: Tensor) -> list[tuple[Tensor, Tensor]]:
+def _length_groups(lengths: Tensor) -> tuple[list[tuple[Tensor, Tensor]], Tensor]:
     """(index [b, T] of rows, mask [b, T]) per group of sentences whose lengths share a power-of-two
-    ceiling (at least 8); T is the group's longest, rounded up to a multiple of 8."""
+    ceiling (at least 8), T the group's longest rounded up to a multiple of 8; and the rows of all
+    groups' real tokens in group order (where the groups' outputs go, concatenated)."""
     starts = (torch.cumsum(lengths, 0) - lengths).tolist()
     by_cap: dict[int, list[tuple[int, int]]] = {}
     for start, n in zip(starts, lengths.tolist()):
         if n > 0:
             by_cap.setdefault(max(8, 1 << (n - 1).bit_length()), []).append((start, n))
-    groups = []
+    groups, targets = [], []
     for members in by_cap.values():
         group_starts = torch.tensor([m[0] for m in members], device=lengths.device)
         group_lengths = torch.tensor([m[1] for m in members], device=lengths.device)
@@ -93,21 +94,24 @@ def _length_groups(lengths: Tensor) -> list[tuple[Tensor, Tensor]]:
         T += -T % 8
         slots = torch.arange(T, device=lengths.device)
         mask = slots[None, :] < group_lengths[:, None]  # [b, T]
-        groups.append((torch.where(mask, group_starts[:, None] + slots[None, :], 0), mask))
-    return groups
+        index = torch.where(mask, group_starts[:, None] + slots[None, :], 0)
+        groups.append((index, mask))
+        targets.append(index[mask])
+    return groups, torch.cat(targets) if targets else lengths.new_zeros(0)
 
 
 def _packed_layer(layer: nn.TransformerEncoderLayer, x: Tensor, groups) -> Tensor:
     """``nn.TransformerEncoderLayer`` (post-LN, batch_first) on packed rows ``x [R, d]``: the same
     parameters and operations, with attention within each sentence (rows in no sentence, the
     padding after them, get no attention output)."""
+    groups, targets = groups
     attn = layer.self_attn
     d = x.shape[-1]
     heads = attn.num_heads
     qkv = F.linear(x, attn.in_proj_weight, attn.in_proj_bias)  # [R, 3d]
-    out = x.new_zeros(x.shape, dtype=qkv.dtype)
     p = attn.dropout if layer.training else 0.0
     wide = torch.promote_types(qkv.dtype, torch.float32)  # bfloat16 -> float32; float64 stays
+    rows = []
     with torch.autocast(x.device.type, enabled=False):  # small products: float32 (no new kernel per shape)
         for index, mask in groups:
             b, T = index.shape
@@ -116,8 +120,11 @@ def _packed_layer(layer: nn.TransformerEncoderLayer, x: Tensor, groups) -> Tenso
             probs = torch.softmax(scores.masked_fill(~mask[:, None, None, :], float("-inf")), dim=-1)
             if p > 0:
                 probs = dropout(probs, p) if probs.device.type == "cpu" else F.dropout(probs, p)
-            rows = (probs @ v).transpose(1, 2).reshape(b, T, d)[mask]  # [n_b, d] in packed order
-            out = out.index_copy(0, index[mask], rows.to(out.dtype))
+            rows.append((probs @ v).transpose(1, 2).reshape(b, T, d)[mask])  # [n_b, d] in group order
+        # One scatter of all groups' rows to their packed positions (one per group copied all R rows).
+        out = x.new_zeros(x.shape, dtype=qkv.dtype)
+        if rows:
+            out = out.index_copy(0, targets, torch.cat(rows).to(qkv.dtype))
     x = layer.norm1(x + layer.dropout1(attn.out_proj(out)))
     ffn = layer.linear2(layer.dropout(layer.activation(layer.linear1(x))))
     return layer.norm2(x + layer.dropout2(ffn))

@@ -184,9 +184,11 @@ def train_head(config: TrainConfig, data: HeadData, *, log=None, keep_tagger: bo
     import torch
     import torch.nn.functional as F
 
+    from .memory import keep_freed_memory
     from .tagger import TokenTagger, count_parameters, packable
 
     t_start = time.perf_counter()
+    keep_freed_memory()  # process-wide, once: steps reuse freed activations instead of page-faulting
     if os.environ.get("LAYERCACHE_NUM_THREADS"):
         torch.set_num_threads(int(os.environ["LAYERCACHE_NUM_THREADS"]))
     device = pick_device(config.device)

@@ -121,6 +121,26 @@ def test_dwatt_matches_equations():
     torch.testing.assert_close(head(hidden, mask), expected)
 
 
+def test_dwatt_under_bf16_autocast_follows_float32_and_trains_float32_weights():
+    """Under autocast the value path runs in bfloat16 with the parameters cast once; the output
+    stays within bfloat16 rounding of the float32 head, and the gradients reach the float32 weights."""
+    torch.manual_seed(0)
+    head = DWAtt(n_layers=L, dim=32, num_heads=2, ffn_dim=64).train()
+    hidden = torch.randn(3, 7, L, 32)
+    mask = torch.ones(3, 7, dtype=torch.bool)
+    with torch.no_grad():
+        exact = head(hidden, mask)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        out = head(hidden, mask)
+    assert out.dtype == torch.float32  # z_L + bfloat16 values: the residual keeps float32
+    assert (out - exact).abs().max() < 0.05 * exact.abs().max()
+    assert (out - exact).abs().max() > 0  # it did run in bfloat16
+    out.sum().backward()
+    for name, p in head.named_parameters():
+        assert p.grad is not None and p.grad.dtype == torch.float32 and torch.isfinite(p.grad).all(), name
+        assert p.grad.abs().sum() > 0, name
+
+
 def test_dwatt_parameter_count_equals_per_layer_modules():
     m = D // 2
 
