@@ -87,6 +87,19 @@ def measure_head_costs(entry, *, dev_sentences: int | None, precision: str,
     return out
 
 
+def reference_kernel_ms(repeats: int = 200) -> float:
+    """Median ms of one fixed bfloat16 product (DWAtt's value projection at N=128, one thread): how
+    fast this machine is at the moment. A shared machine varies; the grid's wall time with it."""
+    x = torch.randn(6, 256, 384, dtype=torch.bfloat16)
+    w = torch.randn(6, 384, 192, dtype=torch.bfloat16)
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        torch.bmm(x, w)
+        times.append(time.perf_counter() - t0)
+    return 1e3 * statistics.median(times[10:])
+
+
 def project(costs: dict, head: dict, *, trials: int = 5, eval_points: int = 5) -> dict:
     """Compute time of the full grid from per-step and per-evaluation costs, cached vs live."""
     cached = live = 0.0
@@ -108,8 +121,6 @@ def main():
     ap.add_argument("--shots", default="8,16,32,64,128")
     ap.add_argument("--epochs", default="25,50,75,100")
     ap.add_argument("--trials", type=int, default=5)
-    # The grid the README shows on this 2-core machine (the full one is projected from it):
-    #   --epochs 25,50 --trials 3
     ap.add_argument("--eval-points", type=int, default=5)
     ap.add_argument("--dev-sentences", type=int, default=None, help="default: all of dev")
     ap.add_argument("--workers", type=int, default=None)
@@ -124,6 +135,8 @@ def main():
                        dev_sentences=args.dev_sentences, precision=precision)
     configs = grid(fusions=args.fusions.split(","), shots=[int(x) for x in args.shots.split(",")],
                    epochs=[int(x) for x in args.epochs.split(",")], trials=args.trials, base=base)
+    torch.set_num_threads(1)  # as each sweep worker runs on this 2-core machine
+    reference_before = reference_kernel_ms()
     t0 = time.perf_counter()
     if args.no_run:
         records = list(read_results(os.path.join(args.out, RESULTS)).values())
@@ -131,18 +144,20 @@ def main():
         records = list(run_sweep(entry, configs, out=args.out, workers=args.workers).values())
     wall = time.perf_counter() - t0
     paths = render(records, args.out)
+    reference_after = reference_kernel_ms()
 
-    torch.set_num_threads(1)  # as each sweep worker runs on this 2-core machine
     costs = live_forward_costs(args.data, dev_sentences=args.dev_sentences)
     head_costs = measure_head_costs(entry, dev_sentences=args.dev_sentences, precision=precision)
     grid_costs = project(costs, head_costs)
     head = sum(r["seconds"]["total"] for r in records)
     summary = {"runs": len(records), "wall_seconds_this_invocation": wall, "head_seconds_sum": head, **costs,
-               "workers": args.workers or os.cpu_count(), "precision": precision}
+               "workers": args.workers or os.cpu_count(), "precision": precision,
+               "reference_product_ms": {"before": reference_before, "after": reference_after}}
     print(open(paths["table"]).read())
     print(f"{len(records)} runs; wall {wall / 60:.1f} min this invocation ({summary['workers']} workers, "
           f"{precision}); "
           f"sum of per-run head seconds {head / 60:.1f} min")
+    print(f"machine speed: reference product {reference_before:.2f} ms before the grid, {reference_after:.2f} ms after")
     for fusion, c in head_costs.items():
         print(f"  {fusion:<7} {c['step'] * 1e3:6.1f} ms per step (N=128, batch 16), {c['eval']:5.2f} s per evaluation; "
               f"live backbone adds {costs['train_step_forward'] * 1e3:.0f} ms and {costs['eval_forward']:.1f} s "

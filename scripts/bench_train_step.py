@@ -1,0 +1,129 @@
+"""One training step of each head (the sweep's N = 128 batch: 16 CoNLL-like sentences packed, bf16
+autocast, one thread), in fresh processes run in alternation, so the machine's drift hits every
+variant alike. Variants:
+
+- ``kept``: as shipped (freed memory kept for reuse, `layercache/heads/memory.py`);
+- ``returned``: glibc's default (``LAYERCACHE_KEEP_HEAP=0``): freed activations go back to the
+  kernel and are page-faulted in again next step;
+- ``einsum`` (DWAtt only): the earlier token-major DWAtt forward (einsum over ``[B, T, L, d]``
+  under plain autocast), with memory kept, for the layout change alone.
+
+Prints the median ms per step and page faults per step of each, over ``--rounds`` processes each.
+
+    python scripts/bench_train_step.py
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+# 16 sentence lengths drawn from CoNLL-2003 train (a batch of the N = 128 sample): 224 rows.
+LENGTHS = [14, 3, 25, 9, 31, 12, 7, 2, 18, 22, 11, 5, 40, 8, 6, 11]
+
+
+def einsum_forward(self, hidden, mask):
+    """DWAtt as it was: token-major einsums, norms and element-wise work under plain autocast."""
+    import torch
+    import torch.nn.functional as F
+
+    def layer_norm(x, weight, bias):
+        return F.layer_norm(x, x.shape[-1:]) * weight + bias
+
+    top = hidden[:, :, -1]
+    keys = self.key(self.k_pos.to(hidden.dtype))
+    query = 1 + F.elu(top + self.query_mlp(top))
+    weights = torch.softmax(torch.einsum("btd,ld->btl", query, keys), dim=-1)
+    u = F.gelu(torch.einsum("btld,ldm->btlm", hidden, self.v_up_weight) + self.v_up_bias)
+    u = layer_norm(u, self.v_mid_norm_weight, self.v_mid_norm_bias)
+    v = torch.einsum("btlm,lmd->btld", u, self.v_down_weight) + self.v_down_bias
+    v = layer_norm(v, self.v_norm_weight, self.v_norm_bias)
+    return top + torch.einsum("btl,btld->btd", weights, v)
+
+
+def worker(fusion: str, variant: str, steps: int) -> dict:
+    import numpy as np
+    import torch
+    import torch.nn.functional as F
+
+    from layercache.heads.dwatt import DWAtt
+    from layercache.heads.memory import keep_freed_memory
+    from layercache.heads.tagger import TokenTagger
+    from layercache.heads.train import PACK_MULTIPLE
+
+    keep_freed_memory()
+    if variant == "einsum":
+        DWAtt.forward = einsum_forward
+    torch.set_num_threads(1)
+    torch.manual_seed(0)
+    tagger = TokenTagger(fusion=fusion, n_layers=6, dim=384, num_heads=12, ffn_dim=1536, n_labels=9,
+                         extra_layers=1).train()
+    optimizer = torch.optim.AdamW(tagger.parameters(), lr=5e-5, fused=True)
+    lengths = torch.tensor(LENGTHS)
+    rows = int(lengths.sum())
+    rows += -rows % PACK_MULTIPLE
+    hidden = torch.randn(1, rows, 6, 384)
+    mask = torch.ones(1, rows, dtype=torch.bool)
+    labels = torch.randint(0, 9, (rows,))
+
+    def step():
+        optimizer.zero_grad(set_to_none=True)
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            logits = tagger(hidden, mask, lengths)
+        F.cross_entropy(logits.float().flatten(0, 1), labels).backward()
+        torch.nn.utils.clip_grad_norm_(tagger.parameters(), 1.0)
+        optimizer.step()
+
+    for _ in range(10):
+        step()
+    faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    times = []
+    for _ in range(steps):
+        t0 = time.perf_counter()
+        step()
+        times.append(time.perf_counter() - t0)
+    faults = (resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults) / steps
+    return {"ms": 1e3 * float(np.median(times)), "faults": faults}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--steps", type=int, default=60)
+    ap.add_argument("--worker", nargs=2, metavar=("FUSION", "VARIANT"), help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.worker:
+        print(json.dumps(worker(*args.worker, args.steps)))
+        return
+
+    variants = [("dwatt", "kept"), ("dwatt", "returned"), ("dwatt", "einsum"),
+                ("concat", "kept"), ("concat", "returned"), ("extra", "kept"), ("extra", "returned")]
+    runs: dict[tuple[str, str], list[dict]] = {v: [] for v in variants}
+    for _ in range(args.rounds):
+        for fusion, variant in variants:
+            env = {**os.environ, "LAYERCACHE_KEEP_HEAP": "0" if variant == "returned" else "1"}
+            out = subprocess.run([sys.executable, __file__, "--worker", fusion, variant, "--steps", str(args.steps)],
+                                 env=env, capture_output=True, text=True, check=True)
+            runs[fusion, variant].append(json.loads(out.stdout.strip().splitlines()[-1]))
+    print(f"one training step, {sum(LENGTHS)} words packed, bf16 autocast, one thread; "
+          f"median over {args.rounds} processes x {args.steps} steps")
+    print("| head | variant | ms per step | page faults per step |")
+    print("|---|---|---:|---:|")
+    for (fusion, variant), results in runs.items():
+        ms = statistics.median(r["ms"] for r in results)
+        faults = statistics.median(r["faults"] for r in results)
+        print(f"| {fusion} | {variant} | {ms:.1f} | {faults:,.0f} |")
+
+
+if __name__ == "__main__":
+    main()
