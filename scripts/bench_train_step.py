@@ -1,5 +1,6 @@
-"""One training step of each head (the sweep's N = 128 batch: 16 CoNLL-like sentences packed, bf16
-autocast, one thread), in fresh processes run in alternation, so the machine's drift hits every
+"""One training step of each head (the sweep's N = 128 batch: 16 CoNLL-like sentences packed, at the
+precision `sweep` picks here (``--precision auto``: bf16 autocast on a CPU with AMX, else float32),
+one thread), in fresh processes run in alternation, so the machine's drift hits every
 variant alike. Variants:
 
 - ``kept``: as shipped (freed memory kept for reuse, `layercache/heads/memory.py`);
@@ -28,6 +29,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from layercache.heads.train import resolve_precision  # noqa: E402
+
 # 16 sentence lengths drawn from CoNLL-2003 train (a batch of the N = 128 sample): 224 rows.
 LENGTHS = [14, 3, 25, 9, 31, 12, 7, 2, 18, 22, 11, 5, 40, 8, 6, 11]
 
@@ -51,7 +54,7 @@ def einsum_forward(self, hidden, mask):
     return top + torch.einsum("btl,btld->btd", weights, v)
 
 
-def worker(fusion: str, variant: str, steps: int) -> dict:
+def worker(fusion: str, variant: str, steps: int, precision: str) -> dict:
     import numpy as np
     import torch
     import torch.nn.functional as F
@@ -78,7 +81,7 @@ def worker(fusion: str, variant: str, steps: int) -> dict:
 
     def step():
         optimizer.zero_grad(set_to_none=True)
-        with torch.autocast("cpu", dtype=torch.bfloat16):
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision == "bf16"):
             logits = tagger(hidden, mask, lengths)
         F.cross_entropy(logits.float().flatten(0, 1), labels).backward()
         torch.nn.utils.clip_grad_norm_(tagger.parameters(), 1.0)
@@ -100,10 +103,12 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--steps", type=int, default=60)
+    ap.add_argument("--precision", choices=["auto", "fp32", "bf16"], default="auto")
     ap.add_argument("--worker", nargs=2, metavar=("FUSION", "VARIANT"), help=argparse.SUPPRESS)
     args = ap.parse_args()
+    precision = resolve_precision(args.precision, "cpu")
     if args.worker:
-        print(json.dumps(worker(*args.worker, args.steps)))
+        print(json.dumps(worker(*args.worker, args.steps, precision)))
         return
 
     variants = [("dwatt", "kept"), ("dwatt", "returned"), ("dwatt", "einsum"),
@@ -112,10 +117,11 @@ def main():
     for _ in range(args.rounds):
         for fusion, variant in variants:
             env = {**os.environ, "LAYERCACHE_KEEP_HEAP": "0" if variant == "returned" else "1"}
-            out = subprocess.run([sys.executable, __file__, "--worker", fusion, variant, "--steps", str(args.steps)],
+            out = subprocess.run([sys.executable, __file__, "--worker", fusion, variant, "--steps", str(args.steps),
+                                  "--precision", precision],
                                  env=env, capture_output=True, text=True, check=True)
             runs[fusion, variant].append(json.loads(out.stdout.strip().splitlines()[-1]))
-    print(f"one training step, {sum(LENGTHS)} words packed, bf16 autocast, one thread; "
+    print(f"one training step, {sum(LENGTHS)} words packed, {precision}, one thread; "
           f"median over {args.rounds} processes x {args.steps} steps")
     print("| head | variant | ms per step | page faults per step |")
     print("|---|---|---:|---:|")

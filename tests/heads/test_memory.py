@@ -29,11 +29,14 @@ def step():
 
 for _ in range(3):
     step()
-before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
-for _ in range(5):
+faults = []
+for _ in range(9):
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
     step()
-faults = (resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before) / 5
-print(json.dumps({"kept": kept, "faults_per_step": faults}))
+    faults.append(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
+# The median step: now and then the heap still grows once (~600 new pages touched), which is a
+# one-off, not the per-step cost this measures.
+print(json.dumps({"kept": kept, "faults_per_step": sorted(faults)[len(faults) // 2], "all": faults}))
 """
 
 
@@ -52,7 +55,7 @@ def test_steps_after_warm_up_do_not_page_fault():
     kept = run_steps()
     assert kept["kept"] is True
     # Each step allocates ~30 MB of activations and gradients; without the setting glibc returns
-    # them to the kernel and every step faults ~2,800 pages back in.
+    # them to the kernel and the median step faults ~1,700-3,900 pages back in.
     assert kept["faults_per_step"] < 100, kept
 
 
