@@ -11,9 +11,9 @@ seeds) and seconds per run.
 The cache is the one `extract --model all-MiniLM-L6-v2 --dataset <data> --splits train,dev` makes
 (extracted here first when missing); its root is --cache-dir, else $LAYERCACHE_HOME.
 
-Cost on a 2-core CPU shared with other jobs, --threads 1, one seed: N=128 base 14 s, concat 51 s,
-dwatt 146 s, extra 179 s, scalarmix 27 s; N=8 2, 23, 65, 56, 10 s (evaluating all 3,250 dev
-sentences every epoch dominates at N=8). The full grid (3 seeds) is about 30 minutes.
+Cost on a 2-core AMD EPYC (AVX2, fp32), --threads 1, per run: N=128 base 2.4 s, concat 18 s,
+dwatt 35 s, extra 52 s, scalarmix 4 s; N=8 2, 7, 13, 16, 2 s (the 5 evaluations on all 3,250 dev
+sentences dominate at N=8). The full grid (3 seeds) is about 8 minutes.
 """
 
 from __future__ import annotations
