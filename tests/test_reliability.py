@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 from click.testing import CliRunner
 
-from layercache.extract.cli import main as extract_main
-from layercache.heads.train_cli import main as train_main
+from layercache.cli.extract import main as extract_main
+from layercache.cli.train import main as train_main
 
 
 def _one_error_line(result) -> str:

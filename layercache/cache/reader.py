@@ -83,9 +83,7 @@ class CacheSplit:
         """Row indices of the given sentences, concatenated in the order given."""
         sentences = np.asarray(sentences, dtype=np.int64)
         self._check_sentences(sentences)
-        starts, ends = self.offsets[sentences], self.offsets[sentences + 1]
-        lengths = ends - starts
-        return np.repeat(starts - np.cumsum(lengths) + lengths, lengths) + np.arange(lengths.sum())
+        return rows_of(self.offsets, sentences)
 
     def words(self, sentences=None) -> list[list[str]]:
         """The words of each sentence (word granularity: one per row)."""
@@ -169,6 +167,14 @@ class CacheSplit:
             raise LayercacheError(
                 f"sentence ids out of range 0..{self.n_sentences - 1} in split {self.name!r} of {self.entry.path}"
             )
+
+
+def rows_of(offsets: np.ndarray, sentences) -> np.ndarray:
+    """Row indices of ``sentences`` (sentence i = rows offsets[i]:offsets[i + 1]), concatenated in
+    the order given: one vectorised gather instead of a loop over sentences."""
+    sentences = np.asarray(sentences, dtype=np.int64)
+    starts, lengths = offsets[sentences], offsets[sentences + 1] - offsets[sentences]
+    return np.repeat(starts - np.cumsum(lengths) + lengths, lengths) + np.arange(lengths.sum())
 
 
 def open_entry(path) -> CacheEntry:

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .. import __version__
+from ..versions import versions
 from ..cache.lock import EntryLock
 from ..cache.layout import cache_root, entry_key, entry_path
 from ..cache.manage import bytes_on_disk
@@ -26,7 +26,7 @@ from ..cache.writer import SplitPlan, SplitWriter
 from ..errors import LayercacheError
 from .datasets import NerDataset, load_dataset
 from .models import ModelInfo, load_model, load_tokenizer, model_info
-from .ranks import Ranks
+from .distributed import Ranks
 from .tokenize import Tokenized, tokenize_words
 
 GRANULARITIES = ("word", "subword")
@@ -355,13 +355,3 @@ class _BackgroundWriter:
         self.thread.join()
         if self.error and exc_type is None:
             raise self.error
-
-
-def versions() -> dict:
-    import numpy
-    import torch
-    import transformers
-    import zarr
-
-    return {"layercache": __version__, "torch": torch.__version__, "transformers": transformers.__version__,
-            "zarr": zarr.__version__, "numpy": numpy.__version__}

@@ -1,0 +1,5 @@
+"""`python -m layercache ...` = the `layercache` command."""
+
+from .cli.main import main
+
+main()

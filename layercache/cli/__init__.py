@@ -1,0 +1,1 @@
+"""Every command; the options they share are declared once in `options`."""

@@ -1,0 +1,82 @@
+"""Cache management: `layercache ls | info PATH | rm PATH | verify PATH`."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import click
+
+from .errors import friendly_errors, human_bytes
+from .options import cache_dir_option
+from ..cache.layout import cache_root
+from ..cache.manage import entry_status, list_entries, remove, verify
+from ..cache.store import open_group
+
+
+@click.command("ls")
+@cache_dir_option
+@friendly_errors
+def ls_cmd(cache_dir):
+    """List entries, newest first."""
+    root = cache_root(cache_dir)
+    entries = list_entries(root)
+    if not entries:
+        click.echo(f"no entries under {root}")
+        return
+    for e in entries:
+        state = ", ".join(f"{s}{'' if ok else ' (incomplete)'}" for s, ok in e.splits.items())
+        click.echo(f"{e.path}\n    {e.model} on {e.dataset}: {state}; {human_bytes(e.bytes_on_disk)}; {e.finished or 'unfinished'}")
+
+
+@click.command("info")
+@click.argument("path")
+@click.option("--json", "as_json", is_flag=True, help="All metadata as JSON.")
+@friendly_errors
+def info_cmd(path, as_json):
+    """Show an entry's metadata and splits."""
+    status = entry_status(path)
+    group = open_group(path, mode="r")
+    meta = dict(group.attrs)
+    splits = {name: {**dict(g.attrs), "hidden_shape": list(g["hidden"].shape)} for name, g in group.groups()}
+    if as_json:
+        click.echo(json.dumps({"path": path, "meta": meta, "splits": splits}, indent=2, default=str))
+        return
+    click.echo(f"{path}")
+    click.echo(f"  model      {meta['model']} ({meta['model_type']}, revision {meta['model_revision']})")
+    click.echo(f"  layers     {meta['num_layers']} + embeddings, width {meta['hidden_size']}")
+    click.echo(f"  dataset    {meta['dataset']} from {meta['dataset_source']} (fingerprint {meta['dataset_fingerprint'][:12]})")
+    click.echo(f"  labels     {', '.join(meta['label_names'])}")
+    click.echo(f"  storage    {meta['granularity']} rows, pooling {meta['pooling']}, {meta['dtype']}, "
+               f"forward {meta['precision']}, max length {meta['max_length']}")
+    click.echo(f"  on disk    {human_bytes(status.bytes_on_disk)}")
+    for name, a in splits.items():
+        state = "complete" if a.get("complete") else "INCOMPLETE (rerun extract to resume)"
+        click.echo(f"  {name:<5} {a['n_sentences']:>8,} sentences {a['n_words']:>10,} words  hidden {a['hidden_shape']}  {state}")
+
+
+@click.command("rm")
+@click.argument("path")
+@click.option("--yes", is_flag=True, help="Do not ask.")
+@friendly_errors
+def rm_cmd(path, yes):
+    """Delete an entry."""
+    entry_status(path)
+    if not yes and not click.confirm(f"delete {path}?", default=False):
+        return
+    remove(path)
+    click.echo(f"removed {path}")
+
+
+@click.command("verify")
+@click.argument("path")
+@friendly_errors
+def verify_cmd(path):
+    """Re-read every chunk and check its crc32c checksum."""
+    problems = verify(path, progress=sys.stderr.isatty())
+    for p in problems:
+        click.echo(p, err=True)
+    if problems:
+        click.echo(f"{len(problems)} corrupt or unreadable chunks in {path}", err=True)
+        sys.exit(1)
+    click.echo(f"ok: every chunk of {path} reads back and matches its checksum")

@@ -1,0 +1,39 @@
+"""CLI plumbing: turn LayercacheError (and a few expected OS errors) into one line and exit 1."""
+
+from __future__ import annotations
+
+import functools
+import sys
+
+import click
+
+from ..errors import LayercacheError
+
+
+def friendly_errors(fn):
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except LayercacheError as exc:
+            click.echo(f"error: {exc}", err=True)
+            sys.exit(1)
+        except OSError as exc:  # disk full, permissions: name the file, not a traceback
+            where = f" ({exc.filename})" if getattr(exc, "filename", None) else ""
+            click.echo(f"error: {exc.strerror or exc}{where}", err=True)
+            sys.exit(1)
+        except KeyboardInterrupt:
+            click.echo("interrupted; rerun the same command to resume", err=True)
+            sys.exit(130)
+
+    return wrapper
+
+
+def human_bytes(n: int | None) -> str:
+    if n is None:
+        return "?"
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if n < 1024 or unit == "TiB":
+            return f"{n:.1f} {unit}" if unit != "B" else f"{n} B"
+        n /= 1024
+    return str(n)

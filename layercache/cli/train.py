@@ -1,0 +1,138 @@
+"""`train-head`: train one fusion head straight from the cache (FE mode) or end to end (FT) and
+save its result and checkpoint; `--dry-run` prints every fusion's parameter budget (paper Table 2)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+from dataclasses import fields
+
+import click
+
+from ..fusions.registry import FUSIONS
+from ..training.config import PAPER_LR, PRECISIONS, TrainConfig, default_extra_layers
+from .errors import friendly_errors
+from .options import cache_options, device_option, layers_option, parse_shots, resolve, say
+
+
+def run_name(config: TrainConfig) -> str:
+    """``<fusion>-n<shots>-e<epochs>-s<seed>``, plus ``-l<layers>`` when --layers is given."""
+    name = f"{config.fusion}{'-ft' if config.mode == 'ft' else ''}-n{config.shots or 'all'}-e{config.epochs}-s{config.seed}"
+    if config.layers:
+        name += "-l" + re.sub(r"[^0-9a-zA-Z]+", ".", config.layers).strip(".")
+    return name
+
+
+def budget_table(entry, *, layers: str | None, extra_layers: int | None, current: str | None = None) -> str:
+    """Trainable parameters (fusion + classifier) of every fusion on this cache's backbone."""
+    from ..fusions import parameter_budget
+    from ..layers import parse_layers
+
+    meta = entry.meta
+    spec = parse_layers(layers, num_layers=entry.num_layers)
+    extra = extra_layers or default_extra_layers(entry.num_layers)
+    budget = parameter_budget(n_layers=spec.n_fused, dim=entry.dim, num_heads=int(meta["num_heads"]),
+                              ffn_dim=int(meta["ffn_dim"]), n_labels=len(entry.label_names), extra_layers=extra)
+    lines = [
+        f"{meta.get('model')}: L={entry.num_layers}, d={entry.dim}, {meta['num_heads']} heads, "
+        f"ffn {meta['ffn_dim']}; fusing {spec.n_fused} layers ({spec.describe(entry.num_layers)}); "
+        f"{len(entry.label_names)} labels; extra = {extra} layer{'s' if extra > 1 else ''}",
+        f"  {'fusion':<10} {'trainable params':>16}",
+    ]
+    for fusion, n in budget.items():
+        mark = "  <-" if fusion == current else ""
+        lines.append(f"  {fusion:<10} {n:>16,}  ({n / 1e6:.2f}M){mark}")
+    return "\n".join(lines)
+
+
+@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--fusion", type=click.Choice(list(FUSIONS)), default="dwatt", show_default=True)
+@click.option("--shots", default="all", show_default=True,
+              help="N: train on N x C sentences (C = entity types) sampled by --seed; or all.")
+@click.option("--epochs", type=click.IntRange(min=0), default=10, show_default=True, help="Epoch cap.")
+@click.option("--seed", type=int, default=0, show_default=True, help="Fixes the sample, the init and the batch order.")
+@click.option("--lr", type=float, default=PAPER_LR, show_default=True, help="Max learning rate (linear decay to 0).")
+@click.option("--batch-size", type=click.IntRange(min=1), default=16, show_default=True)
+@click.option("--eval-every", type=click.IntRange(min=1), default=None, help="Evaluate every this many steps. Default: once per epoch.")
+@click.option("--eval-points", type=click.IntRange(min=1), default=None, help="Evaluate at this many evenly spaced points instead.")
+@click.option("--dev-sentences", type=click.IntRange(min=1), default=None, help="Evaluate on a fixed random subset of dev this size. Default: all of dev.")
+@layers_option(extra_help="Default: all.")
+@click.option("--extra-layers", type=click.IntRange(min=1), default=None, help="Layers of the extra head. Default: 1 if L <= 12 else 2.")
+@click.option("--dropout", type=click.FloatRange(0, 1, max_open=True), default=0.1, show_default=True)
+@click.option("--weight-decay", type=click.FloatRange(min=0), default=0.01, show_default=True)
+@click.option("--warmup", type=click.IntRange(min=0), default=0, show_default=True, help="Warmup steps.")
+@device_option
+@click.option("--max-grad-norm", type=click.FloatRange(min=0), default=1.0, show_default=True, help="0 = no clipping.")
+@click.option("--mode", type=click.Choice(["fe", "ft"]), default="fe", show_default=True,
+              help="fe: train on the cache; ft: fine-tune the backbone end to end with the head.")
+@click.option("--freeze", default=None, help="FT: freeze 'embeddings', or the embeddings and the bottom K layers.")
+@click.option("--grad-accum", type=click.IntRange(min=1), default=1, show_default=True, help="Micro-batches per optimizer step.")
+@click.option("--precision", type=click.Choice(PRECISIONS), default="fp32", show_default=True,
+              help="Autocast for forward passes (fp16 needs CUDA).")
+@cache_options
+@click.option("--out", default="runs", show_default=True, help="Folder for the result JSON and the checkpoint.")
+@click.option("--dry-run", is_flag=True, help="Print every fusion's parameter budget and exit.")
+@click.option("--verbose", is_flag=True, help="Print each evaluation.")
+@friendly_errors
+def main(cache, model, dataset, cache_dir, out, dry_run, verbose, **options):
+    """Train a fusion head on cached hidden states and report its best dev F1."""
+    options["shots"] = parse_shots(options["shots"])
+    config = TrainConfig(**{f.name: options[f.name] for f in fields(TrainConfig)})  # options = fields, one to one
+    entry = resolve(cache, model, dataset, cache_dir)
+    if dry_run:
+        click.echo(budget_table(entry, layers=config.layers, extra_layers=config.extra_layers, current=config.fusion))
+        return
+    t0 = time.perf_counter()
+    data = _load(entry, config)
+    load_seconds = time.perf_counter() - t0
+    from ..training.loop import train_head
+
+    result = train_head(config, data, log=say if verbose else None)
+    stem = _save(result, data, entry, config, out=out, load_seconds=load_seconds)
+    test = "-" if result.test_f1_at_best is None else f"{result.test_f1_at_best:.4f}"
+    click.echo(f"{config.fusion} shots={config.shots or 'all'} epochs={config.epochs} seed={config.seed}: "
+               f"best dev F1 {result.best_dev_f1:.4f} (step {result.best_step}), test F1 {test}, "
+               f"{result.params:,} params, {result.seconds['total']:.1f} s -> {stem}.json")
+
+
+def _load(entry, config: TrainConfig):
+    """FE: exactly the run's sample and layers from the cache; FT: the live backbone."""
+    if config.mode == "ft":
+        import torch
+
+        from ..experiments.loaders import load_live
+
+        data = load_live(entry, [config])
+        torch.manual_seed(config.seed)
+        return data
+    from ..training.data import load_for_run
+
+    return load_for_run(entry, layers=config.layers, shots=config.shots, seed=config.seed)
+
+
+def _save(result, data, entry, config: TrainConfig, *, out: str, load_seconds: float) -> str:
+    """The head's checkpoint (and an FT backbone beside it) and the run's JSON record; returns the stem."""
+    from ..training.checkpoint import save_checkpoint
+
+    stem = os.path.join(out, run_name(config))
+    extra = {"best_dev_f1": result.best_dev_f1, "best_step": result.best_step}
+    if config.mode == "ft":  # the fine-tuned backbone goes beside the head; predict loads it
+        backbone_dir = stem + ".backbone"
+        data.backbone.model.save_pretrained(backbone_dir)
+        data.backbone.tokenizer.save_pretrained(backbone_dir)
+        extra["backbone_path"] = os.path.basename(backbone_dir)
+    weights, _ = save_checkpoint(stem + ".head", result.tagger, tagger_kwargs=result.tagger_kwargs,
+                                 layers=result.layers, label_names=data.label_names, cache_meta=data.meta,
+                                 cache_path=entry.path, config=config, extra=extra)
+    record = result.to_dict()
+    record["seconds"]["load"] = load_seconds
+    record["checkpoint"] = weights
+    with open(stem + ".json", "w", encoding="utf-8") as f:
+        json.dump(record, f, indent=2)
+    return stem
+
+
+if __name__ == "__main__":
+    main()

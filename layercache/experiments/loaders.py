@@ -1,0 +1,41 @@
+"""What a grid's executors load once before their runs: ``load(entry, configs) -> data``.
+
+Loaders are top-level functions, so worker processes and Ray tasks can be handed them by name.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..layers import parse_layers
+from ..training.data import load_data
+from ..training.sampling import entity_types, few_shot_sample
+
+
+def load_cached(entry, configs: list) -> object:
+    """FE: the union of the runs' few-shot samples (all of train if a run uses it all) with the
+    union of their candidate layers, and dev/test with those layers: one cache read."""
+    layers = _candidate_layers(entry, configs)
+    sentences = None
+    if configs and all(c.shots is not None for c in configs):
+        n_train, n_types = entry.split("train").n_sentences, len(entity_types(entry.meta))
+        sentences = np.unique(np.concatenate([few_shot_sample(n_train, shots=c.shots, n_types=n_types, seed=c.seed)
+                                              for c in configs]))
+    return load_data(entry, layers=layers or None, train_sentences=sentences)
+
+
+def load_live(entry, configs: list) -> object:
+    """FT: the words and tags of every split around the live backbone, loaded once (every run
+    starts again from its pretrained weights)."""
+    from ..finetune.data import live_data
+    from ..finetune.live import load_live_backbone
+    from ..training.runtime import pick_device
+
+    device = pick_device(configs[0].device if configs else None)
+    backbone = load_live_backbone(entry.meta, device=device)
+    return live_data(entry, backbone, layers=_candidate_layers(entry, configs) or range(1, entry.num_layers + 1))
+
+
+def _candidate_layers(entry, configs: list) -> list[int]:
+    """The union of the layers the runs may fuse (auto:K ranks all of 1..L)."""
+    return sorted({x for c in configs for x in parse_layers(c.layers, num_layers=entry.num_layers).candidates})

@@ -1,0 +1,65 @@
+"""A results file: one JSON line per finished run, named by its run id.
+
+Each line is flushed and fsync'ed before the next run, so a killed grid loses at most the runs in
+flight; a rerun skips every run already in the file, and a widened grid runs only what is new.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import MISSING, asdict
+from dataclasses import fields as dataclass_fields
+
+from ..training.config import TrainConfig
+
+RESULTS = "results.jsonl"
+
+
+def run_id(config: TrainConfig | dict) -> str:
+    """Names a run by everything that changes its result: the fields that differ from their
+    defaults (so a field added in a later version, at its default, keeps old ids), device aside."""
+    given = asdict(config) if not isinstance(config, dict) else config
+    fields = {f.name: given[f.name] for f in dataclass_fields(TrainConfig)
+              if f.name in given and f.name != "device" and (f.default is MISSING or given[f.name] != f.default)}
+    digest = hashlib.sha1(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:10]
+    return f"{given['fusion']}-n{given['shots'] or 'all'}-e{given['epochs']}-s{given['seed']}-{digest}"
+
+
+def read_results(path: str) -> dict[str, dict]:
+    """Records by run id. A line cut short by a kill (no newline, bad JSON) is dropped and cut
+    from the file, so the next append starts on a fresh line."""
+    if not os.path.exists(path):
+        return {}
+    records, good_bytes = {}, 0
+    with open(path, "rb") as f:
+        for raw in f:
+            try:
+                record = json.loads(raw)
+            except ValueError:
+                break
+            if not raw.endswith(b"\n"):
+                break
+            if "config" in record:  # recomputed, so the ids of records from older versions still match
+                record["run_id"] = run_id(record["config"])
+            records[record["run_id"]] = record
+            good_bytes += len(raw)
+    if good_bytes < os.path.getsize(path):
+        with open(path, "r+b") as f:
+            f.truncate(good_bytes)
+    return records
+
+
+def runs_on(path: str, cache_key: str | None) -> dict[str, dict]:
+    """The records of ``path`` made on the cache entry ``cache_key``, by run id (for results files
+    that may hold runs on several caches)."""
+    return {rid: r for rid, r in read_results(path).items() if r.get("cache_key") == cache_key}
+
+
+def append_result(path: str, record: dict) -> None:
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    with open(path, "a", encoding="utf-8") as f:
+        f.write(json.dumps(record) + "\n")
+        f.flush()
+        os.fsync(f.fileno())

@@ -1,0 +1,146 @@
+"""Grids of runs over one cache: the runner behind `sweep` and every script in `scripts/`.
+
+Every run is one `train_head` call. Runs already in the results file are skipped (so a grid
+resumes); the rest run in this process (``workers=0``), in worker processes (one per core by
+default) or as Ray tasks, each of which loads the data once (``load``) and trains run after run
+from memory. Finished runs are appended by this process alone, each line fsync'ed.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import replace
+from itertools import product
+from typing import Callable, Iterable
+
+from ..training.config import TrainConfig
+from .loaders import load_cached
+from .results import append_result, read_results, run_id
+
+Loader = Callable[[object, list], object]  # (CacheEntry, configs) -> data for train_head
+
+
+def grid(*, fusions, shots, epochs, trials: int, base: TrainConfig, **axes) -> list[TrainConfig]:
+    """Every run of the grid, cheapest first (so early results arrive early); trial t uses seed t.
+    ``axes`` adds more dimensions: a config field name and its values (e.g. ``lr=[5e-5, 1e-3]``)."""
+    names = ["fusion", "shots", "epochs", "seed", *axes]
+    values = [fusions, shots, epochs, range(trials), *axes.values()]
+    runs = [replace(base, **dict(zip(names, combo))) for combo in product(*values)]
+    return sorted(runs, key=lambda c: ((c.shots or 10**9) * c.epochs, c.fusion, c.seed))
+
+
+def run_grid(entry, configs: list[TrainConfig], *, results: str, workers: int | None = None,
+             load: Loader = load_cached, ray: str | None = None, on_record=None, progress: bool = True,
+             log=print) -> dict[str, dict]:
+    """Run every config not yet in ``results`` (a JSON-lines file) on ``entry``; returns the records
+    of ``configs`` by run id, in their order. ``workers``: processes (None = one per core, 0 = this
+    process); ``ray``: an address (or "local") to run each run as a Ray task instead;
+    ``on_record(config, record)`` is called as each run finishes."""
+    from tqdm.auto import tqdm
+
+    done = {rid: r for rid, r in read_results(results).items() if r.get("cache_key") in (None, entry.meta.get("key"))}
+    todo = [c for c in configs if run_id(c) not in done]
+    if len(todo) < len(configs):
+        log(f"{len(configs) - len(todo)} of {len(configs)} runs already in {results}; running the other {len(todo)}")
+    bar = tqdm(total=len(configs), initial=len(configs) - len(todo), unit="run", desc="runs", disable=not progress)
+    for config, record in _results(entry, todo, load=load, workers=workers, ray=ray):
+        record["cache_path"] = entry.path
+        append_result(results, record)
+        done[record["run_id"]] = record
+        if on_record:
+            on_record(config, record)
+        bar.set_postfix_str(f"{config.fusion} n={config.shots} F1={record['best_dev_f1']:.3f}")
+        bar.update(1)
+    bar.close()
+    return {run_id(c): done[run_id(c)] for c in configs if run_id(c) in done}
+
+
+def _results(entry, todo, *, load: Loader, workers: int | None, ray: str | None) -> Iterable[tuple]:
+    if not todo:
+        return iter(())
+    if ray:
+        return _ray_results(entry.path, todo, load, ray)
+    workers = min(os.cpu_count() or 1 if workers is None else workers, len(todo))
+    if workers == 0:
+        return _in_process(entry.path, todo, load)
+    return _local_results(entry.path, todo, load, workers)
+
+
+# ----------------------------------------------------------------------------------------------
+# Each executor loads the data once, then trains run after run from memory.
+
+_DATA = None
+_DATA_KEY = None
+
+
+def _init_worker(cache_path: str, configs: list, load: Loader, threads: int | None) -> None:
+    global _DATA, _DATA_KEY
+    import torch
+
+    from ..cache.reader import open_entry
+
+    if threads:
+        torch.set_num_threads(threads)
+    key = (cache_path, load, tuple(run_id(c) for c in configs))
+    if _DATA_KEY != key:  # Ray reuses worker processes across tasks and sweeps
+        _DATA, _DATA_KEY = load(open_entry(cache_path), configs), key
+
+
+def _run_one(config: TrainConfig) -> dict:
+    from ..training.loop import train_head
+
+    record = train_head(config, _DATA, keep_tagger=False).to_dict()  # a grid keeps records, not weights
+    record["run_id"] = run_id(config)
+    return record
+
+
+def _in_process(cache_path: str, todo, load: Loader):
+    _init_worker(cache_path, todo, load, None)
+    for config in todo:
+        yield config, _run_one(config)
+
+
+def _local_results(cache_path: str, todo, load: Loader, workers: int):
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+    import multiprocessing
+
+    threads = max(1, (os.cpu_count() or 1) // workers)
+    context = multiprocessing.get_context("spawn")  # no fork after torch threads: portable and safe
+    with ProcessPoolExecutor(workers, mp_context=context, initializer=_init_worker,
+                             initargs=(cache_path, todo, load, threads)) as pool:
+        futures = {pool.submit(_run_one, c): c for c in todo}
+        try:
+            for future in as_completed(futures):
+                yield futures[future], future.result()
+        except BaseException:
+            for f in futures:
+                f.cancel()
+            raise
+
+
+def _ray_task(cache_path: str, configs, load: Loader, config: TrainConfig) -> dict:
+    _init_worker(cache_path, configs, load, 1)
+    return _run_one(config)
+
+
+def _ray_results(cache_path: str, todo, load: Loader, address: str):
+    """Each run a Ray task (one CPU); the cache is read from the shared root by each worker once."""
+    import ray
+
+    if not ray.is_initialized():
+        ray.init(address=None if address in (None, "", "local") else address, include_dashboard=False,
+                 log_to_driver=False, ignore_reinit_error=True)
+    task = ray.remote(num_cpus=1)(_ray_task)
+    pending = {task.remote(cache_path, todo, load, c): c for c in todo}
+    while pending:
+        ready, _ = ray.wait(list(pending), num_returns=1)
+        config = pending.pop(ready[0])
+        yield config, ray.get(ready[0])
+
+
+def run_sweep(entry, configs: list[TrainConfig], *, out: str, **options) -> dict[str, dict]:
+    """`run_grid` with its results in ``out/results.jsonl`` (the `sweep` command's folder)."""
+    from .results import RESULTS
+
+    os.makedirs(out, exist_ok=True)
+    return run_grid(entry, configs, results=os.path.join(out, RESULTS), **options)

@@ -1,0 +1,1 @@
+"""FT mode: the live backbone (`live`), the data that feeds it to the training loop (`data`), freezing."""

@@ -1,0 +1,25 @@
+"""Fusion heads: each maps hidden states ``[B, T, L, d]`` (+ mask ``[B, T]``) to ``[B, T, d]``.
+
+Imports torch and nothing of the project above `layercache.errors`.
+"""
+
+from .base import Base
+from .concat import Concat
+from .dwatt import DWAtt
+from .extra import ExtraLayers
+from .registry import FUSIONS
+from .scalarmix import ScalarMix
+from .tagger import TokenTagger, count_parameters, packable, parameter_budget
+
+__all__ = [
+    "FUSIONS",
+    "Base",
+    "Concat",
+    "DWAtt",
+    "ExtraLayers",
+    "ScalarMix",
+    "TokenTagger",
+    "count_parameters",
+    "packable",
+    "parameter_budget",
+]

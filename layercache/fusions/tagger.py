@@ -1,0 +1,94 @@
+"""A token tagger: a fusion head, dropout and a linear classifier; plus parameter budgets."""
+
+import torch
+from torch import Tensor, nn
+
+from layercache.errors import LayercacheError
+from .registry import FUSIONS
+from .dropout import Dropout
+
+
+def packable(tagger: "TokenTagger") -> bool:
+    """Whether the head trains on packed batches: token-wise fusions, or ones with `forward_packed`."""
+    return getattr(tagger.fusion, "token_wise", False) or hasattr(tagger.fusion, "forward_packed")
+
+
+class TokenTagger(nn.Module):
+    """``logits = Linear(dropout(fusion(hidden, mask)))``: ``[B, T, L, d] -> [B, T, n_labels]``."""
+
+    def __init__(
+        self,
+        *,
+        fusion: str,
+        n_layers: int,
+        dim: int,
+        num_heads: int,
+        ffn_dim: int,
+        n_labels: int,
+        extra_layers: int | None = None,
+        dropout: float = 0.1,
+    ) -> None:
+        super().__init__()
+        if fusion not in FUSIONS:
+            raise LayercacheError(f"unknown fusion {fusion!r}; choose one of {sorted(FUSIONS)}")
+        for name, value in (("n_layers", n_layers), ("dim", dim), ("n_labels", n_labels)):
+            if value < 1:
+                raise LayercacheError(f"{name} must be >= 1, got {value!r}")
+        self.n_layers, self.dim = n_layers, dim
+        self.fusion = FUSIONS[fusion](
+            n_layers=n_layers,
+            dim=dim,
+            num_heads=num_heads,
+            ffn_dim=ffn_dim,
+            extra_layers=extra_layers,
+            dropout=dropout,
+        )
+        self.dropout = Dropout(dropout)
+        self.classifier = nn.Linear(dim, n_labels)
+
+    def forward(self, hidden: Tensor, mask: Tensor, lengths: Tensor | None = None) -> Tensor:
+        # hidden [B, T, L, d], mask [B, T] (True = real token); lengths: a packed batch's sentences
+        if hidden.dim() != 4 or tuple(hidden.shape[2:]) != (self.n_layers, self.dim):
+            raise LayercacheError(
+                f"hidden states of shape {tuple(hidden.shape)} do not match the head's "
+                f"[B, T, n_layers={self.n_layers}, dim={self.dim}]"
+            )
+        if lengths is not None and not getattr(self.fusion, "token_wise", False):
+            h = self.fusion.forward_packed(hidden, lengths)  # [1, R, d]
+        else:
+            h = self.fusion(hidden, mask)  # [B, T, d]
+        return self.classifier(self.dropout(h))  # [B, T, n_labels]
+
+
+def count_parameters(module: nn.Module) -> int:
+    """Number of trainable parameters (buffers such as DWAtt's ``k_pos`` are not counted)."""
+    return sum(p.numel() for p in module.parameters() if p.requires_grad)
+
+
+def parameter_budget(
+    *,
+    n_layers: int,
+    dim: int,
+    num_heads: int,
+    ffn_dim: int,
+    n_labels: int,
+    extra_layers: int | None,
+) -> dict[str, int]:
+    """Trainable parameters of a ``TokenTagger`` (fusion + classifier) for every fusion.
+
+    Built on the meta device, so no weights are allocated and no RNG state is consumed.
+    """
+    budget = {}
+    for fusion in FUSIONS:
+        with torch.device("meta"):
+            tagger = TokenTagger(
+                fusion=fusion,
+                n_layers=n_layers,
+                dim=dim,
+                num_heads=num_heads,
+                ffn_dim=ffn_dim,
+                n_labels=n_labels,
+                extra_layers=extra_layers,
+            )
+        budget[fusion] = count_parameters(tagger)
+    return budget

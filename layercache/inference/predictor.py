@@ -1,0 +1,58 @@
+"""Tagging new text with a trained head and its backbone: words in, tags and entity spans out."""
+
+from __future__ import annotations
+
+import os
+import re
+
+# Words and single punctuation marks, with their character offsets: enough for raw sentences.
+WORD = re.compile(r"\w+(?:[-'’.]\w+)*|[^\w\s]")
+
+
+def split_words(text: str) -> list[tuple[str, int, int]]:
+    return [(m.group(), m.start(), m.end()) for m in WORD.finditer(text)]
+
+
+def entities(tags: list[str], words: list[tuple[str, int, int]], text: str) -> list[dict]:
+    """Entity spans from IOB2 tags (seqeval's chunking), with word and character offsets."""
+    from seqeval.metrics.sequence_labeling import get_entities
+
+    out = []
+    for etype, start, end in get_entities(tags):  # end inclusive
+        lo, hi = words[start][1], words[end][2]
+        out.append({"text": text[lo:hi], "type": etype, "words": [start, end + 1], "chars": [lo, hi]})
+    return out
+
+
+class Predictor:
+    """A checkpoint plus the backbone it needs (the fine-tuned one for an FT head)."""
+
+    def __init__(self, checkpoint: str, *, device=None):
+        import torch
+
+        from ..finetune.live import load_live_backbone
+        from ..training.checkpoint import checkpoint_paths, load_checkpoint
+        from ..training.runtime import pick_device
+
+        self.device = pick_device(device)
+        self.head, self.meta = load_checkpoint(checkpoint, device=str(self.device))
+        backbone_dir = self.meta.get("backbone_path")
+        if backbone_dir and not os.path.isabs(backbone_dir):  # stored relative to the checkpoint
+            backbone_dir = os.path.join(os.path.dirname(checkpoint_paths(checkpoint)[1]), backbone_dir)
+        cache = self.meta["cache"]
+        self.backbone = load_live_backbone(cache, device=self.device, model_path=backbone_dir)
+        self.backbone.eval()
+        self.layers = self.meta["layers"]
+        self.label_names = self.meta["label_names"]
+
+    def tag(self, sentences: list[list[str]], *, batch_size: int = 32) -> list[list[str]]:
+        import torch
+
+        out = []
+        with torch.inference_mode():
+            for i in range(0, len(sentences), batch_size):
+                chunk = sentences[i:i + batch_size]
+                hidden, mask = self.backbone(chunk, self.layers)
+                pred = self.head(hidden, mask).argmax(-1).cpu().numpy()  # [B, T]
+                out += [[self.label_names[t] for t in pred[b, : len(chunk[b])]] for b in range(len(chunk))]
+        return out

@@ -1,0 +1,114 @@
+"""What one run is (`TrainConfig`, one field per `train-head` option) and what it reports
+(`RunResult`, the JSON record). Every result and checkpoint stores ``asdict(config)``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..errors import LayercacheError
+from ..fusions.registry import FUSIONS
+
+PAPER_LR = 5e-5  # the paper's learning rate (§5): AdamW, linear decay to zero
+PRECISIONS = ("fp32", "bf16", "fp16")
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """One run; each field is one `train-head` option."""
+
+    fusion: str
+    shots: int | None  # N of an N-way few-shot sample (N * C sentences); None = all of train
+    epochs: int  # epoch cap; 0 evaluates the untrained head
+    seed: int
+    lr: float = PAPER_LR
+    batch_size: int = 16
+    eval_every: int | None = None  # in optimizer steps; None = once per epoch
+    eval_points: int | None = None  # evenly spaced evaluations over the run instead (sweeps); last = the end
+    dev_sentences: int | None = None  # evaluate on this fixed random subset of dev (sweeps); None = all
+    layers: str | None = None  # "4,8,12", "1..6" or "auto:K"; None = 1..L (see layercache.layers.spec)
+    extra_layers: int | None = None  # extra: None = 1 if L <= 12 else 2 (paper Table 2)
+    dropout: float = 0.1
+    weight_decay: float = 0.01
+    warmup: int = 0  # optimizer steps of linear warmup
+    device: str | None = None  # None = cuda when available, else cpu
+    max_grad_norm: float = 1.0  # 0 = no clipping
+    mode: str = "fe"  # fe: heads on cached states; ft: the backbone fine-tunes end to end with the head
+    freeze: str | None = None  # ft: "embeddings", or k = the embeddings and the bottom k layers
+    grad_accum: int = 1  # micro-batches of batch_size per optimizer step
+    precision: str = "fp32"  # autocast for forward passes: fp32 | bf16 | fp16 (fp16: CUDA, with loss scaling)
+
+    def __post_init__(self):
+        if self.fusion not in FUSIONS:
+            raise LayercacheError(f"unknown fusion {self.fusion!r}; choose one of {', '.join(FUSIONS)}")
+        for name, value, ok, rule in self._checks():
+            if not ok:
+                raise LayercacheError(f"{name} must be {rule}, got {value!r}")
+
+    def _checks(self):
+        optional_positive = ("shots", "eval_every", "eval_points", "dev_sentences", "extra_layers")
+        for name in optional_positive:
+            value = getattr(self, name)
+            yield name, value, value is None or value >= 1, ">= 1" + (" or all" if name == "shots" else "")
+        yield "epochs", self.epochs, self.epochs >= 0, ">= 0"
+        yield "lr", self.lr, self.lr > 0, "> 0"
+        yield "batch_size", self.batch_size, self.batch_size >= 1, ">= 1"
+        yield "grad_accum", self.grad_accum, self.grad_accum >= 1, ">= 1"
+        yield "dropout", self.dropout, 0 <= self.dropout < 1, "in [0, 1)"
+        for name in ("weight_decay", "warmup", "max_grad_norm"):
+            yield name, getattr(self, name), getattr(self, name) >= 0, ">= 0"
+        yield "mode", self.mode, self.mode in ("fe", "ft"), "fe or ft"
+        yield "precision", self.precision, self.precision in PRECISIONS, "fp32, bf16 or fp16"
+        yield ("freeze", self.freeze, self.freeze is None or self.freeze == "embeddings" or str(self.freeze).isdigit(),
+               "'embeddings' or a number of layers")
+
+
+@dataclass
+class RunResult:
+    """What a run reports; `to_dict()` is the JSON record (the trained head itself is not in it)."""
+
+    config: dict
+    cache_key: str | None
+    cache_path: str
+    model: str | None
+    dataset: str | None
+    layers: list[int]
+    layer_scores: list[list] | None  # auto:K: [[layer, nu], ...] on the run's sample
+    n_train_sentences: int
+    n_train_words: int
+    sample_fingerprint: str  # sha1 of the sampled sentence ids, for comparing samples across runs
+    params: int
+    steps_per_epoch: int
+    total_steps: int
+    evals: list[dict]  # {step, epoch, train_loss, dev_f1, dev_loss[, test_f1]} per evaluation point
+    best_dev_f1: float
+    best_step: int
+    best_epoch: int
+    test_f1_at_best: float | None
+    seconds: dict  # {"total", "train", "eval"}
+    device: str
+    versions: dict
+    tagger_kwargs: dict = field(default_factory=dict)  # TokenTagger(**tagger_kwargs) rebuilds the head
+    backbone_params: int | None = None  # FT: the backbone's trainable parameters (beside the head's)
+    tagger: object = field(default=None, repr=False, compare=False)  # the head at its best dev point
+
+    def to_dict(self) -> dict:
+        return {k: v for k, v in self.__dict__.items() if k != "tagger"}
+
+
+def default_extra_layers(num_layers: int) -> int:
+    """Paper Table 2: one extra layer on a 12-layer backbone (or smaller), two on a 24-layer one."""
+    return 1 if num_layers <= 12 else 2
+
+
+def tagger_kwargs(config: TrainConfig, meta: dict, *, n_layers: int) -> dict:
+    """The `TokenTagger` arguments of a run on a cache entry with metadata ``meta``."""
+    return {
+        "fusion": config.fusion,
+        "n_layers": n_layers,
+        "dim": int(meta["hidden_size"]),
+        "num_heads": int(meta["num_heads"]),
+        "ffn_dim": int(meta["ffn_dim"]),
+        "n_labels": len(meta["label_names"]),
+        "extra_layers": config.extra_layers or default_extra_layers(int(meta["num_layers"])),
+        "dropout": config.dropout,
+    }

@@ -1,0 +1,357 @@
+"""The hidden states a head trains on, read from the cache once and kept in memory.
+
+A run reads the cache exactly once: the train sentences it needs (a few-shot sample, a union of
+samples for a sweep, or the whole split) with the layers it needs, and the whole dev (and test)
+split with only the fused layers. Storage stays float16 in memory; a batch is converted to float32
+on the fly. A sweep builds one `HeadData` and calls `train_head` on it many times: the sample of a
+run is then picked from memory by index, never by another cache read.
+
+Layer ids are the cache's (0 = embedding output, 1..L = the transformer layers, as in the paper).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol, Sequence
+
+import numpy as np
+
+from ..cache.reader import rows_of
+from ..errors import LayercacheError
+from ..layers import LayerSpec, parse_layers, rank_layers
+from .sampling import entity_types, few_shot_sample
+
+IGNORE = -100  # label of padding and of non-first subwords: no loss, not evaluated
+
+
+# ----------------------------------------------------------------------------------------------
+# One split in memory
+
+
+@dataclass(frozen=True)
+class Batch:
+    hidden: "torch.Tensor"  # [B, T, L, d] float32
+    mask: "torch.Tensor"  # [B, T] bool, True = real row
+    labels: "torch.Tensor"  # [B, T] int64, IGNORE at padding
+    # Packed batches only (B = 1): the row count of each sentence, back to back from row 0; the
+    # rows after them are padding. Heads that attend across a sentence need it.
+    lengths: "torch.Tensor | None" = None
+
+
+class Sentences:
+    """Sentence bookkeeping shared by cached (`SplitArrays`) and live (FT) splits: both hold
+    ``offsets [n + 1]`` (sentence i = rows offsets[i]:offsets[i + 1]) and ``labels [rows]``."""
+
+    static = True  # the hidden states never change (cached); live splits say False
+
+    @property
+    def n_sentences(self) -> int:
+        return len(self.offsets) - 1
+
+    @property
+    def lengths(self) -> np.ndarray:
+        return np.diff(self.offsets)
+
+    @property
+    def n_words(self) -> int:
+        return int(np.count_nonzero(self.labels != IGNORE))
+
+    def rows_of(self, positions) -> np.ndarray:
+        """Row indices of the sentences at ``positions``, concatenated."""
+        return rows_of(self.offsets, positions)
+
+    def length_order(self) -> np.ndarray:
+        """Positions sorted by length (stable): evaluation batches with little padding."""
+        return np.argsort(self.lengths, kind="stable")
+
+    def cached(self, key, build):
+        """``build()`` once per ``key`` for this split: values derived from it that never change
+        (its gold entities, its padded eval batches), shared by every run of a sweep."""
+        if key not in self._memo:
+            self._memo[key] = build()
+        return self._memo[key]
+
+
+class Split(Protocol):
+    """What the training loop and the evaluation need of a split, cached or live."""
+
+    name: str
+    labels: np.ndarray
+    offsets: np.ndarray
+    layers: tuple[int, ...]
+    sentence_ids: np.ndarray
+    static: bool
+    n_sentences: int
+    lengths: np.ndarray
+    n_words: int
+    row_bytes: int
+
+    def select(self, positions) -> "Split": ...
+    def take_layers(self, layers: Sequence[int]) -> "Split": ...
+    def batch(self, positions, *, device, packed: bool = False, multiple: int = 1) -> Batch: ...
+    def length_order(self) -> np.ndarray: ...
+    def cached(self, key, build): ...
+
+
+@dataclass(eq=False)
+class SplitArrays(Sentences):
+    """Some sentences of one split, some layers, in memory (rows are words, or subwords)."""
+
+    name: str
+    hidden: np.ndarray  # [rows, n_layers, d], storage dtype (float16)
+    labels: np.ndarray  # [rows] int64, IGNORE where no loss (non-first subwords)
+    offsets: np.ndarray  # [n + 1] int64, sentence i = rows offsets[i]:offsets[i + 1]
+    layers: tuple[int, ...]  # the cache layer id of each hidden[:, j]
+    sentence_ids: np.ndarray  # [n] the cache's sentence ids, in the order held
+    _memo: dict = field(default_factory=dict, repr=False)  # built once: tensors per device, true entities
+    _last_view: tuple = field(default=(), repr=False)  # (layers, SplitArrays): a sweep's runs share it
+
+    def select(self, positions: np.ndarray) -> "SplitArrays":
+        """The sentences at ``positions`` (0..n-1 of this object), in that order, copied."""
+        positions = np.asarray(positions, dtype=np.int64)
+        if len(positions) == self.n_sentences and np.array_equal(positions, np.arange(self.n_sentences)):
+            return self
+        lengths = self.lengths[positions]
+        rows = self.rows_of(positions)
+        offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+        return SplitArrays(self.name, self.hidden[rows], self.labels[rows], offsets, self.layers,
+                           self.sentence_ids[positions])
+
+    def take_layers(self, layers: Sequence[int]) -> "SplitArrays":
+        """Only the given cache layers (which must be held), in the order given."""
+        layers = tuple(int(x) for x in layers)
+        if layers == self.layers:
+            return self
+        missing = [x for x in layers if x not in self.layers]
+        if missing:
+            raise LayercacheError(
+                f"layers {missing} are not loaded for split {self.name!r} (it holds {list(self.layers)}); "
+                f"load the data with those layers"
+            )
+        if self._last_view and self._last_view[0] == layers:
+            return self._last_view[1]
+        index = [self.layers.index(x) for x in layers]
+        view = SplitArrays(self.name, np.ascontiguousarray(self.hidden[:, index]), self.labels, self.offsets,
+                           layers, self.sentence_ids)
+        self._last_view = (layers, view)  # only the last: dev of a big cache is hundreds of MB per view
+        return view
+
+    @property
+    def row_bytes(self) -> int:
+        """Bytes of one row of a float32 batch: what an eval batch costs per padded row."""
+        return self.hidden.shape[1] * self.hidden.shape[2] * 4
+
+    def _tensors(self, device):
+        """(hidden [rows, L, d] float16, labels [rows], offsets [n+1]) on ``device``, made once."""
+        import torch
+
+        return self.cached(("tensors", str(device)), lambda: (
+            torch.from_numpy(self.hidden).to(device),
+            torch.from_numpy(self.labels).to(device),
+            torch.from_numpy(self.offsets).to(device),
+        ))
+
+    def batch(self, positions, *, device, packed: bool = False, multiple: int = 1) -> Batch:
+        """Sentences at ``positions`` padded to ``[B, T, L, d]`` float32 (zeros at padding), or with
+        ``packed`` all their rows as one ``[1, rows, L, d]`` sequence: for token-wise heads that is
+        the same computation without the padding (about half of a random batch of CoNLL).
+
+        ``multiple`` rounds T (or the packed rows) up to a multiple of it with more padding: a few
+        distinct shapes instead of one per batch, which matters on CPU, where oneDNN builds a new
+        kernel for every new matrix shape (~5 ms each in bfloat16, more than the product itself).
+        """
+        import torch
+
+        hidden, labels, offsets = self._tensors(device)
+        if packed:
+            rows = torch.from_numpy(self.rows_of(positions)).to(offsets.device)
+            n = len(rows)
+            pad = -n % multiple
+            x = hidden.new_empty((n + pad, *hidden.shape[1:]), dtype=torch.float32)  # [rows, L, d]
+            x[:n] = hidden[rows]  # gathered in the storage dtype, widened in the copy
+            x[n:] = 0
+            y = labels[rows]
+            if pad:
+                y = torch.cat([y, y.new_full((pad,), IGNORE)])
+            mask = torch.arange(n + pad, device=offsets.device) < n
+            lengths = torch.from_numpy(self.lengths[np.asarray(positions, dtype=np.int64)]).to(offsets.device)
+            return Batch(x[None], mask[None], y[None], lengths)
+        pos = torch.as_tensor(np.asarray(positions, dtype=np.int64), device=offsets.device)
+        starts = offsets[pos]  # [B]
+        lengths = offsets[pos + 1] - starts  # [B]
+        T = int(lengths.max()) if len(pos) else 0
+        T += -T % multiple
+        steps = torch.arange(T, device=offsets.device)
+        mask = steps[None, :] < lengths[:, None]  # [B, T]
+        rows = torch.where(mask, starts[:, None] + steps[None, :], 0)  # [B, T], padding -> row 0
+        x = hidden[rows]  # [B, T, L, d] storage dtype
+        x.masked_fill_(~mask[:, :, None, None], 0)  # zeros at padding (on the narrow dtype: cheaper)
+        y = torch.where(mask, labels[rows], IGNORE)  # [B, T]
+        return Batch(x.float(), mask, y)
+
+
+def _load_split(split, *, sentences, layers: Sequence[int]) -> SplitArrays:
+    """Read ``sentences`` (None = all, in order) of a `CacheSplit` with ``layers``: one cache read."""
+    hidden = split.hidden(sentences=sentences, layers=list(layers))  # [rows, L, d] storage dtype
+    if sentences is None:
+        ids = np.arange(split.n_sentences, dtype=np.int64)
+        rows = slice(None)
+        offsets = split.offsets.astype(np.int64)
+    else:
+        ids = np.asarray(sentences, dtype=np.int64)
+        rows = split.rows_of(ids)
+        lengths = split.offsets[ids + 1] - split.offsets[ids]
+        offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+    labels = split.labels[rows].astype(np.int64)  # [rows]
+    if "word_index" in split.group:  # subword cache: a word's tag counts once, on its first subword
+        word_index = split.group["word_index"][:][rows]
+        first = np.ones(len(labels), dtype=bool)
+        first[1:] = word_index[1:] != word_index[:-1]
+        first[offsets[:-1][np.diff(offsets) > 0]] = True  # every sentence starts a word
+        labels[~first] = IGNORE
+    return SplitArrays(split.name, np.ascontiguousarray(hidden), labels, offsets, tuple(int(x) for x in layers), ids)
+
+
+# ----------------------------------------------------------------------------------------------
+# Everything a run needs
+
+
+class EntryViews:
+    """Views of a cache entry's metadata (``self.meta``) that every run's data offers."""
+
+    @property
+    def label_names(self) -> list[str]:
+        return list(self.meta["label_names"])
+
+    @property
+    def entity_types(self) -> list[str]:
+        return entity_types(self.meta)
+
+    @property
+    def num_layers(self) -> int:
+        return int(self.meta["num_layers"])
+
+    @property
+    def dim(self) -> int:
+        return int(self.meta["hidden_size"])
+
+
+class RunData(Protocol):
+    """What `train_head` needs: the entry's metadata, the splits, the few-shot sampler, and the
+    backbone that trains with the head (FT) or None (FE)."""
+
+    meta: dict
+    path: str
+    dev: Split
+    test: Split | None
+    label_names: list[str]
+    num_layers: int
+
+    def sample(self, *, shots: int | None, seed: int) -> tuple[np.ndarray, Split]: ...
+    def trainable_backbone(self, config): ...
+
+
+@dataclass(eq=False)
+class HeadData(EntryViews):
+    """Train sentences (some or all) and dev/test splits in memory, plus the entry's metadata."""
+
+    meta: dict  # the cache entry's attributes (model, key, hidden_size, num_layers, label_names, ...)
+    path: str  # the cache entry
+    train: SplitArrays  # the train sentences held, sorted by cache id
+    n_train_total: int  # sentences in the cache's train split: what samples are drawn from
+    dev: SplitArrays
+    test: SplitArrays | None = None
+
+    def trainable_backbone(self, config) -> None:
+        """None: cached hidden states have no backbone to train (FT needs `finetune.live_data`)."""
+        if config.mode != "fe":
+            raise LayercacheError("FT mode needs the backbone: build the data with layercache.finetune.live_data")
+        return None
+
+    def sample(self, *, shots: int | None, seed: int) -> tuple[np.ndarray, SplitArrays]:
+        """(cache ids, train sentences) of the seeded few-shot sample, picked from memory."""
+        ids = few_shot_sample(self.n_train_total, shots=shots, n_types=len(self.entity_types), seed=seed)
+        held = self.train.sentence_ids  # sorted
+        positions = np.searchsorted(held, ids)
+        ok = positions < len(held)
+        ok[ok] = held[positions[ok]] == ids[ok]
+        if not ok.all():
+            raise LayercacheError(
+                f"the sample for shots={shots}, seed={seed} needs {int((~ok).sum())} train sentences that were "
+                f"not loaded (e.g. id {int(ids[~ok][0])}); load the data with train_sentences=None or a "
+                f"superset of the samples"
+            )
+        return ids, self.train.select(positions)
+
+
+def choose_layers(spec: LayerSpec, train: SplitArrays, *, seed: int):
+    """(fused layers, nu scores or None): auto:K ranks the candidates by nu on ``train`` (the run's
+    own sample), with the tags as token classes and at most 2000 tokens per tag (seeded)."""
+    if spec.k is None:
+        return spec.candidates, None
+    labels = train.labels
+    classes = np.unique(labels[labels != IGNORE])
+    if len(classes) < 2:
+        raise LayercacheError(
+            f"--layers auto:{spec.k} needs at least 2 tags in the training sample to score layers, but its "
+            f"{train.n_sentences} sentences have only {len(classes)}; pass --layers explicitly or use more shots"
+        )
+    train = train.select(np.argsort(train.sentence_ids, kind="stable"))  # order-free: same pick however drawn
+    missing = [x for x in spec.candidates if x not in train.layers]
+    if missing:
+        raise LayercacheError(f"auto:{spec.k} ranks layers {list(spec.candidates)}, but layers {missing} of the "
+                              f"train sentences are not loaded (held: {list(train.layers)})")
+    scores = rank_layers(lambda layer: train.hidden[:, train.layers.index(layer)], train.labels,  # [rows, d]
+                         layer_ids=list(spec.candidates), seed=seed, ignore_label=IGNORE)
+    return spec.fused(scores), scores
+
+
+def load_data(entry, *, layers: Sequence[int] | None = None, eval_layers: Sequence[int] | None = None,
+              train_sentences: Sequence[int] | None = None) -> HeadData:
+    """Read a `CacheEntry` once: ``train_sentences`` (None = all) of train with ``layers`` (None =
+    1..L), and all of dev (and test, if cached) with ``eval_layers`` (None = ``layers``).
+
+    A sweep loads all of train (or the union of its samples) once and runs `train_head` on it."""
+    L = entry.num_layers
+    layers = tuple(range(1, L + 1)) if layers is None else tuple(int(x) for x in layers)
+    eval_layers = layers if eval_layers is None else tuple(int(x) for x in eval_layers)
+    for name, chosen in (("layers", layers), ("eval_layers", eval_layers)):
+        bad = [x for x in chosen if not 0 <= x <= L]
+        if bad or not chosen:
+            raise LayercacheError(f"{name} {list(chosen)} out of range: {entry.path} has layers 0..{L}")
+    _require_splits(entry)
+    if train_sentences is not None:
+        train_sentences = np.unique(np.asarray(train_sentences, dtype=np.int64))  # sorted, for lookups
+    train = _load_split(entry.split("train"), sentences=train_sentences, layers=layers)
+    return _assemble(entry, train, eval_layers)
+
+
+def load_for_run(entry, *, layers: str | None, shots: int | None, seed: int) -> HeadData:
+    """Exactly what one run needs: its sample of train with the candidate layers (all of 1..L for
+    auto:K, to rank them), and dev/test with only the fused layers."""
+    spec = parse_layers(layers, num_layers=entry.num_layers)
+    _require_splits(entry)
+    train_split = entry.split("train")
+    ids = None
+    if shots is not None:
+        ids = few_shot_sample(train_split.n_sentences, shots=shots, n_types=len(entity_types(entry.meta)), seed=seed)
+        ids = np.sort(ids)
+    train = _load_split(train_split, sentences=ids, layers=spec.candidates)
+    fused, _ = choose_layers(spec, train, seed=seed)
+    return _assemble(entry, train, fused)
+
+
+def _require_splits(entry) -> None:
+    for split in ("train", "dev"):
+        if split not in entry.splits:
+            raise LayercacheError(f"{entry.path} has no finished {split!r} split (it has {entry.splits}); "
+                                  f"extract it first")
+
+
+def _assemble(entry, train: SplitArrays, eval_layers: Sequence[int]) -> HeadData:
+    """A `HeadData` around an already-read train part: dev and test read with ``eval_layers`` only."""
+    eval_layers = tuple(int(x) for x in eval_layers)
+    test = _load_split(entry.split("test"), sentences=None, layers=eval_layers) if "test" in entry.splits else None
+    return HeadData(meta=dict(entry.meta), path=entry.path, train=train,
+                    n_train_total=entry.split("train").n_sentences,
+                    dev=_load_split(entry.split("dev"), sentences=None, layers=eval_layers), test=test)

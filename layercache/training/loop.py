@@ -1,0 +1,255 @@
+"""Training one head: `train_head(config, data) -> RunResult`, a short loop over named steps.
+
+Protocol (paper §5, §9): the seed fixes the few-shot sample, the head's initialisation and the
+batch order; AdamW; the learning rate decays linearly from its maximum to zero over
+``epochs * steps_per_epoch`` (after an optional linear warmup); seqeval micro-F1 on dev at each
+evaluation point; the best dev F1 is reported, with the test F1 of the head at that point when the
+data has a test split (scored once, at the end, from the best state kept in memory). On CPU a run
+is deterministic for a seed. The same loop trains FE heads on cached states and FT heads on a live
+backbone (`layercache.finetune`): the data says which.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import time
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from ..errors import LayercacheError
+from ..fusions import TokenTagger, count_parameters, packable
+from ..versions import versions
+from .config import RunResult, TrainConfig, tagger_kwargs
+from .data import IGNORE, RunData, Split, choose_layers
+from .evaluation import score
+from .memory import keep_freed_memory
+from .runtime import apply_thread_setting, autocast, now, pick_device
+
+PACK_MULTIPLE = 32  # training batches are padded to a multiple of this many rows (see SplitArrays.batch)
+
+
+def train_head(config: TrainConfig, data: RunData, *, log=None, keep_tagger: bool = True) -> RunResult:
+    """Sample, build, train and evaluate one head; returns its `RunResult`, with the head at its
+    best dev point in ``.tagger`` unless ``keep_tagger`` is False (sweeps: no copies kept)."""
+    t_start = time.perf_counter()
+    keep_freed_memory()  # process-wide, once: steps reuse freed activations instead of page-faulting
+    apply_thread_setting()
+    run = prepare_run(config, data)
+    book = Book(keep_state=keep_tagger or run.test is not None, log=log)
+    if run.total_steps == 0:
+        book.evaluate(run, step=0, epoch=0)
+    step = 0
+    for epoch in range(1, config.epochs + 1):
+        t0 = now(run.device)
+        run.model.train()
+        for step_order in run.epoch_batches():
+            train_step(run, step_order)
+            step += 1
+            book.add_loss(run.last_loss)
+            if run.eval_due(step):
+                book.clock["train"] += now(run.device) - t0
+                book.evaluate(run, step=step, epoch=epoch)
+                run.model.train()
+                t0 = now(run.device)
+        book.clock["train"] += now(run.device) - t0
+        if not run.evaluates_per_step:
+            book.evaluate(run, step=step, epoch=epoch)
+    book.restore_best(run)
+    book.score_test_at_best(run)
+    return run.result(book, seconds=time.perf_counter() - t_start, keep_tagger=keep_tagger)
+
+
+@dataclass(eq=False)
+class Run:
+    """Everything one run builds before its first step."""
+
+    config: TrainConfig
+    data: RunData
+    device: torch.device
+    ids: np.ndarray  # the sample's cache sentence ids
+    layers: tuple[int, ...]
+    scores: list | None  # auto:K's nu per candidate layer
+    train: Split
+    dev: Split
+    test: Split | None
+    tagger: TokenTagger
+    tagger_kwargs: dict  # TokenTagger(**tagger_kwargs) rebuilds the head
+    model: torch.nn.ModuleList  # the tagger, and the backbone in FT
+    optimizer: torch.optim.Optimizer
+    scheduler: object
+    scaler: torch.amp.GradScaler
+    steps_per_epoch: int
+    total_steps: int
+    eval_at: set = field(default_factory=set)
+    order_gen: torch.Generator | None = None  # batch order, apart from dropout's RNG
+    last_loss: torch.Tensor | None = None
+
+    @property
+    def per_step(self) -> int:
+        return self.config.batch_size * self.config.grad_accum
+
+    @property
+    def evaluates_per_step(self) -> bool:
+        return bool(self.config.eval_every or self.config.eval_points)
+
+    def autocast(self):
+        return autocast(self.config.precision, self.device)
+
+    def epoch_batches(self):
+        """The sentence positions of each optimizer step of one epoch, in the seeded order."""
+        order = torch.randperm(self.train.n_sentences, generator=self.order_gen).numpy()
+        return (order[b * self.per_step:(b + 1) * self.per_step] for b in range(self.steps_per_epoch))
+
+    def eval_due(self, step: int) -> bool:
+        every = self.config.eval_every
+        return bool(every and (step % every == 0 or step == self.total_steps)) or step in self.eval_at
+
+    def result(self, book: "Book", *, seconds: float, keep_tagger: bool) -> RunResult:
+        meta = self.data.meta
+        return RunResult(
+            config=asdict(self.config), cache_key=meta.get("key"), cache_path=self.data.path,
+            model=meta.get("model"), dataset=meta.get("dataset"), layers=[int(x) for x in self.layers],
+            layer_scores=None if self.scores is None else [[int(l), float(nu)] for l, nu in self.scores],
+            n_train_sentences=int(self.train.n_sentences), n_train_words=self.train.n_words,
+            sample_fingerprint=hashlib.sha1(np.asarray(self.ids, dtype=np.int64).tobytes()).hexdigest()[:16],
+            params=count_parameters(self.tagger), steps_per_epoch=self.steps_per_epoch,
+            total_steps=self.total_steps, evals=book.evals, best_dev_f1=book.best["dev_f1"],
+            best_step=book.best["step"], best_epoch=book.best["epoch"], test_f1_at_best=book.best["test_f1"],
+            seconds={"total": seconds, "train": book.clock["train"], "eval": book.clock["eval"]},
+            device=str(self.device), versions=versions(), tagger_kwargs=self.tagger_kwargs,
+            backbone_params=count_parameters(self.model[1]) if len(self.model) > 1 else None,
+            tagger=self.tagger if keep_tagger else None,
+        )
+
+
+def prepare_run(config: TrainConfig, data: RunData) -> Run:
+    """The sample, the fused layers, the splits, the head (seeded), the optimizer and the schedule."""
+    device = pick_device(config.device)
+    ids, train, dev, test, layers, scores = select_splits(config, data)
+    torch.manual_seed(config.seed)  # the seed fixes the initialisation (and the dropout masks)
+    kwargs = tagger_kwargs(config, data.meta, n_layers=len(layers))
+    tagger = TokenTagger(**kwargs).to(device)
+    backbone = data.trainable_backbone(config)  # FT: reset to its pretrained weights, frozen as asked
+    model = torch.nn.ModuleList([tagger] + ([backbone] if backbone is not None else []))
+    steps_per_epoch = math.ceil(train.n_sentences / (config.batch_size * config.grad_accum))
+    total = config.epochs * steps_per_epoch
+    optimizer, scheduler = build_optimizer(config, model, total_steps=total)
+    eval_at = set()
+    if config.eval_points:
+        eval_at = {max(1, round(total * k / config.eval_points)) for k in range(1, config.eval_points + 1)}
+    scaler = torch.amp.GradScaler(device.type, enabled=config.precision == "fp16")
+    return Run(config, data, device, ids, layers, scores, train, dev, test, tagger, kwargs, model, optimizer,
+               scheduler, scaler, steps_per_epoch, total, eval_at, torch.Generator().manual_seed(config.seed))
+
+
+def select_splits(config: TrainConfig, data: RunData):
+    """(sample ids, train, dev, test, fused layers, nu scores): all from memory, fixed by the seed."""
+    from ..layers import parse_layers
+
+    spec = parse_layers(config.layers, num_layers=data.num_layers)
+    ids, train = data.sample(shots=config.shots, seed=config.seed)
+    if train.n_sentences == 0:
+        raise LayercacheError(f"the training sample of {data.path} is empty")
+    layers, scores = choose_layers(spec, train, seed=config.seed)
+    dev = data.dev.take_layers(layers)
+    if config.dev_sentences and config.dev_sentences < dev.n_sentences:
+        # One fixed subset for every run (seed 0, not the run's seed), so runs stay comparable.
+        keep = np.sort(np.random.default_rng(0).choice(dev.n_sentences, config.dev_sentences, replace=False))
+        dev = dev.select(keep)
+    test = data.test.take_layers(layers) if data.test is not None else None
+    return ids, train.take_layers(layers), dev, test, layers, scores
+
+
+def build_optimizer(config: TrainConfig, model: torch.nn.Module, *, total_steps: int):
+    """AdamW (no decay on biases and norms) and the linear warmup-then-decay-to-zero schedule."""
+    decay, no_decay = [], []
+    for name, p in model.named_parameters():
+        if p.requires_grad:
+            (no_decay if p.ndim < 2 or "bias" in name or "norm" in name else decay).append(p)
+    optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": config.weight_decay},
+                                   {"params": no_decay, "weight_decay": 0.0}], lr=config.lr,
+                                  fused=True)  # one kernel per step: a third of a small head's step time on CPU
+    warmup = min(config.warmup, total_steps)
+
+    def schedule(step: int) -> float:  # multiplier of lr after `step` optimizer steps
+        if step < warmup:
+            return (step + 1) / warmup
+        return max(0.0, (total_steps - step) / max(1, total_steps - warmup))
+
+    return optimizer, torch.optim.lr_scheduler.LambdaLR(optimizer, schedule)
+
+
+def train_step(run: Run, step_order: np.ndarray) -> None:
+    """One optimizer step over ``step_order`` (micro-batches of batch_size, gradients accumulated)."""
+    config, packed = run.config, packable(run.tagger)  # packed: no padding but to a multiple of PACK_MULTIPLE
+    run.optimizer.zero_grad(set_to_none=True)
+    for m in range(0, len(step_order), config.batch_size):
+        micro = step_order[m:m + config.batch_size]
+        with run.autocast():
+            batch = run.train.batch(micro, device=run.device, packed=packed, multiple=PACK_MULTIPLE)
+            logits = run.tagger(batch.hidden, batch.mask, batch.lengths)  # [B, T, n_labels]
+        loss = F.cross_entropy(logits.float().flatten(0, 1), batch.labels.flatten(), ignore_index=IGNORE)
+        run.scaler.scale(loss * len(micro) / len(step_order)).backward()
+    if config.max_grad_norm > 0:
+        run.scaler.unscale_(run.optimizer)
+        torch.nn.utils.clip_grad_norm_([p for p in run.model.parameters() if p.requires_grad], config.max_grad_norm)
+    run.scaler.step(run.optimizer)
+    run.scaler.update()
+    run.scheduler.step()
+    run.last_loss = loss.detach()
+
+
+@dataclass
+class Book:
+    """The run's record: each evaluation, the best dev point (and its weights), the clock."""
+
+    keep_state: bool
+    log: object = None
+    evals: list = field(default_factory=list)
+    best: dict = field(default_factory=lambda: {"dev_f1": -1.0, "step": 0, "epoch": 0, "test_f1": None})
+    best_state: dict | None = None
+    clock: dict = field(default_factory=lambda: {"train": 0.0, "eval": 0.0})
+    loss_sum: torch.Tensor | None = None
+    loss_n: int = 0
+
+    def add_loss(self, loss: torch.Tensor) -> None:
+        self.loss_sum = loss.clone() if self.loss_sum is None else self.loss_sum + loss
+        self.loss_n += 1
+
+    def evaluate(self, run: Run, *, step: int, epoch: int) -> None:
+        t0 = now(run.device)
+        run.model.eval()
+        dev_f1, dev_loss = _score(run, run.dev)
+        train_loss = float(self.loss_sum) / self.loss_n if self.loss_n else None
+        self.evals.append({"step": step, "epoch": epoch, "train_loss": train_loss, "dev_f1": dev_f1, "dev_loss": dev_loss})
+        self.loss_sum, self.loss_n = None, 0
+        if dev_f1 > self.best["dev_f1"]:  # first best wins ties
+            self.best.update(dev_f1=dev_f1, step=step, epoch=epoch, index=len(self.evals) - 1)
+            if self.keep_state:
+                self.best_state = {k: v.detach().clone() for k, v in run.model.state_dict().items()}
+        self.clock["eval"] += now(run.device) - t0
+        if self.log:
+            self.log(f"step {step} epoch {epoch}: dev F1 {dev_f1:.4f} loss {dev_loss:.4f}")
+
+    def restore_best(self, run: Run) -> None:
+        if self.best_state is not None:
+            run.model.load_state_dict(self.best_state)
+        run.model.eval()
+
+    def score_test_at_best(self, run: Run) -> None:
+        """Test F1 of the head at its best dev point, once (the record of that evaluation gets it)."""
+        if run.test is None or self.best_state is None:
+            return
+        t0 = now(run.device)
+        self.best["test_f1"], _ = _score(run, run.test)
+        self.evals[self.best["index"]]["test_f1"] = self.best["test_f1"]
+        self.clock["eval"] += now(run.device) - t0
+
+
+def _score(run: Run, split: Split) -> tuple[float, float]:
+    return score(run.tagger, split, device=run.device, label_names=run.data.label_names,
+                 batch_size=max(64, 4 * run.config.batch_size), autocast=run.autocast())

@@ -1,0 +1,98 @@
+"""`sweep`: resume after a kill (no run twice, none missing, same numbers), aggregation checked by
+hand, and the report rendered from a results file alone."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+from click.testing import CliRunner
+
+from layercache.experiments.report import ci95, table
+from layercache.experiments.results import RESULTS, read_results
+from layercache.cli.sweep import main
+
+GRID = ["--fusions", "base,concat", "--shots", "2,4", "--epochs", "20,30", "--trials", "2", "--eval-points", "2",
+        "--workers", "1"]
+
+
+def _lines(path):
+    return open(path).read().splitlines() if os.path.exists(path) else []
+
+
+def test_killed_sweep_resumes_without_repeats_or_gaps(tiny_cache, tmp_path):
+    out = tmp_path / "killed"
+    cmd = [sys.executable, "-m", "layercache.cli.sweep", "--cache", tiny_cache, "--out", str(out), *GRID]
+    child = subprocess.Popen(cmd, env={**os.environ, "PYTHONPATH": os.getcwd()}, start_new_session=True,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    results = out / RESULTS
+    deadline = time.time() + 180
+    while len(_lines(results)) < 3 and child.poll() is None and time.time() < deadline:
+        time.sleep(0.05)
+    os.killpg(child.pid, signal.SIGKILL)  # the sweep and its worker processes
+    child.wait()
+    before = read_results(str(results))
+    assert 3 <= len(before) < 16, "the sweep finished or never started: the kill proved nothing"
+
+    rerun = CliRunner().invoke(main, ["--cache", tiny_cache, "--out", str(out), *GRID])
+    assert rerun.exit_code == 0, rerun.output
+    assert f"{len(before)} of 16 runs already in" in rerun.output
+    ids = [json.loads(line)["run_id"] for line in _lines(results)]
+    assert len(ids) == len(set(ids)) == 16  # nothing twice, nothing missing
+
+    fresh = tmp_path / "fresh"
+    assert CliRunner().invoke(main, ["--cache", tiny_cache, "--out", str(fresh), *GRID]).exit_code == 0
+    want = {k: v["best_dev_f1"] for k, v in read_results(str(fresh / RESULTS)).items()}
+    got = {k: v["best_dev_f1"] for k, v in read_results(str(results)).items()}
+    assert got == want  # same runs, same numbers as an uninterrupted sweep
+
+    widened = CliRunner().invoke(main, ["--cache", tiny_cache, "--out", str(fresh), *GRID[:-2], "--workers", "1",
+                                        "--trials", "3"])
+    assert "16 of 24 runs already in" in widened.output and len(_lines(fresh / RESULTS)) == 24
+
+
+def test_a_line_cut_by_a_kill_is_dropped(tmp_path):
+    path = tmp_path / RESULTS
+    good = json.dumps({"run_id": "a", "x": 1}) + "\n"
+    path.write_text(good + '{"run_id": "b", "x"')
+    assert list(read_results(str(path))) == ["a"]
+    assert path.read_text() == good  # the next append starts on a fresh line
+
+
+def _record(fusion, shots, epochs, seed, f1):
+    return {"run_id": f"{fusion}-{shots}-{epochs}-{seed}", "config": {"fusion": fusion, "shots": shots,
+            "epochs": epochs, "seed": seed}, "best_dev_f1": f1, "model": "m", "dataset": "d",
+            "evals": [{"step": 1, "dev_f1": f1 / 2}, {"step": 2, "dev_f1": f1}], "seconds": {"total": 1.0}}
+
+
+def test_ci95_by_hand():
+    mean, half = ci95([0.5, 0.6, 0.7])
+    assert mean == pytest.approx(0.6)
+    assert half == pytest.approx(4.302652729911275 * 0.1 / math.sqrt(3))  # t(0.975, 2) * s / sqrt(n)
+    assert ci95([0.4]) == (0.4, 0.0)
+
+
+def test_report_renders_from_results_file(tmp_path):
+    records = [_record(f, n, e, s, f1) for f, base in (("concat", 0.5), ("dwatt", 0.6)) for n in (8, 16)
+               for e in (25, 50) for s, f1 in enumerate((base, base + 0.1, base + 0.2))]
+    with open(tmp_path / RESULTS, "w") as f:
+        f.writelines(json.dumps(r) + "\n" for r in records)
+    out = CliRunner().invoke(main, ["--report", "--out", str(tmp_path)])
+    assert out.exit_code == 0, out.output
+    half = 4.302652729911275 * 10 / math.sqrt(3)
+    assert f"| concat | 8 | 60.0 ± {half:.1f} (3) | 60.0 ± {half:.1f} (3) |" in out.output
+    assert f"| dwatt | 16 | 70.0 ± {half:.1f} (3) |" in out.output
+    for name in ("report.md", "f1_vs_shots.png", "f1_vs_step.png"):
+        assert (tmp_path / name).stat().st_size > 300
+    assert table(records).count("\n") == 5  # header, rule, 4 rows
+
+
+def test_report_without_results_is_one_line_error(tmp_path):
+    out = CliRunner().invoke(main, ["--report", "--out", str(tmp_path)])
+    assert out.exit_code == 1 and out.output.startswith("error: no results")

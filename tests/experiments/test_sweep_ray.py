@@ -1,0 +1,32 @@
+"""`sweep --ray`: every run a Ray task on a local Ray (2 CPUs); the results equal a local sweep's."""
+
+from __future__ import annotations
+
+import pytest
+from click.testing import CliRunner
+
+from layercache.experiments.results import RESULTS, read_results
+from layercache.cli.sweep import main
+
+ray = pytest.importorskip("ray", reason="ray is part of the test extra")
+
+GRID = ["--fusions", "base,concat", "--shots", "2", "--epochs", "2,3", "--trials", "2", "--eval-points", "2"]
+
+
+def test_ray_sweep_equals_local_sweep(tiny_cache, tmp_path):
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    try:
+        out = CliRunner().invoke(main, ["--cache", tiny_cache, "--out", str(tmp_path / "ray"), "--ray", *GRID])
+        assert out.exit_code == 0, out.output
+    finally:
+        ray.shutdown()
+    local = CliRunner().invoke(main, ["--cache", tiny_cache, "--out", str(tmp_path / "local"), "--workers", "2", *GRID])
+    assert local.exit_code == 0, local.output
+    by_ray = read_results(str(tmp_path / "ray" / RESULTS))
+    by_pool = read_results(str(tmp_path / "local" / RESULTS))
+    assert len(by_ray) == 8 and by_ray.keys() == by_pool.keys()
+    for run, record in by_pool.items():
+        assert by_ray[run]["best_dev_f1"] == record["best_dev_f1"]
+        assert [e["dev_loss"] for e in by_ray[run]["evals"]] == [e["dev_loss"] for e in record["evals"]]
+    assert (tmp_path / "ray" / "report.md").read_text().split("seconds")[0] == \
+        (tmp_path / "local" / "report.md").read_text().split("seconds")[0]

@@ -1,0 +1,88 @@
+"""FT mode on a tiny random backbone: the backbone trains with the head (and only in FT), freezing
+works, every run starts from the pretrained weights, accumulation equals a big batch, and
+`train-head --mode ft` saves a backbone that `predict` uses."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+from click.testing import CliRunner
+
+from layercache.cache.reader import open_entry
+from layercache.errors import LayercacheError
+from layercache.training.data import load_data
+from layercache.finetune.data import live_data
+from layercache.finetune.live import load_live_backbone
+from layercache.training import TrainConfig, train_head
+
+FT = dict(fusion="concat", shots=2, epochs=2, seed=0, lr=1e-3, mode="ft", eval_points=1)
+
+
+@pytest.fixture(scope="module")
+def live(tiny_cache):
+    entry = open_entry(tiny_cache)
+    backbone = load_live_backbone(entry.meta, device=torch.device("cpu"))
+    return live_data(entry, backbone, layers=range(1, entry.num_layers + 1))
+
+
+def _weights(module):
+    return {k: v.detach().clone() for k, v in module.state_dict().items()}
+
+
+def test_ft_trains_the_backbone_and_restarts_from_pretrained(live):
+    pretrained = _weights(live.backbone)
+    first = train_head(TrainConfig(**FT), live)
+    tuned = _weights(live.backbone)
+    changed = [k for k in pretrained if not torch.equal(pretrained[k], tuned[k])]
+    assert any("encoder.layer.1" in k for k in changed) and any("embeddings" in k for k in changed)
+    second = train_head(TrainConfig(**FT), live)  # starts again from the pretrained weights
+    assert second.best_dev_f1 == first.best_dev_f1 and second.evals == first.evals
+
+
+def test_fe_leaves_every_backbone_weight_alone(tiny_cache, live):
+    pretrained = _weights(live.backbone)
+    data = load_data(open_entry(tiny_cache))
+    train_head(TrainConfig(fusion="concat", shots=2, epochs=2, seed=0, lr=1e-3), data)
+    after = _weights(live.backbone)
+    assert all(torch.equal(pretrained[k], after[k]) for k in pretrained)
+    with pytest.raises(LayercacheError, match="FE mode"):
+        train_head(TrainConfig(fusion="concat", shots=2, epochs=1, seed=0), live)
+    with pytest.raises(LayercacheError, match="FT mode needs the backbone"):
+        train_head(TrainConfig(**FT), data)
+
+
+def test_freeze_embeddings_and_bottom_layers(live):
+    live.reset_backbone()
+    pretrained = _weights(live.backbone)
+    train_head(TrainConfig(**{**FT, "freeze": "1"}), live)
+    after = _weights(live.backbone)
+    same = {k for k in pretrained if torch.equal(pretrained[k], after[k])}
+    assert all(k in same for k in pretrained if "embeddings" in k or "encoder.layer.0." in k)
+    assert not all(k in same for k in pretrained if "encoder.layer.1." in k)
+
+
+def test_gradient_accumulation_equals_the_big_batch(live):
+    big = train_head(TrainConfig(**{**FT, "batch_size": 6, "dropout": 0.0, "eval_points": 2}), live)
+    acc = train_head(TrainConfig(**{**FT, "batch_size": 3, "grad_accum": 2, "dropout": 0.0, "eval_points": 2}), live)
+    assert big.total_steps == acc.total_steps
+    for a, b in zip(big.evals, acc.evals):
+        assert a["dev_loss"] == pytest.approx(b["dev_loss"], rel=2e-3)
+
+
+def test_ft_cli_then_predict_uses_the_tuned_backbone(tiny_cache, tmp_path):
+    from layercache.cli.predict import main as predict_main
+    from layercache.cli.train import main as train_main
+
+    out = CliRunner().invoke(train_main, ["--cache", tiny_cache, "--mode", "ft", "--fusion", "base", "--shots", "2",
+                                          "--epochs", "1", "--lr", "1e-3", "--out", str(tmp_path)])
+    assert out.exit_code == 0, out.output
+    stem = tmp_path / "base-ft-n2-e1-s0"
+    meta = json.loads((tmp_path / "base-ft-n2-e1-s0.head.json").read_text())
+    assert meta["backbone_path"] == "base-ft-n2-e1-s0.backbone" and (tmp_path / meta["backbone_path"]).is_dir()
+    assert json.loads(stem.with_suffix(".json").read_text())["config"]["mode"] == "ft"
+    pred = CliRunner().invoke(predict_main, ["--head", str(tmp_path / "base-ft-n2-e1-s0.head"), "--json",
+                                             "--text", "Alice met Bob in Paris"])
+    assert pred.exit_code == 0, pred.output
+    assert len(json.loads(pred.output)["tags"]) == 5

@@ -1,0 +1,73 @@
+"""`predict` and live features: a head gives the same tags on live hidden states as on the cache,
+and the printed entities are exactly the spans of its per-word tags."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+from click.testing import CliRunner
+
+from layercache.cache.reader import open_entry
+from layercache.training.checkpoint import save_checkpoint
+from layercache.training.data import load_data
+from layercache.cli.predict import main
+from layercache.inference import entities, split_words
+from layercache.training import TrainConfig, train_head
+from layercache.training.evaluation import predict_tags as predict
+
+
+@pytest.fixture(scope="module")
+def checkpoint(tiny_cache, tmp_path_factory):
+    entry = open_entry(tiny_cache)
+    data = load_data(entry)
+    result = train_head(TrainConfig(fusion="concat", shots=None, epochs=30, seed=0, lr=1e-2), data)
+    stem = str(tmp_path_factory.mktemp("ckpt") / "concat")
+    save_checkpoint(stem, result.tagger, tagger_kwargs=result.tagger_kwargs, layers=result.layers,
+                    label_names=data.label_names, cache_meta=data.meta, cache_path=entry.path)
+    cached_tags = [[data.label_names[t] for t in p] for p in predict(result.tagger, data.dev, device=torch.device("cpu"))]
+    return stem, entry, cached_tags, result.best_dev_f1
+
+
+def test_live_predictions_equal_cached_ones(checkpoint):
+    stem, entry, cached_tags, f1 = checkpoint
+    assert f1 > 0.5  # the head learned something worth comparing
+    dev = entry.split("dev")
+    ids = list(range(0, 40, 3))
+    texts = [" ".join(words) for words in dev.words(ids)]
+    out = CliRunner().invoke(main, ["--head", stem, "--json", *sum((["--text", t] for t in texts), [])])
+    assert out.exit_code == 0, out.output
+    rows = [json.loads(line) for line in out.output.splitlines()]
+    assert [r["words"] for r in rows] == dev.words(ids)
+    agree = np.mean([a == b for r, i in zip(rows, ids) for a, b in zip(r["tags"], cached_tags[i])])
+    assert agree >= 0.99  # float16 storage vs float32 live: at most a rare near-tie flips
+
+
+def test_entities_are_the_spans_of_the_tags(checkpoint):
+    stem, *_ = checkpoint
+    text = "Alice met Bob in Paris, and Acme Inc visited Berlin today."
+    out = CliRunner().invoke(main, ["--head", stem, "--json", "--text", text])
+    row = json.loads(out.output)
+    words = split_words(text)
+    assert row["entities"] == entities(row["tags"], words, text)
+    for e in row["entities"]:
+        lo, hi = e["words"]
+        assert row["tags"][lo].startswith("B-") and all(t == "I-" + e["type"] for t in row["tags"][lo + 1:hi])
+        assert text[e["chars"][0]:e["chars"][1]] == e["text"]
+    plain = CliRunner().invoke(main, ["--head", stem, "--text", text])
+    assert plain.exit_code == 0 and plain.output.startswith(text)
+
+
+def test_entities_by_hand():
+    text = "Acme Inc hired Bob ."
+    words = split_words(text)
+    got = entities(["B-ORG", "I-ORG", "O", "B-PER", "O"], words, text)
+    assert got == [{"text": "Acme Inc", "type": "ORG", "words": [0, 2], "chars": [0, 8]},
+                   {"text": "Bob", "type": "PER", "words": [3, 4], "chars": [15, 18]}]
+
+
+def test_predict_errors_are_one_line(tmp_path):
+    out = CliRunner().invoke(main, ["--head", str(tmp_path / "none"), "--text", "x"])
+    assert out.exit_code == 1 and out.output.startswith("error: checkpoint file")

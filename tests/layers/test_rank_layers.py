@@ -1,0 +1,86 @@
+"""rank-layers: the layer-at-a-time score equals the score of the fully loaded array, and the CLI
+writes its record and plot, scores exactly the few-shot sample, and fails in one line."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from layercache.cache.reader import open_entry
+from layercache.errors import LayercacheError
+from layercache.cli.rank import main
+from layercache.layers.scores import score_layers
+from layercache.training.sampling import entity_types
+from layercache.layers.variability import rank_layers
+
+
+def test_score_layers_equals_rank_layers_on_loaded_array(tiny_cache):
+    split = open_entry(tiny_cache).split("train")
+    hidden = split.hidden()  # [rows, L + 1, d], everything at once
+    assert hidden.shape[1] == 3
+    expected = rank_layers(hidden, split.labels, layer_ids=[0, 1, 2], max_per_class=40, seed=3)
+    got = score_layers(split, max_per_class=40, seed=3)
+    assert [l for l, _ in got] == [0, 1, 2]
+    np.testing.assert_allclose([v for _, v in got], [v for _, v in expected], rtol=1e-12)
+
+    sentences = np.array([9, 2, 30, 4, 17, 11, 60])
+    sub = split.hidden(sentences=sentences)
+    expected = rank_layers(sub, split.labels[split.rows_of(sentences)], layer_ids=[2, 0], max_per_class=2000)
+    assert score_layers(split, sentences=sentences, layers=[2, 0]) == expected
+
+
+def _run(args):
+    result = CliRunner().invoke(main, args)
+    return result, result.output
+
+
+def test_cli_writes_json_and_png_and_prints_every_layer(tiny_cache, tmp_path):
+    result, out = _run(["--cache", tiny_cache, "--out", str(tmp_path), "--max-per-class", "50", "--top", "2"])
+    assert result.exit_code == 0, out
+    key = open_entry(tiny_cache).meta["key"]
+    record = json.loads((tmp_path / f"rank-layers-{key}-train.json").read_text())
+    png = tmp_path / f"rank-layers-{key}-train.png"
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size < 100_000
+    table = {int(line.split()[0]): line for line in out.splitlines() if line.strip()[:1].isdigit()}
+    assert sorted(table) == [0, 1, 2]
+    assert [s["layer"] for s in record["scores"]] == [0, 1, 2]
+    assert sum("*" in line for line in table.values()) == 2 == len(record["best"])
+    expected = score_layers(open_entry(tiny_cache).split("train"), max_per_class=50)
+    assert [s["nu"] for s in record["scores"]] == pytest.approx([v for _, v in expected])
+    assert record["cache"]["key"] == key and record["params"]["max_per_class"] == 50
+    assert record["seconds"] >= 0 and record["sentences"] is None
+
+
+def test_cli_shots_scores_the_few_shot_sample(tiny_cache, tmp_path):
+    from layercache.training.sampling import few_shot_sample
+
+    entry = open_entry(tiny_cache)
+    split = entry.split("train")
+    result, out = _run(["--cache", tiny_cache, "--out", str(tmp_path), "--shots", "4", "--seed", "7", "--layers", "1..2"])
+    assert result.exit_code == 0, out
+    record = json.loads((tmp_path / f"rank-layers-{entry.meta['key']}-train-n4-s7.json").read_text())
+    sample = few_shot_sample(split.n_sentences, shots=4, n_types=len(entity_types(entry.meta)), seed=7)
+    assert len(sample) == 4 * 3  # PER, LOC, ORG
+    assert record["sentences"] == [int(s) for s in sample]
+    expected = score_layers(split, sentences=sample, layers=[1, 2], seed=7)
+    assert [s["layer"] for s in record["scores"]] == [1, 2]
+    assert [s["nu"] for s in record["scores"]] == pytest.approx([v for _, v in expected])
+    assert record["n_tokens"] == len(split.rows_of(sample))
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["--split", "nope"], "'nope'"),
+    (["--layers", "0..5"], "layer 3"),
+    (["--layers", "9"], "layer 9"),
+    (["--shots", "1000"], "shots=1000"),
+])
+def test_cli_errors_are_one_line(tiny_cache, tmp_path, args, needle):
+    result, out = _run(["--cache", tiny_cache, "--out", str(tmp_path), *args])
+    assert result.exit_code != 0
+    lines = [line for line in out.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: ") and needle in lines[0], out
+    assert not list(Path(tmp_path).iterdir())

@@ -1,0 +1,83 @@
+"""The one layer-spec parser, and `--layers` meaning the same in every command."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from layercache.cache.reader import open_entry
+from layercache.errors import LayercacheError
+from layercache.layers import parse_layers
+
+
+
+@pytest.mark.parametrize("spec, expected", [
+    (None, (1, 2, 3, 4, 5, 6)), ("all", (1, 2, 3, 4, 5, 6)), ("4,2", (2, 4)), ("0,6", (0, 6)),
+    ("1..3", (1, 2, 3)), ("2-4,6", (2, 3, 4, 6)), (" 5 ", (5,)),
+])
+def test_layer_spec(spec, expected):
+    parsed = parse_layers(spec, num_layers=6)
+    assert parsed.candidates == expected and parsed.k is None
+
+
+def test_layer_spec_auto():
+    parsed = parse_layers("auto:2", num_layers=6)
+    assert parsed.candidates == (1, 2, 3, 4, 5, 6) and parsed.k == 2
+    assert parsed.fused([(1, 3.0), (2, 1.0), (3, 2.0), (4, 5.0), (5, 0.5), (6, 9.0)]) == (2, 5)
+
+
+@pytest.mark.parametrize("spec, match", [
+    ("7", r"layer 7 .*0\.\.6"), ("-1", r"layer -1 .*0\.\.6"), ("auto:0", r"auto:0 .*1\.\.6"),
+    ("auto:7", r"auto:7 .*1\.\.6"), ("auto:x", "auto:K"), ("a,b", "bad layer spec"), ("3,3", "layer 3 is named twice"),
+    ("4..2", "start is after end"),
+])
+def test_layer_spec_errors(spec, match):
+    with pytest.raises(LayercacheError, match=match):
+        parse_layers(spec, num_layers=6)
+
+
+def test_last_layer_letter():
+    assert parse_layers("0..L", num_layers=6).candidates == (0, 1, 2, 3, 4, 5, 6)
+    assert parse_layers("l", num_layers=6).candidates == (6,)
+
+
+@pytest.mark.parametrize("spec, expected", [("all", [1, 2]), ("0,2", [0, 2]), ("2", [2]), ("0..L", [0, 1, 2])])
+def test_layers_mean_the_same_in_train_head_and_rank_layers(tiny_cache, tmp_path, spec, expected):
+    """train-head fuses, and rank-layers scores, exactly the layers the same --layers names."""
+    from layercache.cli.rank import main as rank_main
+    from layercache.cli.train import main as train_main
+
+    runner = CliRunner()
+    ranked = runner.invoke(rank_main, ["--cache", tiny_cache, "--out", str(tmp_path), "--layers", spec])
+    assert ranked.exit_code == 0, ranked.output
+    record = json.loads(next(tmp_path.glob("rank-layers-*.json")).read_text())
+    assert [s["layer"] for s in record["scores"]] == expected
+    trained = runner.invoke(train_main, ["--cache", tiny_cache, "--out", str(tmp_path), "--layers", spec,
+                                         "--fusion", "concat", "--epochs", "0", "--shots", "2"])
+    assert trained.exit_code == 0, trained.output
+    run = json.loads(next(p for p in tmp_path.glob("concat-*.json") if not p.name.endswith(".head.json")).read_text())
+    assert run["layers"] == expected
+
+
+def test_auto_k_marks_in_rank_layers_what_train_head_fuses(tiny_cache, tmp_path):
+    from layercache.cli.rank import main as rank_main
+    from layercache.training.data import load_for_run
+
+    result = CliRunner().invoke(rank_main, ["--cache", tiny_cache, "--out", str(tmp_path), "--layers", "auto:1",
+                                            "--shots", "4", "--seed", "3"])
+    assert result.exit_code == 0, result.output
+    record = json.loads(next(tmp_path.glob("rank-layers-*.json")).read_text())
+    assert [s["layer"] for s in record["scores"]] == [1, 2]  # auto:K ranks 1..L
+    data = load_for_run(open_entry(tiny_cache), layers="auto:1", shots=4, seed=3)
+    assert record["best"] == list(data.dev.layers)
+
+
+@pytest.mark.parametrize("command", ["rank", "train"])
+def test_bad_spec_is_one_line_in_every_command(tiny_cache, tmp_path, command):
+    from layercache.cli.main import main
+
+    result = CliRunner().invoke(main, [command, "--cache", tiny_cache, "--out", str(tmp_path), "--layers", "2,2"])
+    assert result.exit_code == 1
+    assert result.output.strip().splitlines() == ["error: layer 2 is named twice in '2,2'"]

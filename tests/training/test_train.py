@@ -1,0 +1,309 @@
+"""train-head: layer specs, loading once, an end-to-end run on a tiny BERT with its F1 pinned,
+determinism, checkpoints and the CLI."""
+
+import json
+import math
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+import torch
+from click.testing import CliRunner
+
+from layercache.cache.reader import CacheSplit, open_entry
+from layercache.errors import LayercacheError
+from layercache.fusions import FUSIONS, parameter_budget
+from layercache.training.checkpoint import load_checkpoint, save_checkpoint
+from layercache.training.data import (
+    IGNORE,
+    SplitArrays,
+    choose_layers,
+    load_data,
+    load_for_run,
+)
+from layercache.layers import parse_layers
+from layercache.training import TrainConfig, train_head
+from layercache.training.evaluation import predict_tags as predict
+from layercache.training.evaluation import score as _score
+from layercache.training.metrics import Chunker as _Chunker
+from layercache.training.metrics import entity_f1
+from layercache.cli.train import main
+
+# dwatt on all 122 tiny train sentences, 30 epochs, lr 1e-2, seed 0: recorded on CPU (torch 2.13).
+PINNED_DEV_F1 = 0.7692
+E2E = dict(fusion="dwatt", shots=None, epochs=30, seed=0, lr=1e-2)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_thread():
+    """The tiny head gains nothing from intra-op threads, and they thrash when other work shares the cores."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="module")
+def entry(tiny_cache):
+    return open_entry(tiny_cache)
+
+
+@pytest.fixture(scope="module")
+def data(entry):
+    return load_data(entry)
+
+
+@pytest.fixture(scope="module")
+def trained(data):
+    return train_head(TrainConfig(**E2E), data)
+
+
+def test_auto_reads_only_the_chosen_layers_of_dev_and_test(entry, monkeypatch):
+    reads = []
+    original = CacheSplit._read_layer
+
+    def spy(self, layer, rows):
+        reads.append((self.name, layer))
+        return original(self, layer, rows)
+
+    monkeypatch.setattr(CacheSplit, "_read_layer", spy)
+    data = load_for_run(entry, layers="auto:1", shots=8, seed=0)
+    chosen = data.dev.layers
+    assert len(chosen) == 1 and chosen[0] in (1, 2)
+    assert {layer for split, layer in reads if split == "train"} == {1, 2}  # candidates, to rank them
+    assert {layer for split, layer in reads if split in ("dev", "test")} == set(chosen)
+    assert data.train.n_sentences == 8 * 3
+    # train_head ranks the same sample the same way, whatever the order the sample was drawn in.
+    _, sample = data.sample(shots=8, seed=0)
+    assert choose_layers(parse_layers("auto:1", num_layers=2), sample, seed=0)[0] == chosen
+
+
+def test_auto_needs_two_tags():
+    split = SplitArrays("train", np.zeros((4, 2, 3), np.float16), np.zeros(4, np.int64), np.array([0, 2, 4]),
+                        (1, 2), np.array([0, 1]))
+    with pytest.raises(LayercacheError, match="at least 2 tags"):
+        choose_layers(parse_layers("auto:1", num_layers=2), split, seed=0)
+
+
+def test_out_of_range_layers_in_a_run(data):
+    with pytest.raises(LayercacheError, match=r"layer 3 .*0\.\.2"):
+        train_head(TrainConfig(fusion="base", shots=8, epochs=1, seed=0, layers="1,3"), data)
+
+
+# ------------------------------------------------------------------------------ data in memory
+
+
+def test_batches_pad_and_match_the_cache(data, entry):
+    split = entry.split("train")
+    batch = data.train.batch([3, 0, 5], device="cpu")
+    lengths = np.diff(split.offsets)[[3, 0, 5]]
+    assert batch.hidden.shape == (3, lengths.max(), 2, 32) and batch.hidden.dtype == torch.float32
+    for j, s in enumerate([3, 0, 5]):
+        want = split.hidden(sentences=[s], layers=[1, 2]).astype(np.float32)
+        assert np.array_equal(batch.hidden[j, : lengths[j]].numpy(), want)
+        assert batch.mask[j].sum() == lengths[j]
+        assert (batch.labels[j, lengths[j]:] == IGNORE).all() and (batch.hidden[j, lengths[j]:] == 0).all()
+
+
+
+def test_packed_batches_round_up_with_padding_rows(data):
+    lengths = data.train.lengths[[3, 0, 5]]
+    n = int(lengths.sum())
+    plain = data.train.batch([3, 0, 5], device="cpu", packed=True)
+    batch = data.train.batch([3, 0, 5], device="cpu", packed=True, multiple=32)
+    rows = n + (-n % 32)
+    assert batch.hidden.shape[:2] == (1, rows) and rows % 32 == 0
+    assert torch.equal(batch.hidden[0, :n], plain.hidden[0]) and (batch.hidden[0, n:] == 0).all()
+    assert batch.mask[0, :n].all() and not batch.mask[0, n:].any()
+    assert (batch.labels[0, n:] == IGNORE).all() and torch.equal(batch.labels[0, :n], plain.labels[0])
+    assert batch.lengths.tolist() == lengths.tolist()
+    padded = data.train.batch([3, 0, 5], device="cpu", multiple=8)
+    assert padded.hidden.shape[1] % 8 == 0 and padded.mask.sum() == n
+
+def test_a_sample_is_picked_from_memory_without_reading_the_cache(data, monkeypatch):
+    def refuse(*args, **kwargs):
+        raise AssertionError("train_head read the cache")
+
+    monkeypatch.setattr(CacheSplit, "_read_layer", refuse)
+    result = train_head(TrainConfig(fusion="scalarmix", shots=8, epochs=1, seed=0), data, keep_tagger=False)
+    assert result.tagger is None
+
+
+def test_all_of_train_or_just_the_sample_give_the_same_run(entry, data):
+    config = TrainConfig(fusion="concat", shots=8, epochs=3, seed=2, lr=1e-2)
+    a = train_head(config, data)
+    b = train_head(config, load_for_run(entry, layers=None, shots=8, seed=2))
+    assert a.evals == b.evals and a.sample_fingerprint == b.sample_fingerprint
+
+
+def test_missing_sample_sentences_are_an_error(entry):
+    data = load_data(entry, train_sentences=[0, 1, 2])
+    with pytest.raises(LayercacheError, match="not loaded"):
+        data.sample(shots=8, seed=0)
+
+
+# ------------------------------------------------------------------------------ training
+
+
+def test_learns_and_is_pinned(data, trained):
+    untrained = train_head(TrainConfig(**{**E2E, "epochs": 0}), data)
+    assert len(untrained.evals) == 1 and untrained.best_step == 0
+    assert trained.best_dev_f1 > untrained.best_dev_f1 + 0.4
+    assert trained.best_dev_f1 == pytest.approx(PINNED_DEV_F1, abs=0.05)
+    assert trained.test_f1_at_best is not None and trained.test_f1_at_best > 0.5
+    assert len(trained.evals) == 30 and [e["epoch"] for e in trained.evals] == list(range(1, 31))
+    assert trained.total_steps == 30 * trained.steps_per_epoch == 30 * 8  # 122 sentences / 16
+    assert trained.layers == [1, 2] and trained.n_train_sentences == 122
+    json.dumps(trained.to_dict())  # the record is plain JSON
+
+
+def test_same_seed_same_run(data, trained):
+    again = train_head(TrainConfig(**E2E), data)
+    assert again.best_dev_f1 == trained.best_dev_f1
+    assert again.evals == trained.evals
+
+
+def test_f1_is_seqeval(data, trained):
+    """The fast path (gold entities chunked once) gives seqeval.metrics.f1_score exactly."""
+    from seqeval.metrics import f1_score
+    from seqeval.metrics.sequence_labeling import get_entities
+
+    names = np.array(data.label_names)
+    dev = data.dev
+    y_true = [names[dev.labels[a:b]].tolist() for a, b in zip(dev.offsets[:-1], dev.offsets[1:])]
+    y_pred = [names[p].tolist() for p in predict(trained.tagger, dev, device="cpu")]
+    f1, loss = _score(trained.tagger, dev, device=torch.device("cpu"), label_names=names, batch_size=64)
+    assert f1 == f1_score(y_true, y_pred) and loss > 0
+    rng = np.random.default_rng(0)  # ill-formed tags too (I- after O, type switches), empty sentences
+    chunker = _Chunker(list(names))
+    for _ in range(50):
+        lengths = rng.integers(0, 9, size=30)
+        true, pred = rng.integers(0, 7, lengths.sum()), rng.integers(0, 7, lengths.sum())
+        cuts = np.cumsum(lengths)[:-1]
+        y_true = [names[x].tolist() for x in np.split(true, cuts)]
+        y_pred = [names[x].tolist() for x in np.split(pred, cuts)]
+        assert chunker(true, lengths) == set(get_entities(y_true))
+        assert entity_f1(chunker(true, lengths), chunker(pred, lengths)) == f1_score(y_true, y_pred, zero_division=0)
+
+
+@pytest.mark.parametrize("fusion", list(FUSIONS))
+def test_every_fusion_trains(data, fusion):
+    result = train_head(TrainConfig(fusion=fusion, shots=8, epochs=2, seed=1, lr=1e-2, eval_every=2), data)
+    assert result.n_train_sentences == 24 and result.steps_per_epoch == 2
+    assert [e["step"] for e in result.evals] == [2, 4]
+    assert all(np.isfinite(e["train_loss"]) and np.isfinite(e["dev_loss"]) for e in result.evals)
+    assert result.params == parameter_budget(n_layers=2, dim=32, num_heads=4, ffn_dim=64, n_labels=7,
+                                             extra_layers=1)[fusion]
+
+
+# ------------------------------------------------------------------------------ checkpoints
+
+
+def test_checkpoint_round_trip(tmp_path, data, entry, trained):
+    stem = tmp_path / "head"
+    save_checkpoint(str(stem), trained.tagger, tagger_kwargs=trained.tagger_kwargs, layers=trained.layers,
+                    label_names=data.label_names, cache_meta=data.meta, cache_path=data.path,
+                    config=TrainConfig(**E2E))
+    tagger, meta = load_checkpoint(str(stem) + ".safetensors", entry=entry)
+    assert meta["layers"] == [1, 2] and meta["label_names"] == data.label_names
+    assert meta["config"]["fusion"] == "dwatt" and meta["cache"]["hidden_size"] == 32
+    before = predict(trained.tagger, data.dev, device="cpu")
+    after = predict(tagger, data.dev, device="cpu")
+    assert all(np.array_equal(a, b) for a, b in zip(before, after))
+    assert torch.equal(tagger.fusion.k_pos, trained.tagger.fusion.k_pos)
+
+
+def test_checkpoint_against_another_backbone(tmp_path, data, trained):
+    stem = str(tmp_path / "head")
+    save_checkpoint(stem, trained.tagger, tagger_kwargs=trained.tagger_kwargs, layers=trained.layers,
+                    label_names=data.label_names, cache_meta=data.meta)
+    wider = SimpleNamespace(dim=64, num_layers=2, path="/elsewhere", meta={"model": "other"})
+    with pytest.raises(LayercacheError, match="hidden size 32 .* 64"):
+        load_checkpoint(stem, entry=wider)
+    deeper = SimpleNamespace(dim=32, num_layers=12, path="/elsewhere", meta={"model": "other"})
+    with pytest.raises(LayercacheError, match="layer count 2 .* 12"):
+        load_checkpoint(stem, entry=deeper)
+    with pytest.raises(LayercacheError, match="does not exist"):
+        load_checkpoint(str(tmp_path / "missing"))
+
+
+# ------------------------------------------------------------------------------ CLI
+
+
+def test_cli_trains_and_writes(tiny_cache, tmp_path):
+    out = tmp_path / "runs"
+    result = CliRunner().invoke(main, ["--cache", tiny_cache, "--fusion", "scalarmix", "--shots", "8",
+                                       "--epochs", "2", "--seed", "1", "--lr", "0.01", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.strip().splitlines()
+    assert len(lines) == 1 and "scalarmix" in lines[0] and "best dev F1" in lines[0]
+    record = json.loads((out / "scalarmix-n8-e2-s1.json").read_text())
+    assert record["config"] == {**record["config"], "fusion": "scalarmix", "shots": 8, "epochs": 2, "seed": 1}
+    assert len(record["evals"]) == 2 and record["cache_path"] == tiny_cache
+    assert (out / "scalarmix-n8-e2-s1.head.safetensors").is_file()
+    assert (out / "scalarmix-n8-e2-s1.head.json").is_file()
+
+
+def test_cli_dry_run_prints_every_budget(tiny_cache):
+    result = CliRunner().invoke(main, ["--cache", tiny_cache, "--dry-run"])
+    assert result.exit_code == 0, result.output
+    budget = parameter_budget(n_layers=2, dim=32, num_heads=4, ffn_dim=64, n_labels=7, extra_layers=1)
+    for fusion, n in budget.items():
+        assert any(line.split()[:2] == [fusion, f"{n:,}"] for line in result.stdout.splitlines()), fusion
+
+
+@pytest.mark.parametrize("args, match", [
+    (["--shots", "1000"], "3000 sentences, but the train split has only 122"),
+    (["--layers", "5"], r"layer 5 .*0\.\.2"),
+    (["--shots", "many"], "'many'"),
+])
+def test_cli_errors_are_one_line(tiny_cache, args, match):
+    result = CliRunner().invoke(main, ["--cache", tiny_cache, "--epochs", "1", *args])
+    assert result.exit_code == 1
+    assert result.stderr.startswith("error:") and len(result.stderr.strip().splitlines()) == 1
+    assert pytest.importorskip("re").search(match, result.stderr)
+
+
+def test_conll_script_resumes(tiny_cache, tmp_path, capsys, load_script):
+    """scripts/run_heads_conll.py on the tiny cache: one line per run, and a rerun skips them."""
+    script = load_script("run_heads_conll")
+    out = tmp_path / "runs.jsonl"
+    args = ["--cache", tiny_cache, "--fusions", "base,scalarmix", "--shots", "2,4", "--seeds", "2", "--epochs", "1",
+            "--out", str(out)]
+    script.main(args)
+    assert len(out.read_text().splitlines()) == 8
+    records = [json.loads(line) for line in out.read_text().splitlines()]
+    for record in records:  # as an older layercache wrote them, before TrainConfig grew a field
+        del record["config"]["warmup"]
+    out.write_text("".join(json.dumps(r) + "\n" for r in records))
+    script.main(args)
+    assert len(out.read_text().splitlines()) == 8
+    printed = capsys.readouterr()
+    assert "8 of 8 runs already" in printed.err
+    assert "| scalarmix | 234 |" in printed.out and "(2)" in printed.out
+
+
+# ------------------------------------------------------------------------------ precision
+
+
+def test_auto_precision_is_bf16_only_with_native_bf16(monkeypatch):
+    from layercache.training import runtime as train_module
+
+    assert train_module.resolve_precision("fp32") == "fp32"
+    assert train_module.resolve_precision("bf16") == "bf16"
+    monkeypatch.setattr(train_module, "_cpu_has_amx", lambda: True)
+    assert train_module.resolve_precision("auto", "cpu") == "bf16"
+    monkeypatch.setattr(train_module, "_cpu_has_amx", lambda: False)
+    assert train_module.resolve_precision("auto", "cpu") == "fp32"
+
+
+@pytest.mark.parametrize("fusion", ["concat", "dwatt", "extra"])
+def test_bf16_runs_track_float32_runs(data, fusion):
+    """Same seed, same sample: bfloat16 autocast (float32 weights and optimizer) follows the float32
+    run's losses closely; it is not a different training recipe."""
+    runs = {p: train_head(TrainConfig(fusion=fusion, shots=8, epochs=3, seed=0, lr=1e-3, precision=p), data,
+                          keep_tagger=False) for p in ("fp32", "bf16")}
+    for a, b in zip(runs["fp32"].evals, runs["bf16"].evals):
+        assert math.isfinite(b["dev_loss"]) and math.isfinite(b["train_loss"])
+        assert abs(a["dev_loss"] - b["dev_loss"]) < 0.05 * a["dev_loss"]
+    assert runs["bf16"].config["precision"] == "bf16"
