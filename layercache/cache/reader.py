@@ -17,7 +17,24 @@ from ..errors import LayercacheError
 from .store import bfloat16_to_float32, open_group, require_complete
 
 
-class CacheEntry:
+class MetaViews:
+    """Views of an entry's metadata (``self.meta``), for the entry and for whatever is built from it."""
+
+    @property
+    def label_names(self) -> list[str]:
+        return list(self.meta["label_names"])
+
+    @property
+    def num_layers(self) -> int:
+        """L, the backbone's transformer layers; the cache holds L + 1 (embeddings at index 0)."""
+        return int(self.meta["num_layers"])
+
+    @property
+    def dim(self) -> int:
+        return int(self.meta["hidden_size"])
+
+
+class CacheEntry(MetaViews):
     """One cache entry (a zarr group): metadata in `meta`, one `CacheSplit` per finished split."""
 
     def __init__(self, path):
@@ -34,19 +51,6 @@ class CacheEntry:
         order = {"train": 0, "dev": 1, "test": 2}
         names = [name for name, g in self.group.groups() if g.attrs.get("complete")]
         return sorted(names, key=lambda s: (order.get(s, 9), s))
-
-    @property
-    def label_names(self) -> list[str]:
-        return list(self.meta["label_names"])
-
-    @property
-    def num_layers(self) -> int:
-        """L, the backbone's transformer layers; the cache holds L + 1 (embeddings at index 0)."""
-        return int(self.meta["num_layers"])
-
-    @property
-    def dim(self) -> int:
-        return int(self.meta["hidden_size"])
 
     def split(self, name: str) -> "CacheSplit":
         if name not in self.group:

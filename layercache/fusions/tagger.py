@@ -78,17 +78,10 @@ def parameter_budget(
 
     Built on the meta device, so no weights are allocated and no RNG state is consumed.
     """
+    shape = dict(n_layers=n_layers, dim=dim, num_heads=num_heads, ffn_dim=ffn_dim, n_labels=n_labels,
+                 extra_layers=extra_layers)
     budget = {}
     for fusion in FUSIONS:
         with torch.device("meta"):
-            tagger = TokenTagger(
-                fusion=fusion,
-                n_layers=n_layers,
-                dim=dim,
-                num_heads=num_heads,
-                ffn_dim=ffn_dim,
-                n_labels=n_labels,
-                extra_layers=extra_layers,
-            )
-        budget[fusion] = count_parameters(tagger)
+            budget[fusion] = count_parameters(TokenTagger(fusion=fusion, **shape))
     return budget

@@ -16,7 +16,7 @@ from typing import Protocol, Sequence
 
 import numpy as np
 
-from ..cache.reader import rows_of
+from ..cache.reader import MetaViews, rows_of
 from ..errors import LayercacheError
 from ..layers import LayerSpec, parse_layers, rank_layers
 from .sampling import entity_types, few_shot_sample
@@ -216,24 +216,12 @@ def _load_split(split, *, sentences, layers: Sequence[int]) -> SplitArrays:
 # Everything a run needs
 
 
-class EntryViews:
-    """Views of a cache entry's metadata (``self.meta``) that every run's data offers."""
-
-    @property
-    def label_names(self) -> list[str]:
-        return list(self.meta["label_names"])
+class EntryViews(MetaViews):
+    """The entry's metadata views, plus C (the entity types of an N-way sample)."""
 
     @property
     def entity_types(self) -> list[str]:
         return entity_types(self.meta)
-
-    @property
-    def num_layers(self) -> int:
-        return int(self.meta["num_layers"])
-
-    @property
-    def dim(self) -> int:
-        return int(self.meta["hidden_size"])
 
 
 class RunData(Protocol):
