@@ -39,6 +39,32 @@ def layers_option(default: str | None = None, extra_help: str = ""):
                         help=LAYERS_HELP + (" " + extra_help if extra_help else ""))
 
 
+PAPER_PROTOCOL = {"lr": 5e-5, "layer_score": "paper"}  # paper §5 and eqs. 3-11, where our defaults differ
+
+
+def protocol_option(fn):
+    return click.option("--protocol", type=click.Choice(["default", "paper"]), default="default", show_default=True,
+                        help="paper: the paper's settings where layercache's defaults differ (lr 5e-5, DWAtt's "
+                             "unscaled score); options given explicitly still win.")(fn)
+
+
+layer_score_option = click.option(
+    "--layer-score", type=click.Choice(["paper", "scaled", "learned"]), default="scaled", show_default=True,
+    help="DWAtt's score over layers: paper = q.k (unscaled, eqs. 3-11), scaled = q.k/sqrt(d), learned = "
+         "q.k times a learned temperature.")
+
+
+def apply_protocol(options: dict, protocol: str, *, names: dict | None = None) -> dict:
+    """``options`` with the paper's values for every `PAPER_PROTOCOL` option not given explicitly
+    (``names``: the click parameter of a field, where it differs)."""
+    if protocol != "paper":
+        return options
+    ctx = click.get_current_context()
+    source = lambda name: ctx.get_parameter_source((names or {}).get(name, name))  # noqa: E731
+    given = {name for name in PAPER_PROTOCOL if source(name) == click.core.ParameterSource.COMMANDLINE}
+    return {**options, **{k: v for k, v in PAPER_PROTOCOL.items() if k not in given}}
+
+
 def resolve(cache, model, dataset, cache_dir):
     """The cache entry the shared cache options name (messages go to stderr)."""
     from ..experiments.find import resolve_entry

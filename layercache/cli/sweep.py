@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import json
+import math
 import os
 
 import click
 
 from ..errors import LayercacheError
-from ..training.config import PAPER_LR
+from ..training.config import FE_LR
 from .errors import friendly_errors
-from .options import cache_options, layers_option, parse_list, resolve, say
+from .options import apply_protocol, cache_options, layers_option, parse_list, protocol_option, resolve, say
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
@@ -17,7 +19,10 @@ from .options import cache_options, layers_option, parse_list, resolve, say
 @click.option("--shots", default="8,16,32,64,128", show_default=True, help="Comma-separated N (N x C sentences).")
 @click.option("--epochs", default="25,50,75,100", show_default=True, help="Comma-separated epoch caps.")
 @click.option("--trials", type=click.IntRange(min=1), default=5, show_default=True, help="Seeds 0..trials-1.")
-@click.option("--lr", type=float, default=PAPER_LR, show_default=True)
+@click.option("--lrs", "--lr", "lrs", default=f"{FE_LR:g}", show_default=True,
+              help="Comma-separated max learning rates: a grid dimension (the report picks the best on dev).")
+@click.option("--layer-scores", default="scaled", show_default=True,
+              help="Comma-separated DWAtt scores (paper, scaled, learned): a grid dimension for dwatt only.")
 @click.option("--batch-size", type=click.IntRange(min=1), default=16, show_default=True)
 @layers_option(extra_help="Default: all.")
 @click.option("--extra-layers", type=click.IntRange(min=1), default=None)
@@ -35,9 +40,11 @@ from .options import cache_options, layers_option, parse_list, resolve, say
 @cache_options
 @click.option("--report", "report_only", is_flag=True, help="Only render the table and plots from the results file.")
 @click.option("--curve-shots", default=None, help="N values for the F1-vs-step plot. Default: smallest and largest.")
+@click.option("--per-lr", is_flag=True, help="Also print one table per learning rate.")
+@protocol_option
 @friendly_errors
-def main(fusions, shots, epochs, trials, lr, batch_size, layers, extra_layers, eval_points, dev_sentences, precision, workers,
-         ray_address, out, cache, model, dataset, cache_dir, report_only, curve_shots):
+def main(fusions, shots, epochs, trials, lrs, layer_scores, batch_size, layers, extra_layers, eval_points, dev_sentences,
+         precision, workers, ray_address, out, cache, model, dataset, cache_dir, report_only, curve_shots, per_lr, protocol):
     """Run fusion x N-shot x epoch cap x trial from one cache (skipping runs already done)."""
     from ..experiments.report import render
     from ..experiments.results import RESULTS, read_results
@@ -52,19 +59,48 @@ def main(fusions, shots, epochs, trials, lr, batch_size, layers, extra_layers, e
         from ..training.config import TrainConfig
         from ..training.runtime import resolve_precision
 
-        base = TrainConfig(fusion="base", shots=None, epochs=1, seed=0, lr=lr, batch_size=batch_size,
+        axes = apply_protocol({"lr": parse_list(lrs, name="lrs", cast=float),
+                               "layer_score": parse_list(layer_scores, name="layer-scores", cast=str)}, protocol,
+                              names={"lr": "lrs", "layer_score": "layer_scores"})
+        base = TrainConfig(fusion="base", shots=None, epochs=1, seed=0, batch_size=batch_size,
                            layers=layers, extra_layers=extra_layers, eval_points=eval_points,
                            dev_sentences=dev_sentences, precision=resolve_precision(precision))
         say(f"precision: {base.precision}")
         configs = grid(fusions=parse_list(fusions, name="fusions", cast=str),
                        shots=[None if s == "all" else int(s) for s in parse_list(shots, name="shots", cast=str)],
-                       epochs=parse_list(epochs, name="epochs"), trials=trials, base=base)
+                       epochs=parse_list(epochs, name="epochs"), trials=trials, base=base,
+                       lr=_listed(axes["lr"]), layer_score=_listed(axes["layer_score"]))
         entry = resolve(cache, model, dataset, cache_dir)
         records = list(run_sweep(entry, configs, out=out, workers=workers, ray=ray_address, log=say).values())
-    paths = render(records, out, curve_shots=curve)
+        _save_layer_scores(entry, layers, out)
+    paths = render(records, out, curve_shots=curve, per_lr=per_lr, nu=_layer_scores(out))
     with open(paths["table"], encoding="utf-8") as f:
         click.echo(f.read())
     click.echo("plots: " + ", ".join(p for k, p in paths.items() if k != "table"))
+
+
+def _save_layer_scores(entry, layers: str | None, out: str) -> None:
+    """nu of the fused layers on the whole train split (as `rank-layers` computes it, seconds), for
+    the layers-used figure: do the heads use the layers the score calls well specialised?"""
+    from ..layers import parse_layers
+    from ..layers.scores import score_layers
+
+    spec = parse_layers(layers, num_layers=entry.num_layers)
+    scores = score_layers(entry.split("train"), layers=list(spec.candidates))
+    with open(os.path.join(out, "layer_scores.json"), "w", encoding="utf-8") as f:
+        json.dump([[int(l), nu if math.isfinite(nu) else None] for l, nu in scores], f)
+
+
+def _layer_scores(out: str) -> list | None:
+    path = os.path.join(out, "layer_scores.json")
+    if not os.path.exists(path):
+        return None
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
+
+
+def _listed(value) -> list:
+    return list(value) if isinstance(value, (list, tuple)) else [value]
 
 
 if __name__ == "__main__":

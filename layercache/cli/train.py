@@ -12,9 +12,11 @@ from dataclasses import fields
 import click
 
 from ..fusions.registry import FUSIONS
-from ..training.config import PAPER_LR, PRECISIONS, TrainConfig, default_extra_layers
+from ..training.diagnostics import describe
+from ..training.config import FE_LR, PAPER_LR, PRECISIONS, TrainConfig, default_extra_layers
 from .errors import friendly_errors
-from .options import cache_options, device_option, layers_option, parse_shots, resolve, say
+from .options import (apply_protocol, cache_options, device_option, layer_score_option, layers_option, parse_shots,
+                      protocol_option, resolve, say)
 
 
 def run_name(config: TrainConfig) -> str:
@@ -53,7 +55,8 @@ def budget_table(entry, *, layers: str | None, extra_layers: int | None, current
               help="N: train on N x C sentences (C = entity types) sampled by --seed; or all.")
 @click.option("--epochs", type=click.IntRange(min=0), default=10, show_default=True, help="Epoch cap.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Fixes the sample, the init and the batch order.")
-@click.option("--lr", type=float, default=PAPER_LR, show_default=True, help="Max learning rate (linear decay to 0).")
+@click.option("--lr", type=float, default=None,
+              help=f"Max learning rate (linear decay to 0). Default: {FE_LR:g} in FE, {PAPER_LR:g} (the paper's) in FT.")
 @click.option("--batch-size", type=click.IntRange(min=1), default=16, show_default=True)
 @click.option("--eval-every", type=click.IntRange(min=1), default=None, help="Evaluate every this many steps. Default: once per epoch.")
 @click.option("--eval-points", type=click.IntRange(min=1), default=None, help="Evaluate at this many evenly spaced points instead.")
@@ -71,14 +74,16 @@ def budget_table(entry, *, layers: str | None, extra_layers: int | None, current
 @click.option("--grad-accum", type=click.IntRange(min=1), default=1, show_default=True, help="Micro-batches per optimizer step.")
 @click.option("--precision", type=click.Choice(PRECISIONS), default="fp32", show_default=True,
               help="Autocast for forward passes (fp16 needs CUDA).")
+@layer_score_option
+@protocol_option
 @cache_options
 @click.option("--out", default="runs", show_default=True, help="Folder for the result JSON and the checkpoint.")
 @click.option("--dry-run", is_flag=True, help="Print every fusion's parameter budget and exit.")
 @click.option("--verbose", is_flag=True, help="Print each evaluation.")
 @friendly_errors
-def main(cache, model, dataset, cache_dir, out, dry_run, verbose, **options):
+def main(cache, model, dataset, cache_dir, out, dry_run, verbose, protocol, **options):
     """Train a fusion head on cached hidden states and report its best dev F1."""
-    options["shots"] = parse_shots(options["shots"])
+    options = apply_protocol({**options, "shots": parse_shots(options["shots"])}, protocol)
     config = TrainConfig(**{f.name: options[f.name] for f in fields(TrainConfig)})  # options = fields, one to one
     entry = resolve(cache, model, dataset, cache_dir)
     if dry_run:
@@ -95,6 +100,7 @@ def main(cache, model, dataset, cache_dir, out, dry_run, verbose, **options):
     click.echo(f"{config.fusion} shots={config.shots or 'all'} epochs={config.epochs} seed={config.seed}: "
                f"best dev F1 {result.best_dev_f1:.4f} (step {result.best_step}), test F1 {test}, "
                f"{result.params:,} params, {result.seconds['total']:.1f} s -> {stem}.json")
+    click.echo(describe(result.layer_usage))
 
 
 def _load(entry, config: TrainConfig):

@@ -27,32 +27,61 @@ def ci95(values) -> tuple[float, float]:
     return float(x.mean()), float(t.ppf(0.975, len(x) - 1) * x.std(ddof=1) / math.sqrt(len(x)))
 
 
-def cells(records) -> dict[tuple, list[dict]]:
-    """Records grouped by (fusion, shots, epochs); shots None (all) sorts last."""
+def label(config: dict) -> str:
+    """A row's name: the fusion, and DWAtt's score when it is not the default (records written
+    before the option existed ran the paper's)."""
+    if config["fusion"] == "dwatt" and config.get("layer_score", "paper") != "scaled":
+        return f"dwatt ({config.get('layer_score', 'paper')})"
+    return config["fusion"]
+
+
+def lr_of(record: dict) -> float:
+    return record["config"].get("lr", 5e-5)  # records of the first release all hold it; tests' may not
+
+
+def by_cell(records) -> dict[tuple, list[dict]]:
+    """All records grouped by (label, shots, epochs)."""
     out = defaultdict(list)
     for r in records:
         c = r["config"]
-        out[(c["fusion"], c["shots"], c["epochs"])].append(r)
+        out[(label(c), c["shots"], c["epochs"])].append(r)
     return dict(out)
 
 
-def table(records, *, metric: str = "best_dev_f1") -> str:
-    """Markdown: one row per (fusion, N), one column per epoch cap, 'mean ± CI (n)' in F1 points."""
-    groups = cells(records)
-    caps = sorted({k[2] for k in groups})
-    rows = sorted({(k[0], k[1]) for k in groups}, key=lambda x: (x[0], x[1] or 10**9))
-    lines = ["| fusion | N | " + " | ".join(f"{e} epochs" for e in caps) + " |",
-             "|---|---:|" + "---:|" * len(caps)]
-    for fusion, shots in rows:
-        vals = []
-        for e in caps:
-            runs = groups.get((fusion, shots, e), [])
-            if not runs:
-                vals.append("")
-                continue
-            mean, half = ci95([100 * r[metric] for r in runs])
-            vals.append(f"{mean:.1f} ± {half:.1f} ({len(runs)})")
-        lines.append(f"| {fusion} | {shots or 'all'} | " + " | ".join(vals) + " |")
+def best_lr(runs: list[dict]) -> tuple[float, list[dict]]:
+    """(learning rate, its runs) with the highest mean best dev F1 among ``runs`` (chosen on dev
+    only; ties: the lower rate)."""
+    by_lr = defaultdict(list)
+    for r in runs:
+        by_lr[lr_of(r)].append(r)
+    lr = max(sorted(by_lr), key=lambda x: np.mean([r["best_dev_f1"] for r in by_lr[x]]))
+    return lr, by_lr[lr]
+
+
+def cells(records) -> dict[tuple, list[dict]]:
+    """Records by (label, shots, epochs), at each cell's best learning rate on dev."""
+    return {key: best_lr(runs)[1] for key, runs in by_cell(records).items()}
+
+
+def _f1(runs: list[dict], metric: str) -> str:
+    values = [100 * r[metric] for r in runs if r.get(metric) is not None]
+    if not values:
+        return "-"
+    mean, half = ci95(values)
+    return f"{mean:.1f} ± {half:.1f} ({len(values)})"
+
+
+def table(records) -> str:
+    """Markdown, one row per (fusion, N, epoch cap): the learning rate chosen on dev (mean best dev
+    F1 over trials), and at it the best dev F1 and the test F1 at the best dev point, each
+    'mean ± 95% CI (n)' in F1 points."""
+    groups = by_cell(records)
+    lines = ["| fusion | N | epochs | lr (best on dev) | dev F1 | test F1 |", "|---|---:|---:|---:|---:|---:|"]
+    for key in sorted(groups, key=lambda k: (k[0], k[1] or 10**9, k[2])):
+        lr, runs = best_lr(groups[key])
+        n_lrs = len({lr_of(r) for r in groups[key]})
+        lines.append(f"| {key[0]} | {key[1] or 'all'} | {key[2]} | {lr:g}{f' of {n_lrs}' if n_lrs > 1 else ''} "
+                     f"| {_f1(runs, 'best_dev_f1')} | {_f1(runs, 'test_f1_at_best')} |")
     return "\n".join(lines)
 
 
@@ -95,6 +124,66 @@ def plot_f1_vs_step(records, path: str, *, shots: list[int], epochs: int | None 
     return _save(fig, axes, path, ylabel="dev F1", title=title)
 
 
+def attention_table(records) -> str | None:
+    """Markdown: for the heads that attend over layers (DWAtt), the mean weight of each token's top
+    layer and the mean entropy of its weights (nats; log L = uniform), per cell at its chosen lr."""
+    lines = []
+    for key, runs in sorted(cells(records).items(), key=lambda kv: (kv[0][0], kv[0][1] or 10**9, kv[0][2])):
+        usage = [r["layer_usage"] for r in runs if r.get("layer_usage") and "entropy" in r["layer_usage"]]
+        if usage:
+            top, ent = ci95([u["top_weight"] for u in usage]), ci95([u["entropy"] for u in usage])
+            lines.append(f"| {key[0]} | {key[1] or 'all'} | {key[2]} | {top[0]:.2f} ± {top[1]:.2f} "
+                         f"| {ent[0]:.2f} ± {ent[1]:.2f} | {len(usage)} |")
+    if not lines:
+        return None
+    return "\n".join(["| fusion | N | epochs | top-layer weight | entropy (nats) | runs |",
+                      "|---|---:|---:|---:|---:|---:|", *lines])
+
+
+def usage_by_label(records) -> dict[str, tuple[list[int], np.ndarray]]:
+    """Mean layer share per row label (over every run at its cell's chosen lr that reports one)."""
+    out = defaultdict(list)
+    for (name, _, _), runs in cells(records).items():
+        out[name] += [r["layer_usage"] for r in runs if r.get("layer_usage")]
+    return {name: (usages[0]["layers"], np.mean([u["share"] for u in usages], axis=0))
+            for name, usages in sorted(out.items()) if usages}
+
+
+def plot_layers_used(records, path: str, *, nu: list | None = None, title: str = "") -> str | None:
+    """Heat map of which layers each fusion uses (share of its attention, mixing weight or block
+    norm), and below it the variability nu of the same layers (`rank-layers`; lower = better)."""
+    usage = usage_by_label(records)
+    if not usage:
+        return None
+    layers = sorted({x for ids, _ in usage.values() for x in ids})
+    grid = np.full((len(usage), len(layers)), np.nan)
+    for row, (ids, share) in enumerate(usage.values()):
+        grid[row, [layers.index(x) for x in ids]] = share
+    rows = 2 if nu else 1
+    fig, axes = plt.subplots(rows, 1, figsize=(1.0 + 0.5 * len(layers), 1.2 + 0.35 * len(usage) + 1.6 * (rows - 1)),
+                             dpi=100, squeeze=False, sharex=True, gridspec_kw={"height_ratios": [len(usage) + 1, 2][:rows]})
+    ax = axes[0][0]
+    ax.imshow(grid, aspect="auto", cmap="viridis", vmin=0, extent=(-0.5, len(layers) - 0.5, len(usage) - 0.5, -0.5))
+    for (i, j), v in np.ndenumerate(grid):
+        if np.isfinite(v):
+            ax.text(j, i, f"{v:.2f}", ha="center", va="center", fontsize=6, color="w" if v < grid[np.isfinite(grid)].max() / 2 else "k")
+    ax.set_yticks(range(len(usage)), list(usage), fontsize=7)
+    ax.set_title(title + ("\n" if title else "") + "share of each layer in the trained head", fontsize=8)
+    if nu:
+        scored = {int(l): v for l, v in nu if v is not None and np.isfinite(v)}
+        xs = [i for i, x in enumerate(layers) if x in scored]
+        axes[1][0].plot(xs, [scored[layers[i]] for i in xs], marker="o", markersize=3)
+        axes[1][0].set_yscale("log")
+        axes[1][0].set_ylabel("ν (lower = better)", fontsize=7)
+        axes[1][0].grid(alpha=0.3)
+    axes[-1][0].set_xticks(range(len(layers)), [str(x) for x in layers], fontsize=7)
+    axes[-1][0].set_xlabel("layer", fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return path
+
+
 def _style(ax, *, title: str, xlabel: str) -> None:
     ax.set_title(title, fontsize=9)
     ax.set_xlabel(xlabel, fontsize=8)
@@ -115,7 +204,8 @@ def _save(fig, axes, path: str, *, ylabel: str, title: str) -> str:
     return path
 
 
-def render(records, out: str, *, curve_shots: list[int] | None = None) -> dict[str, str]:
+def render(records, out: str, *, curve_shots: list[int] | None = None, per_lr: bool = False,
+           nu: list | None = None) -> dict[str, str]:
     """Write report.md, f1_vs_shots.png and f1_vs_step.png into `out`; returns their paths."""
     records = list(records)
     first = records[0]
@@ -124,11 +214,21 @@ def render(records, out: str, *, curve_shots: list[int] | None = None) -> dict[s
     curve_shots = curve_shots or ([shots_seen[0], shots_seen[-1]] if len(shots_seen) > 1 else shots_seen)
     paths = {"table": os.path.join(out, "report.md"),
              "shots": plot_f1_vs_shots(records, os.path.join(out, "f1_vs_shots.png"), title=title)}
+    used = plot_layers_used(records, os.path.join(out, "layers_used.png"), nu=nu, title=title)
+    if used:
+        paths["layers"] = used
     if curve_shots:
         paths["steps"] = plot_f1_vs_step(records, os.path.join(out, "f1_vs_step.png"), shots=curve_shots, title=title)
     seconds = [r["seconds"]["total"] for r in records]
-    text = (f"# Sweep: {title}\n\n{len(records)} runs; best dev F1 (x100), mean ± 95% CI over trials (n)\n\n"
-            f"{table(records)}\n\nseconds per run: median {np.median(seconds):.1f}, total {sum(seconds):.0f}\n")
+    text = (f"# Sweep: {title}\n\n{len(records)} runs; F1 (x100), mean ± 95% CI over trials (n); test F1 of "
+            f"each run's head at its best dev point\n\n{table(records)}\n")
+    if per_lr:
+        for lr in sorted({lr_of(r) for r in records}):
+            text += f"\n## lr {lr:g}\n\n{table([r for r in records if lr_of(r) == lr])}\n"
+    attention = attention_table(records)
+    if attention:
+        text += f"\nAttention over layers on dev, at the best dev point (mean ± 95% CI):\n\n{attention}\n"
+    text += f"\nseconds per run: median {np.median(seconds):.1f}, total {sum(seconds):.0f}\n"
     with open(paths["table"], "w", encoding="utf-8") as f:
         f.write(text)
     return paths

@@ -17,12 +17,23 @@ from ..training.config import TrainConfig
 RESULTS = "results.jsonl"
 
 
+# Run ids name the fields that differ from these values: the defaults of the first release, frozen
+# here, so that changing a default later does not rename every run already in a results file.
+ID_BASELINE = {"lr": 5e-5, "batch_size": 16, "eval_every": None, "eval_points": None, "dev_sentences": None,
+               "layers": None, "extra_layers": None, "dropout": 0.1, "weight_decay": 0.01, "warmup": 0,
+               "max_grad_norm": 1.0, "mode": "fe", "freeze": None, "grad_accum": 1, "precision": "fp32",
+               "layer_score": "paper"}
+LEGACY = {"layer_score": "paper"}  # what records written before a field existed ran with
+ONLY_FOR = {"layer_score": "dwatt"}  # fields that change only one fusion's result
+
+
 def run_id(config: TrainConfig | dict) -> str:
-    """Names a run by everything that changes its result: the fields that differ from their
-    defaults (so a field added in a later version, at its default, keeps old ids), device aside."""
-    given = asdict(config) if not isinstance(config, dict) else config
+    """Names a run by everything that changes its result: the fields that differ from
+    `ID_BASELINE`, device aside (a field added later, at its baseline value, keeps old ids)."""
+    given = {**LEGACY, **(asdict(config) if not isinstance(config, dict) else config)}
     fields = {f.name: given[f.name] for f in dataclass_fields(TrainConfig)
-              if f.name in given and f.name != "device" and (f.default is MISSING or given[f.name] != f.default)}
+              if f.name in given and f.name != "device" and ONLY_FOR.get(f.name, given["fusion"]) == given["fusion"]
+              and (f.default is MISSING or given[f.name] != ID_BASELINE.get(f.name, f.default))}
     digest = hashlib.sha1(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:10]
     return f"{given['fusion']}-n{given['shots'] or 'all'}-e{given['epochs']}-s{given['seed']}-{digest}"
 

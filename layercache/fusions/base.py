@@ -20,6 +20,7 @@ class Base(nn.Module):
         num_heads: int,
         ffn_dim: int,
         extra_layers: int | None = None,
+        layer_score: str = "scaled",
         dropout: float = 0.1,
     ) -> None:
         super().__init__()

@@ -21,6 +21,7 @@ class Concat(nn.Module):
         num_heads: int,
         ffn_dim: int,
         extra_layers: int | None = None,
+        layer_score: str = "scaled",
         dropout: float = 0.1,
     ) -> None:
         super().__init__()
@@ -30,3 +31,8 @@ class Concat(nn.Module):
         # hidden [B, T, L, d], mask [B, T] (unused: the map is per token)
         concat = torch.flatten(hidden, start_dim=2)  # [B, T, L*d], layer-major like W's blocks
         return self.proj(concat)  # [B, T, d]
+
+    def layer_usage(self) -> dict:
+        """``||W_n||`` (Frobenius) of each layer's block: how much of each layer the map reads."""
+        blocks = self.proj.weight.detach().float().unflatten(1, (-1, self.proj.out_features))  # [d, L, d]
+        return {"block_norm": blocks.norm(dim=(0, 2)).tolist()}

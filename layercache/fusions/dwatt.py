@@ -9,6 +9,7 @@ from torch import Tensor, nn
 from layercache.errors import LayercacheError
 
 POS_DIM = 24  # d_pos: width of the fixed random layer-position vectors k^pos_n
+LAYER_SCORES = ("paper", "scaled", "learned")
 
 
 class DWAtt(nn.Module):
@@ -18,9 +19,14 @@ class DWAtt(nn.Module):
         k_n    = W^K k^pos_n                      k^pos_n ~ U(0, 1)^24, fixed; W^K affine 24 -> d
         v_n    = LN_n(f^V_n(z_n))                 one MLP and one LayerNorm per layer
         q      = 1 + elu(z_L + f^Q(z_L))
-        h      = z_L + sum_n softmax_n(q . k_n) v_n
+        h      = z_L + sum_n softmax_n(s(q, k_n)) v_n
 
-    The softmax runs over layers, per token, without a 1/sqrt(d) scale (as in the equations).
+    The softmax runs over layers, per token. ``layer_score`` picks ``s``: ``"paper"`` is the
+    equations' ``q . k_n``, unscaled; ``"scaled"`` (the default) is ``q . k_n / sqrt(d)``;
+    ``"learned"`` is ``q . k_n * exp(t)`` with a learned log-temperature ``t`` that starts at
+    ``-log(sqrt(d))``. Why scale: ``q = 1 + elu(...)`` is about 1 in every dimension, so ``q . k_n`` is
+    roughly the sum of ``k_n``'s entries, a per-layer constant whose spread across layers grows like
+    ``sqrt(d)``: unscaled, the softmax is nearly one-hot on a seed-chosen layer from initialisation.
     ``k^pos`` is a buffer: not trained, but saved in the state_dict so a checkpoint reproduces it,
     and drawn from torch's current RNG so the seed fixes it. The L value MLPs are stored as batched
     weights (``[L, d, d/2]`` ...) for one batched product instead of a loop; their parameter count and
@@ -37,13 +43,19 @@ class DWAtt(nn.Module):
         num_heads: int,
         ffn_dim: int,
         extra_layers: int | None = None,
+        layer_score: str = "scaled",
         dropout: float = 0.1,
     ) -> None:
         super().__init__()
         bottleneck = dim // 2
         if bottleneck < 1:
             raise LayercacheError(f"DWAtt needs dim >= 2 for its d/2 bottleneck, got dim={dim!r}")
+        if layer_score not in LAYER_SCORES:
+            raise LayercacheError(f"layer_score must be one of {', '.join(LAYER_SCORES)}, got {layer_score!r}")
         L, d, m = n_layers, dim, bottleneck
+        self.layer_score = layer_score
+        if layer_score == "learned":  # log-temperature, starting where "scaled" is
+            self.log_temperature = nn.Parameter(torch.tensor(-0.5 * math.log(d)))
         self.register_buffer("k_pos", torch.rand(L, POS_DIM))  # [L, 24], U(0, 1), not trained
         self.key = nn.Linear(POS_DIM, d)  # W^K
         self.query_mlp = _MLP(d, m)  # f^Q
@@ -89,13 +101,26 @@ class DWAtt(nn.Module):
         # hidden [B, T, L, d], mask [B, T] (unused: attention is over layers, within a token)
         B, T, L, d = hidden.shape
         top = hidden[:, :, -1]  # z_L, [B, T, d]
+        values = self.values(hidden)  # [L, BT, d]
+        weights = self.layer_weights(hidden).reshape(B * T, L).T.to(values.dtype)  # [L, BT], over layers
+        return top + (weights[:, :, None] * values).sum(0).view(B, T, d)  # [B, T, d]
+
+    def layer_weights(self, hidden: Tensor) -> Tensor:
+        """``softmax_n(s(q, k_n))``, each token's attention over its layers: ``[B, T, L, d] -> [B, T, L]``."""
+        top = hidden[:, :, -1]  # z_L, [B, T, d]
         keys = self.key(self.k_pos.to(hidden.dtype))  # [L, d]
         query = 1 + F.elu(top + self.query_mlp(top))  # [B, T, d]
-        scores = query @ keys.T  # [B, T, L]
-        values = self.values(hidden)  # [L, BT, d]
+        scores = self.scale(query @ keys.T)  # [B, T, L]
         wide = torch.promote_types(scores.dtype, torch.float32)  # the softmax in float32 at least
-        weights = torch.softmax(scores.to(wide), dim=-1).reshape(B * T, L).T.to(values.dtype)  # [L, BT], over layers
-        return top + (weights[:, :, None] * values).sum(0).view(B, T, d)  # [B, T, d]
+        return torch.softmax(scores.to(wide), dim=-1)
+
+    def scale(self, scores: Tensor) -> Tensor:
+        """``q . k_n`` -> the score the softmax over layers sees (see ``layer_score``)."""
+        if self.layer_score == "scaled":
+            return scores * self.key.out_features ** -0.5
+        if self.layer_score == "learned":
+            return scores * self.log_temperature.exp().to(scores.dtype)
+        return scores
 
 
 def _compute_dtype(x: Tensor) -> torch.dtype:

@@ -28,6 +28,7 @@ class ExtraLayers(nn.Module):
         num_heads: int,
         ffn_dim: int,
         extra_layers: int | None = None,
+        layer_score: str = "scaled",
         dropout: float = 0.1,
     ) -> None:
         super().__init__()

@@ -20,6 +20,7 @@ class ScalarMix(nn.Module):
         num_heads: int,
         ffn_dim: int,
         extra_layers: int | None = None,
+        layer_score: str = "scaled",
         dropout: float = 0.1,
     ) -> None:
         super().__init__()
@@ -30,3 +31,7 @@ class ScalarMix(nn.Module):
         # hidden [B, T, L, d], mask [B, T] (unused: the mix is per token)
         alpha = torch.softmax(self.weights, dim=0).to(hidden.dtype)  # [L]
         return self.gamma * torch.einsum("btld,l->btd", hidden, alpha)  # [B, T, d]
+
+    def layer_usage(self) -> dict:
+        """The mixing weights ``softmax(w)``."""
+        return {"weight": torch.softmax(self.weights.detach().float(), dim=0).tolist()}

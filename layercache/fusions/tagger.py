@@ -26,6 +26,7 @@ class TokenTagger(nn.Module):
         ffn_dim: int,
         n_labels: int,
         extra_layers: int | None = None,
+        layer_score: str = "scaled",
         dropout: float = 0.1,
     ) -> None:
         super().__init__()
@@ -41,6 +42,7 @@ class TokenTagger(nn.Module):
             num_heads=num_heads,
             ffn_dim=ffn_dim,
             extra_layers=extra_layers,
+            layer_score=layer_score,
             dropout=dropout,
         )
         self.dropout = Dropout(dropout)

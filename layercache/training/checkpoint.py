@@ -16,7 +16,7 @@ from dataclasses import asdict, is_dataclass
 from layercache.errors import LayercacheError
 
 FORMAT = "layercache-head"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: the tagger records DWAtt's layer_score (version 1 heads used the paper's)
 CACHE_FIELDS = ("key", "model", "model_revision", "model_type", "hidden_size", "num_layers", "num_heads",
                 "ffn_dim", "dataset", "dataset_fingerprint", "granularity", "pooling", "dtype", "max_length")
 
@@ -79,6 +79,8 @@ def load_checkpoint(path: str, *, entry=None, device: str = "cpu"):
                               f"reads up to {FORMAT_VERSION}")
     if entry is not None:
         check_compatible(meta, entry)
+    if meta.get("format_version", 1) < 2:  # written before layer_score existed: the paper's score ran
+        meta["tagger"].setdefault("layer_score", "paper")
     tagger = TokenTagger(**meta["tagger"])
     try:
         load_model(tagger, weights, strict=True, device=str(device))

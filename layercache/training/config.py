@@ -6,9 +6,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..errors import LayercacheError
+from ..fusions.dwatt import LAYER_SCORES
 from ..fusions.registry import FUSIONS
 
-PAPER_LR = 5e-5  # the paper's learning rate (§5): AdamW, linear decay to zero
+PAPER_LR = 5e-5  # the paper's learning rate (§5): AdamW, linear decay to zero; FT's default
+FE_LR = 1e-3  # FE's default: fresh heads on frozen features barely move at 5e-5 (README, "Learning rate")
 PRECISIONS = ("fp32", "bf16", "fp16")
 
 
@@ -20,7 +22,7 @@ class TrainConfig:
     shots: int | None  # N of an N-way few-shot sample (N * C sentences); None = all of train
     epochs: int  # epoch cap; 0 evaluates the untrained head
     seed: int
-    lr: float = PAPER_LR
+    lr: float | None = None  # None = FE_LR in FE, PAPER_LR in FT (filled in at construction)
     batch_size: int = 16
     eval_every: int | None = None  # in optimizer steps; None = once per epoch
     eval_points: int | None = None  # evenly spaced evaluations over the run instead (sweeps); last = the end
@@ -36,8 +38,11 @@ class TrainConfig:
     freeze: str | None = None  # ft: "embeddings", or k = the embeddings and the bottom k layers
     grad_accum: int = 1  # micro-batches of batch_size per optimizer step
     precision: str = "fp32"  # autocast for forward passes: fp32 | bf16 | fp16 (fp16: CUDA, with loss scaling)
+    layer_score: str = "scaled"  # dwatt: paper (q.k) | scaled (q.k / sqrt(d)) | learned (q.k * exp(t))
 
     def __post_init__(self):
+        if self.lr is None:  # frozen: set once, here, so the record holds the rate that ran
+            object.__setattr__(self, "lr", PAPER_LR if self.mode == "ft" else FE_LR)
         if self.fusion not in FUSIONS:
             raise LayercacheError(f"unknown fusion {self.fusion!r}; choose one of {', '.join(FUSIONS)}")
         for name, value, ok, rule in self._checks():
@@ -58,6 +63,7 @@ class TrainConfig:
             yield name, getattr(self, name), getattr(self, name) >= 0, ">= 0"
         yield "mode", self.mode, self.mode in ("fe", "ft"), "fe or ft"
         yield "precision", self.precision, self.precision in PRECISIONS, "fp32, bf16 or fp16"
+        yield "layer_score", self.layer_score, self.layer_score in LAYER_SCORES, "paper, scaled or learned"
         yield ("freeze", self.freeze, self.freeze is None or self.freeze == "embeddings" or str(self.freeze).isdigit(),
                "'embeddings' or a number of layers")
 
@@ -89,6 +95,7 @@ class RunResult:
     versions: dict
     tagger_kwargs: dict = field(default_factory=dict)  # TokenTagger(**tagger_kwargs) rebuilds the head
     backbone_params: int | None = None  # FT: the backbone's trainable parameters (beside the head's)
+    layer_usage: dict | None = None  # which layers the head uses, at its best dev point (training.diagnostics)
     tagger: object = field(default=None, repr=False, compare=False)  # the head at its best dev point
 
     def to_dict(self) -> dict:
@@ -110,5 +117,6 @@ def tagger_kwargs(config: TrainConfig, meta: dict, *, n_layers: int) -> dict:
         "ffn_dim": int(meta["ffn_dim"]),
         "n_labels": len(meta["label_names"]),
         "extra_layers": config.extra_layers or default_extra_layers(int(meta["num_layers"])),
+        "layer_score": config.layer_score,
         "dropout": config.dropout,
     }

@@ -25,6 +25,7 @@ from ..fusions import TokenTagger, count_parameters, packable
 from ..versions import versions
 from .config import RunResult, TrainConfig, tagger_kwargs
 from .data import IGNORE, RunData, Split, choose_layers
+from .diagnostics import layer_usage
 from .evaluation import score
 from .memory import keep_freed_memory
 from .runtime import apply_thread_setting, autocast, now, pick_device
@@ -60,7 +61,9 @@ def train_head(config: TrainConfig, data: RunData, *, log=None, keep_tagger: boo
             book.evaluate(run, step=step, epoch=epoch)
     book.restore_best(run)
     book.score_test_at_best(run)
-    return run.result(book, seconds=time.perf_counter() - t_start, keep_tagger=keep_tagger)
+    usage = layer_usage(run.tagger, run.dev, layers=run.layers, device=run.device, batch_size=run.eval_batch_size,
+                        autocast=run.autocast())
+    return run.result(book, seconds=time.perf_counter() - t_start, keep_tagger=keep_tagger, usage=usage)
 
 
 @dataclass(eq=False)
@@ -108,7 +111,11 @@ class Run:
         every = self.config.eval_every
         return bool(every and (step % every == 0 or step == self.total_steps)) or step in self.eval_at
 
-    def result(self, book: "Book", *, seconds: float, keep_tagger: bool) -> RunResult:
+    @property
+    def eval_batch_size(self) -> int:
+        return max(64, 4 * self.config.batch_size)
+
+    def result(self, book: "Book", *, seconds: float, keep_tagger: bool, usage: dict | None) -> RunResult:
         meta = self.data.meta
         return RunResult(
             config=asdict(self.config), cache_key=meta.get("key"), cache_path=self.data.path,
@@ -121,7 +128,7 @@ class Run:
             best_step=book.best["step"], best_epoch=book.best["epoch"], test_f1_at_best=book.best["test_f1"],
             seconds={"total": seconds, "train": book.clock["train"], "eval": book.clock["eval"]},
             device=str(self.device), versions=versions(), tagger_kwargs=self.tagger_kwargs,
-            backbone_params=count_parameters(self.model[1]) if len(self.model) > 1 else None,
+            backbone_params=count_parameters(self.model[1]) if len(self.model) > 1 else None, layer_usage=usage,
             tagger=self.tagger if keep_tagger else None,
         )
 
@@ -252,4 +259,4 @@ class Book:
 
 def _score(run: Run, split: Split) -> tuple[float, float]:
     return score(run.tagger, split, device=run.device, label_names=run.data.label_names,
-                 batch_size=max(64, 4 * run.config.batch_size), autocast=run.autocast())
+                 batch_size=run.eval_batch_size, autocast=run.autocast())

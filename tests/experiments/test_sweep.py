@@ -86,11 +86,25 @@ def test_report_renders_from_results_file(tmp_path):
     out = CliRunner().invoke(main, ["--report", "--out", str(tmp_path)])
     assert out.exit_code == 0, out.output
     half = 4.302652729911275 * 10 / math.sqrt(3)
-    assert f"| concat | 8 | 60.0 ± {half:.1f} (3) | 60.0 ± {half:.1f} (3) |" in out.output
-    assert f"| dwatt | 16 | 70.0 ± {half:.1f} (3) |" in out.output
+    assert f"| concat | 8 | 50 | 5e-05 | 60.0 ± {half:.1f} (3) | - |" in out.output
+    assert f"| dwatt (paper) | 16 | 25 | 5e-05 | 70.0 ± {half:.1f} (3) | - |" in out.output  # older records: the paper's score
     for name in ("report.md", "f1_vs_shots.png", "f1_vs_step.png"):
         assert (tmp_path / name).stat().st_size > 300
-    assert table(records).count("\n") == 5  # header, rule, 4 rows
+    assert table(records).count("\n") == 9  # header, rule, 8 rows
+
+
+def test_report_picks_the_learning_rate_on_dev_and_reports_test_there():
+    def run(lr, seed, dev, test):
+        r = _record("concat", 8, 25, seed, dev)
+        r["config"].update(lr=lr)
+        r["test_f1_at_best"] = test
+        return r
+
+    records = [run(1e-3, 0, 0.50, 0.10), run(1e-3, 1, 0.70, 0.30),  # mean dev 0.60: chosen
+               run(5e-5, 0, 0.55, 0.90), run(5e-5, 1, 0.55, 0.90)]  # mean dev 0.55, better test: not chosen
+    half = 12.706204736174707 * 20 * math.sqrt(0.5) / math.sqrt(2)  # t(0.975, 1) * s / sqrt(n)
+    row = f"| concat | 8 | 25 | 0.001 of 2 | 60.0 ± {half:.1f} (2) | 20.0 ± {half:.1f} (2) |"
+    assert row in table(records).splitlines()
 
 
 def test_report_without_results_is_one_line_error(tmp_path):

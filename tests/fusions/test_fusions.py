@@ -34,10 +34,10 @@ def inputs(seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
     return hidden, mask
 
 
-def build(cls: type[nn.Module], seed: int = 0) -> nn.Module:
+def build(cls: type[nn.Module], seed: int = 0, **options) -> nn.Module:
     """A head in eval mode, float64, every parameter randomised (so LN affines are not trivial)."""
     torch.manual_seed(seed)
-    module = cls(**SMALL).double().eval()
+    module = cls(**SMALL, **options).double().eval()
     with torch.no_grad():
         for p in module.parameters():
             p.copy_(torch.randn_like(p) * 0.5)
@@ -87,9 +87,13 @@ def test_scalarmix_starts_as_mean():
     torch.testing.assert_close(head(hidden, mask), hidden.mean(dim=2))
 
 
-def test_dwatt_matches_equations():
+@pytest.mark.parametrize("layer_score", ["paper", "scaled", "learned"])
+def test_dwatt_matches_equations(layer_score):
     hidden, mask = inputs()
-    head = build(DWAtt)
+    head = build(DWAtt, layer_score=layer_score)
+    scale = {"paper": 1.0, "scaled": D ** -0.5}.get(layer_score)
+    if layer_score == "learned":
+        scale = float(torch.exp(head.log_temperature.detach()))  # randomised by build(): not the initial 1/sqrt(d)
 
     def mlp(x, up_w, up_b, mid_w, mid_b, down_w, down_b):  # f(x) = W LN(gelu(U x)); U as [d, m]
         return layer_norm(gelu(x @ up_w + up_b), mid_w, mid_b) @ down_w + down_b
@@ -107,7 +111,7 @@ def test_dwatt_matches_equations():
     scores, values = [], []
     for n in range(L):
         k_n = head.key.weight @ head.k_pos[n] + head.key.bias  # W^K k^pos_n, [d]
-        scores.append((query * k_n).sum(-1))  # q . k_n, [B, T]
+        scores.append((query * k_n).sum(-1) * scale)  # s(q, k_n), [B, T]
         f_v = mlp(
             hidden[:, :, n],
             head.v_up_weight[n], head.v_up_bias[n],
@@ -119,6 +123,15 @@ def test_dwatt_matches_equations():
     total = sum(exp)
     expected = top + sum(e[..., None] / total[..., None] * v for e, v in zip(exp, values))
     torch.testing.assert_close(head(hidden, mask), expected)
+
+
+def test_dwatt_learned_temperature_starts_at_the_scaled_score():
+    head = DWAtt(**SMALL, layer_score="learned")
+    assert float(torch.exp(head.log_temperature)) == pytest.approx(D ** -0.5)
+    scores = torch.randn(2, 3, L)
+    torch.testing.assert_close(head.scale(scores), DWAtt(**SMALL).scale(scores))
+    with pytest.raises(LayercacheError, match="layer_score.*'cosine'"):
+        DWAtt(**SMALL, layer_score="cosine")
 
 
 def test_dwatt_under_bf16_autocast_follows_float32_and_trains_float32_weights():
