@@ -13,6 +13,10 @@ import pytest
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+if "LAYERCACHE_HOME" not in os.environ:  # what tests write by default (precision.json, caches) stays out of ~
+    import tempfile
+
+    os.environ["LAYERCACHE_HOME"] = tempfile.mkdtemp(prefix="layercache-tests-")
 
 SHARED_CONLL = Path(__file__).resolve().parents[2] / "shared" / "data" / "conll2003"
 
@@ -127,12 +131,16 @@ def tiny_cache(tmp_path_factory, tiny_bert_dir, tiny_conll_dir) -> str:
 
 
 @pytest.fixture
-def load_script():
-    """``load_script("run_heads_conll")``: a script of scripts/ imported as a module, to call its main()."""
+def load_script(monkeypatch):
+    """``load_script("run_heads_conll")``: a script of scripts/ imported as a module, to call its main(),
+    with scripts/ on sys.path as ``python scripts/NAME.py`` has it (for scripts/_common.py)."""
     import importlib.util
 
+    scripts = Path(__file__).resolve().parents[1] / "scripts"
+    monkeypatch.syspath_prepend(str(scripts))
+
     def load(name: str):
-        path = Path(__file__).resolve().parents[1] / "scripts" / f"{name}.py"
+        path = scripts / f"{name}.py"
         spec = importlib.util.spec_from_file_location(name, path)
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)

@@ -31,8 +31,8 @@ from .options import apply_protocol, cache_options, layers_option, parse_list, p
 @click.option("--dev-sentences", type=click.IntRange(min=1), default=None,
               help="Evaluate on a fixed random subset of dev this size. Default: all of dev.")
 @click.option("--precision", type=click.Choice(["auto", "fp32", "bf16"]), default="auto", show_default=True,
-              help="Autocast of the heads' products; auto = bf16 where the hardware multiplies it natively "
-                   "(CPUs with AMX, recent GPUs), else fp32.")
+              help="Autocast of the heads' products; auto = bf16 where this machine multiplies it clearly "
+                   "faster (measured once, remembered in the cache root), else fp32.")
 @click.option("--workers", type=click.IntRange(min=1), default=None, help="Processes. Default: one per core.")
 @click.option("--ray", "ray_address", is_flag=False, flag_value="local", default=None,
               help="Run every run as a Ray task: --ray alone starts Ray here, --ray ADDRESS joins a cluster.")
@@ -64,7 +64,7 @@ def main(fusions, shots, epochs, trials, lrs, layer_scores, batch_size, layers, 
                               names={"lr": "lrs", "layer_score": "layer_scores"})
         base = TrainConfig(fusion="base", shots=None, epochs=1, seed=0, batch_size=batch_size,
                            layers=layers, extra_layers=extra_layers, eval_points=eval_points,
-                           dev_sentences=dev_sentences, precision=resolve_precision(precision))
+                           dev_sentences=dev_sentences, precision=resolve_precision(precision, root=cache_dir))
         say(f"precision: {base.precision}")
         configs = grid(fusions=parse_list(fusions, name="fusions", cast=str),
                        shots=[None if s == "all" else int(s) for s in parse_list(shots, name="shots", cast=str)],

@@ -16,24 +16,17 @@ def pick_device(name: str | None = None) -> torch.device:
     return torch.device("cuda" if torch.cuda.is_available() else "cpu")
 
 
-def resolve_precision(precision: str, device: str | None = None) -> str:
-    """``auto`` -> ``bf16`` where the hardware multiplies bfloat16 natively (a CUDA GPU that supports
-    it, or a CPU with AMX tiles), else ``fp32``; other values pass through. Sweeps use it, so a grid
-    states the precision it actually ran at."""
+def resolve_precision(precision: str, device: str | None = None, *, root: str | None = None) -> str:
+    """``auto`` -> ``bf16`` or ``fp32``, whichever this machine runs a head's products faster in
+    (measured once and remembered: `layercache.training.precision`); other values pass through."""
     if precision != "auto":
         return precision
+    from .precision import auto_precision
+
     dev = pick_device(device)
-    if dev.type == "cuda":
-        return "bf16" if torch.cuda.is_bf16_supported() else "fp32"
-    return "bf16" if dev.type == "cpu" and _cpu_has_amx() else "fp32"
-
-
-def _cpu_has_amx() -> bool:
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            return " amx_bf16" in f.read()
-    except OSError:  # not Linux: stay with float32
-        return False
+    if dev.type not in ("cpu", "cuda") or (dev.type == "cuda" and not torch.cuda.is_bf16_supported()):
+        return "fp32"
+    return auto_precision(dev, root=root)
 
 
 def autocast(precision: str, device: torch.device):

@@ -236,7 +236,8 @@ def test_cli_trains_and_writes(tiny_cache, tmp_path):
                                        "--epochs", "2", "--seed", "1", "--lr", "0.01", "--out", str(out)])
     assert result.exit_code == 0, result.output
     lines = result.stdout.strip().splitlines()
-    assert len(lines) == 1 and "scalarmix" in lines[0] and "best dev F1" in lines[0]
+    assert len(lines) == 2 and "scalarmix" in lines[0] and "best dev F1" in lines[0]
+    assert lines[1].startswith("layers used (share): 1:0.") and " 2:0." in lines[1]
     record = json.loads((out / "scalarmix-n8-e2-s1.json").read_text())
     assert record["config"] == {**record["config"], "fusion": "scalarmix", "shots": 8, "epochs": 2, "seed": 1}
     assert len(record["evals"]) == 2 and record["cache_path"] == tiny_cache
@@ -264,37 +265,7 @@ def test_cli_errors_are_one_line(tiny_cache, args, match):
     assert pytest.importorskip("re").search(match, result.stderr)
 
 
-def test_conll_script_resumes(tiny_cache, tmp_path, capsys, load_script):
-    """scripts/run_heads_conll.py on the tiny cache: one line per run, and a rerun skips them."""
-    script = load_script("run_heads_conll")
-    out = tmp_path / "runs.jsonl"
-    args = ["--cache", tiny_cache, "--fusions", "base,scalarmix", "--shots", "2,4", "--seeds", "2", "--epochs", "1",
-            "--out", str(out)]
-    script.main(args)
-    assert len(out.read_text().splitlines()) == 8
-    records = [json.loads(line) for line in out.read_text().splitlines()]
-    for record in records:  # as an older layercache wrote them, before TrainConfig grew a field
-        del record["config"]["warmup"]
-    out.write_text("".join(json.dumps(r) + "\n" for r in records))
-    script.main(args)
-    assert len(out.read_text().splitlines()) == 8
-    printed = capsys.readouterr()
-    assert "8 of 8 runs already" in printed.err
-    assert "| scalarmix | 234 |" in printed.out and "(2)" in printed.out
-
-
 # ------------------------------------------------------------------------------ precision
-
-
-def test_auto_precision_is_bf16_only_with_native_bf16(monkeypatch):
-    from layercache.training import runtime as train_module
-
-    assert train_module.resolve_precision("fp32") == "fp32"
-    assert train_module.resolve_precision("bf16") == "bf16"
-    monkeypatch.setattr(train_module, "_cpu_has_amx", lambda: True)
-    assert train_module.resolve_precision("auto", "cpu") == "bf16"
-    monkeypatch.setattr(train_module, "_cpu_has_amx", lambda: False)
-    assert train_module.resolve_precision("auto", "cpu") == "fp32"
 
 
 @pytest.mark.parametrize("fusion", ["concat", "dwatt", "extra"])

@@ -1,0 +1,42 @@
+"""`--precision auto`: decided by a measured product, remembered per machine, overridable."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from layercache.training import precision
+from layercache.training.runtime import resolve_precision
+
+
+def test_explicit_precisions_pass_through(tmp_path, monkeypatch):
+    monkeypatch.setattr(precision, "time_products", lambda device: pytest.fail("probed for an explicit choice"))
+    assert resolve_precision("fp32", root=str(tmp_path)) == "fp32"
+    assert resolve_precision("bf16", root=str(tmp_path)) == "bf16"
+
+
+@pytest.mark.parametrize("fp32_s, bf16_s, expected", [(1.0, 0.5, "bf16"), (1.0, 0.7, "bf16"), (1.0, 0.8, "fp32"),
+                                                      (1.0, 3.0, "fp32")])
+def test_bf16_only_where_clearly_faster(tmp_path, monkeypatch, fp32_s, bf16_s, expected):
+    monkeypatch.setattr(precision, "time_products", lambda device: (fp32_s, bf16_s))
+    assert resolve_precision("auto", "cpu", root=str(tmp_path)) == expected
+
+
+def test_the_decision_is_recorded_and_reused(tmp_path, monkeypatch):
+    monkeypatch.setattr(precision, "time_products", lambda device: (2e-3, 1e-3))
+    assert resolve_precision("auto", "cpu", root=str(tmp_path)) == "bf16"
+    record = json.loads((tmp_path / "precision.json").read_text())
+    (entry,) = record.values()
+    assert entry == {"precision": "bf16", "fp32_ms": 2.0, "bf16_ms": 1.0}
+    monkeypatch.setattr(precision, "time_products", lambda device: pytest.fail("measured twice"))
+    assert resolve_precision("auto", "cpu", root=str(tmp_path)) == "bf16"
+    # Editing the record overrides the decision (and deleting it measures again).
+    (tmp_path / "precision.json").write_text(json.dumps({k: {**v, "precision": "fp32"} for k, v in record.items()}))
+    assert resolve_precision("auto", "cpu", root=str(tmp_path)) == "fp32"
+
+
+def test_the_probe_times_both_dtypes():
+    fp32_s, bf16_s = precision.time_products(torch.device("cpu"), repeats=1)
+    assert fp32_s > 0 and bf16_s > 0
