@@ -10,17 +10,15 @@
 
 from __future__ import annotations
 
+import argparse
 import statistics
-import sys
 import time
-from pathlib import Path
+
+import _common  # noqa: F401  (the repository on sys.path)
 
 import torch
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-
-from layercache.heads.dropout import dropout  # noqa: E402
+from layercache.fusions.dropout import dropout
 
 
 def median_ms(fn, calls: int, repeats: int = 5) -> float:
@@ -35,6 +33,7 @@ def median_ms(fn, calls: int, repeats: int = 5) -> float:
 
 
 def main():
+    argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter).parse_args()
     torch.set_num_threads(1)
     K, N = 384, 1536  # MiniLM width -> FFN width
     print("matrix product [rows, 384] x [384, 1536], ms per call (median of 5)")
@@ -52,7 +51,7 @@ def main():
     print(f"\ndropout p=0.1 on [256, 1536] ({x.numel():,} elements), forward + backward, ms per call")
     torch_ms = median_ms(lambda i: torch.nn.functional.dropout(x, 0.1, True).sum().backward(), 20)
     ours_ms = median_ms(lambda i: dropout(x, 0.1).sum().backward(), 20)
-    print(f"| torch.nn.functional.dropout | {torch_ms:.2f} |\n| layercache.heads.dropout | {ours_ms:.2f} |")
+    print(f"| torch.nn.functional.dropout | {torch_ms:.2f} |\n| layercache.fusions.dropout | {ours_ms:.2f} |")
 
 
 if __name__ == "__main__":

@@ -21,15 +21,14 @@ from pathlib import Path
 import numpy as np
 import torch
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+from _common import CONLL, REPO
 
-from layercache.cache.manage import bytes_on_disk  # noqa: E402
-from layercache.extract.datasets import load_dataset  # noqa: E402
-from layercache.extract.encode import UnitEncoder, row_map  # noqa: E402
-from layercache.extract.models import load_model, load_tokenizer, model_info  # noqa: E402
-from layercache.extract.run import ExtractConfig, _default_unit_rows, default_token_budget, extract  # noqa: E402
-from layercache.extract.tokenize import tokenize_words  # noqa: E402
+from layercache.cache.manage import bytes_on_disk
+from layercache.extract.datasets import load_dataset
+from layercache.extract.encode import UnitEncoder, row_map
+from layercache.extract.models import load_model, load_tokenizer, model_info
+from layercache.extract.run import ExtractConfig, _default_unit_rows, default_token_budget, extract
+from layercache.extract.tokenize import tokenize_words
 
 
 def write_subset(data_dir: str, n: int, out: Path) -> list[list[str]]:
@@ -98,7 +97,7 @@ def peak_rss_mb(data: Path, root: str, model: str | None) -> float:
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--data", default=str(REPO.parent / "shared/data/conll2003"))
+    ap.add_argument("--data", default=str(CONLL))
     ap.add_argument("--model", default=None, help="default: all-MiniLM-L6-v2")
     ap.add_argument("--sentences", type=int, default=3000)
     ap.add_argument("--repeats", type=int, default=3)

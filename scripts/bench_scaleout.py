@@ -18,11 +18,9 @@ import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(REPO / "scripts"))
+from _common import CONLL, REPO, conll_entry
 
-from bench_extract import write_subset  # noqa: E402
+from bench_extract import write_subset
 
 
 def timed(cmd: list[str], env: dict) -> float:
@@ -33,7 +31,7 @@ def timed(cmd: list[str], env: dict) -> float:
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--data", default=str(REPO.parent / "shared/data/conll2003"))
+    ap.add_argument("--data", default=str(CONLL))
     ap.add_argument("--sentences", type=int, default=2000)
     ap.add_argument("--grid", default="--fusions concat,dwatt --shots 8,16 --epochs 10 --trials 2 --eval-points 2 "
                                       "--dev-sentences 500")
@@ -42,20 +40,17 @@ def main():
     words = write_subset(args.data, args.sentences, tmp / "data")
     n_words = sum(len(w) for w in words)
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    extract = [sys.executable, "-m", "layercache.extract.cli", "--dataset", str(tmp / "data"), "--quiet"]
+    extract = [sys.executable, "-m", "layercache.cli.extract", "--dataset", str(tmp / "data"), "--quiet"]
     one = timed(extract + ["--cache-dir", str(tmp / "one")], env)
     two = timed([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2", "-m",
-                 "layercache.extract.cli", "--dataset", str(tmp / "data"), "--quiet", "--cache-dir", str(tmp / "two")],
+                 "layercache.cli.extract", "--dataset", str(tmp / "data"), "--quiet", "--cache-dir", str(tmp / "two")],
                 {**env, "OMP_NUM_THREADS": str(max(1, (os.cpu_count() or 2) // 2))})
     print(f"extraction of {args.sentences} sentences ({n_words} words), whole command incl. start-up:")
     print(f"  1 process : {one:6.1f} s  {n_words / one:8,.0f} words/s")
     print(f"  2 processes (torchrun, gloo): {two:6.1f} s  {n_words / two:8,.0f} words/s  -> {one / two:.2f}x")
 
-    from layercache.heads.find import resolve_entry
-
-    entry = resolve_entry(model="all-MiniLM-L6-v2", dataset=args.data, extract_options={"splits": ("train", "dev")},
-                          log=lambda m: None)
-    sweep = [sys.executable, "-m", "layercache.heads.sweep_cli", "--cache", entry.path, *args.grid.split()]
+    entry = conll_entry(args.data, log=lambda m: None)
+    sweep = [sys.executable, "-m", "layercache.cli.sweep", "--cache", entry.path, *args.grid.split()]
     local = timed(sweep + ["--out", str(tmp / "local"), "--workers", "2"], env)
     ray = timed(sweep + ["--out", str(tmp / "ray"), "--ray"], env)
     same = (tmp / "local" / "report.md").read_text().split("seconds")[0] == \

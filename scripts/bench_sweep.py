@@ -16,22 +16,21 @@ import argparse
 import json
 import os
 import statistics
-import sys
+import tempfile
 import time
 from pathlib import Path
+
+from _common import CONLL, REPO, conll_entry
 
 import numpy as np
 import torch
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-
-from layercache.extract.datasets import load_dataset  # noqa: E402
-from layercache.extract.models import load_model, load_tokenizer, model_info  # noqa: E402
-from layercache.heads.find import resolve_entry  # noqa: E402
-from layercache.heads.report import render  # noqa: E402
-from layercache.heads.sweep import RESULTS, grid, read_results, run_sweep  # noqa: E402
-from layercache.heads.train import TrainConfig, resolve_precision  # noqa: E402
+from layercache.experiments import RESULTS, grid, read_results, run_grid, run_sweep
+from layercache.experiments.report import render
+from layercache.extract.datasets import load_dataset
+from layercache.extract.models import load_model, load_tokenizer, model_info
+from layercache.training import TrainConfig
+from layercache.training.runtime import resolve_precision
 
 
 def live_forward_costs(data_dir: str, *, dev_sentences: int | None, repeats: int = 20) -> dict:
@@ -72,19 +71,17 @@ def live_forward_costs(data_dir: str, *, dev_sentences: int | None, repeats: int
 def measure_head_costs(entry, *, dev_sentences: int | None, precision: str,
                        fusions=("dwatt", "concat", "extra")) -> dict:
     """Seconds per optimizer step and per evaluation of each head, N = 128, one thread, measured
-    here in the same invocation as the live backbone's costs (so both see the same machine)."""
-    from layercache.heads.data import load_data
-    from layercache.heads.train import train_head
-
-    data = load_data(entry)
-    out = {}
-    for fusion in fusions:
-        config = TrainConfig(fusion=fusion, shots=128, epochs=4, seed=0, eval_points=2,
-                             dev_sentences=dev_sentences, precision=precision)
-        train_head(config, data, keep_tagger=False)  # first: every batch shape meets its kernels once
-        r = train_head(config, data, keep_tagger=False)
-        out[fusion] = {"step": r.seconds["train"] / r.total_steps, "eval": r.seconds["eval"] / len(r.evals)}
-    return out
+    here in the same invocation as the live backbone's costs (so both see the same machine): the
+    same runs twice through `run_grid` in this process (the data loaded once), into two throwaway
+    results files; the first pass meets every batch shape's kernels once, the second is timed."""
+    configs = [TrainConfig(fusion=fusion, shots=128, epochs=4, seed=0, eval_points=2,
+                           dev_sentences=dev_sentences, precision=precision) for fusion in fusions]
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in ("warm", "timed"):
+            records = run_grid(entry, configs, results=os.path.join(tmp, f"{name}.jsonl"), workers=0,
+                               progress=False, log=lambda m: None)
+    return {r["config"]["fusion"]: {"step": r["seconds"]["train"] / r["total_steps"],
+                                    "eval": r["seconds"]["eval"] / len(r["evals"])} for r in records.values()}
 
 
 def reference_kernel_ms(repeats: int = 200) -> float:
@@ -115,7 +112,7 @@ def project(costs: dict, head: dict, *, trials: int = 5, eval_points: int = 5) -
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--data", default=str(REPO.parent / "shared/data/conll2003"))
+    ap.add_argument("--data", default=str(CONLL))
     ap.add_argument("--out", default=str(REPO / "runs/sweep-conll"))
     ap.add_argument("--fusions", default="dwatt,concat,extra")
     ap.add_argument("--shots", default="8,16,32,64,128")
@@ -129,7 +126,7 @@ def main():
                     help="run nothing: report, time the live backbone and project from the results already in --out")
     args = ap.parse_args()
 
-    entry = resolve_entry(model="all-MiniLM-L6-v2", dataset=args.data, extract_options={"splits": ("train", "dev")})
+    entry = conll_entry(args.data)
     precision = resolve_precision(args.precision)
     base = TrainConfig(fusion="base", shots=None, epochs=1, seed=0, eval_points=args.eval_points,
                        dev_sentences=args.dev_sentences, precision=precision)

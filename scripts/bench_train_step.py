@@ -3,7 +3,7 @@ precision `sweep` picks here (``--precision auto``: bf16 autocast on a CPU with 
 one thread), in fresh processes run in alternation, so the machine's drift hits every
 variant alike. Variants:
 
-- ``kept``: as shipped (freed memory kept for reuse, `layercache/heads/memory.py`);
+- ``kept``: as shipped (freed memory kept for reuse, `layercache/training/memory.py`);
 - ``returned``: glibc's default (``LAYERCACHE_KEEP_HEAP=0``): freed activations go back to the
   kernel and are page-faulted in again next step;
 - ``einsum`` (DWAtt only): the earlier token-major DWAtt forward (einsum over ``[B, T, L, d]``
@@ -24,12 +24,10 @@ import statistics
 import subprocess
 import sys
 import time
-from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+import _common  # noqa: F401  (the repository on sys.path)
 
-from layercache.heads.train import resolve_precision  # noqa: E402
+from layercache.training.runtime import resolve_precision
 
 # 16 sentence lengths drawn from CoNLL-2003 train (a batch of the N = 128 sample): 224 rows.
 LENGTHS = [14, 3, 25, 9, 31, 12, 7, 2, 18, 22, 11, 5, 40, 8, 6, 11]
@@ -59,10 +57,9 @@ def worker(fusion: str, variant: str, steps: int, precision: str) -> dict:
     import torch
     import torch.nn.functional as F
 
-    from layercache.heads.dwatt import DWAtt
-    from layercache.heads.memory import keep_freed_memory
-    from layercache.heads.tagger import TokenTagger
-    from layercache.heads.train import PACK_MULTIPLE
+    from layercache.fusions import DWAtt, TokenTagger
+    from layercache.training.loop import PACK_MULTIPLE
+    from layercache.training.memory import keep_freed_memory
 
     keep_freed_memory()
     if variant == "einsum":

@@ -12,20 +12,17 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import sys
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+from _common import CONLL, REPO, conll_entry
 
-from layercache.heads.find import resolve_entry  # noqa: E402
-from layercache.heads.sweep import grid, run_sweep  # noqa: E402
-from layercache.heads.train import TrainConfig  # noqa: E402
+from layercache.experiments import grid, run_sweep
+from layercache.training import TrainConfig
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--data", default=str(REPO.parent / "shared/data/conll2003"))
+    ap.add_argument("--data", default=str(CONLL))
     ap.add_argument("--out", default=str(REPO / "runs/precision"))
     ap.add_argument("--fusions", default="dwatt,concat,extra")
     ap.add_argument("--shots", type=int, default=32)
@@ -34,7 +31,7 @@ def main():
     ap.add_argument("--dev-sentences", type=int, default=1000)
     args = ap.parse_args()
 
-    entry = resolve_entry(model="all-MiniLM-L6-v2", dataset=args.data, extract_options={"splits": ("train", "dev")})
+    entry = conll_entry(args.data)
     runs = {}
     for precision in ("fp32", "bf16"):
         base = TrainConfig(fusion="base", shots=None, epochs=1, seed=0, eval_points=5,

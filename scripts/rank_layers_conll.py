@@ -12,27 +12,26 @@ import argparse
 import time
 from pathlib import Path
 
-from layercache.heads.find import resolve_entry
-from layercache.heads.layer_scores import score_layers
-from layercache.heads.plots import plot_scores
-from layercache.heads.rank_cli import entity_types
-from layercache.heads.sampling import few_shot_sample
-from layercache.heads.variability import pick_layers
+from _common import CONLL, REPO, conll_entry
 
-ROOT = Path(__file__).resolve().parents[1]
+from layercache.experiments.plots import plot_scores
+from layercache.layers import pick_layers
+from layercache.layers.scores import score_layers
+from layercache.training.sampling import entity_types, few_shot_sample
+
 SEEDS = (0, 1, 2)
 SHOTS = (8, 128)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("data", nargs="?", default=str(ROOT.parent / "shared" / "data" / "conll2003"))
-    parser.add_argument("--plot", default=str(ROOT / "docs" / "rank_layers_conll.png"))
+    parser.add_argument("data", nargs="?", default=str(CONLL))
+    parser.add_argument("--plot", default=str(REPO / "docs" / "rank_layers_conll.png"))
     args = parser.parse_args()
 
-    entry = resolve_entry(model="all-MiniLM-L6-v2", dataset=args.data, extract_options={"splits": ("train", "dev")})
+    entry = conll_entry(args.data)
     train = entry.split("train")
-    n_types = len(entity_types(entry))
+    n_types = len(entity_types(entry.meta))
     print(f"cache {entry.path}: train {train.n_sentences:,} sentences, {train.n_rows:,} tokens, {n_types} entity types")
 
     runs: dict[str, list[list[tuple[int, float]]]] = {}

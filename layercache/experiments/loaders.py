@@ -1,4 +1,5 @@
-"""What a grid's executors load once before their runs: ``load(entry, configs) -> data``.
+"""What a grid's executors load once before their runs: ``load(entry, configs) -> data`` (or, with
+``run_grid(load_per_run=True)``, before each run: ``load(entry, [config])``).
 
 Loaders are top-level functions, so worker processes and Ray tasks can be handed them by name.
 """
@@ -8,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..layers import parse_layers
-from ..training.data import load_data
+from ..training.data import load_data, load_for_run
 from ..training.sampling import entity_types, few_shot_sample
 
 
@@ -22,6 +23,13 @@ def load_cached(entry, configs: list) -> object:
         sentences = np.unique(np.concatenate([few_shot_sample(n_train, shots=c.shots, n_types=n_types, seed=c.seed)
                                               for c in configs]))
     return load_data(entry, layers=layers or None, train_sentences=sentences)
+
+
+def load_run(entry, configs: list) -> object:
+    """FE, one run (``load_per_run``): exactly what it reads, its sample with its candidate layers
+    (all of 1..L for auto:K, to rank them) and dev/test with only the layers it fuses."""
+    (config,) = configs
+    return load_for_run(entry, layers=config.layers, shots=config.shots, seed=config.seed)
 
 
 def load_live(entry, configs: list) -> object:

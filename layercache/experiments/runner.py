@@ -3,13 +3,15 @@
 Every run is one `train_head` call. Runs already in the results file are skipped (so a grid
 resumes); the rest run in this process (``workers=0``), in worker processes (one per core by
 default) or as Ray tasks, each of which loads the data once (``load``) and trains run after run
-from memory. Finished runs are appended by this process alone, each line fsync'ed.
+from memory, or, with ``load_per_run``, loads each run's own data (when what a run reads is part
+of what is measured). Finished runs are appended by this process alone, each line fsync'ed.
 """
 
 from __future__ import annotations
 
 import os
-from dataclasses import replace
+import time
+from dataclasses import dataclass, replace
 from itertools import product
 from typing import Callable, Iterable
 
@@ -18,6 +20,7 @@ from .loaders import load_cached
 from .results import append_result, read_results, run_id
 
 Loader = Callable[[object, list], object]  # (CacheEntry, configs) -> data for train_head
+Annotate = Callable[[TrainConfig, object, dict], None]  # (config, its data, its record): adds to the record
 
 
 def grid(*, fusions, shots, epochs, trials: int, base: TrainConfig, **axes) -> list[TrainConfig]:
@@ -30,12 +33,15 @@ def grid(*, fusions, shots, epochs, trials: int, base: TrainConfig, **axes) -> l
 
 
 def run_grid(entry, configs: list[TrainConfig], *, results: str, workers: int | None = None,
-             load: Loader = load_cached, ray: str | None = None, on_record=None, progress: bool = True,
-             log=print) -> dict[str, dict]:
+             load: Loader = load_cached, load_per_run: bool = False, annotate: Annotate | None = None,
+             ray: str | None = None, on_record=None, progress: bool = True, log=print) -> dict[str, dict]:
     """Run every config not yet in ``results`` (a JSON-lines file) on ``entry``; returns the records
     of ``configs`` by run id, in their order. ``workers``: processes (None = one per core, 0 = this
-    process); ``ray``: an address (or "local") to run each run as a Ray task instead;
-    ``on_record(config, record)`` is called as each run finishes."""
+    process); ``ray``: an address (or "local") to run each run as a Ray task instead.
+    ``load_per_run``: call ``load(entry, [config])`` for every run, not once per executor, and put
+    ``load_seconds`` and ``wall_seconds`` (load and train) in its record. ``annotate(config, data,
+    record)`` runs where the run ran, beside its data (a top-level function, so workers get it by
+    name); ``on_record(config, record)`` runs here as each run finishes."""
     from tqdm.auto import tqdm
 
     done = {rid: r for rid, r in read_results(results).items() if r.get("cache_key") in (None, entry.meta.get("key"))}
@@ -43,7 +49,8 @@ def run_grid(entry, configs: list[TrainConfig], *, results: str, workers: int | 
     if len(todo) < len(configs):
         log(f"{len(configs) - len(todo)} of {len(configs)} runs already in {results}; running the other {len(todo)}")
     bar = tqdm(total=len(configs), initial=len(configs) - len(todo), unit="run", desc="runs", disable=not progress)
-    for config, record in _results(entry, todo, load=load, workers=workers, ray=ray):
+    job = _Job(entry.path, load, per_run=load_per_run, annotate=annotate)
+    for config, record in _results(job, todo, workers=workers, ray=ray):
         record["cache_path"] = entry.path
         append_result(results, record)
         done[record["run_id"]] = record
@@ -55,25 +62,36 @@ def run_grid(entry, configs: list[TrainConfig], *, results: str, workers: int | 
     return {run_id(c): done[run_id(c)] for c in configs if run_id(c) in done}
 
 
-def _results(entry, todo, *, load: Loader, workers: int | None, ray: str | None) -> Iterable[tuple]:
+def _results(job: _Job, todo, *, workers: int | None, ray: str | None) -> Iterable[tuple]:
     if not todo:
         return iter(())
     if ray:
-        return _ray_results(entry.path, todo, load, ray)
+        return _ray_results(job, todo, ray)
     workers = min(os.cpu_count() or 1 if workers is None else workers, len(todo))
     if workers == 0:
-        return _in_process(entry.path, todo, load)
-    return _local_results(entry.path, todo, load, workers)
+        return _in_process(job, todo)
+    return _local_results(job, todo, workers)
 
 
 # ----------------------------------------------------------------------------------------------
-# Each executor loads the data once, then trains run after run from memory.
+# Each executor loads the data once, then trains run after run from memory (unless per_run).
+
+
+@dataclass(frozen=True)
+class _Job:
+    """What every executor needs besides the configs; picklable (loaders are top-level functions)."""
+
+    cache_path: str
+    load: Loader
+    per_run: bool = False  # load(entry, [config]) for each run, timed into its record
+    annotate: Annotate | None = None
+
 
 _DATA = None
 _DATA_KEY = None
 
 
-def _init_worker(cache_path: str, configs: list, load: Loader, threads: int | None) -> None:
+def _init_worker(job: _Job, configs: list, threads: int | None) -> None:
     global _DATA, _DATA_KEY
     import torch
 
@@ -81,34 +99,43 @@ def _init_worker(cache_path: str, configs: list, load: Loader, threads: int | No
 
     if threads:
         torch.set_num_threads(threads)
-    key = (cache_path, load, tuple(run_id(c) for c in configs))
-    if _DATA_KEY != key:  # Ray reuses worker processes across tasks and sweeps
-        _DATA, _DATA_KEY = load(open_entry(cache_path), configs), key
+    key = (job.cache_path, job.load, tuple(run_id(c) for c in configs))
+    if not job.per_run and _DATA_KEY != key:  # Ray reuses worker processes across tasks and sweeps
+        _DATA, _DATA_KEY = job.load(open_entry(job.cache_path), configs), key
 
 
-def _run_one(config: TrainConfig) -> dict:
+def _run_one(job: _Job, config: TrainConfig) -> dict:
+    from ..cache.reader import open_entry
     from ..training.loop import train_head
 
-    record = train_head(config, _DATA, keep_tagger=False).to_dict()  # a grid keeps records, not weights
+    entry = open_entry(job.cache_path) if job.per_run else None
+    t0 = time.perf_counter()
+    data = job.load(entry, [config]) if job.per_run else _DATA
+    loaded = time.perf_counter()
+    record = train_head(config, data, keep_tagger=False).to_dict()  # a grid keeps records, not weights
     record["run_id"] = run_id(config)
+    if job.per_run:  # the run's own reads are part of its cost
+        record.update(load_seconds=loaded - t0, wall_seconds=time.perf_counter() - t0)
+    if job.annotate:
+        job.annotate(config, data, record)
     return record
 
 
-def _in_process(cache_path: str, todo, load: Loader):
-    _init_worker(cache_path, todo, load, None)
+def _in_process(job: _Job, todo):
+    _init_worker(job, todo, None)
     for config in todo:
-        yield config, _run_one(config)
+        yield config, _run_one(job, config)
 
 
-def _local_results(cache_path: str, todo, load: Loader, workers: int):
+def _local_results(job: _Job, todo, workers: int):
     from concurrent.futures import ProcessPoolExecutor, as_completed
     import multiprocessing
 
     threads = max(1, (os.cpu_count() or 1) // workers)
     context = multiprocessing.get_context("spawn")  # no fork after torch threads: portable and safe
     with ProcessPoolExecutor(workers, mp_context=context, initializer=_init_worker,
-                             initargs=(cache_path, todo, load, threads)) as pool:
-        futures = {pool.submit(_run_one, c): c for c in todo}
+                             initargs=(job, todo, threads)) as pool:
+        futures = {pool.submit(_run_one, job, c): c for c in todo}
         try:
             for future in as_completed(futures):
                 yield futures[future], future.result()
@@ -118,12 +145,12 @@ def _local_results(cache_path: str, todo, load: Loader, workers: int):
             raise
 
 
-def _ray_task(cache_path: str, configs, load: Loader, config: TrainConfig) -> dict:
-    _init_worker(cache_path, configs, load, 1)
-    return _run_one(config)
+def _ray_task(job: _Job, configs, config: TrainConfig) -> dict:
+    _init_worker(job, configs, 1)
+    return _run_one(job, config)
 
 
-def _ray_results(cache_path: str, todo, load: Loader, address: str):
+def _ray_results(job: _Job, todo, address: str):
     """Each run a Ray task (one CPU); the cache is read from the shared root by each worker once."""
     import ray
 
@@ -131,7 +158,7 @@ def _ray_results(cache_path: str, todo, load: Loader, address: str):
         ray.init(address=None if address in (None, "", "local") else address, include_dashboard=False,
                  log_to_driver=False, ignore_reinit_error=True)
     task = ray.remote(num_cpus=1)(_ray_task)
-    pending = {task.remote(cache_path, todo, load, c): c for c in todo}
+    pending = {task.remote(job, todo, c): c for c in todo}
     while pending:
         ready, _ = ray.wait(list(pending), num_returns=1)
         config = pending.pop(ready[0])

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+
 def test_compare_fe_ft_fills_both_columns_and_resumes(tiny_cache, tmp_path, monkeypatch, capsys, load_script):
     script = load_script("compare_fe_ft_conll")
     out, md = tmp_path / "runs.jsonl", tmp_path / "table.md"
@@ -22,7 +23,11 @@ def test_compare_fe_ft_fills_both_columns_and_resumes(tiny_cache, tmp_path, monk
     assert cells[2].endswith("(1)") and cells[3].endswith("(1)")
     assert md.read_text().endswith(text + "\n")
 
+    def no_training(*args, **kwargs):
+        raise AssertionError("a run already in the results file was repeated")
+
+    monkeypatch.setattr("layercache.training.loop.train_head", no_training)
     capsys.readouterr()
     again = script.main(argv)  # everything is in the results file: nothing runs
-    assert "2 of 2 runs already" in capsys.readouterr().err
+    assert capsys.readouterr().err.count("1 of 1 runs already") == 2  # one grid per mode
     assert len(out.read_text().splitlines()) == 2 and again == text

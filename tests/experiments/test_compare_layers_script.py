@@ -35,14 +35,13 @@ def test_table_has_a_row_per_choice_and_rerun_skips_done_runs(tiny_cache, tmp_pa
     def no_training(*args, **kwargs):
         raise AssertionError("a run already in the results file was repeated")
 
-    monkeypatch.setattr(script, "train_head", no_training)
     size = out.stat().st_size
-    assert script.main(argv) == text  # the same table, from the file
+    with monkeypatch.context() as patch:  # where the runner finds train_head for every run
+        patch.setattr("layercache.training.loop.train_head", no_training)
+        assert script.main(argv) == text  # the same table, from the file
     assert out.stat().st_size == size
 
     # widening the grid runs only the new choice
-    monkeypatch.undo()
-    script = load_script("compare_layers_conll")
     wider = script.main(argv[:7] + ["all,auto:1,2,1"] + argv[8:])
     assert len(out.read_text().splitlines()) == 4
     assert [line.split("|")[3].strip() for line in wider.splitlines() if line.startswith("| concat |")] \

@@ -1,0 +1,30 @@
+"""scripts/run_heads_conll.py on the tiny cache: one line per run, and a rerun (of a results file
+written before TrainConfig grew a field) trains nothing and prints the same table."""
+
+from __future__ import annotations
+
+import json
+
+
+def test_conll_script_resumes(tiny_cache, tmp_path, capsys, monkeypatch, load_script):
+    script = load_script("run_heads_conll")
+    out = tmp_path / "runs.jsonl"
+    args = ["--cache", tiny_cache, "--fusions", "base,scalarmix", "--shots", "2,4", "--seeds", "2", "--epochs", "1",
+            "--out", str(out)]
+    text = script.main(args)
+    assert len(out.read_text().splitlines()) == 8
+    records = [json.loads(line) for line in out.read_text().splitlines()]
+    for record in records:  # as an older layercache wrote them, before TrainConfig grew a field
+        del record["config"]["warmup"]
+    out.write_text("".join(json.dumps(r) + "\n" for r in records))
+
+    def no_training(*args, **kwargs):
+        raise AssertionError("a run already in the results file was repeated")
+
+    monkeypatch.setattr("layercache.training.loop.train_head", no_training)
+    capsys.readouterr()
+    assert script.main(args) == text
+    assert len(out.read_text().splitlines()) == 8
+    printed = capsys.readouterr()
+    assert "8 of 8 runs already" in printed.err
+    assert "| scalarmix | 234 |" in printed.out and "(2)" in printed.out
