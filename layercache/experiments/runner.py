@@ -16,7 +16,9 @@ from itertools import product
 from typing import Callable, Iterable
 
 from ..training.config import TrainConfig
+from .claims import Claims
 from .loaders import load_cached
+from .queue import POLL_S, claimed
 from .results import append_result, read_results, run_id
 
 Loader = Callable[[object, list], object]  # (CacheEntry, configs) -> data for train_head
@@ -50,27 +52,36 @@ def run_grid(entry, configs: list[TrainConfig], *, results: str, workers: int | 
         log(f"{len(configs) - len(todo)} of {len(configs)} runs already in {results}; running the other {len(todo)}")
     bar = tqdm(total=len(configs), initial=len(configs) - len(todo), unit="run", desc="runs", disable=not progress)
     job = _Job(entry.path, load, per_run=load_per_run, annotate=annotate)
-    for config, record in _results(job, todo, workers=workers, ray=ray):
-        record["cache_path"] = entry.path
-        append_result(results, record)
-        done[record["run_id"]] = record
-        if on_record:
-            on_record(config, record)
-        bar.set_postfix_str(f"{config.fusion} n={config.shots} F1={record['best_dev_f1']:.3f}")
-        bar.update(1)
-    bar.close()
+    claims = Claims(os.path.dirname(os.path.abspath(results))).start()
+    try:
+        queue = claimed(todo, claims, results=results, done=done)
+        for config, record in _results(job, todo, queue, workers=workers, ray=ray):
+            record["cache_path"] = entry.path
+            append_result(results, record)
+            claims.release(record["run_id"])  # in the file now: nobody needs the claim
+            done[record["run_id"]] = record
+            if on_record:
+                on_record(config, record)
+            bar.set_postfix_str(f"{config.fusion} n={config.shots} F1={record['best_dev_f1']:.3f}")
+            bar.update(1)
+    finally:
+        claims.stop()  # a failed or interrupted run goes back to whoever comes next
+        bar.close()
+    done.update({rid: r for rid, r in read_results(results).items() if rid not in done})  # others' runs
     return {run_id(c): done[run_id(c)] for c in configs if run_id(c) in done}
 
 
-def _results(job: _Job, todo, *, workers: int | None, ray: str | None) -> Iterable[tuple]:
+def _results(job: _Job, todo, queue, *, workers: int | None, ray: str | None) -> Iterable[tuple]:
+    """(config, record) as runs finish; ``queue`` yields the configs this process claimed, or None
+    while the only runs left are another sweep's (check back later)."""
     if not todo:
         return iter(())
     if ray:
-        return _ray_results(job, todo, ray)
+        return _ray_results(job, todo, queue, ray)
     workers = min(os.cpu_count() or 1 if workers is None else workers, len(todo))
     if workers == 0:
-        return _in_process(job, todo)
-    return _local_results(job, todo, workers)
+        return _in_process(job, todo, queue)
+    return _local_results(job, todo, queue, workers)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -121,28 +132,53 @@ def _run_one(job: _Job, config: TrainConfig) -> dict:
     return record
 
 
-def _in_process(job: _Job, todo):
+def _in_process(job: _Job, todo, queue):
     _init_worker(job, todo, None)
-    for config in todo:
+    for config in queue:
+        if config is None:  # another sweep's runs are all that is left: wait for them
+            time.sleep(POLL_S)
+            continue
         yield config, _run_one(job, config)
 
 
-def _local_results(job: _Job, todo, workers: int):
-    from concurrent.futures import ProcessPoolExecutor, as_completed
+def _local_results(job: _Job, todo, queue, workers: int):
+    from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
     import multiprocessing
 
     threads = max(1, (os.cpu_count() or 1) // workers)
     context = multiprocessing.get_context("spawn")  # no fork after torch threads: portable and safe
     with ProcessPoolExecutor(workers, mp_context=context, initializer=_init_worker,
                              initargs=(job, todo, threads)) as pool:
-        futures = {pool.submit(_run_one, job, c): c for c in todo}
+        submit = lambda config: pool.submit(_run_one, job, config)  # noqa: E731
+        futures: dict = {}
         try:
-            for future in as_completed(futures):
-                yield futures[future], future.result()
+            for config, future in _bounded(queue, futures, submit, workers,
+                                           lambda fs: wait(fs, timeout=POLL_S, return_when=FIRST_COMPLETED)[0]):
+                yield config, future.result()
         except BaseException:
             for f in futures:
                 f.cancel()
             raise
+
+
+def _bounded(queue, in_flight: dict, submit, capacity: int, finished):
+    """Keep at most ``capacity`` runs in flight, claiming the next only when one finishes (so sweeps
+    sharing a folder share its work); yields (config, handle) of each finished run.
+    ``finished(handles)`` returns those done, waiting a little."""
+    exhausted = False
+    while in_flight or not exhausted:
+        while not exhausted and len(in_flight) < capacity:
+            config = next(queue, StopIteration)
+            if config is StopIteration:
+                exhausted = True
+            elif config is None:  # only another sweep's runs left for now
+                if not in_flight:
+                    time.sleep(POLL_S)
+                break
+            else:
+                in_flight[submit(config)] = config
+        for handle in finished(list(in_flight)) if in_flight else ():
+            yield in_flight.pop(handle), handle
 
 
 def _ray_task(job: _Job, configs, config: TrainConfig) -> dict:
@@ -150,7 +186,7 @@ def _ray_task(job: _Job, configs, config: TrainConfig) -> dict:
     return _run_one(job, config)
 
 
-def _ray_results(job: _Job, todo, address: str):
+def _ray_results(job: _Job, todo, queue, address: str):
     """Each run a Ray task (one CPU); the cache is read from the shared root by each worker once."""
     import ray
 
@@ -158,11 +194,11 @@ def _ray_results(job: _Job, todo, address: str):
         ray.init(address=None if address in (None, "", "local") else address, include_dashboard=False,
                  log_to_driver=False, ignore_reinit_error=True)
     task = ray.remote(num_cpus=1)(_ray_task)
-    pending = {task.remote(job, todo, c): c for c in todo}
-    while pending:
-        ready, _ = ray.wait(list(pending), num_returns=1)
-        config = pending.pop(ready[0])
-        yield config, ray.get(ready[0])
+    capacity = max(1, int(ray.cluster_resources().get("CPU", 1)))
+    submit = lambda config: task.remote(job, todo, config)  # noqa: E731
+    finished = lambda refs: ray.wait(refs, num_returns=1, timeout=POLL_S)[0]  # noqa: E731
+    for config, ref in _bounded(queue, {}, submit, capacity, finished):
+        yield config, ray.get(ref)
 
 
 def run_sweep(entry, configs: list[TrainConfig], *, out: str, **options) -> dict[str, dict]:

