@@ -3,7 +3,9 @@
 Before a run starts, its executor claims it by creating ``claims/<run id>`` with ``O_EXCL`` (only
 one creator wins, on any filesystem that honours it: local disks, NFS v3+). The claiming process
 keeps its claims fresh (a heartbeat thread touches them); a claim whose file has not been touched
-for `STALE_S` seconds belongs to a process that died, and the next sweep to look takes it over.
+for `STALE_S` seconds belongs to a process that died, and the next sweep to look takes it over. On
+the owner's own host a claim is stale at once when its process no longer exists (a sweep killed
+with SIGKILL and rerun does not wait). ``LAYERCACHE_CLAIM_STALE_S`` sets `STALE_S`.
 A claim is removed when its run's record is in the results file, or when its run fails.
 """
 
@@ -15,7 +17,7 @@ import socket
 import threading
 import time
 
-STALE_S = 90.0  # no heartbeat for this long: the owner is gone
+STALE_S = float(os.environ.get("LAYERCACHE_CLAIM_STALE_S", 90.0))  # no heartbeat for this long: the owner is gone
 HEARTBEAT_S = 15.0
 
 
@@ -81,9 +83,15 @@ class Claims:
 
     def _is_stale(self, path: str) -> bool:
         try:
-            return time.time() - os.path.getmtime(path) > self.stale_s
+            if time.time() - os.path.getmtime(path) > self.stale_s:
+                return True
+            with open(path, encoding="utf-8") as f:
+                owner = json.load(f)
         except FileNotFoundError:
             return False
+        except ValueError:  # being written this instant: its owner is alive
+            return False
+        return owner.get("host") == socket.gethostname() and not _alive(owner.get("pid"))
 
     def _clear_if_stale(self, path: str) -> bool:
         if not self._is_stale(path):
@@ -96,3 +104,13 @@ class Claims:
 
     def _path(self, run_id: str) -> str:
         return os.path.join(self.dir, run_id)
+
+
+def _alive(pid) -> bool:
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, TypeError, ValueError):  # someone else's process, or no pid: assume alive
+        return True
+    return True

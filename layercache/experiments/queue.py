@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-
 from .claims import Claims
 from .results import read_results, run_id
 
@@ -17,17 +15,32 @@ def claimed(todo: list, claims: Claims, *, results: str, done: dict):
     run is in the results file or has been yielded."""
     waiting = []
     for config in todo:
-        if claims.claim(run_id(config)):
+        taken = _take(config, claims, results)
+        if taken:
             yield config
-        else:
+        elif taken is None:
             waiting.append(config)
     while waiting:
         finished = read_results(results)
         waiting = [c for c in waiting if run_id(c) not in finished and run_id(c) not in done]
-        taken = next((c for c in waiting if not claims.held_by_others(run_id(c)) and claims.claim(run_id(c))), None)
-        if taken is not None:
-            waiting.remove(taken)
-            yield taken
-        elif waiting:
-            yield None
-            time.sleep(0)  # the caller decides how long to wait
+        for config in list(waiting):
+            taken = _take(config, claims, results)
+            if taken is not None:
+                waiting.remove(config)
+            if taken:
+                yield config
+                break
+        else:
+            if waiting:
+                yield None  # only other sweeps' runs are left: the caller waits and asks again
+
+
+def _take(config, claims: Claims, results: str) -> bool | None:
+    """True: claimed, ours to run; False: already finished by another sweep; None: held by another."""
+    rid = run_id(config)
+    if not claims.claim(rid):
+        return None
+    if rid in read_results(results):  # another sweep ran it and released its claim before we looked
+        claims.release(rid)
+        return False
+    return True

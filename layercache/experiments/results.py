@@ -39,26 +39,23 @@ def run_id(config: TrainConfig | dict) -> str:
 
 
 def read_results(path: str) -> dict[str, dict]:
-    """Records by run id. A line cut short by a kill (no newline, bad JSON) is dropped and cut
-    from the file, so the next append starts on a fresh line."""
+    """Records by run id. A line cut short by a kill (bad JSON, or no newline yet) is skipped, not
+    cut from the file: another sweep sharing the file may be appending it this very moment."""
     if not os.path.exists(path):
         return {}
-    records, good_bytes = {}, 0
+    records = {}
     with open(path, "rb") as f:
         for raw in f:
             try:
                 record = json.loads(raw)
             except ValueError:
-                break
-            if not raw.endswith(b"\n"):
-                break
+                continue
+            if not raw.endswith(b"\n") or not isinstance(record, dict):
+                continue
             if "config" in record:  # recomputed, so the ids of records from older versions still match
                 record["run_id"] = run_id(record["config"])
-            records[record["run_id"]] = record
-            good_bytes += len(raw)
-    if good_bytes < os.path.getsize(path):
-        with open(path, "r+b") as f:
-            f.truncate(good_bytes)
+            if "run_id" in record:
+                records[record["run_id"]] = record
     return records
 
 
@@ -69,8 +66,24 @@ def runs_on(path: str, cache_key: str | None) -> dict[str, dict]:
 
 
 def append_result(path: str, record: dict) -> None:
+    """One line, written with one ``write`` in append mode (so lines of sweeps sharing the file do
+    not interleave), fsync'ed; after a line a kill cut short, it starts on a fresh line."""
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    with open(path, "a", encoding="utf-8") as f:
-        f.write(json.dumps(record) + "\n")
-        f.flush()
-        os.fsync(f.fileno())
+    line = (json.dumps(record) + "\n").encode()
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        if _ends_mid_line(path):
+            line = b"\n" + line
+        os.write(fd, line)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _ends_mid_line(path: str) -> bool:
+    with open(path, "rb") as f:
+        f.seek(0, os.SEEK_END)
+        if f.tell() == 0:
+            return False
+        f.seek(-1, os.SEEK_END)
+        return f.read(1) != b"\n"

@@ -34,3 +34,16 @@ def test_the_heartbeat_keeps_claims_fresh_and_stop_releases_them(tmp_path):
     assert other.held_by_others("r1") and not other.claim("r1")
     owner.stop()
     assert not os.path.exists(os.path.join(owner.dir, "r1")) and other.claim("r1")
+
+
+def test_a_dead_process_on_this_host_is_stale_at_once(tmp_path):
+    import json
+    import socket
+    import subprocess
+    import sys
+
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    claims = Claims(str(tmp_path))
+    with open(os.path.join(claims.dir, "r1"), "w") as f:  # as a killed sweep leaves it
+        json.dump({"host": socket.gethostname(), "pid": int(dead.stdout), "since": time.time()}, f)
+    assert not claims.held_by_others("r1") and claims.claim("r1")

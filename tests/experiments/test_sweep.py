@@ -57,12 +57,17 @@ def test_killed_sweep_resumes_without_repeats_or_gaps(tiny_cache, tmp_path):
     assert "16 of 24 runs already in" in widened.output and len(_lines(fresh / RESULTS)) == 24
 
 
-def test_a_line_cut_by_a_kill_is_dropped(tmp_path):
+def test_a_line_cut_by_a_kill_is_skipped_and_the_next_starts_fresh(tmp_path):
+    from layercache.experiments.results import append_result
+
     path = tmp_path / RESULTS
     good = json.dumps({"run_id": "a", "x": 1}) + "\n"
     path.write_text(good + '{"run_id": "b", "x"')
     assert list(read_results(str(path))) == ["a"]
-    assert path.read_text() == good  # the next append starts on a fresh line
+    assert path.read_text().startswith(good)  # left alone: another sweep may be writing it
+    append_result(str(path), {"run_id": "c", "x": 3})
+    assert list(read_results(str(path))) == ["a", "c"]
+    assert path.read_text().endswith('"x"\n' + json.dumps({"run_id": "c", "x": 3}) + "\n")
 
 
 def _record(fusion, shots, epochs, seed, f1):

@@ -1,0 +1,50 @@
+"""Two sweeps on one --out share the grid: every run exactly once; a killed sweep's run is taken over."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+from layercache.experiments.results import RESULTS
+
+GRID = ["--fusions", "base,scalarmix", "--shots", "2,4", "--epochs", "20,40", "--trials", "2", "--eval-points", "2",
+        "--workers", "1", "--precision", "fp32"]
+
+
+def _sweep(tiny_cache, out, **env):
+    cmd = [sys.executable, "-m", "layercache.cli.sweep", "--cache", tiny_cache, "--out", str(out), *GRID]
+    return subprocess.Popen(cmd, env={**os.environ, "PYTHONPATH": os.getcwd(), **env}, start_new_session=True,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+
+
+def _ids(out):
+    path = out / RESULTS
+    return [json.loads(line)["run_id"] for line in path.read_text().splitlines()] if path.exists() else []
+
+
+def test_two_sweeps_on_one_out_run_every_run_once(tiny_cache, tmp_path):
+    a, b = _sweep(tiny_cache, tmp_path), _sweep(tiny_cache, tmp_path)
+    assert a.wait(timeout=300) == 0 and b.wait(timeout=300) == 0, a.stderr.read() + b.stderr.read()
+    ids = _ids(tmp_path)
+    assert len(ids) == len(set(ids)) == 16
+    assert not os.listdir(tmp_path / "claims")  # every claim released
+
+
+def test_a_killed_sweeps_claimed_run_is_taken_over(tiny_cache, tmp_path):
+    a = _sweep(tiny_cache, tmp_path)
+    claims = tmp_path / "claims"
+    deadline = time.time() + 120
+    while not (claims.exists() and os.listdir(claims)) and time.time() < deadline:
+        time.sleep(0.02)
+    os.killpg(a.pid, signal.SIGKILL)  # the sweep and its worker: its claim stays behind
+    a.wait()
+    held = os.listdir(claims)
+    assert held and len(_ids(tmp_path)) < 16, "the sweep finished before the kill: it proved nothing"
+    b = _sweep(tiny_cache, tmp_path)
+    assert b.wait(timeout=300) == 0, b.stderr.read()
+    ids = _ids(tmp_path)
+    assert len(ids) == len(set(ids)) == 16 and set(held) <= set(ids)
