@@ -27,11 +27,18 @@ Annotate = Callable[[TrainConfig, object, dict], None]  # (config, its data, its
 
 def grid(*, fusions, shots, epochs, trials: int, base: TrainConfig, **axes) -> list[TrainConfig]:
     """Every run of the grid, cheapest first (so early results arrive early); trial t uses seed t.
-    ``axes`` adds more dimensions: a config field name and its values (e.g. ``lr=[5e-5, 1e-3]``)."""
+    ``axes`` adds more dimensions: a config field name and its values (e.g. ``lr=[5e-5, 1e-3]``).
+    A field that changes one fusion only (DWAtt's ``layer_score``) multiplies that fusion's runs
+    alone: the others run once, at ``base``'s value."""
     names = ["fusion", "shots", "epochs", "seed", *axes]
     values = [fusions, shots, epochs, range(trials), *axes.values()]
-    runs = [replace(base, **dict(zip(names, combo))) for combo in product(*values)]
-    return sorted(runs, key=lambda c: ((c.shots or 10**9) * c.epochs, c.fusion, c.seed))
+    runs = {}
+    for combo in product(*values):
+        config = replace(base, **dict(zip(names, combo)))
+        if config.fusion != "dwatt":
+            config = replace(config, layer_score=base.layer_score)
+        runs.setdefault(run_id(config), config)
+    return sorted(runs.values(), key=lambda c: ((c.shots or 10**9) * c.epochs, c.fusion, c.seed))
 
 
 def run_grid(entry, configs: list[TrainConfig], *, results: str, workers: int | None = None,

@@ -1,0 +1,30 @@
+"""The grid: every combination once, cheapest first, fields that change one fusion only multiply it alone."""
+
+from layercache.experiments import grid, run_id
+from layercache.training import TrainConfig
+
+
+def test_lr_and_layer_score_axes():
+    base = TrainConfig(fusion="base", shots=None, epochs=1, seed=0)
+    configs = grid(fusions=["concat", "dwatt"], shots=[8], epochs=[10], trials=2, base=base,
+                   lr=[1e-3, 3e-4], layer_score=["paper", "scaled"])
+    ids = [run_id(c) for c in configs]
+    assert len(ids) == len(set(ids)) == 2 * 2 + 2 * 2 * 2  # concat: lr x seed; dwatt: lr x score x seed
+    assert {c.layer_score for c in configs if c.fusion == "concat"} == {"scaled"}
+    assert {(c.lr, c.layer_score) for c in configs if c.fusion == "dwatt"} == {
+        (1e-3, "paper"), (1e-3, "scaled"), (3e-4, "paper"), (3e-4, "scaled")}
+
+
+def test_old_records_keep_their_ids():
+    """A first-release record (no layer_score; lr 5e-5 was then the default) names the same run as
+    the config that reproduces it today: the paper's DWAtt score at lr 5e-5."""
+    old = {"fusion": "dwatt", "shots": 8, "epochs": 25, "seed": 0, "lr": 5e-5, "batch_size": 16, "precision": "fp32"}
+    today = TrainConfig(fusion="dwatt", shots=8, epochs=25, seed=0, lr=5e-5, layer_score="paper")
+    assert run_id(old) == run_id(today) == "dwatt-n8-e25-s0-61f86969dc"  # as the first release named it
+    assert run_id(TrainConfig(fusion="dwatt", shots=8, epochs=25, seed=0, lr=5e-5)) != run_id(old)  # scaled
+    concat_old = {**old, "fusion": "concat"}
+    assert run_id(concat_old) == run_id(TrainConfig(fusion="concat", shots=8, epochs=25, seed=0, lr=5e-5)) \
+        == "concat-n8-e25-s0-e5166fdacc"
+    sweep_run = TrainConfig(fusion="extra", shots=128, epochs=100, seed=4, eval_points=5, precision="bf16",
+                            dev_sentences=1000, lr=5e-5)
+    assert run_id(sweep_run) == "extra-n128-e100-s4-ba8f4482b0"  # a README sweep run, named as then
