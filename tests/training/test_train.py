@@ -2,6 +2,7 @@
 determinism, checkpoints and the CLI."""
 
 import json
+from pathlib import Path
 import math
 from types import SimpleNamespace
 
@@ -278,3 +279,18 @@ def test_bf16_runs_track_float32_runs(data, fusion):
         assert math.isfinite(b["dev_loss"]) and math.isfinite(b["train_loss"])
         assert abs(a["dev_loss"] - b["dev_loss"]) < 0.05 * a["dev_loss"]
     assert runs["bf16"].config["precision"] == "bf16"
+
+
+def test_a_first_release_checkpoint_loads_and_predicts_the_same():
+    """A DWAtt head saved by the first release (format 1, no layer_score: the paper's unscaled score
+    ran) loads with that score and gives the logits that release computed."""
+    here = Path(__file__).resolve().parents[1] / "data"
+    tagger, meta = load_checkpoint(str(here / "first-release-dwatt.head"))
+    assert meta["format_version"] == 1 and tagger.fusion.layer_score == "paper"
+    expected = json.loads((here / "first-release-dwatt.logits.json").read_text())
+    hidden = torch.randn(*expected["shape"], generator=torch.Generator().manual_seed(expected["input_seed"]))
+    mask = torch.ones(hidden.shape[:2], dtype=torch.bool)
+    with torch.no_grad():
+        torch.testing.assert_close(tagger(hidden, mask), torch.tensor(expected["logits"]), atol=1e-4, rtol=1e-4)
+        tagger.fusion.layer_score = "scaled"  # read with today's default instead, it would not
+        assert not torch.allclose(tagger(hidden, mask), torch.tensor(expected["logits"]), atol=1e-2)
