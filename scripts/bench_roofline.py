@@ -1,0 +1,153 @@
+"""How close each head's training step comes to the machine's peak for matrix products.
+
+For each head (the sweep's N = 128 batch: 16 CoNLL-like sentences packed, 224 words, MiniLM shape
+L = 6, d = 384; one thread, as each of a sweep's workers has):
+
+- FLOPs of one step (forward and backward) counted by `torch.utils.flop_counter.FlopCounterMode`
+  (matrix products only: what a peak is measured for);
+- the step's median time, and so its achieved GFLOP/s;
+- the peak: the best GFLOP/s of large products in the same precision, measured in the same run;
+- where the step's time goes (`torch.profiler`, self CPU time): products, element-wise and other
+  operators, and the rest (Python and dispatch).
+
+    python scripts/bench_roofline.py                  # fp32 and bf16
+    python scripts/bench_roofline.py --precision bf16
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import _common  # noqa: F401  (the repository on sys.path)
+
+import torch
+import torch.nn.functional as F
+
+from layercache.fusions import TokenTagger
+from layercache.training.loop import PACK_MULTIPLE
+from layercache.training.memory import keep_freed_memory
+
+LENGTHS = [14, 3, 25, 9, 31, 12, 7, 2, 18, 22, 11, 5, 40, 8, 6, 11]  # a CoNLL batch of the N = 128 sample
+PRODUCTS = ("mm", "addmm", "bmm", "baddbmm", "matmul", "linear", "_scaled_dot_product")
+
+
+def cpu_line() -> str:
+    """CPU model and the flags that decide bf16 speed."""
+    try:
+        text = open("/proc/cpuinfo", encoding="utf-8").read()
+    except OSError:
+        return "cpu: unknown"
+    model = next((l.split(":", 1)[1].strip() for l in text.splitlines() if l.startswith("model name")), "?")
+    flags = set(next((l.split(":", 1)[1].split() for l in text.splitlines() if l.startswith("flags")), []))
+    wanted = [f for f in ("avx2", "avx512f", "avx512_bf16", "amx_tile", "amx_bf16") if f in flags]
+    return f"cpu: {model}; flags: {', '.join(wanted) or 'none of avx2/avx512/amx'}; torch {torch.__version__}"
+
+
+def peak_gflops(dtype: torch.dtype, *, repeats: int = 7) -> float:
+    """Best GFLOP/s of large products (one thread) in ``dtype``: the roof."""
+    best = 0.0
+    for m, k, n in ((1024, 1024, 1024), (2048, 384, 1536), (2048, 1536, 384)):
+        a, b = torch.randn(m, k, dtype=dtype), torch.randn(k, n, dtype=dtype)
+        a @ b
+        times = []
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            a @ b
+            times.append(time.perf_counter() - t0)
+        best = max(best, 2 * m * k * n / min(times) / 1e9)
+    return best
+
+
+def head_step(fusion: str, precision: str):
+    """A closure running one training step of ``fusion`` on the fixed packed batch."""
+    torch.manual_seed(0)
+    tagger = TokenTagger(fusion=fusion, n_layers=6, dim=384, num_heads=12, ffn_dim=1536, n_labels=9,
+                         extra_layers=1).train()
+    optimizer = torch.optim.AdamW(tagger.parameters(), lr=1e-3, fused=True)
+    lengths = torch.tensor(LENGTHS)
+    rows = int(lengths.sum()) + (-int(lengths.sum()) % PACK_MULTIPLE)
+    hidden, labels = torch.randn(1, rows, 6, 384), torch.randint(0, 9, (rows,))
+    mask = torch.ones(1, rows, dtype=torch.bool)
+
+    def step():
+        optimizer.zero_grad(set_to_none=True)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision == "bf16"):
+            logits = tagger(hidden, mask, lengths)
+        F.cross_entropy(logits.float().flatten(0, 1), labels).backward()
+        torch.nn.utils.clip_grad_norm_(tagger.parameters(), 1.0)
+        optimizer.step()
+
+    return step
+
+
+def measure(fusion: str, precision: str, *, steps: int) -> dict:
+    """FLOPs, median seconds and the profiler's split of one step."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    step = head_step(fusion, precision)
+    for _ in range(10):  # kernels built, memory kept
+        step()
+    counter = FlopCounterMode(display=False)
+    with counter:
+        step()
+    times = []
+    for _ in range(steps):
+        t0 = time.perf_counter()
+        step()
+        times.append(time.perf_counter() - t0)
+    return {"flops": counter.get_total_flops(), "seconds": statistics.median(times), **split(step)}
+
+
+def split(step, *, steps: int = 10) -> dict:
+    """Fractions of a step's wall time in products, in other operators, and in neither."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        t0 = time.perf_counter()
+        for _ in range(steps):
+            step()
+        wall = time.perf_counter() - t0
+    products = others = 0.0
+    for event in prof.key_averages():
+        if not event.key.startswith("aten::"):
+            continue
+        if any(event.key == f"aten::{p}" or event.key.startswith(f"aten::{p}") for p in PRODUCTS):
+            products += event.self_cpu_time_total / 1e6
+        else:
+            others += event.self_cpu_time_total / 1e6
+    return {"products": products / wall, "elementwise": others / wall, "rest": max(0.0, 1 - (products + others) / wall)}
+
+
+def table(precisions: list[str], *, steps: int, fusions: list[str]) -> str:
+    torch.set_num_threads(1)
+    keep_freed_memory()
+    lines = [cpu_line(), "",
+             "| head | precision | GFLOP per step | ms per step | GFLOP/s | peak GFLOP/s | fraction of peak "
+             "| time in products | other operators | Python and dispatch |",
+             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for precision in precisions:
+        peak = peak_gflops(torch.bfloat16 if precision == "bf16" else torch.float32)
+        for fusion in fusions:
+            m = measure(fusion, precision, steps=steps)
+            achieved = m["flops"] / m["seconds"] / 1e9
+            lines.append(f"| {fusion} | {precision} | {m['flops'] / 1e9:.3f} | {1e3 * m['seconds']:.1f} | {achieved:.1f} "
+                         f"| {peak:.1f} | {achieved / peak:.2f} | {m['products']:.0%} | {m['elementwise']:.0%} "
+                         f"| {m['rest']:.0%} |")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> str:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--precision", default="fp32,bf16", help="comma-separated: fp32, bf16")
+    ap.add_argument("--fusions", default="concat,dwatt,extra")
+    ap.add_argument("--steps", type=int, default=40)
+    args = ap.parse_args(argv)
+    text = table(args.precision.split(","), steps=args.steps, fusions=args.fusions.split(","))
+    print(text)
+    return text
+
+
+if __name__ == "__main__":
+    main()
