@@ -127,7 +127,7 @@ def test_dwatt_matches_equations(layer_score):
 
 def test_dwatt_learned_temperature_starts_at_the_scaled_score():
     head = DWAtt(**SMALL, layer_score="learned")
-    assert float(torch.exp(head.log_temperature)) == pytest.approx(D ** -0.5)
+    assert float(torch.exp(head.log_temperature.detach())) == pytest.approx(D ** -0.5)
     scores = torch.randn(2, 3, L)
     torch.testing.assert_close(head.scale(scores), DWAtt(**SMALL).scale(scores))
     with pytest.raises(LayercacheError, match="layer_score.*'cosine'"):
