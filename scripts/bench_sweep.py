@@ -21,6 +21,8 @@ import time
 from pathlib import Path
 
 from _common import CONLL, REPO, conll_entry
+from bench_roofline import cpu_line
+from bench_roofline import table as roofline_table
 
 import numpy as np
 import torch
@@ -122,6 +124,8 @@ def main():
     ap.add_argument("--dev-sentences", type=int, default=None, help="default: all of dev")
     ap.add_argument("--workers", type=int, default=None)
     ap.add_argument("--precision", default="auto", choices=["auto", "fp32", "bf16"])
+    ap.add_argument("--layer-scores", default="scaled", help="DWAtt's scores (paper, scaled, learned): a grid axis")
+    ap.add_argument("--lr", type=float, default=None, help="default: the FE default of train-head and sweep")
     ap.add_argument("--no-run", action="store_true",
                     help="run nothing: report, time the live backbone and project from the results already in --out")
     args = ap.parse_args()
@@ -129,9 +133,10 @@ def main():
     entry = conll_entry(args.data)
     precision = resolve_precision(args.precision)
     base = TrainConfig(fusion="base", shots=None, epochs=1, seed=0, eval_points=args.eval_points,
-                       dev_sentences=args.dev_sentences, precision=precision)
+                       dev_sentences=args.dev_sentences, precision=precision, lr=args.lr)
     configs = grid(fusions=args.fusions.split(","), shots=[int(x) for x in args.shots.split(",")],
-                   epochs=[int(x) for x in args.epochs.split(",")], trials=args.trials, base=base)
+                   epochs=[int(x) for x in args.epochs.split(",")], trials=args.trials, base=base,
+                   layer_score=args.layer_scores.split(","))
     torch.set_num_threads(1)  # as each sweep worker runs on this 2-core machine
     reference_before = reference_kernel_ms()
     t0 = time.perf_counter()
@@ -151,6 +156,7 @@ def main():
                "workers": args.workers or os.cpu_count(), "precision": precision,
                "reference_product_ms": {"before": reference_before, "after": reference_after}}
     print(open(paths["table"]).read())
+    print(cpu_line())
     print(f"{len(records)} runs; wall {wall / 60:.1f} min this invocation ({summary['workers']} workers, "
           f"{precision}); "
           f"sum of per-run head seconds {head / 60:.1f} min")
@@ -163,6 +169,9 @@ def main():
           f"of compute, live backbone {grid_costs['live_seconds'] / 3600:.1f} h -> the cache makes the grid "
           f"{grid_costs['speedup']:.1f}x cheaper")
     summary["per_step"] = {"head": head_costs, "grid": grid_costs}
+    summary["cpu"] = cpu_line()
+    summary["roofline"] = roofline_table([precision], steps=40, fusions=args.fusions.split(","))
+    print(summary["roofline"])
     Path(args.out, "bench_sweep.json").write_text(json.dumps(summary, indent=2))
 
 

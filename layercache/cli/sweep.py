@@ -9,7 +9,6 @@ import os
 import click
 
 from ..errors import LayercacheError
-from ..training.config import FE_LR
 from .errors import friendly_errors
 from .options import apply_protocol, cache_options, layers_option, parse_list, protocol_option, resolve, say
 
@@ -19,8 +18,9 @@ from .options import apply_protocol, cache_options, layers_option, parse_list, p
 @click.option("--shots", default="8,16,32,64,128", show_default=True, help="Comma-separated N (N x C sentences).")
 @click.option("--epochs", default="25,50,75,100", show_default=True, help="Comma-separated epoch caps.")
 @click.option("--trials", type=click.IntRange(min=1), default=5, show_default=True, help="Seeds 0..trials-1.")
-@click.option("--lrs", "--lr", "lrs", default=f"{FE_LR:g}", show_default=True,
-              help="Comma-separated max learning rates: a grid dimension (the report picks the best on dev).")
+@click.option("--lrs", "--lr", "lrs", default="default", show_default=True,
+              help="Comma-separated max learning rates, a grid dimension (the report picks the best on dev); "
+                   "'default' = each fusion's FE default (as train-head).")
 @click.option("--layer-scores", default="scaled", show_default=True,
               help="Comma-separated DWAtt scores (paper, scaled, learned): a grid dimension for dwatt only.")
 @click.option("--batch-size", type=click.IntRange(min=1), default=16, show_default=True)
@@ -59,7 +59,7 @@ def main(fusions, shots, epochs, trials, lrs, layer_scores, batch_size, layers, 
         from ..training.config import TrainConfig
         from ..training.runtime import resolve_precision
 
-        axes = apply_protocol({"lr": parse_list(lrs, name="lrs", cast=float),
+        axes = apply_protocol({"lr": parse_list(lrs, name="lrs", cast=_lr),
                                "layer_score": parse_list(layer_scores, name="layer-scores", cast=str)}, protocol,
                               names={"lr": "lrs", "layer_score": "layer_scores"})
         base = TrainConfig(fusion="base", shots=None, epochs=1, seed=0, batch_size=batch_size,
@@ -97,6 +97,10 @@ def _layer_scores(out: str) -> list | None:
         return None
     with open(path, encoding="utf-8") as f:
         return json.load(f)
+
+
+def _lr(text: str) -> float | None:
+    return None if text == "default" else float(text)
 
 
 def _listed(value) -> list:

@@ -14,7 +14,7 @@ import click
 from ..fusions.registry import FUSIONS
 from ..training.diagnostics import describe
 from ..training.runtime import resolve_precision
-from ..training.config import FE_LR, PAPER_LR, PRECISIONS, TrainConfig, default_extra_layers
+from ..training.config import FE_LR, FE_LR_BY_FUSION, PAPER_LR, PRECISIONS, TrainConfig, default_extra_layers
 from .errors import friendly_errors
 from .options import (apply_protocol, cache_options, device_option, layer_score_option, layers_option, parse_shots,
                       protocol_option, resolve, say)
@@ -57,7 +57,7 @@ def budget_table(entry, *, layers: str | None, extra_layers: int | None, current
 @click.option("--epochs", type=click.IntRange(min=0), default=10, show_default=True, help="Epoch cap.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Fixes the sample, the init and the batch order.")
 @click.option("--lr", type=float, default=None,
-              help=f"Max learning rate (linear decay to 0). Default: {FE_LR:g} in FE, {PAPER_LR:g} (the paper's) in FT.")
+              help=f"Max learning rate (linear decay to 0). Default: FE {FE_LR:g} ({', '.join(f'{k} {v:g}' for k, v in FE_LR_BY_FUSION.items())}), FT {PAPER_LR:g} (the paper's).")
 @click.option("--batch-size", type=click.IntRange(min=1), default=16, show_default=True)
 @click.option("--eval-every", type=click.IntRange(min=1), default=None, help="Evaluate every this many steps. Default: once per epoch.")
 @click.option("--eval-points", type=click.IntRange(min=1), default=None, help="Evaluate at this many evenly spaced points instead.")
@@ -134,7 +134,7 @@ def _save(result, data, entry, config: TrainConfig, *, out: str, load_seconds: f
         extra["backbone_path"] = os.path.basename(backbone_dir)
     weights, _ = save_checkpoint(stem + ".head", result.tagger, tagger_kwargs=result.tagger_kwargs,
                                  layers=result.layers, label_names=data.label_names, cache_meta=data.meta,
-                                 cache_path=entry.path, config=config, extra=extra)
+                                 cache_path=entry.path, config=config.record(), extra=extra)
     record = result.to_dict()
     record["seconds"]["load"] = load_seconds
     record["checkpoint"] = weights

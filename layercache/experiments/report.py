@@ -14,6 +14,8 @@ from collections import defaultdict
 
 import numpy as np
 
+from matplotlib.ticker import FuncFormatter
+
 from .plots import plt  # Agg backend, set once there
 
 
@@ -174,7 +176,10 @@ def plot_layers_used(records, path: str, *, nu: list | None = None, title: str =
         xs = [i for i, x in enumerate(layers) if x in scored]
         axes[1][0].plot(xs, [scored[layers[i]] for i in xs], marker="o", markersize=3)
         axes[1][0].set_yscale("log")
-        axes[1][0].set_ylabel("ν (lower = better)", fontsize=7)
+        axes[1][0].yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+        axes[1][0].yaxis.set_minor_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+        axes[1][0].tick_params(labelsize=6, which="both")
+        axes[1][0].set_ylabel("ν (rank-layers,\nlower = better)", fontsize=7)
         axes[1][0].grid(alpha=0.3)
     axes[-1][0].set_xticks(range(len(layers)), [str(x) for x in layers], fontsize=7)
     axes[-1][0].set_xlabel("layer", fontsize=8)

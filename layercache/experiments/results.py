@@ -9,10 +9,10 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from dataclasses import MISSING, asdict
+from dataclasses import MISSING
 from dataclasses import fields as dataclass_fields
 
-from ..training.config import TrainConfig
+from ..training.config import TrainConfig, default_lr
 
 RESULTS = "results.jsonl"
 
@@ -30,7 +30,9 @@ ONLY_FOR = {"layer_score": "dwatt"}  # fields that change only one fusion's resu
 def run_id(config: TrainConfig | dict) -> str:
     """Names a run by everything that changes its result: the fields that differ from
     `ID_BASELINE`, device aside (a field added later, at its baseline value, keeps old ids)."""
-    given = {**LEGACY, **(asdict(config) if not isinstance(config, dict) else config)}
+    given = {**LEGACY, **(config.record() if not isinstance(config, dict) else config)}
+    if given.get("lr") is None:  # the default rate of its fusion: named by its value
+        given["lr"] = default_lr(given["fusion"], given.get("mode", "fe"))
     fields = {f.name: given[f.name] for f in dataclass_fields(TrainConfig)
               if f.name in given and f.name != "device" and ONLY_FOR.get(f.name, given["fusion"]) == given["fusion"]
               and (f.default is MISSING or given[f.name] != ID_BASELINE.get(f.name, f.default))}

@@ -11,7 +11,7 @@ from __future__ import annotations
 import copy
 import json
 import os
-from dataclasses import asdict, is_dataclass
+from dataclasses import is_dataclass
 
 from layercache.errors import LayercacheError
 
@@ -45,7 +45,7 @@ def save_checkpoint(path: str, tagger, *, tagger_kwargs: dict, layers, label_nam
         "tagger": dict(tagger_kwargs),
         "layers": [int(x) for x in layers],
         "label_names": list(label_names),
-        "config": asdict(config) if is_dataclass(config) else config,
+        "config": config.record() if is_dataclass(config) else config,
         "cache": {**{k: cache_meta.get(k) for k in CACHE_FIELDS}, "path": cache_path},
         "versions": versions(),
         **(extra or {}),

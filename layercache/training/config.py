@@ -3,14 +3,17 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 
 from ..errors import LayercacheError
 from ..fusions.dwatt import LAYER_SCORES
 from ..fusions.registry import FUSIONS
 
 PAPER_LR = 5e-5  # the paper's learning rate (§5): AdamW, linear decay to zero; FT's default
-FE_LR = 1e-3  # FE's default: fresh heads on frozen features barely move at 5e-5 (README, "Learning rate")
+# FE's defaults, from scripts/lr_sweep_conll.py (README, "Learning rate"): fresh heads on frozen
+# features barely move at 5e-5; the heads with a handful of parameters want ten times more again.
+FE_LR = 1e-3
+FE_LR_BY_FUSION = {"base": 1e-2, "scalarmix": 1e-2}
 PRECISIONS = ("fp32", "bf16", "fp16")
 
 
@@ -22,7 +25,7 @@ class TrainConfig:
     shots: int | None  # N of an N-way few-shot sample (N * C sentences); None = all of train
     epochs: int  # epoch cap; 0 evaluates the untrained head
     seed: int
-    lr: float | None = None  # None = FE_LR in FE, PAPER_LR in FT (filled in at construction)
+    lr: float | None = None  # None = the default: `default_lr` (FE: per fusion; FT: the paper's)
     batch_size: int = 16
     eval_every: int | None = None  # in optimizer steps; None = once per epoch
     eval_points: int | None = None  # evenly spaced evaluations over the run instead (sweeps); last = the end
@@ -41,13 +44,20 @@ class TrainConfig:
     layer_score: str = "scaled"  # dwatt: paper (q.k) | scaled (q.k / sqrt(d)) | learned (q.k * exp(t))
 
     def __post_init__(self):
-        if self.lr is None:  # frozen: set once, here, so the record holds the rate that ran
-            object.__setattr__(self, "lr", PAPER_LR if self.mode == "ft" else FE_LR)
         if self.fusion not in FUSIONS:
             raise LayercacheError(f"unknown fusion {self.fusion!r}; choose one of {', '.join(FUSIONS)}")
         for name, value, ok, rule in self._checks():
             if not ok:
                 raise LayercacheError(f"{name} must be {rule}, got {value!r}")
+
+    @property
+    def max_lr(self) -> float:
+        """The learning rate this run uses: ``lr``, or the default for its fusion and mode."""
+        return self.lr if self.lr is not None else default_lr(self.fusion, self.mode)
+
+    def record(self) -> dict:
+        """``asdict`` with the learning rate that ran, so a record says what it did."""
+        return {**asdict(self), "lr": self.max_lr}
 
     def _checks(self):
         optional_positive = ("shots", "eval_every", "eval_points", "dev_sentences", "extra_layers")
@@ -55,7 +65,7 @@ class TrainConfig:
             value = getattr(self, name)
             yield name, value, value is None or value >= 1, ">= 1" + (" or all" if name == "shots" else "")
         yield "epochs", self.epochs, self.epochs >= 0, ">= 0"
-        yield "lr", self.lr, self.lr > 0, "> 0"
+        yield "lr", self.lr, self.lr is None or self.lr > 0, "> 0"
         yield "batch_size", self.batch_size, self.batch_size >= 1, ">= 1"
         yield "grad_accum", self.grad_accum, self.grad_accum >= 1, ">= 1"
         yield "dropout", self.dropout, 0 <= self.dropout < 1, "in [0, 1)"
@@ -100,6 +110,11 @@ class RunResult:
 
     def to_dict(self) -> dict:
         return {k: v for k, v in self.__dict__.items() if k != "tagger"}
+
+
+def default_lr(fusion: str, mode: str = "fe") -> float:
+    """FT: the paper's 5e-5; FE: `FE_LR_BY_FUSION`, else `FE_LR`."""
+    return PAPER_LR if mode == "ft" else FE_LR_BY_FUSION.get(fusion, FE_LR)
 
 
 def default_extra_layers(num_layers: int) -> int:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import hashlib
 import math
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 
 import numpy as np
 import torch
@@ -118,7 +118,7 @@ class Run:
     def result(self, book: "Book", *, seconds: float, keep_tagger: bool, usage: dict | None) -> RunResult:
         meta = self.data.meta
         return RunResult(
-            config=asdict(self.config), cache_key=meta.get("key"), cache_path=self.data.path,
+            config=self.config.record(), cache_key=meta.get("key"), cache_path=self.data.path,
             model=meta.get("model"), dataset=meta.get("dataset"), layers=[int(x) for x in self.layers],
             layer_scores=None if self.scores is None else [[int(l), float(nu)] for l, nu in self.scores],
             n_train_sentences=int(self.train.n_sentences), n_train_words=self.train.n_words,
@@ -178,7 +178,7 @@ def build_optimizer(config: TrainConfig, model: torch.nn.Module, *, total_steps:
         if p.requires_grad:
             (no_decay if p.ndim < 2 or "bias" in name or "norm" in name else decay).append(p)
     optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": config.weight_decay},
-                                   {"params": no_decay, "weight_decay": 0.0}], lr=config.lr,
+                                   {"params": no_decay, "weight_decay": 0.0}], lr=config.max_lr,
                                   fused=True)  # one kernel per step: a third of a small head's step time on CPU
     warmup = min(config.warmup, total_steps)
 

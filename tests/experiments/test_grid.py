@@ -28,3 +28,16 @@ def test_old_records_keep_their_ids():
     sweep_run = TrainConfig(fusion="extra", shots=128, epochs=100, seed=4, eval_points=5, precision="bf16",
                             dev_sentences=1000, lr=5e-5)
     assert run_id(sweep_run) == "extra-n128-e100-s4-ba8f4482b0"  # a README sweep run, named as then
+
+
+def test_default_lr_is_per_fusion_and_named_by_its_value():
+    from layercache.training.config import default_lr
+
+    base = TrainConfig(fusion="base", shots=None, epochs=1, seed=0)
+    configs = {c.fusion: c for c in grid(fusions=["base", "concat", "scalarmix"], shots=[8], epochs=[10], trials=1,
+                                         base=base)}
+    assert {f: c.max_lr for f, c in configs.items()} == {"base": 1e-2, "concat": 1e-3, "scalarmix": 1e-2}
+    assert configs["concat"].record()["lr"] == 1e-3  # a record says the rate that ran
+    explicit = TrainConfig(fusion="concat", shots=8, epochs=10, seed=0, lr=1e-3)
+    assert run_id(configs["concat"]) == run_id(explicit) == run_id(explicit.record())
+    assert default_lr("concat", "ft") == 5e-5 == TrainConfig(fusion="concat", shots=8, epochs=1, seed=0, mode="ft").max_lr
