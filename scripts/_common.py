@@ -53,7 +53,9 @@ def grid_parser(description: str, *, fusions: str, epochs: int, threads: int | N
     p.add_argument("--shots", default="8,128", help="comma-separated N (N x C sentences per run, C entity types)")
     p.add_argument("--epochs", type=int, default=epochs)
     p.add_argument("--seeds", type=int, default=3, help="seeds 0..S-1")
-    p.add_argument("--lr", type=float, default=PAPER_LR)
+    p.add_argument("--lr", type=float, default=PAPER_LR, help="default: the paper's (these scripts reproduce its protocol)")
+    p.add_argument("--layer-score", default="paper", choices=["paper", "scaled", "learned"],
+                   help="DWAtt's score over layers (default: the paper's unscaled one)")
     p.add_argument("--batch-size", type=int, default=16)
     p.add_argument("--eval-points", type=int, default=5,
                    help="evenly spaced dev evaluations per run (0 = after every epoch)")
@@ -82,7 +84,8 @@ def conll_grid(args, *, axes: dict | None = None, **fields) -> list:
     from layercache.training import TrainConfig
 
     base = TrainConfig(fusion="base", shots=None, epochs=args.epochs, seed=0, lr=args.lr, batch_size=args.batch_size,
-                       eval_points=args.eval_points or None, device=args.device, **fields)
+                       eval_points=args.eval_points or None, device=args.device,
+                       layer_score=getattr(args, "layer_score", "paper"), **fields)
     return grid(fusions=split_list(args.fusions), shots=split_list(args.shots, int), epochs=[args.epochs],
                 trials=args.seeds, base=base, **(axes or {}))
 

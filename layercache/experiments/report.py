@@ -127,8 +127,8 @@ def plot_f1_vs_step(records, path: str, *, shots: list[int], epochs: int | None 
 
 
 def attention_table(records) -> str | None:
-    """Markdown: for the heads that attend over layers (DWAtt), the mean weight of each token's top
-    layer and the mean entropy of its weights (nats; log L = uniform), per cell at its chosen lr."""
+    """Markdown: for the heads that attend over layers (DWAtt), the mean of each token's largest
+    layer weight and of the entropy of its weights (nats; log L = uniform), per cell at its chosen lr."""
     lines = []
     for key, runs in sorted(cells(records).items(), key=lambda kv: (kv[0][0], kv[0][1] or 10**9, kv[0][2])):
         usage = [r["layer_usage"] for r in runs if r.get("layer_usage") and "entropy" in r["layer_usage"]]
@@ -138,7 +138,7 @@ def attention_table(records) -> str | None:
                          f"| {ent[0]:.2f} ± {ent[1]:.2f} | {len(usage)} |")
     if not lines:
         return None
-    return "\n".join(["| fusion | N | epochs | top-layer weight | entropy (nats) | runs |",
+    return "\n".join(["| fusion | N | epochs | a token's largest weight | entropy (nats) | runs |",
                       "|---|---:|---:|---:|---:|---:|", *lines])
 
 
