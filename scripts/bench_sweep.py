@@ -168,9 +168,8 @@ def main():
     print(f"full grid from these per-step costs, one thread: cached {grid_costs['cached_seconds'] / 3600:.1f} h "
           f"of compute, live backbone {grid_costs['live_seconds'] / 3600:.1f} h -> the cache makes the grid "
           f"{grid_costs['speedup']:.1f}x cheaper")
-    summary["per_step"] = {"head": head_costs, "grid": grid_costs}
-    summary["cpu"] = cpu_line()
-    summary["roofline"] = roofline_table([precision], steps=40, fusions=args.fusions.split(","))
+    summary.update(per_step={"head": head_costs, "grid": grid_costs}, cpu=cpu_line(),
+                   roofline=roofline_table([precision], steps=40, fusions=args.fusions.split(",")))
     print(summary["roofline"])
     Path(args.out, "bench_sweep.json").write_text(json.dumps(summary, indent=2))
 

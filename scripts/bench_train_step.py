@@ -29,8 +29,7 @@ import _common  # noqa: F401  (the repository on sys.path)
 
 from layercache.training.runtime import resolve_precision
 
-# 16 sentence lengths drawn from CoNLL-2003 train (a batch of the N = 128 sample): 224 rows.
-LENGTHS = [14, 3, 25, 9, 31, 12, 7, 2, 18, 22, 11, 5, 40, 8, 6, 11]
+from bench_roofline import LENGTHS  # 16 CoNLL-2003 train sentence lengths: a batch of the N = 128 sample
 
 
 def einsum_forward(self, hidden, mask):
@@ -54,36 +53,17 @@ def einsum_forward(self, hidden, mask):
 
 def worker(fusion: str, variant: str, steps: int, precision: str) -> dict:
     import numpy as np
-    import torch
-    import torch.nn.functional as F
 
-    from layercache.fusions import DWAtt, TokenTagger
-    from layercache.training.loop import PACK_MULTIPLE
+    from bench_roofline import head_step
+    from layercache.fusions import DWAtt
     from layercache.training.memory import keep_freed_memory
+    import torch
 
     keep_freed_memory()
     if variant == "einsum":
         DWAtt.forward = einsum_forward
     torch.set_num_threads(1)
-    torch.manual_seed(0)
-    tagger = TokenTagger(fusion=fusion, n_layers=6, dim=384, num_heads=12, ffn_dim=1536, n_labels=9,
-                         extra_layers=1).train()
-    optimizer = torch.optim.AdamW(tagger.parameters(), lr=5e-5, fused=True)
-    lengths = torch.tensor(LENGTHS)
-    rows = int(lengths.sum())
-    rows += -rows % PACK_MULTIPLE
-    hidden = torch.randn(1, rows, 6, 384)
-    mask = torch.ones(1, rows, dtype=torch.bool)
-    labels = torch.randint(0, 9, (rows,))
-
-    def step():
-        optimizer.zero_grad(set_to_none=True)
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision == "bf16"):
-            logits = tagger(hidden, mask, lengths)
-        F.cross_entropy(logits.float().flatten(0, 1), labels).backward()
-        torch.nn.utils.clip_grad_norm_(tagger.parameters(), 1.0)
-        optimizer.step()
-
+    step = head_step(fusion, precision)  # the packed batch of LENGTHS, as bench_roofline times it
     for _ in range(10):
         step()
     faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
