@@ -30,12 +30,13 @@ def say(message: str) -> None:
 
 def conll_entry(data: str | os.PathLike = CONLL, *, cache: str | None = None, model: str = MODEL,
                 cache_dir: str | None = None, log=say):
-    """``cache`` if given, else the entry `extract --model MODEL --dataset DATA --splits train,dev`
-    makes under ``cache_dir`` (else $LAYERCACHE_HOME), extracted first when missing."""
+    """``cache`` if given, else the entry `extract --model MODEL --dataset DATA` makes (train, dev
+    and test: test F1 is reported at the best dev point) under ``cache_dir`` (else $LAYERCACHE_HOME),
+    extracted first when missing."""
     from layercache.experiments import resolve_entry
 
     return resolve_entry(cache=cache, model=model, dataset=os.path.normpath(data), cache_dir=cache_dir,
-                         extract_options={"splits": ("train", "dev")}, log=log)
+                         log=log)
 
 
 def grid_parser(description: str, *, fusions: str, epochs: int, threads: int | None,
@@ -117,13 +118,14 @@ def torch_threads(n: int | None):
             os.environ["LAYERCACHE_NUM_THREADS"] = env_before
 
 
-def f1_cell(runs: list[dict]) -> str:
-    """Best dev F1 x100 over ``runs``: 'mean ± std (runs)', '-' for none."""
-    if not runs:
+def f1_cell(runs: list[dict], metric: str = "best_dev_f1") -> str:
+    """Best dev F1 (or, with ``metric="test_f1_at_best"``, the test F1 at the best dev point) x100
+    over ``runs``: 'mean ± std (runs)', '-' for none (a cache without a test split)."""
+    scores = [100 * r[metric] for r in runs if r.get(metric) is not None]
+    if not scores:
         return "-"
-    scores = [100 * r["best_dev_f1"] for r in runs]
     std = statistics.stdev(scores) if len(scores) > 1 else 0.0
-    return f"{statistics.mean(scores):.1f} ± {std:.1f} ({len(runs)})"
+    return f"{statistics.mean(scores):.1f} ± {std:.1f} ({len(scores)})"
 
 
 def runs_of(records: list[dict], **config) -> list[dict]:

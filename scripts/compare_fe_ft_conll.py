@@ -53,9 +53,9 @@ def _seconds(runs: list[dict]) -> str:
 def table(records: list[dict], fusions: list[str], shots: list[int]) -> str:
     """Markdown: per fusion and N, best dev F1 (x100, mean ± std over seeds (runs)) in FE and FT,
     their difference, median seconds per run in each mode and the trainable parameters of each."""
-    lines = ["| fusion | N | FE dev F1 | FT dev F1 | FT − FE | FE s/run | FT s/run | FE params (head) "
-             "| FT params (head + backbone) |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    lines = ["| fusion | N | FE dev F1 | FT dev F1 | FT − FE | FE test F1 | FT test F1 | FE s/run | FT s/run "
+             "| FE params (head) | FT params (head + backbone) |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for fusion in fusions:
         for n in shots:
             fe, ft = (runs_of(records, fusion=fusion, shots=n, mode=m) for m in MODES)
@@ -65,7 +65,8 @@ def table(records: list[dict], fusions: list[str], shots: list[int]) -> str:
                 diff = f"{100 * gain:+.1f}"
             fe_params = f"{fe[0]['params']:,}" if fe else "-"
             ft_params = f"{ft[0]['params']:,} + {ft[0]['backbone_params']:,}" if ft else "-"
-            lines.append(f"| {fusion} | {n} | {f1_cell(fe)} | {f1_cell(ft)} | {diff} | {_seconds(fe)} "
+            tests = f"{f1_cell(fe, 'test_f1_at_best')} | {f1_cell(ft, 'test_f1_at_best')}"
+            lines.append(f"| {fusion} | {n} | {f1_cell(fe)} | {f1_cell(ft)} | {diff} | {tests} | {_seconds(fe)} "
                          f"| {_seconds(ft)} | {fe_params} | {ft_params} |")
     return "\n".join(lines)
 

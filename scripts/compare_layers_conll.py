@@ -64,19 +64,19 @@ def _choice(choice: str, *, num_layers: int) -> tuple[str, bool]:
 def _row(runs: list[dict], *, auto: bool) -> str:
     """The cells after the choice's name: F1, layers fused (per seed where they differ, or auto:K), s, MB."""
     if not runs:
-        return "- | - | - | -"
+        return "- | - | - | - | -"
     picked = [_layers_text(r["layers"]) for r in runs]
     fused = picked[0] if len(set(picked)) == 1 and not auto else " / ".join(picked)
     secs = statistics.median(r["wall_seconds"] for r in runs)
     mb = statistics.mean(r["bytes_loaded"] for r in runs) / 1e6
-    return f"{f1_cell(runs)} | {fused} | {secs:.1f} | {mb:.1f}"
+    return f"{f1_cell(runs)} | {f1_cell(runs, 'test_f1_at_best')} | {fused} | {secs:.1f} | {mb:.1f}"
 
 
 def table(records: list[dict], fusions: list[str], shots: list[int], choices: list[str], *, num_layers: int) -> str:
     """Markdown: one row per (fusion, N, layer choice); best dev F1 x100 (mean ± std over seeds, runs),
     the layers fused (per seed when they differ: auto:K), median wall seconds and mean MB loaded per run."""
-    lines = ["| fusion | N | layers | dev F1 | layers fused | s/run | MB loaded/run |",
-             "|---|---:|---|---|---|---:|---:|"]
+    lines = ["| fusion | N | layers | dev F1 | test F1 | layers fused | s/run | MB loaded/run |",
+             "|---|---:|---|---|---|---|---:|---:|"]
     for fusion in fusions:
         for n in shots:
             for choice in choices:
@@ -92,7 +92,7 @@ def caption(args, model: str | None, *, num_layers: int) -> str:
     return (f"CoNLL-2003 dev, {model} FE, {args.epochs} epochs, lr {args.lr:g}, "
             f"batch {args.batch_size}, {args.eval_points} dev evaluations per run (full dev), "
             f"seeds 0..{args.seeds - 1}. "
-            f"dev F1: best dev F1 x100, mean ± std over seeds (runs). layers fused: per seed ({seeds}) "
+            f"dev F1: best dev F1 x100, mean ± std over seeds (runs); test F1: at the best dev point. layers fused: per seed ({seeds}) "
             f"where they differ. s/run: median wall seconds of a run, cache reads included. MB loaded/run: "
             f"mean over seeds of the bytes of hidden states read from the cache for the run (its train sample, "
             f"with all {num_layers} layers for auto:K so they can be ranked, plus dev with the fused layers only), "

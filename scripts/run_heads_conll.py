@@ -32,15 +32,17 @@ def parse_args(argv=None):
 
 
 def table(records: list[dict], fusions: list[str], shots: list[int]) -> str:
-    """Markdown: best dev F1 (x100, mean ± std over seeds) and mean seconds per run, per fusion and N."""
-    head = "| fusion | params | " + " | ".join(f"N={n} dev F1" for n in shots) + " | " \
+    """Markdown: best dev F1 and the test F1 at it (x100, mean ± std over seeds) and mean seconds per
+    run, per fusion and N."""
+    head = "| fusion | params | " + " | ".join(f"N={n} dev F1 | N={n} test F1" for n in shots) + " | " \
         + " | ".join(f"N={n} s/run" for n in shots) + " |"
-    lines = [head, "|" + "---|" * (2 + 2 * len(shots))]
+    lines = [head, "|" + "---|" * (2 + 3 * len(shots))]
     for fusion in fusions:
         cells = [runs_of(records, fusion=fusion, shots=n) for n in shots]
         params = next((f"{runs[0]['params']:,}" for runs in reversed(cells) if runs), "-")
         secs = [f"{statistics.mean(r['seconds']['total'] for r in runs):.1f}" if runs else "-" for runs in cells]
-        lines.append(f"| {fusion} | {params} | " + " | ".join(map(f1_cell, cells)) + " | " + " | ".join(secs) + " |")
+        f1s = [f"{f1_cell(runs)} | {f1_cell(runs, 'test_f1_at_best')}" for runs in cells]
+        lines.append(f"| {fusion} | {params} | " + " | ".join(f1s) + " | " + " | ".join(secs) + " |")
     return "\n".join(lines)
 
 

@@ -19,8 +19,8 @@ def test_compare_fe_ft_fills_both_columns_and_resumes(tiny_cache, tmp_path, monk
     assert ft["backbone_params"] > 0 and ft["config"]["dev_sentences"] == 1000
     row = next(line for line in text.splitlines() if line.startswith("| base | 2 |"))
     cells = [c.strip() for c in row.strip("|").split("|")]
-    assert len(cells) == 9 and "-" not in cells  # FE and FT F1, FT − FE, seconds and params all filled
-    assert cells[2].endswith("(1)") and cells[3].endswith("(1)")
+    assert len(cells) == 11 and "-" not in cells  # FE and FT dev and test F1, FT − FE, seconds, params all filled
+    assert all(cells[i].endswith("(1)") for i in (2, 3, 5, 6))  # dev F1, FE and FT; test F1, FE and FT
     assert md.read_text().endswith(text + "\n")
 
     def no_training(*args, **kwargs):

@@ -28,3 +28,6 @@ def test_conll_script_resumes(tiny_cache, tmp_path, capsys, monkeypatch, load_sc
     printed = capsys.readouterr()
     assert "8 of 8 runs already" in printed.err
     assert "| scalarmix | 234 |" in printed.out and "(2)" in printed.out
+    row = next(line for line in printed.out.splitlines() if line.startswith("| scalarmix |"))
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert len(cells) == 2 + 3 * 2 and "-" not in cells[2:6]  # dev and test F1 per N, all filled
