@@ -294,3 +294,27 @@ def test_a_first_release_checkpoint_loads_and_predicts_the_same():
         torch.testing.assert_close(tagger(hidden, mask), torch.tensor(expected["logits"]), atol=1e-4, rtol=1e-4)
         tagger.fusion.layer_score = "scaled"  # read with today's default instead, it would not
         assert not torch.allclose(tagger(hidden, mask), torch.tensor(expected["logits"]), atol=1e-2)
+
+
+def test_test_is_scored_once_at_the_best_dev_point(data, monkeypatch):
+    """One pass over test per run, with the head at its best dev point: the same number as scoring
+    that head by hand, and the same whether or not the head is kept."""
+    from layercache.training import loop
+
+    calls = []
+    real = loop.score
+
+    def counting(tagger, split, **kw):
+        calls.append(split.name)
+        return real(tagger, split, **kw)
+
+    monkeypatch.setattr(loop, "score", counting)
+    config = TrainConfig(fusion="concat", shots=None, epochs=6, seed=3, lr=1e-2)
+    result = train_head(config, data)
+    assert calls.count("test") == 1 and calls.count("dev") == 6  # once per epoch on dev, once on test
+    best = result.evals[result.best_epoch - 1]
+    assert best["test_f1"] == result.test_f1_at_best and sum("test_f1" in e for e in result.evals) == 1
+    by_hand, _ = real(result.tagger, data.test.take_layers(result.layers), device=torch.device("cpu"),
+                      label_names=data.label_names, batch_size=64)
+    assert result.test_f1_at_best == by_hand
+    assert train_head(config, data, keep_tagger=False).test_f1_at_best == result.test_f1_at_best
