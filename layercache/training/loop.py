@@ -40,7 +40,7 @@ def train_head(config: TrainConfig, data: RunData, *, log=None, keep_tagger: boo
     keep_freed_memory()  # process-wide, once: steps reuse freed activations instead of page-faulting
     apply_thread_setting()
     run = prepare_run(config, data)
-    book = Book(keep_state=keep_tagger or run.test is not None, log=log)
+    book = Book(log=log)
     if run.total_steps == 0:
         book.evaluate(run, step=0, epoch=0)
     step = 0
@@ -214,7 +214,6 @@ def train_step(run: Run, step_order: np.ndarray) -> None:
 class Book:
     """The run's record: each evaluation, the best dev point (and its weights), the clock."""
 
-    keep_state: bool
     log: object = None
     evals: list = field(default_factory=list)
     best: dict = field(default_factory=lambda: {"dev_f1": -1.0, "step": 0, "epoch": 0, "test_f1": None})
@@ -236,8 +235,9 @@ class Book:
         self.loss_sum, self.loss_n = None, 0
         if dev_f1 > self.best["dev_f1"]:  # first best wins ties
             self.best.update(dev_f1=dev_f1, step=step, epoch=epoch, index=len(self.evals) - 1)
-            if self.keep_state:
-                self.best_state = {k: v.detach().clone() for k, v in run.model.state_dict().items()}
+            # Kept (a copy of the head, and of the backbone in FT): test, layer usage and the returned
+            # head all come from the best dev point.
+            self.best_state = {k: v.detach().clone() for k, v in run.model.state_dict().items()}
         self.clock["eval"] += now(run.device) - t0
         if self.log:
             self.log(f"step {step} epoch {epoch}: dev F1 {dev_f1:.4f} loss {dev_loss:.4f}")
