@@ -107,21 +107,31 @@ class UnitEncoder:
     def encode_unit(self, tok: Tokenized, rows: RowMap, lo: int, hi: int, *, storage: torch.dtype,
                     grad: bool = False) -> torch.Tensor:
         """[hi - lo, L+1, d] for rows lo:hi, in the storage dtype, still on the device. The same
-        code serves extraction and live (FE-on-the-fly or fine-tuning) features, so they agree."""
+        code serves extraction and live (FE-on-the-fly or fine-tuning) features, so they agree.
+
+        Each batch's inputs and target positions are built one batch ahead in a thread, so the
+        forward pass never waits for them; rows taken as they are (first/last pooling) are written
+        straight in the storage dtype (the same bits as converting at the end, one pass fewer)."""
         first = int(np.searchsorted(rows.row_offsets, lo, side="right") - 1)
         last = int(np.searchsorted(rows.row_offsets, hi, side="left"))
         out = None
-        for batch in self.plan_batches(tok, range(first, last)):
-            hidden = self.forward(*self.inputs(tok, batch), grad=grad)
-            pos, dest, weight = self._targets(tok, rows, batch, hidden[0].shape[1], lo, hi)
-            gathered = torch.stack([h.reshape(-1, h.shape[-1]).index_select(0, pos) for h in hidden], dim=1).float()
+        for inputs, (pos, dest, weight) in _ahead(self._prepared(tok, rows, range(first, last), lo, hi)):
+            hidden = self.forward(*inputs, grad=grad)
             if out is None:
-                out = torch.zeros((hi - lo, len(hidden), hidden[0].shape[-1]), dtype=torch.float32, device=self.device)
+                dtype = storage if weight is None else torch.float32  # mean pooling sums in float32
+                out = torch.zeros((hi - lo, len(hidden), hidden[0].shape[-1]), dtype=dtype, device=self.device)
+            gathered = torch.stack([h.reshape(-1, h.shape[-1]).index_select(0, pos) for h in hidden], dim=1)
             if weight is None:
-                out.index_copy_(0, dest, gathered)
+                out.index_copy_(0, dest, gathered.to(out.dtype))
             else:
-                out.index_add_(0, dest, gathered * weight[:, None, None])
+                out.index_add_(0, dest, gathered.float() * weight[:, None, None])
         return out.to(storage)
+
+    def _prepared(self, tok: Tokenized, rows: RowMap, sentences: range, lo: int, hi: int):
+        """(model inputs, targets) of each batch of ``sentences``, in order."""
+        for batch in self.plan_batches(tok, sentences):
+            ids, mask = self.inputs(tok, batch)
+            yield (ids, mask), self._targets(tok, rows, batch, ids.shape[1], lo, hi)
 
     def _targets(self, tok, rows: RowMap, batch: list[Window], T: int, lo: int, hi: int):
         """Flat positions in the [B*T] batch of the subwords this unit needs, their rows, weights."""
@@ -138,3 +148,43 @@ class UnitEncoder:
         dest = torch.from_numpy(rows.row[subs] - lo).to(self.device)
         weight = None if rows.weight is None else torch.from_numpy(rows.weight[subs]).to(self.device)
         return torch.from_numpy(pos).to(self.device), dest, weight
+
+
+def _ahead(items, depth: int = 2):
+    """``items`` produced by a thread up to ``depth`` ahead of the consumer (the producer's numpy
+    and tensor work overlaps the forward pass, which releases the GIL); its errors surface here."""
+    import queue
+    import threading
+
+    done = object()
+    buffer: queue.Queue = queue.Queue(maxsize=depth)
+    stop = threading.Event()
+
+    def produce():
+        try:
+            for item in items:
+                if stop.is_set():
+                    return
+                buffer.put((item, None))
+        except BaseException as exc:  # noqa: BLE001 - handed to the consumer
+            buffer.put((None, exc))
+            return
+        buffer.put((done, None))
+
+    thread = threading.Thread(target=produce, daemon=True, name="layercache-inputs")
+    thread.start()
+    try:
+        while True:
+            item, error = buffer.get()
+            if error is not None:
+                raise error
+            if item is done:
+                return
+            yield item
+    finally:
+        stop.set()
+        while thread.is_alive():  # let a producer blocked on a full buffer see the stop
+            try:
+                buffer.get_nowait()
+            except queue.Empty:
+                thread.join(timeout=0.01)
