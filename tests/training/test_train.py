@@ -318,3 +318,15 @@ def test_test_is_scored_once_at_the_best_dev_point(data, monkeypatch):
                       label_names=data.label_names, batch_size=64)
     assert result.test_f1_at_best == by_hand
     assert train_head(config, data, keep_tagger=False).test_f1_at_best == result.test_f1_at_best
+
+
+@pytest.mark.parametrize("extra, lr, score", [([], 1e-3, "scaled"), (["--protocol", "paper"], 5e-5, "paper"),
+                                              (["--protocol", "paper", "--lr", "0.01"], 1e-2, "paper")])
+def test_protocol_paper_restores_the_papers_settings(tiny_cache, tmp_path, extra, lr, score):
+    result = CliRunner().invoke(main, ["--cache", tiny_cache, "--fusion", "dwatt", "--shots", "2", "--epochs", "1",
+                                       "--out", str(tmp_path), *extra])
+    assert result.exit_code == 0, result.output
+    record = json.loads((tmp_path / "dwatt-n2-e1-s0.json").read_text())
+    assert record["config"]["lr"] == lr and record["config"]["layer_score"] == score
+    head = json.loads((tmp_path / "dwatt-n2-e1-s0.head.json").read_text())
+    assert head["tagger"]["layer_score"] == score and head["format_version"] == 2
