@@ -67,7 +67,7 @@ class SplitWriter:
         With create=False (ranks other than 0) the split must already be there with this plan."""
         root = open_group(entry_path, mode="a") if _exists(entry_path) else zarr.open_group(entry_path, mode="w")
         if not root.attrs.get("format_version"):
-            root.attrs.update(entry_attrs)
+            root.update_attributes(entry_attrs)  # one metadata write (attrs.update writes once per key)
         if split in root:
             old = root[split]
             if old.attrs.get("plan_id") == plan.plan_id and old.attrs.get("ready"):
@@ -94,7 +94,8 @@ class SplitWriter:
         self.done[unit] = True
 
     def finish(self, stats: dict) -> None:
-        self.group.attrs.update({**stats, "complete": True, "finished": time.strftime("%Y-%m-%dT%H:%M:%S%z")})
+        # One write: the split turns complete together with its stats, never before them.
+        self.group.update_attributes({**stats, "complete": True, "finished": time.strftime("%Y-%m-%dT%H:%M:%S%z")})
 
 
 def _exists(path: str) -> bool:
@@ -106,7 +107,7 @@ def _exists(path: str) -> bool:
 def _create_split(root: zarr.Group, split: str, plan: SplitPlan) -> zarr.Group:
     n, s = plan.n_rows, len(plan.offsets) - 1
     g = root.create_group(split)
-    g.attrs.update({**plan.attrs, "complete": False, "ready": False, "plan_id": plan.plan_id,
+    g.update_attributes({**plan.attrs, "complete": False, "ready": False, "plan_id": plan.plan_id,
                     "n_sentences": s, "n_rows": n, "n_words": len(plan.words), "unit_rows": plan.unit_rows,
                     "created": time.strftime("%Y-%m-%dT%H:%M:%S%z")})
     small = dict(compressors=SMALL_ARRAY_CODECS)

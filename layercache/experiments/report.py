@@ -94,14 +94,14 @@ def plot_f1_vs_shots(records, path: str, *, title: str = "") -> str:
     fusions = sorted({k[0] for k in groups})
     fig, axes = plt.subplots(1, len(caps), figsize=(2.6 * len(caps) + 0.6, 2.8), dpi=100, sharey=True, squeeze=False)
     for ax, cap in zip(axes[0], caps):
-        for fusion in fusions:
+        for i, fusion in enumerate(fusions):  # one colour per fusion in every panel, present or not
             shots = sorted(k[1] for k in groups if k[0] == fusion and k[2] == cap and k[1] is not None)
             if not shots:
                 continue
             stats = [ci95([100 * r["best_dev_f1"] for r in groups[(fusion, n, cap)]]) for n in shots]
             mean = np.array([s[0] for s in stats])
             half = np.array([s[1] for s in stats])
-            (line,) = ax.plot(shots, mean, marker="o", markersize=3, linewidth=1.2, label=fusion)
+            (line,) = ax.plot(shots, mean, marker="o", markersize=3, linewidth=1.2, label=fusion, color=f"C{i}")
             ax.fill_between(shots, mean - half, mean + half, color=line.get_color(), alpha=0.2, linewidth=0)
         ax.set_xscale("log", base=2)
         _style(ax, title=f"{cap} epochs", xlabel="N-shot")
@@ -115,13 +115,13 @@ def plot_f1_vs_step(records, path: str, *, shots: list[int], epochs: int | None 
     fig, axes = plt.subplots(1, len(shots), figsize=(3.0 * len(shots) + 0.6, 2.8), dpi=100, squeeze=False)
     for ax, n in zip(axes[0], shots):
         cap = epochs or max((k[2] for k in groups if k[1] == n), default=0)  # the longest runs of this N
-        for fusion in fusions:
+        for i, fusion in enumerate(fusions):
             runs = groups.get((fusion, n, cap), [])
             if not runs:
                 continue
             steps = [e["step"] for e in runs[0]["evals"]]
             curves = np.array([[e["dev_f1"] for e in r["evals"]] for r in runs if len(r["evals"]) == len(steps)])
-            ax.plot(steps, 100 * curves.mean(0), marker="o", markersize=2, linewidth=1.2, label=fusion)
+            ax.plot(steps, 100 * curves.mean(0), marker="o", markersize=2, linewidth=1.2, label=fusion, color=f"C{i}")
         _style(ax, title=f"N = {n}, {cap} epochs", xlabel="step")
     return _save(fig, axes, path, ylabel="dev F1", title=title)
 
@@ -198,9 +198,12 @@ def _style(ax, *, title: str, xlabel: str) -> None:
 
 def _save(fig, axes, path: str, *, ylabel: str, title: str) -> str:
     axes[0][0].set_ylabel(ylabel, fontsize=8)
-    labelled = [ax for ax in axes[0] if ax.get_legend_handles_labels()[0]]
-    if labelled:
-        labelled[-1].legend(fontsize=7, loc="lower right")
+    handles = {}
+    for ax in axes[0]:  # every fusion once, whichever panels it appears in
+        for handle, name in zip(*ax.get_legend_handles_labels()):
+            handles.setdefault(name, handle)
+    if handles:
+        axes[0][-1].legend(list(handles.values()), list(handles), fontsize=7, loc="lower right")
     if title:
         fig.suptitle(title, fontsize=9)
     fig.tight_layout()
