@@ -4,7 +4,7 @@
     python scripts/bench_scaleout.py --data ../shared/data/conll2003 --sentences 2000
 
 Both extractions write a fresh cache root; both sweeps use the MiniLM CoNLL-2003 cache (found or
-extracted as `extract --model all-MiniLM-L6-v2 --dataset DATA --splits train,dev` would).
+extracted as `extract --model all-MiniLM-L6-v2 --dataset DATA` would).
 """
 
 from __future__ import annotations

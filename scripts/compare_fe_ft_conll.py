@@ -16,7 +16,7 @@ FT evaluates live (a backbone forward over every dev sentence at every evaluatio
 default both modes evaluate on the same fixed random 1,000 sentences of dev (--dev-sentences) at
 5 evenly spaced points (--eval-points).
 
-The cache is the one `extract --model all-MiniLM-L6-v2 --dataset <data> --splits train,dev` makes
+The cache is the one `extract --model all-MiniLM-L6-v2 --dataset <data>` makes (train, dev and test)
 (extracted here first when missing); its root is --cache-dir, else $LAYERCACHE_HOME.
 """
 

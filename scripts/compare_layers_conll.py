@@ -12,7 +12,7 @@ median seconds and MB loaded per run.
     LAYERCACHE_HOME=/tmp/lc python scripts/compare_layers_conll.py                # the full grid
     LAYERCACHE_HOME=/tmp/lc python scripts/compare_layers_conll.py --seeds 1 --shots 8 --out /tmp/x.jsonl
 
-The cache is the one `extract --model all-MiniLM-L6-v2 --dataset <data> --splits train,dev` makes
+The cache is the one `extract --model all-MiniLM-L6-v2 --dataset <data>` makes (train, dev and test)
 (extracted here first when missing); its root is --cache-dir, else $LAYERCACHE_HOME.
 """
 

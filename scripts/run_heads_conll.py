@@ -8,7 +8,7 @@ dev F1 (mean ± std over seeds) and seconds per run.
     python scripts/run_heads_conll.py                      # the full grid: 5 fusions x N=8,128 x 3 seeds
     python scripts/run_heads_conll.py --seeds 1 --shots 8  # a quick check
 
-The cache is the one `extract --model all-MiniLM-L6-v2 --dataset <data> --splits train,dev` makes
+The cache is the one `extract --model all-MiniLM-L6-v2 --dataset <data>` makes (train, dev and test)
 (extracted here first when missing); its root is --cache-dir, else $LAYERCACHE_HOME.
 
 Cost on a 2-core AMD EPYC (AVX2, fp32), --threads 1, per run: N=128 base 2.4 s, concat 18 s,
