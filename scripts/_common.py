@@ -42,6 +42,7 @@ def conll_entry(data: str | os.PathLike = CONLL, *, cache: str | None = None, mo
 def grid_parser(description: str, *, fusions: str, epochs: int, threads: int | None,
                 out: str) -> argparse.ArgumentParser:
     """The options every grid script takes; ``out`` is the results file's name under runs/."""
+    from layercache.fusions.dwatt import LAYER_SCORES
     from layercache.training import PAPER_LR
 
     p = argparse.ArgumentParser(description=description)
@@ -55,7 +56,7 @@ def grid_parser(description: str, *, fusions: str, epochs: int, threads: int | N
     p.add_argument("--epochs", type=int, default=epochs)
     p.add_argument("--seeds", type=int, default=3, help="seeds 0..S-1")
     p.add_argument("--lr", type=float, default=PAPER_LR, help="default: the paper's (these scripts reproduce its protocol)")
-    p.add_argument("--layer-score", default="paper", choices=["paper", "scaled", "learned"],
+    p.add_argument("--layer-score", default="paper", choices=LAYER_SCORES,
                    help="DWAtt's score over layers (default: the paper's unscaled one)")
     p.add_argument("--batch-size", type=int, default=16)
     p.add_argument("--eval-points", type=int, default=5,

@@ -21,7 +21,7 @@ import os
 from _common import CONLL, REPO, conll_entry, say, split_list
 
 MODELS = "all-MiniLM-L6-v2,all-mpnet-base-v2"
-PROTOCOLS = {"layercache": {"lr": None, "layer_score": "scaled"}, "paper": {"lr": 5e-5, "layer_score": "paper"}}
+PROTOCOLS = {"layercache": {"lr": None, "layer_score": "scaled"}, "paper": {"lr": 5e-5, "layer_score": "paper"}}  # PAPER_LR
 
 
 def parse_args(argv=None):

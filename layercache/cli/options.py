@@ -5,6 +5,8 @@ from __future__ import annotations
 import click
 
 from ..errors import LayercacheError
+from ..fusions.dwatt import LAYER_SCORES
+from ..training.config import PAPER_LR
 
 CACHE_DIR_HELP = "Cache root (path or fsspec URL). Default: $LAYERCACHE_HOME or ~/.cache/layercache."
 LAYERS_HELP = ("Layers: all (= 1..L), 4,8,12, 1..6 (0 = embedding output) or auto:K (the K of 1..L with the "
@@ -39,7 +41,7 @@ def layers_option(default: str | None = None, extra_help: str = ""):
                         help=LAYERS_HELP + (" " + extra_help if extra_help else ""))
 
 
-PAPER_PROTOCOL = {"lr": 5e-5, "layer_score": "paper"}  # paper §5 and eqs. 3-11, where our defaults differ
+PAPER_PROTOCOL = {"lr": PAPER_LR, "layer_score": "paper"}  # paper §5 and eqs. 3-11, where our defaults differ
 
 
 def protocol_option(fn):
@@ -49,7 +51,7 @@ def protocol_option(fn):
 
 
 layer_score_option = click.option(
-    "--layer-score", type=click.Choice(["paper", "scaled", "learned"]), default="scaled", show_default=True,
+    "--layer-score", type=click.Choice(LAYER_SCORES), default="scaled", show_default=True,
     help="DWAtt's score over layers: paper = q.k (unscaled, eqs. 3-11), scaled = q.k/sqrt(d), learned = "
          "q.k times a learned temperature.")
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 from .claims import Claims
 from .results import read_results, run_id
 
@@ -13,18 +15,18 @@ def claimed(todo: list, claims: Claims, *, results: str, done: dict):
     live sweep holds are passed over, then waited for: None is yielded while only those are left
     (the caller checks back), and a run whose holder died is claimed and yielded. Ends when every
     run is in the results file or has been yielded."""
+    finished = _Finished(results)
     waiting = []
     for config in todo:
-        taken = _take(config, claims, results)
+        taken = _take(config, claims, finished)
         if taken:
             yield config
         elif taken is None:
             waiting.append(config)
     while waiting:
-        finished = read_results(results)
         waiting = [c for c in waiting if run_id(c) not in finished and run_id(c) not in done]
         for config in list(waiting):
-            taken = _take(config, claims, results)
+            taken = _take(config, claims, finished)
             if taken is not None:
                 waiting.remove(config)
             if taken:
@@ -35,12 +37,26 @@ def claimed(todo: list, claims: Claims, *, results: str, done: dict):
                 yield None  # only other sweeps' runs are left: the caller waits and asks again
 
 
-def _take(config, claims: Claims, results: str) -> bool | None:
+class _Finished:
+    """The run ids in a results file, parsed again only when the file has changed size (a sweep
+    claims a few hundred runs; re-parsing the whole file for each was quadratic)."""
+
+    def __init__(self, path: str):
+        self.path, self.size, self.ids = path, -1, frozenset()
+
+    def __contains__(self, rid: str) -> bool:
+        size = os.path.getsize(self.path) if os.path.exists(self.path) else 0
+        if size != self.size:
+            self.size, self.ids = size, frozenset(read_results(self.path))
+        return rid in self.ids
+
+
+def _take(config, claims: Claims, finished: _Finished) -> bool | None:
     """True: claimed, ours to run; False: already finished by another sweep; None: held by another."""
     rid = run_id(config)
     if not claims.claim(rid):
         return None
-    if rid in read_results(results):  # another sweep ran it and released its claim before we looked
+    if rid in finished:  # another sweep ran it and released its claim before we looked
         claims.release(rid)
         return False
     return True
