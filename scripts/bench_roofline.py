@@ -8,7 +8,10 @@ L = 6, d = 384; one thread, as each of a sweep's workers has):
 - the step's median time, and so its achieved GFLOP/s;
 - the peak: the best GFLOP/s of large products in the same precision, measured in the same run;
 - where the step's time goes (`torch.profiler`, self CPU time): products, element-wise and other
-  operators, and the rest (Python and dispatch).
+  operators, and the rest (Python and dispatch);
+- the ceiling: the step's own products (same operators, shapes, strides and dtypes, recorded from
+  one step) replayed back to back with nothing else, so the fraction of peak a step would reach if
+  everything but its products took no time at all.
 
     python scripts/bench_roofline.py                  # fp32 and bf16
     python scripts/bench_roofline.py --precision bf16
@@ -97,7 +100,35 @@ def measure(fusion: str, precision: str, *, steps: int) -> dict:
         t0 = time.perf_counter()
         step()
         times.append(time.perf_counter() - t0)
-    return {"flops": counter.get_total_flops(), "seconds": statistics.median(times), **split(step)}
+    return {"flops": counter.get_total_flops(), "seconds": statistics.median(times), **split(step),
+            "products_alone": products_alone(step, steps=steps)}
+
+
+def products_alone(step, *, steps: int) -> float:
+    """Median seconds of one step's matrix products replayed alone (recorded from one step)."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    calls = []
+
+    class Record(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            kwargs = kwargs or {}
+            name = func.__name__.split(".")[0]
+            if any(name == p or name.startswith(p) for p in PRODUCTS):
+                keep = lambda x: x.detach().clone() if isinstance(x, torch.Tensor) else x  # noqa: E731
+                calls.append((func, [keep(a) for a in args], {k: keep(v) for k, v in kwargs.items()}))
+            return func(*args, **kwargs)
+
+    with Record():
+        step()
+    times = []
+    with torch.no_grad():
+        for _ in range(steps):
+            t0 = time.perf_counter()
+            for func, args, kwargs in calls:
+                func(*args, **kwargs)
+            times.append(time.perf_counter() - t0)
+    return statistics.median(times)
 
 
 def split(step, *, steps: int = 10) -> dict:
@@ -125,8 +156,8 @@ def table(precisions: list[str], *, steps: int, fusions: list[str]) -> str:
     keep_freed_memory()
     lines = [cpu_line(), "",
              "| head | precision | GFLOP per step | ms per step | GFLOP/s | peak GFLOP/s | fraction of peak "
-             "| time in products | other operators | Python and dispatch |",
-             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+             "| time in products | other operators | Python and dispatch | products alone (ms) | ceiling |",
+             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for precision in precisions:
         peak = peak_gflops(torch.bfloat16 if precision == "bf16" else torch.float32)
         for fusion in fusions:
@@ -134,7 +165,8 @@ def table(precisions: list[str], *, steps: int, fusions: list[str]) -> str:
             achieved = m["flops"] / m["seconds"] / 1e9
             lines.append(f"| {fusion} | {precision} | {m['flops'] / 1e9:.3f} | {1e3 * m['seconds']:.1f} | {achieved:.1f} "
                          f"| {peak:.1f} | {achieved / peak:.2f} | {m['products']:.0%} | {m['elementwise']:.0%} "
-                         f"| {m['rest']:.0%} |")
+                         f"| {m['rest']:.0%} | {1e3 * m['products_alone']:.1f} "
+                         f"| {m['flops'] / m['products_alone'] / 1e9 / peak:.2f} |")
     return "\n".join(lines)
 
 
