@@ -60,6 +60,8 @@ def entry_status(path: str) -> EntryStatus:
         raise LayercacheError(f"{path} is not a layercache entry")
     splits, finished = {}, []
     for name, g in group.groups():
+        if "kind" in g.attrs:  # not a split: the MLM entry's `lm` group (embeddings, LM head)
+            continue
         done = bool(g.attrs.get("complete"))
         splits[name] = done
         if done and g.attrs.get("finished"):

@@ -33,6 +33,11 @@ class MetaViews:
     def dim(self) -> int:
         return int(self.meta["hidden_size"])
 
+    @property
+    def task(self) -> str:
+        """``ner`` or ``mlm``; entries from before MLM carry no task attribute and are NER."""
+        return str(self.meta.get("task", "ner"))
+
 
 class CacheEntry(MetaViews):
     """One cache entry (a zarr group): metadata in `meta`, one `CacheSplit` per finished split."""
@@ -49,8 +54,17 @@ class CacheEntry(MetaViews):
     def splits(self) -> list[str]:
         """Finished splits only, in the usual order."""
         order = {"train": 0, "dev": 1, "test": 2}
-        names = [name for name, g in self.group.groups() if g.attrs.get("complete")]
+        names = [name for name, g in self.group.groups() if g.attrs.get("complete") and "kind" not in g.attrs]
         return sorted(names, key=lambda s: (order.get(s, 9), s))
+
+    def lm(self) -> dict[str, np.ndarray]:
+        """An MLM entry's ``lm`` arrays (float32): ``embeddings`` and, when the checkpoint has a head,
+        ``dense_weight``, ``dense_bias``, ``norm_weight``, ``norm_bias``, ``decoder_bias``."""
+        if "lm" not in self.group:
+            raise LayercacheError(f"{self.path} has no lm group (not an MLM entry)")
+        group = self.group["lm"]
+        require_complete(group, f"the lm group of {self.path}")
+        return {name: arr[:] for name, arr in group.arrays()}
 
     def split(self, name: str) -> "CacheSplit":
         if name not in self.group:
@@ -74,6 +88,13 @@ class CacheSplit:
     @cached_property
     def labels(self) -> np.ndarray:
         return self.group["labels"][:].astype(np.int64)
+
+    @cached_property
+    def input_ids(self) -> np.ndarray:
+        """MLM entries: the (masked) token fed to the backbone at each row."""
+        if "input_ids" not in self.group:
+            raise LayercacheError(f"split {self.name!r} of {self.entry.path} has no input_ids (not an MLM entry)")
+        return self.group["input_ids"][:].astype(np.int64)
 
     @property
     def n_sentences(self) -> int:

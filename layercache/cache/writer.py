@@ -28,12 +28,13 @@ class SplitPlan:
     dim: int
     dtype: str  # float16 | bfloat16 | float32
     offsets: np.ndarray  # [S + 1] int64, sentence i is rows offsets[i]:offsets[i+1]
-    labels: np.ndarray  # [rows] int16, -1 where unlabeled
+    labels: np.ndarray  # [rows] int16 label ids (-1 unlabeled), or int32 token ids for MLM (-100 unscored)
     words: list[str]  # one per word, all sentences concatenated
     unit_rows: int
     plan_id: str
     word_index: np.ndarray | None = None  # [rows] int32, subword granularity only
     attrs: dict = field(default_factory=dict)  # extra split attributes (token budget, counts)
+    arrays: dict = field(default_factory=dict)  # extra [rows] arrays stored as given (MLM: input_ids)
 
     @property
     def n_rows(self) -> int:
@@ -65,9 +66,7 @@ class SplitWriter:
              create: bool = True) -> "SplitWriter":
         """Resume the split if it was started with the same plan, else (re)create it empty.
         With create=False (ranks other than 0) the split must already be there with this plan."""
-        root = open_group(entry_path, mode="a") if _exists(entry_path) else zarr.open_group(entry_path, mode="w")
-        if not root.attrs.get("format_version"):
-            root.update_attributes(entry_attrs)  # one metadata write (attrs.update writes once per key)
+        root = _open_root(entry_path, entry_attrs)
         if split in root:
             old = root[split]
             if old.attrs.get("plan_id") == plan.plan_id and old.attrs.get("ready"):
@@ -104,6 +103,29 @@ def _exists(path: str) -> bool:
     return exists(path)
 
 
+def _open_root(entry_path: str, entry_attrs: dict) -> zarr.Group:
+    root = open_group(entry_path, mode="a") if _exists(entry_path) else zarr.open_group(entry_path, mode="w")
+    if not root.attrs.get("format_version"):
+        root.update_attributes(entry_attrs)  # one metadata write (attrs.update writes once per key)
+    return root
+
+
+def write_entry_arrays(entry_path: str, entry_attrs: dict, name: str, arrays: dict[str, np.ndarray]) -> None:
+    """An entry-level group of whole arrays (MLM: ``lm``), flagged ``complete`` only once every
+    array is stored, so a run killed half-way rewrites it; a complete one is left alone."""
+    root = _open_root(entry_path, entry_attrs)
+    if name in root:
+        if root[name].attrs.get("complete"):
+            return
+        del root[name]
+    g = root.create_group(name)
+    g.update_attributes({"kind": name, "complete": False})
+    for key, data in arrays.items():
+        chunks = (max(1, min(data.shape[0], max(1, (16 << 20) // max(1, data[:1].nbytes)))),) + data.shape[1:]
+        g.create_array(key, data=data, chunks=chunks, compressors=[CHECKSUM])
+    g.attrs["complete"] = True
+
+
 def _create_split(root: zarr.Group, split: str, plan: SplitPlan) -> zarr.Group:
     n, s = plan.n_rows, len(plan.offsets) - 1
     g = root.create_group(split)
@@ -112,7 +134,10 @@ def _create_split(root: zarr.Group, split: str, plan: SplitPlan) -> zarr.Group:
                     "created": time.strftime("%Y-%m-%dT%H:%M:%S%z")})
     small = dict(compressors=SMALL_ARRAY_CODECS)
     g.create_array("offsets", data=plan.offsets.astype(np.int64), chunks=(max(1, min(s + 1, 65536)),), **small)
-    g.create_array("labels", data=plan.labels.astype(np.int16), chunks=(max(1, min(n, 262144)),), **small)
+    labels = plan.labels if plan.labels.dtype == np.int32 else plan.labels.astype(np.int16)
+    g.create_array("labels", data=labels, chunks=(max(1, min(n, 262144)),), **small)
+    for key, data in plan.arrays.items():
+        g.create_array(key, data=data, chunks=(max(1, min(n, 262144)),), **small)
     words = np.array(plan.words, dtype=object)
     wa = g.create_array("words", shape=(len(words),), dtype=str, chunks=(max(1, min(len(words), 65536)),), **small)
     if len(words):

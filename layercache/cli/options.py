@@ -36,6 +36,35 @@ cache_dir_option = click.option("--cache-dir", default=None, help=CACHE_DIR_HELP
 device_option = click.option("--device", default=None, help="torch device. Default: cuda when present, else cpu.")
 
 
+task_option = click.option(
+    "--task", type=click.Choice(["ner", "mlm"]), default="ner", show_default=True,
+    help="ner: named-entity tagging (F1); mlm: masked language modelling on raw text (perplexity; "
+         "--dataset wiki-offline, wikitext-2 or a WikiText-style directory).")
+
+
+def masking_options(fn):
+    """--block-size, --mask-seed, --mlm-probability: the MLM cache's blocks and fixed masks (the
+    entry `extract --task mlm` makes; FT draws its train masks per epoch with the same probability)."""
+    return _stack(
+        click.option("--block-size", type=click.IntRange(min=2), default=128, show_default=True,
+                     help="MLM: subwords per block, special tokens included."),
+        click.option("--mask-seed", type=int, default=0, show_default=True, help="MLM: seed of the fixed masks."),
+        click.option("--mlm-probability", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=0.15,
+                     show_default=True, help="MLM: share of tokens chosen for prediction (80% [MASK], 10% random, "
+                                             "10% kept)."),
+    )(fn)
+
+
+def extract_options(task: str, *, block_size: int = 128, mask_seed: int = 0, mlm_probability: float = 0.15) -> dict:
+    """The `ExtractConfig` fields that find (or make) a task's cache entry; {} for NER, whose
+    entries are found as they always were."""
+    if task == "ner":
+        if (block_size, mask_seed, mlm_probability) != (128, 0, 0.15):
+            raise LayercacheError("--block-size, --mask-seed and --mlm-probability need --task mlm")
+        return {}
+    return {"task": task, "block_size": block_size, "mask_seed": mask_seed, "mlm_probability": mlm_probability}
+
+
 def layers_option(default: str | None = None, extra_help: str = ""):
     return click.option("--layers", default=default, show_default=default is not None,
                         help=LAYERS_HELP + (" " + extra_help if extra_help else ""))
@@ -67,11 +96,13 @@ def apply_protocol(options: dict, protocol: str, *, names: dict | None = None) -
     return {**options, **{k: v for k, v in PAPER_PROTOCOL.items() if k not in given}}
 
 
-def resolve(cache, model, dataset, cache_dir):
-    """The cache entry the shared cache options name (messages go to stderr)."""
+def resolve(cache, model, dataset, cache_dir, *, extract: dict | None = None):
+    """The cache entry the shared cache options name (messages go to stderr); ``extract``: the
+    `extract_options` of a task other than NER."""
     from ..experiments.find import resolve_entry
 
-    return resolve_entry(cache=cache, model=model, dataset=dataset, cache_dir=cache_dir, log=say)
+    return resolve_entry(cache=cache, model=model, dataset=dataset, cache_dir=cache_dir, extract_options=extract,
+                         log=say)
 
 
 def say(message: str) -> None:

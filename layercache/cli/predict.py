@@ -1,4 +1,5 @@
-"""`predict`: tag new text with a trained head and its backbone, and print the entities."""
+"""`predict`: tag new text with a trained head and its backbone, and print the entities; or, with an
+MLM head, fill the masks of `--fill-mask` texts and print the top tokens of each."""
 
 from __future__ import annotations
 
@@ -11,16 +12,20 @@ from ..errors import LayercacheError
 from .errors import friendly_errors
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
-@click.option("--head", "checkpoint", required=True, help="Head checkpoint (.safetensors/.json or their stem).")
+@click.option("--head", "--checkpoint", "checkpoint", required=True,
+              help="Head checkpoint (.safetensors/.json or their stem).")
 @click.option("--text", multiple=True, help="A sentence to tag (repeatable).")
 @click.option("--file", "file_", type=click.Path(dir_okay=False, allow_dash=True), default=None,
               help="One sentence per line ('-' = stdin).")
+@click.option("--fill-mask", "fill_mask", multiple=True,
+              help="MLM heads: a text with [MASK] (or <mask>) to fill (repeatable); --text/--file lines are filled too.")
+@click.option("--top-k", type=click.IntRange(min=1), default=5, show_default=True, help="Tokens printed per mask.")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per sentence.")
 @click.option("--device", default=None, help="torch device. Default: cuda when present, else cpu.")
 @friendly_errors
-def main(checkpoint, text, file_, as_json, device):
-    """Tag raw sentences with a trained head and print the entities found."""
-    lines = list(text)
+def main(checkpoint, text, file_, fill_mask, top_k, as_json, device):
+    """Tag raw sentences with a trained head and print the entities found (MLM heads: fill masks)."""
+    lines = list(fill_mask) + list(text)
     if file_:
         try:
             with click.open_file(file_, encoding="utf-8") as f:
@@ -29,7 +34,39 @@ def main(checkpoint, text, file_, as_json, device):
             raise LayercacheError(f"{file_} is not UTF-8 text (byte {exc.start})") from None
     lines = [line for line in lines if line.strip()]
     if not lines:
-        raise LayercacheError("nothing to tag: pass --text or --file")
+        raise LayercacheError("nothing to tag: pass --text, --file or --fill-mask")
+    if fill_mask or _is_mlm(checkpoint):
+        _fill(checkpoint, lines, top_k=top_k, as_json=as_json, device=device)
+    else:
+        _tag(checkpoint, lines, as_json=as_json, device=device)
+    sys.stdout.flush()
+
+
+def _is_mlm(checkpoint: str) -> bool:
+    from ..training.checkpoint import checkpoint_paths
+
+    try:
+        with open(checkpoint_paths(checkpoint)[1], encoding="utf-8") as f:
+            return json.load(f).get("task") == "mlm"
+    except (OSError, ValueError):
+        return False  # loading it says what is wrong
+
+
+def _fill(checkpoint, lines, *, top_k: int, as_json: bool, device) -> None:
+    from ..inference import MaskFiller
+
+    filler = MaskFiller(checkpoint, device=device)
+    for line in lines:
+        masks = filler.fill(line, top_k=top_k)
+        if as_json:
+            click.echo(json.dumps({"text": line, "masks": masks}, ensure_ascii=False))
+            continue
+        click.echo(line)
+        for k, m in enumerate(masks, 1):
+            click.echo(f"  mask {k}: " + ", ".join(f"{t['token']} ({t['probability']:.3f})" for t in m["top"]))
+
+
+def _tag(checkpoint, lines, *, as_json: bool, device) -> None:
     from ..inference import Predictor, entities, split_words
 
     tagger = Predictor(checkpoint, device=device)
@@ -47,7 +84,6 @@ def main(checkpoint, text, file_, as_json, device):
                        f"chars {e['chars'][0]}-{e['chars'][1]}")
         if not found:
             click.echo("  (no entities)")
-    sys.stdout.flush()
 
 
 if __name__ == "__main__":

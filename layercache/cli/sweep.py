@@ -10,12 +10,15 @@ import click
 
 from ..errors import LayercacheError
 from .errors import friendly_errors
-from .options import apply_protocol, cache_options, layers_option, parse_list, protocol_option, resolve, say
+from .options import (apply_protocol, cache_options, extract_options, layers_option, masking_options, parse_list,
+                      protocol_option, resolve, say, task_option)
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@task_option
 @click.option("--fusions", default="dwatt,concat,extra", show_default=True, help="Comma-separated fusions.")
-@click.option("--shots", default="8,16,32,64,128", show_default=True, help="Comma-separated N (N x C sentences).")
+@click.option("--shots", default="8,16,32,64,128", show_default=True,
+              help="Comma-separated N (N x C sentences; MLM: N blocks), or all.")
 @click.option("--epochs", default="25,50,75,100", show_default=True, help="Comma-separated epoch caps.")
 @click.option("--trials", type=click.IntRange(min=1), default=5, show_default=True, help="Seeds 0..trials-1.")
 @click.option("--lrs", "--lr", "lrs", default="default", show_default=True,
@@ -38,13 +41,15 @@ from .options import apply_protocol, cache_options, layers_option, parse_list, p
               help="Run every run as a Ray task: --ray alone starts Ray here, --ray ADDRESS joins a cluster.")
 @click.option("--out", default=os.path.join("runs", "sweep"), show_default=True, help="Results folder.")
 @cache_options
+@masking_options
 @click.option("--report", "report_only", is_flag=True, help="Only render the table and plots from the results file.")
 @click.option("--curve-shots", default=None, help="N values for the F1-vs-step plot. Default: smallest and largest.")
 @click.option("--per-lr", is_flag=True, help="Also print one table per learning rate.")
 @protocol_option
 @friendly_errors
-def main(fusions, shots, epochs, trials, lrs, layer_scores, batch_size, layers, extra_layers, eval_points, dev_sentences,
-         precision, workers, ray_address, out, cache, model, dataset, cache_dir, report_only, curve_shots, per_lr, protocol):
+def main(task, fusions, shots, epochs, trials, lrs, layer_scores, batch_size, layers, extra_layers, eval_points,
+         dev_sentences, precision, workers, ray_address, out, cache, model, dataset, cache_dir, block_size, mask_seed,
+         mlm_probability, report_only, curve_shots, per_lr, protocol):
     """Run fusion x N-shot x epoch cap x trial from one cache (skipping runs already done)."""
     from ..experiments.report import render
     from ..experiments.results import RESULTS, read_results
@@ -62,7 +67,8 @@ def main(fusions, shots, epochs, trials, lrs, layer_scores, batch_size, layers, 
         axes = apply_protocol({"lr": parse_list(lrs, name="lrs", cast=_lr),
                                "layer_score": parse_list(layer_scores, name="layer-scores", cast=str)}, protocol,
                               names={"lr": "lrs", "layer_score": "layer_scores"})
-        base = TrainConfig(fusion="base", shots=None, epochs=1, seed=0, batch_size=batch_size,
+        masking = extract_options(task, block_size=block_size, mask_seed=mask_seed, mlm_probability=mlm_probability)
+        base = TrainConfig(fusion="base", shots=None, epochs=1, seed=0, batch_size=batch_size, task=task,
                            layers=layers, extra_layers=extra_layers, eval_points=eval_points,
                            dev_sentences=dev_sentences, precision=resolve_precision(precision, root=cache_dir))
         say(f"precision: {base.precision}")
@@ -70,9 +76,10 @@ def main(fusions, shots, epochs, trials, lrs, layer_scores, batch_size, layers, 
                        shots=[None if s == "all" else int(s) for s in parse_list(shots, name="shots", cast=str)],
                        epochs=parse_list(epochs, name="epochs"), trials=trials, base=base,
                        lr=_listed(axes["lr"]), layer_score=_listed(axes["layer_score"]))
-        entry = resolve(cache, model, dataset, cache_dir)
+        entry = resolve(cache, model, dataset, cache_dir, extract=masking)
         records = list(run_sweep(entry, configs, out=out, workers=workers, ray=ray_address, log=say).values())
-        _save_layer_scores(entry, layers, out)
+        if task == "ner":  # nu needs classes; an MLM entry's labels are the vocabulary
+            _save_layer_scores(entry, layers, out)
     paths = render(records, out, curve_shots=curve, per_lr=per_lr, nu=_layer_scores(out))
     with open(paths["table"], encoding="utf-8") as f:
         click.echo(f.read())

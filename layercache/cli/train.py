@@ -16,32 +16,40 @@ from ..training.diagnostics import describe
 from ..training.runtime import resolve_precision
 from ..training.config import FE_LR, FE_LR_BY_FUSION, PAPER_LR, PRECISIONS, TrainConfig, default_extra_layers
 from .errors import friendly_errors
-from .options import (apply_protocol, cache_options, device_option, layer_score_option, layers_option, parse_shots,
-                      protocol_option, resolve, say)
+from .options import (apply_protocol, cache_options, device_option, extract_options, layer_score_option, layers_option,
+                      masking_options, parse_shots, protocol_option, resolve, say, task_option)
 
 
 def run_name(config: TrainConfig) -> str:
-    """``<fusion>-n<shots>-e<epochs>-s<seed>``, plus ``-l<layers>`` when --layers is given."""
-    name = f"{config.fusion}{'-ft' if config.mode == 'ft' else ''}-n{config.shots or 'all'}-e{config.epochs}-s{config.seed}"
+    """``<fusion>[-ft][-mlm]-n<shots>-e<epochs>-s<seed>``, plus ``-l<layers>`` when --layers is given."""
+    tags = ("-ft" if config.mode == "ft" else "") + ("-mlm" if config.task == "mlm" else "")
+    name = f"{config.fusion}{tags}-n{config.shots or 'all'}-e{config.epochs}-s{config.seed}"
     if config.layers:
         name += "-l" + re.sub(r"[^0-9a-zA-Z]+", ".", config.layers).strip(".")
     return name
 
 
 def budget_table(entry, *, layers: str | None, extra_layers: int | None, current: str | None = None) -> str:
-    """Trainable parameters (fusion + classifier) of every fusion on this cache's backbone."""
-    from ..fusions import parameter_budget
+    """Trainable parameters (fusion + classifier, or + LM head for MLM) of every fusion on this
+    cache's backbone."""
+    from ..fusions import masked_lm_budget, parameter_budget
     from ..layers import parse_layers
 
     meta = entry.meta
     spec = parse_layers(layers, num_layers=entry.num_layers)
     extra = extra_layers or default_extra_layers(entry.num_layers)
-    budget = parameter_budget(n_layers=spec.n_fused, dim=entry.dim, num_heads=int(meta["num_heads"]),
-                              ffn_dim=int(meta["ffn_dim"]), n_labels=len(entry.label_names), extra_layers=extra)
+    shape = dict(n_layers=spec.n_fused, dim=entry.dim, num_heads=int(meta["num_heads"]), ffn_dim=int(meta["ffn_dim"]),
+                 extra_layers=extra)
+    if meta.get("task", "ner") == "mlm":  # the tied decoder is the backbone's embeddings: not counted
+        budget = masked_lm_budget(**shape, vocab_size=int(meta["vocab_size"]))
+        outputs = f"an LM head over {int(meta['vocab_size']):,} tokens (decoder tied to the embeddings)"
+    else:
+        budget = parameter_budget(**shape, n_labels=len(entry.label_names))
+        outputs = f"{len(entry.label_names)} labels"
     lines = [
         f"{meta.get('model')}: L={entry.num_layers}, d={entry.dim}, {meta['num_heads']} heads, "
         f"ffn {meta['ffn_dim']}; fusing {spec.n_fused} layers ({spec.describe(entry.num_layers)}); "
-        f"{len(entry.label_names)} labels; extra = {extra} layer{'s' if extra > 1 else ''}",
+        f"{outputs}; extra = {extra} layer{'s' if extra > 1 else ''}",
         f"  {'fusion':<10} {'trainable params':>16}",
     ]
     for fusion, n in budget.items():
@@ -52,8 +60,9 @@ def budget_table(entry, *, layers: str | None, extra_layers: int | None, current
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--fusion", type=click.Choice(list(FUSIONS)), default="dwatt", show_default=True)
+@task_option
 @click.option("--shots", default="all", show_default=True,
-              help="N: train on N x C sentences (C = entity types) sampled by --seed; or all.")
+              help="N: train on N x C sentences (C = entity types; MLM: N blocks) sampled by --seed; or all.")
 @click.option("--epochs", type=click.IntRange(min=0), default=10, show_default=True, help="Epoch cap.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Fixes the sample, the init and the batch order.")
 @click.option("--lr", type=float, default=None,
@@ -79,16 +88,19 @@ def budget_table(entry, *, layers: str | None, extra_layers: int | None, current
 @layer_score_option
 @protocol_option
 @cache_options
+@masking_options
 @click.option("--out", default="runs", show_default=True, help="Folder for the result JSON and the checkpoint.")
 @click.option("--dry-run", is_flag=True, help="Print every fusion's parameter budget and exit.")
 @click.option("--verbose", is_flag=True, help="Print each evaluation.")
 @friendly_errors
-def main(cache, model, dataset, cache_dir, out, dry_run, verbose, protocol, **options):
-    """Train a fusion head on cached hidden states and report its best dev F1."""
+def main(cache, model, dataset, cache_dir, out, dry_run, verbose, protocol, block_size, mask_seed, mlm_probability,
+         **options):
+    """Train a fusion head on cached hidden states and report its best dev F1 (MLM: perplexity)."""
     options = apply_protocol({**options, "shots": parse_shots(options["shots"])}, protocol)
     options["precision"] = resolve_precision(options["precision"], options["device"], root=cache_dir)
     config = TrainConfig(**{f.name: options[f.name] for f in fields(TrainConfig)})  # options = fields, one to one
-    entry = resolve(cache, model, dataset, cache_dir)
+    masking = extract_options(config.task, block_size=block_size, mask_seed=mask_seed, mlm_probability=mlm_probability)
+    entry = resolve(cache, model, dataset, cache_dir, extract=masking)
     if dry_run:
         click.echo(budget_table(entry, layers=config.layers, extra_layers=config.extra_layers, current=config.fusion))
         return
@@ -99,11 +111,18 @@ def main(cache, model, dataset, cache_dir, out, dry_run, verbose, protocol, **op
 
     result = train_head(config, data, log=say if verbose else None)
     stem = _save(result, data, entry, config, out=out, load_seconds=load_seconds)
-    test = "-" if result.test_f1_at_best is None else f"{result.test_f1_at_best:.4f}"
     click.echo(f"{config.fusion} shots={config.shots or 'all'} epochs={config.epochs} seed={config.seed}: "
-               f"best dev F1 {result.best_dev_f1:.4f} (step {result.best_step}), test F1 {test}, "
-               f"{result.params:,} params, {result.seconds['total']:.1f} s -> {stem}.json")
+               f"{_scores(result)}, {result.params:,} params, {result.seconds['total']:.1f} s -> {stem}.json")
     click.echo(describe(result.layer_usage))
+
+
+def _scores(result) -> str:
+    """The run's headline: best dev F1 and test F1 there (NER), or dev and test perplexity (MLM)."""
+    if result.best_dev_ppl is not None:
+        test = "-" if result.test_ppl_at_best is None else f"{result.test_ppl_at_best:.2f}"
+        return f"best dev perplexity {result.best_dev_ppl:.2f} (step {result.best_step}), test perplexity {test}"
+    test = "-" if result.test_f1_at_best is None else f"{result.test_f1_at_best:.4f}"
+    return f"best dev F1 {result.best_dev_f1:.4f} (step {result.best_step}), test F1 {test}"
 
 
 def _load(entry, config: TrainConfig):
@@ -127,6 +146,8 @@ def _save(result, data, entry, config: TrainConfig, *, out: str, load_seconds: f
 
     stem = os.path.join(out, run_name(config))
     extra = {"best_dev_f1": result.best_dev_f1, "best_step": result.best_step}
+    if config.task == "mlm":
+        extra = {"task": "mlm", "best_dev_ppl": result.best_dev_ppl, "best_step": result.best_step}
     if config.mode == "ft":  # the fine-tuned backbone goes beside the head; predict loads it
         backbone_dir = stem + ".backbone"
         data.backbone.model.save_pretrained(backbone_dir)

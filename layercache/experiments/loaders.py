@@ -10,7 +10,7 @@ import numpy as np
 
 from ..layers import parse_layers
 from ..training.data import load_data, load_for_run
-from ..training.sampling import entity_types, few_shot_sample
+from ..training.sampling import few_shot_sample, shot_size
 
 
 def load_cached(entry, configs: list) -> object:
@@ -19,7 +19,7 @@ def load_cached(entry, configs: list) -> object:
     layers = _candidate_layers(entry, configs)
     sentences = None
     if configs and all(c.shots is not None for c in configs):
-        n_train, n_types = entry.split("train").n_sentences, len(entity_types(entry.meta))
+        n_train, n_types = entry.split("train").n_sentences, shot_size(entry.meta)
         sentences = np.unique(np.concatenate([few_shot_sample(n_train, shots=c.shots, n_types=n_types, seed=c.seed)
                                               for c in configs]))
     return load_data(entry, layers=layers or None, train_sentences=sentences)

@@ -3,7 +3,8 @@
 Table: best dev F1 per (fusion, N-shot, epoch cap), mean and 95% confidence interval over trials
 (Student t, n-1 degrees of freedom). Plots in the style of the DWAtt paper: F1 against N-shot, one
 panel per epoch cap, one line per fusion with its CI band (Figure 3); dev F1 against training step
-for chosen N, averaged over trials (Figure 4).
+for chosen N, averaged over trials (Figure 4). MLM sweeps report perplexity instead (lower is
+better): `Metric` says which numbers a record's task reports.
 """
 
 from __future__ import annotations
@@ -11,12 +12,32 @@ from __future__ import annotations
 import math
 import os
 from collections import defaultdict
+from typing import NamedTuple
 
 import numpy as np
 
 from matplotlib.ticker import FuncFormatter
 
 from .plots import plt  # Agg backend, set once there
+
+
+class Metric(NamedTuple):
+    name: str  # in table headers and axis labels
+    dev: str  # the record's best dev value
+    test: str  # the record's test value at the best dev point
+    step: str  # the key of each evaluation's dev value (curves)
+    scale: float  # shown as value * scale (F1 in points)
+    higher_is_better: bool
+
+
+F1 = Metric("F1", "best_dev_f1", "test_f1_at_best", "dev_f1", 100.0, True)
+PERPLEXITY = Metric("perplexity", "best_dev_ppl", "test_ppl_at_best", "dev_ppl", 1.0, False)
+
+
+def metric_of(records) -> Metric:
+    """Perplexity for MLM records, F1 for NER ones (records from before tasks existed are NER)."""
+    records = list(records)
+    return PERPLEXITY if records and records[0]["config"].get("task", "ner") == "mlm" else F1
 
 
 def ci95(values) -> tuple[float, float]:
@@ -51,12 +72,14 @@ def by_cell(records) -> dict[tuple, list[dict]]:
 
 
 def best_lr(runs: list[dict]) -> tuple[float, list[dict]]:
-    """(learning rate, its runs) with the highest mean best dev F1 among ``runs`` (chosen on dev
-    only; ties: the lower rate)."""
+    """(learning rate, its runs) with the best mean best dev score among ``runs`` (the highest F1,
+    the lowest perplexity; chosen on dev only; ties: the lower rate)."""
     by_lr = defaultdict(list)
     for r in runs:
         by_lr[lr_of(r)].append(r)
-    lr = max(sorted(by_lr), key=lambda x: np.mean([r["best_dev_f1"] for r in by_lr[x]]))
+    m = metric_of(runs)
+    sign = 1 if m.higher_is_better else -1
+    lr = max(sorted(by_lr), key=lambda x: sign * np.mean([r[m.dev] for r in by_lr[x]]))
     return lr, by_lr[lr]
 
 
@@ -65,8 +88,8 @@ def cells(records) -> dict[tuple, list[dict]]:
     return {key: best_lr(runs)[1] for key, runs in by_cell(records).items()}
 
 
-def _f1(runs: list[dict], metric: str) -> str:
-    values = [100 * r[metric] for r in runs if r.get(metric) is not None]
+def _f1(runs: list[dict], metric: str, scale: float = 100.0) -> str:
+    values = [scale * r[metric] for r in runs if r.get(metric) is not None]
     if not values:
         return "-"
     mean, half = ci95(values)
@@ -76,20 +99,22 @@ def _f1(runs: list[dict], metric: str) -> str:
 def table(records) -> str:
     """Markdown, one row per (fusion, N, epoch cap): the learning rate chosen on dev (mean best dev
     F1 over trials), and at it the best dev F1 and the test F1 at the best dev point, each
-    'mean ± 95% CI (n)' in F1 points."""
+    'mean ± 95% CI (n)' in F1 points (MLM: perplexities)."""
     groups = by_cell(records)
-    lines = ["| fusion | N | epochs | lr (best on dev) | dev F1 | test F1 |", "|---|---:|---:|---:|---:|---:|"]
+    m = metric_of(records)
+    lines = [f"| fusion | N | epochs | lr (best on dev) | dev {m.name} | test {m.name} |", "|---|---:|---:|---:|---:|---:|"]
     for key in sorted(groups, key=lambda k: (k[0], k[1] or 10**9, k[2])):
         lr, runs = best_lr(groups[key])
         n_lrs = len({lr_of(r) for r in groups[key]})
         lines.append(f"| {key[0]} | {key[1] or 'all'} | {key[2]} | {lr:g}{f' of {n_lrs}' if n_lrs > 1 else ''} "
-                     f"| {_f1(runs, 'best_dev_f1')} | {_f1(runs, 'test_f1_at_best')} |")
+                     f"| {_f1(runs, m.dev, m.scale)} | {_f1(runs, m.test, m.scale)} |")
     return "\n".join(lines)
 
 
 def plot_f1_vs_shots(records, path: str, *, title: str = "") -> str:
     """Figure 3: one panel per epoch cap; x = N-shot (log2), y = best dev F1; CI bands."""
     groups = cells(records)
+    m = metric_of(records)
     caps = sorted({k[2] for k in groups})
     fusions = sorted({k[0] for k in groups})
     fig, axes = plt.subplots(1, len(caps), figsize=(2.6 * len(caps) + 0.6, 2.8), dpi=100, sharey=True, squeeze=False)
@@ -98,19 +123,20 @@ def plot_f1_vs_shots(records, path: str, *, title: str = "") -> str:
             shots = sorted(k[1] for k in groups if k[0] == fusion and k[2] == cap and k[1] is not None)
             if not shots:
                 continue
-            stats = [ci95([100 * r["best_dev_f1"] for r in groups[(fusion, n, cap)]]) for n in shots]
+            stats = [ci95([m.scale * r[m.dev] for r in groups[(fusion, n, cap)]]) for n in shots]
             mean = np.array([s[0] for s in stats])
             half = np.array([s[1] for s in stats])
             (line,) = ax.plot(shots, mean, marker="o", markersize=3, linewidth=1.2, label=fusion, color=f"C{i}")
             ax.fill_between(shots, mean - half, mean + half, color=line.get_color(), alpha=0.2, linewidth=0)
         ax.set_xscale("log", base=2)
         _style(ax, title=f"{cap} epochs", xlabel="N-shot")
-    return _save(fig, axes, path, ylabel="best dev F1", title=title)
+    return _save(fig, axes, path, ylabel=f"best dev {m.name}", title=title)
 
 
 def plot_f1_vs_step(records, path: str, *, shots: list[int], epochs: int | None = None, title: str = "") -> str:
     """Figure 4: dev F1 against optimizer step at the largest epoch cap run for each N, mean over trials."""
     groups = cells(records)
+    m = metric_of(records)
     fusions = sorted({k[0] for k in groups})
     fig, axes = plt.subplots(1, len(shots), figsize=(3.0 * len(shots) + 0.6, 2.8), dpi=100, squeeze=False)
     for ax, n in zip(axes[0], shots):
@@ -120,10 +146,10 @@ def plot_f1_vs_step(records, path: str, *, shots: list[int], epochs: int | None 
             if not runs:
                 continue
             steps = [e["step"] for e in runs[0]["evals"]]
-            curves = np.array([[e["dev_f1"] for e in r["evals"]] for r in runs if len(r["evals"]) == len(steps)])
-            ax.plot(steps, 100 * curves.mean(0), marker="o", markersize=2, linewidth=1.2, label=fusion, color=f"C{i}")
+            curves = np.array([[e[m.step] for e in r["evals"]] for r in runs if len(r["evals"]) == len(steps)])
+            ax.plot(steps, m.scale * curves.mean(0), marker="o", markersize=2, linewidth=1.2, label=fusion, color=f"C{i}")
         _style(ax, title=f"N = {n}, {cap} epochs", xlabel="step")
-    return _save(fig, axes, path, ylabel="dev F1", title=title)
+    return _save(fig, axes, path, ylabel=f"dev {m.name}", title=title)
 
 
 def attention_table(records) -> str | None:
@@ -228,7 +254,9 @@ def render(records, out: str, *, curve_shots: list[int] | None = None, per_lr: b
     if curve_shots:
         paths["steps"] = plot_f1_vs_step(records, os.path.join(out, "f1_vs_step.png"), shots=curve_shots, title=title)
     seconds = [r["seconds"]["total"] for r in records]
-    text = (f"# Sweep: {title}\n\n{len(records)} runs; F1 (x100), mean ± 95% CI over trials (n); test F1 of "
+    m = metric_of(records)
+    what = "F1 (x100)" if m is F1 else "masked-token perplexity (lower is better)"
+    text = (f"# Sweep: {title}\n\n{len(records)} runs; {what}, mean ± 95% CI over trials (n); test {m.name} of "
             f"each run's head at its best dev point\n\n{table(records)}\n")
     if per_lr:
         for lr in sorted({lr_of(r) for r in records}):

@@ -22,7 +22,7 @@ RESULTS = "results.jsonl"
 ID_BASELINE = {"lr": 5e-5, "batch_size": 16, "eval_every": None, "eval_points": None, "dev_sentences": None,
                "layers": None, "extra_layers": None, "dropout": 0.1, "weight_decay": 0.01, "warmup": 0,
                "max_grad_norm": 1.0, "mode": "fe", "freeze": None, "grad_accum": 1, "precision": "fp32",
-               "layer_score": "paper"}
+               "layer_score": "paper", "task": "ner"}
 LEGACY = {"layer_score": "paper"}  # what records written before a field existed ran with
 ONLY_FOR = {"layer_score": "dwatt"}  # fields that change only one fusion's result
 

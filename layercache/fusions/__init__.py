@@ -7,6 +7,7 @@ from .base import Base
 from .concat import Concat
 from .dwatt import DWAtt
 from .extra import ExtraLayers
+from .masked_lm import FusedMaskedLM, MaskedLMHead, masked_lm_budget
 from .registry import FUSIONS
 from .scalarmix import ScalarMix
 from .tagger import TokenTagger, count_parameters, packable, parameter_budget
@@ -17,9 +18,12 @@ __all__ = [
     "Concat",
     "DWAtt",
     "ExtraLayers",
+    "FusedMaskedLM",
+    "MaskedLMHead",
     "ScalarMix",
     "TokenTagger",
     "count_parameters",
+    "masked_lm_budget",
     "packable",
     "parameter_budget",
 ]

@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 import re
 
+from ..errors import LayercacheError
+
 # Words and single punctuation marks, with their character offsets: enough for raw sentences.
 WORD = re.compile(r"\w+(?:[-'’.]\w+)*|[^\w\s]")
 
@@ -28,20 +30,9 @@ class Predictor:
     """A checkpoint plus the backbone it needs (the fine-tuned one for an FT head)."""
 
     def __init__(self, checkpoint: str, *, device=None):
-        import torch
-
-        from ..finetune.live import load_live_backbone
-        from ..training.checkpoint import checkpoint_paths, load_checkpoint
-        from ..training.runtime import pick_device
-
-        self.device = pick_device(device)
-        self.head, self.meta = load_checkpoint(checkpoint, device=str(self.device))
-        backbone_dir = self.meta.get("backbone_path")
-        if backbone_dir and not os.path.isabs(backbone_dir):  # stored relative to the checkpoint
-            backbone_dir = os.path.join(os.path.dirname(checkpoint_paths(checkpoint)[1]), backbone_dir)
-        cache = self.meta["cache"]
-        self.backbone = load_live_backbone(cache, device=self.device, model_path=backbone_dir)
-        self.backbone.eval()
+        self.head, self.meta, self.backbone, self.device = load_head(checkpoint, device=device)
+        if self.meta.get("task", "ner") != "ner":
+            raise LayercacheError(f"{checkpoint} is an {self.meta['task'].upper()} head, not a tagger; use --fill-mask")
         self.layers = self.meta["layers"]
         self.label_names = self.meta["label_names"]
 
@@ -56,3 +47,20 @@ class Predictor:
                 pred = self.head(hidden, mask).argmax(-1).cpu().numpy()  # [B, T]
                 out += [[self.label_names[t] for t in pred[b, : len(chunk[b])]] for b in range(len(chunk))]
         return out
+
+
+def load_head(checkpoint: str, *, device=None):
+    """(head in eval mode, checkpoint metadata, its live backbone in eval mode, device): the backbone
+    of the cache it was trained on, or the fine-tuned one saved beside an FT head."""
+    from ..finetune.live import load_live_backbone
+    from ..training.checkpoint import checkpoint_paths, load_checkpoint
+    from ..training.runtime import pick_device
+
+    device = pick_device(device)
+    head, meta = load_checkpoint(checkpoint, device=str(device))
+    backbone_dir = meta.get("backbone_path")
+    if backbone_dir and not os.path.isabs(backbone_dir):  # stored relative to the checkpoint
+        backbone_dir = os.path.join(os.path.dirname(checkpoint_paths(checkpoint)[1]), backbone_dir)
+    backbone = load_live_backbone(meta["cache"], device=device, model_path=backbone_dir)
+    backbone.eval()
+    return head, meta, backbone, device

@@ -4,6 +4,10 @@
 reproduced exactly); ``<stem>.json`` holds what rebuilds and explains it: the TokenTagger
 arguments, the fused layer ids, the label names, the run config and the cache it was trained on.
 Opening someone else's checkpoint therefore runs none of their code.
+
+An MLM head (``"task": "mlm"``, a `FusedMaskedLM`) saves its fusion, transform and decoder bias,
+not the tied embeddings: whoever loads it ties the decoder to the backbone it runs with
+(``head.lm.tie(...)``), which for an FT head is the fine-tuned backbone saved beside it.
 """
 
 from __future__ import annotations
@@ -16,7 +20,10 @@ from dataclasses import is_dataclass
 from layercache.errors import LayercacheError
 
 FORMAT = "layercache-head"
-FORMAT_VERSION = 2  # 2: the tagger records DWAtt's layer_score (version 1 heads used the paper's)
+FORMAT_VERSION = 3  # 2: the tagger records DWAtt's layer_score (version 1 heads used the paper's); 3: MLM heads
+# NER heads are still written as version 2 (nothing in them changed), so older readers keep reading them;
+# only MLM heads say 3, which older readers refuse by name instead of failing on the unknown arguments.
+FORMAT_VERSION_BY_TASK = {"ner": 2, "mlm": 3}
 CACHE_FIELDS = ("key", "model", "model_revision", "model_type", "hidden_size", "num_layers", "num_heads",
                 "ffn_dim", "dataset", "dataset_fingerprint", "granularity", "pooling", "dtype", "max_length")
 
@@ -39,9 +46,10 @@ def save_checkpoint(path: str, tagger, *, tagger_kwargs: dict, layers, label_nam
 
     weights, config_path = checkpoint_paths(path)
     os.makedirs(os.path.dirname(weights) or ".", exist_ok=True)
+    task = (extra or {}).get("task", "ner")
     record = {
         "format": FORMAT,
-        "format_version": FORMAT_VERSION,
+        "format_version": FORMAT_VERSION_BY_TASK[task],
         "tagger": dict(tagger_kwargs),
         "layers": [int(x) for x in layers],
         "label_names": list(label_names),
@@ -57,11 +65,12 @@ def save_checkpoint(path: str, tagger, *, tagger_kwargs: dict, layers, label_nam
 
 
 def load_checkpoint(path: str, *, entry=None, device: str = "cpu"):
-    """(TokenTagger in eval mode, metadata dict). With a `CacheEntry`, a checkpoint trained on a
-    backbone of another width or depth is refused, naming both."""
+    """(TokenTagger in eval mode, metadata dict); an MLM checkpoint gives a `FusedMaskedLM` whose
+    decoder is still to be tied. With a `CacheEntry`, a checkpoint trained on a backbone of another
+    width or depth is refused, naming both."""
     from safetensors.torch import load_model
 
-    from ..fusions import TokenTagger
+    from ..fusions import FusedMaskedLM, TokenTagger
 
     weights, config_path = checkpoint_paths(path)
     for f in (weights, config_path):
@@ -81,7 +90,7 @@ def load_checkpoint(path: str, *, entry=None, device: str = "cpu"):
         check_compatible(meta, entry)
     if meta.get("format_version", 1) < 2:  # written before layer_score existed: the paper's score ran
         meta["tagger"].setdefault("layer_score", "paper")
-    tagger = TokenTagger(**meta["tagger"])
+    tagger = (FusedMaskedLM if meta.get("task", "ner") == "mlm" else TokenTagger)(**meta["tagger"])
     try:
         load_model(tagger, weights, strict=True, device=str(device))
     except (RuntimeError, KeyError, ValueError) as exc:

@@ -15,6 +15,7 @@ PAPER_LR = 5e-5  # the paper's learning rate (§5): AdamW, linear decay to zero;
 FE_LR = 1e-3
 FE_LR_BY_FUSION = {"base": 1e-2, "scalarmix": 1e-2}
 PRECISIONS = ("fp32", "bf16", "fp16")
+TASKS = ("ner", "mlm")  # the heads' objectives (layercache.training.tasks says what differs)
 
 
 @dataclass(frozen=True)
@@ -22,7 +23,7 @@ class TrainConfig:
     """One run; each field is one `train-head` option."""
 
     fusion: str
-    shots: int | None  # N of an N-way few-shot sample (N * C sentences); None = all of train
+    shots: int | None  # N of an N-way few-shot sample (N * C sentences; MLM: N blocks); None = all of train
     epochs: int  # epoch cap; 0 evaluates the untrained head
     seed: int
     lr: float | None = None  # None = the default: `default_lr` (FE: per fusion; FT: the paper's)
@@ -42,6 +43,7 @@ class TrainConfig:
     grad_accum: int = 1  # micro-batches of batch_size per optimizer step
     precision: str = "fp32"  # autocast for forward passes: fp32 | bf16 | fp16 (fp16: CUDA, with loss scaling)
     layer_score: str = "scaled"  # dwatt: paper (q.k) | scaled (q.k / sqrt(d)) | learned (q.k * exp(t))
+    task: str = "ner"  # ner: tag words (F1); mlm: predict masked tokens (perplexity); shots = N blocks
 
     def __post_init__(self):
         if self.fusion not in FUSIONS:
@@ -72,6 +74,9 @@ class TrainConfig:
         for name in ("weight_decay", "warmup", "max_grad_norm"):
             yield name, getattr(self, name), getattr(self, name) >= 0, ">= 0"
         yield "mode", self.mode, self.mode in ("fe", "ft"), "fe or ft"
+        yield "task", self.task, self.task in TASKS, " or ".join(TASKS)
+        yield ("layers", self.layers, self.task == "ner" or not str(self.layers or "").startswith("auto"),
+               "explicit for --task mlm (auto:K ranks layers by tag classes, which MLM has none of)")
         yield "precision", self.precision, self.precision in PRECISIONS, "fp32, bf16 or fp16"
         yield "layer_score", self.layer_score, self.layer_score in LAYER_SCORES, "paper, scaled or learned"
         yield ("freeze", self.freeze, self.freeze is None or self.freeze == "embeddings" or str(self.freeze).isdigit(),
@@ -95,8 +100,10 @@ class RunResult:
     params: int
     steps_per_epoch: int
     total_steps: int
-    evals: list[dict]  # {step, epoch, train_loss, dev_f1, dev_loss[, test_f1]} per evaluation point
-    best_dev_f1: float
+    # Per evaluation point: NER {step, epoch, train_loss, dev_f1, dev_loss[, test_f1]};
+    # MLM {step, epoch, train_loss, dev_loss, dev_ppl[, test_loss, test_ppl]}
+    evals: list[dict]
+    best_dev_f1: float | None  # NER; None for MLM
     best_step: int
     best_epoch: int
     test_f1_at_best: float | None
@@ -106,10 +113,19 @@ class RunResult:
     tagger_kwargs: dict = field(default_factory=dict)  # TokenTagger(**tagger_kwargs) rebuilds the head
     backbone_params: int | None = None  # FT: the backbone's trainable parameters (beside the head's)
     layer_usage: dict | None = None  # which layers the head uses, at its best dev point (training.diagnostics)
+    # MLM (lower is better): the best (lowest) dev loss, its perplexity exp(loss), and the test
+    # perplexity of the head at that point; None for NER, and then left out of the record.
+    best_dev_loss: float | None = None
+    best_dev_ppl: float | None = None
+    test_ppl_at_best: float | None = None
     tagger: object = field(default=None, repr=False, compare=False)  # the head at its best dev point
 
     def to_dict(self) -> dict:
-        return {k: v for k, v in self.__dict__.items() if k != "tagger"}
+        return {k: v for k, v in self.__dict__.items()
+                if k != "tagger" and not (k in MLM_FIELDS and v is None)}  # NER records keep their old keys
+
+
+MLM_FIELDS = ("best_dev_loss", "best_dev_ppl", "test_ppl_at_best")
 
 
 def default_lr(fusion: str, mode: str = "fe") -> float:
@@ -135,3 +151,15 @@ def tagger_kwargs(config: TrainConfig, meta: dict, *, n_layers: int) -> dict:
         "layer_score": config.layer_score,
         "dropout": config.dropout,
     }
+
+
+def masked_lm_kwargs(config: TrainConfig, meta: dict, *, n_layers: int) -> dict:
+    """The `FusedMaskedLM` arguments of an MLM run on a cache entry with metadata ``meta``: the
+    fusion's, plus the vocabulary and the backbone's LayerNorm epsilon and activation (its MLM head's)."""
+    kwargs = {k: v for k, v in tagger_kwargs(config, {**meta, "label_names": []}, n_layers=n_layers).items()
+              if k != "n_labels"}
+    if not meta.get("vocab_size"):
+        raise LayercacheError(f"the cache entry {meta.get('key')!r} has no vocab_size: it is not an MLM entry "
+                              f"(extract it with --task mlm)")
+    return {**kwargs, "vocab_size": int(meta["vocab_size"]), "layer_norm_eps": float(meta.get("layer_norm_eps") or 1e-12),
+            "hidden_act": str(meta.get("hidden_act") or "gelu")}

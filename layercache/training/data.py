@@ -19,7 +19,7 @@ import numpy as np
 from ..cache.reader import MetaViews, rows_of
 from ..errors import LayercacheError
 from ..layers import LayerSpec, parse_layers, rank_layers
-from .sampling import entity_types, few_shot_sample
+from .sampling import entity_types, few_shot_sample, shot_size
 
 IGNORE = -100  # label of padding and of non-first subwords: no loss, not evaluated
 
@@ -64,6 +64,9 @@ class Sentences:
         """Positions sorted by length (stable): evaluation batches with little padding."""
         return np.argsort(self.lengths, kind="stable")
 
+    def begin_epoch(self, epoch: int, *, seed: int) -> None:
+        """Called before each training epoch; cached splits have nothing to redo (FT MLM re-masks)."""
+
     def cached(self, key, build):
         """``build()`` once per ``key`` for this split: values derived from it that never change
         (its gold entities, its padded eval batches), shared by every run of a sweep."""
@@ -87,6 +90,7 @@ class Split(Protocol):
     row_bytes: int
 
     def select(self, positions) -> "Split": ...
+    def begin_epoch(self, epoch: int, *, seed: int) -> None: ...
     def take_layers(self, layers: Sequence[int]) -> "Split": ...
     def batch(self, positions, *, device, packed: bool = False, multiple: int = 1) -> Batch: ...
     def length_order(self) -> np.ndarray: ...
@@ -217,11 +221,15 @@ def _load_split(split, *, sentences, layers: Sequence[int]) -> SplitArrays:
 
 
 class EntryViews(MetaViews):
-    """The entry's metadata views, plus C (the entity types of an N-way sample)."""
+    """The entry's metadata views, plus the sentences per shot of an N-way sample (C for NER)."""
 
     @property
     def entity_types(self) -> list[str]:
         return entity_types(self.meta)
+
+    @property
+    def shot_size(self) -> int:
+        return shot_size(self.meta)
 
 
 class RunData(Protocol):
@@ -249,6 +257,7 @@ class HeadData(EntryViews):
     n_train_total: int  # sentences in the cache's train split: what samples are drawn from
     dev: SplitArrays
     test: SplitArrays | None = None
+    lm: dict = field(default_factory=dict)  # MLM: the cache's lm/* arrays (embeddings [vocab, d], the head's init)
 
     def trainable_backbone(self, config) -> None:
         """None: cached hidden states have no backbone to train (FT needs `finetune.live_data`)."""
@@ -258,7 +267,7 @@ class HeadData(EntryViews):
 
     def sample(self, *, shots: int | None, seed: int) -> tuple[np.ndarray, SplitArrays]:
         """(cache ids, train sentences) of the seeded few-shot sample, picked from memory."""
-        ids = few_shot_sample(self.n_train_total, shots=shots, n_types=len(self.entity_types), seed=seed)
+        ids = few_shot_sample(self.n_train_total, shots=shots, n_types=self.shot_size, seed=seed)
         held = self.train.sentence_ids  # sorted
         positions = np.searchsorted(held, ids)
         ok = positions < len(held)
@@ -322,7 +331,7 @@ def load_for_run(entry, *, layers: str | None, shots: int | None, seed: int) -> 
     train_split = entry.split("train")
     ids = None
     if shots is not None:
-        ids = few_shot_sample(train_split.n_sentences, shots=shots, n_types=len(entity_types(entry.meta)), seed=seed)
+        ids = few_shot_sample(train_split.n_sentences, shots=shots, n_types=shot_size(entry.meta), seed=seed)
         ids = np.sort(ids)
     train = _load_split(train_split, sentences=ids, layers=spec.candidates)
     fused, _ = choose_layers(spec, train, seed=seed)
@@ -342,4 +351,11 @@ def _assemble(entry, train: SplitArrays, eval_layers: Sequence[int]) -> HeadData
     test = _load_split(entry.split("test"), sentences=None, layers=eval_layers) if "test" in entry.splits else None
     return HeadData(meta=dict(entry.meta), path=entry.path, train=train,
                     n_train_total=entry.split("train").n_sentences,
-                    dev=_load_split(entry.split("dev"), sentences=None, layers=eval_layers), test=test)
+                    dev=_load_split(entry.split("dev"), sentences=None, layers=eval_layers), test=test,
+                    lm=lm_arrays(entry))
+
+
+def lm_arrays(entry) -> dict:
+    """An MLM entry's ``lm/*`` arrays by name (``embeddings`` [vocab, d] float32, and the backbone's
+    own MLM head when it has one); {} for NER entries."""
+    return entry.lm() if entry.meta.get("task", "ner") == "mlm" else {}

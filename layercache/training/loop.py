@@ -2,11 +2,12 @@
 
 Protocol (paper §5, §9): the seed fixes the few-shot sample, the head's initialisation and the
 batch order; AdamW; the learning rate decays linearly from its maximum to zero over
-``epochs * steps_per_epoch`` (after an optional linear warmup); seqeval micro-F1 on dev at each
-evaluation point; the best dev F1 is reported, with the test F1 of the head at that point when the
-data has a test split (scored once, at the end, from the best state kept in memory). On CPU a run
-is deterministic for a seed. The same loop trains FE heads on cached states and FT heads on a live
-backbone (`layercache.finetune`): the data says which.
+``epochs * steps_per_epoch`` (after an optional linear warmup); dev is scored at each evaluation
+point (NER: seqeval micro-F1; MLM: perplexity); the best dev point is reported, with the test score
+of the head at that point when the data has a test split (scored once, at the end, from the best
+state kept in memory). On CPU a run is deterministic for a seed. The same loop trains FE heads on
+cached states and FT heads on a live backbone (`layercache.finetune`): the data says which; the
+task (`layercache.training.tasks`) says what the head is and how it is scored.
 """
 
 from __future__ import annotations
@@ -18,17 +19,16 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 
 from ..errors import LayercacheError
-from ..fusions import TokenTagger, count_parameters, packable
+from ..fusions import count_parameters, packable
 from ..versions import versions
-from .config import RunResult, TrainConfig, tagger_kwargs
-from .data import IGNORE, RunData, Split, choose_layers
+from .config import RunResult, TrainConfig
+from .data import RunData, Split, choose_layers
 from .diagnostics import layer_usage
-from .evaluation import score
 from .memory import keep_freed_memory
 from .runtime import apply_thread_setting, autocast, now, pick_device
+from .tasks import batch_loss, task_of
 
 PACK_MULTIPLE = 32  # training batches are padded to a multiple of this many rows (see SplitArrays.batch)
 
@@ -46,6 +46,7 @@ def train_head(config: TrainConfig, data: RunData, *, log=None, keep_tagger: boo
     step = 0
     for epoch in range(1, config.epochs + 1):
         t0 = now(run.device)
+        run.train.begin_epoch(epoch, seed=config.seed)  # FT MLM draws this epoch's masks; otherwise nothing
         run.model.train()
         for step_order in run.epoch_batches():
             train_step(run, step_order)
@@ -79,8 +80,9 @@ class Run:
     train: Split
     dev: Split
     test: Split | None
-    tagger: TokenTagger
-    tagger_kwargs: dict  # TokenTagger(**tagger_kwargs) rebuilds the head
+    task: object  # layercache.training.tasks: NER or MLM
+    tagger: torch.nn.Module  # the head: a TokenTagger (NER) or a FusedMaskedLM (MLM)
+    tagger_kwargs: dict  # TokenTagger(**tagger_kwargs) (FusedMaskedLM for MLM) rebuilds the head
     model: torch.nn.ModuleList  # the tagger, and the backbone in FT
     optimizer: torch.optim.Optimizer
     scheduler: object
@@ -124,8 +126,8 @@ class Run:
             n_train_sentences=int(self.train.n_sentences), n_train_words=self.train.n_words,
             sample_fingerprint=hashlib.sha1(np.asarray(self.ids, dtype=np.int64).tobytes()).hexdigest()[:16],
             params=count_parameters(self.tagger), steps_per_epoch=self.steps_per_epoch,
-            total_steps=self.total_steps, evals=book.evals, best_dev_f1=book.best["dev_f1"],
-            best_step=book.best["step"], best_epoch=book.best["epoch"], test_f1_at_best=book.best["test_f1"],
+            total_steps=self.total_steps, evals=book.evals, best_step=book.best["step"],
+            best_epoch=book.best["epoch"], **self.task.summary(book.best["scores"], book.test),
             seconds={"total": seconds, "train": book.clock["train"], "eval": book.clock["eval"]},
             device=str(self.device), versions=versions(), tagger_kwargs=self.tagger_kwargs,
             backbone_params=count_parameters(self.model[1]) if len(self.model) > 1 else None, layer_usage=usage,
@@ -136,11 +138,11 @@ class Run:
 def prepare_run(config: TrainConfig, data: RunData) -> Run:
     """The sample, the fused layers, the splits, the head (seeded), the optimizer and the schedule."""
     device = pick_device(config.device)
+    task = task_of(config, data.meta, where=data.path)
     ids, train, dev, test, layers, scores = select_splits(config, data)
-    torch.manual_seed(config.seed)  # the seed fixes the initialisation (and the dropout masks)
-    kwargs = tagger_kwargs(config, data.meta, n_layers=len(layers))
-    tagger = TokenTagger(**kwargs).to(device)
     backbone = data.trainable_backbone(config)  # FT: reset to its pretrained weights, frozen as asked
+    torch.manual_seed(config.seed)  # the seed fixes the initialisation (and the dropout masks)
+    tagger, kwargs = task.head(config, data, n_layers=len(layers), device=device, backbone=backbone)
     model = torch.nn.ModuleList([tagger] + ([backbone] if backbone is not None else []))
     steps_per_epoch = math.ceil(train.n_sentences / (config.batch_size * config.grad_accum))
     total = config.epochs * steps_per_epoch
@@ -149,7 +151,7 @@ def prepare_run(config: TrainConfig, data: RunData) -> Run:
     if config.eval_points:
         eval_at = {max(1, round(total * k / config.eval_points)) for k in range(1, config.eval_points + 1)}
     scaler = torch.amp.GradScaler(device.type, enabled=config.precision == "fp16")
-    return Run(config, data, device, ids, layers, scores, train, dev, test, tagger, kwargs, model, optimizer,
+    return Run(config, data, device, ids, layers, scores, train, dev, test, task, tagger, kwargs, model, optimizer,
                scheduler, scaler, steps_per_epoch, total, eval_at, torch.Generator().manual_seed(config.seed))
 
 
@@ -198,8 +200,8 @@ def train_step(run: Run, step_order: np.ndarray) -> None:
         micro = step_order[m:m + config.batch_size]
         with run.autocast():
             batch = run.train.batch(micro, device=run.device, packed=packed, multiple=PACK_MULTIPLE)
-            logits = run.tagger(batch.hidden, batch.mask, batch.lengths)  # [B, T, n_labels]
-        loss = F.cross_entropy(logits.float().flatten(0, 1), batch.labels.flatten(), ignore_index=IGNORE)
+            logits, targets = run.task.outputs(run.tagger, batch)  # [N, classes], [N]: the rows the task scores
+        loss = batch_loss(logits, targets)
         run.scaler.scale(loss * len(micro) / len(step_order)).backward()
     if config.max_grad_norm > 0:
         run.scaler.unscale_(run.optimizer)
@@ -216,8 +218,10 @@ class Book:
 
     log: object = None
     evals: list = field(default_factory=list)
-    best: dict = field(default_factory=lambda: {"dev_f1": -1.0, "step": 0, "epoch": 0, "test_f1": None})
+    # rank: the task's "higher is better" number of the best dev scores (NER: F1; MLM: -loss)
+    best: dict = field(default_factory=lambda: {"rank": -math.inf, "scores": None, "step": 0, "epoch": 0})
     best_state: dict | None = None
+    test: dict | None = None  # the test scores of the head at its best dev point
     clock: dict = field(default_factory=lambda: {"train": 0.0, "eval": 0.0})
     loss_sum: torch.Tensor | None = None
     loss_n: int = 0
@@ -229,18 +233,20 @@ class Book:
     def evaluate(self, run: Run, *, step: int, epoch: int) -> None:
         t0 = now(run.device)
         run.model.eval()
-        dev_f1, dev_loss = _score(run, run.dev)
+        scores = _score(run, run.dev)  # NER {f1, loss}; MLM {loss, ppl}
         train_loss = float(self.loss_sum) / self.loss_n if self.loss_n else None
-        self.evals.append({"step": step, "epoch": epoch, "train_loss": train_loss, "dev_f1": dev_f1, "dev_loss": dev_loss})
+        self.evals.append({"step": step, "epoch": epoch, "train_loss": train_loss,
+                           **{f"dev_{name}": value for name, value in scores.items()}})
         self.loss_sum, self.loss_n = None, 0
-        if dev_f1 > self.best["dev_f1"]:  # first best wins ties
-            self.best.update(dev_f1=dev_f1, step=step, epoch=epoch, index=len(self.evals) - 1)
+        if run.task.rank(scores) > self.best["rank"]:  # first best wins ties
+            self.best.update(rank=run.task.rank(scores), scores=scores, step=step, epoch=epoch,
+                             index=len(self.evals) - 1)
             # Kept (a copy of the head, and of the backbone in FT): test, layer usage and the returned
             # head all come from the best dev point.
             self.best_state = {k: v.detach().clone() for k, v in run.model.state_dict().items()}
         self.clock["eval"] += now(run.device) - t0
         if self.log:
-            self.log(f"step {step} epoch {epoch}: dev F1 {dev_f1:.4f} loss {dev_loss:.4f}")
+            self.log(f"step {step} epoch {epoch}: {run.task.describe(scores)}")
 
     def restore_best(self, run: Run) -> None:
         if self.best_state is not None:
@@ -248,15 +254,15 @@ class Book:
         run.model.eval()
 
     def score_test_at_best(self, run: Run) -> None:
-        """Test F1 of the head at its best dev point, once (the record of that evaluation gets it)."""
+        """Test score of the head at its best dev point, once (the record of that evaluation gets it)."""
         if run.test is None or self.best_state is None:
             return
         t0 = now(run.device)
-        self.best["test_f1"], _ = _score(run, run.test)
-        self.evals[self.best["index"]]["test_f1"] = self.best["test_f1"]
+        self.test = _score(run, run.test)
+        self.evals[self.best["index"]].update(run.task.test_record(self.test))
         self.clock["eval"] += now(run.device) - t0
 
 
-def _score(run: Run, split: Split) -> tuple[float, float]:
-    return score(run.tagger, split, device=run.device, label_names=run.data.label_names,
-                 batch_size=run.eval_batch_size, autocast=run.autocast())
+def _score(run: Run, split: Split) -> dict:
+    return run.task.score(run.tagger, split, data=run.data, device=run.device, batch_size=run.eval_batch_size,
+                          autocast=run.autocast())

@@ -36,6 +36,12 @@ def few_shot_sample(n_train_sentences: int, *, shots: int | str | None, n_types:
     return rng.choice(n_train_sentences, size=size, replace=False).astype(np.int64)
 
 
+def shot_size(meta: dict) -> int:
+    """Sentences per shot of an N-way sample: C, the entity types, for NER; one block for MLM (so
+    ``shots`` N is N blocks)."""
+    return 1 if meta.get("task", "ner") == "mlm" else len(entity_types(meta))
+
+
 def entity_types(meta: dict) -> list[str]:
     """C of an N-way sample: the entry's entity types, else derived from its tag names (B-PER -> PER)."""
     types = meta.get("entity_types")

@@ -299,16 +299,16 @@ def test_a_first_release_checkpoint_loads_and_predicts_the_same():
 def test_test_is_scored_once_at_the_best_dev_point(data, monkeypatch):
     """One pass over test per run, with the head at its best dev point: the same number as scoring
     that head by hand, and the same whether or not the head is kept."""
-    from layercache.training import loop
+    from layercache.training import tasks
 
     calls = []
-    real = loop.score
+    real = tasks.score  # NER's scorer; the loop reaches it through the task
 
     def counting(tagger, split, **kw):
         calls.append(split.name)
         return real(tagger, split, **kw)
 
-    monkeypatch.setattr(loop, "score", counting)
+    monkeypatch.setattr(tasks, "score", counting)
     config = TrainConfig(fusion="concat", shots=None, epochs=6, seed=3, lr=1e-2)
     result = train_head(config, data)
     assert calls.count("test") == 1 and calls.count("dev") == 6  # once per epoch on dev, once on test

@@ -1,0 +1,136 @@
+"""What differs between the heads' objectives, so one training loop serves both: how a head is
+built, which rows of a batch are scored, how a split is scored, and which evaluation is best.
+
+- ``ner``: a `TokenTagger` over every word; dev/test seqeval micro-F1, higher is better.
+- ``mlm``: a `FusedMaskedLM` over the masked rows only (labels != IGNORE), its decoder tied to the
+  backbone's input embeddings; dev/test perplexity exp(mean cross-entropy over the masked rows),
+  best = lowest dev loss.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+
+import torch
+import torch.nn.functional as F
+
+from ..errors import LayercacheError
+from .config import TrainConfig, masked_lm_kwargs, tagger_kwargs
+from .data import IGNORE
+from .evaluation import eval_batches, score
+
+
+def task_of(config: TrainConfig, meta: dict, *, where: str | None = None):
+    """The task of ``config``, checked against the cache entry it trains on (``meta``, at ``where``;
+    NER entries have no ``task`` attribute)."""
+    cached = meta.get("task", "ner")
+    if cached != config.task:
+        raise LayercacheError(f"task {config.task!r} needs a {config.task} cache entry, but {where or meta.get('key')} "
+                              f"holds {cached!r} data (pass --task {cached} to train on it, or extract with --task {config.task})")
+    return TASKS[config.task]
+
+
+def batch_loss(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """Mean cross-entropy of ``logits [N, C]`` against ``targets [N]`` (IGNORE rows left out), in float32."""
+    if targets.numel() == 0:  # an MLM batch whose blocks drew no mask: nothing to learn, no NaN
+        return logits.float().sum() * 0
+    return F.cross_entropy(logits.float(), targets, ignore_index=IGNORE)
+
+
+class NER:
+    name = "ner"
+    headline = "f1"  # the number a run reports: best_dev_f1, test_f1_at_best
+
+    def head(self, config: TrainConfig, data, *, n_layers: int, device, backbone) -> tuple[torch.nn.Module, dict]:
+        from ..fusions import TokenTagger
+
+        kwargs = tagger_kwargs(config, data.meta, n_layers=n_layers)
+        return TokenTagger(**kwargs).to(device), kwargs
+
+    def outputs(self, head, batch) -> tuple[torch.Tensor, torch.Tensor]:
+        """(logits [B*T, n_labels], tags [B*T]) of every row; padding and non-first subwords are IGNORE."""
+        logits = head(batch.hidden, batch.mask, batch.lengths)  # [B, T, n_labels]
+        return logits.flatten(0, 1), batch.labels.flatten()
+
+    def score(self, head, split, *, data, device, batch_size: int, autocast) -> dict:
+        f1, loss = score(head, split, device=device, label_names=data.label_names, batch_size=batch_size,
+                         autocast=autocast)
+        return {"f1": f1, "loss": loss}
+
+    def rank(self, scores: dict) -> float:
+        """Higher is better; the first of equal evaluations stays the best."""
+        return scores["f1"]
+
+    def test_record(self, scores: dict) -> dict:
+        return {"test_f1": scores["f1"]}
+
+    def summary(self, best: dict | None, test: dict | None) -> dict:
+        """The `RunResult` fields of the best dev evaluation and the test scores there."""
+        return {"best_dev_f1": best["f1"] if best else -1.0, "test_f1_at_best": test["f1"] if test else None}
+
+    def describe(self, scores: dict) -> str:
+        return f"dev F1 {scores['f1']:.4f} loss {scores['loss']:.4f}"
+
+
+class MLM:
+    name = "mlm"
+    headline = "ppl"
+
+    def head(self, config: TrainConfig, data, *, n_layers: int, device, backbone) -> tuple[torch.nn.Module, dict]:
+        """A `FusedMaskedLM` starting from the backbone's own MLM head when the cache holds one;
+        the decoder is the backbone's embedding parameter (FT) or a frozen copy of it (FE)."""
+        from ..fusions import FusedMaskedLM
+
+        kwargs = masked_lm_kwargs(config, data.meta, n_layers=n_layers)
+        head = FusedMaskedLM(**kwargs)
+        head.lm.load_pretrained(data.lm)
+        head = head.to(device)
+        if backbone is not None:
+            head.lm.tie(backbone.model.get_input_embeddings().weight)
+        elif "embeddings" in data.lm:
+            head.lm.freeze_to(torch.as_tensor(data.lm["embeddings"]).to(device))
+        else:
+            raise LayercacheError(f"{data.path} holds no lm/embeddings for the tied decoder; re-extract it with --task mlm")
+        return head, kwargs
+
+    def outputs(self, head, batch) -> tuple[torch.Tensor, torch.Tensor]:
+        """(logits [R, vocab], token ids [R]) of the R masked rows alone: the vocabulary product never
+        sees the other 85% of the rows."""
+        rows = batch.labels != IGNORE  # [B, T]
+        return head(batch.hidden, batch.mask, batch.lengths, rows=rows), batch.labels[rows]
+
+    def score(self, head, split, *, data, device, batch_size: int, autocast) -> dict:
+        """Mean cross-entropy over the split's masked rows and its perplexity, exp(mean)."""
+        head.eval()
+        loss_sum = torch.zeros((), device=device, dtype=torch.float64)
+        n = 0
+        with torch.inference_mode(), autocast or contextlib.nullcontext():
+            for batch in eval_batches(split, device=device, batch_size=batch_size):
+                logits, targets = self.outputs(head, batch)  # [R, vocab], [R]
+                loss_sum += F.cross_entropy(logits.float(), targets, reduction="sum").double()
+                n += len(targets)
+        if n == 0:
+            raise LayercacheError(f"split {split.name!r} has no masked tokens to score")
+        loss = float(loss_sum) / n
+        return {"loss": loss, "ppl": _exp(loss)}
+
+    def rank(self, scores: dict) -> float:
+        return -scores["loss"]
+
+    def test_record(self, scores: dict) -> dict:
+        return {"test_loss": scores["loss"], "test_ppl": scores["ppl"]}
+
+    def summary(self, best: dict | None, test: dict | None) -> dict:
+        return {"best_dev_f1": None, "test_f1_at_best": None, "best_dev_loss": best["loss"] if best else None,
+                "best_dev_ppl": best["ppl"] if best else None, "test_ppl_at_best": test["ppl"] if test else None}
+
+    def describe(self, scores: dict) -> str:
+        return f"dev perplexity {scores['ppl']:.2f} loss {scores['loss']:.4f}"
+
+
+def _exp(loss: float) -> float:
+    return math.exp(loss) if loss < 700 else float("inf")  # a diverged head: inf, not an OverflowError
+
+
+TASKS = {"ner": NER(), "mlm": MLM()}

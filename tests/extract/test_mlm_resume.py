@@ -1,0 +1,77 @@
+"""An MLM extraction killed with SIGKILL between units resumes and ends bitwise identical to an
+uninterrupted run (the masks, labels, input ids and LM weights included), like NER's (test_resume.py)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import numpy as np
+import pytest
+import zarr
+
+from layercache.cache.reader import open_entry
+from layercache.errors import IncompleteEntryError
+from layercache.extract.run import ExtractConfig, extract
+
+CHILD = textwrap.dedent(
+    """
+    import sys, time
+    from layercache.cache import writer
+    original = writer.SplitWriter.write_unit
+    def slow(self, unit, rows):
+        original(self, unit, rows)
+        time.sleep(float(sys.argv[4]))
+    writer.SplitWriter.write_unit = slow
+    from layercache.extract.run import ExtractConfig, extract
+    extract(ExtractConfig(model=sys.argv[1], dataset=sys.argv[2], cache_dir=sys.argv[3], unit_rows=256,
+                          splits=("train",), task="mlm", block_size=16, mask_seed=7), progress=False)
+    """
+)
+
+
+def _units_done(path: str) -> int:
+    try:
+        return int(np.sum(zarr.open_group(path, mode="r")["train"]["done"][:]))
+    except Exception:
+        return 0
+
+
+def _arrays(path: str) -> dict[str, np.ndarray]:
+    root = zarr.open_group(path, mode="r")
+    return {f"{group}/{name}": arr[:] for group in ("train", "lm") for name, arr in root[group].arrays()}
+
+
+def test_mlm_sigkill_then_resume_is_bitwise_identical(tiny_bert_dir, tmp_path):
+    from test_mlm_extract import write_corpus
+
+    data = write_corpus(tmp_path / "corpus", docs=160)
+    config = dict(model=str(tiny_bert_dir), dataset=str(data), unit_rows=256, splits=("train",), task="mlm",
+                  block_size=16, mask_seed=7)
+    reference = extract(ExtractConfig(cache_dir=str(tmp_path / "ref"), **config), progress=False).path
+    n_units = zarr.open_group(reference, mode="r")["train"]["done"].shape[0]
+    assert n_units >= 5
+    root = str(tmp_path / "killed")
+    path = reference.replace(str(tmp_path / "ref"), root)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([os.getcwd(), os.path.dirname(__file__),
+                                                        os.path.dirname(os.path.dirname(__file__))])}
+    child = subprocess.Popen([sys.executable, "-c", CHILD, str(tiny_bert_dir), str(data), root, "1.5"], env=env)
+    deadline = time.time() + 120
+    while _units_done(path) < 2 and child.poll() is None and time.time() < deadline:
+        time.sleep(0.01)
+    child.send_signal(signal.SIGKILL)
+    child.wait()
+    assert 0 < _units_done(path) < n_units, "the child finished or never started; the kill proved nothing"
+    with pytest.raises(IncompleteEntryError):
+        open_entry(path).split("train")
+    logs = []
+    resumed = extract(ExtractConfig(cache_dir=root, **config), progress=False, log=logs.append)
+    assert resumed.path == path and any("resuming train" in m for m in logs)
+    got, want = _arrays(path), _arrays(reference)
+    assert got.keys() == want.keys() and {"train/labels", "train/input_ids", "lm/embeddings"} <= set(want)
+    for name in want:
+        np.testing.assert_array_equal(got[name], want[name], err_msg=name)
