@@ -59,6 +59,18 @@ def make_sentences(n: int, seed: int) -> list[tuple[list[str], list[str]]]:
     return [_sentence(rng) for _ in range(n)]
 
 
+@pytest.fixture(scope="module")
+def one_thread():
+    """One torch thread for a module's tiny heads: they gain nothing from intra-op threads, and
+    threads thrash when other work shares the cores (`pytestmark = usefixtures("one_thread")`)."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
 @pytest.fixture(scope="session")
 def tiny_conll_dir(tmp_path_factory) -> Path:
     """train/dev/test in IOB2; train holds one very long sentence and a zero-width word."""

@@ -18,8 +18,22 @@ from ..training.sampling import few_shot_sample
 from .freeze import freeze
 
 
+class LiveStates(Sentences):
+    """What every live split shares: hidden states come from the backbone per batch, never kept."""
+
+    static = False  # hidden states change while the backbone trains: never cache eval batches
+
+    @property
+    def hidden(self):
+        raise LayercacheError("FT mode computes hidden states live; --layers auto:K needs a cache (use FE)")
+
+    @property
+    def row_bytes(self) -> int:
+        return 0  # never kept: live batches are built per evaluation
+
+
 @dataclass(eq=False)
-class LiveSplit(Sentences):
+class LiveSplit(LiveStates):
     """Sentences of one split as words and tag ids; hidden states come from the backbone per batch."""
 
     name: str
@@ -30,15 +44,6 @@ class LiveSplit(Sentences):
     sentence_ids: np.ndarray
     backbone: object = field(repr=False)
     _memo: dict = field(default_factory=dict, repr=False)
-    static = False  # hidden states change while the backbone trains: never cache eval batches
-
-    @property
-    def hidden(self):
-        raise LayercacheError("FT mode computes hidden states live; --layers auto:K needs a cache (use FE)")
-
-    @property
-    def row_bytes(self) -> int:
-        return 0  # never kept: live batches are built per evaluation
 
     def select(self, positions) -> "LiveSplit":
         positions = np.asarray(positions, dtype=np.int64)

@@ -14,11 +14,12 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import LayercacheError
-from ..training.data import IGNORE, Batch, Sentences
+from ..training.data import IGNORE, Batch
+from .data import LiveStates
 
 
 @dataclass(eq=False)
-class LiveBlocks(Sentences):
+class LiveBlocks(LiveStates):
     """Blocks of one split as token ids; hidden states come from the backbone per batch."""
 
     name: str
@@ -31,15 +32,6 @@ class LiveBlocks(Sentences):
     backbone: object = field(repr=False)
     remask: tuple | None = None  # train: (MaskVocab, probability), masks redrawn each epoch; None = fixed
     _memo: dict = field(default_factory=dict, repr=False)
-    static = False  # hidden states change while the backbone trains: never cache eval batches
-
-    @property
-    def hidden(self):
-        raise LayercacheError("FT mode computes hidden states live; --layers auto:K needs a cache (use FE)")
-
-    @property
-    def row_bytes(self) -> int:
-        return 0  # never kept: live batches are built per evaluation
 
     def select(self, positions) -> "LiveBlocks":
         positions = np.asarray(positions, dtype=np.int64)

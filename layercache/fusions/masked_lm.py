@@ -11,7 +11,7 @@ from torch import Tensor, nn
 
 from layercache.errors import LayercacheError
 
-from .registry import FUSIONS
+from .registry import FUSIONS, build_fusion
 
 # The transform's activation by the HF config's ``hidden_act`` name. BERT's MLM head uses
 # ``hidden_act``; RoBERTa's and MPNet's always use exact gelu (their configs say "gelu" too).
@@ -119,14 +119,9 @@ class FusedMaskedLM(nn.Module):
         hidden_act: str = "gelu",
     ) -> None:
         super().__init__()
-        if fusion not in FUSIONS:
-            raise LayercacheError(f"unknown fusion {fusion!r}; choose one of {sorted(FUSIONS)}")
-        for name, value in (("n_layers", n_layers), ("dim", dim)):
-            if value < 1:
-                raise LayercacheError(f"{name} must be >= 1, got {value!r}")
         self.n_layers, self.dim = n_layers, dim
-        self.fusion = FUSIONS[fusion](n_layers=n_layers, dim=dim, num_heads=num_heads, ffn_dim=ffn_dim,
-                                      extra_layers=extra_layers, layer_score=layer_score, dropout=dropout)
+        self.fusion = build_fusion(fusion, n_layers=n_layers, dim=dim, num_heads=num_heads, ffn_dim=ffn_dim,
+                                   extra_layers=extra_layers, layer_score=layer_score, dropout=dropout)
         self.lm = MaskedLMHead(dim=dim, vocab_size=vocab_size, layer_norm_eps=layer_norm_eps, hidden_act=hidden_act)
 
     def forward(self, hidden: Tensor, mask: Tensor, lengths: Tensor | None = None, *, rows: Tensor | None = None) -> Tensor:

@@ -4,7 +4,7 @@ import torch
 from torch import Tensor, nn
 
 from layercache.errors import LayercacheError
-from .registry import FUSIONS
+from .registry import FUSIONS, build_fusion
 from .dropout import Dropout
 
 
@@ -30,21 +30,11 @@ class TokenTagger(nn.Module):
         dropout: float = 0.1,
     ) -> None:
         super().__init__()
-        if fusion not in FUSIONS:
-            raise LayercacheError(f"unknown fusion {fusion!r}; choose one of {sorted(FUSIONS)}")
-        for name, value in (("n_layers", n_layers), ("dim", dim), ("n_labels", n_labels)):
-            if value < 1:
-                raise LayercacheError(f"{name} must be >= 1, got {value!r}")
+        if n_labels < 1:
+            raise LayercacheError(f"n_labels must be >= 1, got {n_labels!r}")
         self.n_layers, self.dim = n_layers, dim
-        self.fusion = FUSIONS[fusion](
-            n_layers=n_layers,
-            dim=dim,
-            num_heads=num_heads,
-            ffn_dim=ffn_dim,
-            extra_layers=extra_layers,
-            layer_score=layer_score,
-            dropout=dropout,
-        )
+        self.fusion = build_fusion(fusion, n_layers=n_layers, dim=dim, num_heads=num_heads, ffn_dim=ffn_dim,
+                                   extra_layers=extra_layers, layer_score=layer_score, dropout=dropout)
         self.dropout = Dropout(dropout)
         self.classifier = nn.Linear(dim, n_labels)
 

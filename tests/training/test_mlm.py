@@ -24,12 +24,7 @@ from layercache.training.data import IGNORE
 MLM = dict(shots=None, seed=0, task="mlm", lr=1e-2, batch_size=8)
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.fixture(scope="module")

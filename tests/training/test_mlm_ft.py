@@ -21,12 +21,7 @@ from layercache.training.data import IGNORE
 FT = dict(fusion="concat", shots=6, epochs=2, seed=0, lr=1e-3, mode="ft", task="mlm", batch_size=4)
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.fixture(scope="module")

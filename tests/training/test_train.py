@@ -35,13 +35,7 @@ PINNED_DEV_F1 = 0.7692
 E2E = dict(fusion="dwatt", shots=None, epochs=30, seed=0, lr=1e-2)
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """The tiny head gains nothing from intra-op threads, and they thrash when other work shares the cores."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.fixture(scope="module")
