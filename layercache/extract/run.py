@@ -274,6 +274,9 @@ def _extract_split(config, dataset, split, info, tokenizer, model, device, path,
     n_windowed = int(np.sum(np.diff(tok.sub_offsets) > encoder.width))
     storage = {"float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32}[config.dtype]
     pending = writer.pending_units()
+    # Every rank reads the done flags before any rank writes: a rank that read them after another
+    # had finished a unit would deal the units out differently and leave one unwritten.
+    ranks.barrier()
     mine = ranks.share(pending)
     if len(pending) < plan.n_units:
         log(f"resuming {split}: {plan.n_units - len(pending)} of {plan.n_units} units already cached")
