@@ -86,7 +86,10 @@ def main(argv=None) -> str:
     text = tables(records, entries, top_k=args.top_k)
     os.makedirs(args.docs, exist_ok=True)
     paths = figures(records, entries, folder=args.docs)
-    text += "\n\nfigures: " + ", ".join(paths)
+    text += "\n\nfigures: " + ", ".join(os.path.relpath(p, REPO) for p in paths)
+    with open(os.path.join(args.docs, "report.md"), "w", encoding="utf-8") as f:
+        f.write("# Depth study (paper Figure 7)\n\nMade by `python scripts/depth_study_conll.py"
+                + "".join(f" {a}" for a in (argv or [])) + "`.\n\n" + text + "\n")
     print(text)
     return text
 
