@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import zarr
 
+from .shard import shard_files
 from .store import CHECKSUM, SMALL_ARRAY_CODECS, float32_to_bfloat16_bits, open_group
 
 STORAGE_DTYPES = {"float16": "float16", "float32": "float32", "bfloat16": "uint16"}
@@ -58,8 +59,10 @@ class SplitWriter:
     def __init__(self, group: zarr.Group, plan: SplitPlan):
         self.group = group
         self.plan = plan
-        self.hidden = group["hidden"]
+        # Every chunk of a unit is real data: skip zarr's comparison of each one with the fill value.
+        self.hidden = group["hidden"].with_config({"write_empty_chunks": True})
         self.done = group["done"]
+        self.shards = shard_files(self.hidden)  # local stores: whole shards written straight to their files
 
     @classmethod
     def open(cls, entry_path: str, entry_attrs: dict, split: str, plan: SplitPlan, *,
@@ -89,7 +92,10 @@ class SplitWriter:
             rows = float32_to_bfloat16_bits(rows)
         else:
             rows = rows.astype(STORAGE_DTYPES[self.plan.dtype], copy=False)
-        self.hidden[lo:hi] = rows
+        if self.shards is not None and self.shards.shard_rows == self.plan.unit_rows:  # a unit is one shard
+            self.shards.write(unit, rows)
+        else:
+            self.hidden[lo:hi] = rows
         self.done[unit] = True
 
     def finish(self, stats: dict) -> None:

@@ -120,11 +120,14 @@ class UnitEncoder:
             if out is None:
                 dtype = storage if weight is None else torch.float32  # mean pooling sums in float32
                 out = torch.zeros((hi - lo, len(hidden), hidden[0].shape[-1]), dtype=dtype, device=self.device)
-            gathered = torch.stack([h.reshape(-1, h.shape[-1]).index_select(0, pos) for h in hidden], dim=1)
+            # Each layer narrowed to the storage dtype before stacking: half the bytes for the stack
+            # and the copy into ``out`` (the same bits as converting after).
+            gathered = torch.stack([h.reshape(-1, h.shape[-1]).index_select(0, pos).to(out.dtype) for h in hidden],
+                                   dim=1)  # [rows of this batch, L+1, d]
             if weight is None:
-                out.index_copy_(0, dest, gathered.to(out.dtype))
+                out.index_copy_(0, dest, gathered)
             else:
-                out.index_add_(0, dest, gathered.float() * weight[:, None, None])
+                out.index_add_(0, dest, gathered * weight[:, None, None])
         return out.to(storage)
 
     def _prepared(self, tok: Tokenized, rows: RowMap, sentences: range, lo: int, hi: int):

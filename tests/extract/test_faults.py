@@ -16,19 +16,19 @@ from layercache.cli.extract import main
 
 
 def test_disk_full_mid_write_then_resume(tiny_bert_dir, tiny_conll_dir, tmp_path, monkeypatch):
-    import zarr.storage._local as local
+    import layercache.cache.shard as shard
 
-    original = local._put
+    original = shard._write_file  # where every shard of `hidden` goes to disk on a local root
     shard_writes = {"n": 0}
 
-    def filling_up(path, value, exclusive=False):
-        if "/hidden/c/" in str(path):
-            shard_writes["n"] += 1
-            if shard_writes["n"] > 2:  # the disk fills after two shards
-                raise OSError(errno.ENOSPC, "No space left on device", str(path))
-        return original(path, value, exclusive)
+    def filling_up(path, out, size):
+        assert "/hidden/c/" in str(path)
+        shard_writes["n"] += 1
+        if shard_writes["n"] > 2:  # the disk fills after two shards
+            raise OSError(errno.ENOSPC, "No space left on device", str(path))
+        return original(path, out, size)
 
-    monkeypatch.setattr(local, "_put", filling_up)
+    monkeypatch.setattr(shard, "_write_file", filling_up)
     args = ["--model", str(tiny_bert_dir), "--dataset", str(tiny_conll_dir), "--cache-dir", str(tmp_path),
             "--unit-rows", "256", "--splits", "train", "--quiet"]
     out = CliRunner().invoke(main, args)
@@ -42,7 +42,7 @@ def test_disk_full_mid_write_then_resume(tiny_bert_dir, tiny_conll_dir, tmp_path
     with pytest.raises(IncompleteEntryError):
         open_entry(str(path)).split("train")
 
-    monkeypatch.setattr(local, "_put", original)  # space freed
+    monkeypatch.setattr(shard, "_write_file", original)  # space freed
     out = CliRunner().invoke(main, args)
     assert out.exit_code == 0, out.output
     split = open_entry(str(path)).split("train")
