@@ -4,6 +4,7 @@ order, padded, output_hidden_states=True, every layer saved as fp32 with np.save
 Also bytes per word stored vs the ideal (L+1)*d*2, and peak memory as the dataset grows.
 
     python scripts/bench_extract.py --data ../shared/data/conll2003 --sentences 3000 --repeats 3
+    python scripts/bench_extract.py --sentences 3000 --repeats 5 --where --memory-sizes ""   # + where the time goes
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import numpy as np
 import torch
 
 from _common import CONLL, REPO
+from bench_roofline import cpu_line
 
 from layercache.cache.manage import bytes_on_disk
 from layercache.extract.datasets import load_dataset
@@ -41,10 +43,23 @@ def write_subset(data_dir: str, n: int, out: Path) -> list[list[str]]:
     return [w for w, _ in sentences]
 
 
-def run_extract(data: Path, root: str, model: str | None) -> tuple[float, str]:
-    t0 = time.perf_counter()
-    result = extract(ExtractConfig(model=model, dataset=str(data), cache_dir=root), progress=False, log=lambda m: None)
-    return time.perf_counter() - t0, result.path
+def run_extract(data: Path, root: str, model: str | None, *, writing: str = "direct") -> tuple[float, str]:
+    """One `extract` call; ``writing`` (where the time goes): ``direct`` as shipped, ``zarr`` with
+    zarr's own pipeline writing the shards, ``none`` with nothing written (the shards' bytes dropped)."""
+    import layercache.cache.writer as writer
+
+    shard_files, write_unit = writer.shard_files, writer.SplitWriter.write_unit
+    if writing == "zarr":
+        writer.shard_files = lambda array: None
+    elif writing == "none":
+        writer.SplitWriter.write_unit = lambda self, unit, rows: self.done.__setitem__(unit, True)
+    try:
+        t0 = time.perf_counter()
+        result = extract(ExtractConfig(model=model, dataset=str(data), cache_dir=root), progress=False,
+                         log=lambda m: None)
+        return time.perf_counter() - t0, result.path
+    finally:
+        writer.shard_files, writer.SplitWriter.write_unit = shard_files, write_unit
 
 
 def run_floor(words, model_name) -> float:
@@ -104,6 +119,8 @@ def main():
     ap.add_argument("--memory-sizes", default="1000,2000,4000,8000")
     ap.add_argument("--json", default=None, help="write the figures here too")
     ap.add_argument("--threads", type=int, default=None, help="torch threads (default: one per core)")
+    ap.add_argument("--where", action="store_true",
+                    help="also (a) with zarr writing the shards and (a) with nothing written: where the time goes")
     args = ap.parse_args()
     torch.set_num_threads(args.threads or os.cpu_count() or 1)
 
@@ -111,10 +128,15 @@ def main():
     words = write_subset(args.data, args.sentences, tmp / "data")
     n_words = sum(len(w) for w in words)
     times = {"extract": [], "floor": [], "naive": []}
+    if args.where:
+        times.update({"zarr": [], "none": []})
     path = None
     for r in range(args.repeats):
         t, path = run_extract(tmp / "data", str(tmp / f"cache{r}"), args.model)
         times["extract"].append(t)
+        for writing in ("zarr", "none") if args.where else ():
+            times[writing].append(run_extract(tmp / "data", str(tmp / f"cache{r}{writing}"), args.model,
+                                              writing=writing)[0])
         times["floor"].append(run_floor(words, args.model))
         naive_dir = tmp / f"naive{r}"
         naive_dir.mkdir()
@@ -129,10 +151,16 @@ def main():
           f"medians of {args.repeats}")
     print("| what | words/s (median) | runs (s) |")
     print("|---|---:|---|")
-    for k, label in (("extract", "(a) extract, end to end"), ("floor", "(b) forward pass alone, same batches"),
-                     ("naive", "(c) naive: 16/batch, file order, fp32 np.save")):
+    rows = [("extract", "(a) extract, end to end"), ("floor", "(b) forward pass alone, same batches"),
+            ("naive", "(c) naive: 16/batch, file order, fp32 np.save")]
+    if args.where:
+        rows += [("zarr", "(a) with zarr's pipeline writing the shards"), ("none", "(a) with nothing written")]
+    for k, label in rows:
         print(f"| {label} | {wps[k]:,.0f} | {', '.join(f'{x:.1f}' for x in times[k])} |")
     print(f"\n(a)/(b) = {wps['extract'] / wps['floor']:.2f}   (a)/(c) = {wps['extract'] / wps['naive']:.2f}")
+    if args.where:
+        print(f"of the floor: zarr writing {wps['zarr'] / wps['floor']:.2f}, nothing written {wps['none'] / wps['floor']:.2f}")
+    print(cpu_line())
     print(f"bytes/word stored: {stored:,.0f} vs ideal {ideal:,} -> {stored / ideal:.3f} x")
 
     sizes = [int(s) for s in args.memory_sizes.split(",") if s]
