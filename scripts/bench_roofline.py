@@ -15,6 +15,7 @@ L = 6, d = 384; one thread, as each of a sweep's workers has):
 
     python scripts/bench_roofline.py                  # fp32 and bf16
     python scripts/bench_roofline.py --precision bf16
+    python scripts/bench_roofline.py --compiled concat,dwatt   # + the same steps through torch.compile
 """
 
 from __future__ import annotations
@@ -63,8 +64,9 @@ def peak_gflops(dtype: torch.dtype, *, repeats: int = 7) -> float:
     return best
 
 
-def head_step(fusion: str, precision: str):
-    """A closure running one training step of ``fusion`` on the fixed packed batch."""
+def head_step(fusion: str, precision: str, *, compiled: bool = False):
+    """A closure running one training step of ``fusion`` on the fixed packed batch; ``compiled``:
+    the forward and the loss through `torch.compile` (inductor fuses the element-wise work)."""
     torch.manual_seed(0)
     tagger = TokenTagger(fusion=fusion, n_layers=6, dim=384, num_heads=12, ffn_dim=1536, n_labels=9,
                          extra_layers=1).train()
@@ -74,11 +76,16 @@ def head_step(fusion: str, precision: str):
     hidden, labels = torch.randn(1, rows, 6, 384), torch.randint(0, 9, (rows,))
     mask = torch.ones(1, rows, dtype=torch.bool)
 
-    def step():
-        optimizer.zero_grad(set_to_none=True)
+    def loss():
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision == "bf16"):
             logits = tagger(hidden, mask, lengths)
-        F.cross_entropy(logits.float().flatten(0, 1), labels).backward()
+        return F.cross_entropy(logits.float().flatten(0, 1), labels)
+
+    loss_of = torch.compile(loss) if compiled else loss
+
+    def step():
+        optimizer.zero_grad(set_to_none=True)
+        loss_of().backward()
         torch.nn.utils.clip_grad_norm_(tagger.parameters(), 1.0)
         optimizer.step()
 
@@ -151,7 +158,20 @@ def split(step, *, steps: int = 10) -> dict:
     return {"products": products / wall, "elementwise": others / wall, "rest": max(0.0, 1 - (products + others) / wall)}
 
 
-def table(precisions: list[str], *, steps: int, fusions: list[str]) -> str:
+def compiled_seconds(fusion: str, precision: str, *, steps: int) -> float:
+    """Median seconds of the same step with its forward and loss compiled (the FLOPs are the same)."""
+    step = head_step(fusion, precision, compiled=True)
+    for _ in range(10):  # the first call compiles
+        step()
+    times = []
+    for _ in range(steps):
+        t0 = time.perf_counter()
+        step()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def table(precisions: list[str], *, steps: int, fusions: list[str], compiled: list[str] = ()) -> str:
     torch.set_num_threads(1)
     keep_freed_memory()
     lines = [cpu_line(), "",
@@ -167,6 +187,11 @@ def table(precisions: list[str], *, steps: int, fusions: list[str]) -> str:
                          f"| {peak:.1f} | {achieved / peak:.2f} | {m['products']:.0%} | {m['elementwise']:.0%} "
                          f"| {m['rest']:.0%} | {1e3 * m['products_alone']:.1f} "
                          f"| {m['flops'] / m['products_alone'] / 1e9 / peak:.2f} |")
+            if fusion in compiled:
+                seconds = compiled_seconds(fusion, precision, steps=steps)
+                achieved = m["flops"] / seconds / 1e9
+                lines.append(f"| {fusion}, compiled | {precision} | {m['flops'] / 1e9:.3f} | {1e3 * seconds:.1f} "
+                             f"| {achieved:.1f} | {peak:.1f} | {achieved / peak:.2f} | | | | | |")
     return "\n".join(lines)
 
 
@@ -175,8 +200,10 @@ def main(argv=None) -> str:
     ap.add_argument("--precision", default="fp32,bf16", help="comma-separated: fp32, bf16")
     ap.add_argument("--fusions", default="concat,dwatt,extra")
     ap.add_argument("--steps", type=int, default=40)
+    ap.add_argument("--compiled", default="", help="comma-separated heads also timed with torch.compile (e.g. concat,dwatt)")
     args = ap.parse_args(argv)
-    text = table(args.precision.split(","), steps=args.steps, fusions=args.fusions.split(","))
+    text = table(args.precision.split(","), steps=args.steps, fusions=args.fusions.split(","),
+                 compiled=[f for f in args.compiled.split(",") if f])
     print(text)
     return text
 

@@ -19,6 +19,7 @@ import json
 import queue
 import threading
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -232,9 +233,13 @@ def extract(config: ExtractConfig, *, progress: bool = True, log=print) -> Extra
         ranks.barrier()  # the other ranks start once rank 0 holds the entry
         device = ranks.device(config.device)
         tokenizer = tokenizer or load_tokenizer(info, trust_remote_code=config.trust_remote_code)
-        model = load_model(info, device=device, trust_remote_code=config.trust_remote_code)
+        # The model loads (mostly importing its modeling code: a second or more) while the first
+        # split is tokenized and planned; `model.result()` waits for it, or raises its error.
+        loader = ThreadPoolExecutor(1, thread_name_prefix="layercache-model")
+        model = loader.submit(load_model, info, device=device, trust_remote_code=config.trust_remote_code)
+        loader.shutdown(wait=False)
         if mlm and ranks.main and not _lm_complete(path):
-            write_entry_arrays(path, attrs, "lm", _lm_arrays(info, model, attrs))
+            write_entry_arrays(path, attrs, "lm", _lm_arrays(info, model.result(), attrs))
         for split in todo:
             done = _split_complete(path, split)  # another process may have finished it while we waited
             ranks.barrier()
@@ -250,7 +255,7 @@ def extract(config: ExtractConfig, *, progress: bool = True, log=print) -> Extra
     return result
 
 
-def _extract_split(config, dataset, split, info, tokenizer, model, device, path, attrs, progress, log, ranks):
+def _extract_split(config, dataset, split, info, tokenizer, model: Future, device, path, attrs, progress, log, ranks):
     import torch
     from tqdm.auto import tqdm
 
@@ -265,11 +270,12 @@ def _extract_split(config, dataset, split, info, tokenizer, model, device, path,
         blocks, tok = None, tokenize_words(tokenizer, [s[0] for s in dataset.splits[split]])
     rows = row_map(tok, granularity=config.granularity, pooling=config.pooling)
     plan = _plan(config, dataset, split, tok, rows, info, attrs, path, device, blocks=blocks, tokenizer=tokenizer)
+    backbone = model.result()  # loaded meanwhile; a model that cannot load fails here, before the split is opened
     ranks.barrier()  # every rank has read the stored settings before rank 0 (re)creates the split
     writer = SplitWriter.open(path, attrs, split, plan) if ranks.main else None
     ranks.barrier()
     writer = writer or SplitWriter.open(path, attrs, split, plan, create=False)
-    encoder = UnitEncoder(model, tokenizer, device=device, precision=config.precision,
+    encoder = UnitEncoder(backbone, tokenizer, device=device, precision=config.precision,
                           token_budget=plan.attrs["token_budget"], max_length=attrs["max_length"])
     n_windowed = int(np.sum(np.diff(tok.sub_offsets) > encoder.width))
     storage = {"float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32}[config.dtype]
