@@ -102,13 +102,17 @@ def measure(fusion: str, precision: str, *, steps: int) -> dict:
     counter = FlopCounterMode(display=False)
     with counter:
         step()
+    return {"flops": counter.get_total_flops(), "seconds": median_seconds(step, steps=steps), **split(step),
+            "products_alone": products_alone(step, steps=steps)}
+
+
+def median_seconds(step, *, steps: int) -> float:
     times = []
     for _ in range(steps):
         t0 = time.perf_counter()
         step()
         times.append(time.perf_counter() - t0)
-    return {"flops": counter.get_total_flops(), "seconds": statistics.median(times), **split(step),
-            "products_alone": products_alone(step, steps=steps)}
+    return statistics.median(times)
 
 
 def products_alone(step, *, steps: int) -> float:
@@ -163,12 +167,7 @@ def compiled_seconds(fusion: str, precision: str, *, steps: int) -> float:
     step = head_step(fusion, precision, compiled=True)
     for _ in range(10):  # the first call compiles
         step()
-    times = []
-    for _ in range(steps):
-        t0 = time.perf_counter()
-        step()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
+    return median_seconds(step, steps=steps)
 
 
 def table(precisions: list[str], *, steps: int, fusions: list[str], compiled: list[str] = ()) -> str:
