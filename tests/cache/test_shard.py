@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 import zarr
@@ -55,3 +57,31 @@ def test_other_layouts_go_through_zarr(tmp_path):
     assert shard_files(wide) is None  # inner chunks of several layers: not the cache's layout
     assert shard_files(zarr.open_group("memory://x", mode="w").create_array(
         "c", shape=(64, 3, 8), dtype="float16", shards=(64, 3, 8), chunks=(16, 1, 8), compressors=[CHECKSUM])) is None
+
+
+def test_extract_writes_the_bytes_zarr_would(tiny_bert_dir, tiny_conll_dir, tmp_path, monkeypatch):
+    """`extract` on a local root takes the direct path, and its shards equal those zarr writes."""
+    import layercache.cache.writer as writer
+    from layercache.extract.run import ExtractConfig, extract
+
+    written = []
+    files = writer.shard_files
+
+    def spying(array):
+        found = files(array)
+        written.append(found is not None)
+        return found
+
+    def run(root):
+        config = ExtractConfig(model=str(tiny_bert_dir), dataset=str(tiny_conll_dir), cache_dir=str(root), unit_rows=256)
+        return extract(config, progress=False, log=lambda m: None).path
+
+    monkeypatch.setattr(writer, "shard_files", spying)
+    ours = run(tmp_path / "direct")
+    assert written and all(written)
+    monkeypatch.setattr(writer, "shard_files", lambda array: None)  # zarr's own pipeline
+    theirs = run(tmp_path / "zarr")
+    shards = sorted(p.relative_to(ours) for p in Path(ours).glob("*/hidden/c/*/0/0"))
+    assert len(shards) > 3
+    for shard in shards:
+        assert (Path(ours) / shard).read_bytes() == (Path(theirs) / shard).read_bytes(), shard
