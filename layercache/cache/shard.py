@@ -1,13 +1,12 @@
 """One whole shard of ``hidden`` written straight to a local file: the bytes zarr's sharding codec
 writes (same chunk order, checksums and index), without its per-chunk pipeline.
 
-Why (2-core EPYC VM, one 176 MB MiniLM shard): zarr's pipeline spends 0.25-0.5 s of CPU on it
-(each inner chunk copied, compared with the fill value, copied again to append its checksum, the
-shard joined by a third copy), and the kernel another 0.43 s copying it into the page cache, where
-an O_DIRECT write takes 0.005 s of CPU. During extraction that CPU is taken from the forward pass's
-two threads: extraction ran at 0.83 of the forward-only floor with zarr writing, 0.94 with nothing
-written, 0.89-0.90 with this change alone. Here the shard is built with one copy per chunk into a reused buffer
-and written once.
+Why (`scripts/bench_shard_write.py`, one 176 MB MiniLM shard on a 2-core EPYC): zarr's pipeline
+spent 0.9 s of CPU on it (0.5 s with its fill-value comparison off: each inner chunk copied,
+compared with the fill value, copied again to append its checksum, the shard joined by a third
+copy); this spends 0.06 s through the page cache and 0.02 s with O_DIRECT. During extraction that CPU is taken from the forward
+pass's two threads: extraction ran at 0.83 of the forward-only floor with zarr writing, 0.94 with
+nothing written, 0.89-0.90 with this change alone.
 
 Only for the layout `writer._create_split` makes (inner chunks of whole rows of one layer; bytes,
 little-endian, then crc32c; the index, also checksummed, at the end) on a local store; any other
@@ -62,9 +61,8 @@ class ShardFiles:
 
     Each shard is built in one page-aligned buffer that the process keeps for the next (fresh
     memory costs a page fault per 4 KiB: 0.37 s for 176 MB here; the price is one shard's size
-    held) and written with O_DIRECT where the file system takes it: through the page cache the
-    kernel spent 0.43 s of CPU per 176 MB shard here, against 0.005 s straight to the device.
-    Elsewhere (tmpfs, other systems) it is an ordinary write."""
+    held) and written with O_DIRECT where the file system takes it, which keeps the kernel's copy
+    into the page cache off the CPU. Elsewhere (tmpfs, other systems) it is an ordinary write."""
 
     def __init__(self, array, *, shard_rows: int, inner_rows: int):
         self.array, self.shard_rows, self.inner_rows = array, shard_rows, inner_rows

@@ -1,0 +1,91 @@
+"""What writing one shard of the cache costs in CPU (user + kernel, every thread of the process), the
+way zarr writes it and the way `extract` writes it now (`layercache/cache/shard.py`).
+
+A MiniLM unit: 32,768 rows x 7 layers x 384, float16 (176 MB), into a fresh array each time, as
+`extract` writes a new entry. On a 2-core machine this CPU is taken from the forward pass's threads.
+
+    python scripts/bench_shard_write.py --repeats 5
+"""
+
+from __future__ import annotations
+
+import argparse
+import resource
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+import _common  # noqa: F401  (the repository on sys.path)
+
+import numpy as np
+import zarr
+
+from bench_roofline import cpu_line
+from layercache.cache import shard as shard_module
+from layercache.cache.shard import shard_files
+from layercache.cache.store import CHECKSUM
+
+ROWS, LAYERS, WIDTH = 32768, 7, 384
+
+
+def cpu_seconds() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def fresh_array(root: Path, *, write_empty_chunks: bool):
+    group = zarr.open_group(str(root), mode="w")
+    array = group.create_array("hidden", shape=(ROWS, LAYERS, WIDTH), dtype="float16", shards=(ROWS, LAYERS, WIDTH),
+                               chunks=(1024, 1, WIDTH), compressors=[CHECKSUM], fill_value=0)
+    return array.with_config({"write_empty_chunks": True}) if write_empty_chunks else array
+
+
+def buffered_only(path, out, size):
+    """`shard._write_file` without O_DIRECT: the page cache's share of the cost."""
+    with open(path, "wb") as f:
+        f.write(memoryview(out[:size]))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--repeats", type=int, default=5)
+    args = ap.parse_args()
+    rows = np.random.default_rng(0).standard_normal((ROWS, LAYERS, WIDTH)).astype(np.float16)
+    ways = {
+        "zarr's pipeline (the release before)": lambda root: fresh_array(root, write_empty_chunks=False).__setitem__(
+            slice(None), rows),
+        "zarr's pipeline, write_empty_chunks on": lambda root: fresh_array(root, write_empty_chunks=True).__setitem__(
+            slice(None), rows),
+        "shard.py, through the page cache": lambda root: _patched(buffered_only, root),
+        "shard.py, O_DIRECT where taken (extract now)": lambda root: shard_files(
+            fresh_array(root, write_empty_chunks=True)).write(0, rows),
+    }
+
+    def _patched(write_file, root):
+        original = shard_module._write_file
+        shard_module._write_file = write_file
+        try:
+            shard_files(fresh_array(root, write_empty_chunks=True)).write(0, rows)
+        finally:
+            shard_module._write_file = original
+
+    results = {name: {"cpu": [], "wall": []} for name in ways}
+    with tempfile.TemporaryDirectory() as tmp:
+        for r in range(args.repeats + 1):  # the first round warms up imports and the kept buffer
+            for i, (name, write) in enumerate(ways.items()):
+                c0, t0 = cpu_seconds(), time.perf_counter()
+                write(Path(tmp) / f"{r}-{i}")
+                if r:
+                    results[name]["cpu"].append(cpu_seconds() - c0)
+                    results[name]["wall"].append(time.perf_counter() - t0)
+    print(f"one shard: {ROWS} x {LAYERS} x {WIDTH} float16 = {rows.nbytes / 1e6:.0f} MB; medians of {args.repeats}")
+    print("| how | CPU s (user + kernel) | wall s |")
+    print("|---|---:|---:|")
+    for name, r in results.items():
+        print(f"| {name} | {statistics.median(r['cpu']):.3f} | {statistics.median(r['wall']):.3f} |")
+    print(cpu_line())
+
+
+if __name__ == "__main__":
+    main()
