@@ -4,9 +4,9 @@ writes (same chunk order, checksums and index), without its per-chunk pipeline.
 Why (`scripts/bench_shard_write.py`, one 176 MB MiniLM shard on a 2-core EPYC): zarr's pipeline
 spent 0.9 s of CPU on it (0.5 s with its fill-value comparison off: each inner chunk copied,
 compared with the fill value, copied again to append its checksum, the shard joined by a third
-copy); this spends 0.06 s through the page cache and 0.02 s with O_DIRECT. During extraction that CPU is taken from the forward
-pass's two threads: extraction ran at 0.83 of the forward-only floor with zarr writing, 0.94 with
-nothing written, 0.89-0.90 with this change alone.
+copy); this spends 0.06 s through the page cache and 0.02 s with O_DIRECT. During extraction that
+CPU is taken from the forward pass's two threads: extraction ran at 0.83 of the forward-only floor
+with zarr writing, 0.94 with nothing written, 0.89-0.90 with this change alone.
 
 Only for the layout `writer._create_split` makes (inner chunks of whole rows of one layer; bytes,
 little-endian, then crc32c; the index, also checksummed, at the end) on a local store; any other
