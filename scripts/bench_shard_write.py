@@ -22,7 +22,6 @@ import numpy as np
 import zarr
 
 from bench_roofline import cpu_line
-from layercache.cache import shard as shard_module
 from layercache.cache.shard import shard_files
 from layercache.cache.store import CHECKSUM
 
@@ -41,10 +40,14 @@ def fresh_array(root: Path, *, write_empty_chunks: bool):
     return array.with_config({"write_empty_chunks": True}) if write_empty_chunks else array
 
 
-def buffered_only(path, out, size):
-    """`shard._write_file` without O_DIRECT: the page cache's share of the cost."""
-    with open(path, "wb") as f:
-        f.write(memoryview(out[:size]))
+def zarr_pipeline(root: Path, rows: np.ndarray, *, write_empty_chunks: bool) -> None:
+    fresh_array(root, write_empty_chunks=write_empty_chunks)[:] = rows
+
+
+def shard_py(root: Path, rows: np.ndarray, *, direct: bool) -> None:
+    files = shard_files(fresh_array(root, write_empty_chunks=True))
+    files.direct = direct
+    files.write(0, rows)
 
 
 def main() -> None:
@@ -53,22 +56,11 @@ def main() -> None:
     args = ap.parse_args()
     rows = np.random.default_rng(0).standard_normal((ROWS, LAYERS, WIDTH)).astype(np.float16)
     ways = {
-        "zarr's pipeline (the release before)": lambda root: fresh_array(root, write_empty_chunks=False).__setitem__(
-            slice(None), rows),
-        "zarr's pipeline, write_empty_chunks on": lambda root: fresh_array(root, write_empty_chunks=True).__setitem__(
-            slice(None), rows),
-        "shard.py, through the page cache": lambda root: _patched(buffered_only, root),
-        "shard.py, O_DIRECT where taken (extract now)": lambda root: shard_files(
-            fresh_array(root, write_empty_chunks=True)).write(0, rows),
+        "zarr's pipeline (the release before)": lambda root: zarr_pipeline(root, rows, write_empty_chunks=False),
+        "zarr's pipeline, write_empty_chunks on": lambda root: zarr_pipeline(root, rows, write_empty_chunks=True),
+        "shard.py, through the page cache": lambda root: shard_py(root, rows, direct=False),
+        "shard.py, O_DIRECT where taken (extract now)": lambda root: shard_py(root, rows, direct=True),
     }
-
-    def _patched(write_file, root):
-        original = shard_module._write_file
-        shard_module._write_file = write_file
-        try:
-            shard_files(fresh_array(root, write_empty_chunks=True)).write(0, rows)
-        finally:
-            shard_module._write_file = original
 
     results = {name: {"cpu": [], "wall": []} for name in ways}
     with tempfile.TemporaryDirectory() as tmp:

@@ -2,7 +2,7 @@
 writes (same chunk order, checksums and index), without its per-chunk pipeline.
 
 Why (`scripts/bench_shard_write.py`, one 176 MB MiniLM shard on a 2-core EPYC): zarr's pipeline
-spent 0.9 s of CPU on it (0.5 s with its fill-value comparison off: each inner chunk copied,
+spent 0.7-0.9 s of CPU on it (0.5 s with its fill-value comparison off: each inner chunk copied,
 compared with the fill value, copied again to append its checksum, the shard joined by a third
 copy); this spends 0.06 s through the page cache and 0.02 s with O_DIRECT. During extraction that
 CPU is taken from the forward pass's two threads: extraction ran at 0.83 of the forward-only floor
@@ -64,8 +64,9 @@ class ShardFiles:
     held) and written with O_DIRECT where the file system takes it, which keeps the kernel's copy
     into the page cache off the CPU. Elsewhere (tmpfs, other systems) it is an ordinary write."""
 
-    def __init__(self, array, *, shard_rows: int, inner_rows: int):
+    def __init__(self, array, *, shard_rows: int, inner_rows: int, direct: bool = True):
         self.array, self.shard_rows, self.inner_rows = array, shard_rows, inner_rows
+        self.direct = direct  # O_DIRECT where taken; False: through the page cache (for comparison)
 
     def write(self, shard: int, rows: np.ndarray) -> None:
         """Store ``rows`` ``[n, layers, d]`` (n = shard_rows, fewer for the array's last shard) as
@@ -79,7 +80,7 @@ class ShardFiles:
         with _BUFFER_LOCK:  # one buffer per process, shared by every split and entry written
             out = _aligned(size)
             encode_shard(rows, out, shard_rows=self.shard_rows, inner_rows=self.inner_rows, fill=self.array.fill_value)
-            _write_file(tmp, out, size)
+            _write_file(tmp, out, size, direct=self.direct)
         os.replace(tmp, path)
 
 
@@ -98,9 +99,9 @@ def _aligned(size: int) -> np.ndarray:
     return _BUFFER[:need]
 
 
-def _write_file(path: Path, out: np.ndarray, size: int) -> None:
+def _write_file(path: Path, out: np.ndarray, size: int, *, direct: bool = True) -> None:
     """The first ``size`` bytes of ``out`` (page-aligned, whole pages long) into a new file."""
-    direct = getattr(os, "O_DIRECT", 0)
+    direct = getattr(os, "O_DIRECT", 0) if direct else 0
     if direct:
         try:
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | direct, 0o666)

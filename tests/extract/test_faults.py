@@ -21,12 +21,12 @@ def test_disk_full_mid_write_then_resume(tiny_bert_dir, tiny_conll_dir, tmp_path
     original = shard._write_file  # where every shard of `hidden` goes to disk on a local root
     shard_writes = {"n": 0}
 
-    def filling_up(path, out, size):
+    def filling_up(path, out, size, **options):
         assert "/hidden/c/" in str(path)
         shard_writes["n"] += 1
         if shard_writes["n"] > 2:  # the disk fills after two shards
             raise OSError(errno.ENOSPC, "No space left on device", str(path))
-        return original(path, out, size)
+        return original(path, out, size, **options)
 
     monkeypatch.setattr(shard, "_write_file", filling_up)
     args = ["--model", str(tiny_bert_dir), "--dataset", str(tiny_conll_dir), "--cache-dir", str(tmp_path),
