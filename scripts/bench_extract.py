@@ -62,14 +62,14 @@ def run_extract(data: Path, root: str, model: str | None, *, writing: str = "dir
         writer.shard_files, writer.SplitWriter.write_unit = shard_files, write_unit
 
 
-def run_floor(words, model_name) -> float:
-    """Only the forward passes, on exactly the batches extract plans (unit by unit)."""
+def run_floor(words, model_name, *, precision: str = "fp32") -> float:
+    """Only the forward passes (under ``precision``), on exactly the batches extract plans (unit by unit)."""
     info = model_info(model_name)
     tok_ = load_tokenizer(info)
     model = load_model(info, device=torch.device("cpu"))
     tok = tokenize_words(tok_, words)
     rows = row_map(tok, granularity="word", pooling="first")
-    enc = UnitEncoder(model, tok_, device=torch.device("cpu"), precision="fp32",
+    enc = UnitEncoder(model, tok_, device=torch.device("cpu"), precision=precision,
                       token_budget=default_token_budget(torch.device("cpu")),
                       max_length=info.max_length)
     unit = _default_unit_rows(info.num_layers + 1, info.hidden_size, 2)

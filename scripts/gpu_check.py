@@ -1,0 +1,112 @@
+"""The GPU check: every stage of layercache on a CUDA device, as a user runs it, with its figures.
+
+On a machine with CUDA (and `pip install -e ".[offline]"` done), from the repository root:
+
+    python scripts/gpu_check.py                      # built-in default: MiniLM on WNUT-16
+    python scripts/gpu_check.py --model DIR --dataset ../shared/data/conll2003
+
+It runs the commands themselves, in a fresh cache root: `extract` with fp32 and with bf16 forward
+passes, `train-head` FE (concat, dwatt) and FT (concat), `predict` with the FE head, and a 2-worker
+`sweep`; then prints the GPU's name, extraction words/s, training step and evaluation times, and
+writes them as JSON (--json). Every command must exit 0 and every run must reach a finite F1;
+the script exits non-zero otherwise. `--device cpu` runs the same steps on the CPU (a dry rehearsal
+of the script itself; it then says no GPU was used).
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+from _common import say
+
+
+def gpu_line(device: str) -> str:
+    import torch
+
+    if device.startswith("cuda"):
+        if not torch.cuda.is_available():
+            raise SystemExit("gpu_check: CUDA is not available here (torch.cuda.is_available() is False); "
+                             "pass --device cpu to rehearse the script on the CPU")
+        props = torch.cuda.get_device_properties(0)
+        return (f"gpu: {props.name}, {props.total_memory / 2**30:.0f} GiB, capability {props.major}.{props.minor}; "
+                f"torch {torch.__version__}, CUDA {torch.version.cuda}")
+    return f"no GPU used (device {device}); torch {torch.__version__}"
+
+
+def run(cmd: list[str], env: dict) -> tuple[str, float]:
+    """One command as a user types it; its stdout and wall seconds. A failure stops the check."""
+    say("$ " + " ".join(cmd))
+    t0 = time.perf_counter()
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    seconds = time.perf_counter() - t0
+    if done.returncode != 0:
+        sys.stderr.write(done.stdout + done.stderr)
+        raise SystemExit(f"gpu_check: `{' '.join(cmd)}` exited {done.returncode}")
+    return done.stdout, seconds
+
+
+def newest_record(out: str) -> dict:
+    path = max(glob.glob(os.path.join(out, "*.json")), key=os.path.getmtime)
+    with open(path, encoding="utf-8") as f:
+        return json.load(f) | {"json": path}
+
+
+def step_figures(record: dict) -> dict:
+    seconds, steps = record["seconds"], max(record["total_steps"], 1)
+    f1 = record["best_dev_f1"]
+    if not (f1 == f1 and 0.0 <= f1 <= 1.0):  # NaN or out of range: the run is wrong, not slow
+        raise SystemExit(f"gpu_check: {record['json']}: best dev F1 is {f1}")
+    return {"best_dev_f1": round(f1, 4), "params": record["params"], "steps": steps,
+            "ms_per_step": round(1000 * seconds["train"] / steps, 2), "eval_s": round(seconds["eval"], 2),
+            "device": record["device"]}
+
+
+def main(argv=None) -> dict:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--model", default=None, help="backbone (default: the built-in all-MiniLM-L6-v2)")
+    p.add_argument("--dataset", default=None, help="dataset (default: the built-in WNUT-16)")
+    p.add_argument("--device", default="cuda")
+    p.add_argument("--shots", default="8")
+    p.add_argument("--epochs", default="3")
+    p.add_argument("--json", default=None, help="write the figures here too")
+    args = p.parse_args(argv)
+    figures = {"device": gpu_line(args.device)}
+    say(figures["device"])
+    source = [*(["--model", args.model] if args.model else []), *(["--dataset", args.dataset] if args.dataset else [])]
+    with tempfile.TemporaryDirectory() as root:
+        env = dict(os.environ, LAYERCACHE_HOME=os.path.join(root, "cache"))
+        device = ["--device", args.device]
+        figures["extract"] = {}
+        for precision in ("fp32", "bf16"):
+            text, seconds = run(["extract", *source, *device, "--precision", precision, "--quiet"], env)
+            figures["extract"][precision] = {"wall_s": round(seconds, 1), "report": text.strip().splitlines()}
+        common = [*source, *device, "--shots", args.shots, "--epochs", args.epochs]
+        figures["train"] = {}
+        for name, extra in (("fe concat", ["--fusion", "concat"]), ("fe dwatt", ["--fusion", "dwatt"]),
+                            ("ft concat", ["--fusion", "concat", "--mode", "ft"])):
+            out = os.path.join(root, name.replace(" ", "-"))
+            run(["train-head", *common, *extra, "--out", out], env)
+            figures["train"][name] = step_figures(newest_record(out))
+        head = newest_record(os.path.join(root, "fe-concat"))["checkpoint"]
+        text, seconds = run(["predict", "--head", head, *device, "--text", "John Smith flew to Paris with Lufthansa ."],
+                            env)
+        figures["predict"] = {"wall_s": round(seconds, 1), "output": text.strip().splitlines()}
+        text, seconds = run(["sweep", *source, "--fusions", "concat,scalarmix", "--shots", args.shots, "--epochs",
+                             args.epochs, "--trials", "2", "--workers", "2", "--out", os.path.join(root, "sweep")], env)
+        figures["sweep"] = {"workers": 2, "runs": 4, "wall_s": round(seconds, 1)}
+    print(json.dumps(figures, indent=2))
+    if args.json:
+        with open(args.json, "w", encoding="utf-8") as f:
+            json.dump(figures, f, indent=2)
+    return figures
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,259 @@
+"""A paper-scale rehearsal: the design card's commands on a roberta-large-shaped encoder (24 layers
+x 1024, random weights built from a config, MiniLM's tokenizer) over CoNLL-2003, measuring what a
+user of the card meets: the size estimate against the bytes written, extraction words/s in fp32 and
+bf16 against the forward pass alone, and the peak memory of `extract`, of `train-head` (concat,
+dwatt, extra at N = 8, 128 and all) and of each worker of a 2-worker `sweep`, on two dataset sizes.
+
+    python scripts/rehearse_paper_scale.py --out runs/rehearsal --train-sentences 4000
+
+Two datasets are cut from CoNLL-2003: "large" (the first --train-sentences of train, all of dev and
+test) and "small" (the first --small-sentences of each split). Every command runs as a user types
+it, in its own process (peak RSS is the kernel's high-water mark of that process and of each of its
+workers). Training runs use one epoch and one evaluation, so their cost is one pass over the train
+sample and one streamed pass over dev (and test at the best point). Writes report.md and
+rehearsal.json under --report.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+from _common import CONLL, REPO, say
+from bench_roofline import cpu_line
+
+ROBERTA_LARGE = dict(hidden_size=1024, num_hidden_layers=24, num_attention_heads=16, intermediate_size=4096,
+                     max_position_embeddings=514, type_vocab_size=1)
+
+
+def build_encoder(dest: Path) -> Path:
+    """A roberta-large-shaped encoder with random weights and MiniLM's tokenizer, saved once."""
+    if (dest / "config.json").exists():
+        return dest
+    import torch
+    from transformers import AutoTokenizer, RobertaConfig, RobertaModel
+
+    from layercache.extract.models import model_info
+
+    tokenizer = AutoTokenizer.from_pretrained(model_info(None).path)
+    config = RobertaConfig(vocab_size=tokenizer.vocab_size, pad_token_id=tokenizer.pad_token_id, **ROBERTA_LARGE)
+    torch.manual_seed(0)
+    RobertaModel(config, add_pooling_layer=False).save_pretrained(dest)
+    tokenizer.save_pretrained(dest)
+    return dest
+
+
+def write_dataset(dest: Path, data: Path, limits: dict[str, int | None]) -> Path:
+    """The first ``limits[split]`` sentences of each CoNLL split (None = all) as train/dev/test.txt."""
+    from layercache.extract.datasets import load_dataset
+
+    dataset = load_dataset(str(data))
+    dest.mkdir(parents=True, exist_ok=True)
+    for split, limit in limits.items():
+        with (dest / f"{split}.txt").open("w", encoding="utf-8") as f:
+            for words, tags in dataset.splits[split][:limit]:
+                f.writelines(f"{w} {t}\n" for w, t in zip(words, tags))
+                f.write("\n")
+    return dest
+
+
+class PeakRss:
+    """The kernel's high-water RSS (VmHWM) of a process and of every descendant, polled."""
+
+    def __init__(self, pid: int):
+        self.pid, self.peaks, self._stop = pid, {}, threading.Event()
+        self._thread = threading.Thread(target=self._poll, daemon=True)
+        self._thread.start()
+
+    def _tree(self, pid: int) -> list[int]:
+        out = [pid]
+        for task in Path(f"/proc/{pid}/task").glob("*"):
+            try:
+                out += [c for child in (task / "children").read_text().split() for c in self._tree(int(child))]
+            except OSError:
+                pass
+        return out
+
+    def _poll(self):
+        while not self._stop.is_set():
+            for pid in self._tree(self.pid):
+                try:
+                    text = Path(f"/proc/{pid}/status").read_text()
+                except OSError:
+                    continue
+                match = re.search(r"VmHWM:\s+(\d+) kB", text)
+                if match:
+                    self.peaks[pid] = max(self.peaks.get(pid, 0), int(match.group(1)) / 1024)
+            self._stop.wait(0.1)
+
+    def stop(self) -> dict[int, float]:
+        self._stop.set()
+        self._thread.join()
+        return self.peaks
+
+
+def run(args: list[str], env: dict) -> dict:
+    """`python -m layercache ARGS`: stdout, wall seconds, peak RSS (MB) of the process and of its
+    largest child (sweep workers)."""
+    say("$ layercache " + " ".join(args))
+    t0 = time.perf_counter()
+    proc = subprocess.Popen([sys.executable, "-m", "layercache", *args], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    watch = PeakRss(proc.pid)
+    out, err = proc.communicate()
+    peaks = watch.stop()
+    if proc.returncode != 0:
+        sys.stderr.write(out + err)
+        raise SystemExit(f"rehearsal: `layercache {' '.join(args)}` exited {proc.returncode}")
+    children = [mb for pid, mb in peaks.items() if pid != proc.pid]
+    return {"stdout": out, "seconds": time.perf_counter() - t0, "peak_mb": peaks.get(proc.pid, 0.0),
+            "worker_peak_mb": max(children, default=None)}
+
+
+def dry_run_bytes(text: str) -> int:
+    """The total bytes `extract --dry-run` printed (its 'total' line)."""
+    line = next(l for l in text.splitlines() if l.lower().lstrip("| ").startswith("total"))
+    return int(max(re.findall(r"\d[\d,]*", line), key=lambda s: int(s.replace(",", ""))).replace(",", ""))
+
+
+def extract_figures(name: str, data: Path, model: Path, env: dict) -> dict:
+    from layercache.cache.manage import bytes_on_disk
+    from layercache.experiments.find import resolve_entry
+
+    base = ["extract", "--model", str(model), "--dataset", str(data), "--precision", "bf16", "--quiet"]
+    dry = run([*base, "--dry-run"], env)
+    done = run(base, env)
+    entry = resolve_entry(model=str(model), dataset=str(data), cache_dir=env["LAYERCACHE_HOME"],
+                          extract_options={"precision": "bf16"}, log=say)
+    written, estimate = bytes_on_disk(entry.path), dry_run_bytes(dry["stdout"])
+    words = sum(len(entry.split(s).labels) for s in entry.splits)
+    return {"dataset": name, "entry": entry.path, "words": words, "estimate_bytes": estimate,
+            "written_bytes": written, "estimate_ratio": estimate / written, "dry_run": dry["stdout"],
+            "extract_seconds": done["seconds"], "extract_peak_mb": done["peak_mb"],
+            "extract_report": done["stdout"]}
+
+
+def speed_figures(model: Path, data: Path, root: Path, env: dict, *, repeats: int) -> dict:
+    """Words/s of `extract` (fp32, bf16) against the forward pass alone on the same batches."""
+    from bench_extract import run_floor
+    from layercache.extract.datasets import load_dataset
+    from layercache.extract.run import ExtractConfig, extract
+
+    words = [w for w, _ in load_dataset(str(data)).splits["train"]]
+    n = sum(len(w) for w in words)
+    out = {}
+    for precision in ("fp32", "bf16"):
+        ext, floor = [], []
+        for r in range(repeats):
+            t0 = time.perf_counter()
+            extract(ExtractConfig(model=str(model), dataset=str(data), precision=precision,
+                                  cache_dir=str(root / f"{precision}{r}")), progress=False, log=lambda m: None)
+            ext.append(time.perf_counter() - t0)
+            floor.append(run_floor(words, str(model), precision=precision))
+        e, f = n / statistics.median(ext), n / statistics.median(floor)
+        out[precision] = {"words": n, "extract_wps": e, "floor_wps": f, "ratio": e / f, "extract_s": ext,
+                          "floor_s": floor}
+        say(f"{precision}: extract {e:,.0f} words/s, forward alone {f:,.0f} words/s ({e / f:.2f})")
+    return out
+
+
+def train_figures(entry: str, env: dict, out: Path, *, fusions, shots) -> list[dict]:
+    rows = []
+    for fusion in fusions:
+        for n in shots:
+            folder = out / f"{fusion}-{n}"
+            done = run(["train", "--cache", entry, "--fusion", fusion, "--shots", n, "--epochs", "1",
+                        "--eval-points", "1", "--out", str(folder)], env)
+            record = json.loads(max(folder.glob("*.json"), key=os.path.getmtime).read_text())
+            s = record["seconds"]
+            rows.append({"fusion": fusion, "shots": n, "params": record["params"],
+                         "train_sentences": record["n_train_sentences"], "steps": record["total_steps"],
+                         "ms_per_step": 1000 * s["train"] / max(record["total_steps"], 1), "eval_s": s["eval"],
+                         "load_s": s.get("load"), "wall_s": done["seconds"], "peak_mb": done["peak_mb"],
+                         "dev_f1": record["best_dev_f1"], "precision": record["config"]["precision"]})
+            say(f"{fusion} N={n}: peak {done['peak_mb']:,.0f} MB, {rows[-1]['ms_per_step']:.0f} ms/step, "
+                f"eval {s['eval']:.1f} s")
+    return rows
+
+
+def sweep_figures(entry: str, env: dict, out: Path) -> dict:
+    done = run(["sweep", "--cache", entry, "--fusions", "concat,dwatt", "--shots", "8", "--epochs", "1",
+                "--trials", "1", "--eval-points", "1", "--workers", "2", "--out", str(out)], env)
+    return {"wall_s": done["seconds"], "parent_peak_mb": done["peak_mb"], "worker_peak_mb": done["worker_peak_mb"]}
+
+
+def report(fig: dict) -> str:
+    gb = lambda b: f"{b / 1e9:.2f} GB"  # noqa: E731
+    lines = [f"Machine: {fig['cpu']}; {fig['cores']} cores. Encoder: roberta-large shape (24 x 1024, random "
+             f"weights), MiniLM's tokenizer; cache float16, forward bf16 unless said.", ""]
+    lines += ["| dataset | words | `--dry-run` estimate | written | ratio | extract peak RSS | extract time |",
+              "|---|---:|---:|---:|---:|---:|---:|"]
+    for e in fig["extract"]:
+        lines.append(f"| {e['dataset']} | {e['words']:,} | {gb(e['estimate_bytes'])} | {gb(e['written_bytes'])} | "
+                     f"{e['estimate_ratio']:.3f} | {e['extract_peak_mb']:,.0f} MB | {e['extract_seconds']:.0f} s |")
+    lines += ["", "| forward precision | extract words/s | forward alone words/s | ratio |", "|---|---:|---:|---:|"]
+    for p, s in fig["speed"].items():
+        lines.append(f"| {p} | {s['extract_wps']:,.0f} | {s['floor_wps']:,.0f} | {s['ratio']:.2f} |")
+    lines += ["", "| dataset | head | N | train sentences | params | ms/step | eval s (dev + test) | peak RSS |",
+              "|---|---|---|---:|---:|---:|---:|---:|"]
+    for name, rows in fig["train"].items():
+        for r in rows:
+            lines.append(f"| {name} | {r['fusion']} | {r['shots']} | {r['train_sentences']:,} | {r['params'] / 1e6:.1f}M | "
+                         f"{r['ms_per_step']:.0f} | {r['eval_s']:.1f} | {r['peak_mb']:,.0f} MB |")
+    lines += ["", "| dataset | 2-worker sweep (concat, dwatt, N = 8) | largest worker peak RSS | parent peak RSS |",
+              "|---|---:|---:|---:|"]
+    for name, s in fig["sweep"].items():
+        lines.append(f"| {name} | {s['wall_s']:.0f} s | {s['worker_peak_mb']:,.0f} MB | {s['parent_peak_mb']:,.0f} MB |")
+    lines += ["", "Parameter budgets (`train-head --dry-run`, paper Table 2):", "", "```", fig["budget"].strip(), "```"]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None) -> dict:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--data", default=str(CONLL))
+    p.add_argument("--out", default=str(REPO / "runs" / "rehearsal"), help="model, datasets, cache root, runs")
+    p.add_argument("--report", default=str(REPO / "docs" / "rehearsal"))
+    p.add_argument("--train-sentences", type=int, default=4000, help="train subset of the large dataset")
+    p.add_argument("--eval-sentences", type=int, default=None,
+                   help="dev and test sentences of the large dataset (default: all; fewer only to try the script)")
+    p.add_argument("--small-sentences", type=int, default=1000, help="sentences per split of the small dataset")
+    p.add_argument("--speed-sentences", type=int, default=300, help="train sentences timed for words/s")
+    p.add_argument("--repeats", type=int, default=3)
+    args = p.parse_args(argv)
+    out, report_dir = Path(args.out), Path(args.report)
+    env = dict(os.environ, LAYERCACHE_HOME=str(out / "cache"), PYTHONPATH=str(REPO))
+    os.environ["LAYERCACHE_HOME"] = env["LAYERCACHE_HOME"]
+    model = build_encoder(out / "roberta-large-shape")
+    data = Path(args.data)
+    sets = {"large": write_dataset(out / "data-large", data, {"train": args.train_sentences, "dev": args.eval_sentences,
+                                                                  "test": args.eval_sentences}),
+            "small": write_dataset(out / "data-small", data, {s: args.small_sentences for s in ("train", "dev", "test")})}
+    speed_data = write_dataset(out / "data-speed", data, {"train": args.speed_sentences})
+    fig = {"cpu": cpu_line(), "cores": os.cpu_count(), "command": " ".join(["python", *sys.argv])}
+    fig["extract"] = [extract_figures(name, d, model, env) for name, d in sets.items()]
+    fig["speed"] = speed_figures(model, speed_data, out / "speed-cache", env, repeats=args.repeats)
+    entries = {e["dataset"]: e["entry"] for e in fig["extract"]}
+    fig["budget"] = run(["train", "--cache", entries["large"], "--dry-run"], env)["stdout"]
+    fig["train"] = {"large": train_figures(entries["large"], env, out / "runs-large", fusions=("concat", "dwatt", "extra"),
+                                           shots=("8", "128", "all")),
+                    "small": train_figures(entries["small"], env, out / "runs-small", fusions=("concat",),
+                                           shots=("8", "all"))}
+    fig["sweep"] = {name: sweep_figures(e, env, out / f"sweep-{name}") for name, e in entries.items()}
+    report_dir.mkdir(parents=True, exist_ok=True)
+    (report_dir / "rehearsal.json").write_text(json.dumps(fig, indent=2))
+    text = report(fig)
+    (report_dir / "report.md").write_text(f"`{fig['command']}`\n\n" + text)
+    print(text)
+    return fig
+
+
+if __name__ == "__main__":
+    main()
