@@ -22,10 +22,15 @@ and the cache key needs a content fingerprint that does not depend on a path.
      recognised because every word carries a ``xx:`` / ``xxx:`` language prefix, which is
      stripped.
 3. An existing single file: a train-only CoNLL file (no dev split is made up).
-4. Anything else is a HF hub name: ``"conll03"``/``"conll2003"`` -> ``conll2003``,
-   ``"wikiann:LANG"`` -> ``wikiann`` with config ``LANG``, any other string as is. Offline (no
-   network, or ``HF_HUB_OFFLINE``/``HF_DATASETS_OFFLINE`` set and no local HF cache copy) this
-   fails at once with a message naming a local alternative; it never waits on the network.
+4. Anything else is a HF hub name (see :mod:`layercache.extract.hub_datasets`). ``datasets``
+   4.0 and later refuse dataset scripts, and the CoNLL-2003 and WikiAnn repositories are (or
+   were) script repositories, so their aliases read the hub's Parquet export instead (revision
+   ``refs/convert/parquet``, files ``<config>/<split>/*.parquet``, labels from the ``ner_tags``
+   ClassLabel kept in those files): ``"conll03"``/``"conll2003"`` -> ``eriktks/conll2003``
+   config ``conll2003``, ``"wikiann:LANG"`` -> ``unimelb-nlp/wikiann`` config ``LANG``. Any other
+   string goes to ``load_dataset`` as is. Offline (no network, or ``HF_HUB_OFFLINE``/
+   ``HF_DATASETS_OFFLINE`` set and no local HF cache copy) this fails at once with a message
+   naming a local alternative; it never waits on the network.
 
 CoNLL files: the word is the first whitespace-separated column (ASCII whitespace only, so odd
 Unicode spaces stay inside words), the tag the last; every token line of a file has the column
@@ -44,7 +49,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from layercache.errors import LayercacheError
-from layercache.hub import env_offline, hub_reachable
+from layercache.extract.hub_datasets import load_hub, one_line
 from layercache.extract.iob import detect_scheme, normalise_scheme, split_tag, to_iob2
 
 Sentence = tuple[list[str], list[str]]
@@ -67,7 +72,6 @@ _EXTENSIONS = ("", ".txt", ".conll", ".iob", ".tsv")
 _LANG_PREFIX = re.compile(r"([a-z]{2,3}):(?=.)")
 _ODD_SPACE = re.compile(r"[^\S \t\r\n\f\v]")  # Unicode whitespace that is not ASCII whitespace
 _ASCII_SPACE = re.compile(r"[ \t\r\n\f\v]+")
-_HUB_ALIASES = {"conll03": "conll2003", "conll2003": "conll2003"}
 
 
 @dataclass
@@ -273,7 +277,7 @@ def _read_wnut16() -> tuple[str, str, dict[str, list[Sentence]]]:
 
 
 # ---------------------------------------------------------------------------------------------
-# HF datasets (save_to_disk directories and the hub)
+# HF datasets (save_to_disk directories and the hub): DatasetDict -> sentences
 
 
 def _read_hf_disk(directory: Path) -> dict[str, list[Sentence]]:
@@ -284,7 +288,7 @@ def _read_hf_disk(directory: Path) -> dict[str, list[Sentence]]:
         loaded = datasets.load_from_disk(str(directory))
     except Exception as err:  # datasets raises many types; the user needs one line
         raise LayercacheError(
-            f"{directory}: cannot load datasets save_to_disk data: {_first_line(err)}"
+            f"{directory}: cannot load datasets save_to_disk data: {one_line(err)}"
         ) from None
     return _from_hf(loaded, where=str(directory))
 
@@ -340,54 +344,10 @@ def _hf_split(table, *, where: str) -> list[Sentence]:
     return sentences
 
 
-def _first_line(err: BaseException) -> str:
-    """One line of an exception for a one-line error message."""
-    text = str(err).strip().splitlines()
-    return f"{type(err).__name__}: {text[0] if text else ''}"
-
-
-def _unreachable(spec: str) -> LayercacheError:
-    """The message for a hub dataset we cannot fetch, naming the local alternative."""
-    if spec in _HUB_ALIASES:
-        hint = "a directory with eng.train/eng.testa/eng.testb (CoNLL-2003 files)"
-    elif spec.startswith("wikiann:"):
-        hint = "a directory with WikiAnn train/dev/test files (lines 'lang:word TAG')"
-    else:
-        hint = "a local directory (CoNLL files, WikiAnn files or a datasets save_to_disk directory)"
-    return LayercacheError(f"dataset {spec!r} needs the HF hub, which is unreachable; pass {hint} instead")
-
-
-def _hub_target(spec: str) -> tuple[str, tuple[str, ...]]:
-    """(short name, load_dataset arguments) for a hub spec."""
-    if spec in _HUB_ALIASES:
-        return _HUB_ALIASES[spec], (_HUB_ALIASES[spec],)
-    if spec.startswith("wikiann:"):
-        lang = spec.split(":", 1)[1]
-        if not lang:
-            raise LayercacheError(f"dataset {spec!r}: give a language, e.g. 'wikiann:en'")
-        return f"wikiann-{lang}", ("wikiann", lang)
-    return spec.rstrip("/").rsplit("/", 1)[-1], (spec,)
-
-
 def _read_hub(spec: str) -> tuple[str, str, dict[str, list[Sentence]]]:
-    """Load from the HF hub (or its local cache when offline); never blocks on a dead network."""
-    name, args = _hub_target(spec)
-    import datasets
-
-    if env_offline():
-        if not datasets.config.HF_HUB_OFFLINE:  # set after import: the library would still dial out
-            raise _unreachable(spec)
-    elif not hub_reachable():
-        raise _unreachable(spec)
-    try:
-        loaded = datasets.load_dataset(*args)
-    except Exception as err:  # offline cache miss, unknown name, connection drop, ...
-        if env_offline() or isinstance(err, (ConnectionError, OSError, TimeoutError)):
-            raise _unreachable(spec) from None
-        raise LayercacheError(
-            f"could not load dataset {spec!r} from the HF hub: {_first_line(err)}"
-        ) from None
-    return name, f"hf:{'/'.join(args)}", _from_hf(loaded, where=f"hf dataset {spec!r}")
+    """A hub dataset (script-free source chosen by hub_datasets), converted like a local one."""
+    name, source, loaded = load_hub(spec)
+    return name, source, _from_hf(loaded, where=f"hf dataset {spec!r}")
 
 
 # ---------------------------------------------------------------------------------------------
