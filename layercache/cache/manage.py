@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import os
 import shutil
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from ..errors import LayercacheError
-from .layout import is_remote, local_path
+from .layout import KEY_FIELDS, is_remote, local_path
 from .store import open_group
+
+# The key fields that tell two entries of one model and dataset apart: how the rows were made.
+OPTION_FIELDS = ("granularity", "pooling", "dtype", "precision", "max_length")
 
 
 @dataclass
@@ -21,18 +24,20 @@ class EntryStatus:
     splits: dict[str, bool]  # split -> complete
     finished: str | None  # newest finish time among complete splits
     bytes_on_disk: int | None
+    fields: dict = field(default_factory=dict)  # the stored key fields, and the task
 
     @property
     def complete(self) -> bool:
         return bool(self.splits) and all(self.splits.values())
 
 
-def list_entries(root: str) -> list[EntryStatus]:
-    """Every entry directly under `root` (a path or an fsspec URL), newest first."""
+def list_entries(root: str, *, sizes: bool = True) -> list[EntryStatus]:
+    """Every entry directly under `root` (a path or an fsspec URL), newest first; ``sizes=False``
+    skips walking each entry's files (bytes_on_disk is None), for callers that only match entries."""
     out = []
     for path in _children(root):
         try:
-            out.append(entry_status(path))
+            out.append(entry_status(path, size=sizes))
         except Exception:  # not ours or damaged: `info`/`verify` say why
             continue
     return sorted(out, key=lambda e: e.finished or "", reverse=True)
@@ -53,7 +58,7 @@ def _children(root: str) -> list[str]:
     return [os.path.join(base, n) for n in sorted(os.listdir(base)) if os.path.isfile(os.path.join(base, n, "zarr.json"))]
 
 
-def entry_status(path: str) -> EntryStatus:
+def entry_status(path: str, *, size: bool = True) -> EntryStatus:
     group = open_group(path, mode="r")
     attrs = dict(group.attrs)
     if not attrs.get("format_version"):
@@ -66,8 +71,33 @@ def entry_status(path: str) -> EntryStatus:
         splits[name] = done
         if done and g.attrs.get("finished"):
             finished.append(g.attrs["finished"])
+    fields = {f: attrs[f] for f in KEY_FIELDS if f in attrs}
+    fields["task"] = attrs.get("task", "ner")
     return EntryStatus(path=path, model=attrs.get("model", "?"), dataset=attrs.get("dataset", "?"), splits=splits,
-                       finished=max(finished) if finished else None, bytes_on_disk=bytes_on_disk(path))
+                       finished=max(finished) if finished else None,
+                       bytes_on_disk=bytes_on_disk(path) if size else None, fields=fields)
+
+
+def options_label(fields: dict) -> str:
+    """The options that tell entries apart, compactly: ``word/first float16 fp32-forward max 512``."""
+    rows = fields.get("granularity", "?")
+    if fields.get("pooling") not in (None, "none"):
+        rows += f"/{fields['pooling']}"
+    return (f"{rows} {fields.get('dtype', '?')} {fields.get('precision', '?')}-forward "
+            f"max {fields.get('max_length', '?')}")
+
+
+def variants(root: str, fields: dict) -> list[EntryStatus]:
+    """Entries under ``root`` of the same model, revision, dataset content and task as ``fields``
+    (another entry's, or the one `extract` would make), newest first; sizes are not read."""
+    same = ("model", "model_revision", "dataset_fingerprint", "task")
+    want = {f: fields.get(f, "ner" if f == "task" else None) for f in same}
+    return [e for e in list_entries(root, sizes=False) if all(e.fields.get(f) == want[f] for f in same)]
+
+
+def differences(fields: dict, other: dict, names=OPTION_FIELDS) -> dict:
+    """{name: other's value} for each of ``names`` where ``other`` differs from ``fields``."""
+    return {n: other.get(n) for n in names if other.get(n) != fields.get(n)}
 
 
 def latest_complete(root: str) -> EntryStatus | None:

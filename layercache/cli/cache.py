@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import posixpath
 import sys
 
 import click
@@ -10,7 +11,7 @@ import click
 from .errors import friendly_errors, human_bytes
 from .options import cache_dir_option
 from ..cache.layout import cache_root
-from ..cache.manage import entry_status, list_entries, remove, verify
+from ..cache.manage import differences, entry_status, list_entries, options_label, remove, variants, verify
 from ..cache.store import open_group
 
 
@@ -18,7 +19,8 @@ from ..cache.store import open_group
 @cache_dir_option
 @friendly_errors
 def ls_cmd(cache_dir):
-    """List entries, newest first."""
+    """List entries, newest first, with the options that tell them apart (rows/pooling, storage
+    dtype, forward precision, max length)."""
     root = cache_root(cache_dir)
     entries = list_entries(root)
     if not entries:
@@ -26,7 +28,8 @@ def ls_cmd(cache_dir):
         return
     for e in entries:
         state = ", ".join(f"{s}{'' if ok else ' (incomplete)'}" for s, ok in e.splits.items())
-        click.echo(f"{e.path}\n    {e.model} on {e.dataset}: {state}; {human_bytes(e.bytes_on_disk)}; {e.finished or 'unfinished'}")
+        click.echo(f"{e.path}\n    {e.model} on {e.dataset} [{options_label(e.fields)}]: {state}; "
+                   f"{human_bytes(e.bytes_on_disk)}; {e.finished or 'unfinished'}")
 
 
 @click.command("info")
@@ -55,9 +58,18 @@ def info_cmd(path, as_json):
     click.echo(f"  storage    {meta['granularity']} rows, pooling {meta['pooling']}, {meta['dtype']}, "
                f"forward {meta['precision']}, max length {meta['max_length']}")
     click.echo(f"  on disk    {human_bytes(status.bytes_on_disk)}")
+    for other in _variants(path, status):
+        diff = ", ".join(f"{n} {v}" for n, v in differences(status.fields, other.fields).items())
+        click.echo(f"  variant    {other.path} ({diff})")
     for name, a in splits.items():
         state = "complete" if a.get("complete") else "INCOMPLETE (rerun extract to resume)"
         click.echo(f"  {name:<5} {a['n_sentences']:>8,} sentences {a['n_words']:>10,} words  hidden {a['hidden_shape']}  {state}")
+
+
+def _variants(path: str, status):
+    """The other entries of this model and dataset beside ``path``: which one a head reads is a choice."""
+    root, name = posixpath.split(path.rstrip("/"))
+    return [e for e in variants(root or ".", status.fields) if posixpath.basename(e.path.rstrip("/")) != name]
 
 
 @click.command("rm")
@@ -77,11 +89,12 @@ def rm_cmd(path, yes):
 @click.argument("path")
 @friendly_errors
 def verify_cmd(path):
-    """Re-read every chunk and check its crc32c checksum."""
+    """Re-read every chunk, check its crc32c checksum, and count non-finite hidden values."""
     problems = verify(path, progress=sys.stderr.isatty())
     for p in problems:
         click.echo(p, err=True)
     if problems:
-        click.echo(f"{len(problems)} corrupt or unreadable chunks in {path}", err=True)
+        click.echo(f"{len(problems)} problems in {path} (corrupt or unreadable chunks, non-finite hidden values)",
+                   err=True)
         sys.exit(1)
-    click.echo(f"ok: every chunk of {path} reads back and matches its checksum")
+    click.echo(f"ok: every chunk of {path} reads back and matches its checksum; every hidden value is finite")
