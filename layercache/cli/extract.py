@@ -8,6 +8,7 @@ import click
 
 from .errors import friendly_errors, human_bytes
 from .options import cache_dir_option, device_option, masking_options, task_option
+from ..extract.estimate import Estimate, estimate
 from ..extract.run import DTYPES, GRANULARITIES, POOLINGS, ExtractConfig, extract
 
 
@@ -37,9 +38,12 @@ def _splits(value: str | None):
 @masking_options
 @click.option("--trust-remote-code", is_flag=True, help="Allow model code from the hub to run (off by default).")
 @click.option("--quiet", is_flag=True, help="No progress bar.")
+@click.option("--dry-run", is_flag=True,
+              help="Print the rows and bytes each split would take, the free space and the estimated time; "
+                   "load no weights and write nothing.")
 @friendly_errors
 def main(model, task, dataset, splits, granularity, pooling, dtype, precision, max_length, token_budget, cache_dir,
-         device, unit_rows, block_size, mask_seed, mlm_probability, trust_remote_code, quiet):
+         device, unit_rows, block_size, mask_seed, mlm_probability, trust_remote_code, quiet, dry_run):
     """Run a frozen encoder once over a dataset and cache every layer's hidden states."""
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     config = ExtractConfig(model=model, dataset=dataset, splits=_splits(splits), granularity=granularity,
@@ -47,6 +51,9 @@ def main(model, task, dataset, splits, granularity, pooling, dtype, precision, m
                            precision=precision, cache_dir=cache_dir, device=device, unit_rows=unit_rows,
                            trust_remote_code=trust_remote_code, task=task, block_size=block_size, mask_seed=mask_seed,
                            mlm_probability=mlm_probability)
+    if dry_run:
+        _print_estimate(estimate(config), task=task)
+        return
     result = extract(config, progress=not quiet, log=lambda m: click.echo(m, err=True))
     if int(os.environ.get("RANK", "0")) != 0:
         return
@@ -65,6 +72,39 @@ def main(model, task, dataset, splits, granularity, pooling, dtype, precision, m
             f"  {s.split:<5} {s.sentences:>7,} {sentences} {s.words:>9,} {words}  hidden [{s.rows:,}, {s.layers}, {s.width}] "
             f"{s.dtype}  {human_bytes(s.bytes_on_disk)}  ({note}{'; ' + ', '.join(extra) if extra else ''})"
         )
+
+
+def _print_estimate(est: Estimate, *, task: str) -> None:
+    words = "tokens" if task == "mlm" else "words"
+    rows = words if est.granularity == "word" else "subwords"
+    click.echo(f"dry run, nothing written: {est.path}")
+    click.echo(f"  hidden [rows, {est.layers}, {est.width}] {est.dtype}, a row per {rows[:-1]}")
+    for s in est.splits:
+        note = "reused, 0 B to write" if s.reused else f"{human_bytes(s.to_write)} to write"
+        click.echo(f"  {s.split:<5} {s.rows:>11,} rows ({rows})  {human_bytes(s.bytes):>10}  ({note})")
+    total_rows = sum(s.rows for s in est.splits)
+    click.echo(f"  total {total_rows:>11,} rows  {human_bytes(est.total):>10}  ({human_bytes(est.to_write)} to write)")
+    if est.free is None:
+        click.echo(f"free space at {est.root}: unknown (remote root)")
+    else:
+        verdict = "fits" if est.fits else f"DOES NOT FIT: {human_bytes(est.to_write - est.free)} short"
+        click.echo(f"free space at {est.root}: {human_bytes(est.free)} ({verdict})")
+    if not est.words_to_write:
+        click.echo("estimated time: none, every split is cached")
+    elif est.rate is None:
+        click.echo(f"estimated time: unknown (no complete entry of this model and precision on {est.root} "
+                   f"has measured a rate)")
+    else:
+        click.echo(f"estimated time: {_duration(est.seconds)} for {est.words_to_write:,} {words} at "
+                   f"{est.rate:,.0f} {words}/s, as measured by {est.rate_source}")
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 5400:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
 
 
 if __name__ == "__main__":

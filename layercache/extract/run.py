@@ -229,6 +229,10 @@ def extract(config: ExtractConfig, *, progress: bool = True, log=print) -> Extra
             result.splits.append(_summary_from_cache(path, split, reused=True))
     if not todo and not (mlm and not _lm_complete(path)):
         return result
+    from .estimate import check_free_space  # imported here: estimate builds on this module
+
+    # Before the lock file or the entry exists: a run that cannot fit writes nothing at all.
+    check_free_space(config, dataset, info, path, attrs, todo, tokenizer=tokenizer)
     with EntryLock(path, log=log) if ranks.main else contextlib.nullcontext():
         ranks.barrier()  # the other ranks start once rank 0 holds the entry
         device = ranks.device(config.device)
