@@ -30,6 +30,8 @@ from pathlib import Path
 from _common import CONLL, REPO, say
 from bench_roofline import cpu_line
 
+from layercache.cache.manage import list_entries
+
 ROBERTA_LARGE = dict(hidden_size=1024, num_hidden_layers=24, num_attention_heads=16, intermediate_size=4096,
                      max_position_embeddings=514, type_vocab_size=1)
 
@@ -114,26 +116,26 @@ def run(args: list[str], env: dict) -> dict:
         sys.stderr.write(out + err)
         raise SystemExit(f"rehearsal: `layercache {' '.join(args)}` exited {proc.returncode}")
     children = [mb for pid, mb in peaks.items() if pid != proc.pid]
-    return {"stdout": out, "seconds": time.perf_counter() - t0, "peak_mb": peaks.get(proc.pid, 0.0),
+    return {"stdout": out, "stderr": err, "seconds": time.perf_counter() - t0, "peak_mb": peaks.get(proc.pid, 0.0),
             "worker_peak_mb": max(children, default=None)}
-
-
-def dry_run_bytes(text: str) -> int:
-    """The total bytes `extract --dry-run` printed (its 'total' line)."""
-    line = next(l for l in text.splitlines() if l.lower().lstrip("| ").startswith("total"))
-    return int(max(re.findall(r"\d[\d,]*", line), key=lambda s: int(s.replace(",", ""))).replace(",", ""))
 
 
 def extract_figures(name: str, data: Path, model: Path, env: dict) -> dict:
     from layercache.cache.manage import bytes_on_disk
     from layercache.experiments.find import resolve_entry
 
+    from layercache.extract.estimate import estimate
+    from layercache.extract.run import ExtractConfig
+
     base = ["extract", "--model", str(model), "--dataset", str(data), "--precision", "bf16", "--quiet"]
-    dry = run([*base, "--dry-run"], env)
+    dry = run([*base, "--dry-run"], env)  # what the user sees; the figure comes from the same estimator
+    guess = estimate(ExtractConfig(model=str(model), dataset=str(data), precision="bf16",
+                                   cache_dir=env["LAYERCACHE_HOME"]), rate=False)
     done = run(base, env)
     entry = resolve_entry(model=str(model), dataset=str(data), cache_dir=env["LAYERCACHE_HOME"],
                           extract_options={"precision": "bf16"}, log=say)
-    written, estimate = bytes_on_disk(entry.path), dry_run_bytes(dry["stdout"])
+    written = bytes_on_disk(entry.path)
+    estimate = guess.entry_bytes + sum(s.bytes for s in guess.splits)
     words = sum(len(entry.split(s).labels) for s in entry.splits)
     return {"dataset": name, "entry": entry.path, "words": words, "estimate_bytes": estimate,
             "written_bytes": written, "estimate_ratio": estimate / written, "dry_run": dry["stdout"],
@@ -212,6 +214,8 @@ def report(fig: dict) -> str:
               "|---|---:|---:|---:|"]
     for name, s in fig["sweep"].items():
         lines.append(f"| {name} | {s['wall_s']:.0f} s | {s['worker_peak_mb']:,.0f} MB | {s['parent_peak_mb']:,.0f} MB |")
+    lines += ["", f"`train-head --model ... --dataset ... --dry-run` (extract's default options ask for an fp32 forward): "
+              f"{' '.join(fig['reuse_log'])}"]
     lines += ["", "Parameter budgets (`train-head --dry-run`, paper Table 2):", "", "```", fig["budget"].strip(), "```"]
     return "\n".join(lines) + "\n"
 
@@ -241,7 +245,12 @@ def main(argv=None) -> dict:
     fig["extract"] = [extract_figures(name, d, model, env) for name, d in sets.items()]
     fig["speed"] = speed_figures(model, speed_data, out / "speed-cache", env, repeats=args.repeats)
     entries = {e["dataset"]: e["entry"] for e in fig["extract"]}
-    fig["budget"] = run(["train", "--cache", entries["large"], "--dry-run"], env)["stdout"]
+    # The design card's way in: --model/--dataset with extract's default options finds the bf16 entry.
+    before = len(list_entries(env["LAYERCACHE_HOME"], sizes=False))
+    budget = run(["train", "--model", str(model), "--dataset", str(sets["large"]), "--dry-run"], env)
+    fig["budget"], fig["reuse_log"] = budget["stdout"], budget["stderr"].strip().splitlines()[-1:]
+    if len(list_entries(env["LAYERCACHE_HOME"], sizes=False)) != before:
+        raise SystemExit("rehearsal: train --model/--dataset wrote a second entry")
     fig["train"] = {"large": train_figures(entries["large"], env, out / "runs-large", fusions=("concat", "dwatt", "extra"),
                                            shots=("8", "128", "all")),
                     "small": train_figures(entries["small"], env, out / "runs-small", fusions=("concat",),
