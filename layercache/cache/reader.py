@@ -104,6 +104,15 @@ class CacheSplit:
     def n_rows(self) -> int:
         return int(self.offsets[-1])
 
+    def nbytes(self, *, rows: int, layers: int) -> int:
+        """Bytes of ``rows`` rows of ``layers`` layers as `hidden` returns them (bfloat16 as float32)."""
+        itemsize = 4 if self.entry.meta.get("dtype") == "bfloat16" else self._hidden.dtype.itemsize
+        return int(rows) * int(layers) * self._hidden.shape[2] * itemsize
+
+    @property
+    def dim(self) -> int:
+        return int(self._hidden.shape[2])
+
     def rows_of(self, sentences) -> np.ndarray:
         """Row indices of the given sentences, concatenated in the order given."""
         sentences = np.asarray(sentences, dtype=np.int64)

@@ -1,10 +1,11 @@
-"""The hidden states a head trains on, read from the cache once and kept in memory.
+"""The hidden states a head trains on, read from the cache.
 
-A run reads the cache exactly once: the train sentences it needs (a few-shot sample, a union of
-samples for a sweep, or the whole split) with the layers it needs, and the whole dev (and test)
-split with only the fused layers. Storage stays float16 in memory; a batch is converted to float32
-on the fly. A sweep builds one `HeadData` and calls `train_head` on it many times: the sample of a
-run is then picked from memory by index, never by another cache read.
+A run reads the train sentences it needs (a few-shot sample, a union of samples for a sweep, or the
+whole split) with the layers it needs, and dev (and test) with only the fused layers. A part whose
+fused layers fit in `budget.MEMORY_BUDGET_BYTES` is read once and held (storage dtype; a batch is
+converted to float32 on the fly); a larger one is a `stream.StreamedSplit`, read block by block
+whenever it is used. A sweep builds one `HeadData` and calls `train_head` on it many times: the
+sample of a run is then picked from memory by index (or read alone, when train streams).
 
 Layer ids are the cache's (0 = embedding output, 1..L = the transformer layers, as in the paper).
 """
@@ -19,6 +20,7 @@ import numpy as np
 from ..cache.reader import MetaViews, rows_of
 from ..errors import LayercacheError
 from ..layers import LayerSpec, parse_layers, rank_layers
+from . import budget
 from .sampling import entity_types, few_shot_sample, shot_size
 
 IGNORE = -100  # label of padding and of non-first subwords: no loss, not evaluated
@@ -43,6 +45,8 @@ class Sentences:
     ``offsets [n + 1]`` (sentence i = rows offsets[i]:offsets[i + 1]) and ``labels [rows]``."""
 
     static = True  # the hidden states never change (cached); live splits say False
+    streamed = False  # read from the cache block by block (`stream.StreamedSplit`), never held whole
+    starts = None  # the cache row where each sentence starts, when known: it fixes the evaluation blocks
 
     @property
     def n_sentences(self) -> int:
@@ -60,9 +64,27 @@ class Sentences:
         """Row indices of the sentences at ``positions``, concatenated."""
         return rows_of(self.offsets, positions)
 
-    def length_order(self) -> np.ndarray:
-        """Positions sorted by length (stable): evaluation batches with little padding."""
-        return np.argsort(self.lengths, kind="stable")
+    def block_keys(self) -> np.ndarray:
+        """The evaluation block of each sentence: its first cache row // BLOCK_ROWS. Held and streamed
+        splits group alike; a split that does not know its cache rows (live) is one block."""
+        if self.starts is None:
+            return np.zeros(self.n_sentences, dtype=np.int64)
+        return np.asarray(self.starts, dtype=np.int64) // budget.BLOCK_ROWS
+
+    def eval_groups(self, batch_size: int) -> list[np.ndarray]:
+        """Positions of each evaluation batch: block after block in cache order, length-sorted
+        (stable) within a block, at most ``batch_size``, never spanning blocks. A streamed split
+        then needs one block at a time, and a held one batches exactly alike (same numbers)."""
+        keys = self.block_keys()
+        order = np.lexsort((self.lengths, keys))  # stable: ties keep the split's order
+        blocks = np.split(order, np.flatnonzero(np.diff(keys[order])) + 1)
+        return [block[i:i + batch_size] for block in blocks for i in range(0, len(block), batch_size)]
+
+    def epoch_order(self, generator) -> np.ndarray:
+        """The positions of one training epoch, in order: a permutation drawn from ``generator``."""
+        import torch
+
+        return torch.randperm(self.n_sentences, generator=generator).numpy()
 
     def begin_epoch(self, epoch: int, *, seed: int) -> None:
         """Called before each training epoch; cached splits have nothing to redo (FT MLM re-masks)."""
@@ -84,6 +106,7 @@ class Split(Protocol):
     layers: tuple[int, ...]
     sentence_ids: np.ndarray
     static: bool
+    streamed: bool
     n_sentences: int
     lengths: np.ndarray
     n_words: int
@@ -93,7 +116,8 @@ class Split(Protocol):
     def begin_epoch(self, epoch: int, *, seed: int) -> None: ...
     def take_layers(self, layers: Sequence[int]) -> "Split": ...
     def batch(self, positions, *, device, packed: bool = False, multiple: int = 1) -> Batch: ...
-    def length_order(self) -> np.ndarray: ...
+    def eval_groups(self, batch_size: int) -> list[np.ndarray]: ...
+    def epoch_order(self, generator) -> np.ndarray: ...
     def cached(self, key, build): ...
 
 
@@ -107,6 +131,7 @@ class SplitArrays(Sentences):
     offsets: np.ndarray  # [n + 1] int64, sentence i = rows offsets[i]:offsets[i + 1]
     layers: tuple[int, ...]  # the cache layer id of each hidden[:, j]
     sentence_ids: np.ndarray  # [n] the cache's sentence ids, in the order held
+    starts: np.ndarray | None = None  # [n] the cache row of each sentence's first row (None: unknown)
     _memo: dict = field(default_factory=dict, repr=False)  # built once: tensors per device, true entities
     _last_view: tuple = field(default=(), repr=False)  # (layers, SplitArrays): a sweep's runs share it
 
@@ -119,7 +144,7 @@ class SplitArrays(Sentences):
         rows = self.rows_of(positions)
         offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
         return SplitArrays(self.name, self.hidden[rows], self.labels[rows], offsets, self.layers,
-                           self.sentence_ids[positions])
+                           self.sentence_ids[positions], None if self.starts is None else self.starts[positions])
 
     def take_layers(self, layers: Sequence[int]) -> "SplitArrays":
         """Only the given cache layers (which must be held), in the order given."""
@@ -136,9 +161,13 @@ class SplitArrays(Sentences):
             return self._last_view[1]
         index = [self.layers.index(x) for x in layers]
         view = SplitArrays(self.name, np.ascontiguousarray(self.hidden[:, index]), self.labels, self.offsets,
-                           layers, self.sentence_ids)
+                           layers, self.sentence_ids, self.starts)
         self._last_view = (layers, view)  # only the last: dev of a big cache is hundreds of MB per view
         return view
+
+    def layer(self, layer: int) -> np.ndarray:
+        """[rows, d] of one held cache layer."""
+        return self.hidden[:, self.layers.index(layer)]
 
     @property
     def row_bytes(self) -> int:
@@ -194,9 +223,9 @@ class SplitArrays(Sentences):
         return Batch(x.float(), mask, y)
 
 
-def _load_split(split, *, sentences, layers: Sequence[int]) -> SplitArrays:
-    """Read ``sentences`` (None = all, in order) of a `CacheSplit` with ``layers``: one cache read."""
-    hidden = split.hidden(sentences=sentences, layers=list(layers))  # [rows, L, d] storage dtype
+def sentence_rows(split, sentences) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(cache ids, offsets, labels) of ``sentences`` (None = all, in order) of a `CacheSplit`: the
+    bookkeeping kept for them, whether their hidden states are held or streamed."""
     if sentences is None:
         ids = np.arange(split.n_sentences, dtype=np.int64)
         rows = slice(None)
@@ -213,7 +242,15 @@ def _load_split(split, *, sentences, layers: Sequence[int]) -> SplitArrays:
         first[1:] = word_index[1:] != word_index[:-1]
         first[offsets[:-1][np.diff(offsets) > 0]] = True  # every sentence starts a word
         labels[~first] = IGNORE
-    return SplitArrays(split.name, np.ascontiguousarray(hidden), labels, offsets, tuple(int(x) for x in layers), ids)
+    return ids, offsets, labels
+
+
+def _load_split(split, *, sentences, layers: Sequence[int]) -> SplitArrays:
+    """Read ``sentences`` (None = all, in order) of a `CacheSplit` with ``layers``: one cache read."""
+    ids, offsets, labels = sentence_rows(split, sentences)
+    hidden = split.hidden(sentences=sentences, layers=list(layers))  # [rows, L, d] storage dtype
+    return SplitArrays(split.name, np.ascontiguousarray(hidden), labels, offsets, tuple(int(x) for x in layers), ids,
+                       split.offsets[ids].astype(np.int64))
 
 
 # ----------------------------------------------------------------------------------------------
@@ -249,14 +286,14 @@ class RunData(Protocol):
 
 @dataclass(eq=False)
 class HeadData(EntryViews):
-    """Train sentences (some or all) and dev/test splits in memory, plus the entry's metadata."""
+    """Train sentences (some or all) and dev/test splits, held or streamed, plus the entry's metadata."""
 
     meta: dict  # the cache entry's attributes (model, key, hidden_size, num_layers, label_names, ...)
     path: str  # the cache entry
-    train: SplitArrays  # the train sentences held, sorted by cache id
+    train: Split  # the train sentences held or streamed, sorted by cache id
     n_train_total: int  # sentences in the cache's train split: what samples are drawn from
-    dev: SplitArrays
-    test: SplitArrays | None = None
+    dev: Split
+    test: Split | None = None
     lm: dict = field(default_factory=dict)  # MLM: the cache's lm/* arrays (embeddings [vocab, d], the head's init)
 
     def trainable_backbone(self, config) -> None:
@@ -266,7 +303,8 @@ class HeadData(EntryViews):
         return None
 
     def sample(self, *, shots: int | None, seed: int) -> tuple[np.ndarray, SplitArrays]:
-        """(cache ids, train sentences) of the seeded few-shot sample, picked from memory."""
+        """(cache ids, train sentences) of the seeded few-shot sample, picked from memory; from a
+        streamed train, the sample alone is read and held (all of train stays streamed)."""
         ids = few_shot_sample(self.n_train_total, shots=shots, n_types=self.shot_size, seed=seed)
         held = self.train.sentence_ids  # sorted
         positions = np.searchsorted(held, ids)
@@ -278,10 +316,12 @@ class HeadData(EntryViews):
                 f"not loaded (e.g. id {int(ids[~ok][0])}); load the data with train_sentences=None or a "
                 f"superset of the samples"
             )
+        if self.train.streamed and not np.array_equal(positions, np.arange(self.train.n_sentences)):
+            return ids, self.train.hold(positions)
         return ids, self.train.select(positions)
 
 
-def choose_layers(spec: LayerSpec, train: SplitArrays, *, seed: int):
+def choose_layers(spec: LayerSpec, train: Split, *, seed: int):
     """(fused layers, nu scores or None): auto:K ranks the candidates by nu on ``train`` (the run's
     own sample), with the tags as token classes and at most 2000 tokens per tag (seeded)."""
     if spec.k is None:
@@ -298,7 +338,7 @@ def choose_layers(spec: LayerSpec, train: SplitArrays, *, seed: int):
     if missing:
         raise LayercacheError(f"auto:{spec.k} ranks layers {list(spec.candidates)}, but layers {missing} of the "
                               f"train sentences are not loaded (held: {list(train.layers)})")
-    scores = rank_layers(lambda layer: train.hidden[:, train.layers.index(layer)], train.labels,  # [rows, d]
+    scores = rank_layers(train.layer, train.labels,  # one [rows, d] layer at a time
                          layer_ids=list(spec.candidates), seed=seed, ignore_label=IGNORE)
     return spec.fused(scores), scores
 
@@ -306,7 +346,8 @@ def choose_layers(spec: LayerSpec, train: SplitArrays, *, seed: int):
 def load_data(entry, *, layers: Sequence[int] | None = None, eval_layers: Sequence[int] | None = None,
               train_sentences: Sequence[int] | None = None) -> HeadData:
     """Read a `CacheEntry` once: ``train_sentences`` (None = all) of train with ``layers`` (None =
-    1..L), and all of dev (and test, if cached) with ``eval_layers`` (None = ``layers``).
+    1..L), and all of dev (and test, if cached) with ``eval_layers`` (None = ``layers``); each part
+    larger than the memory budget streams instead (`stream.open_split`).
 
     A sweep loads all of train (or the union of its samples) once and runs `train_head` on it."""
     L = entry.num_layers
@@ -319,7 +360,7 @@ def load_data(entry, *, layers: Sequence[int] | None = None, eval_layers: Sequen
     _require_splits(entry)
     if train_sentences is not None:
         train_sentences = np.unique(np.asarray(train_sentences, dtype=np.int64))  # sorted, for lookups
-    train = _load_split(entry.split("train"), sentences=train_sentences, layers=layers)
+    train = _open_split(entry.split("train"), sentences=train_sentences, layers=layers)
     return _assemble(entry, train, eval_layers)
 
 
@@ -333,7 +374,8 @@ def load_for_run(entry, *, layers: str | None, shots: int | None, seed: int) -> 
     if shots is not None:
         ids = few_shot_sample(train_split.n_sentences, shots=shots, n_types=shot_size(entry.meta), seed=seed)
         ids = np.sort(ids)
-    train = _load_split(train_split, sentences=ids, layers=spec.candidates)
+    # A few-shot sample is always held; all of train streams when it exceeds the budget.
+    train = (_load_split if ids is not None else _open_split)(train_split, sentences=ids, layers=spec.candidates)
     fused, _ = choose_layers(spec, train, seed=seed)
     return _assemble(entry, train, fused)
 
@@ -345,13 +387,19 @@ def _require_splits(entry) -> None:
                                   f"extract it first")
 
 
-def _assemble(entry, train: SplitArrays, eval_layers: Sequence[int]) -> HeadData:
-    """A `HeadData` around an already-read train part: dev and test read with ``eval_layers`` only."""
+def _open_split(split, *, sentences, layers: Sequence[int]) -> Split:
+    from .stream import open_split  # stream builds on this module's classes
+
+    return open_split(split, sentences=sentences, layers=layers)
+
+
+def _assemble(entry, train: Split, eval_layers: Sequence[int]) -> HeadData:
+    """A `HeadData` around an already-read train part: dev and test with ``eval_layers`` only."""
     eval_layers = tuple(int(x) for x in eval_layers)
-    test = _load_split(entry.split("test"), sentences=None, layers=eval_layers) if "test" in entry.splits else None
+    test = _open_split(entry.split("test"), sentences=None, layers=eval_layers) if "test" in entry.splits else None
     return HeadData(meta=dict(entry.meta), path=entry.path, train=train,
                     n_train_total=entry.split("train").n_sentences,
-                    dev=_load_split(entry.split("dev"), sentences=None, layers=eval_layers), test=test,
+                    dev=_open_split(entry.split("dev"), sentences=None, layers=eval_layers), test=test,
                     lm=lm_arrays(entry))
 
 

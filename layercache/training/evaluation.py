@@ -1,6 +1,7 @@
 """Scoring a head on a split: seqeval micro-F1 and mean token cross-entropy, forward passes in
-length-sorted batches. What never changes for a split (its gold entities, and for cached splits
-its padded batches) is built once and kept by the split (`cached`)."""
+length-sorted batches within blocks of the cache (`Sentences.eval_groups`), the same batches
+whether the split is held or streamed. What never changes for a split (its gold entities, and for
+held splits their padded batches) is built once and kept by the split (`cached`)."""
 
 from __future__ import annotations
 
@@ -10,18 +11,20 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from ..cache.reader import rows_of
+from . import budget
 from .data import IGNORE, Split
 from .metrics import Chunker, entity_f1
-
-EVAL_CACHE_BYTES = 1 << 30  # padded float32 eval batches up to this size are built once per split
 
 
 def score(tagger, split: Split, *, device, label_names, batch_size: int, autocast=None) -> tuple[float, float]:
     """(seqeval micro-F1, mean token cross-entropy) of ``tagger`` on ``split``; forward passes under
-    ``autocast`` (the run's precision) when given."""
+    ``autocast`` (the run's precision) when given. Entities are compared in the split's own sentence
+    order, so the F1 does not depend on the order the batches come in."""
     tagger.eval()
     counts, preds = [], []
     loss_sum = torch.zeros((), device=device, dtype=torch.float64)
+    groups = split.eval_groups(batch_size)
     with torch.inference_mode(), autocast or contextlib.nullcontext():
         for batch in eval_batches(split, device=device, batch_size=batch_size):
             logits = tagger(batch.hidden, batch.mask).float()  # [B, T, n_labels]
@@ -30,45 +33,53 @@ def score(tagger, split: Split, *, device, label_names, batch_size: int, autocas
             keep = batch.labels != IGNORE  # [B, T]
             counts.append(keep.sum(1).cpu().numpy())  # words per sentence
             preds.append(logits.argmax(-1)[keep].cpu().numpy())  # flat, sentence after sentence
-    counts, preds = np.concatenate(counts), np.concatenate(preds)
+    counts, preds = _in_split_order(groups, np.concatenate(counts), np.concatenate(preds))
     label_names = tuple(str(n) for n in label_names)
     chunker = split.cached(("chunker", label_names), lambda: Chunker(label_names))
-    gold = split.cached(("gold entities", label_names), lambda: _gold_entities(split, chunker, counts))
+    gold = split.cached(("gold entities", label_names), lambda: _gold_entities(split, chunker))
     return entity_f1(gold, chunker(preds, counts)), float(loss_sum) / max(int(counts.sum()), 1)
 
 
-def _gold_entities(split: Split, chunker: Chunker, counts: np.ndarray) -> set:
-    """The split's true entities, in the length order the predictions come in."""
-    order = split.length_order()
-    gold = np.concatenate([split.labels[split.offsets[p]:split.offsets[p + 1]] for p in order])
-    return chunker(gold[gold != IGNORE], counts)
+def _in_split_order(groups, counts: np.ndarray, preds: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(words per sentence, flat predictions) of sentences that came in ``groups`` order, put back in
+    the split's order."""
+    order = np.concatenate(groups) if groups else np.zeros(0, dtype=np.int64)
+    rank = np.empty_like(order)
+    rank[order] = np.arange(len(order))  # where each sentence of the split came in
+    return counts[rank], preds[rows_of(np.concatenate([[0], np.cumsum(counts)]), rank)]
+
+
+def _gold_entities(split: Split, chunker: Chunker) -> set:
+    """The split's true entities, in its sentence order."""
+    scored = split.labels != IGNORE
+    before = np.concatenate([[0], np.cumsum(scored)])
+    counts = before[split.offsets[1:]] - before[split.offsets[:-1]]  # scored words per sentence
+    return chunker(split.labels[scored], counts)
 
 
 def eval_batches(split: Split, *, device, batch_size: int):
-    """Length-sorted batches of ``split``; kept in memory across evaluations when the split is
-    static and they are small enough, since padding and widening the same dev set 25 times per run
-    is wasted work."""
-    order = split.length_order()
-    starts = range(0, len(order), batch_size)
-    build = lambda: [split.batch(order[i:i + batch_size], device=device) for i in starts]  # noqa: E731
+    """The batches of ``split.eval_groups``; kept in memory across evaluations when the split is
+    held and they fit in the memory budget, since padding and widening the same dev set 25 times per run
+    is wasted work. A streamed split reads one block at a time."""
+    groups = split.eval_groups(batch_size)
+    if split.streamed:
+        return split.eval_batches(groups, device=device)
     if not split.static:  # live (FT) states change as the backbone trains
-        return (split.batch(order[i:i + batch_size], device=device) for i in starts)
-    padded = sum(len(order[i:i + batch_size]) * int(split.lengths[order[i:i + batch_size]].max(initial=0))
-                 for i in starts)
-    if padded * split.row_bytes > EVAL_CACHE_BYTES:
-        return (split.batch(order[i:i + batch_size], device=device) for i in starts)
-    return split.cached(("eval batches", str(device), batch_size), build)
+        return (split.batch(group, device=device) for group in groups)
+    padded = sum(len(group) * int(split.lengths[group].max(initial=0)) for group in groups)
+    if padded * split.row_bytes > budget.MEMORY_BUDGET_BYTES:
+        return (split.batch(group, device=device) for group in groups)
+    return split.cached(("eval batches", str(device), batch_size, budget.BLOCK_ROWS),
+                        lambda: [split.batch(group, device=device) for group in groups])
 
 
 def predict_tags(tagger, split: Split, *, device, batch_size: int = 64) -> list[np.ndarray]:
     """Tag ids per sentence (argmax per evaluated row), in the split's sentence order."""
     tagger.eval()
     preds: list = [None] * split.n_sentences
-    order = split.length_order()
+    groups = split.eval_groups(batch_size)
     with torch.inference_mode():
-        for i in range(0, len(order), batch_size):
-            pos = order[i:i + batch_size]
-            batch = split.batch(pos, device=device)
+        for pos, batch in zip(groups, eval_batches(split, device=device, batch_size=batch_size)):
             pred = tagger(batch.hidden, batch.mask).argmax(-1).cpu().numpy()  # [B, T]
             labels = batch.labels.cpu().numpy()
             for j, p in enumerate(pos):

@@ -105,8 +105,9 @@ class Run:
         return autocast(self.config.precision, self.device)
 
     def epoch_batches(self):
-        """The sentence positions of each optimizer step of one epoch, in the seeded order."""
-        order = torch.randperm(self.train.n_sentences, generator=self.order_gen).numpy()
+        """The sentence positions of each optimizer step of one epoch, in the seeded order (a streamed
+        train split draws it block-wise: `StreamedSplit.epoch_order`)."""
+        order = self.train.epoch_order(self.order_gen)
         return (order[b * self.per_step:(b + 1) * self.per_step] for b in range(self.steps_per_epoch))
 
     def eval_due(self, step: int) -> bool:

@@ -1,0 +1,169 @@
+"""Splits too large for the memory budget, read from the cache a block at a time.
+
+A `StreamedSplit` holds what is small (offsets, labels, sentence ids: a few bytes per row) and reads
+the hidden states of one block of ``budget.BLOCK_ROWS`` cache rows when a batch needs it, each
+layer as a slice (`CacheSplit.hidden`). It keeps at most ``2 * SHUFFLE_WINDOW`` blocks: what one
+training step can span; evaluation keeps one. Its batches are built from the same rows by the same
+code as a held split's (`SplitArrays.batch`), so they are equal bit for bit.
+
+Evaluation order is the same held or streamed (`Sentences.eval_groups`). Training differs: a held
+split draws a permutation of all its sentences each epoch; a streamed one reads its blocks in a
+seeded random order and shuffles sentences within each window of ``SHUFFLE_WINDOW`` blocks
+(`StreamedSplit.epoch_order`), a different order, as deterministic for a seed.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Sequence
+
+import numpy as np
+
+from ..errors import LayercacheError
+from . import budget
+from .data import Batch, Sentences, Split, SplitArrays, _load_split, sentence_rows
+
+
+def open_split(split, *, sentences, layers: Sequence[int]) -> Split:
+    """``sentences`` (None = all) of a `CacheSplit` with ``layers``: held (`SplitArrays`) when their
+    hidden states fit in the memory budget, else streamed."""
+    layers = tuple(int(x) for x in layers)
+    if sentences is None:
+        rows = split.n_rows
+    else:
+        ids = np.asarray(sentences, dtype=np.int64)
+        rows = int((split.offsets[ids + 1] - split.offsets[ids]).sum())
+    if split.nbytes(rows=rows, layers=len(layers)) <= budget.MEMORY_BUDGET_BYTES:
+        return _load_split(split, sentences=sentences, layers=layers)
+    ids, offsets, labels = sentence_rows(split, sentences)
+    return StreamedSplit(split.name, split, labels, offsets, layers, ids, split.offsets[ids].astype(np.int64))
+
+
+@dataclass(eq=False)
+class StreamedSplit(Sentences):
+    """Some sentences of one cached split (sorted by cache id), some layers, read block by block."""
+
+    name: str
+    source: object  # the CacheSplit read from
+    labels: np.ndarray  # [rows] int64 of the sentences, back to back; IGNORE where no loss
+    offsets: np.ndarray  # [n + 1] int64, sentence i = rows offsets[i]:offsets[i + 1] of labels
+    layers: tuple[int, ...]
+    sentence_ids: np.ndarray  # [n] cache sentence ids
+    starts: np.ndarray  # [n] cache row of each sentence's first row: its block is starts // BLOCK_ROWS
+    _memo: dict = field(default_factory=dict, repr=False)
+    _blocks: OrderedDict = field(default_factory=OrderedDict, repr=False)  # block key -> (positions, SplitArrays)
+    _last_view: tuple = field(default=(), repr=False)
+
+    streamed = True
+
+    @property
+    def row_bytes(self) -> int:
+        return len(self.layers) * self.source.dim * 4
+
+    def select(self, positions) -> "StreamedSplit":
+        """The sentences at ``positions``, still streamed (nothing is read)."""
+        positions = np.asarray(positions, dtype=np.int64)
+        if np.array_equal(positions, np.arange(self.n_sentences)):
+            return self
+        offsets = np.concatenate([[0], np.cumsum(self.lengths[positions])]).astype(np.int64)
+        return StreamedSplit(self.name, self.source, self.labels[self.rows_of(positions)], offsets, self.layers,
+                             self.sentence_ids[positions], self.starts[positions])
+
+    def hold(self, positions) -> SplitArrays:
+        """The sentences at ``positions``, in that order, read from the cache and held (a sample)."""
+        positions = np.asarray(positions, dtype=np.int64)
+        ids = self.sentence_ids[positions]
+        by_id = np.argsort(ids, kind="stable")
+        held = _load_split(self.source, sentences=ids[by_id], layers=self.layers)  # one read, in cache order
+        return held.select(np.argsort(by_id, kind="stable"))
+
+    def take_layers(self, layers: Sequence[int]) -> "StreamedSplit":
+        """Only the given cache layers (of those this split was opened with), in the order given."""
+        layers = tuple(int(x) for x in layers)
+        if layers == self.layers:
+            return self
+        missing = [x for x in layers if x not in self.layers]
+        if missing:
+            raise LayercacheError(f"layers {missing} are not loaded for split {self.name!r} (it holds "
+                                  f"{list(self.layers)}); load the data with those layers")
+        if self._last_view and self._last_view[0] == layers:
+            return self._last_view[1]
+        view = StreamedSplit(self.name, self.source, self.labels, self.offsets, layers, self.sentence_ids, self.starts,
+                             _memo=self._memo)  # same sentences: gold entities and the like carry over
+        self._last_view = (layers, view)
+        return view
+
+    def layer(self, layer: int) -> np.ndarray:
+        """[rows, d] of one cache layer over these sentences: one slice read (auto:K ranks with it)."""
+        whole = len(self.sentence_ids) == self.source.n_sentences and np.array_equal(
+            self.sentence_ids, np.arange(self.source.n_sentences))
+        return self.source.hidden(sentences=None if whole else self.sentence_ids, layers=[layer])[:, 0]
+
+    def batch(self, positions, *, device, packed: bool = False, multiple: int = 1) -> Batch:
+        """As `SplitArrays.batch`, from the blocks that hold ``positions`` (read when not kept)."""
+        positions = np.asarray(positions, dtype=np.int64)
+        keys = self._keys()[positions]
+        if len(keys) and (keys == keys[0]).all():  # evaluation batches always, training mostly
+            held, block = self._block(int(keys[0]))
+            return block.batch(np.searchsorted(held, positions), device=device, packed=packed, multiple=multiple)
+        return self._gather(positions, keys).batch(np.arange(len(positions)), device=device, packed=packed,
+                                                   multiple=multiple)
+
+    def eval_batches(self, groups, *, device):
+        """The batches of ``groups`` (`eval_groups`, which never span blocks), one block kept at a time."""
+        try:
+            for group in groups:
+                if len(group) and int(self._keys()[group[0]]) not in self._blocks:
+                    self._blocks.clear()  # the previous block is done with: free it before reading the next
+                yield self.batch(group, device=device)
+        finally:
+            self._blocks.clear()
+
+    def epoch_order(self, generator) -> np.ndarray:
+        """One training epoch: blocks in an order drawn from ``generator``, and the sentences of each
+        window of ``SHUFFLE_WINDOW`` consecutive blocks of that order in a drawn order. Each block is
+        read about once per epoch; a held split's permutation of all sentences is not reproduced."""
+        import torch
+
+        keys = self._keys()
+        blocks = np.unique(keys)
+        blocks = blocks[torch.randperm(len(blocks), generator=generator).numpy()]
+        window = budget.SHUFFLE_WINDOW
+        parts = []
+        for w in range(0, len(blocks), window):
+            positions = np.flatnonzero(np.isin(keys, blocks[w:w + window]))
+            parts.append(positions[torch.randperm(len(positions), generator=generator).numpy()])
+        return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+
+    def _keys(self) -> np.ndarray:
+        return self.cached("block keys", self.block_keys)
+
+    def _block(self, key: int) -> tuple[np.ndarray, SplitArrays]:
+        """(positions, their hidden states held) of block ``key``; the least recent blocks are dropped."""
+        if key in self._blocks:
+            self._blocks.move_to_end(key)
+            return self._blocks[key]
+        positions = np.flatnonzero(self._keys() == key)
+        ids = self.sentence_ids[positions]
+        hidden = self.source.hidden(sentences=ids, layers=list(self.layers))  # each layer a slice of the block's rows
+        offsets = np.concatenate([[0], np.cumsum(self.lengths[positions])]).astype(np.int64)
+        block = SplitArrays(self.name, np.ascontiguousarray(hidden), self.labels[self.rows_of(positions)], offsets,
+                            self.layers, ids, self.starts[positions])
+        self._blocks[key] = (positions, block)
+        while len(self._blocks) > 2 * budget.SHUFFLE_WINDOW:  # a step spans at most two windows
+            self._blocks.popitem(last=False)
+        return positions, block
+
+    def _gather(self, positions: np.ndarray, keys: np.ndarray) -> SplitArrays:
+        """The sentences at ``positions`` copied out of their blocks (a training step across blocks)."""
+        hidden, labels = [], []
+        for p, key in zip(positions, keys):
+            held, block = self._block(int(key))
+            j = int(np.searchsorted(held, p))
+            lo, hi = block.offsets[j], block.offsets[j + 1]
+            hidden.append(block.hidden[lo:hi])
+            labels.append(block.labels[lo:hi])
+        offsets = np.concatenate([[0], np.cumsum(self.lengths[positions])]).astype(np.int64)
+        return SplitArrays(self.name, np.concatenate(hidden), np.concatenate(labels), offsets, self.layers,
+                           self.sentence_ids[positions], self.starts[positions])
