@@ -134,19 +134,44 @@ def remove(path: str) -> None:
 
 
 def verify(path: str, *, progress: bool = False) -> list[str]:
-    """Read every chunk of every array; return one message per unreadable or corrupt chunk."""
+    """Read every chunk of every array; return one message per unreadable or corrupt chunk, then one
+    per split and layer whose hidden states hold non-finite values (a checksum only proves the bytes
+    are the ones written: an overflow stored as inf passes it)."""
     from tqdm.auto import tqdm
 
     group = open_group(path, mode="r")
+    bfloat16 = group.attrs.get("dtype") == "bfloat16"
     problems = []
-    arrays = [(f"{split}/{name}", arr) for split, g in group.groups() for name, arr in g.arrays()]
-    for name, arr in tqdm(arrays, desc="verify", disable=not progress, leave=False):
+    non_finite: dict[tuple[str, int], int] = {}
+    arrays = [(split, name, arr) for split, g in group.groups() for name, arr in g.arrays()]
+    for split, name, arr in tqdm(arrays, desc="verify", disable=not progress, leave=False):
+        hidden = name == "hidden" and arr.ndim == 3
         for sel, label in _chunk_selections(arr):
             try:
-                np.asarray(arr[sel])
+                data = np.asarray(arr[sel])
             except Exception as exc:  # zarr raises codec-specific errors on a checksum mismatch
-                problems.append(f"{path}: array {name}, chunk {label}: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
+                problems.append(f"{path}: array {split}/{name}, chunk {label}: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
+                continue
+            if hidden:
+                n = _count_non_finite(data, bfloat16=bfloat16)
+                if n:  # chunks hold one layer each; count per layer all the same in case they ever do not
+                    for layer in range(sel[1].start, sel[1].stop):
+                        k = _count_non_finite(data[:, layer - sel[1].start], bfloat16=bfloat16)
+                        if k:
+                            non_finite[split, layer] = non_finite.get((split, layer), 0) + k
+    for (split, layer), n in sorted(non_finite.items()):
+        problems.append(f"{path}: split {split}, layer {layer} (0 = embeddings): {n:,} non-finite hidden values "
+                        f"(inf or nan)")
     return problems
+
+
+def _count_non_finite(data: np.ndarray, *, bfloat16: bool) -> int:
+    """bfloat16 is stored as its uint16 bits: an all-ones exponent is inf or nan."""
+    if bfloat16 and data.dtype == np.uint16:
+        return int(np.count_nonzero((data & 0x7F80) == 0x7F80))
+    if data.dtype.kind != "f":
+        return 0
+    return int(data.size - np.count_nonzero(np.isfinite(data)))
 
 
 def _chunk_selections(arr):

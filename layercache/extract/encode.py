@@ -9,9 +9,14 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from ..errors import LayercacheError
 from .tokenize import Tokenized, special_tokens, windows
 
 PRECISIONS = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+def _storage_name(dtype: torch.dtype) -> str:
+    return str(dtype).removeprefix("torch.")
 
 
 @dataclass
@@ -105,16 +110,21 @@ class UnitEncoder:
         return out.hidden_states
 
     def encode_unit(self, tok: Tokenized, rows: RowMap, lo: int, hi: int, *, storage: torch.dtype,
-                    grad: bool = False) -> torch.Tensor:
+                    grad: bool = False, split: str | None = None) -> torch.Tensor:
         """[hi - lo, L+1, d] for rows lo:hi, in the storage dtype, still on the device. The same
         code serves extraction and live (FE-on-the-fly or fine-tuning) features, so they agree.
 
         Each batch's inputs and target positions are built one batch ahead in a thread, so the
         forward pass never waits for them; rows taken as they are (first/last pooling) are written
-        straight in the storage dtype (the same bits as converting at the end, one pass fewer)."""
+        straight in the storage dtype (the same bits as converting at the end, one pass fewer).
+
+        With ``split`` (extraction), a value the storage dtype cannot hold, or one the forward pass
+        already made inf/nan, raises a LayercacheError naming the split and layer: float16 tops out
+        at 65504, and a cache of infinities would otherwise pass for a good one until training."""
         first = int(np.searchsorted(rows.row_offsets, lo, side="right") - 1)
         last = int(np.searchsorted(rows.row_offsets, hi, side="left"))
         out = None
+        ends = []  # per batch, [L+1, 2] min and max of each layer's values before narrowing
         for inputs, (pos, dest, weight) in _ahead(self._prepared(tok, rows, range(first, last), lo, hi)):
             hidden = self.forward(*inputs, grad=grad)
             if out is None:
@@ -122,13 +132,57 @@ class UnitEncoder:
                 out = torch.zeros((hi - lo, len(hidden), hidden[0].shape[-1]), dtype=dtype, device=self.device)
             # Each layer narrowed to the storage dtype before stacking: half the bytes for the stack
             # and the copy into ``out`` (the same bits as converting after).
-            gathered = torch.stack([h.reshape(-1, h.shape[-1]).index_select(0, pos).to(out.dtype) for h in hidden],
-                                   dim=1)  # [rows of this batch, L+1, d]
+            layers, bounds = [], []
+            for h in hidden:
+                picked = h.reshape(-1, h.shape[-1]).index_select(0, pos)
+                if split is not None and weight is None:
+                    # One pass over values still in cache (0.4% of the forward on CPU here), and
+                    # these are the magnitudes an error reports: the narrowed unit holds only inf.
+                    bounds.append(torch.stack(torch.aminmax(picked)))
+                layers.append(picked.to(out.dtype))
+            if bounds:
+                ends.append(torch.stack(bounds))
+            gathered = torch.stack(layers, dim=1)  # [rows of this batch, L+1, d]
             if weight is None:
                 out.index_copy_(0, dest, gathered)
             else:
                 out.index_add_(0, dest, gathered * weight[:, None, None])
-        return out.to(storage)
+        if split is None or out is None:
+            return out.to(storage)
+        if rows.weight is None:  # first/last pooling: the stored values are the ones seen above
+            self._check_fits(torch.stack(ends).float().abs().amax(dim=(0, 2)), storage, split)
+            return out
+        # Mean pooling stores the float32 mean, not any one subword: one pass over the narrowed unit
+        # (0.5% of the forward on CPU here; a pass per layer over the float32 sums cost 3%), and the
+        # per-layer magnitudes are computed from those sums only when something did not fit.
+        narrowed = out.to(storage)
+        if out.numel() and not bool(torch.isfinite(torch.stack(torch.aminmax(narrowed))).all()):
+            self._check_fits(torch.maximum(out.amax(dim=(0, 2)), -out.amin(dim=(0, 2))), storage, split)
+        return narrowed
+
+    def _check_fits(self, peak: torch.Tensor, storage: torch.dtype, split: str) -> None:
+        """``peak``: each layer's largest magnitude before narrowing (nan if any value is nan).
+        Rounding to the storage dtype is monotone, so the unit fits iff every peak narrows to a
+        finite value: one [L+1] comparison and one device sync per unit."""
+        if bool(torch.isfinite(peak.to(storage)).all()):
+            return
+        peak = peak.float().cpu()
+        layer = int(torch.nonzero(~torch.isfinite(peak.to(storage)))[0])
+        value = float(peak[layer])
+        where = f"split {split!r}, layer {layer} (0 = embeddings): largest magnitude"
+        name = _storage_name(storage)
+        wider = {torch.float16: "--dtype bfloat16 or --dtype float32", torch.bfloat16: "--dtype float32"}.get(storage)
+        if np.isfinite(value):
+            largest = torch.finfo(storage).max
+            raise LayercacheError(f"{where} {value:.4g} does not fit {name} (largest {largest:.6g}); "
+                                  f"extract with {wider}")
+        autocast = {torch.float16: "fp16", torch.bfloat16: "bf16"}.get(self.autocast_dtype)
+        if autocast is None:
+            raise LayercacheError(f"{where} {value}: the forward pass is non-finite in float32 already; "
+                                  f"no --dtype can store it")
+        then = f" (then {wider} if the values do not fit {name})" if wider else ""
+        raise LayercacheError(f"{where} {value}: the forward pass under --precision {autocast} is non-finite "
+                              f"already; extract with --precision fp32{then}")
 
     def _prepared(self, tok: Tokenized, rows: RowMap, sentences: range, lo: int, hi: int):
         """(model inputs, targets) of each batch of ``sentences``, in order."""

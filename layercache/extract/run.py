@@ -306,7 +306,7 @@ def _extract_split(config, dataset, split, info, tokenizer, model: Future, devic
     with _BackgroundWriter(writer) as background:
         for unit in mine:
             lo, hi = plan.unit_range(unit)
-            background.put(unit, encoder.encode_unit(tok, rows, lo, hi, storage=storage), device)
+            background.put(unit, encoder.encode_unit(tok, rows, lo, hi, storage=storage, split=split), device)
             bar.update(hi - lo)
     bar.close()
     ranks.barrier()  # every rank's shards are written
