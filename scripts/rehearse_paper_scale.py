@@ -20,6 +20,7 @@ import argparse
 import json
 import os
 import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -155,15 +156,17 @@ def speed_figures(model: Path, data: Path, root: Path, env: dict, *, repeats: in
     for precision in ("fp32", "bf16"):
         ext, floor = [], []
         for r in range(repeats):
+            shutil.rmtree(root, ignore_errors=True)  # every repeat extracts from scratch
             t0 = time.perf_counter()
-            extract(ExtractConfig(model=str(model), dataset=str(data), precision=precision,
-                                  cache_dir=str(root / f"{precision}{r}")), progress=False, log=lambda m: None)
+            extract(ExtractConfig(model=str(model), dataset=str(data), precision=precision, cache_dir=str(root)),
+                    progress=False, log=lambda m: None)
             ext.append(time.perf_counter() - t0)
             floor.append(run_floor(words, str(model), precision=precision))
         e, f = n / statistics.median(ext), n / statistics.median(floor)
         out[precision] = {"words": n, "extract_wps": e, "floor_wps": f, "ratio": e / f, "extract_s": ext,
                           "floor_s": floor}
         say(f"{precision}: extract {e:,.0f} words/s, forward alone {f:,.0f} words/s ({e / f:.2f})")
+    shutil.rmtree(root, ignore_errors=True)
     return out
 
 
@@ -229,7 +232,7 @@ def main(argv=None) -> dict:
     p.add_argument("--eval-sentences", type=int, default=None,
                    help="dev and test sentences of the large dataset (default: all; fewer only to try the script)")
     p.add_argument("--small-sentences", type=int, default=1000, help="sentences per split of the small dataset")
-    p.add_argument("--speed-sentences", type=int, default=300, help="train sentences timed for words/s")
+    p.add_argument("--speed-sentences", type=int, default=500, help="train sentences timed for words/s")
     p.add_argument("--repeats", type=int, default=3)
     args = p.parse_args(argv)
     out, report_dir = Path(args.out), Path(args.report)
