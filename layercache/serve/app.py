@@ -1,0 +1,34 @@
+"""The ASGI application: one Starlette app assembling the routes of each part.
+
+- `entries`: complete entries as read-only files under ``/entries/<name>/...`` (range requests)
+  and the JSON API over them (``/api/entries``, ``/api/entries/<name>``);
+- `jobs`: the extraction queue (``POST /api/jobs``, ``GET /api/jobs``, ``GET /api/jobs/<id>``);
+- `page`: the web page at ``/`` and the run reports it links to.
+"""
+
+from __future__ import annotations
+
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+from starlette.applications import Starlette
+
+from . import entries, jobs, page
+from .state import ServerState
+
+
+def create_app(state: ServerState) -> Starlette:
+    state.root = Path(state.root).resolve()
+    state.queue = jobs.JobQueue(state)
+
+    @asynccontextmanager
+    async def lifespan(app):
+        state.queue.start()  # resumes jobs a restart cut short
+        try:
+            yield
+        finally:
+            state.queue.stop()
+
+    app = Starlette(routes=[*entries.routes(), *jobs.routes(), *page.routes()], lifespan=lifespan)
+    app.state.server = state
+    return app

@@ -1,0 +1,38 @@
+"""What every part of the server shares: the root it serves, its tokens, the run folders it shows,
+and the extraction queue. Built once by `app.create_app`; handlers reach it as
+``request.app.state.server``."""
+
+from __future__ import annotations
+
+import hmac
+from dataclasses import dataclass, field
+from pathlib import Path
+
+DEFAULT_HOST = "127.0.0.1"  # only this machine, unless the operator says otherwise
+DEFAULT_PORT = 8000
+MAX_BODY_BYTES = 64 * 1024  # a job request is a few hundred bytes of JSON
+
+
+@dataclass
+class ServerState:
+    root: Path  # the cache root served (resolved, absolute)
+    token: str  # bearer token for every write (jobs, deletes)
+    read_token: str | None = None  # when set, reads need it too (or the write token)
+    runs: list[Path] = field(default_factory=list)  # run folders (sweeps, train-head outputs) shown on the page
+    trust_remote_code: bool = False
+    device: str | None = None  # the device extraction jobs run on (None: cuda when present)
+    max_size: int | None = None  # after each job, evict least recently read entries down to this (bytes)
+    queue: object = None  # the `jobs.JobQueue`, set by create_app
+
+    def may_write(self, header: str | None) -> bool:
+        return _bearer_matches(header, self.token)
+
+    def may_read(self, header: str | None) -> bool:
+        return self.read_token is None or _bearer_matches(header, self.read_token) or self.may_write(header)
+
+
+def _bearer_matches(header: str | None, token: str) -> bool:
+    """Constant-time comparison of an ``Authorization: Bearer ...`` header with ``token``."""
+    if not header or not header.startswith("Bearer "):
+        return False
+    return hmac.compare_digest(header[len("Bearer "):].encode(), token.encode())
