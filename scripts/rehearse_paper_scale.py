@@ -103,13 +103,13 @@ class PeakRss:
         return self.peaks
 
 
-def run(args: list[str], env: dict) -> dict:
-    """`python -m layercache ARGS`: stdout, wall seconds, peak RSS (MB) of the process and of its
-    largest child (sweep workers)."""
+def run(args: list[str], env: dict, *, cwd: str | None = None) -> dict:
+    """`python -m layercache ARGS` (the layercache under ``cwd`` when given): stdout, wall seconds,
+    peak RSS (MB) of the process and of its largest child (sweep workers)."""
     say("$ layercache " + " ".join(args))
     t0 = time.perf_counter()
     proc = subprocess.Popen([sys.executable, "-m", "layercache", *args], env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+                            stderr=subprocess.PIPE, text=True, cwd=cwd)
     watch = PeakRss(proc.pid)
     out, err = proc.communicate()
     peaks = watch.stop()
