@@ -1,17 +1,21 @@
-"""Cache management: `layercache ls | info PATH | rm PATH | verify PATH`."""
+"""Cache management: `layercache ls | info PATH | rm PATH | verify PATH | gc --max-size SIZE`."""
 
 from __future__ import annotations
 
 import json
+import os
 import posixpath
 import sys
+import time
 
 import click
 
 from .errors import friendly_errors, human_bytes
 from .options import cache_dir_option
 from ..cache.layout import cache_root
-from ..cache.manage import differences, entry_status, list_entries, options_label, remove, variants, verify
+from ..cache.gc import collect, last_used, parse_size
+from ..cache.manage import (bytes_on_disk, differences, entry_status, list_entries, options_label, remove, variants,
+                            verify)
 from ..cache.store import open_group
 
 
@@ -98,3 +102,30 @@ def verify_cmd(path):
                    err=True)
         sys.exit(1)
     click.echo(f"ok: every chunk of {path} reads back and matches its checksum; every hidden value is finite")
+
+
+@click.command("gc")
+@click.option("--max-size", required=True, help="Size the root must fit in: bytes, or with K, M, G or T (500M, 20G).")
+@click.option("--dry-run", is_flag=True, help="Only list the entries that would be removed.")
+@cache_dir_option
+@friendly_errors
+def gc_cmd(max_size, dry_run, cache_dir):
+    """Remove the least recently read complete entries until the cache root fits in --max-size;
+    never a partial entry, nor one being written or read recently (a trainer may still be reading it)."""
+    root = cache_root(cache_dir)
+    limit = parse_size(max_size)
+    removed = collect(root, max_size=limit, dry_run=dry_run)
+    verb = "would remove" if dry_run else "removed"
+    for e in removed:
+        used = time.strftime("%Y-%m-%d %H:%M", time.localtime(last_used(e)))
+        click.echo(f"{verb} {e.path} ({e.model} on {e.dataset}, {human_bytes(e.bytes_on_disk)}, last used {used})")
+    left = bytes_on_disk(root) if os.path.isdir(root) else 0
+    count = f"{len(removed)} {'entry' if len(removed) == 1 else 'entries'}"
+    if dry_run:
+        left -= sum(e.bytes_on_disk or 0 for e in removed)
+        click.echo(f"{count} would be removed; {human_bytes(left)} would be left under {root} "
+                   f"(limit {human_bytes(limit)})")
+    else:
+        click.echo(f"{count} removed; {human_bytes(left)} left under {root} (limit {human_bytes(limit)})")
+    if left > limit:
+        click.echo("still over the limit: what is left is partial, in use, or not an entry", err=True)

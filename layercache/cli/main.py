@@ -28,6 +28,7 @@ for name, command in {
     "info": cache.info_cmd,
     "rm": cache.rm_cmd,
     "verify": cache.verify_cmd,
+    "gc": cache.gc_cmd,
 }.items():
     main.add_command(command, name=name)
 

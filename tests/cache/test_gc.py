@@ -1,0 +1,132 @@
+"""`layercache gc`: the least recently used complete entries go first, until the root fits; never
+one being written, read recently, or partial; --dry-run removes nothing; sizes parse or fail in
+one line."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+
+import pytest
+import zarr
+from click.testing import CliRunner
+
+from layercache.cache import usage
+from layercache.cache.gc import collect, parse_size
+from layercache.cache.lock import EntryLock
+from layercache.cache.manage import bytes_on_disk
+from layercache.cli.main import main
+from layercache.errors import LayercacheError
+
+HOUR = 3600.0
+
+
+@pytest.fixture
+def root(tmp_path):
+    return tmp_path / "root"
+
+
+@pytest.fixture
+def make_entry(tiny_cache, root):
+    """``make_entry("a")``: a copy of the tiny entry under the root, named ``a``."""
+    def make(name: str) -> str:
+        dst = root / name
+        shutil.copytree(tiny_cache, dst)
+        return str(dst)
+
+    return make
+
+
+def read_at(path: str, when: float, monkeypatch) -> None:
+    """Record a read of ``path`` as if made at ``when``."""
+    with monkeypatch.context() as m:
+        m.setattr(usage.time, "time", lambda: when)
+        usage.mark_read(path)
+    assert usage.last_read(path) == pytest.approx(when, abs=1)
+
+
+def finished_at(path: str, stamp: str) -> None:
+    for split in ("train", "dev", "test"):
+        zarr.open_group(path, mode="a")[split].attrs["finished"] = stamp
+
+
+def names(entries) -> list[str]:
+    return [os.path.basename(e.path) for e in entries]
+
+
+def dirs(root) -> list[str]:
+    return sorted(p.name for p in root.iterdir() if p.is_dir())
+
+
+def test_keeps_the_most_recently_used(make_entry, root, monkeypatch):
+    now = time.time()
+    old, older, recent, stale, unread = (make_entry(n) for n in ("old", "older", "recent", "stale", "unread"))
+    for path in (old, older, recent, stale):
+        finished_at(path, "2020-01-02T03:04:05+0000")
+    read_at(old, now - 2 * HOUR, monkeypatch)
+    read_at(older, now - 3 * HOUR, monkeypatch)
+    read_at(recent, now - 1 * HOUR, monkeypatch)
+    # `stale` was never read: its finish time counts, and goes first; `unread` was never read either
+    # but finished minutes ago (the fixture's extract): newer than every read
+    size = bytes_on_disk(old)
+    half = size // 2  # the limits fall between two sizes: entries differ by a few bytes of metadata
+    removed = collect(str(root), max_size=bytes_on_disk(str(root)) - 2 * size + half)
+    assert names(removed) == ["stale", "older"]
+    assert dirs(root) == ["old", "recent", "unread"]
+
+    assert collect(str(root), max_size=bytes_on_disk(str(root))) == []  # fits already: nothing goes
+    assert names(collect(str(root), max_size=size + half)) == ["old", "recent"]
+    assert dirs(root) == ["unread"]
+
+
+def test_never_removes_an_entry_in_use_or_partial(make_entry, root, monkeypatch):
+    now = time.time()
+    read_now, writing, partial, idle = (make_entry(n) for n in ("read_now", "writing", "partial", "idle"))
+    for path in (read_now, writing, partial, idle):
+        finished_at(path, "2020-01-02T03:04:05+0000")
+    read_at(read_now, now - usage.IN_USE_SECONDS / 2, monkeypatch)
+    zarr.open_group(partial, mode="a")["dev"].attrs["complete"] = False
+    with EntryLock(writing, log=lambda m: None):
+        assert usage.in_use(writing)
+        removed = collect(str(root), max_size=0)
+    assert names(removed) == ["idle"]  # the root stays over the size rather than lose one of the others
+    assert all(os.path.isdir(p) for p in (read_now, writing, partial))
+
+
+def test_dry_run_removes_nothing_and_lists_what_would_go(make_entry, root):
+    for name in ("a", "b"):
+        make_entry(name)
+    finished_at(str(root / "a"), "2020-01-02T03:04:05+0000")
+    limit = bytes_on_disk(str(root)) - 1
+    runner = CliRunner()
+    dry = runner.invoke(main, ["gc", "--max-size", str(limit), "--dry-run", "--cache-dir", str(root)])
+    assert dry.exit_code == 0, dry.output
+    assert f"would remove {root / 'a'} (" in dry.output and "1 entry would be removed" in dry.output
+    assert str(root / "b") not in dry.output
+    assert sorted(os.listdir(root)) == ["a", "b"]
+
+    real = runner.invoke(main, ["gc", "--max-size", str(limit), "--cache-dir", str(root)])
+    assert real.exit_code == 0, real.output
+    assert f"removed {root / 'a'} (" in real.output and "1 entry removed" in real.output
+    assert sorted(os.listdir(root)) == ["b"]
+
+
+@pytest.mark.parametrize("text, size", [("1024", 1024), ("500M", 500 * 2**20), ("20G", 20 * 2**30),
+                                        ("20g", 20 * 2**30), ("20GiB", 20 * 2**30), ("1.5T", int(1.5 * 2**40)),
+                                        ("64 KB", 64 * 1024), (0, 0)])
+def test_sizes(text, size):
+    assert parse_size(text) == size
+
+
+@pytest.mark.parametrize("text", ["", "G", "-5G", "20X", "twenty", "1e9", "5 G B"])
+def test_a_bad_size_is_a_one_line_error(text, tmp_path):
+    with pytest.raises(LayercacheError, match="is not a size"):
+        parse_size(text)
+    out = CliRunner().invoke(main, ["gc", "--max-size", text, "--cache-dir", str(tmp_path)])
+    assert out.exit_code == 1 and out.output.startswith("error: --max-size") and out.output.count("\n") == 1
+
+
+def test_an_object_store_root_is_refused_in_one_line():
+    out = CliRunner().invoke(main, ["gc", "--max-size", "1G", "--cache-dir", "memory://gc-root"])
+    assert out.exit_code == 1 and out.output == "error: gc works on local cache roots only, not memory://gc-root\n"
