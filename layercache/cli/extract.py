@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 import os
+import time
+from pathlib import Path
 
 import click
 
 from .errors import friendly_errors, human_bytes
 from .options import cache_dir_option, device_option, masking_options, task_option
+from ..errors import LayercacheError
 from ..extract.estimate import Estimate, estimate
 from ..extract.run import DTYPES, GRANULARITIES, POOLINGS, ExtractConfig, extract
+
+POLL_SECONDS = 0.5  # --server: how often the job's progress is read back
 
 
 def _splits(value: str | None):
@@ -41,9 +46,15 @@ def _splits(value: str | None):
 @click.option("--dry-run", is_flag=True,
               help="Print the rows and bytes each split would take, the free space and the estimated time; "
                    "load no weights and write nothing.")
+@click.option("--server", default=None, metavar="URL",
+              help="Queue the extraction on a `layercache serve` server (its cache root, its device) and follow it; "
+                   "--model and --dataset name what the server can read.")
+@click.option("--token-file", type=click.Path(dir_okay=False), default=None,
+              help="With --server: a file holding the server's write token.")
 @friendly_errors
 def main(model, task, dataset, splits, granularity, pooling, dtype, precision, max_length, token_budget, cache_dir,
-         device, unit_rows, block_size, mask_seed, mlm_probability, trust_remote_code, quiet, dry_run):
+         device, unit_rows, block_size, mask_seed, mlm_probability, trust_remote_code, quiet, dry_run, server,
+         token_file):
     """Run a frozen encoder once over a dataset and cache every layer's hidden states."""
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     config = ExtractConfig(model=model, dataset=dataset, splits=_splits(splits), granularity=granularity,
@@ -51,6 +62,10 @@ def main(model, task, dataset, splits, granularity, pooling, dtype, precision, m
                            precision=precision, cache_dir=cache_dir, device=device, unit_rows=unit_rows,
                            trust_remote_code=trust_remote_code, task=task, block_size=block_size, mask_seed=mask_seed,
                            mlm_probability=mlm_probability)
+    if server:
+        _extract_on_server(server, config, token_file=token_file, quiet=quiet,
+                           local={"--cache-dir": cache_dir, "--device": device, "--dry-run": dry_run})
+        return
     if dry_run:
         _print_estimate(estimate(config), task=task)
         return
@@ -72,6 +87,52 @@ def main(model, task, dataset, splits, granularity, pooling, dtype, precision, m
             f"  {s.split:<5} {s.sentences:>7,} {sentences} {s.words:>9,} {words}  hidden [{s.rows:,}, {s.layers}, {s.width}] "
             f"{s.dtype}  {human_bytes(s.bytes_on_disk)}  ({note}{'; ' + ', '.join(extra) if extra else ''})"
         )
+
+
+def _extract_on_server(server: str, config: ExtractConfig, *, token_file: str | None, quiet: bool,
+                       local: dict) -> None:
+    """Queue ``config`` on ``server``, show its progress, print the entry's URL."""
+    from ..serve.jobqueue import OPTIONS
+    from ..serve.submit import entry_url, submit_job
+
+    given = [name for name, value in local.items() if value]
+    if given:
+        raise LayercacheError(f"{', '.join(given)} cannot go with --server: the server extracts into its own root "
+                              f"on its own device")
+    token = Path(token_file).read_text().strip() if token_file else None
+    options = {name: getattr(config, name) for name in OPTIONS if getattr(config, name) is not None}
+    options = {name: list(value) if isinstance(value, tuple) else value for name, value in options.items()}
+    job = submit_job(server, options, token=token)
+    click.echo(f"job {job['id']} on {server}: {'joined the one already making' if job['joined'] else 'queued for'} "
+               f"{job['entry']}", err=True)
+    job = _follow(server, job, token=token, progress=not quiet)
+    if job["state"] == "failed":
+        raise LayercacheError(f"job {job['id']} failed on {server}: {job['error']}")
+    click.echo(entry_url(server, job))
+
+
+def _follow(server: str, job: dict, *, token: str | None, progress: bool) -> dict:
+    """Poll the job until it ends, with a bar per split as a local extract shows."""
+    from tqdm.auto import tqdm
+
+    from ..serve.submit import get_job
+
+    bar, split = None, None
+    while job["state"] in ("queued", "running"):
+        time.sleep(POLL_SECONDS)
+        job = get_job(server, job["id"], token=token)
+        now = job["progress"]
+        if not progress or now["split"] is None:
+            continue
+        if now["split"] != split:
+            if bar is not None:
+                bar.close()
+            split = now["split"]
+            bar = tqdm(total=now["total"], unit="row", desc=f"extract {split}", leave=False)
+        bar.update(now["done"] - bar.n)
+    if bar is not None:
+        bar.close()
+    return job
 
 
 def _print_estimate(est: Estimate, *, task: str) -> None:

@@ -213,10 +213,13 @@ def _lm_complete(path: str) -> bool:
     return "lm" in group and bool(group["lm"].attrs.get("complete"))
 
 
-def extract(config: ExtractConfig, *, progress: bool = True, log=print) -> ExtractResult:
+def extract(config: ExtractConfig, *, progress: bool = True, log=print, on_unit=None) -> ExtractResult:
+    """``on_unit(split, rows_done, rows_total)``: called as each split starts (rows already cached)
+    and after each unit is encoded, for a caller that reports progress its own way; an exception it
+    raises stops the run between units, the units handed to the writer still written."""
     ranks = Ranks()
     if not ranks.main:
-        progress, log = False, (lambda message: None)
+        progress, log, on_unit = False, (lambda message: None), None
     mlm = config.task == "mlm"
     dataset = load_data(config, splits=list(config.splits) if config.splits else None)
     info = model_info(config.model, trust_remote_code=config.trust_remote_code)
@@ -252,14 +255,15 @@ def extract(config: ExtractConfig, *, progress: bool = True, log=print) -> Extra
                 continue
             result.splits.append(
                 _extract_split(config, dataset, split, info, tokenizer, model, device, path, attrs, progress, log,
-                               ranks)
+                               ranks, on_unit)
             )
     order = list(dataset.splits)
     result.splits.sort(key=lambda s: order.index(s.split))
     return result
 
 
-def _extract_split(config, dataset, split, info, tokenizer, model: Future, device, path, attrs, progress, log, ranks):
+def _extract_split(config, dataset, split, info, tokenizer, model: Future, device, path, attrs, progress, log, ranks,
+                   on_unit):
     import torch
     from tqdm.auto import tqdm
 
@@ -303,11 +307,17 @@ def _extract_split(config, dataset, split, info, tokenizer, model: Future, devic
 
     t0 = time.perf_counter()
     bar = tqdm(total=rows_in(mine), unit="row", desc=f"extract {split}", disable=not progress, leave=False)
+    rows_done = plan.n_rows - rows_in(pending)
+    if on_unit:
+        on_unit(split, rows_done, plan.n_rows)
     with _BackgroundWriter(writer) as background:
         for unit in mine:
             lo, hi = plan.unit_range(unit)
             background.put(unit, encoder.encode_unit(tok, rows, lo, hi, storage=storage, split=split), device)
             bar.update(hi - lo)
+            rows_done += hi - lo
+            if on_unit:
+                on_unit(split, rows_done, plan.n_rows)
     bar.close()
     ranks.barrier()  # every rank's shards are written
     seconds = time.perf_counter() - t0

@@ -1,0 +1,262 @@
+"""The extraction queue of `layercache serve`: identical requests join one job; refused requests
+create nothing; a server killed mid-job and restarted finishes the entry bit for bit; and
+`extract --server` follows a job on a real server to the entry's URL."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import httpx
+import numpy as np
+import pytest
+import zarr
+from click.testing import CliRunner
+from starlette.testclient import TestClient
+
+from layercache.cache.manage import list_entries
+from layercache.cli.extract import main as extract_cli
+from layercache.extract.run import ExtractConfig, extract
+from layercache.serve import jobqueue
+from layercache.serve.app import create_app
+from layercache.serve.state import MAX_BODY_BYTES, ServerState
+
+TOKEN = "write-me"
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
+
+
+@pytest.fixture
+def body(tiny_bert_dir, tiny_conll_dir) -> dict:
+    return {"model": str(tiny_bert_dir), "dataset": str(tiny_conll_dir), "splits": ["dev"]}
+
+
+def _wait(get, job_id: str, *, timeout: float = 120.0) -> dict:
+    """The job once it has ended (or as it stands at the deadline); ``get``: a client's get."""
+    deadline = time.monotonic() + timeout
+    while True:
+        job = get(f"/api/jobs/{job_id}", headers=AUTH).json()
+        if job["state"] in ("done", "failed") or time.monotonic() > deadline:
+            return job
+        time.sleep(0.05)
+
+
+def test_identical_requests_join_one_job(body, tmp_path, monkeypatch):
+    calls = []
+    real = jobqueue.extract
+    monkeypatch.setattr(jobqueue, "extract", lambda config, **kw: calls.append(config.splits) or real(config, **kw))
+    app = create_app(ServerState(root=tmp_path, token=TOKEN))
+    idle = TestClient(app)  # no lifespan: the queue takes requests but runs nothing yet
+    first = idle.post("/api/jobs", json=body, headers=AUTH)
+    second = idle.post("/api/jobs", json=body, headers=AUTH)
+    other = idle.post("/api/jobs", json={**body, "splits": ["test"]}, headers=AUTH)  # same entry, another split
+    assert (first.status_code, first.json()["joined"]) == (202, False), first.text
+    assert (second.status_code, second.json()["joined"]) == (200, True), second.text
+    assert second.json()["id"] == first.json()["id"]
+    assert other.status_code == 202 and other.json()["id"] != first.json()["id"]
+    assert other.json()["path"] == first.json()["path"]
+
+    with TestClient(app) as client:  # the queue starts
+        job = _wait(client.get, first.json()["id"])
+        assert _wait(client.get, other.json()["id"])["state"] == "done"
+        listed = client.get("/api/jobs").json()["jobs"]
+    assert job["state"] == "done", job
+    assert job["requests"] == 2
+    assert job["progress"]["done"] == job["progress"]["total"] == job["rows"]["dev"]["total"] > 0
+    assert sorted(j["id"] for j in listed) == sorted([first.json()["id"], other.json()["id"]])
+    assert sorted(calls) == [("dev",), ("test",)]  # one extraction per job, none for the joined request
+    [entry] = list_entries(str(tmp_path))
+    assert entry.path == job["path"] and entry.splits == {"dev": True, "test": True}
+
+
+def test_refused_requests_create_nothing(body, tmp_path):
+    root = tmp_path / "root"
+    client = TestClient(create_app(ServerState(root=root, token=TOKEN)))
+    refused = [
+        (401, {}, body),
+        (401, {"Authorization": "Bearer wrong"}, body),
+        (401, {"Authorization": TOKEN}, body),
+        (400, AUTH, b"{not json"),
+        (400, AUTH, b"[1, 2]"),
+        (400, AUTH, {**body, "cache_dir": str(tmp_path)}),  # the server's root is not the client's to choose
+        (400, AUTH, {**body, "colour": "blue"}),
+        (400, AUTH, {**body, "granularity": "token"}),
+        (400, AUTH, {**body, "max_length": "64"}),
+        (400, AUTH, {**body, "splits": "dev"}),
+        (400, AUTH, {**body, "token_budget": -5}),
+        (403, AUTH, {**body, "trust_remote_code": True}),
+        (422, AUTH, {**body, "model": str(tmp_path / "no-such-model")}),
+        (422, AUTH, {**body, "model": "nobody/no-such-model"}),  # a hub name, offline
+        (422, AUTH, {**body, "dataset": str(tmp_path / "no-such-data")}),
+        (422, AUTH, {**body, "splits": ["nope"]}),
+        (422, AUTH, {**body, "max_length": 10_000}),
+    ]
+    for status, headers, payload in refused:
+        content = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
+        response = client.post("/api/jobs", content=content, headers={**headers, "Content-Type": "application/json"})
+        assert response.status_code == status, (payload, response.text)
+        error = response.json()["error"]
+        assert error and "\n" not in error, error
+    oversized = client.post("/api/jobs", json={**body, "dataset": "x" * MAX_BODY_BYTES}, headers=AUTH)
+    assert oversized.status_code == 413
+    assert client.get("/api/jobs/0123456789ab").status_code == 404
+    assert client.get("/api/jobs").json() == {"jobs": []}
+    assert not root.exists() or not any(root.iterdir())  # no job file, no entry, no lock
+
+
+def test_reads_need_the_read_token_when_the_server_has_one(tmp_path):
+    client = TestClient(create_app(ServerState(root=tmp_path, token=TOKEN, read_token="read-me")))
+    assert client.get("/api/jobs").status_code == 401
+    assert client.get("/api/jobs", headers={"Authorization": "Bearer read-me"}).json() == {"jobs": []}
+    assert client.get("/api/jobs", headers=AUTH).status_code == 200
+
+
+# A server whose writer pauses after each unit (as tests/extract/test_resume.py slows extract), so
+# the test can kill it between units; the product code is the one `layercache serve` runs.
+SLOW_SERVER = textwrap.dedent(
+    """
+    import sys, time
+    from layercache.cache import writer
+    original = writer.SplitWriter.write_unit
+    def slow(self, unit, rows):
+        original(self, unit, rows)
+        time.sleep(1.0)
+    writer.SplitWriter.write_unit = slow
+    import uvicorn
+    from layercache.serve.app import create_app
+    from layercache.serve.state import ServerState
+    root, token, port = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    uvicorn.run(create_app(ServerState(root=root, token=token)), host="127.0.0.1", port=port, log_level="warning")
+    """
+)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _units_done(path: str) -> int:
+    try:
+        return int(np.sum(zarr.open_group(path, mode="r")["train"]["done"][:]))
+    except Exception:
+        return 0
+
+
+def _arrays(path: str) -> dict[str, np.ndarray]:
+    return {name: arr[:] for name, arr in zarr.open_group(path, mode="r")["train"].arrays()}
+
+
+def test_server_killed_mid_job_resumes_it_bit_for_bit(tiny_bert_dir, tiny_conll_dir, tmp_path):
+    options = {"model": str(tiny_bert_dir), "dataset": str(tiny_conll_dir), "splits": ["train"], "unit_rows": 256}
+    reference = extract(ExtractConfig(**{**options, "splits": ("train",)}, cache_dir=str(tmp_path / "ref")),
+                        progress=False, log=lambda m: None).path
+    root, port = tmp_path / "root", _free_port()
+    url = f"http://127.0.0.1:{port}"
+    child = subprocess.Popen([sys.executable, "-c", SLOW_SERVER, str(root), TOKEN, str(port)],
+                             env={**os.environ, "PYTHONPATH": os.getcwd()})
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                submitted = httpx.post(f"{url}/api/jobs", json=options, headers=AUTH, timeout=30)
+                break
+            except httpx.TransportError:
+                assert child.poll() is None and time.monotonic() < deadline, "the server never came up"
+                time.sleep(0.1)
+        assert submitted.status_code == 202, submitted.text
+        job = submitted.json()
+        while _units_done(job["path"]) < 1 and child.poll() is None and time.monotonic() < deadline + 60:
+            time.sleep(0.01)
+    finally:
+        child.send_signal(signal.SIGKILL)
+        child.wait()
+    assert 0 < _units_done(job["path"]) < 5, "the job finished or never started; the kill proved nothing"
+    assert json.loads((root / jobqueue.JOBS_DIR / f"{job['id']}.json").read_text())["state"] == "running"
+
+    with TestClient(create_app(ServerState(root=root, token=TOKEN))) as client:  # the restarted server
+        resumed = _wait(client.get, job["id"])
+    assert resumed["state"] == "done", resumed
+    assert resumed["path"] == job["path"] and Path(job["path"]).name == Path(reference).name
+    got, want = _arrays(job["path"]), _arrays(reference)
+    assert got.keys() == want.keys()
+    for name in want:
+        np.testing.assert_array_equal(got[name], want[name], err_msg=name)
+
+
+def test_shutdown_stops_the_job_between_units_and_the_next_start_finishes_it(tiny_bert_dir, tiny_conll_dir,
+                                                                             tmp_path, monkeypatch):
+    from layercache.cache import writer
+
+    original = writer.SplitWriter.write_unit
+    monkeypatch.setattr(writer.SplitWriter, "write_unit", lambda self, *a: (original(self, *a), time.sleep(0.2)))
+    options = {"model": str(tiny_bert_dir), "dataset": str(tiny_conll_dir), "splits": ["train"], "unit_rows": 256}
+    app = create_app(ServerState(root=tmp_path, token=TOKEN))
+    with TestClient(app) as client:
+        job = client.post("/api/jobs", json=options, headers=AUTH).json()
+        while client.get(f"/api/jobs/{job['id']}").json()["progress"]["done"] == 0:
+            time.sleep(0.01)
+    stopped = json.loads((tmp_path / jobqueue.JOBS_DIR / f"{job['id']}.json").read_text())
+    assert stopped["state"] == "queued" and 0 < _units_done(job["path"]) < 5, stopped
+    with TestClient(app) as client:
+        assert _wait(client.get, job["id"])["state"] == "done"
+    assert _units_done(job["path"]) == 5
+
+
+class _Serving:
+    """A real uvicorn server on a free port in a thread, for the duration of a `with`."""
+
+    def __init__(self, state: ServerState):
+        import uvicorn
+
+        self.socket = socket.socket()
+        self.socket.bind(("127.0.0.1", 0))  # the kernel's free port, held from here on
+        self.url = "http://127.0.0.1:%d" % self.socket.getsockname()[1]
+        self.server = uvicorn.Server(uvicorn.Config(create_app(state), log_level="warning"))
+
+    def __enter__(self) -> str:
+        import threading
+
+        self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self.socket]}, daemon=True)
+        self.thread.start()
+        deadline = time.monotonic() + 30
+        while not self.server.started:
+            assert self.thread.is_alive() and time.monotonic() < deadline, "the server never came up"
+            time.sleep(0.02)
+        return self.url
+
+    def __exit__(self, *exc):
+        self.server.should_exit = True
+        self.thread.join(30)
+        self.socket.close()
+
+
+def test_extract_server_prints_the_entry_url(tiny_bert_dir, tiny_conll_dir, tmp_path):
+    root, token_file = tmp_path / "root", tmp_path / "token"
+    token_file.write_text(TOKEN + "\n")
+    broken = tmp_path / "broken-bert"  # its config reads, its weights do not: the job fails on the server
+    shutil.copytree(tiny_bert_dir, broken)
+    (broken / "model.safetensors").write_bytes(b"not weights")
+    args = ["--dataset", str(tiny_conll_dir), "--splits", "dev", "--quiet"]
+    with _Serving(ServerState(root=root, token=TOKEN)) as url:
+        done = CliRunner().invoke(extract_cli, ["--server", url, "--token-file", str(token_file),
+                                                "--model", str(tiny_bert_dir), *args])
+        refused = CliRunner().invoke(extract_cli, ["--server", url, "--model", str(tiny_bert_dir), *args])
+        failed = CliRunner().invoke(extract_cli, ["--server", url, "--token-file", str(token_file),
+                                                  "--model", str(broken), *args])
+    assert done.exit_code == 0, done.output
+    [entry] = list_entries(str(root))
+    assert entry.complete
+    assert done.stdout.strip() == f"{url}/entries/{Path(entry.path).name}"
+    assert refused.exit_code == 1 and "401" in refused.stderr and len(refused.stderr.strip().splitlines()) == 1
+    assert failed.exit_code == 1, failed.output
+    assert failed.stderr.strip().splitlines()[-1].startswith("error: job "), failed.stderr
+    assert "failed" in failed.stderr.strip().splitlines()[-1]
