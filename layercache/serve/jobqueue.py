@@ -18,6 +18,7 @@ from dataclasses import fields
 from datetime import datetime, timezone
 from pathlib import Path
 
+from ..cache.usage import mark_read
 from ..errors import LayercacheError
 from ..extract.run import ExtractConfig, extract
 
@@ -127,8 +128,6 @@ class JobQueue:
     def _work(self) -> None:
         while (job := self._next()) is not None:
             self._run(job)
-            if self.state.max_size and not self._stopping.is_set():
-                self._collect()
 
     def _run(self, job: dict) -> None:
         def on_unit(split: str, done: int, total: int) -> None:
@@ -159,6 +158,10 @@ class JobQueue:
             log.exception("job %s failed", job["id"])
             self._finish(job, state="failed", error=f"{type(exc).__name__}: {one_line(exc)}")
             return
+        if self.state.max_size:
+            # The new entry counts as just read: whoever asked for it is about to, so eviction spares it.
+            mark_read(result.path)
+            self._collect()
         rows = {s.split: {"done": s.rows, "total": s.rows} for s in result.splits}
         total = sum(r["total"] for r in rows.values())
         self._finish(job, state="done", path=result.path, key=result.key, entry=os.path.basename(result.path),

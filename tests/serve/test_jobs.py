@@ -118,6 +118,16 @@ def test_reads_need_the_read_token_when_the_server_has_one(tmp_path):
     assert client.get("/api/jobs", headers=AUTH).status_code == 200
 
 
+def test_a_job_cuts_the_root_down_to_max_size_and_spares_its_entry(tiny_cache, body, tmp_path):
+    old = tmp_path / Path(tiny_cache).name  # complete, never read: the first to go
+    shutil.copytree(tiny_cache, old)
+    with TestClient(create_app(ServerState(root=tmp_path, token=TOKEN, max_size=1))) as client:
+        submitted = client.post("/api/jobs", json={**body, "dtype": "float32"}, headers=AUTH)
+        job = _wait(client.get, submitted.json()["id"])
+    assert job["state"] == "done", job
+    assert [e.path for e in list_entries(str(tmp_path))] == [job["path"]]
+
+
 # A server whose writer pauses after each unit (as tests/extract/test_resume.py slows extract), so
 # the test can kill it between units; the product code is the one `layercache serve` runs.
 SLOW_SERVER = textwrap.dedent(
