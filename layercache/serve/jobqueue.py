@@ -139,13 +139,10 @@ class JobQueue:
                 raise _Stopped
 
         try:
-            options = dict(job["options"])
-            if options.get("trust_remote_code") and not self.state.trust_remote_code:
+            if job["options"].get("trust_remote_code") and not self.state.trust_remote_code:
                 raise LayercacheError("the job asks for trust_remote_code and this server runs without "
                                       "--trust-remote-code")
-            if options.get("splits") is not None:
-                options["splits"] = tuple(options["splits"])
-            config = ExtractConfig(**options, cache_dir=str(self.state.root), device=self.state.device)
+            config = config_of(job["options"], state=self.state)
             result = extract(config, progress=False, log=lambda m: log.info("job %s: %s", job["id"], m),
                              on_unit=on_unit)
         except _Stopped:
@@ -199,6 +196,13 @@ class JobQueue:
         except BaseException:
             Path(tmp).unlink(missing_ok=True)
             raise
+
+
+def config_of(options: dict, *, state) -> ExtractConfig:
+    """The `ExtractConfig` of a job's options (JSON: lists where the config holds tuples), extracting
+    into the server's root on its device."""
+    given = {name: tuple(value) if isinstance(value, list) else value for name, value in options.items()}
+    return ExtractConfig(**given, cache_dir=str(state.root), device=state.device)
 
 
 def _now() -> str:

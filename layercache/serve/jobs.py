@@ -19,7 +19,7 @@ from starlette.routing import Route
 
 from ..errors import LayercacheError
 from ..extract.run import ExtractConfig, describe, load_data
-from .jobqueue import OPTIONS, JobQueue, one_line
+from .jobqueue import OPTIONS, JobQueue, config_of, one_line
 from .state import MAX_BODY_BYTES
 
 __all__ = ["JobQueue", "routes", "OPTIONS"]
@@ -48,7 +48,7 @@ async def submit(request):
         if not server.may_write(request.headers.get("authorization")):
             raise RequestError(401, "queuing a job needs the server's token (Authorization: Bearer ...)")
         options = parse_options(await request.body(), trust_remote_code=server.trust_remote_code)
-        config = ExtractConfig(**_config_fields(options), cache_dir=str(server.root), device=server.device)
+        config = config_of(options, state=server)
         entry = await run_in_threadpool(_entry, config)
     except RequestError as exc:
         return _error(exc.status, str(exc))
@@ -89,7 +89,7 @@ def parse_options(body: bytes, *, trust_remote_code: bool) -> dict:
         raise RequestError(400, f"unknown option {', '.join(map(repr, unknown))}; known: {', '.join(OPTIONS)}")
     for name, value in options.items():
         if not _fits(value, _TYPES[name]):
-            raise RequestError(400, f"option {name!r} must be {_TYPES[name]}, not {json.dumps(value)}")
+            raise RequestError(400, f"option {name!r} must be {_TYPES[name]}, not {json.dumps(value)[:80]}")
         if isinstance(value, int) and not isinstance(value, bool) and value < 0:
             raise RequestError(400, f"option {name!r} must not be negative, not {value}")
     if options.get("trust_remote_code") and not trust_remote_code:
@@ -112,10 +112,6 @@ def _fits(value, hint) -> bool:
     if hint is int:
         return isinstance(value, int) and not isinstance(value, bool)
     return isinstance(value, hint)
-
-
-def _config_fields(options: dict) -> dict:
-    return {k: tuple(v) if isinstance(v, list) else v for k, v in options.items()}
 
 
 def _entry(config: ExtractConfig) -> dict:
