@@ -1,6 +1,6 @@
 """`layercache`: one command group holding every command.
 
-``layercache extract | train | sweep | rank | predict | ls | info | rm | verify``. The design
+``layercache extract | train | sweep | rank | predict | ls | info | rm | verify | gc | serve``. The design
 card's names (`extract`, `train-head`, `sweep`, `rank-layers`, `predict`) are console scripts of
 the very same click commands.
 """
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import click
 
-from . import cache, extract, predict, rank, sweep, train
+from . import cache, extract, predict, rank, serve, sweep, train
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -28,6 +28,7 @@ for name, command in {
     "info": cache.info_cmd,
     "rm": cache.rm_cmd,
     "verify": cache.verify_cmd,
+    "serve": serve.main,
     "gc": cache.gc_cmd,
 }.items():
     main.add_command(command, name=name)

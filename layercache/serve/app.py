@@ -12,6 +12,8 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 
 from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.responses import JSONResponse
 
 from . import entries, jobs, page
 from .state import ServerState
@@ -29,6 +31,13 @@ def create_app(state: ServerState) -> Starlette:
         finally:
             state.queue.stop()
 
-    app = Starlette(routes=[*entries.routes(), *jobs.routes(), *page.routes()], lifespan=lifespan)
+    app = Starlette(routes=[*entries.routes(), *jobs.routes(), *page.routes()], lifespan=lifespan,
+                    exception_handlers={HTTPException: _json_error})
     app.state.server = state
     return app
+
+
+async def _json_error(request, exc: HTTPException) -> JSONResponse:
+    """Unknown paths and methods answer as every other error does: one line of JSON."""
+    return JSONResponse({"error": f"{exc.detail}: {request.method} {request.url.path}"}, status_code=exc.status_code,
+                        headers=exc.headers)

@@ -1,0 +1,202 @@
+"""Complete entries over HTTP: train-head reads one remotely and scores as it does locally; nothing
+outside a complete entry is served; a read token closes reads; concurrent readers get the local
+bytes; the JSON API describes entries."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import shutil
+import stat
+from concurrent.futures import ThreadPoolExecutor, wait
+from urllib.parse import urlsplit
+
+import pytest
+from click.testing import CliRunner
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+
+def request(url: str, path: str, *, method: str = "GET", headers: dict | None = None):
+    """One request with ``path`` sent exactly as written (no client-side normalisation of ``..``)."""
+    host = urlsplit(url)
+    conn = http.client.HTTPConnection(host.hostname, host.port, timeout=10)
+    try:
+        conn.request(method, path, headers=headers or {})
+        response = conn.getresponse()
+        return response.status, dict(response.getheaders()), response.read()
+    finally:
+        conn.close()
+
+
+def get_json(url: str, path: str, **kwargs):
+    status, _, body = request(url, path, **kwargs)
+    return status, json.loads(body)
+
+
+def entry_files(entry: str) -> list[str]:
+    return sorted(os.path.relpath(os.path.join(d, f), entry) for d, _, files in os.walk(entry) for f in files)
+
+
+def test_train_head_over_http_scores_as_local(served, served_root, tiny_cache, tmp_path):
+    from layercache.cache.usage import last_read
+    from layercache.cli.train import main
+
+    name = os.path.basename(tiny_cache)
+    records = {}
+    for where, cache in {"local": str(served_root / name), "remote": f"{served.url}/entries/{name}"}.items():
+        out = tmp_path / where
+        result = CliRunner().invoke(main, ["--cache", cache, "--fusion", "scalarmix", "--shots", "8", "--epochs", "2",
+                                           "--seed", "1", "--lr", "0.01", "--precision", "fp32", "--out", str(out)])
+        assert result.exit_code == 0, result.output
+        records[where] = json.loads((out / "scalarmix-n8-e2-s1.json").read_text())
+    local, remote = records["local"], records["remote"]
+    assert remote["cache_path"].startswith("http://") and local["best_dev_f1"] > 0
+    assert (remote["best_dev_f1"], remote["test_f1_at_best"]) == (local["best_dev_f1"], local["test_f1_at_best"])
+    assert [(e["dev_f1"], e["train_loss"]) for e in remote["evals"]] == [(e["dev_f1"], e["train_loss"]) for e in local["evals"]]
+    assert last_read(str(served_root / name)) is not None  # the server recorded the read
+
+
+@pytest.mark.filterwarnings("ignore:Object at:UserWarning")  # zarr, of the symlinks put in the entry
+def test_nothing_outside_a_complete_entry_is_served(serve, served_root, tiny_cache, tmp_path):
+    import zarr
+
+    name = os.path.basename(tiny_cache)
+    entry = served_root / name
+    (tmp_path / "secret.txt").write_text("secret")
+    (served_root / ".serve-token").write_text("secret")
+    os.symlink(tmp_path / "secret.txt", entry / "escape")
+    os.symlink(tmp_path, entry / "outside")
+    shutil.copytree(entry, tmp_path / "elsewhere", symlinks=True)
+    os.symlink(tmp_path / "elsewhere", served_root / "linked")  # an entry that is not under the root
+    shutil.copytree(entry, served_root / "partial", symlinks=True)
+    zarr.open_group(str(served_root / "partial"), mode="r+")["test"].attrs["complete"] = False
+    server = serve(served_root)
+
+    assert request(server.url, f"/entries/{name}/zarr.json")[0] == 200
+    refused = [f"/entries/{name}/../../secret.txt", f"/entries/{name}/..%2f..%2fsecret.txt",
+               f"/entries/{name}/%2e%2e/%2e%2e/secret.txt", "/entries/..%2fsecret.txt", "/entries/../secret.txt",
+               f"/entries/{name}//{tmp_path}/secret.txt", f"/entries/%2f{str(tmp_path)[1:]}/secret.txt",
+               f"/entries/{name}/escape", f"/entries/{name}/outside/secret.txt", "/entries/linked/zarr.json",
+               "/entries/.serve-token", "/entries/partial/zarr.json", "/entries/partial/test/zarr.json",
+               "/entries/partial", "/api/entries/..%2fsecret.txt", f"/api/entries/{name}/..%2f..%2fsecret.txt"]
+    for path in refused:
+        status, headers, body = request(server.url, path)
+        assert status in (403, 404), path
+        assert b"secret" not in body.replace(b"secret.txt", b"") and "error" in json.loads(body), path
+
+    listed = {e["name"]: e["complete"] for e in get_json(server.url, "/api/entries")[1]}
+    assert listed == {name: True, "partial": False}  # the symlinked entry is not under the root
+    index = request(server.url, "/entries/")[2].decode()
+    assert f'href="/entries/{name}"' in index and "partial" not in index and "linked" not in index
+    assert "escape" not in request(server.url, f"/entries/{name}")[2].decode()
+
+
+@pytest.mark.parametrize("server_fields", [{"read_token": "read-token-of-the-tests"}])
+def test_reads_need_the_read_token_when_set(served, tiny_cache, monkeypatch):
+    import fsspec.config
+
+    from layercache.cache.reader import open_entry
+
+    name = os.path.basename(tiny_cache)
+    paths = ["/api/entries", f"/api/entries/{name}", "/entries/", f"/entries/{name}", f"/entries/{name}/zarr.json"]
+    for path in paths:
+        for header in (None, "Bearer wrong", "read-token-of-the-tests"):
+            status, headers, body = request(served.url, path, headers={"Authorization": header} if header else {})
+            assert status == 401 and headers["www-authenticate"] == "Bearer" and "error" in json.loads(body), path
+        for token in ("read-token-of-the-tests", served.state.token):
+            assert request(served.url, path, headers={"Authorization": f"Bearer {token}"})[0] == 200, path
+    # A client passes it through fsspec's configuration (FSSPEC_HTTP='{"headers": {...}}' in the environment).
+    monkeypatch.setitem(fsspec.config.conf, "http", {"headers": {"Authorization": "Bearer read-token-of-the-tests"}})
+    assert open_entry(f"{served.url}/entries/{name}").splits == ["train", "dev", "test"]
+
+
+def test_sixteen_concurrent_readers_get_the_local_bytes(served, served_root, tiny_cache):
+    name = os.path.basename(tiny_cache)
+    entry = served_root / name
+    files = entry_files(str(entry))
+    local = {f: (entry / f).read_bytes() for f in files}
+    assert any("/hidden/c/" in f for f in files)  # shards among them
+
+    def reader(index: int) -> dict:
+        host = urlsplit(served.url)
+        conn = http.client.HTTPConnection(host.hostname, host.port, timeout=10)  # one kept-alive connection
+        got = {}
+        for f in files:
+            conn.request("GET", f"/entries/{name}/{f}")
+            response = conn.getresponse()
+            got[f] = response.status, response.read()
+        conn.close()
+        return got
+
+    with ThreadPoolExecutor(max_workers=16) as pool:
+        futures = [pool.submit(reader, i) for i in range(16)]
+        done, pending = wait(futures, timeout=60)
+    assert not pending
+    for future in futures:
+        assert future.result() == {f: (200, data) for f, data in local.items()}
+
+
+def test_ranges_and_sizes_as_fsspec_asks_for_them(served, served_root, tiny_cache):
+    from fsspec.implementations.http import HTTPFileSystem
+
+    name = os.path.basename(tiny_cache)
+    shard = next(f for f in entry_files(str(served_root / name)) if "/hidden/c/" in f)
+    data = (served_root / name / shard).read_bytes()
+    url = f"{served.url}/entries/{name}/{shard}"
+    fs = HTTPFileSystem()
+    assert fs.info(url)["size"] == len(data)  # HEAD's Content-Length
+    assert fs.cat_file(url, start=-16) == data[-16:]  # bytes=-16: a shard's index
+    assert fs.cat_file(url, start=10, end=30) == data[10:30]  # bytes=10-29: an inner chunk
+    assert fs.cat_file(url, start=len(data) - 5) == data[-5:]  # bytes=N-
+    status, headers, body = request(served.url, f"/entries/{name}/{shard}", headers={"Range": "bytes=-16"})
+    assert status == 206 and headers["content-range"] == f"bytes {len(data) - 16}-{len(data) - 1}/{len(data)}"
+    status, headers, body = request(served.url, f"/entries/{name}/{shard}", method="HEAD")
+    assert status == 200 and int(headers["content-length"]) == len(data) and body == b""
+    assert request(served.url, f"/entries/{name}/train/hidden/c/999/0/0")[0] == 404  # an absent chunk
+
+
+def test_api_describes_entries(served, served_root, tiny_cache):
+    from layercache.cache.manage import OPTION_FIELDS, entry_status
+    from layercache.cache.reader import open_entry
+
+    name = os.path.basename(tiny_cache)
+    local = open_entry(str(served_root / name))
+    status = entry_status(str(served_root / name))
+    code, listed = get_json(served.url, "/api/entries")
+    assert code == 200 and [e["name"] for e in listed] == [name]
+    (e,) = listed
+    assert e["options"] == {f: status.fields[f] for f in OPTION_FIELDS} and e["model"] == local.meta["model"]
+    assert {s: v["rows"] for s, v in e["splits"].items()} == {s: local.split(s).n_rows for s in local.splits}
+    assert e["complete"] and e["bytes"] == status.bytes_on_disk and e["created"] == local.meta["created"]
+    assert e["url"] == f"/entries/{name}" and e["last_read"] is None
+    request(served.url, f"/entries/{name}/zarr.json")
+    assert get_json(served.url, "/api/entries")[1][0]["last_read"] is not None
+    code, one = get_json(served.url, f"/api/entries/{name}")
+    assert code == 200 and one["meta"] == local.meta and set(one["splits"]) == set(local.splits)
+    assert get_json(served.url, "/api/entries/nothing-here") == (404, {"error": "no entry named 'nothing-here'"})
+    assert get_json(served.url, "/api/no-such-route")[0] == 404
+
+
+def test_serve_keeps_its_token_in_a_private_file_and_never_prints_it(tmp_path, monkeypatch):
+    import uvicorn
+
+    from layercache.cli.main import main
+
+    calls = []
+    monkeypatch.setattr(uvicorn, "run", lambda app, **kw: calls.append((app.state.server, kw)))
+    root = tmp_path / "root"
+    first = CliRunner().invoke(main, ["serve", "--cache-dir", str(root), "--port", "0"])
+    assert first.exit_code == 0, first.output
+    token_file = root / ".serve-token"
+    token = token_file.read_text().strip()
+    assert stat.S_IMODE(token_file.stat().st_mode) == 0o600 and len(token) >= 32
+    assert str(token_file) in first.output and token not in first.output
+    state, kwargs = calls[0]
+    assert (state.token, state.read_token, kwargs["host"]) == (token, None, "127.0.0.1")
+    again = CliRunner().invoke(main, ["serve", "--cache-dir", str(root), "--port", "0"])
+    assert again.exit_code == 0 and calls[1][0].token == token  # kept across restarts
+    (tmp_path / "empty").write_text("\n")
+    refused = CliRunner().invoke(main, ["serve", "--cache-dir", str(root), "--token-file", str(tmp_path / "empty")])
+    assert refused.exit_code == 1 and refused.output.startswith("error: token file") and len(calls) == 2
