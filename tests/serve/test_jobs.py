@@ -262,10 +262,12 @@ def test_extract_server_prints_the_entry_url(tiny_bert_dir, tiny_conll_dir, tmp_
         refused = CliRunner().invoke(extract_cli, ["--server", url, "--model", str(tiny_bert_dir), *args])
         failed = CliRunner().invoke(extract_cli, ["--server", url, "--token-file", str(token_file),
                                                   "--model", str(broken), *args])
+        served = httpx.get(done.stdout.strip() + "/zarr.json", timeout=30)
     assert done.exit_code == 0, done.output
     [entry] = list_entries(str(root))
     assert entry.complete
     assert done.stdout.strip() == f"{url}/entries/{Path(entry.path).name}"
+    assert served.status_code == 200 and served.json()["attributes"]["key"] == Path(entry.path).name.split("__")[-1]
     assert refused.exit_code == 1 and "401" in refused.stderr and len(refused.stderr.strip().splitlines()) == 1
     assert failed.exit_code == 1, failed.output
     assert failed.stderr.strip().splitlines()[-1].startswith("error: job "), failed.stderr
