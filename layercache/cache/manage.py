@@ -51,7 +51,9 @@ def _children(root: str) -> list[str]:
         if not fs.exists(base):
             return []
         protocol = root.split("://", 1)[0]
-        return [f"{protocol}://{p}" for p in sorted(fs.ls(base, detail=False)) if fs.exists(p + "/zarr.json")]
+        paths = [p.rstrip("/") for p in sorted(fs.ls(base, detail=False))]
+        # Object stores list paths without their protocol; HTTP lists whole URLs (links of the listing page).
+        return [p if "://" in p else f"{protocol}://{p}" for p in paths if fs.exists(p + "/zarr.json")]
     base = local_path(root)
     if not os.path.isdir(base):
         return []
@@ -108,6 +110,8 @@ def latest_complete(root: str) -> EntryStatus | None:
 
 
 def bytes_on_disk(path: str) -> int | None:
+    if path.startswith(("http://", "https://")):  # listing pages carry no sizes (`serve` gives them in /api/entries)
+        return None
     if is_remote(path):
         import fsspec
 

@@ -157,6 +157,16 @@ def test_ranges_and_sizes_as_fsspec_asks_for_them(served, served_root, tiny_cach
     assert request(served.url, f"/entries/{name}/train/hidden/c/999/0/0")[0] == 404  # an absent chunk
 
 
+def test_an_http_root_lists_its_complete_entries(served, tiny_cache):
+    from layercache.cache.manage import list_entries
+    from layercache.experiments.find import resolve_entry
+
+    url = f"{served.url}/entries/{os.path.basename(tiny_cache)}"
+    (entry,) = list_entries(f"{served.url}/entries")
+    assert (entry.path, entry.complete, entry.bytes_on_disk) == (url, True, None)  # HTTP listings carry no sizes
+    assert resolve_entry(cache_dir=f"{served.url}/entries", log=lambda m: None).path == url
+
+
 def test_api_describes_entries(served, served_root, tiny_cache):
     from layercache.cache.manage import OPTION_FIELDS, entry_status
     from layercache.cache.reader import open_entry

@@ -1,0 +1,133 @@
+"""What reading an entry over `layercache serve` costs against reading it from the local disk, in MB/s:
+
+- zarr: train-head's read, every layer of a split through zarr (`CacheSplit.hidden`), checksums
+  checked; remote is ``http://127.0.0.1:PORT/entries/NAME`` through fsspec's HTTP filesystem;
+- files: N concurrent readers (threads), each reading every file of the entry whole: over HTTP (one
+  kept-alive connection each) against ``open().read()``.
+
+The entry is random float16 rows (ROWS x 7 x 384, MiniLM's shape, one shard per UNIT rows) in a
+temporary root, unless --cache names one. The server runs in this process on 127.0.0.1
+(`layercache.serve.threaded`): client and server share the machine's cores, as on one host.
+
+    python scripts/bench_serve.py --rows 16384 --readers 16 --repeats 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import os
+import secrets
+import statistics
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import _common  # noqa: F401  (the repository on sys.path)
+
+import numpy as np
+
+from bench_roofline import cpu_line
+from layercache.cache.reader import open_entry
+from layercache.cache.writer import SplitPlan, SplitWriter
+from layercache.serve.state import ServerState
+from layercache.serve.threaded import BackgroundServer
+
+LAYERS, WIDTH = 7, 384
+
+
+def synthetic_entry(root: Path, *, rows: int, unit_rows: int) -> str:
+    path = str(root / "synthetic__random__bench")
+    attrs = {"format_version": 1, "model": "synthetic", "model_revision": "-", "dataset_fingerprint": "-",
+             "granularity": "word", "pooling": "first", "dtype": "float16", "max_length": 512, "precision": "fp32",
+             "key": "bench", "num_layers": LAYERS - 1, "hidden_size": WIDTH, "num_heads": 12, "ffn_dim": 1536,
+             "dataset": "random", "label_names": ["O"], "entity_types": [], "created": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+    plan = SplitPlan(n_layers=LAYERS, dim=WIDTH, dtype="float16", offsets=np.arange(0, rows + 1, 16, dtype=np.int64),
+                     labels=np.zeros(rows, dtype=np.int16), words=["w"] * rows, unit_rows=unit_rows, plan_id="bench")
+    writer = SplitWriter.open(path, attrs, "train", plan)
+    rng = np.random.default_rng(0)
+    for unit in range(plan.n_units):
+        lo, hi = plan.unit_range(unit)
+        writer.write_unit(unit, rng.standard_normal((hi - lo, LAYERS, WIDTH), dtype=np.float32).astype(np.float16))
+    writer.finish({})
+    return path
+
+
+def timed(fn, repeats: int) -> float:
+    """Median seconds of ``repeats`` calls after one warm-up (page cache, connections)."""
+    fn()
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def read_files_local(entry: str, files: list[str]) -> int:
+    total = 0
+    for f in files:
+        with open(os.path.join(entry, f), "rb") as handle:
+            total += len(handle.read())
+    return total
+
+
+def read_files_remote(url: str, name: str, files: list[str]) -> int:
+    host, port = url.removeprefix("http://").split(":")
+    conn = http.client.HTTPConnection(host, int(port), timeout=60)
+    total = 0
+    for f in files:
+        conn.request("GET", f"/entries/{name}/{f}")
+        response = conn.getresponse()
+        if response.status != 200:
+            raise RuntimeError(f"{f}: HTTP {response.status}")
+        total += len(response.read())
+    conn.close()
+    return total
+
+
+def concurrent(fn, readers: int) -> None:
+    with ThreadPoolExecutor(max_workers=readers) as pool:
+        for future in [pool.submit(fn) for _ in range(readers)]:
+            future.result()
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--cache", default=None, help="an entry to read (default: a synthetic one in a temporary root)")
+    p.add_argument("--rows", type=int, default=16384)
+    p.add_argument("--unit-rows", type=int, default=4096, help="rows per shard of the synthetic entry")
+    p.add_argument("--split", default="train")
+    p.add_argument("--readers", type=int, default=16)
+    p.add_argument("--repeats", type=int, default=3)
+    args = p.parse_args()
+
+    with tempfile.TemporaryDirectory(prefix="bench-serve-") as tmp:
+        entry = args.cache or synthetic_entry(Path(tmp), rows=args.rows, unit_rows=args.unit_rows)
+        entry = os.path.abspath(entry)
+        name = os.path.basename(entry)
+        files = sorted(os.path.relpath(os.path.join(d, f), entry) for d, _, fs in os.walk(entry) for f in fs)
+        entry_bytes = sum(os.path.getsize(os.path.join(entry, f)) for f in files)
+        with BackgroundServer(ServerState(root=Path(os.path.dirname(entry)), token=secrets.token_urlsafe(32))) as server:
+            remote = f"{server.url}/entries/{name}"
+            hidden_bytes = open_entry(entry).split(args.split).hidden().nbytes
+            zarr_local = timed(lambda: open_entry(entry).split(args.split).hidden(), args.repeats)
+            zarr_remote = timed(lambda: open_entry(remote).split(args.split).hidden(), args.repeats)
+            files_local = timed(lambda: concurrent(lambda: read_files_local(entry, files), args.readers), args.repeats)
+            files_remote = timed(lambda: concurrent(lambda: read_files_remote(server.url, name, files), args.readers),
+                                 args.repeats)
+
+    mb = 1e6
+    print(cpu_line())
+    print(f"entry {name}: {len(files)} files, {entry_bytes / mb:.1f} MB; server in this process on 127.0.0.1; "
+          f"median of {args.repeats}")
+    print(f"zarr, split {args.split} hidden() ({hidden_bytes / mb:.1f} MB): local {hidden_bytes / zarr_local / mb:,.0f} "
+          f"MB/s, remote {hidden_bytes / zarr_remote / mb:,.0f} MB/s ({zarr_local / zarr_remote:.2f} of local)")
+    moved = args.readers * entry_bytes
+    print(f"files, {args.readers} concurrent readers ({moved / mb:.0f} MB): local {moved / files_local / mb:,.0f} MB/s, "
+          f"remote {moved / files_remote / mb:,.0f} MB/s ({files_local / files_remote:.2f} of local)")
+
+
+if __name__ == "__main__":
+    main()
