@@ -10,6 +10,10 @@ temporary root, unless --cache names one. The server runs in this process on 127
 (`layercache.serve.threaded`): client and server share the machine's cores, as on one host.
 
     python scripts/bench_serve.py --rows 16384 --readers 16 --repeats 3
+
+Measured so on a 2-core Xeon (avx512_bf16, amx): zarr 613 MB/s local, 230 MB/s remote (0.37); files
+with 16 readers 10,006 MB/s local (page cache), 1,076 MB/s remote (0.11). Starlette's default 64 KiB
+file chunks gave 132 and 411 MB/s remote; `entries` reads files in 1 MiB chunks.
 """
 
 from __future__ import annotations

@@ -5,7 +5,9 @@ holding it; without it the token lives in ``ROOT/.serve-token``, created on firs
 random bytes (`secrets`) and mode 0600, and kept across restarts so clients keep working. The
 command prints where the token is, never the token itself: logs and terminals get copied around.
 ``--read-token-file`` makes reads need a token too (the write token also reads); without it,
-reads are open to whoever can reach the address, which by default is this machine only.
+reads are open to whoever can reach the address, which by default is this machine only. A client
+sends a read token through fsspec's configuration, e.g. in its environment:
+``FSSPEC_HTTP='{"headers": {"Authorization": "Bearer TOKEN"}}'``.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ TOKEN_BYTES = 32
 @cache_dir_option
 @click.option("--host", default=DEFAULT_HOST, show_default=True,
               help="Address to listen on; 0.0.0.0 opens it to the network.")
-@click.option("--port", type=click.IntRange(0, 65535), default=DEFAULT_PORT, show_default=True)
+@click.option("--port", type=click.IntRange(0, 65535), default=DEFAULT_PORT, show_default=True, help="Port to listen on.")
 @click.option("--token-file", type=click.Path(dir_okay=False), default=None,
               help=f"File holding the write token. Default: ROOT/{TOKEN_FILE}, created (mode 0600) when missing.")
 @click.option("--read-token-file", type=click.Path(exists=True, dir_okay=False), default=None,

@@ -190,7 +190,8 @@ async def index(request: Request) -> Response:
 def _listing(request: Request, names: list[str]) -> HTMLResponse:
     """Links by absolute path, so they resolve the same with or without a trailing slash."""
     base = request.url.path.rstrip("/")
-    items = "".join(f'<li><a href="{html.escape(base + "/" + quote(n, safe=""))}">{html.escape(n)}</a></li>\n' for n in names)
+    links = [(html.escape(base + "/" + quote(n, safe="")), html.escape(n)) for n in names]
+    items = "".join(f'<li><a href="{href}">{text}</a></li>\n' for href, text in links)
     title = html.escape(base + "/")
     return HTMLResponse(f"<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>{title}</title></head>"
                         f"<body><h1>{title}</h1>\n<ul>\n{items}</ul></body></html>\n")
@@ -223,14 +224,15 @@ def api_entry(request: Request) -> Response:
         _check_read(request)
         real = entry_dir(str(state.root), name)
         status = entry_status(os.path.join(str(state.root), name))
+        group = open_group(real, mode="r")
+        splits = {n: {**dict(g.attrs), "hidden_shape": list(g["hidden"].shape)} for n, g in group.groups()
+                  if "kind" not in g.attrs and "hidden" in g}
+        described = summary(status)
     except Refused as exc:
         return error(exc.status, str(exc))
-    except Exception:
+    except Exception:  # not ours, damaged, or removed meanwhile
         return error(404, f"{name!r} is not a readable layercache entry")
-    group = open_group(real, mode="r")
-    splits = {n: {**dict(g.attrs), "hidden_shape": list(g["hidden"].shape)} for n, g in group.groups()
-              if "kind" not in g.attrs and "hidden" in g}
-    return JSONResponse({**summary(status), "meta": dict(group.attrs), "splits": splits})
+    return JSONResponse({**described, "meta": dict(group.attrs), "splits": splits})
 
 
 def summary(entry: EntryStatus) -> dict:
