@@ -1,6 +1,7 @@
 """The extraction queue of `layercache serve`: identical requests join one job; refused requests
-create nothing; a server killed mid-job and restarted finishes the entry bit for bit; and
-`extract --server` follows a job on a real server to the entry's URL."""
+create nothing; a job cuts the root down to --max-size but keeps its entry; a server shut down or
+killed mid-job finishes the entry on its next start, bit for bit; and `extract --server` follows a
+job on a real server to the entry's URL."""
 
 from __future__ import annotations
 
@@ -221,48 +222,20 @@ def test_shutdown_stops_the_job_between_units_and_the_next_start_finishes_it(tin
     assert _units_done(job["path"]) == 5
 
 
-class _Serving:
-    """A real uvicorn server on a free port in a thread, for the duration of a `with`."""
-
-    def __init__(self, state: ServerState):
-        import uvicorn
-
-        self.socket = socket.socket()
-        self.socket.bind(("127.0.0.1", 0))  # the kernel's free port, held from here on
-        self.url = "http://127.0.0.1:%d" % self.socket.getsockname()[1]
-        self.server = uvicorn.Server(uvicorn.Config(create_app(state), log_level="warning"))
-
-    def __enter__(self) -> str:
-        import threading
-
-        self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self.socket]}, daemon=True)
-        self.thread.start()
-        deadline = time.monotonic() + 30
-        while not self.server.started:
-            assert self.thread.is_alive() and time.monotonic() < deadline, "the server never came up"
-            time.sleep(0.02)
-        return self.url
-
-    def __exit__(self, *exc):
-        self.server.should_exit = True
-        self.thread.join(30)
-        self.socket.close()
-
-
-def test_extract_server_prints_the_entry_url(tiny_bert_dir, tiny_conll_dir, tmp_path):
+def test_extract_server_prints_the_entry_url(serve, tiny_bert_dir, tiny_conll_dir, tmp_path):
     root, token_file = tmp_path / "root", tmp_path / "token"
     token_file.write_text(TOKEN + "\n")
     broken = tmp_path / "broken-bert"  # its config reads, its weights do not: the job fails on the server
     shutil.copytree(tiny_bert_dir, broken)
     (broken / "model.safetensors").write_bytes(b"not weights")
     args = ["--dataset", str(tiny_conll_dir), "--splits", "dev", "--quiet"]
-    with _Serving(ServerState(root=root, token=TOKEN)) as url:
-        done = CliRunner().invoke(extract_cli, ["--server", url, "--token-file", str(token_file),
-                                                "--model", str(tiny_bert_dir), *args])
-        refused = CliRunner().invoke(extract_cli, ["--server", url, "--model", str(tiny_bert_dir), *args])
-        failed = CliRunner().invoke(extract_cli, ["--server", url, "--token-file", str(token_file),
-                                                  "--model", str(broken), *args])
-        served = httpx.get(done.stdout.strip() + "/zarr.json", timeout=30)
+    url = serve(root, token=TOKEN).url
+    done = CliRunner().invoke(extract_cli, ["--server", url, "--token-file", str(token_file),
+                                            "--model", str(tiny_bert_dir), *args])
+    refused = CliRunner().invoke(extract_cli, ["--server", url, "--model", str(tiny_bert_dir), *args])
+    failed = CliRunner().invoke(extract_cli, ["--server", url, "--token-file", str(token_file),
+                                              "--model", str(broken), *args])
+    served = httpx.get(done.stdout.strip() + "/zarr.json", timeout=30)
     assert done.exit_code == 0, done.output
     [entry] = list_entries(str(root))
     assert entry.complete
