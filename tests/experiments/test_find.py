@@ -48,8 +48,14 @@ def test_train_head_uses_the_entry_made_otherwise(tmp_path, tiny_bert_dir, tiny_
 def test_the_newest_of_two_is_used(bf16_root, tmp_path, tiny_bert_dir, tiny_conll_dir):
     import shutil
 
+    import zarr
+
     root = tmp_path / "root"
     shutil.copytree(bf16_root, root)
+    for name in _entries(root):  # finish times have one-second steps: make the copied entry plainly older
+        group = zarr.open_group(str(root / name), mode="r+")
+        for split in group.group_keys():
+            group[split].attrs["finished"] = "2000-01-01T00:00:00+0000"
     newer = _extract(root, tiny_bert_dir, tiny_conll_dir, dtype="float32")
     notes = []
     entry = resolve_entry(model=str(tiny_bert_dir), dataset=str(tiny_conll_dir), cache_dir=str(root),
