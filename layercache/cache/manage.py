@@ -132,9 +132,10 @@ def remove(path: str) -> None:
         fs.rm(p, recursive=True)
         return
     shutil.rmtree(local_path(path))
-    lock = local_path(path).rstrip("/") + ".lock"
-    if os.path.exists(lock):
-        os.remove(lock)
+    for sidecar in (".lock", ".read"):  # the writer's lock and the record of reads (`usage`)
+        leftover = local_path(path).rstrip("/") + sidecar
+        if os.path.exists(leftover):
+            os.remove(leftover)
 
 
 def verify(path: str, *, progress: bool = False) -> list[str]:

@@ -14,6 +14,7 @@ import numpy as np
 import zarr
 
 from ..errors import LayercacheError
+from .usage import mark_read
 from .store import bfloat16_to_float32, open_group, require_complete
 
 
@@ -49,6 +50,8 @@ class CacheEntry(MetaViews):
         self.meta = dict(self.group.attrs)
         if not self.meta.get("format_version"):
             raise LayercacheError(f"{path} is not a layercache entry (no format_version attribute)")
+        if isinstance(path, str):
+            mark_read(path)  # eviction (`gc`) keeps what was read last, local readers included
 
     @property
     def splits(self) -> list[str]:

@@ -130,3 +130,16 @@ def test_a_bad_size_is_a_one_line_error(text, tmp_path):
 def test_an_object_store_root_is_refused_in_one_line():
     out = CliRunner().invoke(main, ["gc", "--max-size", "1G", "--cache-dir", "memory://gc-root"])
     assert out.exit_code == 1 and out.output == "error: gc works on local cache roots only, not memory://gc-root\n"
+
+
+def test_a_local_read_is_recorded_and_rm_leaves_no_record(make_entry, monkeypatch):
+    from layercache.cache.manage import remove
+    from layercache.cache.reader import open_entry
+
+    path = make_entry("a")
+    monkeypatch.setattr(usage, "_recorded", {})  # no earlier read of this process throttles this one
+    assert usage.last_read(path) is None
+    open_entry(path)
+    assert usage.last_read(path) == pytest.approx(time.time(), abs=5)
+    remove(path)
+    assert not os.path.exists(path) and not os.path.exists(path + ".read") and usage.last_read(path) is None
