@@ -9,11 +9,10 @@ The entry is random float16 rows (ROWS x 7 x 384, MiniLM's shape, one shard per 
 temporary root, unless --cache names one. The server runs in this process on 127.0.0.1
 (`layercache.serve.threaded`): client and server share the machine's cores, as on one host.
 
-    python scripts/bench_serve.py --rows 16384 --readers 16 --repeats 3
+    python scripts/bench_serve.py --rows 16384 --readers 16 --repeats 3 --report docs/serve/bench_serve.md
 
-Measured so on a 2-core Xeon (avx512_bf16, amx): zarr 613 MB/s local, 230 MB/s remote (0.37); files
-with 16 readers 10,006 MB/s local (page cache), 1,076 MB/s remote (0.11). Starlette's default 64 KiB
-file chunks gave 132 and 411 MB/s remote; `entries` reads files in 1 MiB chunks.
+The figures: `docs/serve/bench_serve.md` (written with --report). `entries` reads files in 1 MiB
+chunks: Starlette's default 64 KiB chunks made remote reads two to three times slower.
 """
 
 from __future__ import annotations
@@ -23,6 +22,7 @@ import http.client
 import os
 import secrets
 import statistics
+import sys
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -105,6 +105,7 @@ def main() -> None:
     p.add_argument("--split", default="train")
     p.add_argument("--readers", type=int, default=16)
     p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--report", default=None, help="also write the figures here (markdown)")
     args = p.parse_args()
 
     with tempfile.TemporaryDirectory(prefix="bench-serve-") as tmp:
@@ -123,15 +124,21 @@ def main() -> None:
                                  args.repeats)
 
     mb = 1e6
-    print(cpu_line())
-    print(f"entry {name}: {len(files)} files, {entry_bytes / mb:.1f} MB; server in this process on 127.0.0.1; "
-          f"median of {args.repeats}")
-    print(f"zarr, split {args.split} hidden() ({hidden_bytes / mb:.1f} MB): local {hidden_bytes / zarr_local / mb:,.0f} "
-          f"MB/s, remote {hidden_bytes / zarr_remote / mb:,.0f} MB/s ({zarr_local / zarr_remote:.2f} of local)")
     moved = args.readers * entry_bytes
-    print(f"files, {args.readers} concurrent readers ({moved / mb:.0f} MB): local {moved / files_local / mb:,.0f} MB/s, "
-          f"remote {moved / files_remote / mb:,.0f} MB/s ({files_local / files_remote:.2f} of local)")
-
+    lines = [
+        cpu_line(),
+        f"entry {name}: {len(files)} files, {entry_bytes / mb:.1f} MB; server in this process on 127.0.0.1; "
+        f"median of {args.repeats}",
+        f"zarr, split {args.split} hidden() ({hidden_bytes / mb:.1f} MB): local {hidden_bytes / zarr_local / mb:,.0f} "
+        f"MB/s, remote {hidden_bytes / zarr_remote / mb:,.0f} MB/s ({zarr_local / zarr_remote:.2f} of local)",
+        f"files, {args.readers} concurrent readers ({moved / mb:.0f} MB): local {moved / files_local / mb:,.0f} MB/s, "
+        f"remote {moved / files_remote / mb:,.0f} MB/s ({files_local / files_remote:.2f} of local)",
+    ]
+    print("\n".join(lines))
+    if args.report:
+        command = "python scripts/bench_serve.py " + " ".join(sys.argv[1:])
+        Path(args.report).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.report).write_text(f"`{command}`\n\n" + "\n\n".join(lines) + "\n")
 
 if __name__ == "__main__":
     main()
