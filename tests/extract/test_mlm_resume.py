@@ -17,6 +17,7 @@ import zarr
 from layercache.cache.reader import open_entry
 from layercache.errors import IncompleteEntryError
 from layercache.extract.run import ExtractConfig, extract
+from conftest import units_done
 
 CHILD = textwrap.dedent(
     """
@@ -33,12 +34,6 @@ CHILD = textwrap.dedent(
     """
 )
 
-
-def _units_done(path: str) -> int:
-    try:
-        return int(np.sum(zarr.open_group(path, mode="r")["train"]["done"][:]))
-    except Exception:
-        return 0
 
 
 def _arrays(path: str) -> dict[str, np.ndarray]:
@@ -61,11 +56,11 @@ def test_mlm_sigkill_then_resume_is_bitwise_identical(tiny_bert_dir, tmp_path):
                                                         os.path.dirname(os.path.dirname(__file__))])}
     child = subprocess.Popen([sys.executable, "-c", CHILD, str(tiny_bert_dir), str(data), root, "1.5"], env=env)
     deadline = time.time() + 120
-    while _units_done(path) < 2 and child.poll() is None and time.time() < deadline:
+    while units_done(path) < 2 and child.poll() is None and time.time() < deadline:
         time.sleep(0.01)
     child.send_signal(signal.SIGKILL)
     child.wait()
-    assert 0 < _units_done(path) < n_units, "the child finished or never started; the kill proved nothing"
+    assert 0 < units_done(path) < n_units, "the child finished or never started; the kill proved nothing"
     with pytest.raises(IncompleteEntryError):
         open_entry(path).split("train")
     logs = []

@@ -12,11 +12,11 @@ import time
 
 import numpy as np
 import pytest
-import zarr
 
 from layercache.cache.reader import open_entry
 from layercache.errors import IncompleteEntryError
 from layercache.extract.run import ExtractConfig, extract
+from conftest import split_arrays, units_done
 
 # Runs extract in a child process whose writer pauses after each unit, so the test can kill it
 # between units (and, with a short pause, while a unit is being written).
@@ -36,16 +36,6 @@ CHILD = textwrap.dedent(
 )
 
 
-def _units_done(path: str) -> int:
-    try:
-        return int(np.sum(zarr.open_group(path, mode="r")["train"]["done"][:]))
-    except Exception:
-        return 0
-
-
-def _arrays(path: str) -> dict[str, np.ndarray]:
-    g = zarr.open_group(path, mode="r")["train"]
-    return {name: arr[:] for name, arr in g.arrays()}
 
 
 @pytest.mark.parametrize("kill_after_units,pause", [(1, 2.0), (3, 2.0), (2, 0.2)])
@@ -58,16 +48,16 @@ def test_sigkill_then_resume_is_bitwise_identical(tiny_bert_dir, tiny_conll_dir,
     child = subprocess.Popen([sys.executable, "-c", CHILD, str(tiny_bert_dir), str(tiny_conll_dir), root, str(pause)],
                              env=env)
     deadline = time.time() + 120
-    while _units_done(path) < kill_after_units and child.poll() is None and time.time() < deadline:
+    while units_done(path) < kill_after_units and child.poll() is None and time.time() < deadline:
         time.sleep(0.01)
     child.send_signal(signal.SIGKILL)
     child.wait()
-    assert 0 < _units_done(path) < 5, "the child finished or never started; the kill proved nothing"
+    assert 0 < units_done(path) < 5, "the child finished or never started; the kill proved nothing"
     with pytest.raises(IncompleteEntryError):
         open_entry(path).split("train")
     resumed = extract(ExtractConfig(cache_dir=root, **config), progress=False, log=lambda m: None)
     assert resumed.path == path
-    got, want = _arrays(path), _arrays(reference)
+    got, want = split_arrays(path), split_arrays(reference)
     assert got.keys() == want.keys()
     for name in want:
         np.testing.assert_array_equal(got[name], want[name], err_msg=name)
@@ -84,5 +74,5 @@ def test_two_extracts_on_one_entry(tiny_bert_dir, tiny_conll_dir, tmp_path):
     ref = extract(ExtractConfig(model=str(tiny_bert_dir), dataset=str(tiny_conll_dir), cache_dir=str(tmp_path / "r"),
                                 unit_rows=256, splits=("train",)), progress=False)
     path = ref.path.replace(str(tmp_path / "r"), str(tmp_path))
-    for name, arr in _arrays(ref.path).items():
-        np.testing.assert_array_equal(_arrays(path)[name], arr)
+    for name, arr in split_arrays(ref.path).items():
+        np.testing.assert_array_equal(split_arrays(path)[name], arr)

@@ -29,6 +29,7 @@ from layercache.extract.run import ExtractConfig, extract
 from layercache.serve import jobqueue
 from layercache.serve.app import create_app
 from layercache.serve.state import MAX_BODY_BYTES, ServerState
+from conftest import split_arrays, units_done
 
 TOKEN = "write-me"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
@@ -155,15 +156,6 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _units_done(path: str) -> int:
-    try:
-        return int(np.sum(zarr.open_group(path, mode="r")["train"]["done"][:]))
-    except Exception:
-        return 0
-
-
-def _arrays(path: str) -> dict[str, np.ndarray]:
-    return {name: arr[:] for name, arr in zarr.open_group(path, mode="r")["train"].arrays()}
 
 
 def test_server_killed_mid_job_resumes_it_bit_for_bit(tiny_bert_dir, tiny_conll_dir, tmp_path):
@@ -185,19 +177,19 @@ def test_server_killed_mid_job_resumes_it_bit_for_bit(tiny_bert_dir, tiny_conll_
                 time.sleep(0.1)
         assert submitted.status_code == 202, submitted.text
         job = submitted.json()
-        while _units_done(job["path"]) < 1 and child.poll() is None and time.monotonic() < deadline + 60:
+        while units_done(job["path"]) < 1 and child.poll() is None and time.monotonic() < deadline + 60:
             time.sleep(0.01)
     finally:
         child.send_signal(signal.SIGKILL)
         child.wait()
-    assert 0 < _units_done(job["path"]) < 5, "the job finished or never started; the kill proved nothing"
+    assert 0 < units_done(job["path"]) < 5, "the job finished or never started; the kill proved nothing"
     assert json.loads((root / jobqueue.JOBS_DIR / f"{job['id']}.json").read_text())["state"] == "running"
 
     with TestClient(create_app(ServerState(root=root, token=TOKEN))) as client:  # the restarted server
         resumed = _wait(client.get, job["id"])
     assert resumed["state"] == "done", resumed
     assert resumed["path"] == job["path"] and Path(job["path"]).name == Path(reference).name
-    got, want = _arrays(job["path"]), _arrays(reference)
+    got, want = split_arrays(job["path"]), split_arrays(reference)
     assert got.keys() == want.keys()
     for name in want:
         np.testing.assert_array_equal(got[name], want[name], err_msg=name)
@@ -216,10 +208,10 @@ def test_shutdown_stops_the_job_between_units_and_the_next_start_finishes_it(tin
         while client.get(f"/api/jobs/{job['id']}").json()["progress"]["done"] == 0:
             time.sleep(0.01)
     stopped = json.loads((tmp_path / jobqueue.JOBS_DIR / f"{job['id']}.json").read_text())
-    assert stopped["state"] == "queued" and 0 < _units_done(job["path"]) < 5, stopped
+    assert stopped["state"] == "queued" and 0 < units_done(job["path"]) < 5, stopped
     with TestClient(app) as client:
         assert _wait(client.get, job["id"])["state"] == "done"
-    assert _units_done(job["path"]) == 5
+    assert units_done(job["path"]) == 5
 
 
 def test_extract_server_prints_the_entry_url(serve, tiny_bert_dir, tiny_conll_dir, tmp_path):
