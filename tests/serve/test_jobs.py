@@ -19,7 +19,6 @@ from pathlib import Path
 import httpx
 import numpy as np
 import pytest
-import zarr
 from click.testing import CliRunner
 from starlette.testclient import TestClient
 
