@@ -89,6 +89,24 @@ class Sentences:
     def begin_epoch(self, epoch: int, *, seed: int) -> None:
         """Called before each training epoch; cached splits have nothing to redo (FT MLM re-masks)."""
 
+    def _layer_view(self, layers: Sequence[int], build):
+        """This split with only ``layers`` (of those it holds), in that order: ``build(layers)`` makes
+        the view; the last one is kept (a sweep's runs ask for the same layers again and again)."""
+        layers = tuple(int(x) for x in layers)
+        if layers == self.layers:
+            return self
+        missing = [x for x in layers if x not in self.layers]
+        if missing:
+            raise LayercacheError(
+                f"layers {missing} are not loaded for split {self.name!r} (it holds {list(self.layers)}); "
+                f"load the data with those layers"
+            )
+        if self._last_view and self._last_view[0] == layers:
+            return self._last_view[1]
+        view = build(layers)
+        self._last_view = (layers, view)  # only the last: dev of a big cache is hundreds of MB per view
+        return view
+
     def cached(self, key, build):
         """``build()`` once per ``key`` for this split: values derived from it that never change
         (its gold entities, its padded eval batches), shared by every run of a sweep."""
@@ -148,22 +166,12 @@ class SplitArrays(Sentences):
 
     def take_layers(self, layers: Sequence[int]) -> "SplitArrays":
         """Only the given cache layers (which must be held), in the order given."""
-        layers = tuple(int(x) for x in layers)
-        if layers == self.layers:
-            return self
-        missing = [x for x in layers if x not in self.layers]
-        if missing:
-            raise LayercacheError(
-                f"layers {missing} are not loaded for split {self.name!r} (it holds {list(self.layers)}); "
-                f"load the data with those layers"
-            )
-        if self._last_view and self._last_view[0] == layers:
-            return self._last_view[1]
-        index = [self.layers.index(x) for x in layers]
-        view = SplitArrays(self.name, np.ascontiguousarray(self.hidden[:, index]), self.labels, self.offsets,
-                           layers, self.sentence_ids, self.starts)
-        self._last_view = (layers, view)  # only the last: dev of a big cache is hundreds of MB per view
-        return view
+        def build(layers):
+            index = [self.layers.index(x) for x in layers]
+            return SplitArrays(self.name, np.ascontiguousarray(self.hidden[:, index]), self.labels, self.offsets,
+                               layers, self.sentence_ids, self.starts)
+
+        return self._layer_view(layers, build)
 
     def layer(self, layer: int) -> np.ndarray:
         """[rows, d] of one held cache layer."""

@@ -20,7 +20,6 @@ from typing import Sequence
 
 import numpy as np
 
-from ..errors import LayercacheError
 from . import budget
 from .data import Batch, Sentences, Split, SplitArrays, _load_split, sentence_rows
 
@@ -80,19 +79,9 @@ class StreamedSplit(Sentences):
 
     def take_layers(self, layers: Sequence[int]) -> "StreamedSplit":
         """Only the given cache layers (of those this split was opened with), in the order given."""
-        layers = tuple(int(x) for x in layers)
-        if layers == self.layers:
-            return self
-        missing = [x for x in layers if x not in self.layers]
-        if missing:
-            raise LayercacheError(f"layers {missing} are not loaded for split {self.name!r} (it holds "
-                                  f"{list(self.layers)}); load the data with those layers")
-        if self._last_view and self._last_view[0] == layers:
-            return self._last_view[1]
-        view = StreamedSplit(self.name, self.source, self.labels, self.offsets, layers, self.sentence_ids, self.starts,
-                             _memo=self._memo)  # same sentences: gold entities and the like carry over
-        self._last_view = (layers, view)
-        return view
+        return self._layer_view(layers, lambda layers: StreamedSplit(
+            self.name, self.source, self.labels, self.offsets, layers, self.sentence_ids, self.starts,
+            _memo=self._memo))  # same sentences: gold entities and the like carry over
 
     def layer(self, layer: int) -> np.ndarray:
         """[rows, d] of one cache layer over these sentences: one slice read (auto:K ranks with it)."""
