@@ -6,6 +6,7 @@ flight; a rerun skips every run already in the file, and a widened grid runs onl
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
@@ -69,11 +70,14 @@ def runs_on(path: str, cache_key: str | None) -> dict[str, dict]:
 
 def append_result(path: str, record: dict) -> None:
     """One line, written with one ``write`` in append mode (so lines of sweeps sharing the file do
-    not interleave), fsync'ed; after a line a kill cut short, it starts on a fresh line."""
+    not interleave), fsync'ed; after a line a kill cut short, it starts on a fresh line. The check
+    and the write hold an exclusive lock: without it, a sweep could see another's line half written,
+    take it for a cut one and leave an empty line."""
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     line = (json.dumps(record) + "\n").encode()
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     try:
+        fcntl.flock(fd, fcntl.LOCK_EX)  # released when the file is closed
         if _ends_mid_line(path):
             line = b"\n" + line
         os.write(fd, line)
