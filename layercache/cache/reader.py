@@ -2,7 +2,7 @@
 
 Layers are read as slices `hidden[r0:r1, layer, :]`, never through a list index over the layer axis:
 with one inner chunk per layer, a slice touches only that layer's bytes, while zarr's orthogonal
-selection over a list is 30-50x slower (DESIGN.md, measured with zarr 3.1).
+selection over a list is 30-50x slower (measured with zarr 3.1).
 """
 
 from __future__ import annotations

@@ -151,10 +151,10 @@ def split_plan(config, dataset, split: str, info, *, tokenizer=None) -> SplitPla
     """The `SplitPlan` extraction makes for ``split`` in every field that decides bytes (the plan id
     and token budget are stand-ins of the same size). Word rows need no tokenizer: every word,
     even one of zero subwords, gets a row."""
-    from .run import DTYPE_BYTES, _default_unit_rows
+    from .run import DTYPE_BYTES, default_unit_rows
 
     n_layers, dim = info.num_layers + 1, info.hidden_size
-    unit_rows = config.unit_rows or _default_unit_rows(n_layers, dim, DTYPE_BYTES[config.dtype])
+    unit_rows = config.unit_rows or default_unit_rows(n_layers, dim, DTYPE_BYTES[config.dtype])
     arrays, word_index = {}, None
     if config.task == "mlm":
         from .masking import masked_split
