@@ -31,6 +31,9 @@ from pathlib import Path
 from _common import REPO, args_entry, conll_grid, f1_cell, grid_parser, run_conll_grid, runs_of, split_list, \
     torch_threads
 
+from layercache.training import TrainConfig
+from layercache.training.config import default_lr
+
 FUSIONS = "base,concat,dwatt"
 MODES = ("fe", "ft")
 
@@ -38,10 +41,13 @@ MODES = ("fe", "ft")
 def parse_args(argv=None):
     p = grid_parser(__doc__.split("\n\n")[0], fusions=FUSIONS, epochs=10, threads=1, out="compare_fe_ft_conll.jsonl")
     p.add_argument("--modes", default="fe,ft", help="fe, ft or both")
+    # Figure 6 at today's defaults: each mode's own learning rate (FE heads per fusion, FT the
+    # paper's 5e-5) and train-head's DWAtt score, unless given.
+    p.set_defaults(lr=None, layer_score=TrainConfig.__dataclass_fields__["layer_score"].default)
     p.add_argument("--dev-sentences", type=int, default=1000,
                    help="evaluate on this fixed random subset of dev (0 = all of dev)")
     p.add_argument("--note", default="", help="a sentence added to the table's caption (e.g. how busy the machine was)")
-    p.add_argument("--table", default=str(REPO / "docs" / "compare_fe_ft_conll.md"),
+    p.add_argument("--table", default=str(REPO / "docs" / "results" / "compare_fe_ft_conll.md"),
                    help="markdown file the table is written to ('' = print only)")
     return p.parse_args(argv)
 
@@ -81,10 +87,19 @@ def caption(args, model: str | None, n_dev: int, device: str) -> str:
     return (f"CoNLL-2003, {model}: FE (heads on cached hidden states) against FT (the backbone fine-tuned end "
             f"to end with the head, from its pretrained weights in every run), paper Figure 6. Best dev "
             f"entity F1 x100, mean ± std over seeds 0..{args.seeds - 1} (runs), on {dev}, evaluated at "
-            f"{args.eval_points} evenly spaced points per run. {args.epochs} epochs, lr {args.lr:g} (linear decay), "
+            f"{args.eval_points} evenly spaced points per run; test F1 at the best dev point. {args.epochs} epochs, "
+            f"{_lrs(args)} (linear decay), DWAtt score {args.layer_score}, "
             f"batch {args.batch_size}; N-way few-shot samples of N x 4 sentences, the same sample per seed in "
             f"both modes. FT − FE: difference of the means. s/run: median wall-clock seconds per run "
             f"(training and evaluation) on {device}, {threads}." + (f" {args.note}" if args.note else ""))
+
+
+def _lrs(args) -> str:
+    """The learning rates of the table's runs: --lr, or each mode's default."""
+    if args.lr is not None:
+        return f"lr {args.lr:g}"
+    fe = ", ".join(f"{f} {default_lr(f, 'fe'):g}" for f in split_list(args.fusions))
+    return f"lr FE {fe}; FT {default_lr('base', 'ft'):g}"
 
 
 def run_modes(args, entry) -> list[dict]:
