@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import LayercacheError
+from ..tasks import DEFAULT_TASK
 from .layout import KEY_FIELDS, is_remote, local_path
 from .store import open_group
 
@@ -74,7 +75,7 @@ def entry_status(path: str, *, size: bool = True) -> EntryStatus:
         if done and g.attrs.get("finished"):
             finished.append(g.attrs["finished"])
     fields = {f: attrs[f] for f in KEY_FIELDS if f in attrs}
-    fields["task"] = attrs.get("task", "ner")
+    fields["task"] = attrs.get("task", DEFAULT_TASK)
     return EntryStatus(path=path, model=attrs.get("model", "?"), dataset=attrs.get("dataset", "?"), splits=splits,
                        finished=max(finished) if finished else None,
                        bytes_on_disk=bytes_on_disk(path) if size else None, fields=fields)
@@ -93,7 +94,7 @@ def variants(root: str, fields: dict) -> list[EntryStatus]:
     """Entries under ``root`` of the same model, revision, dataset content and task as ``fields``
     (another entry's, or the one `extract` would make), newest first; sizes are not read."""
     same = ("model", "model_revision", "dataset_fingerprint", "task")
-    want = {f: fields.get(f, "ner" if f == "task" else None) for f in same}
+    want = {f: fields.get(f, DEFAULT_TASK if f == "task" else None) for f in same}
     return [e for e in list_entries(root, sizes=False) if all(e.fields.get(f) == want[f] for f in same)]
 
 

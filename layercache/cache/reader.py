@@ -14,6 +14,7 @@ import numpy as np
 import zarr
 
 from ..errors import LayercacheError
+from ..tasks import DEFAULT_TASK
 from .usage import mark_read
 from .store import bfloat16_to_float32, open_group, require_complete
 
@@ -36,8 +37,8 @@ class MetaViews:
 
     @property
     def task(self) -> str:
-        """``ner`` or ``mlm``; entries from before MLM carry no task attribute and are NER."""
-        return str(self.meta.get("task", "ner"))
+        """The name of the entry's task (`layercache.tasks`); entries from before MLM carry none and are NER."""
+        return str(self.meta.get("task", DEFAULT_TASK))
 
 
 class CacheEntry(MetaViews):

@@ -14,6 +14,7 @@ from ..cache.manage import EntryStatus, differences, entry_status, list_entries,
 from ..cache.reader import CacheEntry, open_entry
 from ..cache.store import exists
 from ..errors import LayercacheError
+from ..tasks import task_of
 
 # How an entry was made: a head reads the same rows, numerically close, whichever was used.
 RELAXABLE = ("precision", "dtype")
@@ -28,15 +29,15 @@ def resolve_entry(*, cache: str | None = None, model: str | None = None, dataset
     if cache:
         return open_entry(cache)
     options = dict(extract_options or {})
-    task = options.get("task", "ner")
+    task = task_of(options)
     if model or dataset:  # no dataset: the task's default, as `extract` has it
         return _entry_for(model=model, dataset=dataset, cache_dir=cache_dir, options=options, log=log)
     root = cache_root(cache_dir)
-    latest = next((e for e in list_entries(root, sizes=False) if e.complete and e.fields["task"] == task), None)
+    latest = next((e for e in list_entries(root, sizes=False) if e.complete and e.fields["task"] == task.name), None)
     if latest is None:
-        raise LayercacheError(f"no complete {task} cache entry under {root}; run `extract"
-                              f"{'' if task == 'ner' else ' --task ' + task}` first or pass --cache PATH")
-    log(f"using the newest {task} cache entry: {latest.path}")
+        raise LayercacheError(f"no complete {task.name} cache entry under {root}; run `extract{task.flag}` first "
+                              f"or pass --cache PATH")
+    log(f"using the newest {task.name} cache entry: {latest.path}")
     return open_entry(latest.path)
 
 
@@ -91,7 +92,7 @@ def _using(usable: list[EntryStatus], attrs: dict) -> str:
 def _refusal(candidates: list[EntryStatus], attrs: dict) -> str:
     listed = "; ".join(f"{e.path} ({_options(differences(attrs, e.fields))})" for e in candidates)
     wanted = _options({n: attrs[n] for n in VISIBLE})
-    task = "" if attrs.get("task", "ner") == "ner" else f" --task {attrs['task']}"
+    task = task_of(attrs).flag
     return (f"no entry of {attrs['model']} on {attrs['dataset']} with the default options ({wanted}), and the "
             f"ones there differ in what a head sees: {listed}. Pass --cache PATH for one of them, or run "
             f"`extract{task}` with the default options first")

@@ -18,6 +18,8 @@ import numpy as np
 
 from matplotlib.ticker import FuncFormatter
 
+from ..fusions.config import FusionConfig
+from ..tasks import task_of
 from .plots import plt  # Agg backend, set once there
 
 
@@ -32,12 +34,14 @@ class Metric(NamedTuple):
 
 F1 = Metric("F1", "best_dev_f1", "test_f1_at_best", "dev_f1", 100.0, True)
 PERPLEXITY = Metric("perplexity", "best_dev_ppl", "test_ppl_at_best", "dev_ppl", 1.0, False)
+METRICS = {"f1": F1, "ppl": PERPLEXITY}  # by `layercache.tasks.Task.headline`
 
 
 def metric_of(records) -> Metric:
-    """Perplexity for MLM records, F1 for NER ones (records from before tasks existed are NER)."""
+    """The headline metric of the records' task: perplexity for MLM, F1 for NER (records from before
+    tasks existed are NER)."""
     records = list(records)
-    return PERPLEXITY if records and records[0]["config"].get("task", "ner") == "mlm" else F1
+    return METRICS[task_of(records[0]["config"] if records else None).headline]
 
 
 def ci95(values) -> tuple[float, float]:
@@ -53,7 +57,7 @@ def ci95(values) -> tuple[float, float]:
 def label(config: dict) -> str:
     """A row's name: the fusion, and DWAtt's score when it is not the default (records written
     before the option existed ran the paper's)."""
-    if config["fusion"] == "dwatt" and config.get("layer_score", "paper") != "scaled":
+    if config["fusion"] == "dwatt" and config.get("layer_score", "paper") != FusionConfig.layer_score:
         return f"dwatt ({config.get('layer_score', 'paper')})"
     return config["fusion"]
 
@@ -109,6 +113,25 @@ def table(records) -> str:
         lines.append(f"| {key[0]} | {key[1] or 'all'} | {key[2]} | {lr:g}{f' of {n_lrs}' if n_lrs > 1 else ''} "
                      f"| {_f1(runs, m.dev, m.scale)} | {_f1(runs, m.test, m.scale)} |")
     return "\n".join(lines)
+
+
+def dev_note(records) -> str:
+    """What the dev scores were measured on: the whole dev split, or the fixed random subset of
+    ``--dev-sentences`` (the same in every run), per value when the runs differ."""
+    records = list(records)
+    unit = "blocks" if metric_of(records) is PERPLEXITY else "sentences"
+    counts = defaultdict(int)
+    for r in records:
+        counts[r["config"].get("dev_sentences")] += 1
+
+    def what(n) -> str:
+        if not n:
+            return "the whole dev split"
+        return f"a fixed random subset of {n:,} dev {unit}, the same in every run (`--dev-sentences {n}`)"
+
+    if len(counts) == 1:
+        return f"Dev: {what(next(iter(counts)))}."
+    return "Dev: " + "; ".join(f"{k} runs on {what(n)}" for n, k in sorted(counts.items(), key=lambda kv: kv[0] or 0)) + "."
 
 
 def plot_f1_vs_shots(records, path: str, *, title: str = "") -> str:
@@ -257,7 +280,7 @@ def render(records, out: str, *, curve_shots: list[int] | None = None, per_lr: b
     m = metric_of(records)
     what = "F1 (x100)" if m is F1 else "masked-token perplexity (lower is better)"
     text = (f"# Sweep: {title}\n\n{len(records)} runs; {what}, mean ± 95% CI over trials (n); test {m.name} of "
-            f"each run's head at its best dev point\n\n{table(records)}\n")
+            f"each run's head at its best dev point\n\n{dev_note(records)}\n\n{table(records)}\n")
     if per_lr:
         for lr in sorted({lr_of(r) for r in records}):
             text += f"\n## lr {lr:g}\n\n{table([r for r in records if lr_of(r) == lr])}\n"

@@ -13,18 +13,19 @@ import os
 from dataclasses import MISSING
 from dataclasses import fields as dataclass_fields
 
-from ..training.config import TrainConfig, default_lr
+from ..training.config import PAPER_LR, TrainConfig, default_lr
 
 RESULTS = "results.jsonl"
 
 
-# Run ids name the fields that differ from these values: the defaults of the first release, frozen
-# here, so that changing a default later does not rename every run already in a results file.
-ID_BASELINE = {"lr": 5e-5, "batch_size": 16, "eval_every": None, "eval_points": None, "dev_sentences": None,
-               "layers": None, "extra_layers": None, "dropout": 0.1, "weight_decay": 0.01, "warmup": 0,
-               "max_grad_norm": 1.0, "mode": "fe", "freeze": None, "grad_accum": 1, "precision": "fp32",
-               "layer_score": "paper", "task": "ner"}
-LEGACY = {"layer_score": "paper"}  # what records written before a field existed ran with
+# Run ids name the fields that differ from ID_BASELINE: the defaults of the first release, so that
+# changing a default later does not rename every run already in a results file. They are today's
+# `TrainConfig` defaults but for FIRST_RELEASE: whoever changes a default adds its old value there
+# (tests/experiments/test_run_id_baseline.py pins the whole baseline).
+FIRST_RELEASE = {"lr": PAPER_LR, "layer_score": "paper"}
+ID_BASELINE = {**{f.name: f.default for f in dataclass_fields(TrainConfig) if f.default is not MISSING
+                  and f.name != "device"}, **FIRST_RELEASE}
+LEGACY = {"layer_score": FIRST_RELEASE["layer_score"]}  # what records written before a field existed ran with
 ONLY_FOR = {"layer_score": "dwatt"}  # fields that change only one fusion's result
 
 

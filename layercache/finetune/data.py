@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import LayercacheError
+from ..tasks import task_of
 from ..training.data import IGNORE, Batch, EntryViews, Sentences
 from ..training.sampling import few_shot_sample
 from .freeze import freeze
@@ -110,7 +111,7 @@ def live_data(entry, backbone, *, layers) -> LiveData:
         if name not in entry.splits:
             raise LayercacheError(f"{entry.path} has no finished {name!r} split; extract it first")
     n_train = entry.split("train").n_sentences
-    if entry.meta.get("task", "ner") == "mlm":
+    if task_of(entry.meta).masks_inputs:
         from .mlm import live_blocks
 
         return LiveData(meta=dict(entry.meta), path=entry.path, n_train_total=n_train, backbone=backbone,

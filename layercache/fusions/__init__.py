@@ -5,6 +5,7 @@ Imports torch and nothing of the project above `layercache.errors`.
 
 from .base import Base
 from .concat import Concat
+from .config import LAYER_SCORES, FusionConfig
 from .dwatt import DWAtt
 from .extra import ExtraLayers
 from .masked_lm import FusedMaskedLM, MaskedLMHead, masked_lm_budget
@@ -14,10 +15,12 @@ from .tagger import TokenTagger, count_parameters, packable, parameter_budget
 
 __all__ = [
     "FUSIONS",
+    "LAYER_SCORES",
     "Base",
     "Concat",
     "DWAtt",
     "ExtraLayers",
+    "FusionConfig",
     "FusedMaskedLM",
     "MaskedLMHead",
     "ScalarMix",

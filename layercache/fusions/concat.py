@@ -13,17 +13,7 @@ class Concat(nn.Module):
 
     token_wise = True  # each token's output depends on that token alone: batches may be packed
 
-    def __init__(
-        self,
-        *,
-        n_layers: int,
-        dim: int,
-        num_heads: int,
-        ffn_dim: int,
-        extra_layers: int | None = None,
-        layer_score: str = "scaled",
-        dropout: float = 0.1,
-    ) -> None:
+    def __init__(self, *, n_layers: int, dim: int) -> None:
         super().__init__()
         self.proj = nn.Linear(n_layers * dim, dim)  # [d, L*d] weight
 

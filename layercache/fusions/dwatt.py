@@ -8,8 +8,9 @@ from torch import Tensor, nn
 
 from layercache.errors import LayercacheError
 
+from .config import LAYER_SCORES
+
 POS_DIM = 24  # d_pos: width of the fixed random layer-position vectors k^pos_n
-LAYER_SCORES = ("paper", "scaled", "learned")
 
 
 class DWAtt(nn.Module):
@@ -22,7 +23,7 @@ class DWAtt(nn.Module):
         h      = z_L + sum_n softmax_n(s(q, k_n)) v_n
 
     The softmax runs over layers, per token. ``layer_score`` picks ``s``: ``"paper"`` is the
-    equations' ``q . k_n``, unscaled; ``"scaled"`` (the default) is ``q . k_n / sqrt(d)``;
+    equations' ``q . k_n``, unscaled; ``"scaled"`` (`FusionConfig`'s default) is ``q . k_n / sqrt(d)``;
     ``"learned"`` is ``q . k_n * exp(t)`` with a learned log-temperature ``t`` that starts at
     ``-log(sqrt(d))``. Why scale: ``q = 1 + elu(...)`` is about 1 in every dimension, so ``q . k_n`` is
     roughly the sum of ``k_n``'s entries, a per-layer constant whose spread across layers grows like
@@ -35,17 +36,7 @@ class DWAtt(nn.Module):
 
     token_wise = True  # each token's output depends on that token alone: batches may be packed
 
-    def __init__(
-        self,
-        *,
-        n_layers: int,
-        dim: int,
-        num_heads: int,
-        ffn_dim: int,
-        extra_layers: int | None = None,
-        layer_score: str = "scaled",
-        dropout: float = 0.1,
-    ) -> None:
+    def __init__(self, *, n_layers: int, dim: int, layer_score: str) -> None:
         super().__init__()
         bottleneck = dim // 2
         if bottleneck < 1:

@@ -15,25 +15,14 @@ class ExtraLayers(nn.Module):
     Each layer has the backbone's width ``d``, ``num_heads`` heads and FFN size ``ffn_dim`` (GELU),
     and attends over the sentence's positions; padded positions are masked as keys. The caller picks
     ``extra_layers`` (the paper: 1 for 12-layer, 2 for 24-layer backbones), since the head only sees
-    the selected layers; ``None`` means 1.
+    the selected layers.
     """
 
     token_wise = False  # attends across the sentence: packed batches need the sentence lengths
 
-    def __init__(
-        self,
-        *,
-        n_layers: int,
-        dim: int,
-        num_heads: int,
-        ffn_dim: int,
-        extra_layers: int | None = None,
-        layer_score: str = "scaled",
-        dropout: float = 0.1,
-    ) -> None:
+    def __init__(self, *, dim: int, num_heads: int, ffn_dim: int, extra_layers: int, dropout: float) -> None:
         super().__init__()
-        n_extra = 1 if extra_layers is None else extra_layers
-        if n_extra < 1:
+        if extra_layers < 1:
             raise LayercacheError(f"extra_layers must be >= 1, got {extra_layers!r}")
         if num_heads < 1 or dim % num_heads != 0:
             raise LayercacheError(f"num_heads={num_heads!r} must be >= 1 and divide dim={dim!r}")
@@ -47,7 +36,7 @@ class ExtraLayers(nn.Module):
                 batch_first=True,
                 norm_first=False,
             )
-            for _ in range(n_extra)
+            for _ in range(extra_layers)
         )
         for layer in self.layers:  # the cheaper mask on CPU (no parameters: state_dicts are unchanged)
             layer.dropout, layer.dropout1, layer.dropout2 = (Dropout(dropout) for _ in range(3))

@@ -11,6 +11,7 @@ from torch import Tensor, nn
 
 from layercache.errors import LayercacheError
 
+from .config import FusionConfig
 from .registry import FUSIONS, build_fusion
 
 # The transform's activation by the HF config's ``hidden_act`` name. BERT's MLM head uses
@@ -103,26 +104,13 @@ class FusedMaskedLM(nn.Module):
     base fusion with the backbone's own head is exactly the pretrained MLM (the reference line).
     """
 
-    def __init__(
-        self,
-        *,
-        fusion: str,
-        n_layers: int,
-        dim: int,
-        num_heads: int,
-        ffn_dim: int,
-        vocab_size: int,
-        extra_layers: int | None = None,
-        layer_score: str = "scaled",
-        dropout: float = 0.1,
-        layer_norm_eps: float = 1e-12,
-        hidden_act: str = "gelu",
-    ) -> None:
+    def __init__(self, *, fusion: str, vocab_size: int, layer_norm_eps: float = 1e-12, hidden_act: str = "gelu",
+                 **fusion_config) -> None:
         super().__init__()
-        self.n_layers, self.dim = n_layers, dim
-        self.fusion = build_fusion(fusion, n_layers=n_layers, dim=dim, num_heads=num_heads, ffn_dim=ffn_dim,
-                                   extra_layers=extra_layers, layer_score=layer_score, dropout=dropout)
-        self.lm = MaskedLMHead(dim=dim, vocab_size=vocab_size, layer_norm_eps=layer_norm_eps, hidden_act=hidden_act)
+        config = FusionConfig(**fusion_config)  # the fields as keywords, as `TokenTagger` takes them
+        self.n_layers, self.dim = config.n_layers, config.dim
+        self.fusion = build_fusion(fusion, config)
+        self.lm = MaskedLMHead(dim=config.dim, vocab_size=vocab_size, layer_norm_eps=layer_norm_eps, hidden_act=hidden_act)
 
     def forward(self, hidden: Tensor, mask: Tensor, lengths: Tensor | None = None, *, rows: Tensor | None = None) -> Tensor:
         # hidden [B, T, L, d], mask [B, T] (True = real row); rows [B, T] bool: where to predict

@@ -3,6 +3,7 @@
 from layercache.errors import LayercacheError
 
 from .base import Base
+from .config import FusionConfig
 from .concat import Concat
 from .dwatt import DWAtt
 from .extra import ExtraLayers
@@ -17,12 +18,13 @@ FUSIONS = {
 }
 
 
-def build_fusion(fusion: str, *, n_layers: int, dim: int, **kwargs):
-    """``FUSIONS[fusion](n_layers=..., dim=..., **kwargs)``, the name and shape checked first (the
-    tagger and the masked LM build their fusion here)."""
+def build_fusion(fusion: str, config: FusionConfig):
+    """``FUSIONS[fusion]`` built from the fields of ``config`` it declares, the name and shape
+    checked first (the tagger and the masked LM build their fusion here)."""
     if fusion not in FUSIONS:
         raise LayercacheError(f"unknown fusion {fusion!r}; choose one of {sorted(FUSIONS)}")
-    for name, value in (("n_layers", n_layers), ("dim", dim)):
-        if value < 1:
-            raise LayercacheError(f"{name} must be >= 1, got {value!r}")
-    return FUSIONS[fusion](n_layers=n_layers, dim=dim, **kwargs)
+    for name in ("n_layers", "dim"):
+        if getattr(config, name) < 1:
+            raise LayercacheError(f"{name} must be >= 1, got {getattr(config, name)!r}")
+    cls = FUSIONS[fusion]
+    return cls(**config.arguments_for(cls))

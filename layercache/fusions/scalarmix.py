@@ -12,17 +12,7 @@ class ScalarMix(nn.Module):
 
     token_wise = True  # each token's output depends on that token alone: batches may be packed
 
-    def __init__(
-        self,
-        *,
-        n_layers: int,
-        dim: int,
-        num_heads: int,
-        ffn_dim: int,
-        extra_layers: int | None = None,
-        layer_score: str = "scaled",
-        dropout: float = 0.1,
-    ) -> None:
+    def __init__(self, *, n_layers: int) -> None:
         super().__init__()
         self.weights = nn.Parameter(torch.zeros(n_layers))  # [L]
         self.gamma = nn.Parameter(torch.ones(()))  # scalar

@@ -4,8 +4,9 @@ import torch
 from torch import Tensor, nn
 
 from layercache.errors import LayercacheError
-from .registry import FUSIONS, build_fusion
+from .config import FusionConfig
 from .dropout import Dropout
+from .registry import FUSIONS, build_fusion
 
 
 def packable(tagger: "TokenTagger") -> bool:
@@ -14,29 +15,22 @@ def packable(tagger: "TokenTagger") -> bool:
 
 
 class TokenTagger(nn.Module):
-    """``logits = Linear(dropout(fusion(hidden, mask)))``: ``[B, T, L, d] -> [B, T, n_labels]``."""
+    """``logits = Linear(dropout(fusion(hidden, mask)))``: ``[B, T, L, d] -> [B, T, n_labels]``.
 
-    def __init__(
-        self,
-        *,
-        fusion: str,
-        n_layers: int,
-        dim: int,
-        num_heads: int,
-        ffn_dim: int,
-        n_labels: int,
-        extra_layers: int | None = None,
-        layer_score: str = "scaled",
-        dropout: float = 0.1,
-    ) -> None:
+    ``fusion_config``: the `FusionConfig` fields as keywords (``n_layers``, ``dim``, ``num_heads``,
+    ``ffn_dim``, and optionally ``extra_layers``, ``layer_score``, ``dropout``), so a checkpoint's
+    flat ``tagger`` record rebuilds the head.
+    """
+
+    def __init__(self, *, fusion: str, n_labels: int, **fusion_config) -> None:
         super().__init__()
         if n_labels < 1:
             raise LayercacheError(f"n_labels must be >= 1, got {n_labels!r}")
-        self.n_layers, self.dim = n_layers, dim
-        self.fusion = build_fusion(fusion, n_layers=n_layers, dim=dim, num_heads=num_heads, ffn_dim=ffn_dim,
-                                   extra_layers=extra_layers, layer_score=layer_score, dropout=dropout)
-        self.dropout = Dropout(dropout)
-        self.classifier = nn.Linear(dim, n_labels)
+        config = FusionConfig(**fusion_config)
+        self.n_layers, self.dim = config.n_layers, config.dim
+        self.fusion = build_fusion(fusion, config)
+        self.dropout = Dropout(config.dropout)
+        self.classifier = nn.Linear(config.dim, n_labels)
 
     def forward(self, hidden: Tensor, mask: Tensor, lengths: Tensor | None = None) -> Tensor:
         # hidden [B, T, L, d], mask [B, T] (True = real token); lengths: a packed batch's sentences

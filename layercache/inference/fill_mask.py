@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 
 from ..errors import LayercacheError
+from ..tasks import task_of
 from .predictor import load_head
 
 MASK_SPELLINGS = re.compile(r"\[MASK\]|<mask>")  # BERT's and RoBERTa's/MPNet's, whichever the tokenizer uses
@@ -17,7 +18,7 @@ class MaskFiller:
 
     def __init__(self, checkpoint: str, *, device=None):
         self.head, self.meta, self.backbone, self.device = load_head(checkpoint, device=device)
-        if self.meta.get("task", "ner") != "mlm":
+        if not task_of(self.meta).masks_inputs:
             raise LayercacheError(f"{checkpoint} is a NER head; --fill-mask needs an MLM head (train-head --task mlm)")
         self.head.lm.tie(self.backbone.model.get_input_embeddings().weight)
         self.tokenizer = self.backbone.tokenizer

@@ -6,6 +6,7 @@ import os
 import re
 
 from ..errors import LayercacheError
+from ..tasks import task_of
 
 # Words and single punctuation marks, with their character offsets: enough for raw sentences.
 WORD = re.compile(r"\w+(?:[-'’.]\w+)*|[^\w\s]")
@@ -31,7 +32,7 @@ class Predictor:
 
     def __init__(self, checkpoint: str, *, device=None):
         self.head, self.meta, self.backbone, self.device = load_head(checkpoint, device=device)
-        if self.meta.get("task", "ner") != "ner":
+        if not task_of(self.meta).labels_from_data:
             raise LayercacheError(f"{checkpoint} is an {self.meta['task'].upper()} head, not a tagger; use --fill-mask")
         self.layers = self.meta["layers"]
         self.label_names = self.meta["label_names"]

@@ -31,6 +31,7 @@ from starlette.routing import Route
 from ..cache.manage import OPTION_FIELDS, EntryStatus, entry_status, list_entries
 from ..cache.store import open_group
 from ..cache.usage import in_use, last_read, mark_read
+from ..tasks import DEFAULT_TASK
 
 TIME_FORMAT = "%Y-%m-%dT%H:%M:%S%z"  # as `created` and `finished` are stored
 
@@ -250,7 +251,7 @@ def summary(entry: EntryStatus) -> dict:
         "name": name,
         "model": entry.model,
         "dataset": entry.dataset,
-        "task": entry.fields.get("task", "ner"),
+        "task": entry.fields.get("task", DEFAULT_TASK),
         "options": {f: entry.fields.get(f) for f in OPTION_FIELDS},
         "splits": splits,
         "bytes": entry.bytes_on_disk,

@@ -25,6 +25,7 @@ from starlette.routing import Route
 from ..cache.manage import EntryStatus, list_entries
 from ..cache.usage import being_written, last_read
 from ..cli.errors import human_bytes
+from ..tasks import DEFAULT_TASK
 from . import runs
 
 REFRESH_SECONDS = 10
@@ -98,7 +99,7 @@ def _entries_section(entries: list[EntryStatus]) -> str:
 def _entry_row(e: EntryStatus) -> str:
     f = e.fields
     rows = f.get("granularity", "?") + (f"/{f['pooling']}" if f.get("pooling") not in (None, "none") else "")
-    dataset = e.dataset + (f" ({f['task']})" if f.get("task", "ner") != "ner" else "")
+    dataset = e.dataset + (f" ({f['task']})" if f.get("task", DEFAULT_TASK) != DEFAULT_TASK else "")
     splits = ", ".join(s if done else f"{s} (partial)" for s, done in e.splits.items())
     state = "complete" if e.complete else "writing" if being_written(e.path) else "partial"
     name = Path(e.path).name

@@ -13,6 +13,8 @@ import json
 import re
 from pathlib import Path
 
+from ..tasks import DEFAULT_TASK
+
 REPORT = "report.md"
 SERVED = {".png": "image/png", ".md": "text/plain; charset=utf-8"}  # plots, and the report as text
 _RULE = re.compile(r"^:?-+:?$")  # a markdown table's separator cell: ---, ---:, :---:
@@ -74,7 +76,7 @@ def _records(folder: Path) -> dict[str, list[dict]]:
     by_task: dict[str, list[dict]] = {}
     for r in records:
         if isinstance(r.get("config"), dict):
-            by_task.setdefault(r["config"].get("task", "ner"), []).append(r)
+            by_task.setdefault(r["config"].get("task", DEFAULT_TASK), []).append(r)
     return by_task
 
 

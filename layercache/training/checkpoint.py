@@ -18,12 +18,13 @@ import os
 from dataclasses import is_dataclass
 
 from layercache.errors import LayercacheError
+from layercache.tasks import task_of
 
 FORMAT = "layercache-head"
 FORMAT_VERSION = 3  # 2: the tagger records DWAtt's layer_score (version 1 heads used the paper's); 3: MLM heads
-# NER heads are still written as version 2 (nothing in them changed), so older readers keep reading them;
-# only MLM heads say 3, which older readers refuse by name instead of failing on the unknown arguments.
-FORMAT_VERSION_BY_TASK = {"ner": 2, "mlm": 3}
+# Each task writes its own `Task.checkpoint_version`: NER heads still say 2 (nothing in them changed), so
+# older readers keep reading them; MLM heads say 3, which older readers refuse by name instead of failing
+# on the unknown arguments.
 CACHE_FIELDS = ("key", "model", "model_revision", "model_type", "hidden_size", "num_layers", "num_heads",
                 "ffn_dim", "dataset", "dataset_fingerprint", "granularity", "pooling", "dtype", "max_length")
 
@@ -46,10 +47,9 @@ def save_checkpoint(path: str, tagger, *, tagger_kwargs: dict, layers, label_nam
 
     weights, config_path = checkpoint_paths(path)
     os.makedirs(os.path.dirname(weights) or ".", exist_ok=True)
-    task = (extra or {}).get("task", "ner")
     record = {
         "format": FORMAT,
-        "format_version": FORMAT_VERSION_BY_TASK[task],
+        "format_version": task_of(extra or {}).checkpoint_version,
         "tagger": dict(tagger_kwargs),
         "layers": [int(x) for x in layers],
         "label_names": list(label_names),
@@ -70,8 +70,6 @@ def load_checkpoint(path: str, *, entry=None, device: str = "cpu"):
     width or depth is refused, naming both."""
     from safetensors.torch import load_model
 
-    from ..fusions import FusedMaskedLM, TokenTagger
-
     weights, config_path = checkpoint_paths(path)
     for f in (weights, config_path):
         if not os.path.isfile(f):
@@ -90,7 +88,7 @@ def load_checkpoint(path: str, *, entry=None, device: str = "cpu"):
         check_compatible(meta, entry)
     if meta.get("format_version", 1) < 2:  # written before layer_score existed: the paper's score ran
         meta["tagger"].setdefault("layer_score", "paper")
-    tagger = (FusedMaskedLM if meta.get("task", "ner") == "mlm" else TokenTagger)(**meta["tagger"])
+    tagger = task_of(meta).head_class()(**meta["tagger"])
     try:
         load_model(tagger, weights, strict=True, device=str(device))
     except (RuntimeError, KeyError, ValueError) as exc:

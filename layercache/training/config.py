@@ -6,8 +6,9 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 
 from ..errors import LayercacheError
-from ..fusions.dwatt import LAYER_SCORES
+from ..fusions.config import LAYER_SCORES, FusionConfig
 from ..fusions.registry import FUSIONS
+from ..tasks import DEFAULT_TASK, TASKS, task_of
 
 PAPER_LR = 5e-5  # the paper's learning rate (§5): AdamW, linear decay to zero; FT's default
 # FE's defaults, from scripts/lr_sweep_conll.py (README, "Learning rate"): fresh heads on frozen
@@ -15,12 +16,11 @@ PAPER_LR = 5e-5  # the paper's learning rate (§5): AdamW, linear decay to zero;
 FE_LR = 1e-3
 FE_LR_BY_FUSION = {"base": 1e-2, "scalarmix": 1e-2}
 PRECISIONS = ("fp32", "bf16", "fp16")
-TASKS = ("ner", "mlm")  # the heads' objectives (layercache.training.tasks says what differs)
 
 
 @dataclass(frozen=True)
 class TrainConfig:
-    """One run; each field is one `train-head` option."""
+    """One run; each field is one `train-head` option. The head's defaults are `FusionConfig`'s."""
 
     fusion: str
     shots: int | None  # N of an N-way few-shot sample (N * C sentences; MLM: N blocks); None = all of train
@@ -33,7 +33,7 @@ class TrainConfig:
     dev_sentences: int | None = None  # evaluate on this fixed random subset of dev (sweeps); None = all
     layers: str | None = None  # "4,8,12", "1..6" or "auto:K"; None = 1..L (see layercache.layers.spec)
     extra_layers: int | None = None  # extra: None = 1 if L <= 12 else 2 (paper Table 2)
-    dropout: float = 0.1
+    dropout: float = FusionConfig.dropout
     weight_decay: float = 0.01
     warmup: int = 0  # optimizer steps of linear warmup
     device: str | None = None  # None = cuda when available, else cpu
@@ -42,8 +42,8 @@ class TrainConfig:
     freeze: str | None = None  # ft: "embeddings", or k = the embeddings and the bottom k layers
     grad_accum: int = 1  # micro-batches of batch_size per optimizer step
     precision: str = "fp32"  # autocast for forward passes: fp32 | bf16 | fp16 (fp16: CUDA, with loss scaling)
-    layer_score: str = "scaled"  # dwatt: paper (q.k) | scaled (q.k / sqrt(d)) | learned (q.k * exp(t))
-    task: str = "ner"  # ner: tag words (F1); mlm: predict masked tokens (perplexity); shots = N blocks
+    layer_score: str = FusionConfig.layer_score  # dwatt: paper (q.k) | scaled (q.k / sqrt(d)) | learned (q.k * exp(t))
+    task: str = DEFAULT_TASK  # a name in layercache.tasks.TASKS: ner tags words (F1); mlm predicts masked tokens
 
     def __post_init__(self):
         if self.fusion not in FUSIONS:
@@ -75,8 +75,9 @@ class TrainConfig:
             yield name, getattr(self, name), getattr(self, name) >= 0, ">= 0"
         yield "mode", self.mode, self.mode in ("fe", "ft"), "fe or ft"
         yield "task", self.task, self.task in TASKS, " or ".join(TASKS)
-        yield ("layers", self.layers, self.task == "ner" or not str(self.layers or "").startswith("auto"),
-               "explicit for --task mlm (auto:K ranks layers by tag classes, which MLM has none of)")
+        if self.task in TASKS:
+            yield ("layers", self.layers, task_of(self).labels_from_data or not str(self.layers or "").startswith("auto"),
+                   f"explicit for --task {self.task} (auto:K ranks layers by tag classes, which it has none of)")
         yield "precision", self.precision, self.precision in PRECISIONS, "fp32, bf16 or fp16"
         yield "layer_score", self.layer_score, self.layer_score in LAYER_SCORES, "paper, scaled or learned"
         yield ("freeze", self.freeze, self.freeze is None or self.freeze == "embeddings" or str(self.freeze).isdigit(),

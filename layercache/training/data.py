@@ -20,6 +20,7 @@ import numpy as np
 from ..cache.reader import MetaViews, rows_of
 from ..errors import LayercacheError
 from ..layers import LayerSpec, parse_layers, rank_layers
+from ..tasks import task_of
 from . import budget
 from .sampling import entity_types, few_shot_sample, shot_size
 
@@ -414,4 +415,4 @@ def _assemble(entry, train: Split, eval_layers: Sequence[int]) -> HeadData:
 def lm_arrays(entry) -> dict:
     """An MLM entry's ``lm/*`` arrays by name (``embeddings`` [vocab, d] float32, and the backbone's
     own MLM head when it has one); {} for NER entries."""
-    return entry.lm() if entry.meta.get("task", "ner") == "mlm" else {}
+    return entry.lm() if task_of(entry.meta).masks_inputs else {}

@@ -28,7 +28,7 @@ from .data import RunData, Split, choose_layers
 from .diagnostics import layer_usage
 from .memory import keep_freed_memory
 from .runtime import apply_thread_setting, autocast, now, pick_device
-from .tasks import batch_loss, task_of
+from .tasks import batch_loss, training_task
 
 PACK_MULTIPLE = 32  # training batches are padded to a multiple of this many rows (see SplitArrays.batch)
 
@@ -139,7 +139,7 @@ class Run:
 def prepare_run(config: TrainConfig, data: RunData) -> Run:
     """The sample, the fused layers, the splits, the head (seeded), the optimizer and the schedule."""
     device = pick_device(config.device)
-    task = task_of(config, data.meta, where=data.path)
+    task = training_task(config, data.meta, where=data.path)
     ids, train, dev, test, layers, scores = select_splits(config, data)
     backbone = data.trainable_backbone(config)  # FT: reset to its pretrained weights, frozen as asked
     torch.manual_seed(config.seed)  # the seed fixes the initialisation (and the dropout masks)

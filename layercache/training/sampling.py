@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from layercache.errors import LayercacheError
+from layercache.tasks import task_of
 
 
 def few_shot_sample(n_train_sentences: int, *, shots: int | str | None, n_types: int, seed: int) -> np.ndarray:
@@ -37,9 +38,9 @@ def few_shot_sample(n_train_sentences: int, *, shots: int | str | None, n_types:
 
 
 def shot_size(meta: dict) -> int:
-    """Sentences per shot of an N-way sample: C, the entity types, for NER; one block for MLM (so
-    ``shots`` N is N blocks)."""
-    return 1 if meta.get("task", "ner") == "mlm" else len(entity_types(meta))
+    """Sentences per shot of an N-way sample: C, the entity types, for a task whose labels are tag
+    classes (NER); otherwise one sequence (MLM: ``shots`` N is N blocks)."""
+    return len(entity_types(meta)) if task_of(meta).labels_from_data else 1
 
 
 def entity_types(meta: dict) -> list[str]:

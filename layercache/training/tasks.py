@@ -1,5 +1,7 @@
-"""What differs between the heads' objectives, so one training loop serves both: how a head is
-built, which rows of a batch are scored, how a split is scored, and which evaluation is best.
+"""What differs between the heads' objectives in training, so one training loop serves both: how a
+head is built, which rows of a batch are scored, how a split is scored, and which evaluation is best.
+The tasks themselves (their names and what the rest of the library asks of them) are
+`layercache.tasks`; each `Task.training` is one of the objects here.
 
 - ``ner``: a `TokenTagger` over every word; dev/test seqeval micro-F1, higher is better.
 - ``mlm``: a `FusedMaskedLM` over the masked rows only (labels != IGNORE), its decoder tied to the
@@ -15,20 +17,24 @@ import math
 import torch
 import torch.nn.functional as F
 
+from ..display import f1_points
 from ..errors import LayercacheError
+from .. import tasks
+from ..tasks import task_of
 from .config import TrainConfig, masked_lm_kwargs, tagger_kwargs
 from .data import IGNORE
 from .evaluation import eval_batches, score
 
 
-def task_of(config: TrainConfig, meta: dict, *, where: str | None = None):
-    """The task of ``config``, checked against the cache entry it trains on (``meta``, at ``where``;
-    NER entries have no ``task`` attribute)."""
-    cached = meta.get("task", "ner")
-    if cached != config.task:
-        raise LayercacheError(f"task {config.task!r} needs a {config.task} cache entry, but {where or meta.get('key')} "
-                              f"holds {cached!r} data (pass --task {cached} to train on it, or extract with --task {config.task})")
-    return TASKS[config.task]
+def training_task(config: TrainConfig, meta: dict, *, where: str | None = None):
+    """The training behaviour of ``config``'s task, checked against the cache entry it trains on
+    (``meta``, at ``where``)."""
+    wanted, cached = task_of(config), task_of(meta)
+    if cached is not wanted:
+        raise LayercacheError(f"task {wanted.name!r} needs a {wanted.name} cache entry, but {where or meta.get('key')} "
+                              f"holds {cached.name!r} data (pass --task {cached.name} to train on it, or extract with "
+                              f"--task {wanted.name})")
+    return wanted.training
 
 
 def batch_loss(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
@@ -39,8 +45,7 @@ def batch_loss(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
 
 
 class NER:
-    name = "ner"
-    headline = "f1"  # the number a run reports: best_dev_f1, test_f1_at_best
+    """Tagging: the headline is F1 (best_dev_f1, test_f1_at_best)."""
 
     def head(self, config: TrainConfig, data, *, n_layers: int, device, backbone) -> tuple[torch.nn.Module, dict]:
         from ..fusions import TokenTagger
@@ -70,12 +75,11 @@ class NER:
         return {"best_dev_f1": best["f1"] if best else -1.0, "test_f1_at_best": test["f1"] if test else None}
 
     def describe(self, scores: dict) -> str:
-        return f"dev F1 {scores['f1']:.4f} loss {scores['loss']:.4f}"
+        return f"dev F1 {f1_points(scores['f1'])} loss {scores['loss']:.4f}"
 
 
 class MLM:
-    name = "mlm"
-    headline = "ppl"
+    """Masked language modelling: the headline is perplexity (best_dev_ppl, test_ppl_at_best)."""
 
     def head(self, config: TrainConfig, data, *, n_layers: int, device, backbone) -> tuple[torch.nn.Module, dict]:
         """A `FusedMaskedLM` starting from the backbone's own MLM head when the cache holds one;
@@ -133,4 +137,4 @@ def _exp(loss: float) -> float:
     return math.exp(loss) if loss < 700 else float("inf")  # a diverged head: inf, not an OverflowError
 
 
-TASKS = {"ner": NER(), "mlm": MLM()}
+TRAINING = {tasks.NER.name: NER(), tasks.MLM.name: MLM()}  # by `layercache.tasks.Task.name`

@@ -13,6 +13,7 @@ from layercache.fusions import (
     Concat,
     DWAtt,
     ExtraLayers,
+    FusionConfig,
     ScalarMix,
     TokenTagger,
     count_parameters,
@@ -34,10 +35,15 @@ def inputs(seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
     return hidden, mask
 
 
+def make(cls: type[nn.Module], **options) -> nn.Module:
+    """``cls`` built as the tagger builds it: from the `FusionConfig` fields it declares."""
+    return cls(**FusionConfig(**{**SMALL, **options}).arguments_for(cls))
+
+
 def build(cls: type[nn.Module], seed: int = 0, **options) -> nn.Module:
     """A head in eval mode, float64, every parameter randomised (so LN affines are not trivial)."""
     torch.manual_seed(seed)
-    module = cls(**SMALL, **options).double().eval()
+    module = make(cls, **options).double().eval()
     with torch.no_grad():
         for p in module.parameters():
             p.copy_(torch.randn_like(p) * 0.5)
@@ -83,7 +89,7 @@ def test_scalarmix_is_softmax_weighted_sum():
 
 def test_scalarmix_starts_as_mean():
     hidden, mask = inputs()
-    head = ScalarMix(**SMALL).double()
+    head = make(ScalarMix).double()
     torch.testing.assert_close(head(hidden, mask), hidden.mean(dim=2))
 
 
@@ -126,19 +132,19 @@ def test_dwatt_matches_equations(layer_score):
 
 
 def test_dwatt_learned_temperature_starts_at_the_scaled_score():
-    head = DWAtt(**SMALL, layer_score="learned")
+    head = make(DWAtt, layer_score="learned")
     assert float(torch.exp(head.log_temperature.detach())) == pytest.approx(D ** -0.5)
     scores = torch.randn(2, 3, L)
-    torch.testing.assert_close(head.scale(scores), DWAtt(**SMALL).scale(scores))
+    torch.testing.assert_close(head.scale(scores), make(DWAtt).scale(scores))
     with pytest.raises(LayercacheError, match="layer_score.*'cosine'"):
-        DWAtt(**SMALL, layer_score="cosine")
+        make(DWAtt, layer_score="cosine")
 
 
 def test_dwatt_under_bf16_autocast_follows_float32_and_trains_float32_weights():
     """Under autocast the value path runs in bfloat16 with the parameters cast once; the output
     stays within bfloat16 rounding of the float32 head, and the gradients reach the float32 weights."""
     torch.manual_seed(0)
-    head = DWAtt(n_layers=L, dim=32, num_heads=2, ffn_dim=64).train()
+    head = make(DWAtt, dim=32, ffn_dim=64).train()
     hidden = torch.randn(3, 7, L, 32)
     mask = torch.ones(3, 7, dtype=torch.bool)
     with torch.no_grad():
@@ -162,11 +168,11 @@ def test_dwatt_parameter_count_equals_per_layer_modules():
 
     per_layer = [mod for _ in range(L) for mod in [*mlp(), nn.LayerNorm(D)]]  # f^V_n and LN_n
     reference = nn.ModuleList([*per_layer, *mlp(), nn.Linear(24, D)])  # + f^Q and W^K
-    assert count_parameters(DWAtt(**SMALL)) == count_parameters(reference)
+    assert count_parameters(make(DWAtt)) == count_parameters(reference)
 
 
 def test_dwatt_k_pos_is_a_fixed_saved_buffer():
-    head = DWAtt(**SMALL)
+    head = make(DWAtt)
     assert head.k_pos.shape == (L, 24)
     assert not head.k_pos.requires_grad
     assert all(p is not head.k_pos for p in head.parameters())
@@ -174,7 +180,7 @@ def test_dwatt_k_pos_is_a_fixed_saved_buffer():
     assert 0 <= head.k_pos.min() and head.k_pos.max() < 1
     # a checkpoint reproduces it, whatever the RNG does when the new head is built
     torch.manual_seed(123)
-    other = DWAtt(**SMALL)
+    other = make(DWAtt)
     other.load_state_dict(head.state_dict())
     torch.testing.assert_close(other.k_pos, head.k_pos)
 
@@ -220,7 +226,7 @@ def test_extra_layers_ignore_padded_positions(train):
 
 
 def test_extra_layers_default_and_all_padding_sentence():
-    assert len(ExtraLayers(**{**SMALL, "extra_layers": None}).layers) == 1
+    assert len(make(ExtraLayers, extra_layers=None).layers) == FusionConfig.extra_layers == 1
     hidden, mask = inputs()
     mask[0] = False  # a sentence with no real token must not produce NaN for the batch
     out = build(ExtraLayers)(hidden, mask)
@@ -266,7 +272,7 @@ def test_tagger_rejects_wrong_shape():
 
 def test_extra_layers_rejects_bad_heads():
     with pytest.raises(LayercacheError, match="num_heads=3"):
-        ExtraLayers(**{**SMALL, "num_heads": 3})
+        make(ExtraLayers, num_heads=3)
 
 
 def test_roberta_large_budget_matches_table_2():
@@ -348,3 +354,23 @@ def test_tagger_uses_the_packed_path_of_extra_layers():
     packed = torch.cat([x[mask], torch.zeros(3, 3, 8)])[None]  # 9 rows + 3 padding rows
     out = tagger(packed, torch.arange(12)[None] < 9, torch.tensor(lengths))[0, :9]
     torch.testing.assert_close(out, tagger(x, mask)[mask])
+
+
+@pytest.mark.parametrize("fusion", sorted(FUSIONS))
+def test_fusions_declare_only_config_fields_and_no_defaults(fusion):
+    """Each fusion takes only the `FusionConfig` fields it uses, with no defaults of its own: the
+    defaults are the config's alone."""
+    import dataclasses
+    import inspect
+
+    names = {f.name for f in dataclasses.fields(FusionConfig)}
+    params = inspect.signature(FUSIONS[fusion]).parameters.values()
+    assert {p.name for p in params} <= names
+    assert all(p.default is inspect.Parameter.empty for p in params)
+
+
+def test_tagger_defaults_are_the_fusion_configs():
+    tagger = TokenTagger(fusion="extra", n_labels=3, n_layers=L, dim=D, num_heads=2, ffn_dim=16)
+    assert tagger.dropout.p == FusionConfig.dropout
+    assert len(tagger.fusion.layers) == FusionConfig.extra_layers
+    assert make(DWAtt).layer_score == FusionConfig.layer_score == "scaled"

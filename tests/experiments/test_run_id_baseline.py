@@ -1,0 +1,16 @@
+"""Run ids are named against the first release's defaults; `ID_BASELINE` is derived from
+`TrainConfig`, so this pins it: changing a default must add its old value to `FIRST_RELEASE`,
+or every run already in a results file would be renamed."""
+
+from layercache.experiments.results import ID_BASELINE
+
+FIRST_RELEASE_DEFAULTS = {
+    "lr": 5e-5, "batch_size": 16, "eval_every": None, "eval_points": None, "dev_sentences": None,
+    "layers": None, "extra_layers": None, "dropout": 0.1, "weight_decay": 0.01, "warmup": 0,
+    "max_grad_norm": 1.0, "mode": "fe", "freeze": None, "grad_accum": 1, "precision": "fp32",
+    "layer_score": "paper", "task": "ner",
+}
+
+
+def test_id_baseline_is_the_first_releases_defaults():
+    assert ID_BASELINE == FIRST_RELEASE_DEFAULTS
