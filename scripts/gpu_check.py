@@ -6,9 +6,9 @@ On a machine with CUDA (and `pip install -e ".[offline]"` done), from the reposi
     python scripts/gpu_check.py --model DIR --dataset ../shared/data/conll2003
 
 It runs the commands themselves, in a fresh cache root: `extract` with fp32 and with bf16 forward
-passes, `train-head` FE (concat, dwatt) and FT (concat), `predict` with the FE head, and a 2-worker
-`sweep`; then prints the GPU's name, extraction words/s, training step and evaluation times, and
-writes them as JSON (--json). Every command must exit 0 and every run must reach a finite F1;
+passes, `train-head` FE (concat, dwatt) and FT (concat), `layercache predict` with the FE head, and
+a 2-worker `layercache sweep`; then prints the GPU's name, extraction words/s, training step and
+evaluation times, and writes them as JSON (--json). Every command must exit 0 and every run must reach a finite F1;
 the script exits non-zero otherwise. `--device cpu` runs the same steps on the CPU (a dry rehearsal
 of the script itself; it then says no GPU was used).
 """
@@ -95,11 +95,12 @@ def main(argv=None) -> dict:
             run(["train-head", *common, *extra, "--out", out], env)
             figures["train"][name] = step_figures(newest_record(out))
         head = newest_record(os.path.join(root, "fe-concat"))["checkpoint"]
-        text, seconds = run(["predict", "--head", head, *device, "--text", "John Smith flew to Paris with Lufthansa ."],
-                            env)
+        text, seconds = run(["layercache", "predict", "--head", head, *device,
+                             "--text", "John Smith flew to Paris with Lufthansa ."], env)
         figures["predict"] = {"wall_s": round(seconds, 1), "output": text.strip().splitlines()}
-        text, seconds = run(["sweep", *source, "--fusions", "concat,scalarmix", "--shots", args.shots, "--epochs",
-                             args.epochs, "--trials", "2", "--workers", "2", "--out", os.path.join(root, "sweep")], env)
+        text, seconds = run(["layercache", "sweep", *source, "--fusions", "concat,scalarmix", "--shots", args.shots,
+                             "--epochs", args.epochs, "--trials", "2", "--workers", "2",
+                             "--out", os.path.join(root, "sweep")], env)
         figures["sweep"] = {"workers": 2, "runs": 4, "wall_s": round(seconds, 1)}
     print(json.dumps(figures, indent=2))
     if args.json:

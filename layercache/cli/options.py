@@ -2,15 +2,39 @@
 
 from __future__ import annotations
 
+import inspect
+from dataclasses import MISSING, fields, is_dataclass
+
 import click
 
 from ..errors import LayercacheError
+from ..extract.run import ExtractConfig
 from ..fusions.dwatt import LAYER_SCORES
-from ..training.config import PAPER_LR
+from ..tasks import TASKS, task_of
+from ..training.config import PAPER_LR, TrainConfig
 
 CACHE_DIR_HELP = "Cache root (path or fsspec URL). Default: $LAYERCACHE_HOME or ~/.cache/layercache."
 LAYERS_HELP = ("Layers: all (= 1..L), 4,8,12, 1..6 (0 = embedding output) or auto:K (the K of 1..L with the "
                "lowest variability nu).")
+
+
+def default_of(owner, name: str):
+    """The default that a config dataclass declares for field ``name`` (or a function for its
+    parameter ``name``): options read it from there, so a default is written once and the CLI
+    cannot drift from the Python API."""
+    if not is_dataclass(owner):
+        parameter = inspect.signature(owner).parameters.get(name)
+        if parameter is None or parameter.default is inspect.Parameter.empty:
+            raise AttributeError(f"{owner.__qualname__} has no parameter {name!r} with a default")
+        return parameter.default
+    field = next((f for f in fields(owner) if f.name == name), None)
+    if field is None:
+        raise AttributeError(f"{owner.__name__} has no field {name!r}")
+    if field.default is not MISSING:
+        return field.default
+    if field.default_factory is not MISSING:
+        return field.default_factory()
+    raise AttributeError(f"{owner.__name__}.{name} has no default")
 
 
 def _stack(*decorators):
@@ -34,10 +58,11 @@ def cache_options(fn):
 
 cache_dir_option = click.option("--cache-dir", default=None, help=CACHE_DIR_HELP)
 device_option = click.option("--device", default=None, help="torch device. Default: cuda when present, else cpu.")
+quiet_option = click.option("--quiet", is_flag=True, help="No progress bar.")
 
 
 task_option = click.option(
-    "--task", type=click.Choice(["ner", "mlm"]), default="ner", show_default=True,
+    "--task", type=click.Choice(list(TASKS)), default=default_of(TrainConfig, "task"), show_default=True,
     help="ner: named-entity tagging (F1); mlm: masked language modelling on raw text (perplexity; "
          "--dataset wiki-offline, wikitext-2 or a WikiText-style directory).")
 
@@ -46,23 +71,28 @@ def masking_options(fn):
     """--block-size, --mask-seed, --mlm-probability: the MLM cache's blocks and fixed masks (the
     entry `extract --task mlm` makes; FT draws its train masks per epoch with the same probability)."""
     return _stack(
-        click.option("--block-size", type=click.IntRange(min=2), default=128, show_default=True,
-                     help="MLM: subwords per block, special tokens included."),
-        click.option("--mask-seed", type=int, default=0, show_default=True, help="MLM: seed of the fixed masks."),
-        click.option("--mlm-probability", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=0.15,
-                     show_default=True, help="MLM: share of tokens chosen for prediction (80% [MASK], 10% random, "
-                                             "10% kept)."),
+        click.option("--block-size", type=click.IntRange(min=2), default=default_of(ExtractConfig, "block_size"),
+                     show_default=True, help="MLM: subwords per block, special tokens included."),
+        click.option("--mask-seed", type=int, default=default_of(ExtractConfig, "mask_seed"), show_default=True,
+                     help="MLM: seed of the fixed masks."),
+        click.option("--mlm-probability", type=click.FloatRange(0, 1, min_open=True, max_open=True),
+                     default=default_of(ExtractConfig, "mlm_probability"), show_default=True,
+                     help="MLM: share of tokens chosen for prediction (80% [MASK], 10% random, 10% kept)."),
     )(fn)
 
 
-def extract_options(task: str, *, block_size: int = 128, mask_seed: int = 0, mlm_probability: float = 0.15) -> dict:
+MASKING = ("block_size", "mask_seed", "mlm_probability")  # the `masking_options` fields of ExtractConfig
+
+
+def extract_options(task: str, **masking) -> dict:
     """The `ExtractConfig` fields that find (or make) a task's cache entry; {} for NER, whose
-    entries are found as they always were."""
-    if task == "ner":
-        if (block_size, mask_seed, mlm_probability) != (128, 0, 0.15):
+    entries are found as they always were. ``masking``: the `MASKING` fields given (others: defaults)."""
+    masking = {name: masking.get(name, default_of(ExtractConfig, name)) for name in MASKING}
+    if not task_of(task).masks_inputs:
+        if any(value != default_of(ExtractConfig, name) for name, value in masking.items()):
             raise LayercacheError("--block-size, --mask-seed and --mlm-probability need --task mlm")
         return {}
-    return {"task": task, "block_size": block_size, "mask_seed": mask_seed, "mlm_probability": mlm_probability}
+    return {"task": task, **masking}
 
 
 def layers_option(default: str | None = None, extra_help: str = ""):
@@ -80,7 +110,7 @@ def protocol_option(fn):
 
 
 layer_score_option = click.option(
-    "--layer-score", type=click.Choice(LAYER_SCORES), default="scaled", show_default=True,
+    "--layer-score", type=click.Choice(LAYER_SCORES), default=default_of(TrainConfig, "layer_score"), show_default=True,
     help="DWAtt's score over layers: paper = q.k (unscaled, eqs. 3-11), scaled = q.k/sqrt(d), learned = "
          "q.k times a learned temperature.")
 
@@ -96,13 +126,13 @@ def apply_protocol(options: dict, protocol: str, *, names: dict | None = None) -
     return {**options, **{k: v for k, v in PAPER_PROTOCOL.items() if k not in given}}
 
 
-def resolve(cache, model, dataset, cache_dir, *, extract: dict | None = None):
+def resolve(cache, model, dataset, cache_dir, *, extract: dict | None = None, quiet: bool = False):
     """The cache entry the shared cache options name (messages go to stderr); ``extract``: the
-    `extract_options` of a task other than NER."""
+    `extract_options` of a task other than NER; ``quiet``: no progress bar when it must be extracted."""
     from ..experiments.find import resolve_entry
 
     return resolve_entry(cache=cache, model=model, dataset=dataset, cache_dir=cache_dir, extract_options=extract,
-                         log=say)
+                         log=say, progress=not quiet)
 
 
 def say(message: str) -> None:
@@ -122,12 +152,20 @@ def parse_shots(value: str | int | None) -> int | None:
     return shots
 
 
-def parse_list(text: str, *, name: str, cast=int) -> list:
-    """A comma-separated option value (``--shots 8,16``) as a list, each item cast."""
-    try:
-        values = [cast(x.strip()) for x in str(text).split(",") if x.strip()]
-    except ValueError:
-        raise LayercacheError(f"--{name} {text!r} is not a comma-separated list") from None
+def parse_list(text: str, *, name: str, cast=int, what: str | None = None) -> list:
+    """A comma-separated option value (``--shots 8,16``) as a list, each item cast; a bad item is a
+    one-line error naming it (``cast`` raises ValueError or LayercacheError; ``what``: what an item is)."""
+    values = []
+    for item in (x.strip() for x in str(text).split(",")):
+        if not item:
+            continue
+        try:
+            values.append(cast(item))
+        except ValueError:
+            raise LayercacheError(f"--{name} {text!r}: {item!r} is not {what or _WHAT.get(cast, 'valid')}") from None
     if not values:
         raise LayercacheError(f"--{name} is empty")
     return values
+
+
+_WHAT = {int: "an integer", float: "a number"}

@@ -1,4 +1,4 @@
-"""`predict`: tag new text with a trained head and its backbone, and print the entities; or, with an
+"""`layercache predict`: tag new text with a trained head and its backbone, and print the entities; or, with an
 MLM head, fill the masks of `--fill-mask` texts and print the top tokens of each."""
 
 from __future__ import annotations
@@ -9,7 +9,10 @@ import sys
 import click
 
 from ..errors import LayercacheError
+from ..inference.fill_mask import MaskFiller
+from ..tasks import task_of
 from .errors import friendly_errors
+from .options import default_of
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--head", "--checkpoint", "checkpoint", required=True,
@@ -19,7 +22,8 @@ from .errors import friendly_errors
               help="One sentence per line ('-' = stdin).")
 @click.option("--fill-mask", "fill_mask", multiple=True,
               help="MLM heads: a text with [MASK] (or <mask>) to fill (repeatable); --text/--file lines are filled too.")
-@click.option("--top-k", type=click.IntRange(min=1), default=5, show_default=True, help="Tokens printed per mask.")
+@click.option("--top-k", type=click.IntRange(min=1), default=default_of(MaskFiller.fill, "top_k"), show_default=True,
+              help="Tokens printed per mask.")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per sentence.")
 @click.option("--device", default=None, help="torch device. Default: cuda when present, else cpu.")
 @friendly_errors
@@ -47,14 +51,12 @@ def _is_mlm(checkpoint: str) -> bool:
 
     try:
         with open(checkpoint_paths(checkpoint)[1], encoding="utf-8") as f:
-            return json.load(f).get("task") == "mlm"
-    except (OSError, ValueError):
+            return task_of(json.load(f)).masks_inputs
+    except (OSError, ValueError, LayercacheError):
         return False  # loading it says what is wrong
 
 
 def _fill(checkpoint, lines, *, top_k: int, as_json: bool, device) -> None:
-    from ..inference import MaskFiller
-
     filler = MaskFiller(checkpoint, device=device)
     for line in lines:
         masks = filler.fill(line, top_k=top_k)

@@ -1,4 +1,4 @@
-"""`rank-layers`: score every cached layer by its variability nu (training-free, seconds), print a
+"""`layercache rank-layers`: score every cached layer by its variability nu (training-free, seconds), print a
 table, and write a JSON record and a PNG plot, so that the layers a head should fuse can be chosen
 before any training; with `--shots N --seed S` the score sees only what a few-shot run sees."""
 
@@ -11,9 +11,10 @@ import time
 import click
 import numpy as np
 
+from ..layers.scores import score_layers
 from ..versions import versions
 from .errors import friendly_errors
-from .options import cache_options, layers_option, resolve
+from .options import cache_options, default_of, layers_option, quiet_option, resolve
 
 
 def _name(text: str) -> str:
@@ -32,21 +33,22 @@ def _ranks(scores: list[tuple[int, float]]) -> dict[int, int]:
 @click.option("--shots", type=click.IntRange(min=1), default=None,
               help="Score only the N*C sentences a few-shot run with this N and --seed trains on (C = entity types).")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the few-shot sample and of the per-tag cap.")
-@click.option("--max-per-class", type=click.IntRange(min=1), default=2000, show_default=True,
+@click.option("--max-per-class", type=click.IntRange(min=1), default=default_of(score_layers, "max_per_class"),
+              show_default=True,
               help="Tokens kept per tag (random subsample), so that frequent tags do not dominate.")
 @layers_option(default="0..L", extra_help="The layers to score; with auto:K, 1..L are scored and the K that "
                "train-head --layers auto:K would fuse are marked.")
 @click.option("--top", type=click.IntRange(min=1), default=3, show_default=True, help="Mark this many lowest-nu layers.")
 @click.option("--out", default="runs", show_default=True, help="Folder for the JSON record and the PNG plot.")
+@quiet_option
 @friendly_errors
-def main(cache, model, dataset, cache_dir, split, shots, seed, max_per_class, layers, top, out):
+def main(cache, model, dataset, cache_dir, split, shots, seed, max_per_class, layers, top, out, quiet):
     """Rank the cached layers by variability nu = tr(Sigma_w Sigma_b^+)/C (lower = better)."""
     from ..layers import parse_layers, pick_layers
-    from ..layers.scores import score_layers
     from ..experiments.plots import plot_scores
     from ..training.sampling import entity_types, few_shot_sample
 
-    entry = resolve(cache, model, dataset, cache_dir)
+    entry = resolve(cache, model, dataset, cache_dir, quiet=quiet)
     data = entry.split(split)
     spec_text, spec = layers, parse_layers(layers, num_layers=entry.num_layers)
     layers = list(spec.candidates)

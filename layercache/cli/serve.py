@@ -39,7 +39,7 @@ TOKEN_BYTES = 32
 @click.option("--read-token-file", type=click.Path(exists=True, dir_okay=False), default=None,
               help="File holding a token that reads need too. Default: reads are open.")
 @click.option("--runs", "runs", type=click.Path(file_okay=False), multiple=True,
-              help="A run folder (train-head --out, sweep --out) the page shows; repeatable.")
+              help="A run folder (train-head --out, layercache sweep --out) the page shows; repeatable.")
 @device_option
 @click.option("--max-size", default=None,
               help="After each job, remove the least recently read entries until the root fits (500M, 20G).")

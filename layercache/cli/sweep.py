@@ -1,4 +1,4 @@
-"""`sweep`: the few-shot grid from one cache, resumable, then a table and the paper-style plots."""
+"""`layercache sweep`: the few-shot grid from one cache, resumable, then a table and the paper-style plots."""
 
 from __future__ import annotations
 
@@ -9,9 +9,13 @@ import os
 import click
 
 from ..errors import LayercacheError
+from ..fusions.dwatt import LAYER_SCORES
+from ..fusions.registry import FUSIONS
+from ..tasks import task_of
+from ..training.config import TrainConfig
 from .errors import friendly_errors
-from .options import (apply_protocol, cache_options, extract_options, layers_option, masking_options, parse_list,
-                      protocol_option, resolve, say, task_option)
+from .options import (apply_protocol, cache_options, default_of, extract_options, layers_option, masking_options,
+                      parse_list, parse_shots, protocol_option, quiet_option, resolve, say, task_option)
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
@@ -24,9 +28,10 @@ from .options import (apply_protocol, cache_options, extract_options, layers_opt
 @click.option("--lrs", "--lr", "lrs", default="default", show_default=True,
               help="Comma-separated max learning rates, a grid dimension (the report picks the best on dev); "
                    "'default' = each fusion's FE default (as train-head).")
-@click.option("--layer-scores", default="scaled", show_default=True,
+@click.option("--layer-scores", default=default_of(TrainConfig, "layer_score"), show_default=True,
               help="Comma-separated DWAtt scores (paper, scaled, learned): a grid dimension for dwatt only.")
-@click.option("--batch-size", type=click.IntRange(min=1), default=16, show_default=True)
+@click.option("--batch-size", type=click.IntRange(min=1), default=default_of(TrainConfig, "batch_size"),
+              show_default=True)
 @layers_option(extra_help="Default: all.")
 @click.option("--extra-layers", type=click.IntRange(min=1), default=None)
 @click.option("--eval-points", type=click.IntRange(min=1), default=5, show_default=True,
@@ -46,10 +51,11 @@ from .options import (apply_protocol, cache_options, extract_options, layers_opt
 @click.option("--curve-shots", default=None, help="N values for the F1-vs-step plot. Default: smallest and largest.")
 @click.option("--per-lr", is_flag=True, help="Also print one table per learning rate.")
 @protocol_option
+@quiet_option
 @friendly_errors
 def main(task, fusions, shots, epochs, trials, lrs, layer_scores, batch_size, layers, extra_layers, eval_points,
          dev_sentences, precision, workers, ray_address, out, cache, model, dataset, cache_dir, block_size, mask_seed,
-         mlm_probability, report_only, curve_shots, per_lr, protocol):
+         mlm_probability, report_only, curve_shots, per_lr, protocol, quiet):
     """Run fusion x N-shot x epoch cap x trial from one cache (skipping runs already done)."""
     from ..experiments.report import render
     from ..experiments.results import RESULTS, read_results
@@ -61,24 +67,28 @@ def main(task, fusions, shots, epochs, trials, lrs, layer_scores, batch_size, la
             raise LayercacheError(f"no results in {os.path.join(out, RESULTS)}")
     else:
         from ..experiments.runner import grid, run_sweep
-        from ..training.config import TrainConfig
         from ..training.runtime import resolve_precision
 
-        axes = apply_protocol({"lr": parse_list(lrs, name="lrs", cast=_lr),
-                               "layer_score": parse_list(layer_scores, name="layer-scores", cast=str)}, protocol,
+        # Every list is checked before any work starts: a bad item is one line, not a traceback.
+        lists = {"fusions": parse_list(fusions, name="fusions", cast=_one_of(FUSIONS),
+                                       what=f"one of {', '.join(FUSIONS)}"),
+                 "shots": parse_list(shots, name="shots", cast=parse_shots),
+                 "epochs": parse_list(epochs, name="epochs")}
+        axes = apply_protocol({"lr": parse_list(lrs, name="lrs", cast=_lr, what="a number or 'default'"),
+                               "layer_score": parse_list(layer_scores, name="layer-scores", cast=_one_of(LAYER_SCORES),
+                                                         what=f"one of {', '.join(LAYER_SCORES)}")}, protocol,
                               names={"lr": "lrs", "layer_score": "layer_scores"})
         masking = extract_options(task, block_size=block_size, mask_seed=mask_seed, mlm_probability=mlm_probability)
         base = TrainConfig(fusion="base", shots=None, epochs=1, seed=0, batch_size=batch_size, task=task,
                            layers=layers, extra_layers=extra_layers, eval_points=eval_points,
                            dev_sentences=dev_sentences, precision=resolve_precision(precision, root=cache_dir))
         say(f"precision: {base.precision}")
-        configs = grid(fusions=parse_list(fusions, name="fusions", cast=str),
-                       shots=[None if s == "all" else int(s) for s in parse_list(shots, name="shots", cast=str)],
-                       epochs=parse_list(epochs, name="epochs"), trials=trials, base=base,
-                       lr=_listed(axes["lr"]), layer_score=_listed(axes["layer_score"]))
-        entry = resolve(cache, model, dataset, cache_dir, extract=masking)
-        records = list(run_sweep(entry, configs, out=out, workers=workers, ray=ray_address, log=say).values())
-        if task == "ner":  # nu needs classes; an MLM entry's labels are the vocabulary
+        configs = grid(**lists, trials=trials, base=base, lr=_listed(axes["lr"]),
+                       layer_score=_listed(axes["layer_score"]))
+        entry = resolve(cache, model, dataset, cache_dir, extract=masking, quiet=quiet)
+        records = list(run_sweep(entry, configs, out=out, workers=workers, ray=ray_address, progress=not quiet,
+                                 log=say).values())
+        if task_of(task).labels_from_data:  # nu needs classes; an MLM entry's labels are the vocabulary
             _save_layer_scores(entry, layers, out)
     paths = render(records, out, curve_shots=curve, per_lr=per_lr, nu=_layer_scores(out))
     with open(paths["table"], encoding="utf-8") as f:
@@ -87,7 +97,7 @@ def main(task, fusions, shots, epochs, trials, lrs, layer_scores, batch_size, la
 
 
 def _save_layer_scores(entry, layers: str | None, out: str) -> None:
-    """nu of the fused layers on the whole train split (as `rank-layers` computes it, seconds), for
+    """nu of the fused layers on the whole train split (as `layercache rank-layers` computes it, seconds), for
     the layers-used figure: do the heads use the layers the score calls well specialised?"""
     from ..layers import parse_layers
     from ..layers.scores import score_layers
@@ -104,6 +114,14 @@ def _layer_scores(out: str) -> list | None:
         return None
     with open(path, encoding="utf-8") as f:
         return json.load(f)
+
+
+def _one_of(choices):
+    def check(text: str) -> str:
+        if text not in choices:
+            raise ValueError(text)
+        return text
+    return check
 
 
 def _lr(text: str) -> float | None:

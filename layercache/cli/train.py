@@ -11,18 +11,21 @@ from dataclasses import fields
 
 import click
 
+from ..display import f1_points
 from ..fusions.registry import FUSIONS
+from ..tasks import task_of
 from ..training.diagnostics import describe
 from ..training.runtime import resolve_precision
 from ..training.config import FE_LR, FE_LR_BY_FUSION, PAPER_LR, PRECISIONS, TrainConfig, default_extra_layers
 from .errors import friendly_errors
-from .options import (apply_protocol, cache_options, device_option, extract_options, layer_score_option, layers_option,
-                      masking_options, parse_shots, protocol_option, resolve, say, task_option)
+from .options import (apply_protocol, cache_options, default_of, device_option, extract_options, layer_score_option,
+                      layers_option, masking_options, parse_shots, protocol_option, quiet_option, resolve, say,
+                      task_option)
 
 
 def run_name(config: TrainConfig) -> str:
     """``<fusion>[-ft][-mlm]-n<shots>-e<epochs>-s<seed>``, plus ``-l<layers>`` when --layers is given."""
-    tags = ("-ft" if config.mode == "ft" else "") + ("-mlm" if config.task == "mlm" else "")
+    tags = ("-ft" if config.mode == "ft" else "") + ("" if task_of(config).is_default else f"-{config.task}")
     name = f"{config.fusion}{tags}-n{config.shots or 'all'}-e{config.epochs}-s{config.seed}"
     if config.layers:
         name += "-l" + re.sub(r"[^0-9a-zA-Z]+", ".", config.layers).strip(".")
@@ -40,7 +43,7 @@ def budget_table(entry, *, layers: str | None, extra_layers: int | None, current
     extra = extra_layers or default_extra_layers(entry.num_layers)
     shape = dict(n_layers=spec.n_fused, dim=entry.dim, num_heads=int(meta["num_heads"]), ffn_dim=int(meta["ffn_dim"]),
                  extra_layers=extra)
-    if meta.get("task", "ner") == "mlm":  # the tied decoder is the backbone's embeddings: not counted
+    if task_of(meta).masks_inputs:  # the tied decoder is the backbone's embeddings: not counted
         budget = masked_lm_budget(**shape, vocab_size=int(meta["vocab_size"]))
         outputs = f"an LM head over {int(meta['vocab_size']):,} tokens (decoder tied to the embeddings)"
     else:
@@ -67,21 +70,27 @@ def budget_table(entry, *, layers: str | None, extra_layers: int | None, current
 @click.option("--seed", type=int, default=0, show_default=True, help="Fixes the sample, the init and the batch order.")
 @click.option("--lr", type=float, default=None,
               help=f"Max learning rate (linear decay to 0). Default: FE {FE_LR:g} ({', '.join(f'{k} {v:g}' for k, v in FE_LR_BY_FUSION.items())}), FT {PAPER_LR:g} (the paper's).")
-@click.option("--batch-size", type=click.IntRange(min=1), default=16, show_default=True)
+@click.option("--batch-size", type=click.IntRange(min=1), default=default_of(TrainConfig, "batch_size"),
+              show_default=True)
 @click.option("--eval-every", type=click.IntRange(min=1), default=None, help="Evaluate every this many steps. Default: once per epoch.")
 @click.option("--eval-points", type=click.IntRange(min=1), default=None, help="Evaluate at this many evenly spaced points instead.")
 @click.option("--dev-sentences", type=click.IntRange(min=1), default=None, help="Evaluate on a fixed random subset of dev this size. Default: all of dev.")
 @layers_option(extra_help="Default: all.")
 @click.option("--extra-layers", type=click.IntRange(min=1), default=None, help="Layers of the extra head. Default: 1 if L <= 12 else 2.")
-@click.option("--dropout", type=click.FloatRange(0, 1, max_open=True), default=0.1, show_default=True)
-@click.option("--weight-decay", type=click.FloatRange(min=0), default=0.01, show_default=True)
-@click.option("--warmup", type=click.IntRange(min=0), default=0, show_default=True, help="Warmup steps.")
+@click.option("--dropout", type=click.FloatRange(0, 1, max_open=True), default=default_of(TrainConfig, "dropout"),
+              show_default=True)
+@click.option("--weight-decay", type=click.FloatRange(min=0), default=default_of(TrainConfig, "weight_decay"),
+              show_default=True)
+@click.option("--warmup", type=click.IntRange(min=0), default=default_of(TrainConfig, "warmup"), show_default=True,
+              help="Warmup steps.")
 @device_option
-@click.option("--max-grad-norm", type=click.FloatRange(min=0), default=1.0, show_default=True, help="0 = no clipping.")
-@click.option("--mode", type=click.Choice(["fe", "ft"]), default="fe", show_default=True,
+@click.option("--max-grad-norm", type=click.FloatRange(min=0), default=default_of(TrainConfig, "max_grad_norm"),
+              show_default=True, help="0 = no clipping.")
+@click.option("--mode", type=click.Choice(["fe", "ft"]), default=default_of(TrainConfig, "mode"), show_default=True,
               help="fe: train on the cache; ft: fine-tune the backbone end to end with the head.")
 @click.option("--freeze", default=None, help="FT: freeze 'embeddings', or the embeddings and the bottom K layers.")
-@click.option("--grad-accum", type=click.IntRange(min=1), default=1, show_default=True, help="Micro-batches per optimizer step.")
+@click.option("--grad-accum", type=click.IntRange(min=1), default=default_of(TrainConfig, "grad_accum"),
+              show_default=True, help="Micro-batches per optimizer step.")
 @click.option("--precision", type=click.Choice(["auto", *PRECISIONS]), default="auto", show_default=True,
               help="Autocast for forward passes; auto = bf16 where this machine multiplies it clearly faster "
                    "(measured once, remembered in the cache root), else fp32 (fp16 needs CUDA).")
@@ -92,15 +101,16 @@ def budget_table(entry, *, layers: str | None, extra_layers: int | None, current
 @click.option("--out", default="runs", show_default=True, help="Folder for the result JSON and the checkpoint.")
 @click.option("--dry-run", is_flag=True, help="Print every fusion's parameter budget and exit.")
 @click.option("--verbose", is_flag=True, help="Print each evaluation.")
+@quiet_option
 @friendly_errors
-def main(cache, model, dataset, cache_dir, out, dry_run, verbose, protocol, block_size, mask_seed, mlm_probability,
-         **options):
+def main(cache, model, dataset, cache_dir, out, dry_run, verbose, quiet, protocol, block_size, mask_seed,
+         mlm_probability, **options):
     """Train a fusion head on cached hidden states and report its best dev F1 (MLM: perplexity)."""
     options = apply_protocol({**options, "shots": parse_shots(options["shots"])}, protocol)
     options["precision"] = resolve_precision(options["precision"], options["device"], root=cache_dir)
     config = TrainConfig(**{f.name: options[f.name] for f in fields(TrainConfig)})  # options = fields, one to one
     masking = extract_options(config.task, block_size=block_size, mask_seed=mask_seed, mlm_probability=mlm_probability)
-    entry = resolve(cache, model, dataset, cache_dir, extract=masking)
+    entry = resolve(cache, model, dataset, cache_dir, extract=masking, quiet=quiet)
     if dry_run:
         click.echo(budget_table(entry, layers=config.layers, extra_layers=config.extra_layers, current=config.fusion))
         return
@@ -117,12 +127,12 @@ def main(cache, model, dataset, cache_dir, out, dry_run, verbose, protocol, bloc
 
 
 def _scores(result) -> str:
-    """The run's headline: best dev F1 and test F1 there (NER), or dev and test perplexity (MLM)."""
+    """The run's headline: best dev F1 and test F1 there, in points (NER), or dev and test perplexity (MLM)."""
     if result.best_dev_ppl is not None:
         test = "-" if result.test_ppl_at_best is None else f"{result.test_ppl_at_best:.2f}"
         return f"best dev perplexity {result.best_dev_ppl:.2f} (step {result.best_step}), test perplexity {test}"
-    test = "-" if result.test_f1_at_best is None else f"{result.test_f1_at_best:.4f}"
-    return f"best dev F1 {result.best_dev_f1:.4f} (step {result.best_step}), test F1 {test}"
+    return (f"best dev F1 {f1_points(result.best_dev_f1)} (step {result.best_step}), "
+            f"test F1 {f1_points(result.test_f1_at_best)}")
 
 
 def _load(entry, config: TrainConfig):
@@ -145,9 +155,11 @@ def _save(result, data, entry, config: TrainConfig, *, out: str, load_seconds: f
     from ..training.checkpoint import save_checkpoint
 
     stem = os.path.join(out, run_name(config))
-    extra = {"best_dev_f1": result.best_dev_f1, "best_step": result.best_step}
-    if config.task == "mlm":
-        extra = {"task": "mlm", "best_dev_ppl": result.best_dev_ppl, "best_step": result.best_step}
+    task = task_of(config)
+    best = f"best_dev_{task.headline}"  # best_dev_f1 or best_dev_ppl
+    extra = {best: getattr(result, best), "best_step": result.best_step}
+    if not task.is_default:  # NER checkpoints name no task, as before tasks existed
+        extra = {"task": task.name, **extra}
     if config.mode == "ft":  # the fine-tuned backbone goes beside the head; predict loads it
         backbone_dir = stem + ".backbone"
         data.backbone.model.save_pretrained(backbone_dir)

@@ -23,15 +23,18 @@ VISIBLE = ("granularity", "pooling", "max_length")
 
 
 def resolve_entry(*, cache: str | None = None, model: str | None = None, dataset: str | None = None,
-                  cache_dir: str | None = None, extract_options: dict | None = None, log=print) -> CacheEntry:
+                  cache_dir: str | None = None, extract_options: dict | None = None, log=print,
+                  progress: bool = True) -> CacheEntry:
     """``extract_options``: more `ExtractConfig` fields (MLM: ``task``, ``block_size``, ...); the
-    key fields among them must match exactly, the others may be relaxed (see the module's doc)."""
+    key fields among them must match exactly, the others may be relaxed (see the module's doc);
+    ``progress``: a bar while an entry is extracted."""
     if cache:
         return open_entry(cache)
     options = dict(extract_options or {})
     task = task_of(options)
     if model or dataset:  # no dataset: the task's default, as `extract` has it
-        return _entry_for(model=model, dataset=dataset, cache_dir=cache_dir, options=options, log=log)
+        return _entry_for(model=model, dataset=dataset, cache_dir=cache_dir, options=options, log=log,
+                          progress=progress)
     root = cache_root(cache_dir)
     latest = next((e for e in list_entries(root, sizes=False) if e.complete and e.fields["task"] == task.name), None)
     if latest is None:
@@ -41,7 +44,8 @@ def resolve_entry(*, cache: str | None = None, model: str | None = None, dataset
     return open_entry(latest.path)
 
 
-def _entry_for(*, model: str | None, dataset: str | None, cache_dir: str | None, options: dict, log) -> CacheEntry:
+def _entry_for(*, model: str | None, dataset: str | None, cache_dir: str | None, options: dict, log,
+               progress: bool) -> CacheEntry:
     from ..extract.run import ExtractConfig, describe, extract, load_data  # only this path needs transformers
 
     config = ExtractConfig(model=model, dataset=dataset, cache_dir=cache_dir, **options)
@@ -53,7 +57,7 @@ def _entry_for(*, model: str | None, dataset: str | None, cache_dir: str | None,
                                 resuming=exact is not None, log=log)
         if other is not None:
             return open_entry(other)
-    result = extract(config, progress=True, log=log)
+    result = extract(config, progress=progress, log=log)
     if not all(s.reused for s in result.splits):
         log(f"extracted {result.path}")
     return open_entry(result.path)

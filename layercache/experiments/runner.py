@@ -16,6 +16,7 @@ from dataclasses import dataclass, replace
 from itertools import product
 from typing import Callable, Iterable
 
+from ..display import f1_points
 from ..training.config import TrainConfig
 from .claims import Claims
 from .loaders import load_cached
@@ -82,7 +83,7 @@ def run_grid(entry, configs: list[TrainConfig], *, results: str, workers: int | 
 def _headline(record: dict) -> str:
     if record.get("best_dev_ppl") is not None:
         return f"ppl={record['best_dev_ppl']:.2f}"
-    return f"F1={record['best_dev_f1']:.3f}"
+    return f"F1={f1_points(record['best_dev_f1'])}"
 
 
 def _results(job: _Job, todo, queue, *, workers: int | None, ray: str | None) -> Iterable[tuple]:

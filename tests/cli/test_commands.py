@@ -1,0 +1,76 @@
+"""One command line: every command is `layercache <verb>` under the console scripts' names, the
+group's old names still work without being listed, and the bare `sweep`, `rank-layers` and
+`predict` scripts say they are deprecated and then run the command."""
+
+from __future__ import annotations
+
+import re
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from layercache.cli import deprecated
+from layercache.cli.main import COMMANDS, HIDDEN_ALIASES, main
+
+VERBS = ["extract", "train-head", "sweep", "rank-layers", "predict", "ls", "info", "rm", "verify", "gc", "serve"]
+PYPROJECT = Path(__file__).resolve().parents[2] / "pyproject.toml"
+
+
+def _listed_commands(help_text: str) -> list[str]:
+    section = help_text.split("Commands:", 1)[1]
+    return [m.group(1) for m in re.finditer(r"^  (\S+)", section, re.MULTILINE)]
+
+
+def test_help_lists_every_verb_and_no_old_name():
+    result = CliRunner().invoke(main, ["--help"])
+    assert result.exit_code == 0, result.output
+    assert sorted(_listed_commands(result.output)) == sorted(VERBS) == sorted(COMMANDS)
+    assert not set(HIDDEN_ALIASES) & set(_listed_commands(result.output))
+
+
+@pytest.mark.parametrize("old, new", [("train", "train-head"), ("rank", "rank-layers")])
+def test_old_group_names_still_work(old, new):
+    result = CliRunner().invoke(main, [old, "--help"], prog_name="layercache")
+    assert result.exit_code == 0, result.output
+    assert result.output.startswith(f"Usage: layercache {new} ")  # usage names the current verb
+    assert main.get_command(None, old) is main.get_command(None, new)
+
+
+def test_console_scripts():
+    scripts = tomllib.loads(PYPROJECT.read_text())["project"]["scripts"]
+    assert scripts == {
+        "layercache": "layercache.cli.main:main",
+        "extract": "layercache.cli.extract:main",
+        "train-head": "layercache.cli.train:main",
+        "sweep": "layercache.cli.deprecated:sweep",
+        "rank-layers": "layercache.cli.deprecated:rank_layers",
+        "predict": "layercache.cli.deprecated:predict",
+    }
+
+
+@pytest.mark.parametrize("verb", ["sweep", "rank-layers", "predict"])
+def test_deprecated_script_names_the_new_command_then_runs_it(verb, monkeypatch, capsys):
+    monkeypatch.setattr(sys, "argv", [verb, "--help"])
+    with pytest.raises(SystemExit) as exit_:
+        getattr(deprecated, verb.replace("-", "_"))()
+    assert exit_.value.code == 0
+    out, err = capsys.readouterr()
+    assert err.splitlines() == [f"`{verb}` is deprecated and will go; use `layercache {verb}`"]
+    assert out.startswith(f"Usage: layercache {verb} ")
+
+
+def test_deprecated_script_passes_its_arguments_and_exit_code(monkeypatch, capsys):
+    monkeypatch.setattr(sys, "argv", ["predict", "--head", "/nonexistent/head"])  # no --text: a one-line error
+    with pytest.raises(SystemExit) as exit_:
+        deprecated.predict()
+    assert exit_.value.code == 1
+    assert capsys.readouterr().err.splitlines()[-1] == "error: nothing to tag: pass --text, --file or --fill-mask"
+
+
+@pytest.mark.parametrize("verb", ["extract", "train-head", "sweep", "rank-layers", "verify"])
+def test_quiet_wherever_a_progress_bar_is_drawn(verb):
+    result = CliRunner().invoke(main, [verb, "--help"])
+    assert result.exit_code == 0 and "--quiet" in result.output
