@@ -21,7 +21,6 @@ from .errors import LayercacheError
 @dataclass(frozen=True)
 class Task:
     name: str  # what caches, checkpoints, results and --task say
-    summary: str  # one line for --help
     labels_from_data: bool  # the labels are tag classes read from the dataset: C and nu exist, auto:K ranks by them
     masks_inputs: bool  # raw text cut into blocks, tokens masked at extraction; the entry keeps lm/* for the decoder
     granularity: str | None  # the cache granularity the task needs; None = word or subword, the user's choice
@@ -56,14 +55,14 @@ class Task:
 
 
 NER = Task(
-    name="ner", summary="tag words (IOB2 named entities; seqeval micro-F1)", labels_from_data=True,
-    masks_inputs=False, granularity=None, headline="f1", default_dataset="wnut16", units=("sentences", "words"),
-    head="TokenTagger", checkpoint_version=2,  # 2: unchanged since the tagger recorded DWAtt's layer_score
+    name="ner", labels_from_data=True, masks_inputs=False, granularity=None, headline="f1",
+    default_dataset="wnut16", units=("sentences", "words"), head="TokenTagger",
+    checkpoint_version=2,  # unchanged since the tagger recorded DWAtt's layer_score
 )
 MLM = Task(
-    name="mlm", summary="predict masked tokens of raw text (perplexity); shots = N blocks", labels_from_data=False,
-    masks_inputs=True, granularity="subword", headline="ppl", default_dataset="wiki-offline",
-    units=("blocks", "tokens"), head="FusedMaskedLM", checkpoint_version=3,  # 3: older readers refuse it by name
+    name="mlm", labels_from_data=False, masks_inputs=True, granularity="subword", headline="ppl",
+    default_dataset="wiki-offline", units=("blocks", "tokens"), head="FusedMaskedLM",
+    checkpoint_version=3,  # older readers refuse it by name
 )
 TASKS = {task.name: task for task in (NER, MLM)}
 DEFAULT_TASK = NER.name

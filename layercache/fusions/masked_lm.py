@@ -110,7 +110,8 @@ class FusedMaskedLM(nn.Module):
         config = FusionConfig(**fusion_config)  # the fields as keywords, as `TokenTagger` takes them
         self.n_layers, self.dim = config.n_layers, config.dim
         self.fusion = build_fusion(fusion, config)
-        self.lm = MaskedLMHead(dim=config.dim, vocab_size=vocab_size, layer_norm_eps=layer_norm_eps, hidden_act=hidden_act)
+        self.lm = MaskedLMHead(dim=config.dim, vocab_size=vocab_size, layer_norm_eps=layer_norm_eps,
+                               hidden_act=hidden_act)
 
     def forward(self, hidden: Tensor, mask: Tensor, lengths: Tensor | None = None, *, rows: Tensor | None = None) -> Tensor:
         # hidden [B, T, L, d], mask [B, T] (True = real row); rows [B, T] bool: where to predict

@@ -75,8 +75,9 @@ class TrainConfig:
             yield name, getattr(self, name), getattr(self, name) >= 0, ">= 0"
         yield "mode", self.mode, self.mode in ("fe", "ft"), "fe or ft"
         yield "task", self.task, self.task in TASKS, " or ".join(TASKS)
-        if self.task in TASKS:
-            yield ("layers", self.layers, task_of(self).labels_from_data or not str(self.layers or "").startswith("auto"),
+        if self.task in TASKS:  # auto:K ranks layers by tag classes
+            ranked = str(self.layers or "").startswith("auto")
+            yield ("layers", self.layers, task_of(self).labels_from_data or not ranked,
                    f"explicit for --task {self.task} (auto:K ranks layers by tag classes, which it has none of)")
         yield "precision", self.precision, self.precision in PRECISIONS, "fp32, bf16 or fp16"
         yield "layer_score", self.layer_score, self.layer_score in LAYER_SCORES, "paper, scaled or learned"
