@@ -7,7 +7,7 @@ best on average over all cells: the default `train-head` and `sweep` use.
     python scripts/lr_sweep_conll.py                        # 540 runs, ~35 min on 2 cores (bf16)
     python scripts/lr_sweep_conll.py --shots 8 --seeds 1    # a quick look
 
-Same runs, same ids as `sweep --fusions base,concat,dwatt,extra,scalarmix --shots 8,32,128
+Same runs, same ids as `layercache sweep --fusions base,concat,dwatt,extra,scalarmix --shots 8,32,128
 --epochs 10,25 --trials 3 --lrs 5e-5,3e-4,1e-3,3e-3,1e-2 --layer-scores paper,scaled
 --dev-sentences 1000 --precision bf16 --out runs/lr_sweep`, so either reuses the other's results.
 """
