@@ -181,6 +181,7 @@ def _mlm_fingerprint(corpus: str, spec: MaskingSpec) -> str:
 
 
 def _mlm_attrs(config: ExtractConfig, info: ModelInfo, tokenizer, max_length: int) -> dict:
+    from ..fusions.config import LM_HIDDEN_ACT, LM_LAYER_NORM_EPS  # here: the fusions package loads torch
     from .lm_weights import has_lm_head
 
     if config.block_size > max_length:
@@ -198,8 +199,8 @@ def _mlm_attrs(config: ExtractConfig, info: ModelInfo, tokenizer, max_length: in
     return {"task": config.task, "block_size": config.block_size, "mlm_probability": config.mlm_probability,
             "mask_seed": config.mask_seed, "vocab_size": int(model_config.vocab_size),
             "mask_token_id": vocab.mask_id, "special_ids": list(vocab.special_ids), "lm_head": head,
-            "layer_norm_eps": float(getattr(model_config, "layer_norm_eps", 1e-12)),
-            "hidden_act": str(getattr(model_config, "hidden_act", "gelu"))}
+            "layer_norm_eps": float(getattr(model_config, "layer_norm_eps", LM_LAYER_NORM_EPS)),
+            "hidden_act": str(getattr(model_config, "hidden_act", LM_HIDDEN_ACT))}
 
 
 def _lm_arrays(info: ModelInfo, model, attrs: dict) -> dict[str, np.ndarray]:

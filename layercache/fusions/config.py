@@ -11,6 +11,9 @@ import inspect
 from dataclasses import dataclass, fields
 
 LAYER_SCORES = ("paper", "scaled", "learned")  # DWAtt's score s(q, k_n): see layercache.fusions.dwatt
+# An MLM head's LayerNorm epsilon and activation when the backbone's config names none: BERT's.
+LM_LAYER_NORM_EPS = 1e-12
+LM_HIDDEN_ACT = "gelu"
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ from torch import Tensor, nn
 
 from layercache.errors import LayercacheError
 
-from .config import FusionConfig
+from .config import LM_HIDDEN_ACT, LM_LAYER_NORM_EPS, FusionConfig
 from .registry import FUSIONS, build_fusion
 
 # The transform's activation by the HF config's ``hidden_act`` name. BERT's MLM head uses
@@ -35,7 +35,8 @@ class MaskedLMHead(nn.Module):
     alone, so a checkpoint stays small and is re-tied to whichever backbone loads it.
     """
 
-    def __init__(self, *, dim: int, vocab_size: int, layer_norm_eps: float = 1e-12, hidden_act: str = "gelu") -> None:
+    def __init__(self, *, dim: int, vocab_size: int, layer_norm_eps: float = LM_LAYER_NORM_EPS,
+                 hidden_act: str = LM_HIDDEN_ACT) -> None:
         super().__init__()
         if hidden_act not in ACTIVATIONS:
             raise LayercacheError(f"hidden_act {hidden_act!r} is not one of {', '.join(ACTIVATIONS)}")
@@ -104,8 +105,8 @@ class FusedMaskedLM(nn.Module):
     base fusion with the backbone's own head is exactly the pretrained MLM (the reference line).
     """
 
-    def __init__(self, *, fusion: str, vocab_size: int, layer_norm_eps: float = 1e-12, hidden_act: str = "gelu",
-                 **fusion_config) -> None:
+    def __init__(self, *, fusion: str, vocab_size: int, layer_norm_eps: float = LM_LAYER_NORM_EPS,
+                 hidden_act: str = LM_HIDDEN_ACT, **fusion_config) -> None:
         super().__init__()
         config = FusionConfig(**fusion_config)  # the fields as keywords, as `TokenTagger` takes them
         self.n_layers, self.dim = config.n_layers, config.dim

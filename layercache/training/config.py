@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 
 from ..errors import LayercacheError
-from ..fusions.config import LAYER_SCORES, FusionConfig
+from ..fusions.config import LAYER_SCORES, LM_HIDDEN_ACT, LM_LAYER_NORM_EPS, FusionConfig
 from ..fusions.registry import FUSIONS
 from ..tasks import DEFAULT_TASK, TASKS, task_of
 
@@ -163,5 +163,6 @@ def masked_lm_kwargs(config: TrainConfig, meta: dict, *, n_layers: int) -> dict:
     if not meta.get("vocab_size"):
         raise LayercacheError(f"the cache entry {meta.get('key')!r} has no vocab_size: it is not an MLM entry "
                               f"(extract it with --task mlm)")
-    return {**kwargs, "vocab_size": int(meta["vocab_size"]), "layer_norm_eps": float(meta.get("layer_norm_eps") or 1e-12),
-            "hidden_act": str(meta.get("hidden_act") or "gelu")}
+    return {**kwargs, "vocab_size": int(meta["vocab_size"]),
+            "layer_norm_eps": float(meta.get("layer_norm_eps") or LM_LAYER_NORM_EPS),
+            "hidden_act": str(meta.get("hidden_act") or LM_HIDDEN_ACT)}
