@@ -1,6 +1,9 @@
 """What the scripts share: the repository on ``sys.path`` (runnable from a checkout without
-installing), the CoNLL-2003 data and cache they use, and for the grid scripts their common options,
-their grid and how it runs (`layercache.experiments.run_grid`), and the F1 cell of their tables.
+installing), the CoNLL-2003 data and cache they use, where their results go and the header every
+results file starts with (the command, the machine, the dev set), for the grid scripts their common
+options, their grid and how it runs (`layercache.experiments.run_grid`) and the F1 cell of their
+tables, and for the benchmarks the pieces more than one of them times (a CoNLL subset, the forward
+pass alone, a head's training step, a command's peak memory).
 
 A script imports this first (``python scripts/NAME.py`` puts scripts/ on ``sys.path``). The
 library is imported inside the functions, so a script that only needs ``REPO`` stays light.
@@ -10,8 +13,12 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
+import shlex
 import statistics
 import sys
+import threading
+import time
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -21,6 +28,12 @@ if str(REPO) not in sys.path:
 
 CONLL = REPO.parent / "shared" / "data" / "conll2003"
 MODEL = "all-MiniLM-L6-v2"
+RESULTS = REPO / "docs" / "results"  # one file per script, <script name>.md, and its figures beside
+
+
+def results_path(name: str, suffix: str = ".md") -> str:
+    """Where the script ``name`` writes its results by default: docs/results/<name><suffix>."""
+    return str(RESULTS / f"{name}{suffix}")
 
 
 def say(message: str) -> None:
@@ -40,8 +53,9 @@ def conll_entry(data: str | os.PathLike = CONLL, *, cache: str | None = None, mo
 
 
 def grid_parser(description: str, *, fusions: str, epochs: int, threads: int | None,
-                out: str) -> argparse.ArgumentParser:
-    """The options every grid script takes; ``out`` is the results file's name under runs/."""
+                out: str, table: str | None = None) -> argparse.ArgumentParser:
+    """The options every grid script takes; ``out`` is the results file's name under runs/, ``table``
+    the script's name when it writes its table to docs/results/<table>.md (--table)."""
     from layercache.fusions.dwatt import LAYER_SCORES
     from layercache.training import PAPER_LR
 
@@ -67,6 +81,8 @@ def grid_parser(description: str, *, fusions: str, epochs: int, threads: int | N
     p.add_argument("--workers", type=int, default=0,
                    help="worker processes (0 = this process, as the published timings were taken)")
     p.add_argument("--out", default=str(REPO / "runs" / out), help="JSON lines, one per run (reruns skip them)")
+    if table:
+        p.add_argument("--table", default=results_path(table), help="markdown file the table is written to ('' = print only)")
     return p
 
 
@@ -132,3 +148,198 @@ def f1_cell(runs: list[dict], metric: str = "best_dev_f1") -> str:
 def runs_of(records: list[dict], **config) -> list[dict]:
     """The records whose config has every given field at the given value."""
     return [r for r in records if all(r["config"].get(k) == v for k, v in config.items())]
+
+
+# --- Results files: the table, and above it what made it -----------------------------------------------
+
+def cpu_line() -> str:
+    """CPU model and the flags that decide bf16 speed."""
+    import torch
+
+    try:
+        text = open("/proc/cpuinfo", encoding="utf-8").read()
+    except OSError:
+        return "cpu: unknown"
+    model = next((l.split(":", 1)[1].strip() for l in text.splitlines() if l.startswith("model name")), "?")
+    flags = set(next((l.split(":", 1)[1].split() for l in text.splitlines() if l.startswith("flags")), []))
+    wanted = [f for f in ("avx2", "avx512f", "avx512_bf16", "amx_tile", "amx_bf16") if f in flags]
+    return f"cpu: {model}; flags: {', '.join(wanted) or 'none of avx2/avx512/amx'}; torch {torch.__version__}"
+
+
+def machine_line(device: str | None = None) -> str:
+    """The machine a result was measured on: the GPU when ``device`` is one, else the CPU and its cores."""
+    import torch
+
+    if device and str(device).startswith("cuda") and torch.cuda.is_available():
+        return f"gpu: {torch.cuda.get_device_name(torch.device(device))}; torch {torch.__version__}"
+    return f"{cpu_line()}; {os.cpu_count()} cores"
+
+
+def dev_line(dev_sentences: int | None, total: int | None = None) -> str:
+    """What the dev F1 was measured on: the whole split, or a fixed random subset of it."""
+    of = f" of the {total:,}" if total else ""
+    if dev_sentences and (total is None or dev_sentences < total):
+        return (f"a fixed random subset of {dev_sentences:,}{of} dev sentences, the same for every run "
+                f"(`--dev-sentences {dev_sentences}`)")
+    return f"all {total:,} dev sentences" if total else "the whole dev split"
+
+
+def write_results(path: str | os.PathLike, text: str, *, title: str, script: str, argv: list[str] | None,
+                  device: str | None = None, dev: str | None = None, machine: str | None = None) -> str:
+    """Write ``text`` to ``path`` under a header: the title, the command that made it (``script`` with
+    ``argv``, sys.argv's when None), the machine (this one, or ``machine`` for figures re-rendered
+    from a record of another), and the dev set when the script evaluates on one."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    lines = [f"# {title}", "", f"Made by `{shlex.join(['python', f'scripts/{script}.py', *argv])}`.", "",
+             f"Machine: {machine or machine_line(device)}."]
+    if dev:
+        lines += ["", f"Dev: {dev}."]
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    Path(path).write_text("\n".join(lines) + "\n\n" + text.strip("\n") + "\n", encoding="utf-8")
+    return str(path)
+
+
+def beside(path: str | os.PathLike, what: str) -> str:
+    """A file that goes with the results file ``path``: docs/results/NAME.md -> docs/results/NAME_<what>."""
+    path = Path(path)
+    return str(path.with_name(f"{path.stem}_{what}"))
+
+
+# --- What more than one benchmark times -------------------------------------------------------------
+
+LENGTHS = [14, 3, 25, 9, 31, 12, 7, 2, 18, 22, 11, 5, 40, 8, 6, 11]  # a CoNLL batch of the N = 128 sample
+
+
+def write_subset(data_dir: str, n: int, out: Path) -> list[list[str]]:
+    """The first ``n`` sentences of CoNLL-2003 train as ``out/train.txt``; returns their words."""
+    from layercache.extract.datasets import load_dataset
+
+    sentences = load_dataset(data_dir, splits=["train"]).splits["train"][:n]
+    out.mkdir(parents=True, exist_ok=True)
+    with (out / "train.txt").open("w") as f:
+        for words, tags in sentences:
+            f.writelines(f"{w} {t}\n" for w, t in zip(words, tags))
+            f.write("\n")
+    return [w for w, _ in sentences]
+
+
+def run_floor(words, model_name, *, precision: str = "fp32") -> float:
+    """Seconds of the forward passes alone (under ``precision``), on exactly the batches `extract`
+    plans (unit by unit): the floor extraction is measured against."""
+    import numpy as np
+    import torch
+
+    from layercache.extract.encode import UnitEncoder, row_map
+    from layercache.extract.models import load_model, load_tokenizer, model_info
+    from layercache.extract.run import default_token_budget, default_unit_rows
+    from layercache.extract.tokenize import tokenize_words
+
+    info = model_info(model_name)
+    tok_ = load_tokenizer(info)
+    model = load_model(info, device=torch.device("cpu"))
+    tok = tokenize_words(tok_, words)
+    rows = row_map(tok, granularity="word", pooling="first")
+    enc = UnitEncoder(model, tok_, device=torch.device("cpu"), precision=precision,
+                      token_budget=default_token_budget(torch.device("cpu")),
+                      max_length=info.max_length)
+    unit = default_unit_rows(info.num_layers + 1, info.hidden_size, 2)
+    n_rows = int(rows.row_offsets[-1])
+    batches = []
+    for lo in range(0, n_rows, unit):
+        hi = min(lo + unit, n_rows)
+        first = int(np.searchsorted(rows.row_offsets, lo, side="right") - 1)
+        last = int(np.searchsorted(rows.row_offsets, hi, side="left"))
+        batches += [enc.inputs(tok, b) for b in enc.plan_batches(tok, range(first, last))]
+    t0 = time.perf_counter()
+    for ids, mask in batches:
+        enc.forward(ids, mask)
+    return time.perf_counter() - t0
+
+
+def head_step(fusion: str, precision: str, *, compiled: bool = False):
+    """A closure running one training step of ``fusion`` on a fixed packed batch (`LENGTHS`, MiniLM
+    shape: L = 6, d = 384); ``compiled``: the forward and the loss through `torch.compile`."""
+    import torch
+    import torch.nn.functional as F
+
+    from layercache.fusions import TokenTagger
+    from layercache.training.loop import PACK_MULTIPLE
+
+    torch.manual_seed(0)
+    tagger = TokenTagger(fusion=fusion, n_layers=6, dim=384, num_heads=12, ffn_dim=1536, n_labels=9,
+                         extra_layers=1).train()
+    optimizer = torch.optim.AdamW(tagger.parameters(), lr=1e-3, fused=True)
+    lengths = torch.tensor(LENGTHS)
+    rows = int(lengths.sum()) + (-int(lengths.sum()) % PACK_MULTIPLE)
+    hidden, labels = torch.randn(1, rows, 6, 384), torch.randint(0, 9, (rows,))
+    mask = torch.ones(1, rows, dtype=torch.bool)
+
+    def loss():
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision == "bf16"):
+            logits = tagger(hidden, mask, lengths)
+        return F.cross_entropy(logits.float().flatten(0, 1), labels)
+
+    loss_of = torch.compile(loss) if compiled else loss
+
+    def step():
+        optimizer.zero_grad(set_to_none=True)
+        loss_of().backward()
+        torch.nn.utils.clip_grad_norm_(tagger.parameters(), 1.0)
+        optimizer.step()
+
+    return step
+
+
+class PeakRss:
+    """The kernel's high-water RSS (VmHWM) of a process and of every descendant, polled."""
+
+    def __init__(self, pid: int):
+        self.pid, self.peaks, self._stop = pid, {}, threading.Event()
+        self._thread = threading.Thread(target=self._poll, daemon=True)
+        self._thread.start()
+
+    def _tree(self, pid: int) -> list[int]:
+        out = [pid]
+        for task in Path(f"/proc/{pid}/task").glob("*"):
+            try:
+                out += [c for child in (task / "children").read_text().split() for c in self._tree(int(child))]
+            except OSError:
+                pass
+        return out
+
+    def _poll(self):
+        while not self._stop.is_set():
+            for pid in self._tree(self.pid):
+                try:
+                    text = Path(f"/proc/{pid}/status").read_text()
+                except OSError:
+                    continue
+                match = re.search(r"VmHWM:\s+(\d+) kB", text)
+                if match:
+                    self.peaks[pid] = max(self.peaks.get(pid, 0), int(match.group(1)) / 1024)
+            self._stop.wait(0.1)
+
+    def stop(self) -> dict[int, float]:
+        self._stop.set()
+        self._thread.join()
+        return self.peaks
+
+
+def run_command(args: list[str], env: dict, *, cwd: str | None = None) -> dict:
+    """`python -m layercache ARGS` (the layercache under ``cwd`` when given): stdout, wall seconds,
+    peak RSS (MB) of the process and of its largest child (sweep workers)."""
+    import subprocess
+
+    say("$ layercache " + " ".join(args))
+    t0 = time.perf_counter()
+    proc = subprocess.Popen([sys.executable, "-m", "layercache", *args], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, cwd=cwd)
+    watch = PeakRss(proc.pid)
+    out, err = proc.communicate()
+    peaks = watch.stop()
+    if proc.returncode != 0:
+        sys.stderr.write(out + err)
+        raise SystemExit(f"`layercache {' '.join(args)}` exited {proc.returncode}")
+    children = [mb for pid, mb in peaks.items() if pid != proc.pid]
+    return {"stdout": out, "stderr": err, "seconds": time.perf_counter() - t0, "peak_mb": peaks.get(proc.pid, 0.0),
+            "worker_peak_mb": max(children, default=None)}

@@ -6,6 +6,8 @@
 2. dropout with torch's Bernoulli mask against layercache's 16-bit mask (forward and backward).
 
     python scripts/bench_cpu_kernels.py
+
+The tables go to --table (docs/results/bench_cpu_kernels.md).
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import argparse
 import statistics
 import time
 
-import _common  # noqa: F401  (the repository on sys.path)
+from _common import results_path, write_results
 
 import torch
 
@@ -33,25 +35,32 @@ def median_ms(fn, calls: int, repeats: int = 5) -> float:
 
 
 def main():
-    argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter).parse_args()
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--table", default=results_path("bench_cpu_kernels"), help="markdown file written ('' = print only)")
+    args = ap.parse_args()
     torch.set_num_threads(1)
     K, N = 384, 1536  # MiniLM width -> FFN width
-    print("matrix product [rows, 384] x [384, 1536], ms per call (median of 5)")
-    print("| dtype | same shape (256 rows) | new shape every call (257.. rows) |")
-    print("|---|---:|---:|")
+    lines = ["matrix product [rows, 384] x [384, 1536], ms per call (median of 5)", "",
+             "| dtype | same shape (256 rows) | new shape every call (257.. rows) |", "|---|---:|---:|"]
     for dtype in (torch.float32, torch.bfloat16):
         w = torch.randn(K, N, dtype=dtype)
         inputs = [torch.randn(257 + i, K, dtype=dtype) for i in range(5 * 40 + 1)]
         fixed = torch.randn(256, K, dtype=dtype)
         same = median_ms(lambda i: fixed @ w, 40)
         new = median_ms(lambda i: inputs[i + 1] @ w, 40)
-        print(f"| {str(dtype).split('.')[-1]} | {same:.2f} | {new:.2f} |")
+        lines.append(f"| {str(dtype).split('.')[-1]} | {same:.2f} | {new:.2f} |")
 
     x = torch.randn(256, 1536, requires_grad=True)
-    print(f"\ndropout p=0.1 on [256, 1536] ({x.numel():,} elements), forward + backward, ms per call")
     torch_ms = median_ms(lambda i: torch.nn.functional.dropout(x, 0.1, True).sum().backward(), 20)
     ours_ms = median_ms(lambda i: dropout(x, 0.1).sum().backward(), 20)
-    print(f"| torch.nn.functional.dropout | {torch_ms:.2f} |\n| layercache.fusions.dropout | {ours_ms:.2f} |")
+    lines += ["", f"dropout p=0.1 on [256, 1536] ({x.numel():,} elements), forward + backward, ms per call", "",
+              "| dropout | ms per call |", "|---|---:|",
+              f"| torch.nn.functional.dropout | {torch_ms:.2f} |", f"| layercache.fusions.dropout | {ours_ms:.2f} |"]
+    text = "\n".join(lines)
+    print(text)
+    if args.table:
+        write_results(args.table, text, title="CPU kernels: product shapes and dropout masks",
+                      script="bench_cpu_kernels", argv=None)
 
 
 if __name__ == "__main__":

@@ -5,6 +5,8 @@ Also bytes per word stored vs the ideal (L+1)*d*2, and peak memory as the datase
 
     python scripts/bench_extract.py --data ../shared/data/conll2003 --sentences 3000 --repeats 3
     python scripts/bench_extract.py --sentences 3000 --repeats 5 --where --memory-sizes ""   # + where the time goes
+
+The figures go to --table (docs/results/bench_extract.md).
 """
 
 from __future__ import annotations
@@ -22,68 +24,30 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from _common import CONLL, REPO
-from bench_roofline import cpu_line
+from _common import CONLL, REPO, cpu_line, results_path, run_floor, write_results, write_subset
 
 from layercache.cache.manage import bytes_on_disk
-from layercache.extract.datasets import load_dataset
-from layercache.extract.encode import UnitEncoder, row_map
+from layercache.cache.writer import WRITES_ENV
 from layercache.extract.models import load_model, load_tokenizer, model_info
-from layercache.extract.run import ExtractConfig, _default_unit_rows, default_token_budget, extract
-from layercache.extract.tokenize import tokenize_words
-
-
-def write_subset(data_dir: str, n: int, out: Path) -> list[list[str]]:
-    sentences = load_dataset(data_dir, splits=["train"]).splits["train"][:n]
-    out.mkdir(parents=True, exist_ok=True)
-    with (out / "train.txt").open("w") as f:
-        for words, tags in sentences:
-            f.writelines(f"{w} {t}\n" for w, t in zip(words, tags))
-            f.write("\n")
-    return [w for w, _ in sentences]
+from layercache.extract.run import ExtractConfig, extract
 
 
 def run_extract(data: Path, root: str, model: str | None, *, writing: str = "direct") -> tuple[float, str]:
-    """One `extract` call; ``writing`` (where the time goes): ``direct`` as shipped, ``zarr`` with
-    zarr's own pipeline writing the shards, ``none`` with nothing written (the shards' bytes dropped)."""
-    import layercache.cache.writer as writer
-
-    shard_files, write_unit = writer.shard_files, writer.SplitWriter.write_unit
-    if writing == "zarr":
-        writer.shard_files = lambda array: None
-    elif writing == "none":
-        writer.SplitWriter.write_unit = lambda self, unit, rows: self.done.__setitem__(unit, True)
+    """One `extract` call; ``writing`` (where the time goes, the writer's LAYERCACHE_SHARD_WRITES):
+    ``direct`` as shipped, ``zarr`` with zarr's own pipeline writing the shards, ``none`` with
+    nothing written (the shards' bytes dropped)."""
+    before = os.environ.get(WRITES_ENV)
+    os.environ[WRITES_ENV] = writing
     try:
         t0 = time.perf_counter()
         result = extract(ExtractConfig(model=model, dataset=str(data), cache_dir=root), progress=False,
                          log=lambda m: None)
         return time.perf_counter() - t0, result.path
     finally:
-        writer.shard_files, writer.SplitWriter.write_unit = shard_files, write_unit
-
-
-def run_floor(words, model_name, *, precision: str = "fp32") -> float:
-    """Only the forward passes (under ``precision``), on exactly the batches extract plans (unit by unit)."""
-    info = model_info(model_name)
-    tok_ = load_tokenizer(info)
-    model = load_model(info, device=torch.device("cpu"))
-    tok = tokenize_words(tok_, words)
-    rows = row_map(tok, granularity="word", pooling="first")
-    enc = UnitEncoder(model, tok_, device=torch.device("cpu"), precision=precision,
-                      token_budget=default_token_budget(torch.device("cpu")),
-                      max_length=info.max_length)
-    unit = _default_unit_rows(info.num_layers + 1, info.hidden_size, 2)
-    n_rows = int(rows.row_offsets[-1])
-    batches = []
-    for lo in range(0, n_rows, unit):
-        hi = min(lo + unit, n_rows)
-        first = int(np.searchsorted(rows.row_offsets, lo, side="right") - 1)
-        last = int(np.searchsorted(rows.row_offsets, hi, side="left"))
-        batches += [enc.inputs(tok, b) for b in enc.plan_batches(tok, range(first, last))]
-    t0 = time.perf_counter()
-    for ids, mask in batches:
-        enc.forward(ids, mask)
-    return time.perf_counter() - t0
+        if before is None:
+            os.environ.pop(WRITES_ENV)
+        else:
+            os.environ[WRITES_ENV] = before
 
 
 def run_naive(words, model_name, out_dir: str) -> float:
@@ -118,6 +82,7 @@ def main():
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--memory-sizes", default="1000,2000,4000,8000")
     ap.add_argument("--json", default=None, help="write the figures here too")
+    ap.add_argument("--table", default=results_path("bench_extract"), help="markdown file written ('' = print only)")
     ap.add_argument("--threads", type=int, default=None, help="torch threads (default: one per core)")
     ap.add_argument("--where", action="store_true",
                     help="also (a) with zarr writing the shards and (a) with nothing written: where the time goes")
@@ -147,28 +112,32 @@ def main():
     ideal = (info.num_layers + 1) * info.hidden_size * 2
     stored = bytes_on_disk(path + "/train/hidden") / n_words
 
-    print(f"{args.sentences} sentences, {n_words} words, {info.name}, torch threads {torch.get_num_threads()}, "
-          f"medians of {args.repeats}")
-    print("| what | words/s (median) | runs (s) |")
-    print("|---|---:|---|")
+    lines = [f"{args.sentences} sentences, {n_words} words, {info.name}, torch threads {torch.get_num_threads()}, "
+             f"medians of {args.repeats}", "", "| what | words/s (median) | runs (s) |", "|---|---:|---|"]
     rows = [("extract", "(a) extract, end to end"), ("floor", "(b) forward pass alone, same batches"),
             ("naive", "(c) naive: 16/batch, file order, fp32 np.save")]
     if args.where:
         rows += [("zarr", "(a) with zarr's pipeline writing the shards"), ("none", "(a) with nothing written")]
     for k, label in rows:
-        print(f"| {label} | {wps[k]:,.0f} | {', '.join(f'{x:.1f}' for x in times[k])} |")
-    print(f"\n(a)/(b) = {wps['extract'] / wps['floor']:.2f}   (a)/(c) = {wps['extract'] / wps['naive']:.2f}")
+        lines.append(f"| {label} | {wps[k]:,.0f} | {', '.join(f'{x:.1f}' for x in times[k])} |")
+    lines += ["", f"(a)/(b) = {wps['extract'] / wps['floor']:.2f}   (a)/(c) = {wps['extract'] / wps['naive']:.2f}"]
     if args.where:
-        print(f"of the floor: zarr writing {wps['zarr'] / wps['floor']:.2f}, nothing written {wps['none'] / wps['floor']:.2f}")
-    print(cpu_line())
-    print(f"bytes/word stored: {stored:,.0f} vs ideal {ideal:,} -> {stored / ideal:.3f} x")
+        lines.append(f"of the floor: zarr writing {wps['zarr'] / wps['floor']:.2f}, "
+                     f"nothing written {wps['none'] / wps['floor']:.2f}")
+    lines += [cpu_line(), f"bytes/word stored: {stored:,.0f} vs ideal {ideal:,} -> {stored / ideal:.3f} x"]
 
     sizes = [int(s) for s in args.memory_sizes.split(",") if s]
     mem = {}
     for n in sizes:
         write_subset(args.data, n, tmp / f"mem{n}")
         mem[n] = peak_rss_mb(tmp / f"mem{n}", str(tmp / f"memcache{n}"), args.model)
-    print("\npeak RSS of extract by dataset size: " + ", ".join(f"{n} sentences {m:,.0f} MB" for n, m in mem.items()))
+    if mem:
+        lines += ["", "peak RSS of extract by dataset size: "
+                  + ", ".join(f"{n} sentences {m:,.0f} MB" for n, m in mem.items())]
+    text = "\n".join(lines)
+    print(text)
+    if args.table:
+        write_results(args.table, text, title="Extraction throughput", script="bench_extract", argv=None)
     if args.json:
         Path(args.json).write_text(json.dumps({"words": n_words, "times": times, "words_per_s": wps,
                                                "bytes_per_word": stored, "ideal": ideal, "peak_rss_mb": mem}, indent=2))

@@ -16,6 +16,8 @@ L = 6, d = 384; one thread, as each of a sweep's workers has):
     python scripts/bench_roofline.py                  # fp32 and bf16
     python scripts/bench_roofline.py --precision bf16
     python scripts/bench_roofline.py --compiled concat,dwatt   # + the same steps through torch.compile
+
+The table goes to --table (docs/results/bench_roofline.md).
 """
 
 from __future__ import annotations
@@ -24,29 +26,13 @@ import argparse
 import statistics
 import time
 
-import _common  # noqa: F401  (the repository on sys.path)
+from _common import cpu_line, head_step, results_path, write_results
 
 import torch
-import torch.nn.functional as F
 
-from layercache.fusions import TokenTagger
-from layercache.training.loop import PACK_MULTIPLE
 from layercache.training.memory import keep_freed_memory
 
-LENGTHS = [14, 3, 25, 9, 31, 12, 7, 2, 18, 22, 11, 5, 40, 8, 6, 11]  # a CoNLL batch of the N = 128 sample
 PRODUCTS = ("mm", "addmm", "bmm", "baddbmm", "matmul", "linear", "_scaled_dot_product")
-
-
-def cpu_line() -> str:
-    """CPU model and the flags that decide bf16 speed."""
-    try:
-        text = open("/proc/cpuinfo", encoding="utf-8").read()
-    except OSError:
-        return "cpu: unknown"
-    model = next((l.split(":", 1)[1].strip() for l in text.splitlines() if l.startswith("model name")), "?")
-    flags = set(next((l.split(":", 1)[1].split() for l in text.splitlines() if l.startswith("flags")), []))
-    wanted = [f for f in ("avx2", "avx512f", "avx512_bf16", "amx_tile", "amx_bf16") if f in flags]
-    return f"cpu: {model}; flags: {', '.join(wanted) or 'none of avx2/avx512/amx'}; torch {torch.__version__}"
 
 
 def peak_gflops(dtype: torch.dtype, *, repeats: int = 7) -> float:
@@ -62,34 +48,6 @@ def peak_gflops(dtype: torch.dtype, *, repeats: int = 7) -> float:
             times.append(time.perf_counter() - t0)
         best = max(best, 2 * m * k * n / min(times) / 1e9)
     return best
-
-
-def head_step(fusion: str, precision: str, *, compiled: bool = False):
-    """A closure running one training step of ``fusion`` on the fixed packed batch; ``compiled``:
-    the forward and the loss through `torch.compile` (inductor fuses the element-wise work)."""
-    torch.manual_seed(0)
-    tagger = TokenTagger(fusion=fusion, n_layers=6, dim=384, num_heads=12, ffn_dim=1536, n_labels=9,
-                         extra_layers=1).train()
-    optimizer = torch.optim.AdamW(tagger.parameters(), lr=1e-3, fused=True)
-    lengths = torch.tensor(LENGTHS)
-    rows = int(lengths.sum()) + (-int(lengths.sum()) % PACK_MULTIPLE)
-    hidden, labels = torch.randn(1, rows, 6, 384), torch.randint(0, 9, (rows,))
-    mask = torch.ones(1, rows, dtype=torch.bool)
-
-    def loss():
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision == "bf16"):
-            logits = tagger(hidden, mask, lengths)
-        return F.cross_entropy(logits.float().flatten(0, 1), labels)
-
-    loss_of = torch.compile(loss) if compiled else loss
-
-    def step():
-        optimizer.zero_grad(set_to_none=True)
-        loss_of().backward()
-        torch.nn.utils.clip_grad_norm_(tagger.parameters(), 1.0)
-        optimizer.step()
-
-    return step
 
 
 def measure(fusion: str, precision: str, *, steps: int) -> dict:
@@ -200,10 +158,14 @@ def main(argv=None) -> str:
     ap.add_argument("--fusions", default="concat,dwatt,extra")
     ap.add_argument("--steps", type=int, default=40)
     ap.add_argument("--compiled", default="", help="comma-separated heads also timed with torch.compile (e.g. concat,dwatt)")
+    ap.add_argument("--table", default=results_path("bench_roofline"), help="markdown file written ('' = print only)")
     args = ap.parse_args(argv)
     text = table(args.precision.split(","), steps=args.steps, fusions=args.fusions.split(","),
                  compiled=[f for f in args.compiled.split(",") if f])
     print(text)
+    if args.table:
+        write_results(args.table, text, title="How close each head's training step comes to the peak",
+                      script="bench_roofline", argv=argv)
     return text
 
 

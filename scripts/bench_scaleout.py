@@ -4,7 +4,8 @@
     python scripts/bench_scaleout.py --data ../shared/data/conll2003 --sentences 2000
 
 Both extractions write a fresh cache root; both sweeps use the MiniLM CoNLL-2003 cache (found or
-extracted as `extract --model all-MiniLM-L6-v2 --dataset DATA` would).
+extracted as `extract --model all-MiniLM-L6-v2 --dataset DATA` would). The figures go to --table
+(docs/results/bench_scaleout.md).
 """
 
 from __future__ import annotations
@@ -18,9 +19,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from _common import CONLL, REPO, conll_entry
-
-from bench_extract import write_subset
+from _common import CONLL, REPO, conll_entry, results_path, write_results, write_subset
 
 
 def timed(cmd: list[str], env: dict) -> float:
@@ -35,6 +34,7 @@ def main():
     ap.add_argument("--sentences", type=int, default=2000)
     ap.add_argument("--grid", default="--fusions concat,dwatt --shots 8,16 --epochs 10 --trials 2 --eval-points 2 "
                                       "--dev-sentences 500")
+    ap.add_argument("--table", default=results_path("bench_scaleout"), help="markdown file written ('' = print only)")
     args = ap.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="bench_scaleout_"))
     words = write_subset(args.data, args.sentences, tmp / "data")
@@ -45,9 +45,9 @@ def main():
     two = timed([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2", "-m",
                  "layercache.cli.extract", "--dataset", str(tmp / "data"), "--quiet", "--cache-dir", str(tmp / "two")],
                 {**env, "OMP_NUM_THREADS": str(max(1, (os.cpu_count() or 2) // 2))})
-    print(f"extraction of {args.sentences} sentences ({n_words} words), whole command incl. start-up:")
-    print(f"  1 process : {one:6.1f} s  {n_words / one:8,.0f} words/s")
-    print(f"  2 processes (torchrun, gloo): {two:6.1f} s  {n_words / two:8,.0f} words/s  -> {one / two:.2f}x")
+    lines = [f"extraction of {args.sentences} sentences ({n_words} words), whole command incl. start-up:",
+             f"  1 process : {one:6.1f} s  {n_words / one:8,.0f} words/s",
+             f"  2 processes (torchrun, gloo): {two:6.1f} s  {n_words / two:8,.0f} words/s  -> {one / two:.2f}x"]
 
     entry = conll_entry(args.data, log=lambda m: None)
     sweep = [sys.executable, "-m", "layercache.cli.sweep", "--cache", entry.path, *args.grid.split()]
@@ -55,10 +55,15 @@ def main():
     ray = timed(sweep + ["--out", str(tmp / "ray"), "--ray"], env)
     same = (tmp / "local" / "report.md").read_text().split("seconds")[0] == \
         (tmp / "ray" / "report.md").read_text().split("seconds")[0]
-    print(f"sweep ({args.grid}), whole command incl. start-up:")
-    print(f"  local, 2 worker processes: {local:6.1f} s")
-    print(f"  Ray (local, 2 CPUs):       {ray:6.1f} s  -> {local / ray:.2f}x; same table: {same}")
+    lines += [f"sweep ({args.grid}), whole command incl. start-up:",
+              f"  local, 2 worker processes: {local:6.1f} s",
+              f"  Ray (local, 2 CPUs):       {ray:6.1f} s  -> {local / ray:.2f}x; same table: {same}"]
     shutil.rmtree(tmp, ignore_errors=True)
+    text = "\n".join(lines)
+    print(text)
+    if args.table:
+        write_results(args.table, "```\n" + text + "\n```", title="Scale-out: torchrun extraction, sweep on Ray",
+                      script="bench_scaleout", argv=None)
 
 
 if __name__ == "__main__":

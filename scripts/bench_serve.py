@@ -9,10 +9,10 @@ The entry is random float16 rows (ROWS x 7 x 384, MiniLM's shape, one shard per 
 temporary root, unless --cache names one. The server runs in this process on 127.0.0.1
 (`layercache.serve.threaded`): client and server share the machine's cores, as on one host.
 
-    python scripts/bench_serve.py --rows 16384 --readers 16 --repeats 3 --report docs/serve/bench_serve.md
+    python scripts/bench_serve.py --rows 16384 --readers 16 --repeats 3
 
-The figures: `docs/serve/bench_serve.md` (written with --report). `entries` reads files in 1 MiB
-chunks: Starlette's default 64 KiB chunks made remote reads two to three times slower.
+The figures go to --report (docs/results/bench_serve.md). `entries` reads files in 1 MiB chunks:
+Starlette's default 64 KiB chunks made remote reads two to three times slower.
 """
 
 from __future__ import annotations
@@ -22,17 +22,15 @@ import http.client
 import os
 import secrets
 import statistics
-import sys
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-import _common  # noqa: F401  (the repository on sys.path)
+from _common import cpu_line, results_path, write_results
 
 import numpy as np
 
-from bench_roofline import cpu_line
 from layercache.cache.reader import open_entry
 from layercache.cache.writer import SplitPlan, SplitWriter
 from layercache.serve.state import ServerState
@@ -105,7 +103,7 @@ def main() -> None:
     p.add_argument("--split", default="train")
     p.add_argument("--readers", type=int, default=16)
     p.add_argument("--repeats", type=int, default=3)
-    p.add_argument("--report", default=None, help="also write the figures here (markdown)")
+    p.add_argument("--report", default=results_path("bench_serve"), help="markdown file written ('' = print only)")
     args = p.parse_args()
 
     with tempfile.TemporaryDirectory(prefix="bench-serve-") as tmp:
@@ -136,9 +134,9 @@ def main() -> None:
     ]
     print("\n".join(lines))
     if args.report:
-        command = "python scripts/bench_serve.py " + " ".join(sys.argv[1:])
-        Path(args.report).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.report).write_text(f"`{command}`\n\n" + "\n\n".join(lines) + "\n")
+        write_results(args.report, "\n\n".join(lines[1:]), title="Reading an entry over `layercache serve`",
+                      script="bench_serve", argv=None)
+
 
 if __name__ == "__main__":
     main()

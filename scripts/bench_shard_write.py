@@ -5,6 +5,8 @@ A MiniLM unit: 32,768 rows x 7 layers x 384, float16 (176 MB), into a fresh arra
 `extract` writes a new entry. On a 2-core machine this CPU is taken from the forward pass's threads.
 
     python scripts/bench_shard_write.py --repeats 5
+
+The table goes to --table (docs/results/bench_shard_write.md).
 """
 
 from __future__ import annotations
@@ -16,12 +18,11 @@ import tempfile
 import time
 from pathlib import Path
 
-import _common  # noqa: F401  (the repository on sys.path)
+from _common import cpu_line, results_path, write_results
 
 import numpy as np
 import zarr
 
-from bench_roofline import cpu_line
 from layercache.cache.shard import shard_files
 from layercache.cache.store import CHECKSUM
 
@@ -53,6 +54,7 @@ def shard_py(root: Path, rows: np.ndarray, *, direct: bool) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--table", default=results_path("bench_shard_write"), help="markdown file written ('' = print only)")
     args = ap.parse_args()
     rows = np.random.default_rng(0).standard_normal((ROWS, LAYERS, WIDTH)).astype(np.float16)
     ways = {
@@ -71,12 +73,15 @@ def main() -> None:
                 if r:
                     results[name]["cpu"].append(cpu_seconds() - c0)
                     results[name]["wall"].append(time.perf_counter() - t0)
-    print(f"one shard: {ROWS} x {LAYERS} x {WIDTH} float16 = {rows.nbytes / 1e6:.0f} MB; medians of {args.repeats}")
-    print("| how | CPU s (user + kernel) | wall s |")
-    print("|---|---:|---:|")
+    lines = [f"one shard: {ROWS} x {LAYERS} x {WIDTH} float16 = {rows.nbytes / 1e6:.0f} MB; medians of {args.repeats}",
+             "", "| how | CPU s (user + kernel) | wall s |", "|---|---:|---:|"]
     for name, r in results.items():
-        print(f"| {name} | {statistics.median(r['cpu']):.3f} | {statistics.median(r['wall']):.3f} |")
-    print(cpu_line())
+        lines.append(f"| {name} | {statistics.median(r['cpu']):.3f} | {statistics.median(r['wall']):.3f} |")
+    text = "\n".join(lines)
+    print(text + "\n" + cpu_line())
+    if args.table:
+        write_results(args.table, text, title="What writing one shard costs in CPU", script="bench_shard_write",
+                      argv=None)
 
 
 if __name__ == "__main__":

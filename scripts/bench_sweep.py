@@ -1,13 +1,15 @@
 """The paper's few-shot grid on the MiniLM cache of CoNLL-2003, timed, and the speed-up over the
 same runs with the backbone recomputed live (as without a cache).
 
-    python scripts/bench_sweep.py --data ../shared/data/conll2003 --out runs/sweep-conll
+    python scripts/bench_sweep.py --data ../shared/data/conll2003 --out runs/sweep-conll --dev-sentences 1000
 
 The grid is 3 fusions x 5 N-shots x 4 epoch caps x 5 trials = 300 runs, through `sweep` itself
 (resumable: rerunning skips finished runs; the wall time printed is this invocation's). The live
 cost adds, to each run's own measured head time, the backbone forward passes it would need:
 one per training step (a batch of 16 of its training sentences, in the run's order) and one over
-the evaluation set per evaluation point, each timed here on the same machine (medians).
+the evaluation set per evaluation point, each timed here on the same machine (medians). The sweep's
+report (table and plots, as `sweep` renders them) and bench_sweep.json go to --docs
+(docs/results/bench_sweep/); the results file stays in --out.
 """
 
 from __future__ import annotations
@@ -16,13 +18,13 @@ import argparse
 import json
 import os
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
 
-from _common import CONLL, REPO, conll_entry
-from bench_roofline import cpu_line
-from bench_roofline import table as roofline_table
+from _common import CONLL, REPO, conll_entry, cpu_line, results_path, write_results
 
 import numpy as np
 import torch
@@ -112,10 +114,19 @@ def project(costs: dict, head: dict, *, trials: int = 5, eval_points: int = 5) -
     return {"cached_seconds": cached, "live_seconds": live, "speedup": live / cached}
 
 
+def roofline_table(precision: str, fusions: str, *, steps: int = 40) -> str:
+    """scripts/bench_roofline.py's table for ``precision`` (run in its own process; nothing written)."""
+    command = [sys.executable, str(REPO / "scripts" / "bench_roofline.py"), "--precision", precision,
+               "--fusions", fusions, "--steps", str(steps), "--table", ""]
+    return subprocess.run(command, capture_output=True, text=True, check=True).stdout.strip()
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--data", default=str(CONLL))
-    ap.add_argument("--out", default=str(REPO / "runs/sweep-conll"))
+    ap.add_argument("--out", default=str(REPO / "runs/sweep-conll"), help="the sweep's results folder")
+    ap.add_argument("--docs", default=results_path("bench_sweep", ""),
+                    help="the report (table and plots) and bench_sweep.json go here")
     ap.add_argument("--fusions", default="dwatt,concat,extra")
     ap.add_argument("--shots", default="8,16,32,64,128")
     ap.add_argument("--epochs", default="25,50,75,100")
@@ -145,7 +156,10 @@ def main():
     else:
         records = list(run_sweep(entry, configs, out=args.out, workers=args.workers).values())
     wall = time.perf_counter() - t0
-    paths = render(records, args.out)
+    os.makedirs(args.docs, exist_ok=True)
+    paths = render(records, args.docs)
+    title, body = Path(paths["table"]).read_text().split("\n", 1)
+    write_results(paths["table"], body, title=title.lstrip("# "), script="bench_sweep", argv=None)
     reference_after = reference_kernel_ms()
 
     costs = live_forward_costs(args.data, dev_sentences=args.dev_sentences)
@@ -169,9 +183,9 @@ def main():
           f"of compute, live backbone {grid_costs['live_seconds'] / 3600:.1f} h -> the cache makes the grid "
           f"{grid_costs['speedup']:.1f}x cheaper")
     summary.update(per_step={"head": head_costs, "grid": grid_costs}, cpu=cpu_line(),
-                   roofline=roofline_table([precision], steps=40, fusions=args.fusions.split(",")))
+                   roofline=roofline_table(precision, args.fusions))
     print(summary["roofline"])
-    Path(args.out, "bench_sweep.json").write_text(json.dumps(summary, indent=2))
+    Path(args.docs, "bench_sweep.json").write_text(json.dumps(summary, indent=2))
 
 
 if __name__ == "__main__":

@@ -9,7 +9,8 @@ variant alike. Variants:
 - ``einsum`` (DWAtt only): the earlier token-major DWAtt forward (einsum over ``[B, T, L, d]``
   under plain autocast), with memory kept, for the layout change alone.
 
-Prints the median ms per step and page faults per step of each, over ``--rounds`` processes each.
+Prints the median ms per step and page faults per step of each, over ``--rounds`` processes each,
+and writes the table to --table (docs/results/bench_train_step.md).
 
     python scripts/bench_train_step.py
 """
@@ -25,11 +26,9 @@ import subprocess
 import sys
 import time
 
-import _common  # noqa: F401  (the repository on sys.path)
+from _common import LENGTHS, head_step, results_path, write_results
 
 from layercache.training.runtime import resolve_precision
-
-from bench_roofline import LENGTHS  # 16 CoNLL-2003 train sentence lengths: a batch of the N = 128 sample
 
 
 def einsum_forward(self, hidden, mask):
@@ -54,7 +53,6 @@ def einsum_forward(self, hidden, mask):
 def worker(fusion: str, variant: str, steps: int, precision: str) -> dict:
     import numpy as np
 
-    from bench_roofline import head_step
     from layercache.fusions import DWAtt
     from layercache.training.memory import keep_freed_memory
     import torch
@@ -63,7 +61,7 @@ def worker(fusion: str, variant: str, steps: int, precision: str) -> dict:
     if variant == "einsum":
         DWAtt.forward = einsum_forward
     torch.set_num_threads(1)
-    step = head_step(fusion, precision)  # the packed batch of LENGTHS, as bench_roofline times it
+    step = head_step(fusion, precision)  # the packed batch of LENGTHS, as bench_roofline.py times it
     for _ in range(10):
         step()
     faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
@@ -81,6 +79,7 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--steps", type=int, default=60)
     ap.add_argument("--precision", choices=["auto", "fp32", "bf16"], default="auto")
+    ap.add_argument("--table", default=results_path("bench_train_step"), help="markdown file written ('' = print only)")
     ap.add_argument("--worker", nargs=2, metavar=("FUSION", "VARIANT"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     precision = resolve_precision(args.precision, "cpu")
@@ -98,14 +97,18 @@ def main():
                                   "--precision", precision],
                                  env=env, capture_output=True, text=True, check=True)
             runs[fusion, variant].append(json.loads(out.stdout.strip().splitlines()[-1]))
-    print(f"one training step, {sum(LENGTHS)} words packed, {precision}, one thread; "
-          f"median over {args.rounds} processes x {args.steps} steps")
-    print("| head | variant | ms per step | page faults per step |")
-    print("|---|---|---:|---:|")
+    lines = [f"one training step, {sum(LENGTHS)} words packed, {precision}, one thread; "
+             f"median over {args.rounds} processes x {args.steps} steps", "",
+             "| head | variant | ms per step | page faults per step |", "|---|---|---:|---:|"]
     for (fusion, variant), results in runs.items():
         ms = statistics.median(r["ms"] for r in results)
         faults = statistics.median(r["faults"] for r in results)
-        print(f"| {fusion} | {variant} | {ms:.1f} | {faults:,.0f} |")
+        lines.append(f"| {fusion} | {variant} | {ms:.1f} | {faults:,.0f} |")
+    text = "\n".join(lines)
+    print(text)
+    if args.table:
+        write_results(args.table, text, title="One training step per head: freed memory kept or returned",
+                      script="bench_train_step", argv=None)
 
 
 if __name__ == "__main__":

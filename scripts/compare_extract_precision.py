@@ -8,6 +8,7 @@ Extracts the CoNLL-2003 train, dev and test splits twice (forward in fp32, then 
 autocast; both stored as float16) into --cache-dir, unless already there; the words/s are those
 `extract` itself records for each split. Then runs the heads on each cache through
 `layercache.experiments.run_grid` (results in --out, one file per cache; reruns skip runs done).
+The table goes to --table (docs/results/compare_extract_precision.md).
 """
 
 from __future__ import annotations
@@ -16,9 +17,7 @@ import argparse
 import os
 import statistics
 
-from _common import CONLL, REPO, say
-
-from bench_roofline import cpu_line
+from _common import CONLL, REPO, dev_line, results_path, say, write_results
 
 
 def parse_args(argv=None):
@@ -32,6 +31,8 @@ def parse_args(argv=None):
     p.add_argument("--epochs", type=int, default=25)
     p.add_argument("--workers", type=int, default=None)
     p.add_argument("--out", default=str(REPO / "runs" / "extract_precision"))
+    p.add_argument("--table", default=results_path("compare_extract_precision"),
+                   help="markdown file written ('' = print only)")
     return p.parse_args(argv)
 
 
@@ -54,7 +55,7 @@ def main(argv=None) -> str:
     from layercache.training import TrainConfig
 
     args = parse_args(argv)
-    lines = [cpu_line(), "", "| forward | words/s (train + dev) | fusion | dev F1 | test F1 |", "|---|---:|---|---:|---:|"]
+    lines = ["| forward | words/s (train + dev) | fusion | dev F1 | test F1 |", "|---|---:|---|---:|---:|"]
     runs = {}
     for precision in ("fp32", "bf16"):
         entry, wps = cache_of(args, precision)
@@ -73,6 +74,10 @@ def main(argv=None) -> str:
         for f in args.fusions.split(","))]
     text = "\n".join(lines)
     print(text)
+    if args.table:
+        write_results(args.table, text, title="`extract --precision bf16` against fp32",
+                      script="compare_extract_precision", argv=argv,
+                      dev=dev_line(None, entry.split("dev").n_sentences))
     return text
 
 

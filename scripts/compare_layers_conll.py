@@ -7,7 +7,7 @@ for comparison). Each run reads exactly what it needs from the cache (`run_grid`
 auto:K so they can be ranked, and dev with only the fused layers), so the bytes it loads are part
 of the answer. Appends one JSON line per run to --out and skips runs already there (an interrupted
 run resumes), then prints a markdown table: best dev F1 (mean ± std over seeds), the layers fused,
-median seconds and MB loaded per run.
+median seconds and MB loaded per run; the table goes to --table (docs/results/compare_layers_conll.md).
 
     LAYERCACHE_HOME=/tmp/lc python scripts/compare_layers_conll.py                # the full grid
     LAYERCACHE_HOME=/tmp/lc python scripts/compare_layers_conll.py --seeds 1 --shots 8 --out /tmp/x.jsonl
@@ -20,14 +20,16 @@ from __future__ import annotations
 
 import statistics
 
-from _common import args_entry, conll_grid, f1_cell, grid_parser, run_conll_grid, runs_of, split_list, torch_threads
+from _common import args_entry, conll_grid, dev_line, f1_cell, grid_parser, run_conll_grid, runs_of, split_list, \
+    torch_threads, write_results
 
 FUSIONS = "concat,dwatt"
 CHOICES = "all,auto:2,auto:3,5-6,4-6"  # all 1..6, nu's best 2 and 3, the top 2 and 3 layers
 
 
 def parse_args(argv=None):
-    p = grid_parser(__doc__.split("\n\n")[0], fusions=FUSIONS, epochs=25, threads=1, out="compare_layers_conll.jsonl")
+    p = grid_parser(__doc__.split("\n\n")[0], fusions=FUSIONS, epochs=25, threads=1, out="compare_layers_conll.jsonl",
+                    table="compare_layers_conll")
     p.add_argument("--choices", default=CHOICES,
                    help="layer choices, separated by commas at the top level; a choice is one --layers spec, "
                         "with '-' or '..' ranges or '+' between layers (5-6, 4+5+6, 1..6), 'all' or 'auto:K'")
@@ -115,6 +117,10 @@ def main(argv=None) -> str:
     text = caption(args, entry.meta.get("model"), num_layers=L) + "\n\n" \
         + table(records, split_list(args.fusions), split_list(args.shots, int), choices, num_layers=L)
     print("\n" + text)
+    if args.table:
+        write_results(args.table, text, title=f"Layer choice on CoNLL-2003 ({entry.meta.get('model')}, FE)",
+                      script="compare_layers_conll", argv=argv, device=args.device,
+                      dev=dev_line(None, entry.split("dev").n_sentences))
     return text
 
 

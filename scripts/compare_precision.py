@@ -5,7 +5,8 @@
 Runs one slice of the sweep grid twice through `sweep` itself (same seeds, so the same samples and
 initialisations; both cores), once per precision, and prints per fusion the mean best dev F1 of
 each, the paired difference (bf16 - fp32) and the spread over trials, plus the training time per
-optimizer step of each. Results go to --out/fp32 and --out/bf16 (resumable).
+optimizer step of each. Results go to --out/fp32 and --out/bf16 (resumable), the table to --table
+(docs/results/compare_precision.md).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import argparse
 import statistics
 from pathlib import Path
 
-from _common import CONLL, REPO, conll_entry
+from _common import CONLL, REPO, conll_entry, dev_line, results_path, write_results
 
 from layercache.experiments import grid, run_sweep
 from layercache.training import TrainConfig
@@ -29,6 +30,7 @@ def main():
     ap.add_argument("--epochs", type=int, default=25)
     ap.add_argument("--trials", type=int, default=5)
     ap.add_argument("--dev-sentences", type=int, default=1000)
+    ap.add_argument("--table", default=results_path("compare_precision"), help="markdown file written ('' = print only)")
     args = ap.parse_args()
 
     entry = conll_entry(args.data)
@@ -44,10 +46,10 @@ def main():
         return {(r["config"]["fusion"], r["config"]["seed"]): r for r in records.values()}
 
     fp32, bf16 = by_key(runs["fp32"]), by_key(runs["bf16"])
-    print(f"N={args.shots}, {args.epochs} epochs, {args.trials} trials, dev F1 x 100 on {args.dev_sentences} "
-          f"dev sentences")
-    print("| fusion | fp32 F1 | bf16 F1 | paired diff (mean, max abs) | trial SD (fp32) | ms/step fp32 | ms/step bf16 |")
-    print("|---|---:|---:|---:|---:|---:|---:|")
+    lines = [f"N={args.shots}, {args.epochs} epochs, {args.trials} trials, dev F1 x 100 on {args.dev_sentences} "
+             f"dev sentences", "",
+             "| fusion | fp32 F1 | bf16 F1 | paired diff (mean, max abs) | trial SD (fp32) | ms/step fp32 | ms/step bf16 |",
+             "|---|---:|---:|---:|---:|---:|---:|"]
     for fusion in args.fusions.split(","):
         keys = sorted(k for k in fp32 if k[0] == fusion and k in bf16)
         a = [100 * fp32[k]["best_dev_f1"] for k in keys]
@@ -55,9 +57,15 @@ def main():
         diff = [y - x for x, y in zip(a, b)]
         step = {p: statistics.median(r["seconds"]["train"] / r["total_steps"] * 1e3 for k, r in recs.items()
                                      if k in keys) for p, recs in (("fp32", fp32), ("bf16", bf16))}
-        print(f"| {fusion} | {statistics.mean(a):.1f} | {statistics.mean(b):.1f} | {statistics.mean(diff):+.1f}, "
-              f"{max(abs(d) for d in diff):.1f} | {statistics.stdev(a):.1f} | {step['fp32']:.1f} | "
-              f"{step['bf16']:.1f} |")
+        lines.append(f"| {fusion} | {statistics.mean(a):.1f} | {statistics.mean(b):.1f} | {statistics.mean(diff):+.1f}, "
+                     f"{max(abs(d) for d in diff):.1f} | {statistics.stdev(a):.1f} | {step['fp32']:.1f} | "
+                     f"{step['bf16']:.1f} |")
+    text = "\n".join(lines)
+    print(text)
+    if args.table:
+        write_results(args.table, text, title="bfloat16 autocast against float32 on the same runs",
+                      script="compare_precision", argv=None,
+                      dev=dev_line(args.dev_sentences, entry.split("dev").n_sentences))
 
 
 if __name__ == "__main__":

@@ -6,7 +6,8 @@ same cache entry: what streaming evaluation changed at paper scale.
 
 Each tree runs `python -m layercache train --cache ENTRY --fusion concat --shots 8 --epochs 1
 --eval-points 1` in its own process (``cwd`` = the tree, so its `layercache` is imported), --repeats
-times, before and after alternating; the table gives medians. Writes --report.
+times, before and after alternating; the table gives medians. Writes --report
+(docs/results/compare_train_memory.md).
 """
 
 from __future__ import annotations
@@ -14,13 +15,10 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import sys
 import tempfile
 from pathlib import Path
 
-from _common import REPO
-from bench_roofline import cpu_line
-from rehearse_paper_scale import run
+from _common import REPO, results_path, run_command, write_results
 
 
 def main(argv=None) -> str:
@@ -30,7 +28,7 @@ def main(argv=None) -> str:
     p.add_argument("--repeats", type=int, default=2)
     p.add_argument("--fusion", default="concat")
     p.add_argument("--shots", default="8")
-    p.add_argument("--report", default=str(REPO / "docs" / "rehearsal" / "train_memory.md"))
+    p.add_argument("--report", default=results_path("compare_train_memory"), help="markdown file written")
     args = p.parse_args(argv)
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     trees = {"before": str(Path(args.before).resolve()), "after": str(REPO)}
@@ -38,19 +36,18 @@ def main(argv=None) -> str:
     with tempfile.TemporaryDirectory() as out:
         for _ in range(args.repeats):
             for name, tree in trees.items():
-                done = run(["train", "--cache", args.cache, "--fusion", args.fusion, "--shots", args.shots,
+                done = run_command(["train", "--cache", args.cache, "--fusion", args.fusion, "--shots", args.shots,
                             "--epochs", "1", "--eval-points", "1", "--out", out], env, cwd=tree)
                 figures[name].append((done["peak_mb"], done["seconds"]))
-    lines = [f"`python {' '.join(sys.argv)}`", "", cpu_line(), "",
-             f"`train-head --fusion {args.fusion} --shots {args.shots} --epochs 1 --eval-points 1` on "
+    lines = [f"`train-head --fusion {args.fusion} --shots {args.shots} --epochs 1 --eval-points 1` on "
              f"{os.path.basename(args.cache.rstrip('/'))}, medians of {args.repeats}:", "",
              "| source | peak RSS | wall s |", "|---|---:|---:|"]
     for name, runs in figures.items():
         lines.append(f"| {name} ({trees[name]}) | {statistics.median(m for m, _ in runs):,.0f} MB | "
                      f"{statistics.median(s for _, s in runs):.1f} |")
     text = "\n".join(lines) + "\n"
-    Path(args.report).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.report).write_text(text)
+    write_results(args.report, text, title="Peak memory of `train-head`: two source trees", script="compare_train_memory",
+                  argv=argv)
     print(text)
     return text
 

@@ -2,7 +2,8 @@
 fusion (DWAtt with the paper's unscaled score and with the scaled one), N = 8, 32, 128, epoch caps
 10 and 25, 3 seeds, five learning rates. Prints, per fusion, N and epoch cap, the best dev F1 at
 each rate (mean over seeds), the rate chosen on dev and the test F1 there, then the rate that is
-best on average over all cells: the default `train-head` and `sweep` use.
+best on average over all cells: the default `train-head` and `sweep` use. The table goes to
+--table (docs/results/lr_sweep_conll.md).
 
     python scripts/lr_sweep_conll.py                        # 540 runs, ~35 min on 2 cores (bf16)
     python scripts/lr_sweep_conll.py --shots 8 --seeds 1    # a quick look
@@ -17,13 +18,14 @@ from __future__ import annotations
 import statistics
 from collections import defaultdict
 
-from _common import args_entry, grid_parser, say, split_list, torch_threads
+from _common import args_entry, dev_line, grid_parser, say, split_list, torch_threads, write_results
 
 FUSIONS = "base,concat,dwatt,extra,scalarmix"
 
 
 def parse_args(argv=None):
-    p = grid_parser(__doc__.split("\n\n")[0], fusions=FUSIONS, epochs=25, threads=None, out="lr_sweep/results.jsonl")
+    p = grid_parser(__doc__.split("\n\n")[0], fusions=FUSIONS, epochs=25, threads=None, out="lr_sweep/results.jsonl",
+                    table="lr_sweep_conll")
     p.set_defaults(shots="8,32,128", workers=2)
     p.add_argument("--epoch-caps", default="10,25", help="comma-separated epoch caps")
     p.add_argument("--lrs", default="5e-5,3e-4,1e-3,3e-3,1e-2", help="comma-separated learning rates")
@@ -98,6 +100,10 @@ def main(argv=None) -> str:
             f"{args.dev_sentences or 'all'} dev sentences, {args.eval_points} evaluations per run)\n\n"
             + table(records, lrs) + "\n\n" + overall(records))
     print("\n" + text)
+    if args.table:
+        write_results(args.table, text, title=f"Learning-rate sweep on CoNLL-2003 ({entry.meta.get('model')}, FE)",
+                      script="lr_sweep_conll", argv=argv, device=args.device,
+                      dev=dev_line(args.dev_sentences, entry.split("dev").n_sentences))
     return text
 
 

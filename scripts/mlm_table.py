@@ -21,7 +21,7 @@ import argparse
 import os
 import statistics
 
-from _common import REPO, say, split_list
+from _common import REPO, dev_line, results_path, say, split_list, write_results
 
 HEADS = {"base": {}, "extra": {}, "concat": {}, "dwatt": {"layer_score": "scaled"},
          "dwatt (paper's score)": {"layer_score": "paper"}}
@@ -39,7 +39,7 @@ def parse_args(argv=None):
     p.add_argument("--seeds", type=int, default=3)
     p.add_argument("--workers", type=int, default=None, help="default: one per core")
     p.add_argument("--out", default=str(REPO / "runs" / "mlm_table"))
-    p.add_argument("--table", default=str(REPO / "docs" / "mlm_table.md"))
+    p.add_argument("--table", default=results_path("mlm_table"), help="markdown file written ('' = print only)")
     return p.parse_args(argv)
 
 
@@ -114,10 +114,8 @@ def main(argv=None) -> str:
             + ".\n\n" + table(records, split_list(args.heads), reference, int(entry.meta["vocab_size"])))
     print(text)
     if args.table:
-        os.makedirs(os.path.dirname(os.path.abspath(args.table)), exist_ok=True)
-        with open(args.table, "w", encoding="utf-8") as f:
-            f.write("# Masked language modelling (paper Table 3)\n\nMade by `python scripts/mlm_table.py"
-                    + "".join(f" {a}" for a in (argv or [])) + "`.\n\n" + text + "\n")
+        write_results(args.table, text, title="Masked language modelling (paper Table 3)", script="mlm_table",
+                      argv=argv, dev=dev_line(None, entry.split("dev").n_sentences).replace("sentences", "blocks"))
     return text
 
 

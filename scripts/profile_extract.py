@@ -13,8 +13,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from _common import CONLL
-from bench_extract import write_subset
+from _common import CONLL, write_subset
 
 
 def main(argv=None) -> None:

@@ -1,18 +1,20 @@
 """The nu profile of all-MiniLM-L6-v2 on CoNLL-2003 train: the full split against the few-shot
 samples (N = 8 and N = 128 sentences per entity type, 3 seeds each) that train-head would see,
-to check whether the layer ranking survives scarce data. Prints a markdown table (layer x setting)
-and saves docs/rank_layers_conll.png.
+to check whether the layer ranking survives scarce data. Prints a markdown table (layer x setting),
+writes it to --table (docs/results/rank_layers_conll.md) and the figure beside it (--plot,
+docs/results/rank_layers_conll.png).
 
-    LAYERCACHE_HOME=/tmp/lc python scripts/rank_layers_conll.py [DATA_DIR]
+    LAYERCACHE_HOME=/tmp/lc python scripts/rank_layers_conll.py [--data DATA_DIR]
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import time
 from pathlib import Path
 
-from _common import CONLL, REPO, conll_entry
+from _common import CONLL, conll_entry, results_path, say, write_results
 
 from layercache.experiments.plots import plot_scores
 from layercache.layers import pick_layers
@@ -23,21 +25,23 @@ SEEDS = (0, 1, 2)
 SHOTS = (8, 128)
 
 
-def main() -> None:
+def main(argv=None) -> str:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("data", nargs="?", default=str(CONLL))
-    parser.add_argument("--plot", default=str(REPO / "docs" / "rank_layers_conll.png"))
-    args = parser.parse_args()
+    parser.add_argument("--data", default=str(CONLL), help="CoNLL-2003 directory")
+    parser.add_argument("--table", default=results_path("rank_layers_conll"),
+                        help="markdown file written ('' = print only)")
+    parser.add_argument("--plot", default=results_path("rank_layers_conll", ".png"))
+    args = parser.parse_args(argv)
 
     entry = conll_entry(args.data)
     train = entry.split("train")
     n_types = len(entity_types(entry.meta))
-    print(f"cache {entry.path}: train {train.n_sentences:,} sentences, {train.n_rows:,} tokens, {n_types} entity types")
+    say(f"cache {entry.path}")
 
     runs: dict[str, list[list[tuple[int, float]]]] = {}
     t0 = time.perf_counter()
     runs["full train"] = [score_layers(train)]
-    print(f"full train: {time.perf_counter() - t0:.2f} s")
+    timings = [f"full train: {time.perf_counter() - t0:.2f} s"]
     for shots in SHOTS:
         key = f"N={shots}"
         runs[key] = []
@@ -45,21 +49,31 @@ def main() -> None:
             t0 = time.perf_counter()
             sample = few_shot_sample(train.n_sentences, shots=shots, n_types=n_types, seed=seed)
             runs[key].append(score_layers(train, sentences=sample, seed=seed))
-            print(f"{key} seed {seed}: {len(train.rows_of(sample)):,} tokens, {time.perf_counter() - t0:.2f} s")
+            timings.append(f"{key} seed {seed}: {len(train.rows_of(sample)):,} tokens, {time.perf_counter() - t0:.2f} s")
 
     columns = [("full train", runs["full train"][0])]
     columns += [(f"N={s} s{seed}", run) for s in SHOTS for seed, run in zip(SEEDS, runs[f"N={s}"])]
     layers = [layer for layer, _ in columns[0][1]]
-    print()
-    print("| layer | " + " | ".join(name for name, _ in columns) + " |")
-    print("|---:|" + "---:|" * len(columns))
+    lines = [f"nu per layer (lower = better) of {entry.meta.get('model')} on CoNLL-2003 train "
+             f"({train.n_sentences:,} sentences, {train.n_rows:,} tokens, {n_types} entity types) and on few-shot "
+             f"samples (N sentences per type, seeds {', '.join(map(str, SEEDS))}); time to score: "
+             + "; ".join(timings) + ".", "",
+             "| layer | " + " | ".join(name for name, _ in columns) + " |",
+             "|---:|" + "---:|" * len(columns)]
     for i, layer in enumerate(layers):
-        print(f"| {layer} | " + " | ".join(f"{run[i][1]:.4g}" for _, run in columns) + " |")
-    print("| best 3 | " + " | ".join(",".join(map(str, pick_layers(run, 3))) for _, run in columns) + " |")
+        lines.append(f"| {layer} | " + " | ".join(f"{run[i][1]:.4g}" for _, run in columns) + " |")
+    lines.append("| best 3 | " + " | ".join(",".join(map(str, pick_layers(run, 3))) for _, run in columns) + " |")
 
-    title = f"all-MiniLM-L6-v2 on CoNLL-2003 train; N = sentences per type, {len(SEEDS)} seeds (band: min-max)"
+    title = f"{entry.meta.get('model')} on CoNLL-2003 train; N = sentences per type, {len(SEEDS)} seeds (band: min-max)"
     plot_scores(runs, title=title, path=args.plot)
-    print(f"\nwrote {args.plot} ({Path(args.plot).stat().st_size / 1024:.0f} KiB)")
+    lines += ["", f"Figure: {os.path.basename(args.plot)} (beside this file)."]
+    text = "\n".join(lines)
+    print(text)
+    say(f"wrote {args.plot} ({Path(args.plot).stat().st_size / 1024:.0f} KiB)")
+    if args.table:
+        write_results(args.table, text, title="Which layers? nu per layer on CoNLL-2003", script="rank_layers_conll",
+                      argv=argv)
+    return text
 
 
 if __name__ == "__main__":

@@ -10,8 +10,8 @@ Two datasets are cut from CoNLL-2003: "large" (the first --train-sentences of tr
 test) and "small" (the first --small-sentences of each split). Every command runs as a user types
 it, in its own process (peak RSS is the kernel's high-water mark of that process and of each of its
 workers). Training runs use one epoch and one evaluation, so their cost is one pass over the train
-sample and one streamed pass over dev (and test at the best point). Writes report.md and
-rehearsal.json under --report.
+sample and one streamed pass over dev (and test at the best point). Writes --report
+(docs/results/rehearse_paper_scale.md) and its figures as JSON beside it (rehearse_paper_scale.json).
 """
 
 from __future__ import annotations
@@ -19,17 +19,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
+import shlex
 import shutil
 import statistics
-import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
-from _common import CONLL, REPO, say
-from bench_roofline import cpu_line
+from _common import CONLL, REPO, cpu_line, results_path, run_command, run_floor, say, write_results
 
 from layercache.cache.manage import list_entries
 
@@ -68,59 +65,6 @@ def write_dataset(dest: Path, data: Path, limits: dict[str, int | None]) -> Path
     return dest
 
 
-class PeakRss:
-    """The kernel's high-water RSS (VmHWM) of a process and of every descendant, polled."""
-
-    def __init__(self, pid: int):
-        self.pid, self.peaks, self._stop = pid, {}, threading.Event()
-        self._thread = threading.Thread(target=self._poll, daemon=True)
-        self._thread.start()
-
-    def _tree(self, pid: int) -> list[int]:
-        out = [pid]
-        for task in Path(f"/proc/{pid}/task").glob("*"):
-            try:
-                out += [c for child in (task / "children").read_text().split() for c in self._tree(int(child))]
-            except OSError:
-                pass
-        return out
-
-    def _poll(self):
-        while not self._stop.is_set():
-            for pid in self._tree(self.pid):
-                try:
-                    text = Path(f"/proc/{pid}/status").read_text()
-                except OSError:
-                    continue
-                match = re.search(r"VmHWM:\s+(\d+) kB", text)
-                if match:
-                    self.peaks[pid] = max(self.peaks.get(pid, 0), int(match.group(1)) / 1024)
-            self._stop.wait(0.1)
-
-    def stop(self) -> dict[int, float]:
-        self._stop.set()
-        self._thread.join()
-        return self.peaks
-
-
-def run(args: list[str], env: dict, *, cwd: str | None = None) -> dict:
-    """`python -m layercache ARGS` (the layercache under ``cwd`` when given): stdout, wall seconds,
-    peak RSS (MB) of the process and of its largest child (sweep workers)."""
-    say("$ layercache " + " ".join(args))
-    t0 = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, "-m", "layercache", *args], env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, cwd=cwd)
-    watch = PeakRss(proc.pid)
-    out, err = proc.communicate()
-    peaks = watch.stop()
-    if proc.returncode != 0:
-        sys.stderr.write(out + err)
-        raise SystemExit(f"rehearsal: `layercache {' '.join(args)}` exited {proc.returncode}")
-    children = [mb for pid, mb in peaks.items() if pid != proc.pid]
-    return {"stdout": out, "stderr": err, "seconds": time.perf_counter() - t0, "peak_mb": peaks.get(proc.pid, 0.0),
-            "worker_peak_mb": max(children, default=None)}
-
-
 def extract_figures(name: str, data: Path, model: Path, env: dict) -> dict:
     from layercache.cache.manage import bytes_on_disk
     from layercache.experiments.find import resolve_entry
@@ -129,10 +73,10 @@ def extract_figures(name: str, data: Path, model: Path, env: dict) -> dict:
     from layercache.extract.run import ExtractConfig
 
     base = ["extract", "--model", str(model), "--dataset", str(data), "--precision", "bf16", "--quiet"]
-    dry = run([*base, "--dry-run"], env)  # what the user sees; the figure comes from the same estimator
+    dry = run_command([*base, "--dry-run"], env)  # what the user sees; the figure comes from the same estimator
     guess = estimate(ExtractConfig(model=str(model), dataset=str(data), precision="bf16",
                                    cache_dir=env["LAYERCACHE_HOME"]), rate=False)
-    done = run(base, env)
+    done = run_command(base, env)
     entry = resolve_entry(model=str(model), dataset=str(data), cache_dir=env["LAYERCACHE_HOME"],
                           extract_options={"precision": "bf16"}, log=say)
     written = bytes_on_disk(entry.path)
@@ -146,7 +90,6 @@ def extract_figures(name: str, data: Path, model: Path, env: dict) -> dict:
 
 def speed_figures(model: Path, data: Path, root: Path, env: dict, *, repeats: int) -> dict:
     """Words/s of `extract` (fp32, bf16) against the forward pass alone on the same batches."""
-    from bench_extract import run_floor
     from layercache.extract.datasets import load_dataset
     from layercache.extract.run import ExtractConfig, extract
 
@@ -175,7 +118,7 @@ def train_figures(entry: str, env: dict, out: Path, *, fusions, shots) -> list[d
     for fusion in fusions:
         for n in shots:
             folder = out / f"{fusion}-{n}"
-            done = run(["train", "--cache", entry, "--fusion", fusion, "--shots", n, "--epochs", "1",
+            done = run_command(["train", "--cache", entry, "--fusion", fusion, "--shots", n, "--epochs", "1",
                         "--eval-points", "1", "--out", str(folder)], env)
             record = json.loads(max(folder.glob("*.json"), key=os.path.getmtime).read_text())
             s = record["seconds"]
@@ -190,15 +133,15 @@ def train_figures(entry: str, env: dict, out: Path, *, fusions, shots) -> list[d
 
 
 def sweep_figures(entry: str, env: dict, out: Path) -> dict:
-    done = run(["sweep", "--cache", entry, "--fusions", "concat,dwatt", "--shots", "8", "--epochs", "1",
+    done = run_command(["sweep", "--cache", entry, "--fusions", "concat,dwatt", "--shots", "8", "--epochs", "1",
                 "--trials", "1", "--eval-points", "1", "--workers", "2", "--out", str(out)], env)
     return {"wall_s": done["seconds"], "parent_peak_mb": done["peak_mb"], "worker_peak_mb": done["worker_peak_mb"]}
 
 
-def report(fig: dict) -> str:
+def tables(fig: dict) -> str:
     gb = lambda b: f"{b / 1e9:.2f} GB"  # noqa: E731
-    lines = [f"Machine: {fig['cpu']}; {fig['cores']} cores. Encoder: roberta-large shape (24 x 1024, random "
-             f"weights), MiniLM's tokenizer; cache float16, forward bf16 unless said.", ""]
+    lines = ["Encoder: roberta-large shape (24 x 1024, random weights), MiniLM's tokenizer; cache float16, "
+             "forward bf16 unless said.", ""]
     lines += ["| dataset | words | `--dry-run` estimate | written | ratio | extract peak RSS | extract time |",
               "|---|---:|---:|---:|---:|---:|---:|"]
     for e in fig["extract"]:
@@ -227,7 +170,8 @@ def main(argv=None) -> dict:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--data", default=str(CONLL))
     p.add_argument("--out", default=str(REPO / "runs" / "rehearsal"), help="model, datasets, cache root, runs")
-    p.add_argument("--report", default=str(REPO / "docs" / "rehearsal"))
+    p.add_argument("--report", default=results_path("rehearse_paper_scale"),
+                   help="markdown file written; the figures go beside it as .json")
     p.add_argument("--train-sentences", type=int, default=4000, help="train subset of the large dataset")
     p.add_argument("--eval-sentences", type=int, default=None,
                    help="dev and test sentences of the large dataset (default: all; fewer only to try the script)")
@@ -235,7 +179,7 @@ def main(argv=None) -> dict:
     p.add_argument("--speed-sentences", type=int, default=500, help="train sentences timed for words/s")
     p.add_argument("--repeats", type=int, default=3)
     args = p.parse_args(argv)
-    out, report_dir = Path(args.out), Path(args.report)
+    out, report = Path(args.out), Path(args.report)
     env = dict(os.environ, LAYERCACHE_HOME=str(out / "cache"), PYTHONPATH=str(REPO))
     os.environ["LAYERCACHE_HOME"] = env["LAYERCACHE_HOME"]
     model = build_encoder(out / "roberta-large-shape")
@@ -244,13 +188,14 @@ def main(argv=None) -> dict:
                                                                   "test": args.eval_sentences}),
             "small": write_dataset(out / "data-small", data, {s: args.small_sentences for s in ("train", "dev", "test")})}
     speed_data = write_dataset(out / "data-speed", data, {"train": args.speed_sentences})
-    fig = {"cpu": cpu_line(), "cores": os.cpu_count(), "command": " ".join(["python", *sys.argv])}
+    command = ["python", "scripts/rehearse_paper_scale.py", *(sys.argv[1:] if argv is None else argv)]
+    fig = {"cpu": cpu_line(), "cores": os.cpu_count(), "command": shlex.join(command)}
     fig["extract"] = [extract_figures(name, d, model, env) for name, d in sets.items()]
     fig["speed"] = speed_figures(model, speed_data, out / "speed-cache", env, repeats=args.repeats)
     entries = {e["dataset"]: e["entry"] for e in fig["extract"]}
     # The design card's way in: --model/--dataset with extract's default options finds the bf16 entry.
     before = len(list_entries(env["LAYERCACHE_HOME"], sizes=False))
-    budget = run(["train", "--model", str(model), "--dataset", str(sets["large"]), "--dry-run"], env)
+    budget = run_command(["train", "--model", str(model), "--dataset", str(sets["large"]), "--dry-run"], env)
     fig["budget"], fig["reuse_log"] = budget["stdout"], budget["stderr"].strip().splitlines()[-1:]
     if len(list_entries(env["LAYERCACHE_HOME"], sizes=False)) != before:
         raise SystemExit("rehearsal: train --model/--dataset wrote a second entry")
@@ -259,12 +204,18 @@ def main(argv=None) -> dict:
                     "small": train_figures(entries["small"], env, out / "runs-small", fusions=("concat",),
                                            shots=("8", "all"))}
     fig["sweep"] = {name: sweep_figures(e, env, out / f"sweep-{name}") for name, e in entries.items()}
-    report_dir.mkdir(parents=True, exist_ok=True)
-    (report_dir / "rehearsal.json").write_text(json.dumps(fig, indent=2))
-    text = report(fig)
-    (report_dir / "report.md").write_text(f"`{fig['command']}`\n\n" + text)
-    print(text)
+    report.parent.mkdir(parents=True, exist_ok=True)
+    report.with_suffix(".json").write_text(json.dumps(fig, indent=2))
+    write_report(fig, report)
+    print(tables(fig))
     return fig
+
+
+def write_report(fig: dict, path: Path) -> None:
+    """The tables of ``fig`` (the figures of one rehearsal, as in its JSON) under the command and machine."""
+    write_results(path, tables(fig), title="A paper-scale rehearsal (roberta-large shape)",
+                  script="rehearse_paper_scale", argv=shlex.split(fig["command"])[2:],
+                  machine=f"{fig['cpu']}; {fig['cores']} cores")
 
 
 if __name__ == "__main__":

@@ -3,7 +3,8 @@
 Runs every fusion at each N for each seed (25 epochs by default) through
 `layercache.experiments.run_grid` (the cache read once, one JSON line per run appended to --out,
 runs already there skipped, so an interrupted run resumes), then prints a markdown table of best
-dev F1 (mean ± std over seeds) and seconds per run.
+dev F1 and the test F1 at it (mean ± std over seeds) and seconds per run, and writes it to --table
+(docs/results/run_heads_conll.md).
 
     python scripts/run_heads_conll.py                      # the full grid: 5 fusions x N=8,128 x 3 seeds
     python scripts/run_heads_conll.py --seeds 1 --shots 8  # a quick check
@@ -20,14 +21,15 @@ from __future__ import annotations
 
 import statistics
 
-from _common import args_entry, conll_grid, f1_cell, grid_parser, run_conll_grid, runs_of, split_list, torch_threads
+from _common import args_entry, conll_grid, dev_line, f1_cell, grid_parser, run_conll_grid, runs_of, split_list, \
+    torch_threads, write_results
 
 FUSIONS = "base,concat,dwatt,extra,scalarmix"
 
 
 def parse_args(argv=None):
     parser = grid_parser(__doc__.split("\n\n")[0], fusions=FUSIONS, epochs=25, threads=None,
-                         out="heads_conll.jsonl")
+                         out="heads_conll.jsonl", table="run_heads_conll")
     return parser.parse_args(argv)
 
 
@@ -56,6 +58,10 @@ def main(argv=None) -> str:
             f"batch {args.batch_size}, seeds 0..{args.seeds - 1}: best dev F1 x100 (mean ± std (runs)), "
             f"seconds per run\n\n" + table(records, split_list(args.fusions), sorted(split_list(args.shots, int))))
     print("\n" + text)
+    if args.table:
+        write_results(args.table, text, title=f"FE heads on CoNLL-2003 ({entry.meta.get('model')})",
+                      script="run_heads_conll", argv=argv, device=args.device,
+                      dev=dev_line(None, entry.split("dev").n_sentences))
     return text
 
 

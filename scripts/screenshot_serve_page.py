@@ -1,6 +1,6 @@
 """A screenshot of the page `layercache serve` shows, taken in headless Chromium.
 
-    python scripts/screenshot_serve_page.py --cache-dir ROOT --runs runs/sweep [--out docs/serve_page.png]
+    python scripts/screenshot_serve_page.py --cache-dir ROOT --runs runs/sweep [--out docs/results/screenshot_serve_page.png]
 
 The server runs inside this script on a free port of 127.0.0.1 (`serve.threaded`), over ROOT and
 the run folders given; the whole page, not only its first screen, goes to --out. The browser is
@@ -18,7 +18,7 @@ import tempfile
 from contextlib import contextmanager
 from pathlib import Path
 
-from _common import REPO, say
+from _common import results_path, say
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMEDRIVER = "/usr/bin/chromedriver"
@@ -66,7 +66,7 @@ def main(argv: list[str] | None = None) -> Path:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cache-dir", required=True, help="The cache root served.")
     parser.add_argument("--runs", action="append", default=[], help="A run folder shown on the page (repeatable).")
-    parser.add_argument("--out", default=str(REPO / "docs" / "serve_page.png"))
+    parser.add_argument("--out", default=results_path("screenshot_serve_page", ".png"))
     parser.add_argument("--width", type=int, default=WIDTH)
     args = parser.parse_args(argv)
     from layercache.serve.state import ServerState

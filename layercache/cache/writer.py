@@ -9,6 +9,7 @@ is marked `complete` only after every unit is flagged; readers refuse anything e
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass, field
 
@@ -19,6 +20,12 @@ from .shard import shard_files
 from .store import CHECKSUM, SMALL_ARRAY_CODECS, float32_to_bfloat16_bits, open_group
 
 STORAGE_DTYPES = {"float16": "float16", "float32": "float32", "bfloat16": "uint16"}
+# How units reach disk, for measuring what writing costs (scripts/bench_extract.py --where):
+# "direct" (the default: a unit that is one whole shard goes straight to its file, `shard.py`),
+# "zarr" (zarr's own pipeline for every unit) or "none" (rows dropped, units still flagged done:
+# the entry holds no data, so only for timing).
+WRITES_ENV = "LAYERCACHE_SHARD_WRITES"
+WRITES = ("direct", "zarr", "none")
 
 
 @dataclass
@@ -62,7 +69,11 @@ class SplitWriter:
         # Every chunk of a unit is real data: skip zarr's comparison of each one with the fill value.
         self.hidden = group["hidden"].with_config({"write_empty_chunks": True})
         self.done = group["done"]
-        self.shards = shard_files(self.hidden)  # local stores: whole shards written straight to their files
+        self.writes = os.environ.get(WRITES_ENV) or "direct"
+        if self.writes not in WRITES:
+            raise ValueError(f"{WRITES_ENV}={self.writes!r}: expected one of {', '.join(WRITES)}")
+        # local stores: whole shards written straight to their files
+        self.shards = shard_files(self.hidden) if self.writes == "direct" else None
 
     @classmethod
     def open(cls, entry_path: str, entry_attrs: dict, split: str, plan: SplitPlan, *,
@@ -85,6 +96,9 @@ class SplitWriter:
 
     def write_unit(self, unit: int, rows: np.ndarray) -> None:
         """rows: [unit rows, L+1, d] float32 or storage dtype; flag the unit only once it is stored."""
+        if self.writes == "none":
+            self.done[unit] = True
+            return
         lo, hi = self.plan.unit_range(unit)
         if rows.shape[0] != hi - lo:
             raise ValueError(f"unit {unit}: {rows.shape[0]} rows for range {lo}:{hi}")

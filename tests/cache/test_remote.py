@@ -8,6 +8,8 @@ import uuid
 import numpy as np
 import pytest
 
+pytestmark = pytest.mark.slow  # starts an S3 (moto) server
+
 pytest.importorskip("s3fs", reason="s3fs is part of the test extra")
 moto_server = pytest.importorskip("moto.server", reason="moto[server] is part of the test extra")
 

@@ -21,7 +21,7 @@ def note_layers(config, data, record):
     record["dev_layers_loaded"] = list(data.dev.layers)
 
 
-@pytest.mark.parametrize("workers", [0, 1])
+@pytest.mark.parametrize("workers", [0, pytest.param(1, marks=pytest.mark.slow)])  # 1: a worker process
 def test_each_run_loads_its_own_data(tiny_cache, tmp_path, workers):
     LOADS.clear()
     entry = open_entry(tiny_cache)

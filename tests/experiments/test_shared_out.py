@@ -9,7 +9,11 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from layercache.experiments.results import RESULTS
+
+pytestmark = pytest.mark.slow  # starts two sweep processes
 
 GRID = ["--fusions", "base,scalarmix", "--shots", "2,4", "--epochs", "20,40", "--trials", "2", "--eval-points", "2",
         "--workers", "1", "--precision", "fp32"]

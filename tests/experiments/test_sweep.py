@@ -26,6 +26,7 @@ def _lines(path):
     return open(path).read().splitlines() if os.path.exists(path) else []
 
 
+@pytest.mark.slow
 def test_killed_sweep_resumes_without_repeats_or_gaps(tiny_cache, tmp_path):
     out = tmp_path / "killed"
     cmd = [sys.executable, "-m", "layercache.cli.sweep", "--cache", tiny_cache, "--out", str(out), *GRID]

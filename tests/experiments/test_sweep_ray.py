@@ -8,6 +8,8 @@ from click.testing import CliRunner
 from layercache.experiments.results import RESULTS, read_results
 from layercache.cli.sweep import main
 
+pytestmark = pytest.mark.slow  # starts Ray
+
 ray = pytest.importorskip("ray", reason="ray is part of the test extra")
 
 GRID = ["--fusions", "base,concat", "--shots", "2", "--epochs", "2,3", "--trials", "2", "--eval-points", "2"]

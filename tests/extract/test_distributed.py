@@ -7,9 +7,12 @@ import subprocess
 import sys
 
 import numpy as np
+import pytest
 import zarr
 
 from layercache.extract.run import ExtractConfig, extract
+
+pytestmark = pytest.mark.slow  # starts torchrun
 
 
 def test_two_process_gloo_extraction_equals_single_process(tiny_bert_dir, tiny_conll_dir, tmp_path):

@@ -41,6 +41,7 @@ def _arrays(path: str) -> dict[str, np.ndarray]:
     return {f"{group}/{name}": arr[:] for group in ("train", "lm") for name, arr in root[group].arrays()}
 
 
+@pytest.mark.slow
 def test_mlm_sigkill_then_resume_is_bitwise_identical(tiny_bert_dir, tmp_path):
     from test_mlm_extract import write_corpus
 

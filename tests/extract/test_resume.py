@@ -18,6 +18,8 @@ from layercache.errors import IncompleteEntryError
 from layercache.extract.run import ExtractConfig, extract
 from conftest import split_arrays, units_done
 
+pytestmark = pytest.mark.slow  # starts extraction processes
+
 # Runs extract in a child process whose writer pauses after each unit, so the test can kill it
 # between units (and, with a short pause, while a unit is being written).
 CHILD = textwrap.dedent(

@@ -10,7 +10,8 @@ def test_table_has_a_row_per_choice_and_rerun_skips_done_runs(tiny_cache, tmp_pa
     script = load_script("compare_layers_conll")
     out = tmp_path / "runs.jsonl"
     argv = ["--cache", tiny_cache, "--out", str(out), "--fusions", "concat", "--choices", "all,auto:1,2",
-            "--shots", "2", "--seeds", "1", "--epochs", "1", "--eval-points", "2", "--device", "cpu"]
+            "--shots", "2", "--seeds", "1", "--epochs", "1", "--eval-points", "2", "--device", "cpu",
+            "--table", ""]
     text = script.main(argv)
 
     rows = [line for line in text.splitlines() if line.startswith("| concat |")]

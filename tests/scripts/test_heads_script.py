@@ -8,11 +8,15 @@ import json
 
 def test_conll_script_resumes(tiny_cache, tmp_path, capsys, monkeypatch, load_script):
     script = load_script("run_heads_conll")
-    out = tmp_path / "runs.jsonl"
+    out, md = tmp_path / "runs.jsonl", tmp_path / "table.md"
     args = ["--cache", tiny_cache, "--fusions", "base,scalarmix", "--shots", "2,4", "--seeds", "2", "--epochs", "1",
-            "--out", str(out)]
+            "--out", str(out), "--table", str(md)]
     text = script.main(args)
     assert len(out.read_text().splitlines()) == 8
+    header = md.read_text().split("\n\n")
+    assert header[1] == f"Made by `python scripts/run_heads_conll.py {' '.join(args)}`."
+    assert header[2].startswith("Machine: cpu: ") and header[3].startswith("Dev: all ")
+    assert md.read_text().endswith(text + "\n")
     records = [json.loads(line) for line in out.read_text().splitlines()]
     for record in records:  # as an older layercache wrote them, before TrainConfig grew a field
         del record["config"]["warmup"]

@@ -39,6 +39,7 @@ def entry_files(entry: str) -> list[str]:
     return sorted(os.path.relpath(os.path.join(d, f), entry) for d, _, files in os.walk(entry) for f in files)
 
 
+@pytest.mark.slow
 def test_train_head_over_http_scores_as_local(served, served_root, tiny_cache, tmp_path):
     from layercache.cache.usage import last_read
     from layercache.cli.train import main
@@ -59,6 +60,7 @@ def test_train_head_over_http_scores_as_local(served, served_root, tiny_cache, t
     assert last_read(str(served_root / name)) is not None  # the server recorded the read
 
 
+@pytest.mark.slow
 @pytest.mark.filterwarnings("ignore:Object at:UserWarning")  # zarr, of the symlinks put in the entry
 def test_nothing_outside_a_complete_entry_is_served(serve, served_root, tiny_cache, tmp_path):
     import zarr
@@ -94,6 +96,7 @@ def test_nothing_outside_a_complete_entry_is_served(serve, served_root, tiny_cac
     assert "escape" not in request(server.url, f"/entries/{name}")[2].decode()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("server_fields", [{"read_token": "read-token-of-the-tests"}])
 def test_reads_need_the_read_token_when_set(served, tiny_cache, monkeypatch):
     import fsspec.config
@@ -113,6 +116,7 @@ def test_reads_need_the_read_token_when_set(served, tiny_cache, monkeypatch):
     assert open_entry(f"{served.url}/entries/{name}").splits == ["train", "dev", "test"]
 
 
+@pytest.mark.slow
 def test_sixteen_concurrent_readers_get_the_local_bytes(served, served_root, tiny_cache):
     name = os.path.basename(tiny_cache)
     entry = served_root / name
@@ -139,6 +143,7 @@ def test_sixteen_concurrent_readers_get_the_local_bytes(served, served_root, tin
         assert future.result() == {f: (200, data) for f, data in local.items()}
 
 
+@pytest.mark.slow
 def test_ranges_and_sizes_as_fsspec_asks_for_them(served, served_root, tiny_cache):
     from fsspec.implementations.http import HTTPFileSystem
 
@@ -158,6 +163,7 @@ def test_ranges_and_sizes_as_fsspec_asks_for_them(served, served_root, tiny_cach
     assert request(served.url, f"/entries/{name}/train/hidden/c/999/0/0")[0] == 404  # an absent chunk
 
 
+@pytest.mark.slow
 def test_an_http_root_lists_its_complete_entries(served, tiny_cache):
     from layercache.cache.manage import list_entries
     from layercache.experiments.find import resolve_entry
@@ -168,6 +174,7 @@ def test_an_http_root_lists_its_complete_entries(served, tiny_cache):
     assert resolve_entry(cache_dir=f"{served.url}/entries", log=lambda m: None).path == url
 
 
+@pytest.mark.slow
 def test_api_describes_entries(served, served_root, tiny_cache, monkeypatch):
     from layercache.cache.manage import OPTION_FIELDS, entry_status
     from layercache.cache.reader import open_entry

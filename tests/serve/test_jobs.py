@@ -157,6 +157,7 @@ def _free_port() -> int:
 
 
 
+@pytest.mark.slow
 def test_server_killed_mid_job_resumes_it_bit_for_bit(tiny_bert_dir, tiny_conll_dir, tmp_path):
     options = {"model": str(tiny_bert_dir), "dataset": str(tiny_conll_dir), "splits": ["train"], "unit_rows": 256}
     reference = extract(ExtractConfig(**{**options, "splits": ("train",)}, cache_dir=str(tmp_path / "ref")),
@@ -213,6 +214,7 @@ def test_shutdown_stops_the_job_between_units_and_the_next_start_finishes_it(tin
     assert units_done(job["path"]) == 5
 
 
+@pytest.mark.slow
 def test_extract_server_prints_the_entry_url(serve, tiny_bert_dir, tiny_conll_dir, tmp_path):
     root, token_file = tmp_path / "root", tmp_path / "token"
     token_file.write_text(TOKEN + "\n")

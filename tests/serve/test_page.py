@@ -72,6 +72,7 @@ def browser(shot):
         yield driver
 
 
+@pytest.mark.slow
 def test_the_page_in_a_browser(server, site, browser, shot, tmp_path, tiny_cache):
     from selenium.webdriver.common.by import By
 
@@ -93,6 +94,7 @@ def test_the_page_in_a_browser(server, site, browser, shot, tmp_path, tiny_cache
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+@pytest.mark.slow
 def test_run_files_stay_inside_their_folder(server):
     plot = httpx.get(server + "/runs/0/f1_vs_shots.png")
     assert plot.status_code == 200 and plot.headers["content-type"] == "image/png"
@@ -102,11 +104,13 @@ def test_run_files_stay_inside_their_folder(server):
         assert httpx.get(server + path).status_code == 404, path
 
 
+@pytest.mark.slow
 def test_values_are_escaped(server):
     page = httpx.get(server + "/").text
     assert "tiny&lt;script&gt;" in page and "<script" not in page
 
 
+@pytest.mark.slow
 def test_a_folder_of_train_head_records(serve, site, tmp_path):
     import json
 
@@ -120,6 +124,7 @@ def test_a_folder_of_train_head_records(serve, site, tmp_path):
     assert "1 run, F1" in page and "<td>scalarmix</td>" in page and "50.0 ± 0.0 (1)" in page
 
 
+@pytest.mark.slow
 def test_the_read_token(guarded):
     for path in ("/", "/runs/0/f1_vs_shots.png"):
         assert httpx.get(guarded + path).status_code == 401

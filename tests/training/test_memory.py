@@ -8,6 +8,8 @@ import sys
 
 import pytest
 
+pytestmark = pytest.mark.slow  # starts a training process
+
 STEPS = r"""
 import json, resource, statistics, sys
 import torch

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 
+import pytest
 from click.testing import CliRunner
 
 from mlm_fixtures import tiny_mlm_bert_dir, tiny_mlm_cache, tiny_text_dir  # noqa: F401 (fixtures)
@@ -14,6 +15,7 @@ from layercache.experiments.report import table
 from layercache.experiments.results import RESULTS, read_results
 
 
+@pytest.mark.slow
 def test_sweep_mlm_reports_perplexity(tiny_mlm_cache, tmp_path):
     out = CliRunner().invoke(main, ["--task", "mlm", "--cache", tiny_mlm_cache, "--fusions", "base,concat", "--shots",
                                     "4,all", "--epochs", "1", "--trials", "1", "--eval-points", "1", "--workers", "1",
