@@ -82,7 +82,8 @@ def grid_parser(description: str, *, fusions: str, epochs: int, threads: int | N
                    help="worker processes (0 = this process, as the published timings were taken)")
     p.add_argument("--out", default=str(REPO / "runs" / out), help="JSON lines, one per run (reruns skip them)")
     if table:
-        p.add_argument("--table", default=results_path(table), help="markdown file the table is written to ('' = print only)")
+        p.add_argument("--table", default=results_path(table),
+                       help="markdown file the table is written to ('' = print only)")
     return p
 
 

@@ -49,7 +49,8 @@ def main(argv=None) -> str:
             t0 = time.perf_counter()
             sample = few_shot_sample(train.n_sentences, shots=shots, n_types=n_types, seed=seed)
             runs[key].append(score_layers(train, sentences=sample, seed=seed))
-            timings.append(f"{key} seed {seed}: {len(train.rows_of(sample)):,} tokens, {time.perf_counter() - t0:.2f} s")
+            seconds = time.perf_counter() - t0
+            timings.append(f"{key} seed {seed}: {len(train.rows_of(sample)):,} tokens, {seconds:.2f} s")
 
     columns = [("full train", runs["full train"][0])]
     columns += [(f"N={s} s{seed}", run) for s in SHOTS for seed, run in zip(SEEDS, runs[f"N={s}"])]

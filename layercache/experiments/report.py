@@ -131,7 +131,8 @@ def dev_note(records) -> str:
 
     if len(counts) == 1:
         return f"Dev: {what(next(iter(counts)))}."
-    return "Dev: " + "; ".join(f"{k} runs on {what(n)}" for n, k in sorted(counts.items(), key=lambda kv: kv[0] or 0)) + "."
+    by_size = sorted(counts.items(), key=lambda kv: kv[0] or 0)
+    return "Dev: " + "; ".join(f"{k} runs on {what(n)}" for n, k in by_size) + "."
 
 
 def plot_f1_vs_shots(records, path: str, *, title: str = "") -> str:
