@@ -76,8 +76,8 @@ class ExtractConfig:
             self.masking  # noqa: B018 - validates the masking options
         elif (self.block_size, self.mask_seed, self.mlm_probability) != (
                 MaskingSpec.block_size, MaskingSpec.seed, MaskingSpec.probability):
-            masking = [name for name, t in TASKS.items() if t.masks_inputs]
-            raise LayercacheError(f"--block-size, --mask-seed and --mlm-probability need --task {' or '.join(masking)}")
+            masking = " or ".join(name for name, t in TASKS.items() if t.masks_inputs)
+            raise LayercacheError(f"--block-size, --mask-seed and --mlm-probability need --task {masking}")
         for name, value, choices in (
             ("granularity", self.granularity, GRANULARITIES),
             ("pooling", self.pooling, POOLINGS),
@@ -161,8 +161,8 @@ def describe(config: ExtractConfig, *, dataset: NerDataset | TextCorpus | None =
         "ffn_dim": info.ffn_dim,
         "dataset": dataset.name,
         "dataset_source": dataset.source,
-        "label_names": [] if mlm else list(dataset.label_names),
-        "entity_types": [] if mlm else list(dataset.entity_types),
+        "label_names": list(dataset.label_names) if config.task_info.labels_from_data else [],
+        "entity_types": list(dataset.entity_types) if config.task_info.labels_from_data else [],
         "versions": versions(),
         "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
     }
