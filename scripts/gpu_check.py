@@ -11,6 +11,9 @@ a 2-worker `layercache sweep`; then prints the GPU's name, extraction words/s, t
 evaluation times, and writes them as JSON (--json). Every command must exit 0 and every run must reach a finite F1;
 the script exits non-zero otherwise. `--device cpu` runs the same steps on the CPU (a dry rehearsal
 of the script itself; it then says no GPU was used).
+
+`--render A.json [B.json ...] --report docs/results/gpu_check.md` writes the figures of earlier
+checks (their --json files) as one markdown table, with the command of each.
 """
 
 from __future__ import annotations
@@ -19,12 +22,14 @@ import argparse
 import glob
 import json
 import os
+import re
+import shlex
 import subprocess
 import sys
 import tempfile
 import time
 
-from _common import say
+from _common import say, write_results
 
 
 def gpu_line(device: str) -> str:
@@ -68,6 +73,32 @@ def step_figures(record: dict) -> dict:
             "device": record["device"]}
 
 
+def render(paths: list[str]) -> str:
+    """Markdown of the --json files of earlier checks: one column per check."""
+    checks = []
+    for path in paths:
+        with open(path, encoding="utf-8") as f:
+            checks.append(json.load(f))
+    rows = [("device", lambda c: c["device"]),
+            ("command", lambda c: f"`{c.get('command', '?')}`"),
+            *[(f"extract {p}: wall s", lambda c, p=p: c["extract"][p]["wall_s"]) for p in ("fp32", "bf16")],
+            *[(f"extract {p}: {split} words/s", lambda c, p=p, split=split: _words_per_s(c["extract"][p]["report"], split))
+              for p in ("fp32", "bf16") for split in ("train",)],
+            *[(f"{name}: {what}", lambda c, name=name, what=what: c["train"][name][what])
+              for name in ("fe concat", "fe dwatt", "ft concat") for what in ("ms_per_step", "eval_s", "best_dev_f1")],
+            ("predict: wall s", lambda c: c["predict"]["wall_s"]),
+            ("sweep (2 workers, 4 runs): wall s", lambda c: c["sweep"]["wall_s"])]
+    lines = ["| | " + " | ".join(os.path.basename(p) for p in paths) + " |", "|---" * (len(paths) + 1) + "|"]
+    lines += [f"| {label} | " + " | ".join(str(get(c)) for c in checks) + " |" for label, get in rows]
+    return "\n".join(lines)
+
+
+def _words_per_s(report: list[str], split: str) -> str:
+    line = next((l for l in report if l.split()[:1] == [split]), "")
+    found = re.search(r"([\d,]+) words/s", line)
+    return found.group(1) if found else "-"
+
+
 def main(argv=None) -> dict:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--model", default=None, help="backbone (default: the built-in all-MiniLM-L6-v2)")
@@ -76,8 +107,18 @@ def main(argv=None) -> dict:
     p.add_argument("--shots", default="8")
     p.add_argument("--epochs", default="3")
     p.add_argument("--json", default=None, help="write the figures here too")
+    p.add_argument("--render", nargs="+", default=None, help="--json files of earlier checks: write --report")
+    p.add_argument("--report", default=None, help="with --render: the markdown file")
     args = p.parse_args(argv)
-    figures = {"device": gpu_line(args.device)}
+    if args.render:
+        text = render(args.render)
+        if args.report:
+            write_results(args.report, text, title="The GPU check", script="gpu_check",
+                          argv=argv if argv is not None else sys.argv[1:], machine=json.load(open(args.render[0]))["device"])
+        print(text)
+        return {}
+    figures = {"device": gpu_line(args.device), "command": shlex.join(["python", "scripts/gpu_check.py",
+                                                                        *(argv if argv is not None else sys.argv[1:])])}
     say(figures["device"])
     source = [*(["--model", args.model] if args.model else []), *(["--dataset", args.dataset] if args.dataset else [])]
     with tempfile.TemporaryDirectory() as root:
