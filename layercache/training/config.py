@@ -11,7 +11,7 @@ from ..fusions.registry import FUSIONS
 from ..tasks import DEFAULT_TASK, TASKS, task_of
 
 PAPER_LR = 5e-5  # the paper's learning rate (§5): AdamW, linear decay to zero; FT's default
-# FE's defaults, from scripts/lr_sweep_conll.py (README, "Learning rate"): fresh heads on frozen
+# FE's defaults, from scripts/lr_sweep_conll.py (docs/results/lr_sweep_conll.md): fresh heads on frozen
 # features barely move at 5e-5; the heads with a handful of parameters want ten times more again.
 FE_LR = 1e-3
 FE_LR_BY_FUSION = {"base": 1e-2, "scalarmix": 1e-2}
