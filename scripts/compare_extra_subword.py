@@ -10,11 +10,15 @@ dev point (x100, mean ± std over seeds) per fusion and N, and the subword − w
 
     python scripts/compare_extra_subword.py                          # extra, concat, dwatt x N=8,128 x 3 seeds
     python scripts/compare_extra_subword.py --seeds 1 --shots 8 --epochs 1 --out /tmp/x.jsonl --table /tmp/x.md
+    python scripts/compare_extra_subword.py --special-tokens         # the subword input with [CLS] and [SEP]
 
-The caches are the ones `extract --model all-MiniLM-L6-v2 --dataset <data> [--granularity subword]`
-make (extracted here first when missing), under --cache-dir, else $LAYERCACHE_HOME. Neither cache
-holds the special tokens (<s>, </s>): the subword sequence the extra layers see is the sentence's own
-subwords, which is where it still differs from the paper's R26 (over the backbone's whole input).
+The caches are the ones `extract --model all-MiniLM-L6-v2 --dataset <data> [--granularity subword
+[--special-tokens]]` make (extracted here first when missing), under --cache-dir, else $LAYERCACHE_HOME.
+By default neither cache holds the special tokens ([CLS]/<s>, [SEP]/</s>): the subword sequence the
+extra layers see is the sentence's own subwords. With --special-tokens the subword cache also holds
+their rows, so the extra layers attend over the backbone's whole input as the paper's R26 does (no
+tag is read there); its runs go to <--out stem>.subword-special.jsonl and its table to
+docs/results/compare_extra_subword_special.md unless --table says otherwise.
 """
 
 from __future__ import annotations
@@ -38,14 +42,28 @@ def parse_args(argv=None):
                     out="compare_extra_subword.jsonl")
     p.set_defaults(lr=None, layer_score=TrainConfig.__dataclass_fields__["layer_score"].default)
     p.add_argument("--granularities", default=",".join(GRANULARITIES))
-    p.add_argument("--table", default=str(RESULTS / "compare_extra_subword.md"),
-                   help="markdown file the table is written to ('' = print only)")
-    return p.parse_args(argv)
+    p.add_argument("--special-tokens", action="store_true",
+                   help="the subword cache also holds the special tokens' rows (extract --special-tokens)")
+    p.add_argument("--table", default=None,
+                   help="markdown file the table is written to ('' = print only; default: "
+                        "docs/results/compare_extra_subword.md, or compare_extra_subword_special.md with "
+                        "--special-tokens)")
+    args = p.parse_args(argv)
+    if args.table is None:
+        args.table = str(RESULTS / ("compare_extra_subword_special.md" if args.special_tokens
+                                    else "compare_extra_subword.md"))
+    return args
+
+
+def with_specials(args, granularity: str) -> bool:
+    return bool(args.special_tokens) and granularity == "subword"
 
 
 def out_of(args, granularity: str) -> str:
+    """Run ids do not name the cache, so each input has its own results file."""
     stem, ext = os.path.splitext(args.out)
-    return f"{stem}.{granularity}{ext or '.jsonl'}"
+    name = f"{granularity}-special" if with_specials(args, granularity) else granularity
+    return f"{stem}.{name}{ext or '.jsonl'}"
 
 
 def entry_of(args, granularity: str):
@@ -53,8 +71,10 @@ def entry_of(args, granularity: str):
 
     if args.cache:
         raise SystemExit("compare_extra_subword: --cache names one entry; this script needs one per granularity")
+    # Named either way, so an entry with the special rows is never taken for one without (nor the reverse).
+    options = {"granularity": granularity, "special_tokens": with_specials(args, granularity)}
     return resolve_entry(model=args.model, dataset=os.path.normpath(args.data), cache_dir=args.cache_dir,
-                         extract_options={"granularity": granularity}, log=say)
+                         extract_options=options, log=say)
 
 
 def table(records: dict[str, list[dict]], fusions: list[str], shots: list[int]) -> str:
@@ -77,9 +97,11 @@ def table(records: dict[str, list[dict]], fusions: list[str], shots: list[int]) 
 def caption(args, model: str, rows: dict[str, int], device: str) -> str:
     lrs = ", ".join(f"{f} {default_lr(f):g}" for f in split_list(args.fusions)) if args.lr is None else f"{args.lr:g}"
     sizes = "; ".join(f"{g}: {n:,} train rows" for g, n in rows.items())
+    specials = ("with the special tokens' rows before and after it ([CLS] and [SEP], or <s> and </s>: the "
+                "backbone's whole input), no tag read there" if args.special_tokens else "special tokens not cached")
     return (f"CoNLL-2003, {model}, FE: the heads over one vector per word (word: each word's first subword) "
-            f"or over every subword of the sentence (subword; tags read at first subwords, special tokens not "
-            f"cached) ({sizes}). Best dev entity F1 x100 over all of dev, evaluated at {args.eval_points} evenly "
+            f"or over every subword of the sentence (subword; tags read at first subwords, {specials}) "
+            f"({sizes}). Best dev entity F1 x100 over all of dev, evaluated at {args.eval_points} evenly "
             f"spaced points per run, and test F1 at the best dev point; mean ± std over seeds 0..{args.seeds - 1} "
             f"(runs). {args.epochs} epochs, lr {lrs} (linear decay), batch {args.batch_size}, DWAtt score "
             f"{args.layer_score}; the same N-way sample per seed on both inputs. s/run: median seconds per run "
@@ -102,7 +124,8 @@ def main(argv=None) -> str:
     print("\n" + text)
     if args.table:
         write_results(args.table, text + f"\n\nOne JSON line per run in `{out_of(args, '<granularity>')}`.",
-                      title="R+n over words or over subwords", script="compare_extra_subword", argv=argv,
+                      title="R+n over words or over subwords" + (" and special tokens" if args.special_tokens else ""),
+                      script="compare_extra_subword", argv=argv,
                       device=device, dev="all of dev")
     return text
 

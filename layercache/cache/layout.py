@@ -25,6 +25,9 @@ KEY_FIELDS = (
     "max_length",
     "precision",
 )
+# Fields added later that enter the key only when set (true), so every entry made without them keeps
+# its key: ``special_tokens`` (subword caches that also hold the rows of [CLS]/[SEP], <s>/</s>).
+OPTIONAL_KEY_FIELDS = ("special_tokens",)
 
 
 def cache_root(cache_dir: str | os.PathLike | None = None) -> str:
@@ -60,7 +63,9 @@ def entry_key(fields: dict) -> str:
     missing = [f for f in KEY_FIELDS if f not in fields]
     if missing:
         raise ValueError(f"entry key needs {missing}")
-    blob = json.dumps({f: fields[f] for f in KEY_FIELDS}, sort_keys=True)
+    keyed = {f: fields[f] for f in KEY_FIELDS}
+    keyed.update({f: fields[f] for f in OPTIONAL_KEY_FIELDS if fields.get(f)})
+    blob = json.dumps(keyed, sort_keys=True)
     return hashlib.sha256(f"v{FORMAT_VERSION}:{blob}".encode()).hexdigest()[:16]
 
 

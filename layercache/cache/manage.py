@@ -10,7 +10,7 @@ import numpy as np
 
 from ..errors import LayercacheError
 from ..tasks import DEFAULT_TASK
-from .layout import KEY_FIELDS, is_remote, local_path
+from .layout import KEY_FIELDS, OPTIONAL_KEY_FIELDS, is_remote, local_path
 from .store import open_group
 
 # The key fields that tell two entries of one model and dataset apart: how the rows were made.
@@ -74,7 +74,7 @@ def entry_status(path: str, *, size: bool = True) -> EntryStatus:
         splits[name] = done
         if done and g.attrs.get("finished"):
             finished.append(g.attrs["finished"])
-    fields = {f: attrs[f] for f in KEY_FIELDS if f in attrs}
+    fields = {f: attrs[f] for f in KEY_FIELDS + OPTIONAL_KEY_FIELDS if f in attrs}
     fields["task"] = attrs.get("task", DEFAULT_TASK)
     return EntryStatus(path=path, model=attrs.get("model", "?"), dataset=attrs.get("dataset", "?"), splits=splits,
                        finished=max(finished) if finished else None,
@@ -86,6 +86,8 @@ def options_label(fields: dict) -> str:
     rows = fields.get("granularity", "?")
     if fields.get("pooling") not in (None, "none"):
         rows += f"/{fields['pooling']}"
+    if fields.get("special_tokens"):
+        rows += "+special"
     return (f"{rows} {fields.get('dtype', '?')} {fields.get('precision', '?')}-forward "
             f"max {fields.get('max_length', '?')}")
 
@@ -98,7 +100,7 @@ def variants(root: str, fields: dict) -> list[EntryStatus]:
     return [e for e in list_entries(root, sizes=False) if all(e.fields.get(f) == want[f] for f in same)]
 
 
-def differences(fields: dict, other: dict, names=OPTION_FIELDS) -> dict:
+def differences(fields: dict, other: dict, names=OPTION_FIELDS + OPTIONAL_KEY_FIELDS) -> dict:
     """{name: other's value} for each of ``names`` where ``other`` differs from ``fields``."""
     return {n: other.get(n) for n in names if other.get(n) != fields.get(n)}
 

@@ -195,7 +195,8 @@ class CacheSplit:
     def _word_offsets(self) -> np.ndarray:
         if "word_index" not in self.group:
             return self.offsets
-        # Subword granularity: words per sentence = last word_index + 1.
+        # Subword granularity: words per sentence = largest word_index + 1 (the rows of special
+        # tokens, `extract --special-tokens`, carry -1 and so count for nothing).
         wi = self.group["word_index"][:]
         counts = np.array([wi[a:b].max() + 1 if b > a else 0 for a, b in zip(self.offsets[:-1], self.offsets[1:])])
         return np.concatenate([[0], np.cumsum(counts)])

@@ -40,7 +40,7 @@ class SplitPlan:
     words: list[str]  # one per word, all sentences concatenated
     unit_rows: int
     plan_id: str
-    word_index: np.ndarray | None = None  # [rows] int32, subword granularity only
+    word_index: np.ndarray | None = None  # [rows] int32, subword granularity only; -1 on special tokens' rows
     attrs: dict = field(default_factory=dict)  # extra split attributes (token budget, counts)
     arrays: dict = field(default_factory=dict)  # extra [rows] arrays stored as given (MLM: input_ids)
 

@@ -33,6 +33,9 @@ def _splits(value: str | None):
 @click.option("--splits", default=None, help="Comma-separated splits (train,dev,test). Default: all the dataset has.")
 @click.option("--granularity", type=click.Choice(GRANULARITIES), default=default_of(ExtractConfig, "granularity"),
               show_default=True, help="One row per word or per subword (--task mlm: always subword).")
+@click.option("--special-tokens", is_flag=True,
+              help="With --granularity subword: also cache the rows of the special tokens around each sentence "
+                   "([CLS] ... [SEP], <s> ... </s>); heads see them, no tag is read there.")
 @click.option("--pooling", type=click.Choice(POOLINGS), default=default_of(ExtractConfig, "pooling"), show_default=True,
               help="Subword pooling per word.")
 @click.option("--dtype", type=click.Choice(DTYPES), default=default_of(ExtractConfig, "dtype"), show_default=True,
@@ -57,16 +60,16 @@ def _splits(value: str | None):
 @click.option("--token-file", type=click.Path(dir_okay=False), default=None,
               help="With --server: a file holding the server's write token.")
 @friendly_errors
-def main(model, task, dataset, splits, granularity, pooling, dtype, precision, max_length, token_budget, cache_dir,
-         device, unit_rows, block_size, mask_seed, mlm_probability, trust_remote_code, quiet, dry_run, server,
-         token_file):
+def main(model, task, dataset, splits, granularity, special_tokens, pooling, dtype, precision, max_length,
+         token_budget, cache_dir, device, unit_rows, block_size, mask_seed, mlm_probability, trust_remote_code, quiet,
+         dry_run, server, token_file):
     """Run a frozen encoder once over a dataset and cache every layer's hidden states."""
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     config = ExtractConfig(model=model, dataset=dataset, splits=_splits(splits), granularity=granularity,
                            pooling=pooling, dtype=dtype, max_length=max_length, token_budget=token_budget,
                            precision=precision, cache_dir=cache_dir, device=device, unit_rows=unit_rows,
                            trust_remote_code=trust_remote_code, task=task, block_size=block_size, mask_seed=mask_seed,
-                           mlm_probability=mlm_probability)
+                           mlm_probability=mlm_probability, special_tokens=special_tokens)
     if server:
         _extract_on_server(server, config, token_file=token_file, quiet=quiet,
                            local={"--cache-dir": cache_dir, "--device": device, "--dry-run": dry_run})

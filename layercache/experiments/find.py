@@ -9,7 +9,7 @@ neither is a new one extracted beside it without being asked for: the user picks
 
 from __future__ import annotations
 
-from ..cache.layout import KEY_FIELDS, cache_root
+from ..cache.layout import KEY_FIELDS, OPTIONAL_KEY_FIELDS, cache_root
 from ..cache.manage import EntryStatus, differences, entry_status, list_entries, variants
 from ..cache.reader import CacheEntry, open_entry
 from ..cache.store import exists
@@ -53,7 +53,7 @@ def _entry_for(*, model: str | None, dataset: str | None, cache_dir: str | None,
     path, _, attrs = describe(config, dataset=data)
     exact = entry_status(path, size=False) if exists(path) else None
     if exact is None or not exact.complete:
-        other = _made_otherwise(path, attrs, splits=data.splits, explicit=set(options) & set(KEY_FIELDS),
+        other = _made_otherwise(path, attrs, splits=data.splits, explicit=set(options) & set(KEY_FIELDS + OPTIONAL_KEY_FIELDS),
                                 resuming=exact is not None, log=log)
         if other is not None:
             return open_entry(other)

@@ -10,7 +10,7 @@ import numpy as np
 import torch
 
 from ..errors import LayercacheError
-from .tokenize import Tokenized, special_tokens, windows
+from .tokenize import Tokenized, special_tokens, subword_layout, windows
 
 PRECISIONS = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}
 
@@ -28,12 +28,18 @@ class RowMap:
     needed: np.ndarray
     weight: np.ndarray | None  # None: each row takes exactly one subword (copied bit for bit)
     row_offsets: np.ndarray  # [S + 1] rows per sentence, cumulated
+    # Rows of the special tokens before and after each sentence's content (subword caches with
+    # `--special-tokens`): they lead and close the sentence's rows (`tokenize.subword_layout`).
+    specials: tuple[int, int] = (0, 0)
 
 
-def row_map(tok: Tokenized, *, granularity: str, pooling: str) -> RowMap:
+def row_map(tok: Tokenized, *, granularity: str, pooling: str, specials: tuple[int, int] = (0, 0)) -> RowMap:
     n_sub = len(tok.ids)
     if granularity == "subword":
-        return RowMap(np.arange(n_sub), np.ones(n_sub, bool), None, tok.sub_offsets)
+        row_offsets, row = subword_layout(tok, specials)
+        return RowMap(row, np.ones(n_sub, bool), None, row_offsets, tuple(specials))
+    if specials != (0, 0):
+        raise LayercacheError("special-token rows need subword granularity")
     row = tok.global_word_of_sub()
     change = np.ones(n_sub + 1, bool)
     change[1:-1] = row[1:] != row[:-1]
@@ -202,9 +208,33 @@ class UnitEncoder:
             subs.append(k)
             pos.append(b * T + len(self.prefix_ids) + (k - base - w.start))
         subs, pos = np.concatenate(subs), np.concatenate(pos)
-        dest = torch.from_numpy(rows.row[subs] - lo).to(self.device)
+        dest = rows.row[subs] - lo
+        if rows.specials != (0, 0):
+            more_pos, more_rows = self._special_targets(tok, rows, batch, T)
+            inside = (more_rows >= lo) & (more_rows < hi)
+            pos, dest = np.concatenate([pos, more_pos[inside]]), np.concatenate([dest, more_rows[inside] - lo])
         weight = None if rows.weight is None else torch.from_numpy(rows.weight[subs]).to(self.device)
-        return torch.from_numpy(pos).to(self.device), dest, weight
+        return torch.from_numpy(pos).to(self.device), torch.from_numpy(dest).to(self.device), weight
+
+    def _special_targets(self, tok, rows: RowMap, batch: list[Window], T: int) -> tuple[np.ndarray, np.ndarray]:
+        """Flat positions and rows of the special tokens a sentence keeps: those before the content
+        of its first window and those after the content of its last (one window: its own)."""
+        before, after = len(self.prefix_ids), len(self.suffix_ids)
+        if rows.specials != (before, after):
+            raise LayercacheError(f"the rows hold {rows.specials} special tokens around each sentence, the "
+                                  f"tokenizer adds {(before, after)}")
+        pos, dest = [], []
+        for b, w in enumerate(batch):
+            n_sub = int(tok.sub_offsets[w.sentence + 1] - tok.sub_offsets[w.sentence])
+            if w.keep_lo == 0:
+                pos.append(b * T + np.arange(before))
+                dest.append(rows.row_offsets[w.sentence] + np.arange(before))
+            if w.keep_hi == n_sub:
+                pos.append(b * T + before + (w.end - w.start) + np.arange(after))
+                dest.append(rows.row_offsets[w.sentence + 1] - after + np.arange(after))
+        empty = np.zeros(0, dtype=np.int64)
+        return (np.concatenate(pos).astype(np.int64) if pos else empty,
+                np.concatenate(dest).astype(np.int64) if dest else empty)
 
 
 def _ahead(items, depth: int = 2):

@@ -152,7 +152,7 @@ def split_plan(config, dataset, split: str, info, *, tokenizer=None) -> SplitPla
     """The `SplitPlan` extraction makes for ``split`` in every field that decides bytes (the plan id
     and token budget are stand-ins of the same size). Word rows need no tokenizer: every word,
     even one of zero subwords, gets a row."""
-    from .run import DTYPE_BYTES, default_unit_rows
+    from .run import DTYPE_BYTES, default_unit_rows, special_counts
 
     n_layers, dim = info.num_layers + 1, info.hidden_size
     unit_rows = config.unit_rows or default_unit_rows(n_layers, dim, DTYPE_BYTES[config.dtype])
@@ -172,10 +172,11 @@ def split_plan(config, dataset, split: str, info, *, tokenizer=None) -> SplitPla
         words = [w for ws, _ in sentences for w in ws]
         offsets = np.concatenate([[0], np.cumsum([len(ws) for ws, _ in sentences])]).astype(np.int64)
         if config.granularity == "subword":
-            from .tokenize import tokenize_words
+            from .masking import IGNORE
+            from .tokenize import subword_rows, tokenize_words
 
             tok = tokenize_words(tokenizer, [ws for ws, _ in sentences])
-            offsets, labels, word_index = tok.sub_offsets, labels[tok.global_word_of_sub()], tok.word_of_sub
+            offsets, labels, word_index = subword_rows(tok, labels, special_counts(config, tokenizer), ignore=IGNORE)
     return SplitPlan(n_layers=n_layers, dim=dim, dtype=config.dtype, offsets=offsets, labels=labels, words=words,
                      unit_rows=unit_rows, plan_id="0" * 16, word_index=word_index,
                      attrs={"token_budget": config.token_budget or 4096, "unseen_in_train": 0}, arrays=arrays)

@@ -37,7 +37,7 @@ from .masking import IGNORE, MaskedBlocks, MaskingSpec, MaskVocab, content_size,
 from .models import ModelInfo, load_config, load_model, load_tokenizer, model_info
 from .text import TextCorpus, load_text
 from .distributed import Ranks
-from .tokenize import Tokenized, tokenize_words
+from .tokenize import Tokenized, special_tokens, subword_rows, tokenize_words
 
 GRANULARITIES = ("word", "subword")
 POOLINGS = ("first", "mean", "last")
@@ -65,6 +65,9 @@ class ExtractConfig:
     block_size: int = MaskingSpec.block_size  # mlm: subwords per block, special tokens included
     mask_seed: int = MaskingSpec.seed  # mlm
     mlm_probability: float = MaskingSpec.probability  # mlm
+    # subword granularity: also keep the rows of the special tokens the tokenizer adds around each
+    # sentence ([CLS] ... [SEP], <s> ... </s>), with word_index -1 and no label: the backbone's whole input
+    special_tokens: bool = False
 
     def __post_init__(self):
         task = self.task_info
@@ -86,6 +89,8 @@ class ExtractConfig:
         ):
             if value not in choices:
                 raise LayercacheError(f"--{name} {value!r} is not one of {', '.join(choices)}")
+        if self.special_tokens and (self.granularity != "subword" or task.masks_inputs):
+            raise LayercacheError("--special-tokens needs --granularity subword (and a task with word tags)")
         if self.token_budget is not None and self.token_budget < 8:
             raise LayercacheError(f"--token-budget {self.token_budget} is too small")
 
@@ -148,6 +153,8 @@ def describe(config: ExtractConfig, *, dataset: NerDataset | TextCorpus | None =
         "max_length": max_length,
         "precision": config.precision,
     }
+    if config.special_tokens:  # only then: every other entry keeps its key and its attributes
+        fields["special_tokens"] = True
     key = entry_key(fields)
     path = entry_path(cache_root(config.cache_dir), model_name=info.name, dataset_name=dataset.name, key=key)
     attrs = {
@@ -283,7 +290,8 @@ def _extract_split(config, dataset, split, info, tokenizer, model: Future, devic
         tok = blocks.tokenized()
     else:
         blocks, tok = None, tokenize_words(tokenizer, [s[0] for s in dataset.splits[split]])
-    rows = row_map(tok, granularity=config.granularity, pooling=config.pooling)
+    rows = row_map(tok, granularity=config.granularity, pooling=config.pooling,
+                   specials=special_counts(config, tokenizer))
     plan = _plan(config, dataset, split, tok, rows, info, attrs, path, device, blocks=blocks, tokenizer=tokenizer)
     backbone = model.result()  # loaded meanwhile; a model that cannot load fails here, before the split is opened
     ranks.barrier()  # every rank has read the stored settings before rank 0 (re)creates the split
@@ -346,7 +354,10 @@ def _plan(config, dataset, split, tok: Tokenized, rows, info: ModelInfo, attrs, 
         label_index = {name: i for i, name in enumerate(dataset.label_names)}
         sentences = dataset.splits[split]
         word_labels = np.array([label_index[t] for _, tags in sentences for t in tags], dtype=np.int16)
-        labels = word_labels[tok.global_word_of_sub()] if subword else word_labels
+        offsets, labels, word_index = rows.row_offsets, word_labels, None
+        if subword:
+            offsets, labels, word_index = subword_rows(tok, word_labels, special_counts(config, tokenizer),
+                                                       ignore=IGNORE)
         words = [w for ws, _ in sentences for w in ws]
         arrays, extra = {}, {"unseen_in_train": int(dataset.unseen_in_train.get(split, 0))}
     else:  # MLM: labels are token ids (int32), the words are the masked input's tokens
@@ -354,6 +365,7 @@ def _plan(config, dataset, split, tok: Tokenized, rows, info: ModelInfo, attrs, 
         words = tokenizer.convert_ids_to_tokens(blocks.inputs.tolist())
         arrays = {"input_ids": blocks.inputs.astype(np.int32)}
         extra = {"n_masked": int(np.sum(blocks.labels != IGNORE))}
+        offsets, word_index = rows.row_offsets, tok.word_of_sub
     n_layers, dim = info.num_layers + 1, info.hidden_size
     unit_rows = config.unit_rows or default_unit_rows(n_layers, dim, DTYPE_BYTES[config.dtype])
     token_budget = _stored(path, split, "token_budget", config.token_budget or default_token_budget(device))
@@ -365,15 +377,24 @@ def _plan(config, dataset, split, tok: Tokenized, rows, info: ModelInfo, attrs, 
         n_layers=n_layers,
         dim=dim,
         dtype=config.dtype,
-        offsets=rows.row_offsets,
+        offsets=offsets,
         labels=labels,
         words=words,
         unit_rows=unit_rows,
         plan_id=h.hexdigest()[:16],
-        word_index=tok.word_of_sub if subword else None,
+        word_index=word_index,
         attrs={"token_budget": token_budget, **extra},
         arrays=arrays,
     )
+
+
+def special_counts(config: ExtractConfig, tokenizer) -> tuple[int, int]:
+    """(special tokens before, after) each sentence's content that get rows: (0, 0) unless
+    ``special_tokens``."""
+    if not config.special_tokens:
+        return 0, 0
+    before, after = special_tokens(tokenizer)
+    return len(before), len(after)
 
 
 def default_unit_rows(n_layers: int, dim: int, nbytes: int) -> int:

@@ -25,6 +25,31 @@ class Tokenized:
         return self.word_offsets[sent_of_sub] + self.word_of_sub
 
 
+def subword_layout(tok: Tokenized, specials: tuple[int, int] = (0, 0)) -> tuple[np.ndarray, np.ndarray]:
+    """(row offsets [S + 1], row of each subword [n_subwords]) of a subword cache. With ``specials``
+    = (before, after), each sentence's rows are the special tokens before its content, its
+    subwords, then the special tokens after it; (0, 0): a row per subword and nothing else."""
+    before, after = specials
+    n_sentences = len(tok.sub_offsets) - 1
+    row_offsets = tok.sub_offsets + (before + after) * np.arange(n_sentences + 1)
+    sentence_of_sub = np.repeat(np.arange(n_sentences), np.diff(tok.sub_offsets))
+    return row_offsets, np.arange(len(tok.ids)) + (before + after) * sentence_of_sub + before
+
+
+def subword_rows(tok: Tokenized, word_labels: np.ndarray, specials: tuple[int, int] = (0, 0),
+                 *, ignore: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(row offsets, labels, word_index) of a subword cache: each subword row carries its word's label
+    and its word's index in the sentence; special-token rows carry ``ignore`` and word index -1."""
+    row_offsets, row_of_sub = subword_layout(tok, specials)
+    if specials == (0, 0):  # the layout every subword cache had before special rows existed
+        return row_offsets, word_labels[tok.global_word_of_sub()], tok.word_of_sub
+    labels = np.full(int(row_offsets[-1]), ignore, dtype=word_labels.dtype)
+    labels[row_of_sub] = word_labels[tok.global_word_of_sub()]
+    word_index = np.full(int(row_offsets[-1]), -1, dtype=np.int64)
+    word_index[row_of_sub] = tok.word_of_sub
+    return row_offsets, labels, word_index
+
+
 def tokenize_words(tokenizer, sentences: list[list[str]], *, batch: int = 4096) -> Tokenized:
     ids, word_of, sub_counts = [], [], []
     n_empty = 0

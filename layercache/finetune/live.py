@@ -72,6 +72,9 @@ def load_live_backbone(meta: dict, *, device, precision: str = "fp32", model_pat
     """The backbone a cache entry (or checkpoint) was made with, checked against its revision."""
     from ..extract.models import load_model, load_tokenizer, model_info
 
+    if meta.get("special_tokens"):
+        raise LayercacheError("heads over a cache with special-token rows (extract --special-tokens) run on "
+                              "cached hidden states only: no live backbone for FT or predict")
     info = model_info(model_path or meta["model"], trust_remote_code=trust_remote_code)
     if model_path is None and meta.get("model_revision") and info.revision != meta["model_revision"]:
         raise LayercacheError(

@@ -54,7 +54,8 @@ def save_checkpoint(path: str, tagger, *, tagger_kwargs: dict, layers, label_nam
         "layers": [int(x) for x in layers],
         "label_names": list(label_names),
         "config": config.record() if is_dataclass(config) else config,
-        "cache": {**{k: cache_meta.get(k) for k in CACHE_FIELDS}, "path": cache_path},
+        "cache": {**{k: cache_meta.get(k) for k in CACHE_FIELDS},
+                  **({"special_tokens": True} if cache_meta.get("special_tokens") else {}), "path": cache_path},
         "versions": versions(),
         **(extra or {}),
     }

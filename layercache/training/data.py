@@ -250,6 +250,7 @@ def sentence_rows(split, sentences) -> tuple[np.ndarray, np.ndarray, np.ndarray]
         first = np.ones(len(labels), dtype=bool)
         first[1:] = word_index[1:] != word_index[:-1]
         first[offsets[:-1][np.diff(offsets) > 0]] = True  # every sentence starts a word
+        first[word_index < 0] = False  # special tokens' rows (`extract --special-tokens`): seen, never scored
         labels[~first] = IGNORE
     return ids, offsets, labels
 
