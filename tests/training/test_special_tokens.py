@@ -60,7 +60,7 @@ def test_extra_layers_train_and_evaluate_over_the_whole_input(data):
     assert 0.0 <= result.best_dev_f1 <= 1.0 and result.test_f1_at_best is not None
 
 
-def test_a_row_wise_head_scores_the_same_with_or_without_special_rows(data):
+def test_a_row_wise_head_scores_the_same_with_or_without_special_rows(data, entries, monkeypatch):
     result = train_head(TrainConfig(fusion="concat", shots=None, epochs=15, seed=0, lr=1e-2), data["subword"])
     labels = data["subword"].label_names
     kwargs = dict(device=torch.device("cpu"), label_names=labels, batch_size=16)
@@ -68,6 +68,14 @@ def test_a_row_wise_head_scores_the_same_with_or_without_special_rows(data):
     f1_special, loss_special = score(result.tagger, data["special"].dev, **kwargs)
     assert f1_special == pytest.approx(f1_plain, abs=1e-12) and f1_plain > 0
     assert loss_special == pytest.approx(loss_plain, rel=1e-5)
+    # Streamed from the cache block by block (a split over the memory budget): the same rows, the same F1.
+    from layercache.training import budget
+    from layercache.training.stream import open_split
+
+    monkeypatch.setattr(budget, "MEMORY_BUDGET_BYTES", 0)
+    streamed = open_split(entries["special"].split("dev"), sentences=None, layers=data["special"].dev.layers)
+    assert streamed.streamed and np.array_equal(streamed.labels, data["special"].dev.labels)
+    assert score(result.tagger, streamed, **kwargs)[0] == pytest.approx(f1_special, abs=1e-12)
 
 
 def test_rank_layers_ignores_the_special_rows(entries):
