@@ -1,0 +1,25 @@
+"""A sweep's report says what its dev scores were measured on: the whole split or the fixed subset."""
+
+from __future__ import annotations
+
+from layercache.experiments.report import dev_note, render
+
+
+def _record(fusion, seed, dev_sentences):
+    return {"config": {"fusion": fusion, "shots": 8, "epochs": 5, "seed": seed, "lr": 1e-3,
+                       "dev_sentences": dev_sentences},
+            "best_dev_f1": 0.5, "test_f1_at_best": 0.4, "model": "m", "dataset": "d",
+            "evals": [{"step": 1, "dev_f1": 0.5}], "seconds": {"total": 1.0}}
+
+
+def test_the_report_names_the_dev_subset(tmp_path):
+    render([_record("concat", s, 1000) for s in range(2)], str(tmp_path))
+    text = (tmp_path / "report.md").read_text()
+    assert "\n\nDev: a fixed random subset of 1,000 dev sentences, the same in every run " \
+           "(`--dev-sentences 1000`).\n\n" in text
+
+
+def test_whole_dev_and_mixed_sweeps():
+    assert dev_note([_record("concat", 0, None)]) == "Dev: the whole dev split."
+    mixed = dev_note([_record("concat", 0, None), _record("dwatt", 0, 500), _record("dwatt", 1, 500)])
+    assert mixed.startswith("Dev: 1 runs on the whole dev split; 2 runs on a fixed random subset of 500 dev sentences")
