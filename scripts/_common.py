@@ -69,7 +69,8 @@ def grid_parser(description: str, *, fusions: str, epochs: int, threads: int | N
     p.add_argument("--shots", default="8,128", help="comma-separated N (N x C sentences per run, C entity types)")
     p.add_argument("--epochs", type=int, default=epochs)
     p.add_argument("--seeds", type=int, default=3, help="seeds 0..S-1")
-    p.add_argument("--lr", type=float, default=PAPER_LR, help="default: the paper's (these scripts reproduce its protocol)")
+    p.add_argument("--lr", type=float, default=PAPER_LR,
+                   help="default: the paper's (these scripts reproduce its protocol)")
     p.add_argument("--layer-score", default="paper", choices=LAYER_SCORES,
                    help="DWAtt's score over layers (default: the paper's unscaled one)")
     p.add_argument("--batch-size", type=int, default=16)
@@ -161,8 +162,9 @@ def cpu_line() -> str:
         text = open("/proc/cpuinfo", encoding="utf-8").read()
     except OSError:
         return "cpu: unknown"
-    model = next((l.split(":", 1)[1].strip() for l in text.splitlines() if l.startswith("model name")), "?")
-    flags = set(next((l.split(":", 1)[1].split() for l in text.splitlines() if l.startswith("flags")), []))
+    lines = text.splitlines()
+    model = next((line.split(":", 1)[1].strip() for line in lines if line.startswith("model name")), "?")
+    flags = set(next((line.split(":", 1)[1].split() for line in lines if line.startswith("flags")), []))
     wanted = [f for f in ("avx2", "avx512f", "avx512_bf16", "amx_tile", "amx_bf16") if f in flags]
     return f"cpu: {model}; flags: {', '.join(wanted) or 'none of avx2/avx512/amx'}; torch {torch.__version__}"
 

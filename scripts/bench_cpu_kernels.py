@@ -16,9 +16,8 @@ import argparse
 import statistics
 import time
 
-from _common import results_path, write_results
-
 import torch
+from _common import results_path, write_results
 
 from layercache.fusions.dropout import dropout
 
@@ -36,7 +35,8 @@ def median_ms(fn, calls: int, repeats: int = 5) -> float:
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--table", default=results_path("bench_cpu_kernels"), help="markdown file written ('' = print only)")
+    ap.add_argument("--table", default=results_path("bench_cpu_kernels"),
+                    help="markdown file written ('' = print only)")
     args = ap.parse_args()
     torch.set_num_threads(1)
     K, N = 384, 1536  # MiniLM width -> FFN width
@@ -46,8 +46,8 @@ def main():
         w = torch.randn(K, N, dtype=dtype)
         inputs = [torch.randn(257 + i, K, dtype=dtype) for i in range(5 * 40 + 1)]
         fixed = torch.randn(256, K, dtype=dtype)
-        same = median_ms(lambda i: fixed @ w, 40)
-        new = median_ms(lambda i: inputs[i + 1] @ w, 40)
+        same = median_ms(lambda i, fixed=fixed, w=w: fixed @ w, 40)
+        new = median_ms(lambda i, inputs=inputs, w=w: inputs[i + 1] @ w, 40)
         lines.append(f"| {str(dtype).split('.')[-1]} | {same:.2f} | {new:.2f} |")
 
     x = torch.randn(256, 1536, requires_grad=True)

@@ -23,7 +23,6 @@ from pathlib import Path
 
 import numpy as np
 import torch
-
 from _common import CONLL, REPO, cpu_line, results_path, run_floor, write_results, write_subset
 
 from layercache.cache.manage import bytes_on_disk
@@ -65,11 +64,12 @@ def run_naive(words, model_name, out_dir: str) -> float:
 
 def peak_rss_mb(data: Path, root: str, model: str | None) -> float:
     code = (
-        "import resource, sys; sys.path.insert(0, %r)\n"
+        f"import resource, sys; sys.path.insert(0, {str(REPO)!r})\n"
         "from layercache.extract.run import ExtractConfig, extract\n"
-        "extract(ExtractConfig(model=%r, dataset=%r, cache_dir=%r), progress=False, log=lambda m: None)\n"
+        f"extract(ExtractConfig(model={model!r}, dataset={str(data)!r}, cache_dir={root!r}), progress=False, "
+        "log=lambda m: None)\n"
         "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)\n"
-    ) % (str(REPO), model, str(data), root)
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     return float(out.stdout.strip().splitlines()[-1])
 

@@ -26,9 +26,8 @@ import argparse
 import statistics
 import time
 
-from _common import cpu_line, head_step, results_path, write_results
-
 import torch
+from _common import cpu_line, head_step, results_path, write_results
 
 from layercache.training.memory import keep_freed_memory
 
@@ -140,7 +139,8 @@ def table(precisions: list[str], *, steps: int, fusions: list[str], compiled: li
         for fusion in fusions:
             m = measure(fusion, precision, steps=steps)
             achieved = m["flops"] / m["seconds"] / 1e9
-            lines.append(f"| {fusion} | {precision} | {m['flops'] / 1e9:.3f} | {1e3 * m['seconds']:.1f} | {achieved:.1f} "
+            lines.append(f"| {fusion} | {precision} | {m['flops'] / 1e9:.3f} | {1e3 * m['seconds']:.1f} "
+                         f"| {achieved:.1f} "
                          f"| {peak:.1f} | {achieved / peak:.2f} | {m['products']:.0%} | {m['elementwise']:.0%} "
                          f"| {m['rest']:.0%} | {1e3 * m['products_alone']:.1f} "
                          f"| {m['flops'] / m['products_alone'] / 1e9 / peak:.2f} |")
@@ -157,7 +157,8 @@ def main(argv=None) -> str:
     ap.add_argument("--precision", default="fp32,bf16", help="comma-separated: fp32, bf16")
     ap.add_argument("--fusions", default="concat,dwatt,extra")
     ap.add_argument("--steps", type=int, default=40)
-    ap.add_argument("--compiled", default="", help="comma-separated heads also timed with torch.compile (e.g. concat,dwatt)")
+    ap.add_argument("--compiled", default="",
+                    help="comma-separated heads also timed with torch.compile (e.g. concat,dwatt)")
     ap.add_argument("--table", default=results_path("bench_roofline"), help="markdown file written ('' = print only)")
     args = ap.parse_args(argv)
     text = table(args.precision.split(","), steps=args.steps, fusions=args.fusions.split(","),

@@ -27,9 +27,8 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from _common import cpu_line, results_path, write_results
-
 import numpy as np
+from _common import cpu_line, results_path, write_results
 
 from layercache.cache.reader import open_entry
 from layercache.cache.writer import SplitPlan, SplitWriter
@@ -44,7 +43,8 @@ def synthetic_entry(root: Path, *, rows: int, unit_rows: int) -> str:
     attrs = {"format_version": 1, "model": "synthetic", "model_revision": "-", "dataset_fingerprint": "-",
              "granularity": "word", "pooling": "first", "dtype": "float16", "max_length": 512, "precision": "fp32",
              "key": "bench", "num_layers": LAYERS - 1, "hidden_size": WIDTH, "num_heads": 12, "ffn_dim": 1536,
-             "dataset": "random", "label_names": ["O"], "entity_types": [], "created": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+             "dataset": "random", "label_names": ["O"], "entity_types": [],
+             "created": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
     plan = SplitPlan(n_layers=LAYERS, dim=WIDTH, dtype="float16", offsets=np.arange(0, rows + 1, 16, dtype=np.int64),
                      labels=np.zeros(rows, dtype=np.int16), words=["w"] * rows, unit_rows=unit_rows, plan_id="bench")
     writer = SplitWriter.open(path, attrs, "train", plan)
@@ -112,7 +112,8 @@ def main() -> None:
         name = os.path.basename(entry)
         files = sorted(os.path.relpath(os.path.join(d, f), entry) for d, _, fs in os.walk(entry) for f in fs)
         entry_bytes = sum(os.path.getsize(os.path.join(entry, f)) for f in files)
-        with BackgroundServer(ServerState(root=Path(os.path.dirname(entry)), token=secrets.token_urlsafe(32))) as server:
+        state = ServerState(root=Path(os.path.dirname(entry)), token=secrets.token_urlsafe(32))
+        with BackgroundServer(state) as server:
             remote = f"{server.url}/entries/{name}"
             hidden_bytes = open_entry(entry).split(args.split).hidden().nbytes
             zarr_local = timed(lambda: open_entry(entry).split(args.split).hidden(), args.repeats)

@@ -18,10 +18,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from _common import cpu_line, results_path, write_results
-
 import numpy as np
 import zarr
+from _common import cpu_line, results_path, write_results
 
 from layercache.cache.shard import shard_files
 from layercache.cache.store import CHECKSUM
@@ -54,7 +53,8 @@ def shard_py(root: Path, rows: np.ndarray, *, direct: bool) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--repeats", type=int, default=5)
-    ap.add_argument("--table", default=results_path("bench_shard_write"), help="markdown file written ('' = print only)")
+    ap.add_argument("--table", default=results_path("bench_shard_write"),
+                    help="markdown file written ('' = print only)")
     args = ap.parse_args()
     rows = np.random.default_rng(0).standard_normal((ROWS, LAYERS, WIDTH)).astype(np.float16)
     ways = {

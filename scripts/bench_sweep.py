@@ -24,10 +24,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from _common import CONLL, REPO, conll_entry, cpu_line, results_path, write_results
-
 import numpy as np
 import torch
+from _common import CONLL, REPO, conll_entry, cpu_line, results_path, write_results
 
 from layercache.experiments import RESULTS, grid, read_results, run_grid, run_sweep
 from layercache.experiments.report import render
@@ -104,7 +103,7 @@ def reference_kernel_ms(repeats: int = 200) -> float:
 def project(costs: dict, head: dict, *, trials: int = 5, eval_points: int = 5) -> dict:
     """Compute time of the full grid from per-step and per-evaluation costs, cached vs live."""
     cached = live = 0.0
-    for fusion, c in head.items():
+    for c in head.values():
         for shots in (8, 16, 32, 64, 128):
             for epochs in (25, 50, 75, 100):
                 steps = -(-shots * 4 // 16) * epochs

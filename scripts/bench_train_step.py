@@ -52,10 +52,10 @@ def einsum_forward(self, hidden, mask):
 
 def worker(fusion: str, variant: str, steps: int, precision: str) -> dict:
     import numpy as np
+    import torch
 
     from layercache.fusions import DWAtt
     from layercache.training.memory import keep_freed_memory
-    import torch
 
     keep_freed_memory()
     if variant == "einsum":

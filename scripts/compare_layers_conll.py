@@ -20,8 +20,18 @@ from __future__ import annotations
 
 import statistics
 
-from _common import args_entry, conll_grid, dev_line, f1_cell, grid_parser, run_conll_grid, runs_of, split_list, \
-    torch_threads, write_results
+from _common import (
+    args_entry,
+    conll_grid,
+    dev_line,
+    f1_cell,
+    grid_parser,
+    run_conll_grid,
+    runs_of,
+    split_list,
+    torch_threads,
+    write_results,
+)
 
 FUSIONS = "concat,dwatt"
 CHOICES = "all,auto:2,auto:3,5-6,4-6"  # all 1..6, nu's best 2 and 3, the top 2 and 3 layers
@@ -94,7 +104,8 @@ def caption(args, model: str | None, *, num_layers: int) -> str:
     return (f"CoNLL-2003 dev, {model} FE, {args.epochs} epochs, lr {args.lr:g}, "
             f"batch {args.batch_size}, {args.eval_points} dev evaluations per run (full dev), "
             f"seeds 0..{args.seeds - 1}. "
-            f"dev F1: best dev F1 x100, mean ± std over seeds (runs); test F1: at the best dev point. layers fused: per seed ({seeds}) "
+            f"dev F1: best dev F1 x100, mean ± std over seeds (runs); test F1: at the best dev point. "
+            f"layers fused: per seed ({seeds}) "
             f"where they differ. s/run: median wall seconds of a run, cache reads included. MB loaded/run: "
             f"mean over seeds of the bytes of hidden states read from the cache for the run (its train sample, "
             f"with all {num_layers} layers for auto:K so they can be ranked, plus dev with the fused layers only), "

@@ -30,7 +30,8 @@ def main():
     ap.add_argument("--epochs", type=int, default=25)
     ap.add_argument("--trials", type=int, default=5)
     ap.add_argument("--dev-sentences", type=int, default=1000)
-    ap.add_argument("--table", default=results_path("compare_precision"), help="markdown file written ('' = print only)")
+    ap.add_argument("--table", default=results_path("compare_precision"),
+                    help="markdown file written ('' = print only)")
     args = ap.parse_args()
 
     entry = conll_entry(args.data)
@@ -48,7 +49,8 @@ def main():
     fp32, bf16 = by_key(runs["fp32"]), by_key(runs["bf16"])
     lines = [f"N={args.shots}, {args.epochs} epochs, {args.trials} trials, dev F1 x 100 on {args.dev_sentences} "
              f"dev sentences", "",
-             "| fusion | fp32 F1 | bf16 F1 | paired diff (mean, max abs) | trial SD (fp32) | ms/step fp32 | ms/step bf16 |",
+             "| fusion | fp32 F1 | bf16 F1 | paired diff (mean, max abs) | trial SD (fp32) | ms/step fp32 "
+             "| ms/step bf16 |",
              "|---|---:|---:|---:|---:|---:|---:|"]
     for fusion in args.fusions.split(","):
         keys = sorted(k for k in fp32 if k[0] == fusion and k in bf16)
@@ -57,7 +59,8 @@ def main():
         diff = [y - x for x, y in zip(a, b)]
         step = {p: statistics.median(r["seconds"]["train"] / r["total_steps"] * 1e3 for k, r in recs.items()
                                      if k in keys) for p, recs in (("fp32", fp32), ("bf16", bf16))}
-        lines.append(f"| {fusion} | {statistics.mean(a):.1f} | {statistics.mean(b):.1f} | {statistics.mean(diff):+.1f}, "
+        lines.append(f"| {fusion} | {statistics.mean(a):.1f} | {statistics.mean(b):.1f} "
+                     f"| {statistics.mean(diff):+.1f}, "
                      f"{max(abs(d) for d in diff):.1f} | {statistics.stdev(a):.1f} | {step['fp32']:.1f} | "
                      f"{step['bf16']:.1f} |")
     text = "\n".join(lines)

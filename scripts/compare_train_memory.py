@@ -46,7 +46,8 @@ def main(argv=None) -> str:
         lines.append(f"| {name} ({trees[name]}) | {statistics.median(m for m, _ in runs):,.0f} MB | "
                      f"{statistics.median(s for _, s in runs):.1f} |")
     text = "\n".join(lines) + "\n"
-    write_results(args.report, text, title="Peak memory of `train-head`: two source trees", script="compare_train_memory",
+    write_results(args.report, text, title="Peak memory of `train-head`: two source trees",
+                  script="compare_train_memory",
                   argv=argv)
     print(text)
     return text

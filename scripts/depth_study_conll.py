@@ -21,13 +21,13 @@ import os
 from collections import defaultdict
 
 import numpy as np
-
 from _common import CONLL, REPO, beside, conll_entry, dev_line, results_path, say, split_list, write_results
 
 from layercache.experiments.report import ci95
 
 MODELS = "all-MiniLM-L6-v2,all-mpnet-base-v2"
-PROTOCOLS = {"layercache": {"lr": None, "layer_score": "scaled"}, "paper": {"lr": 5e-5, "layer_score": "paper"}}  # PAPER_LR
+PROTOCOLS = {"layercache": {"lr": None, "layer_score": "scaled"},
+             "paper": {"lr": 5e-5, "layer_score": "paper"}}  # PAPER_LR
 
 
 def parse_args(argv=None):

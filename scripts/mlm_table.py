@@ -74,7 +74,8 @@ def table(records: dict, heads: list[str], reference: dict, vocab: int) -> str:
         fe = [r for r in records.get("fe", []) if head_of(r) == head]
         ft = [r for r in records.get("ft", []) if head_of(r) == head]
         params = f"{fe[0]['params']:,}" if fe else "-"
-        lines.append(f"| {head} | {cell([r['best_dev_ppl'] for r in fe])} | {cell([r['test_ppl_at_best'] for r in fe])} "
+        lines.append(f"| {head} | {cell([r['best_dev_ppl'] for r in fe])} "
+                     f"| {cell([r['test_ppl_at_best'] for r in fe])} "
                      f"| {cell([r['best_dev_ppl'] for r in ft])} | {cell([r['test_ppl_at_best'] for r in ft])} "
                      f"| {params} |")
     lines.append(f"| reference: backbone + LM head before training (`--epochs 0`) | {reference['best_dev_ppl']:,.1f} "

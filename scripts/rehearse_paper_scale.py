@@ -68,7 +68,6 @@ def write_dataset(dest: Path, data: Path, limits: dict[str, int | None]) -> Path
 def extract_figures(name: str, data: Path, model: Path, env: dict) -> dict:
     from layercache.cache.manage import bytes_on_disk
     from layercache.experiments.find import resolve_entry
-
     from layercache.extract.estimate import estimate
     from layercache.extract.run import ExtractConfig
 
@@ -98,7 +97,7 @@ def speed_figures(model: Path, data: Path, root: Path, env: dict, *, repeats: in
     out = {}
     for precision in ("fp32", "bf16"):
         ext, floor = [], []
-        for r in range(repeats):
+        for _ in range(repeats):
             shutil.rmtree(root, ignore_errors=True)  # every repeat extracts from scratch
             t0 = time.perf_counter()
             extract(ExtractConfig(model=str(model), dataset=str(data), precision=precision, cache_dir=str(root)),
@@ -154,13 +153,16 @@ def tables(fig: dict) -> str:
               "|---|---|---|---:|---:|---:|---:|---:|"]
     for name, rows in fig["train"].items():
         for r in rows:
-            lines.append(f"| {name} | {r['fusion']} | {r['shots']} | {r['train_sentences']:,} | {r['params'] / 1e6:.1f}M | "
+            lines.append(f"| {name} | {r['fusion']} | {r['shots']} | {r['train_sentences']:,} "
+                         f"| {r['params'] / 1e6:.1f}M | "
                          f"{r['ms_per_step']:.0f} | {r['eval_s']:.1f} | {r['peak_mb']:,.0f} MB |")
     lines += ["", "| dataset | 2-worker sweep (concat, dwatt, N = 8) | largest worker peak RSS | parent peak RSS |",
               "|---|---:|---:|---:|"]
     for name, s in fig["sweep"].items():
-        lines.append(f"| {name} | {s['wall_s']:.0f} s | {s['worker_peak_mb']:,.0f} MB | {s['parent_peak_mb']:,.0f} MB |")
-    lines += ["", f"`train-head --model ... --dataset ... --dry-run` (extract's default options ask for an fp32 forward): "
+        lines.append(f"| {name} | {s['wall_s']:.0f} s | {s['worker_peak_mb']:,.0f} MB "
+                     f"| {s['parent_peak_mb']:,.0f} MB |")
+    lines += ["", "`train-head --model ... --dataset ... --dry-run` (extract's default options ask for an fp32 "
+              "forward): "
               f"{' '.join(fig['reuse_log'])}"]
     lines += ["", "Parameter budgets (`train-head --dry-run`, paper Table 2):", "", "```", fig["budget"].strip(), "```"]
     return "\n".join(lines) + "\n"
@@ -186,7 +188,8 @@ def main(argv=None) -> dict:
     data = Path(args.data)
     sets = {"large": write_dataset(out / "data-large", data, {"train": args.train_sentences, "dev": args.eval_sentences,
                                                                   "test": args.eval_sentences}),
-            "small": write_dataset(out / "data-small", data, {s: args.small_sentences for s in ("train", "dev", "test")})}
+            "small": write_dataset(out / "data-small", data,
+                                   {s: args.small_sentences for s in ("train", "dev", "test")})}
     speed_data = write_dataset(out / "data-speed", data, {"train": args.speed_sentences})
     command = ["python", "scripts/rehearse_paper_scale.py", *(sys.argv[1:] if argv is None else argv)]
     fig = {"cpu": cpu_line(), "cores": os.cpu_count(), "command": shlex.join(command)}
@@ -199,7 +202,8 @@ def main(argv=None) -> dict:
     fig["budget"], fig["reuse_log"] = budget["stdout"], budget["stderr"].strip().splitlines()[-1:]
     if len(list_entries(env["LAYERCACHE_HOME"], sizes=False)) != before:
         raise SystemExit("rehearsal: train --model/--dataset wrote a second entry")
-    fig["train"] = {"large": train_figures(entries["large"], env, out / "runs-large", fusions=("concat", "dwatt", "extra"),
+    fig["train"] = {"large": train_figures(entries["large"], env, out / "runs-large",
+                                           fusions=("concat", "dwatt", "extra"),
                                            shots=("8", "128", "all")),
                     "small": train_figures(entries["small"], env, out / "runs-small", fusions=("concat",),
                                            shots=("8", "all"))}

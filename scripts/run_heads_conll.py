@@ -21,8 +21,18 @@ from __future__ import annotations
 
 import statistics
 
-from _common import args_entry, conll_grid, dev_line, f1_cell, grid_parser, run_conll_grid, runs_of, split_list, \
-    torch_threads, write_results
+from _common import (
+    args_entry,
+    conll_grid,
+    dev_line,
+    f1_cell,
+    grid_parser,
+    run_conll_grid,
+    runs_of,
+    split_list,
+    torch_threads,
+    write_results,
+)
 
 FUSIONS = "base,concat,dwatt,extra,scalarmix"
 

@@ -1,6 +1,7 @@
 """A screenshot of the page `layercache serve` shows, taken in headless Chromium.
 
-    python scripts/screenshot_serve_page.py --cache-dir ROOT --runs runs/sweep [--out docs/results/screenshot_serve_page.png]
+    python scripts/screenshot_serve_page.py --cache-dir ROOT --runs runs/sweep \
+        [--out docs/results/screenshot_serve_page.png]
 
 The server runs inside this script on a free port of 127.0.0.1 (`serve.threaded`), over ROOT and
 the run folders given; the whole page, not only its first screen, goes to --out. The browser is

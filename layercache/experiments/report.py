@@ -15,7 +15,6 @@ from collections import defaultdict
 from typing import NamedTuple
 
 import numpy as np
-
 from matplotlib.ticker import FuncFormatter
 
 from ..fusions.config import FusionConfig
@@ -106,7 +105,8 @@ def table(records) -> str:
     'mean ± 95% CI (n)' in F1 points (MLM: perplexities)."""
     groups = by_cell(records)
     m = metric_of(records)
-    lines = [f"| fusion | N | epochs | lr (best on dev) | dev {m.name} | test {m.name} |", "|---|---:|---:|---:|---:|---:|"]
+    lines = [f"| fusion | N | epochs | lr (best on dev) | dev {m.name} | test {m.name} |",
+             "|---|---:|---:|---:|---:|---:|"]
     for key in sorted(groups, key=lambda k: (k[0], k[1] or 10**9, k[2])):
         lr, runs = best_lr(groups[key])
         n_lrs = len({lr_of(r) for r in groups[key]})
@@ -171,7 +171,8 @@ def plot_f1_vs_step(records, path: str, *, shots: list[int], epochs: int | None 
                 continue
             steps = [e["step"] for e in runs[0]["evals"]]
             curves = np.array([[e[m.step] for e in r["evals"]] for r in runs if len(r["evals"]) == len(steps)])
-            ax.plot(steps, m.scale * curves.mean(0), marker="o", markersize=2, linewidth=1.2, label=fusion, color=f"C{i}")
+            ax.plot(steps, m.scale * curves.mean(0), marker="o", markersize=2, linewidth=1.2, label=fusion,
+                    color=f"C{i}")
         _style(ax, title=f"N = {n}, {cap} epochs", xlabel="step")
     return _save(fig, axes, path, ylabel=f"dev {m.name}", title=title)
 
@@ -213,16 +214,18 @@ def plot_layers_used(records, path: str, *, nu: list | None = None, title: str =
         grid[row, [layers.index(x) for x in ids]] = share
     rows = 2 if nu else 1
     fig, axes = plt.subplots(rows, 1, figsize=(1.0 + 0.5 * len(layers), 1.2 + 0.35 * len(usage) + 1.6 * (rows - 1)),
-                             dpi=100, squeeze=False, sharex=True, gridspec_kw={"height_ratios": [len(usage) + 1, 2][:rows]})
+                             dpi=100, squeeze=False, sharex=True,
+                             gridspec_kw={"height_ratios": [len(usage) + 1, 2][:rows]})
     ax = axes[0][0]
     ax.imshow(grid, aspect="auto", cmap="viridis", vmin=0, extent=(-0.5, len(layers) - 0.5, len(usage) - 0.5, -0.5))
     for (i, j), v in np.ndenumerate(grid):
         if np.isfinite(v):
-            ax.text(j, i, f"{v:.2f}", ha="center", va="center", fontsize=6, color="w" if v < grid[np.isfinite(grid)].max() / 2 else "k")
+            dark = v < grid[np.isfinite(grid)].max() / 2
+            ax.text(j, i, f"{v:.2f}", ha="center", va="center", fontsize=6, color="w" if dark else "k")
     ax.set_yticks(range(len(usage)), list(usage), fontsize=7)
     ax.set_title(title + ("\n" if title else "") + "share of each layer in the trained head", fontsize=8)
     if nu:
-        scored = {int(l): v for l, v in nu if v is not None and np.isfinite(v)}
+        scored = {int(layer): v for layer, v in nu if v is not None and np.isfinite(v)}
         xs = [i for i, x in enumerate(layers) if x in scored]
         axes[1][0].plot(xs, [scored[layers[i]] for i in xs], marker="o", markersize=3)
         axes[1][0].set_yscale("log")

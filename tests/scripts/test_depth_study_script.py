@@ -8,12 +8,14 @@ def test_depth_study_on_two_depths(tiny_conll_dir, tiny_bert_dir, tiny_roberta_d
     script = load_script("depth_study_conll")
     argv = ["--data", str(tiny_conll_dir), "--models", f"{tiny_bert_dir},{tiny_roberta_dir}", "--shots", "2",
             "--seeds", "2", "--epochs", "1", "--top-k", "1", "--workers", "0", "--dev-sentences", "0",
-            "--fusions", "base,concat,dwatt", "--out", str(tmp_path / "runs"), "--table", str(tmp_path / "docs" / "depth.md")]
+            "--fusions", "base,concat,dwatt", "--out", str(tmp_path / "runs"),
+            "--table", str(tmp_path / "docs" / "depth.md")]
     text = script.main(argv)
     rows = [line for line in text.splitlines() if line.startswith(f"| {tiny_bert_dir} (L=2) |")]
     heads = {(r.split("|")[2].strip(), r.split("|")[3].strip()) for r in rows}
     assert heads == {("layercache", "base"), ("layercache", "concat"), ("layercache", "dwatt (scaled)"),
-                     ("layercache", "dwatt (paper)"), ("paper", "base"), ("paper", "concat"), ("paper", "dwatt (paper)")}
+                     ("layercache", "dwatt (paper)"), ("paper", "base"), ("paper", "concat"),
+                     ("paper", "dwatt (paper)")}
     concat = next(r for r in rows if "| layercache | concat |" in r)
     assert concat.split("|")[7].strip() != "-" and "(2)" in concat  # a gain over base, two seeds
     assert any(line.startswith(f"| {tiny_roberta_dir} | dwatt | 2 | auto:1 |") for line in text.splitlines())
