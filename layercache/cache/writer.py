@@ -77,7 +77,7 @@ class SplitWriter:
 
     @classmethod
     def open(cls, entry_path: str, entry_attrs: dict, split: str, plan: SplitPlan, *,
-             create: bool = True) -> "SplitWriter":
+             create: bool = True) -> SplitWriter:
         """Resume the split if it was started with the same plan, else (re)create it empty.
         With create=False (ranks other than 0) the split must already be there with this plan."""
         root = _open_root(entry_path, entry_attrs)

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from conftest import split_arrays
+
 from layercache.cache.writer import WRITES_ENV
 from layercache.extract.run import ExtractConfig, extract
 
