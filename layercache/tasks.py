@@ -78,7 +78,7 @@ def task_of(source) -> Task:
     elif isinstance(source, dict) or hasattr(source, "get"):
         name = source.get("task")
     else:
-        name = getattr(source, "task")
+        name = source.task
     name = DEFAULT_TASK if name is None else name
     if name not in TASKS:
         raise LayercacheError(f"--task {name!r} is not one of {', '.join(TASKS)}")

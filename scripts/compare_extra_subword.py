@@ -27,8 +27,18 @@ import argparse
 import os
 import statistics
 
-from _common import RESULTS, conll_grid, f1_cell, grid_parser, run_conll_grid, runs_of, say, split_list, \
-    torch_threads, write_results
+from _common import (
+    RESULTS,
+    conll_grid,
+    f1_cell,
+    grid_parser,
+    run_conll_grid,
+    runs_of,
+    say,
+    split_list,
+    torch_threads,
+    write_results,
+)
 
 from layercache.training import TrainConfig
 from layercache.training.config import default_lr

@@ -28,8 +28,17 @@ import statistics
 import sys
 from pathlib import Path
 
-from _common import REPO, args_entry, conll_grid, f1_cell, grid_parser, run_conll_grid, runs_of, split_list, \
-    torch_threads
+from _common import (
+    REPO,
+    args_entry,
+    conll_grid,
+    f1_cell,
+    grid_parser,
+    run_conll_grid,
+    runs_of,
+    split_list,
+    torch_threads,
+)
 
 from layercache.training import TrainConfig
 from layercache.training.config import default_lr

@@ -94,7 +94,7 @@ def render(paths: list[str]) -> str:
 
 
 def _words_per_s(report: list[str], split: str) -> str:
-    line = next((l for l in report if l.split()[:1] == [split]), "")
+    line = next((text for text in report if text.split()[:1] == [split]), "")
     found = re.search(r"([\d,]+) words/s", line)
     return found.group(1) if found else "-"
 

@@ -31,17 +31,23 @@ def _sentence(rng: random.Random) -> tuple[list[str], list[str]]:
     for _ in range(rng.randint(3, 12)):
         r = rng.random()
         if r < 0.15:
-            words.append(rng.choice(PEOPLE).title()); tags.append("B-PER")
+            words.append(rng.choice(PEOPLE).title())
+            tags.append("B-PER")
             if rng.random() < 0.3:
-                words.append(rng.choice(PEOPLE).title() + "son"); tags.append("I-PER")
+                words.append(rng.choice(PEOPLE).title() + "son")
+                tags.append("I-PER")
         elif r < 0.27:
-            words.append(rng.choice(PLACES).title()); tags.append("B-LOC")
+            words.append(rng.choice(PLACES).title())
+            tags.append("B-LOC")
         elif r < 0.35:
-            words.append(rng.choice(ORGS).title()); tags.append("B-ORG")
+            words.append(rng.choice(ORGS).title())
+            tags.append("B-ORG")
             if rng.random() < 0.4:
-                words.append("Inc"); tags.append("I-ORG")
+                words.append("Inc")
+                tags.append("I-ORG")
         else:
-            words.append(rng.choice(FILLER)); tags.append("O")
+            words.append(rng.choice(FILLER))
+            tags.append("O")
     return words, tags
 
 

@@ -15,8 +15,8 @@ import zarr
 
 from ..errors import LayercacheError
 from ..tasks import DEFAULT_TASK
-from .usage import mark_read
 from .store import bfloat16_to_float32, open_group, require_complete
+from .usage import mark_read
 
 
 class MetaViews:
@@ -70,7 +70,7 @@ class CacheEntry(MetaViews):
         require_complete(group, f"the lm group of {self.path}")
         return {name: arr[:] for name, arr in group.arrays()}
 
-    def split(self, name: str) -> "CacheSplit":
+    def split(self, name: str) -> CacheSplit:
         if name not in self.group:
             raise LayercacheError(f"split {name!r} is not in {self.path}; it has {self.splits}")
         return CacheSplit(self, name)

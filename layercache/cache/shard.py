@@ -29,7 +29,7 @@ PAGE = 4096  # O_DIRECT wants buffers, offsets and lengths in whole pages
 PLAIN = [{"name": "bytes", "configuration": {"endian": "little"}}, {"name": "crc32c"}]
 
 
-def shard_files(array) -> "ShardFiles | None":
+def shard_files(array) -> ShardFiles | None:
     """A `ShardFiles` for ``array`` when it has the cache's layout on a local store, else None."""
     layout = _layout(array)
     return None if layout is None else ShardFiles(array, shard_rows=layout[0], inner_rows=layout[1])
@@ -136,16 +136,16 @@ def encode_shard(rows: np.ndarray, out: np.ndarray, *, shard_rows: int, inner_ro
     rows = rows.astype(rows.dtype.newbyteorder("<"), copy=False)
     grid = (shard_rows // inner_rows, layers, 1)
     chunk_bytes = inner_rows * d * rows.dtype.itemsize
-    stored = [(r, l) for r, l, _ in _chunk_order(grid) if r * inner_rows < n]  # chunks past the rows: absent
+    stored = [(r, layer) for r, layer, _ in _chunk_order(grid) if r * inner_rows < n]  # chunks past the rows: absent
     index = np.full(grid + (2,), EMPTY, dtype="<u8")
     pos = 0
-    for r, l in stored:
+    for r, layer in stored:
         chunk = out[pos:pos + chunk_bytes].view(rows.dtype).reshape(inner_rows, d)
-        part = rows[r * inner_rows:(r + 1) * inner_rows, l]  # [<= inner_rows, d]
+        part = rows[r * inner_rows:(r + 1) * inner_rows, layer]  # [<= inner_rows, d]
         chunk[:len(part)] = part
         chunk[len(part):] = fill
         _put_crc(out, pos, chunk_bytes)
-        index[r, l, 0] = (pos, chunk_bytes + 4)
+        index[r, layer, 0] = (pos, chunk_bytes + 4)
         pos += chunk_bytes + 4
     out[pos:pos + index.nbytes] = index.reshape(-1).view(np.uint8)
     _put_crc(out, pos, index.nbytes)

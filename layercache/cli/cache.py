@@ -10,14 +10,22 @@ import time
 
 import click
 
-from .errors import friendly_errors, human_bytes
-from .options import cache_dir_option, quiet_option
-from ..cache.layout import cache_root
 from ..cache.gc import collect, last_used, parse_size
-from ..cache.manage import (bytes_on_disk, differences, entry_status, list_entries, options_label, remove, variants,
-                            verify)
+from ..cache.layout import cache_root
+from ..cache.manage import (
+    bytes_on_disk,
+    differences,
+    entry_status,
+    list_entries,
+    options_label,
+    remove,
+    variants,
+    verify,
+)
 from ..cache.store import open_group
 from ..tasks import task_of
+from .errors import friendly_errors, human_bytes
+from .options import cache_dir_option, quiet_option
 
 
 @click.command("ls")

@@ -8,12 +8,12 @@ from pathlib import Path
 
 import click
 
-from .errors import friendly_errors, human_bytes
-from .options import cache_dir_option, default_of, device_option, masking_options, quiet_option, task_option
 from ..errors import LayercacheError
 from ..extract.estimate import Estimate, estimate
 from ..extract.run import DTYPES, GRANULARITIES, POOLINGS, ExtractConfig, extract
 from ..tasks import task_of
+from .errors import friendly_errors, human_bytes
+from .options import cache_dir_option, default_of, device_option, masking_options, quiet_option, task_option
 
 POLL_SECONDS = 0.5  # --server: how often the job's progress is read back
 

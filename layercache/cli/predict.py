@@ -14,6 +14,7 @@ from ..tasks import task_of
 from .errors import friendly_errors
 from .options import default_of
 
+
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--head", "--checkpoint", "checkpoint", required=True,
               help="Head checkpoint (.safetensors/.json or their stem).")

@@ -44,8 +44,8 @@ def _ranks(scores: list[tuple[int, float]]) -> dict[int, int]:
 @friendly_errors
 def main(cache, model, dataset, cache_dir, split, shots, seed, max_per_class, layers, top, out, quiet):
     """Rank the cached layers by variability nu = tr(Sigma_w Sigma_b^+)/C (lower = better)."""
-    from ..layers import parse_layers, pick_layers
     from ..experiments.plots import plot_scores
+    from ..layers import parse_layers, pick_layers
     from ..training.sampling import entity_types, few_shot_sample
 
     entry = resolve(cache, model, dataset, cache_dir, quiet=quiet)
@@ -80,7 +80,7 @@ def main(cache, model, dataset, cache_dir, split, shots, seed, max_per_class, la
     os.makedirs(out, exist_ok=True)
     record = {
         "command": "rank-layers",
-        "scores": [{"layer": l, "nu": nu if np.isfinite(nu) else None, "rank": ranks[l]} for l, nu in scores],
+        "scores": [{"layer": layer, "nu": nu if np.isfinite(nu) else None, "rank": ranks[layer]} for layer, nu in scores],
         "best": best,
         "params": {"split": split, "shots": shots, "seed": seed, "max_per_class": max_per_class,
                    "layers": layers, "layer_spec": spec_text, "top": top},

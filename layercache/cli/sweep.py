@@ -14,8 +14,21 @@ from ..fusions.registry import FUSIONS
 from ..tasks import task_of
 from ..training.config import TrainConfig
 from .errors import friendly_errors
-from .options import (apply_protocol, cache_options, default_of, extract_options, layers_option, masking_options,
-                      parse_list, parse_shots, protocol_option, quiet_option, resolve, say, task_option)
+from .options import (
+    apply_protocol,
+    cache_options,
+    default_of,
+    extract_options,
+    layers_option,
+    masking_options,
+    parse_list,
+    parse_shots,
+    protocol_option,
+    quiet_option,
+    resolve,
+    say,
+    task_option,
+)
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
@@ -105,7 +118,7 @@ def _save_layer_scores(entry, layers: str | None, out: str) -> None:
     spec = parse_layers(layers, num_layers=entry.num_layers)
     scores = score_layers(entry.split("train"), layers=list(spec.candidates))
     with open(os.path.join(out, "layer_scores.json"), "w", encoding="utf-8") as f:
-        json.dump([[int(l), nu if math.isfinite(nu) else None] for l, nu in scores], f)
+        json.dump([[int(layer), nu if math.isfinite(nu) else None] for layer, nu in scores], f)
 
 
 def _layer_scores(out: str) -> list | None:

@@ -14,13 +14,26 @@ import click
 from ..display import f1_points
 from ..fusions.registry import FUSIONS
 from ..tasks import task_of
+from ..training.config import FE_LR, FE_LR_BY_FUSION, PAPER_LR, PRECISIONS, TrainConfig, default_extra_layers
 from ..training.diagnostics import describe
 from ..training.runtime import resolve_precision
-from ..training.config import FE_LR, FE_LR_BY_FUSION, PAPER_LR, PRECISIONS, TrainConfig, default_extra_layers
 from .errors import friendly_errors
-from .options import (apply_protocol, cache_options, default_of, device_option, extract_options, layer_score_option,
-                      layers_option, masking_options, parse_shots, protocol_option, quiet_option, resolve, say,
-                      task_option)
+from .options import (
+    apply_protocol,
+    cache_options,
+    default_of,
+    device_option,
+    extract_options,
+    layer_score_option,
+    layers_option,
+    masking_options,
+    parse_shots,
+    protocol_option,
+    quiet_option,
+    resolve,
+    say,
+    task_option,
+)
 
 
 def run_name(config: TrainConfig) -> str:

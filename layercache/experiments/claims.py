@@ -62,7 +62,7 @@ class Claims:
         path = self._path(run_id)
         return run_id not in self.mine and os.path.exists(path) and not self._is_stale(path)
 
-    def start(self) -> "Claims":
+    def start(self) -> Claims:
         threading.Thread(target=self._beat, daemon=True, name="layercache-claims").start()
         return self
 

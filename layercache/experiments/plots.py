@@ -6,7 +6,7 @@ import math
 import numbers
 import os
 import textwrap
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 import matplotlib
 
@@ -21,7 +21,7 @@ __all__ = ["plot_scores"]
 
 def _finite(scores: Scores) -> tuple[list[int], list[float]]:
     """inf (class means coincide) and non-positive values have no place on a log axis: dropped."""
-    pts = [(int(l), float(v)) for l, v in scores if v is not None and math.isfinite(v) and v > 0]
+    pts = [(int(layer), float(v)) for layer, v in scores if v is not None and math.isfinite(v) and v > 0]
     return [p[0] for p in pts], [p[1] for p in pts]
 
 

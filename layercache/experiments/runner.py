@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from itertools import product
-from typing import Callable, Iterable
 
 from ..display import f1_points
 from ..training.config import TrainConfig
@@ -157,8 +157,8 @@ def _in_process(job: _Job, todo, queue):
 
 
 def _local_results(job: _Job, todo, queue, workers: int):
-    from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
     import multiprocessing
+    from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 
     threads = max(1, (os.cpu_count() or 1) // workers)
     context = multiprocessing.get_context("spawn")  # no fork after torch threads: portable and safe

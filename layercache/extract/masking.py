@@ -46,7 +46,7 @@ class MaskVocab:
     special_ids: tuple[int, ...]
 
     @classmethod
-    def of(cls, tokenizer) -> "MaskVocab":
+    def of(cls, tokenizer) -> MaskVocab:
         if tokenizer.mask_token_id is None:
             raise LayercacheError(f"tokenizer {type(tokenizer).__name__} has no mask token; masked language "
                                   "modelling needs one")

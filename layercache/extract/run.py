@@ -24,19 +24,19 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..versions import versions
-from ..cache.lock import EntryLock
 from ..cache.layout import cache_root, entry_key, entry_path
+from ..cache.lock import EntryLock
 from ..cache.manage import bytes_on_disk
 from ..cache.store import exists, open_group
 from ..cache.writer import SplitPlan, SplitWriter, write_entry_arrays
 from ..errors import LayercacheError
 from ..tasks import DEFAULT_TASK, TASKS, Task, task_of
+from ..versions import versions
 from .datasets import NerDataset, load_dataset
+from .distributed import Ranks
 from .masking import IGNORE, MaskedBlocks, MaskingSpec, MaskVocab, content_size, masked_split
 from .models import ModelInfo, load_config, load_model, load_tokenizer, model_info
 from .text import TextCorpus, load_text
-from .distributed import Ranks
 from .tokenize import Tokenized, special_tokens, subword_rows, tokenize_words
 
 GRANULARITIES = ("word", "subword")

@@ -46,7 +46,7 @@ class LiveSplit(LiveStates):
     backbone: object = field(repr=False)
     _memo: dict = field(default_factory=dict, repr=False)
 
-    def select(self, positions) -> "LiveSplit":
+    def select(self, positions) -> LiveSplit:
         positions = np.asarray(positions, dtype=np.int64)
         lengths = self.lengths[positions]
         rows = self.rows_of(positions)
@@ -54,7 +54,7 @@ class LiveSplit(LiveStates):
                          np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64), self.layers,
                          self.sentence_ids[positions], self.backbone)
 
-    def take_layers(self, layers) -> "LiveSplit":
+    def take_layers(self, layers) -> LiveSplit:
         return LiveSplit(self.name, self.words, self.labels, self.offsets, tuple(int(x) for x in layers),
                          self.sentence_ids, self.backbone, self._memo)
 

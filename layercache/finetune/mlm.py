@@ -33,14 +33,14 @@ class LiveBlocks(LiveStates):
     remask: tuple | None = None  # train: (MaskVocab, probability), masks redrawn each epoch; None = fixed
     _memo: dict = field(default_factory=dict, repr=False)
 
-    def select(self, positions) -> "LiveBlocks":
+    def select(self, positions) -> LiveBlocks:
         positions = np.asarray(positions, dtype=np.int64)
         rows = self.rows_of(positions)
         offsets = np.concatenate([[0], np.cumsum(self.lengths[positions])]).astype(np.int64)
         return LiveBlocks(self.name, self.ids[rows], self.inputs[rows], self.labels[rows], offsets, self.layers,
                           self.sentence_ids[positions], self.backbone, self.remask)
 
-    def take_layers(self, layers) -> "LiveBlocks":
+    def take_layers(self, layers) -> LiveBlocks:
         return LiveBlocks(self.name, self.ids, self.inputs, self.labels, self.offsets, tuple(int(x) for x in layers),
                           self.sentence_ids, self.backbone, self.remask, self._memo)
 

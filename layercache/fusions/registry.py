@@ -3,8 +3,8 @@
 from layercache.errors import LayercacheError
 
 from .base import Base
-from .config import FusionConfig
 from .concat import Concat
+from .config import FusionConfig
 from .dwatt import DWAtt
 from .extra import ExtraLayers
 from .scalarmix import ScalarMix

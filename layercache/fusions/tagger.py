@@ -4,6 +4,7 @@ import torch
 from torch import Tensor, nn
 
 from layercache.errors import LayercacheError
+
 from .config import FusionConfig
 from .dropout import Dropout
 from .registry import FUSIONS, build_fusion

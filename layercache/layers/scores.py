@@ -7,7 +7,7 @@ per-class token subsample is applied to every layer, and only that layer's [rows
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -35,7 +35,7 @@ def score_layers(
     n_stored = split.entry.num_layers + 1
     layers = list(range(n_stored)) if layers is None else [int(x) for x in layers]
     if not layers:
-        raise LayercacheError("no layers to score; name at least one of 0..{}".format(n_stored - 1))
+        raise LayercacheError(f"no layers to score; name at least one of 0..{n_stored - 1}")
     bad = [x for x in layers if not 0 <= x < n_stored]
     if bad:
         raise LayercacheError(f"layers {bad} out of range: {split.entry.path} stores layers 0..{n_stored - 1}")

@@ -20,7 +20,7 @@ computed from the centered class data projected on the r directions: no d x d ma
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 

@@ -31,7 +31,7 @@ class BackgroundServer:
         self._thread = threading.Thread(target=self._server.run, name="layercache-serve", daemon=True)
         self.host, self.port, self.url = host, None, None
 
-    def start(self) -> "BackgroundServer":
+    def start(self) -> BackgroundServer:
         self._thread.start()
         deadline = time.monotonic() + START_SECONDS
         while not self._server.started:
@@ -50,7 +50,7 @@ class BackgroundServer:
             self._server.force_exit = True
             self._thread.join(timeout=STOP_SECONDS)
 
-    def __enter__(self) -> "BackgroundServer":
+    def __enter__(self) -> BackgroundServer:
         return self.start()
 
     def __exit__(self, *exc) -> None:

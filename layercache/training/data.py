@@ -12,8 +12,9 @@ Layer ids are the cache's (0 = embedding output, 1..L = the transformer layers, 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Protocol, Sequence
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
@@ -24,6 +25,9 @@ from ..tasks import task_of
 from . import budget
 from .sampling import entity_types, few_shot_sample, shot_size
 
+if TYPE_CHECKING:  # torch is imported where batches are built, not to read a cache
+    import torch
+
 IGNORE = -100  # label of padding and of non-first subwords: no loss, not evaluated
 
 
@@ -33,12 +37,12 @@ IGNORE = -100  # label of padding and of non-first subwords: no loss, not evalua
 
 @dataclass(frozen=True)
 class Batch:
-    hidden: "torch.Tensor"  # [B, T, L, d] float32
-    mask: "torch.Tensor"  # [B, T] bool, True = real row
-    labels: "torch.Tensor"  # [B, T] int64, IGNORE at padding
+    hidden: torch.Tensor  # [B, T, L, d] float32
+    mask: torch.Tensor  # [B, T] bool, True = real row
+    labels: torch.Tensor  # [B, T] int64, IGNORE at padding
     # Packed batches only (B = 1): the row count of each sentence, back to back from row 0; the
     # rows after them are padding. Heads that attend across a sentence need it.
-    lengths: "torch.Tensor | None" = None
+    lengths: torch.Tensor | None = None
 
 
 class Sentences:
@@ -131,9 +135,9 @@ class Split(Protocol):
     n_words: int
     row_bytes: int
 
-    def select(self, positions) -> "Split": ...
+    def select(self, positions) -> Split: ...
     def begin_epoch(self, epoch: int, *, seed: int) -> None: ...
-    def take_layers(self, layers: Sequence[int]) -> "Split": ...
+    def take_layers(self, layers: Sequence[int]) -> Split: ...
     def batch(self, positions, *, device, packed: bool = False, multiple: int = 1) -> Batch: ...
     def eval_groups(self, batch_size: int) -> list[np.ndarray]: ...
     def epoch_order(self, generator) -> np.ndarray: ...
@@ -154,7 +158,7 @@ class SplitArrays(Sentences):
     _memo: dict = field(default_factory=dict, repr=False)  # built once: tensors per device, true entities
     _last_view: tuple = field(default=(), repr=False)  # (layers, SplitArrays): a sweep's runs share it
 
-    def select(self, positions: np.ndarray) -> "SplitArrays":
+    def select(self, positions: np.ndarray) -> SplitArrays:
         """The sentences at ``positions`` (0..n-1 of this object), in that order, copied."""
         positions = np.asarray(positions, dtype=np.int64)
         if len(positions) == self.n_sentences and np.array_equal(positions, np.arange(self.n_sentences)):
@@ -165,7 +169,7 @@ class SplitArrays(Sentences):
         return SplitArrays(self.name, self.hidden[rows], self.labels[rows], offsets, self.layers,
                            self.sentence_ids[positions], None if self.starts is None else self.starts[positions])
 
-    def take_layers(self, layers: Sequence[int]) -> "SplitArrays":
+    def take_layers(self, layers: Sequence[int]) -> SplitArrays:
         """Only the given cache layers (which must be held), in the order given."""
         def build(layers):
             index = [self.layers.index(x) for x in layers]

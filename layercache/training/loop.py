@@ -118,12 +118,12 @@ class Run:
     def eval_batch_size(self) -> int:
         return max(64, 4 * self.config.batch_size)
 
-    def result(self, book: "Book", *, seconds: float, keep_tagger: bool, usage: dict | None) -> RunResult:
+    def result(self, book: Book, *, seconds: float, keep_tagger: bool, usage: dict | None) -> RunResult:
         meta = self.data.meta
         return RunResult(
             config=self.config.record(), cache_key=meta.get("key"), cache_path=self.data.path,
             model=meta.get("model"), dataset=meta.get("dataset"), layers=[int(x) for x in self.layers],
-            layer_scores=None if self.scores is None else [[int(l), float(nu)] for l, nu in self.scores],
+            layer_scores=None if self.scores is None else [[int(layer), float(nu)] for layer, nu in self.scores],
             n_train_sentences=int(self.train.n_sentences), n_train_words=self.train.n_words,
             sample_fingerprint=hashlib.sha1(np.asarray(self.ids, dtype=np.int64).tobytes()).hexdigest()[:16],
             params=count_parameters(self.tagger), steps_per_epoch=self.steps_per_epoch,

@@ -70,7 +70,7 @@ def _cpu_model_and_flags() -> str:
     except OSError:  # not Linux: the processor name alone
         return ""
     wanted = ("model name", "flags")
-    return "|".join(next((l for l in lines if l.startswith(w)), "") for w in wanted)
+    return "|".join(next((text for text in lines if text.startswith(w)), "") for w in wanted)
 
 
 def _local_root(root: str | None) -> str:

@@ -15,8 +15,8 @@ seeded random order and shuffles sentences within each window of ``SHUFFLE_WINDO
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Sequence
 
 import numpy as np
 
@@ -60,7 +60,7 @@ class StreamedSplit(Sentences):
     def row_bytes(self) -> int:
         return len(self.layers) * self.source.dim * 4
 
-    def select(self, positions) -> "StreamedSplit":
+    def select(self, positions) -> StreamedSplit:
         """The sentences at ``positions``, still streamed (nothing is read)."""
         positions = np.asarray(positions, dtype=np.int64)
         if np.array_equal(positions, np.arange(self.n_sentences)):
@@ -77,7 +77,7 @@ class StreamedSplit(Sentences):
         held = _load_split(self.source, sentences=ids[by_id], layers=self.layers)  # one read, in cache order
         return held.select(np.argsort(by_id, kind="stable"))
 
-    def take_layers(self, layers: Sequence[int]) -> "StreamedSplit":
+    def take_layers(self, layers: Sequence[int]) -> StreamedSplit:
         """Only the given cache layers (of those this split was opened with), in the order given."""
         return self._layer_view(layers, lambda layers: StreamedSplit(
             self.name, self.source, self.labels, self.offsets, layers, self.sentence_ids, self.starts,

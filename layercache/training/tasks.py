@@ -17,9 +17,9 @@ import math
 import torch
 import torch.nn.functional as F
 
+from .. import tasks
 from ..display import f1_points
 from ..errors import LayercacheError
-from .. import tasks
 from ..tasks import task_of
 from .config import TrainConfig, masked_lm_kwargs, tagger_kwargs
 from .data import IGNORE

@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from layercache.cli.main import main
 from layercache.cache.manage import latest_complete, list_entries, verify
 from layercache.cache.reader import open_entry
+from layercache.cli.main import main
 from layercache.errors import LayercacheError
 
 

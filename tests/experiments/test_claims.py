@@ -5,8 +5,6 @@ from __future__ import annotations
 import os
 import time
 
-import pytest
-
 from layercache.experiments.claims import Claims
 
 

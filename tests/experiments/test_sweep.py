@@ -14,9 +14,9 @@ import time
 import pytest
 from click.testing import CliRunner
 
+from layercache.cli.sweep import main
 from layercache.experiments.report import ci95, table
 from layercache.experiments.results import RESULTS, read_results
-from layercache.cli.sweep import main
 
 GRID = ["--fusions", "base,concat", "--shots", "2,4", "--epochs", "20,30", "--trials", "2", "--eval-points", "2",
         "--workers", "1"]

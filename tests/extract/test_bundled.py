@@ -375,9 +375,8 @@ def tiny_mpnet_dir(tmp_path_factory) -> Path:
     import string
 
     import torch
-    from transformers import MPNetConfig, MPNetModel, MPNetTokenizer
-
     from conftest import FILLER, ORGS, PEOPLE, PLACES
+    from transformers import MPNetConfig, MPNetModel, MPNetTokenizer
 
     d = tmp_path_factory.mktemp("tiny_mpnet")
     chars = string.ascii_lowercase + string.digits

@@ -11,8 +11,8 @@ import zarr
 from click.testing import CliRunner
 
 from layercache.cache.reader import open_entry
-from layercache.errors import IncompleteEntryError
 from layercache.cli.extract import main
+from layercache.errors import IncompleteEntryError
 
 
 def test_disk_full_mid_write_then_resume(tiny_bert_dir, tiny_conll_dir, tmp_path, monkeypatch):

@@ -7,8 +7,15 @@ import pytest
 from transformers import AutoTokenizer
 
 from layercache.errors import LayercacheError
-from layercache.extract.masking import (IGNORE, MaskingSpec, MaskVocab, make_blocks, mask_tokens, masked_split,
-                                        split_seed)
+from layercache.extract.masking import (
+    IGNORE,
+    MaskingSpec,
+    MaskVocab,
+    make_blocks,
+    mask_tokens,
+    masked_split,
+    split_seed,
+)
 
 VOCAB = MaskVocab(mask_id=4, vocab_size=1000, special_ids=(0, 1, 2, 3, 4))
 

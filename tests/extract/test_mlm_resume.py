@@ -13,11 +13,11 @@ import time
 import numpy as np
 import pytest
 import zarr
+from conftest import units_done
 
 from layercache.cache.reader import open_entry
 from layercache.errors import IncompleteEntryError
 from layercache.extract.run import ExtractConfig, extract
-from conftest import units_done
 
 CHILD = textwrap.dedent(
     """

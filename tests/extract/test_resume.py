@@ -12,11 +12,11 @@ import time
 
 import numpy as np
 import pytest
+from conftest import split_arrays, units_done
 
 from layercache.cache.reader import open_entry
 from layercache.errors import IncompleteEntryError
 from layercache.extract.run import ExtractConfig, extract
-from conftest import split_arrays, units_done
 
 pytestmark = pytest.mark.slow  # starts extraction processes
 

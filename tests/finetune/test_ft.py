@@ -12,10 +12,10 @@ from click.testing import CliRunner
 
 from layercache.cache.reader import open_entry
 from layercache.errors import LayercacheError
-from layercache.training.data import load_data
 from layercache.finetune.data import live_data
 from layercache.finetune.live import load_live_backbone
 from layercache.training import TrainConfig, train_head
+from layercache.training.data import load_data
 
 FT = dict(fusion="concat", shots=2, epochs=2, seed=0, lr=1e-3, mode="ft", eval_points=1)
 

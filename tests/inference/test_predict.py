@@ -11,11 +11,11 @@ import torch
 from click.testing import CliRunner
 
 from layercache.cache.reader import open_entry
-from layercache.training.checkpoint import save_checkpoint
-from layercache.training.data import load_data
 from layercache.cli.predict import main
 from layercache.inference import entities, split_words
 from layercache.training import TrainConfig, train_head
+from layercache.training.checkpoint import save_checkpoint
+from layercache.training.data import load_data
 from layercache.training.evaluation import predict_tags as predict
 
 

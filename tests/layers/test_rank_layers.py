@@ -11,11 +11,10 @@ import pytest
 from click.testing import CliRunner
 
 from layercache.cache.reader import open_entry
-from layercache.errors import LayercacheError
 from layercache.cli.rank import main
 from layercache.layers.scores import score_layers
-from layercache.training.sampling import entity_types
 from layercache.layers.variability import rank_layers
+from layercache.training.sampling import entity_types
 
 
 def test_score_layers_equals_rank_layers_on_loaded_array(tiny_cache):
@@ -24,7 +23,7 @@ def test_score_layers_equals_rank_layers_on_loaded_array(tiny_cache):
     assert hidden.shape[1] == 3
     expected = rank_layers(hidden, split.labels, layer_ids=[0, 1, 2], max_per_class=40, seed=3)
     got = score_layers(split, max_per_class=40, seed=3)
-    assert [l for l, _ in got] == [0, 1, 2]
+    assert [layer for layer, _ in got] == [0, 1, 2]
     np.testing.assert_allclose([v for _, v in got], [v for _, v in expected], rtol=1e-12)
 
     sentences = np.array([9, 2, 30, 4, 17, 11, 60])

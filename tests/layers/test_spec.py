@@ -12,7 +12,6 @@ from layercache.errors import LayercacheError
 from layercache.layers import parse_layers
 
 
-
 @pytest.mark.parametrize("spec, expected", [
     (None, (1, 2, 3, 4, 5, 6)), ("all", (1, 2, 3, 4, 5, 6)), ("4,2", (2, 4)), ("0,6", (0, 6)),
     ("1..3", (1, 2, 3)), ("2-4,6", (2, 3, 4, 6)), (" 5 ", (5,)),

@@ -20,6 +20,7 @@ import httpx
 import numpy as np
 import pytest
 from click.testing import CliRunner
+from conftest import split_arrays, units_done
 from starlette.testclient import TestClient
 
 from layercache.cache.manage import list_entries
@@ -28,7 +29,6 @@ from layercache.extract.run import ExtractConfig, extract
 from layercache.serve import jobqueue
 from layercache.serve.app import create_app
 from layercache.serve.state import MAX_BODY_BYTES, ServerState
-from conftest import split_arrays, units_done
 
 TOKEN = "write-me"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}

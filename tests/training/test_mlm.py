@@ -12,8 +12,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 from click.testing import CliRunner
-
 from mlm_fixtures import tiny_mlm_bert_dir, tiny_mlm_cache, tiny_text_dir  # noqa: F401 (fixtures)
+
 from layercache.cache.reader import open_entry
 from layercache.errors import LayercacheError
 from layercache.fusions import FUSIONS, FusedMaskedLM, count_parameters
@@ -144,7 +144,7 @@ def test_checkpoint_round_trip(tmp_path, entry, data, trained):
     head, meta = load_checkpoint(tmp_path / "head", entry=entry)
     assert isinstance(head, FusedMaskedLM) and meta["format_version"] == 3 and meta["task"] == "mlm"
     with pytest.raises(LayercacheError, match="not tied"):
-        head.lm.decoder_weight
+        _ = head.lm.decoder_weight
     head.lm.freeze_to(torch.as_tensor(data.lm["embeddings"]))
     batch = data.dev.batch(np.arange(6), device="cpu")
     rows = batch.labels != IGNORE

@@ -9,8 +9,8 @@ import math
 import numpy as np
 import pytest
 import torch
-
 from mlm_fixtures import tiny_mlm_bert_dir, tiny_mlm_cache, tiny_text_dir  # noqa: F401 (fixtures)
+
 from layercache.cache.reader import open_entry
 from layercache.extract.masking import MaskVocab, mask_tokens
 from layercache.finetune.data import live_data

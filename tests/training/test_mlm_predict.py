@@ -8,8 +8,8 @@ import json
 import pytest
 import torch
 from click.testing import CliRunner
-
 from mlm_fixtures import tiny_mlm_bert_dir, tiny_mlm_cache, tiny_text_dir  # noqa: F401 (fixtures)
+
 from layercache.cli.predict import main as predict
 from layercache.cli.train import main as train
 

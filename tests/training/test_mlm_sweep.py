@@ -8,8 +8,8 @@ import math
 
 import pytest
 from click.testing import CliRunner
-
 from mlm_fixtures import tiny_mlm_bert_dir, tiny_mlm_cache, tiny_text_dir  # noqa: F401 (fixtures)
+
 from layercache.cli.sweep import main
 from layercache.experiments.report import table
 from layercache.experiments.results import RESULTS, read_results

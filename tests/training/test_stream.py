@@ -11,8 +11,7 @@ from click.testing import CliRunner
 from layercache.cache.reader import open_entry
 from layercache.cache.writer import SplitPlan, SplitWriter
 from layercache.cli.train import main
-from layercache.training import TrainConfig, load_data, load_for_run, train_head
-from layercache.training import budget
+from layercache.training import TrainConfig, budget, load_data, load_for_run, train_head
 from layercache.training.data import SplitArrays
 from layercache.training.evaluation import predict_tags, score
 from layercache.training.stream import StreamedSplit

@@ -2,8 +2,8 @@
 determinism, checkpoints and the CLI."""
 
 import json
-from pathlib import Path
 import math
+from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
@@ -12,8 +12,11 @@ import torch
 from click.testing import CliRunner
 
 from layercache.cache.reader import CacheSplit, open_entry
+from layercache.cli.train import main
 from layercache.errors import LayercacheError
 from layercache.fusions import FUSIONS, parameter_budget
+from layercache.layers import parse_layers
+from layercache.training import TrainConfig, train_head
 from layercache.training.checkpoint import load_checkpoint, save_checkpoint
 from layercache.training.data import (
     IGNORE,
@@ -22,13 +25,10 @@ from layercache.training.data import (
     load_data,
     load_for_run,
 )
-from layercache.layers import parse_layers
-from layercache.training import TrainConfig, train_head
 from layercache.training.evaluation import predict_tags as predict
 from layercache.training.evaluation import score as _score
 from layercache.training.metrics import Chunker as _Chunker
 from layercache.training.metrics import entity_f1
-from layercache.cli.train import main
 
 # dwatt on all 122 tiny train sentences, 30 epochs, lr 1e-2, seed 0: recorded on CPU (torch 2.13).
 PINNED_DEV_F1 = 0.7692
