@@ -259,9 +259,10 @@ def run_floor(words, model_name, *, precision: str = "fp32") -> float:
     return time.perf_counter() - t0
 
 
-def head_step(fusion: str, precision: str, *, compiled: bool = False):
+def head_step(fusion: str, precision: str, *, compiled: bool = False, fusion_class=None):
     """A closure running one training step of ``fusion`` on a fixed packed batch (`LENGTHS`, MiniLM
-    shape: L = 6, d = 384); ``compiled``: the forward and the loss through `torch.compile`."""
+    shape: L = 6, d = 384); ``compiled``: the forward and the loss through `torch.compile`;
+    ``fusion_class``: a subclass of the fusion's module to time instead (same weights)."""
     import torch
     import torch.nn.functional as F
 
@@ -271,6 +272,10 @@ def head_step(fusion: str, precision: str, *, compiled: bool = False):
     torch.manual_seed(0)
     tagger = TokenTagger(fusion=fusion, n_layers=6, dim=384, num_heads=12, ffn_dim=1536, n_labels=9,
                          extra_layers=1).train()
+    if fusion_class is not None:  # the same initial weights, another forward
+        variant = fusion_class.__new__(fusion_class)
+        variant.__dict__.update(tagger.fusion.__dict__)
+        tagger.fusion = variant
     optimizer = torch.optim.AdamW(tagger.parameters(), lr=1e-3, fused=True)
     lengths = torch.tensor(LENGTHS)
     rows = int(lengths.sum()) + (-int(lengths.sum()) % PACK_MULTIPLE)
