@@ -97,7 +97,8 @@ def table(records: dict[str, list[dict]], fusions: list[str], shots: list[int]) 
             w, s = runs_of(word, fusion=fusion, shots=n), runs_of(sub, fusion=fusion, shots=n)
             diff = "-"
             if w and s:
-                diff = f"{100 * (statistics.mean(r['best_dev_f1'] for r in s) - statistics.mean(r['best_dev_f1'] for r in w)):+.1f}"
+                delta = statistics.mean(r["best_dev_f1"] for r in s) - statistics.mean(r["best_dev_f1"] for r in w)
+                diff = f"{100 * delta:+.1f}"
             secs = [f"{statistics.median(r['seconds']['total'] for r in runs):.1f}" if runs else "-" for runs in (w, s)]
             lines.append(f"| {fusion} | {n} | {f1_cell(w)} | {f1_cell(s)} | {diff} | "
                          f"{f1_cell(w, 'test_f1_at_best')} | {f1_cell(s, 'test_f1_at_best')} | {secs[0]} | {secs[1]} |")

@@ -82,7 +82,8 @@ def render(paths: list[str]) -> str:
     rows = [("device", lambda c: c["device"]),
             ("command", lambda c: f"`{c.get('command', '?')}`"),
             *[(f"extract {p}: wall s", lambda c, p=p: c["extract"][p]["wall_s"]) for p in ("fp32", "bf16")],
-            *[(f"extract {p}: {split} words/s", lambda c, p=p, split=split: _words_per_s(c["extract"][p]["report"], split))
+            *[(f"extract {p}: {split} words/s",
+               lambda c, p=p, split=split: _words_per_s(c["extract"][p]["report"], split))
               for p in ("fp32", "bf16") for split in ("train",)],
             *[(f"{name}: {what}", lambda c, name=name, what=what: c["train"][name][what])
               for name in ("fe concat", "fe dwatt", "ft concat") for what in ("ms_per_step", "eval_s", "best_dev_f1")],
@@ -114,7 +115,8 @@ def main(argv=None) -> dict:
         text = render(args.render)
         if args.report:
             write_results(args.report, text, title="The GPU check", script="gpu_check",
-                          argv=argv if argv is not None else sys.argv[1:], machine=json.load(open(args.render[0]))["device"])
+                          argv=argv if argv is not None else sys.argv[1:],
+                          machine=json.load(open(args.render[0]))["device"])
         print(text)
         return {}
     figures = {"device": gpu_line(args.device), "command": shlex.join(["python", "scripts/gpu_check.py",

@@ -58,7 +58,8 @@ def _children(root: str) -> list[str]:
     base = local_path(root)
     if not os.path.isdir(base):
         return []
-    return [os.path.join(base, n) for n in sorted(os.listdir(base)) if os.path.isfile(os.path.join(base, n, "zarr.json"))]
+    return [os.path.join(base, n) for n in sorted(os.listdir(base))
+            if os.path.isfile(os.path.join(base, n, "zarr.json"))]
 
 
 def entry_status(path: str, *, size: bool = True) -> EntryStatus:
@@ -158,7 +159,8 @@ def verify(path: str, *, progress: bool = False) -> list[str]:
             try:
                 data = np.asarray(arr[sel])
             except Exception as exc:  # zarr raises codec-specific errors on a checksum mismatch
-                problems.append(f"{path}: array {split}/{name}, chunk {label}: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
+                problems.append(f"{path}: array {split}/{name}, chunk {label}: "
+                                f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
                 continue
             if hidden:
                 n = _count_non_finite(data, bfloat16=bfloat16)

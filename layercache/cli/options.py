@@ -49,7 +49,8 @@ def cache_options(fn):
     """--cache, --model, --dataset, --cache-dir: which cache entry a command reads."""
     return _stack(
         click.option("--cache", default=None,
-                     help="Path of a cache entry. Default: the entry for --model/--dataset, else the newest complete one."),
+                     help="Path of a cache entry. Default: the entry for --model/--dataset, "
+                          "else the newest complete one."),
         click.option("--model", default=None, help="Backbone whose cache to use (extracted first when missing)."),
         click.option("--dataset", default=None, help="Dataset whose cache to use (as for `extract`)."),
         cache_dir_option,

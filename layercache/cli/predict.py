@@ -22,7 +22,8 @@ from .options import default_of
 @click.option("--file", "file_", type=click.Path(dir_okay=False, allow_dash=True), default=None,
               help="One sentence per line ('-' = stdin).")
 @click.option("--fill-mask", "fill_mask", multiple=True,
-              help="MLM heads: a text with [MASK] (or <mask>) to fill (repeatable); --text/--file lines are filled too.")
+              help="MLM heads: a text with [MASK] (or <mask>) to fill (repeatable); "
+                   "--text/--file lines are filled too.")
 @click.option("--top-k", type=click.IntRange(min=1), default=default_of(MaskFiller.fill, "top_k"), show_default=True,
               help="Tokens printed per mask.")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per sentence.")

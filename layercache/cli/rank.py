@@ -32,13 +32,15 @@ def _ranks(scores: list[tuple[int, float]]) -> dict[int, int]:
 @click.option("--split", default="train", show_default=True, help="Split whose tokens are scored.")
 @click.option("--shots", type=click.IntRange(min=1), default=None,
               help="Score only the N*C sentences a few-shot run with this N and --seed trains on (C = entity types).")
-@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the few-shot sample and of the per-tag cap.")
+@click.option("--seed", type=int, default=0, show_default=True,
+              help="Seed of the few-shot sample and of the per-tag cap.")
 @click.option("--max-per-class", type=click.IntRange(min=1), default=default_of(score_layers, "max_per_class"),
               show_default=True,
               help="Tokens kept per tag (random subsample), so that frequent tags do not dominate.")
 @layers_option(default="0..L", extra_help="The layers to score; with auto:K, 1..L are scored and the K that "
                "train-head --layers auto:K would fuse are marked.")
-@click.option("--top", type=click.IntRange(min=1), default=3, show_default=True, help="Mark this many lowest-nu layers.")
+@click.option("--top", type=click.IntRange(min=1), default=3, show_default=True,
+              help="Mark this many lowest-nu layers.")
 @click.option("--out", default="runs", show_default=True, help="Folder for the JSON record and the PNG plot.")
 @quiet_option
 @friendly_errors
@@ -80,11 +82,13 @@ def main(cache, model, dataset, cache_dir, split, shots, seed, max_per_class, la
     os.makedirs(out, exist_ok=True)
     record = {
         "command": "rank-layers",
-        "scores": [{"layer": layer, "nu": nu if np.isfinite(nu) else None, "rank": ranks[layer]} for layer, nu in scores],
+        "scores": [{"layer": layer, "nu": nu if np.isfinite(nu) else None, "rank": ranks[layer]}
+                   for layer, nu in scores],
         "best": best,
         "params": {"split": split, "shots": shots, "seed": seed, "max_per_class": max_per_class,
                    "layers": layers, "layer_spec": spec_text, "top": top},
-        "cache": {"path": entry.path, "key": key, "model": entry.meta.get("model"), "dataset": entry.meta.get("dataset")},
+        "cache": {"path": entry.path, "key": key, "model": entry.meta.get("model"),
+                  "dataset": entry.meta.get("dataset")},
         "n_sentences": n_sent,
         "n_tokens": int(len(labels)),
         "tag_counts": tag_counts,

@@ -33,7 +33,8 @@ TOKEN_BYTES = 32
 @cache_dir_option
 @click.option("--host", default=DEFAULT_HOST, show_default=True,
               help="Address to listen on; 0.0.0.0 opens it to the network.")
-@click.option("--port", type=click.IntRange(0, 65535), default=DEFAULT_PORT, show_default=True, help="Port to listen on.")
+@click.option("--port", type=click.IntRange(0, 65535), default=DEFAULT_PORT, show_default=True,
+              help="Port to listen on.")
 @click.option("--token-file", type=click.Path(dir_okay=False), default=None,
               help=f"File holding the write token. Default: ROOT/{TOKEN_FILE}, created (mode 0600) when missing.")
 @click.option("--read-token-file", type=click.Path(exists=True, dir_okay=False), default=None,
@@ -43,7 +44,8 @@ TOKEN_BYTES = 32
 @device_option
 @click.option("--max-size", default=None,
               help="After each job, remove the least recently read entries until the root fits (500M, 20G).")
-@click.option("--trust-remote-code", is_flag=True, help="Allow model code from the hub to run in jobs (off by default).")
+@click.option("--trust-remote-code", is_flag=True,
+              help="Allow model code from the hub to run in jobs (off by default).")
 @friendly_errors
 def main(cache_dir, host, port, token_file, read_token_file, runs, device, max_size, trust_remote_code):
     """Serve a cache root: complete entries as read-only zarr over HTTP (train-head --cache

@@ -82,14 +82,19 @@ def budget_table(entry, *, layers: str | None, extra_layers: int | None, current
 @click.option("--epochs", type=click.IntRange(min=0), default=10, show_default=True, help="Epoch cap.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Fixes the sample, the init and the batch order.")
 @click.option("--lr", type=float, default=None,
-              help=f"Max learning rate (linear decay to 0). Default: FE {FE_LR:g} ({', '.join(f'{k} {v:g}' for k, v in FE_LR_BY_FUSION.items())}), FT {PAPER_LR:g} (the paper's).")
+              help=f"Max learning rate (linear decay to 0). Default: FE {FE_LR:g} "
+                   f"({', '.join(f'{k} {v:g}' for k, v in FE_LR_BY_FUSION.items())}), FT {PAPER_LR:g} (the paper's).")
 @click.option("--batch-size", type=click.IntRange(min=1), default=default_of(TrainConfig, "batch_size"),
               show_default=True)
-@click.option("--eval-every", type=click.IntRange(min=1), default=None, help="Evaluate every this many steps. Default: once per epoch.")
-@click.option("--eval-points", type=click.IntRange(min=1), default=None, help="Evaluate at this many evenly spaced points instead.")
-@click.option("--dev-sentences", type=click.IntRange(min=1), default=None, help="Evaluate on a fixed random subset of dev this size. Default: all of dev.")
+@click.option("--eval-every", type=click.IntRange(min=1), default=None,
+              help="Evaluate every this many steps. Default: once per epoch.")
+@click.option("--eval-points", type=click.IntRange(min=1), default=None,
+              help="Evaluate at this many evenly spaced points instead.")
+@click.option("--dev-sentences", type=click.IntRange(min=1), default=None,
+              help="Evaluate on a fixed random subset of dev this size. Default: all of dev.")
 @layers_option(extra_help="Default: all.")
-@click.option("--extra-layers", type=click.IntRange(min=1), default=None, help="Layers of the extra head. Default: 1 if L <= 12 else 2.")
+@click.option("--extra-layers", type=click.IntRange(min=1), default=None,
+              help="Layers of the extra head. Default: 1 if L <= 12 else 2.")
 @click.option("--dropout", type=click.FloatRange(0, 1, max_open=True), default=default_of(TrainConfig, "dropout"),
               show_default=True)
 @click.option("--weight-decay", type=click.FloatRange(min=0), default=default_of(TrainConfig, "weight_decay"),

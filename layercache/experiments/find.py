@@ -53,7 +53,8 @@ def _entry_for(*, model: str | None, dataset: str | None, cache_dir: str | None,
     path, _, attrs = describe(config, dataset=data)
     exact = entry_status(path, size=False) if exists(path) else None
     if exact is None or not exact.complete:
-        other = _made_otherwise(path, attrs, splits=data.splits, explicit=set(options) & set(KEY_FIELDS + OPTIONAL_KEY_FIELDS),
+        other = _made_otherwise(path, attrs, splits=data.splits,
+                                explicit=set(options) & set(KEY_FIELDS + OPTIONAL_KEY_FIELDS),
                                 resuming=exact is not None, log=log)
         if other is not None:
             return open_entry(other)

@@ -4,7 +4,8 @@ Every run is one `train_head` call. Runs already in the results file are skipped
 resumes); the rest run in this process (``workers=0``), in worker processes (one per core by
 default) or as Ray tasks, each of which loads the data once (``load``) and trains run after run
 from it (a part over the memory budget streams from the cache instead of being held, so a worker's
-memory does not grow with the splits: `layercache.training.budget`), or, with ``load_per_run``, loads each run's own data (when what a run reads is part
+memory does not grow with the splits: `layercache.training.budget`), or, with ``load_per_run``,
+loads each run's own data (when what a run reads is part
 of what is measured). Finished runs are appended by this process alone, each line fsync'ed.
 """
 

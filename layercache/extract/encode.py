@@ -91,7 +91,8 @@ class UnitEncoder:
 
     def inputs(self, tok: Tokenized, batch: list[Window]) -> tuple[torch.Tensor, torch.Tensor]:
         seqs = [
-            self.prefix_ids + tok.ids[tok.sub_offsets[w.sentence] + w.start : tok.sub_offsets[w.sentence] + w.end].tolist()
+            self.prefix_ids
+            + tok.ids[tok.sub_offsets[w.sentence] + w.start : tok.sub_offsets[w.sentence] + w.end].tolist()
             + self.suffix_ids
             for w in batch
         ]

@@ -125,5 +125,6 @@ def live_data(entry, backbone, *, layers) -> LiveData:
         return LiveSplit(name, s.words(), s.labels.astype(np.int64), s.offsets.astype(np.int64), layers,
                          np.arange(s.n_sentences), backbone)
 
-    return LiveData(meta=dict(entry.meta), path=entry.path, train=split("train"), n_train_total=n_train, dev=split("dev"),
+    return LiveData(meta=dict(entry.meta), path=entry.path, train=split("train"), n_train_total=n_train,
+                    dev=split("dev"),
                     test=split("test") if "test" in entry.splits else None, backbone=backbone)

@@ -59,7 +59,8 @@ class LiveBackbone(torch.nn.Module):
         for i, s in enumerate(seqs):
             ids[i, : len(s)] = torch.as_tensor(s)
             attention[i, : len(s)] = 1
-        states = enc.forward(ids.to(self.device), attention.to(self.device), grad=torch.is_grad_enabled())  # L+1 x [B, W, d]
+        states = enc.forward(ids.to(self.device), attention.to(self.device),
+                             grad=torch.is_grad_enabled())  # L+1 x [B, W, d]
         lengths = torch.as_tensor([len(b) for b in blocks], device=self.device)
         T, start = int(lengths.max()), len(enc.prefix_ids)
         hidden = torch.stack([states[layer][:, start:start + T] for layer in layers], dim=2).float()  # [B, T, L, d]

@@ -82,7 +82,8 @@ class MaskedLMHead(nn.Module):
                                                  self.norm.bias, self.bias)):
                 value = torch.as_tensor(weights[name], dtype=target.dtype)
                 if value.shape != target.shape:
-                    raise LayercacheError(f"lm/{name} has shape {tuple(value.shape)}, the head expects {tuple(target.shape)}")
+                    raise LayercacheError(f"lm/{name} has shape {tuple(value.shape)}, "
+                                          f"the head expects {tuple(target.shape)}")
                 target.copy_(value)
         return True
 
@@ -95,7 +96,8 @@ class MaskedLMHead(nn.Module):
     def _check(self, weight: Tensor) -> None:
         expected = (self.vocab_size, self.dense.in_features)
         if tuple(weight.shape) != expected:
-            raise LayercacheError(f"embeddings of shape {tuple(weight.shape)} do not fit the LM head's {list(expected)}")
+            raise LayercacheError(f"embeddings of shape {tuple(weight.shape)} "
+                                  f"do not fit the LM head's {list(expected)}")
 
 
 class FusedMaskedLM(nn.Module):
@@ -114,7 +116,8 @@ class FusedMaskedLM(nn.Module):
         self.lm = MaskedLMHead(dim=config.dim, vocab_size=vocab_size, layer_norm_eps=layer_norm_eps,
                                hidden_act=hidden_act)
 
-    def forward(self, hidden: Tensor, mask: Tensor, lengths: Tensor | None = None, *, rows: Tensor | None = None) -> Tensor:
+    def forward(self, hidden: Tensor, mask: Tensor, lengths: Tensor | None = None, *,
+                rows: Tensor | None = None) -> Tensor:
         # hidden [B, T, L, d], mask [B, T] (True = real row); rows [B, T] bool: where to predict
         # (None = every real row); lengths: a packed batch's blocks. -> logits [R, vocab], R = rows.sum()
         if hidden.dim() != 4 or tuple(hidden.shape[2:]) != (self.n_layers, self.dim):
@@ -140,7 +143,8 @@ def masked_lm_budget(*, n_layers: int, dim: int, num_heads: int, ffn_dim: int, v
     budget = {}
     for fusion in FUSIONS:
         with torch.device("meta"):
-            budget[fusion] = count_parameters(FusedMaskedLM(fusion=fusion, n_layers=n_layers, dim=dim, num_heads=num_heads,
+            budget[fusion] = count_parameters(FusedMaskedLM(fusion=fusion, n_layers=n_layers, dim=dim,
+                                                            num_heads=num_heads,
                                                             ffn_dim=ffn_dim, vocab_size=vocab_size,
                                                             extra_layers=extra_layers))
     return budget

@@ -51,5 +51,6 @@ def describe(usage: dict | None) -> str:
     if not usage:
         return "layers used: the top layer only"
     parts = " ".join(f"{layer}:{share:.2f}" for layer, share in zip(usage["layers"], usage["share"]))
-    extra = f" (entropy {usage['entropy']:.2f} nats, largest weight {usage['top_weight']:.2f})" if "entropy" in usage else ""
+    extra = (f" (entropy {usage['entropy']:.2f} nats, largest weight {usage['top_weight']:.2f})"
+             if "entropy" in usage else "")
     return f"layers used (share): {parts}{extra}"

@@ -40,7 +40,8 @@ class Chunker:
     def __call__(self, ids: np.ndarray, counts: np.ndarray) -> set:
         """{(type, start, end)} of the flat tag ids of sentences with ``counts`` words each."""
         n = len(counts)
-        seq = np.full(len(ids) + n + 1, self.sep, dtype=np.int64)  # a separator after each sentence, + seqeval's final O
+        # a separator after each sentence, + seqeval's final O
+        seq = np.full(len(ids) + n + 1, self.sep, dtype=np.int64)
         seq[np.arange(len(ids)) + np.repeat(np.arange(n), counts)] = ids
         prev = np.concatenate([[self.sep], seq[:-1]])
         ends = np.flatnonzero(self.ends[prev, seq])  # a chunk ends at i - 1

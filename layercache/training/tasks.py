@@ -95,7 +95,8 @@ class MLM:
         elif "embeddings" in data.lm:
             head.lm.freeze_to(torch.as_tensor(data.lm["embeddings"]).to(device))
         else:
-            raise LayercacheError(f"{data.path} holds no lm/embeddings for the tied decoder; re-extract it with --task mlm")
+            raise LayercacheError(f"{data.path} holds no lm/embeddings for the tied decoder; "
+                                  "re-extract it with --task mlm")
         return head, kwargs
 
     def outputs(self, head, batch) -> tuple[torch.Tensor, torch.Tensor]:

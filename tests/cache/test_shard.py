@@ -73,7 +73,8 @@ def test_extract_writes_the_bytes_zarr_would(tiny_bert_dir, tiny_conll_dir, tmp_
         return found
 
     def run(root):
-        config = ExtractConfig(model=str(tiny_bert_dir), dataset=str(tiny_conll_dir), cache_dir=str(root), unit_rows=256)
+        config = ExtractConfig(model=str(tiny_bert_dir), dataset=str(tiny_conll_dir), cache_dir=str(root),
+                               unit_rows=256)
         return extract(config, progress=False, log=lambda m: None).path
 
     monkeypatch.setattr(writer, "shard_files", spying)

@@ -40,4 +40,5 @@ def test_default_lr_is_per_fusion_and_named_by_its_value():
     assert configs["concat"].record()["lr"] == 1e-3  # a record says the rate that ran
     explicit = TrainConfig(fusion="concat", shots=8, epochs=10, seed=0, lr=1e-3)
     assert run_id(configs["concat"]) == run_id(explicit) == run_id(explicit.record())
-    assert default_lr("concat", "ft") == 5e-5 == TrainConfig(fusion="concat", shots=8, epochs=1, seed=0, mode="ft").max_lr
+    assert default_lr("concat", "ft") == 5e-5 == TrainConfig(fusion="concat", shots=8, epochs=1, seed=0,
+                                                             mode="ft").max_lr

@@ -93,7 +93,8 @@ def test_report_renders_from_results_file(tmp_path):
     assert out.exit_code == 0, out.output
     half = 4.302652729911275 * 10 / math.sqrt(3)
     assert f"| concat | 8 | 50 | 5e-05 | 60.0 ± {half:.1f} (3) | - |" in out.output
-    assert f"| dwatt (paper) | 16 | 25 | 5e-05 | 70.0 ± {half:.1f} (3) | - |" in out.output  # older records: the paper's score
+    # older records: the paper's score
+    assert f"| dwatt (paper) | 16 | 25 | 5e-05 | 70.0 ± {half:.1f} (3) | - |" in out.output
     for name in ("report.md", "f1_vs_shots.png", "f1_vs_step.png"):
         assert (tmp_path / name).stat().st_size > 300
     assert table(records).count("\n") == 9  # header, rule, 8 rows

@@ -27,7 +27,8 @@ def checkpoint(tiny_cache, tmp_path_factory):
     stem = str(tmp_path_factory.mktemp("ckpt") / "concat")
     save_checkpoint(stem, result.tagger, tagger_kwargs=result.tagger_kwargs, layers=result.layers,
                     label_names=data.label_names, cache_meta=data.meta, cache_path=entry.path)
-    cached_tags = [[data.label_names[t] for t in p] for p in predict(result.tagger, data.dev, device=torch.device("cpu"))]
+    cached_tags = [[data.label_names[t] for t in p]
+                   for p in predict(result.tagger, data.dev, device=torch.device("cpu"))]
     return stem, entry, cached_tags, result.best_dev_f1
 
 

@@ -28,7 +28,8 @@ def _document(rng: random.Random) -> str:
     for _ in range(rng.randint(2, 5)):
         who, where, org = rng.choice(PEOPLE), rng.choice(PLACES), rng.choice(ORGS)
         sentences.append(rng.choice([f"{who} visited {where} today.", f"{who} met {org} in {where}.",
-                                     f"the big {org} said {who} is from {where}.", f"{who} and {who} went to {where}."]))
+                                     f"the big {org} said {who} is from {where}.",
+                                     f"{who} and {who} went to {where}."]))
     return " ".join(sentences)
 
 

@@ -149,7 +149,8 @@ def test_checkpoint_round_trip(tmp_path, entry, data, trained):
     batch = data.dev.batch(np.arange(6), device="cpu")
     rows = batch.labels != IGNORE
     with torch.inference_mode():
-        assert torch.equal(head(batch.hidden, batch.mask, rows=rows), trained.tagger.eval()(batch.hidden, batch.mask, rows=rows))
+        assert torch.equal(head(batch.hidden, batch.mask, rows=rows),
+                           trained.tagger.eval()(batch.hidden, batch.mask, rows=rows))
 
 
 def test_a_ner_cache_is_refused_for_mlm_and_back(tiny_cache, data):

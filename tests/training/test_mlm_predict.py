@@ -17,7 +17,8 @@ from layercache.cli.train import main as train
 @pytest.fixture(scope="module")
 def fe_head(tiny_mlm_cache, tmp_path_factory):
     out = tmp_path_factory.mktemp("mlm_heads")
-    result = CliRunner().invoke(train, ["--cache", tiny_mlm_cache, "--task", "mlm", "--fusion", "dwatt", "--epochs", "1",
+    result = CliRunner().invoke(train, ["--cache", tiny_mlm_cache, "--task", "mlm", "--fusion", "dwatt",
+                                        "--epochs", "1",
                                         "--shots", "8", "--lr", "1e-2", "--out", str(out)])
     assert result.exit_code == 0, result.output
     return str(out / "dwatt-mlm-n8-e1-s0.head")
@@ -65,9 +66,12 @@ def test_ft_head_fills_with_its_tuned_backbone(tiny_mlm_cache, tmp_path):
 def test_fill_mask_errors_are_one_line(fe_head, tiny_cache, tmp_path):
     out = CliRunner().invoke(predict, ["--fill-mask", "no mask here", "--checkpoint", fe_head])
     assert out.exit_code == 1 and out.output.startswith("error: no mask in 'no mask here'")
-    text = CliRunner().invoke(predict, ["--text", "alice met [MASK]", "--head", fe_head])  # an MLM head fills --text too
+    # an MLM head fills --text too
+    text = CliRunner().invoke(predict, ["--text", "alice met [MASK]", "--head", fe_head])
     assert text.exit_code == 0 and text.output.splitlines()[1].startswith("  mask 1: ")
-    ner = CliRunner().invoke(train, ["--cache", tiny_cache, "--fusion", "base", "--epochs", "0", "--out", str(tmp_path)])
+    ner = CliRunner().invoke(train, ["--cache", tiny_cache, "--fusion", "base", "--epochs", "0",
+                                     "--out", str(tmp_path)])
     assert ner.exit_code == 0, ner.output
-    out = CliRunner().invoke(predict, ["--fill-mask", "a [MASK]", "--checkpoint", str(tmp_path / "base-nall-e0-s0.head")])
+    out = CliRunner().invoke(predict, ["--fill-mask", "a [MASK]",
+                                       "--checkpoint", str(tmp_path / "base-nall-e0-s0.head")])
     assert out.exit_code == 1 and "is a NER head; --fill-mask needs an MLM head" in out.output
