@@ -1,5 +1,6 @@
-"""`layercache predict`: tag new text with a trained head and its backbone, and print the entities; or, with an
-MLM head, fill the masks of `--fill-mask` texts and print the top tokens of each."""
+"""`layercache predict`: tag new text with a trained head and its backbone, and print the entities; score it on
+a labelled CoNLL file (`--conll`); or, with an MLM head, fill the masks of `--fill-mask` texts and print the top
+tokens of each."""
 
 from __future__ import annotations
 
@@ -26,11 +27,28 @@ from .options import default_of
                    "--text/--file lines are filled too.")
 @click.option("--top-k", type=click.IntRange(min=1), default=default_of(MaskFiller.fill, "top_k"), show_default=True,
               help="Tokens printed per mask.")
-@click.option("--json", "as_json", is_flag=True, help="One JSON object per sentence.")
+@click.option("--conll", "conll", type=click.Path(dir_okay=False), default=None,
+              help="Score the head on a labelled CoNLL file (one word a line, gold tag in the last column, blank "
+                   "lines between sentences, -DOCSTART- lines skipped): writes 'word gold pred' lines (conlleval's "
+                   "input; gold normalised to IOB2) and prints precision, recall, F1 and support per entity type "
+                   "plus the micro average, by the project's own metric (conlleval's chunking, seqeval's default "
+                   "mode), so the micro F1 is what training reports on the same words.")
+@click.option("--out", "out", type=click.Path(dir_okay=False, writable=True), default=None,
+              help="With --conll: write the 'word gold pred' lines here (default: stdout, the report then goes "
+                   "to stderr).")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per sentence (--conll: the report).")
 @click.option("--device", default=None, help="torch device. Default: cuda when present, else cpu.")
 @friendly_errors
-def main(checkpoint, text, file_, fill_mask, top_k, as_json, device):
-    """Tag raw sentences with a trained head and print the entities found (MLM heads: fill masks)."""
+def main(checkpoint, text, file_, fill_mask, top_k, conll, out, as_json, device):
+    """Tag raw sentences with a trained head and print the entities found, or score it on a labelled
+    CoNLL file (--conll); MLM heads: fill masks."""
+    if conll:
+        if text or file_ or fill_mask:
+            raise LayercacheError("--conll takes no --text, --file or --fill-mask")
+        _score_conll(checkpoint, conll, out=out, as_json=as_json, device=device)
+        return
+    if out:
+        raise LayercacheError("--out goes with --conll")
     lines = list(fill_mask) + list(text)
     if file_:
         try:
@@ -88,6 +106,26 @@ def _tag(checkpoint, lines, *, as_json: bool, device) -> None:
                        f"chars {e['chars'][0]}-{e['chars'][1]}")
         if not found:
             click.echo("  (no entities)")
+
+
+def _score_conll(checkpoint, path: str, *, out, as_json: bool, device) -> None:
+    from ..inference import Predictor
+    from ..inference.conll_eval import check_known, conll_lines, format_report, read_labelled, span_report
+
+    sentences = read_labelled(path)  # a malformed file fails before the backbone loads
+    tagger = Predictor(checkpoint, device=device)
+    check_known(path, sentences, tagger.label_names)
+    pred = tagger.tag([words for words, _ in sentences])
+    lines = conll_lines(sentences, pred)
+    if out:
+        with open(out, "w", encoding="utf-8") as f:
+            f.writelines(line + "\n" for line in lines)
+    else:
+        for line in lines:
+            click.echo(line)
+    report = span_report([tags for _, tags in sentences], pred, tagger.label_names)
+    text = json.dumps(report) if as_json else format_report(report)
+    click.echo(text, err=not out)
 
 
 if __name__ == "__main__":

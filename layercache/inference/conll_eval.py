@@ -1,0 +1,97 @@
+"""Scoring a head on a labelled CoNLL file: read it as the datasets reader does, tag its words, write
+``word gold pred`` lines (what conlleval reads) and a per-type precision/recall/F1 report.
+
+The numbers are the project's own metric (:mod:`layercache.training.metrics`, conlleval's
+chunking as seqeval's default mode has it), so the micro F1 here is the F1 the training evaluation
+reports on the same words; seqeval's ``classification_report`` in its default mode gives the same
+per-type numbers.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import LayercacheError
+from ..extract.datasets import load_dataset
+from ..extract.iob import split_tag
+from ..training.metrics import Chunker, entity_f1
+
+Sentence = tuple[list[str], list[str]]
+
+
+def read_labelled(path: str) -> list[Sentence]:
+    """(words, IOB2 gold tags) per sentence of a CoNLL file: word first, gold tag last, ``-DOCSTART-``
+    lines skipped, the tag scheme detected over the file and normalised to IOB2 (the datasets reader,
+    reading one file as a train-only dataset)."""
+    if not Path(path).is_file():
+        raise LayercacheError(f"{path}: no such file")
+    return load_dataset(str(path)).splits["train"]
+
+
+def check_known(path: str, sentences: list[Sentence], label_names: list[str]) -> None:
+    """A tag whose type the head was not trained on is an error naming its file and line."""
+    known = set(label_names)
+    for _, tags in sentences:
+        for tag in tags:
+            if tag not in known:
+                raise _unknown_tag(path, tag, label_names)
+
+
+def _unknown_tag(path: str, tag: str, label_names: list[str]) -> LayercacheError:
+    """The error for the first line of ``path`` whose tag has the (unknown) type of ``tag``."""
+    etype = split_tag(tag)[1]
+    types = sorted({split_tag(name)[1] for name in label_names} - {None})
+    where, raw = str(path), tag
+    with open(path, encoding="utf-8-sig") as handle:
+        for lineno, line in enumerate(handle, 1):
+            cols = line.split()
+            if len(cols) >= 2 and cols[0] != "-DOCSTART-" and split_tag(cols[-1])[1] == etype:
+                where, raw = f"{path}:{lineno}", cols[-1]
+                break
+    return LayercacheError(f"{where}: tag {raw!r} is not one the head was trained on "
+                           f"(types: {', '.join(types) or 'none'})")
+
+
+def span_report(gold: list[list[str]], pred: list[list[str]], label_names: list[str]) -> dict:
+    """``{"types": {type: {precision, recall, f1, support}}, "micro": {...}}`` over entity spans;
+    support = gold entities of the type. Zero where there is nothing to divide by (seqeval's
+    ``zero_division=0``)."""
+    ids = {name: i for i, name in enumerate(label_names)}
+    counts = np.array([len(tags) for tags in gold], dtype=np.int64)
+    chunker = Chunker(label_names)
+    gold_spans = chunker(np.array([ids[t] for tags in gold for t in tags], dtype=np.int64), counts)
+    pred_spans = chunker(np.array([ids[t] for tags in pred for t in tags], dtype=np.int64), counts)
+    types = sorted({span[0] for span in gold_spans | pred_spans})
+    report = {"types": {t: _scores({s for s in gold_spans if s[0] == t}, {s for s in pred_spans if s[0] == t})
+                        for t in types},
+              "micro": _scores(gold_spans, pred_spans)}
+    report["micro"]["f1"] = entity_f1(gold_spans, pred_spans)  # the training evaluation's number, as it computes it
+    return report
+
+
+def _scores(gold: set, pred: set) -> dict:
+    tp = len(gold & pred)
+    p = tp / len(pred) if pred else 0.0
+    r = tp / len(gold) if gold else 0.0
+    return {"precision": p, "recall": r, "f1": 2 * p * r / (p + r) if tp else 0.0, "support": len(gold)}
+
+
+def format_report(report: dict) -> str:
+    """The report as a table, percentages like conlleval's."""
+    rows = [*report["types"].items(), ("micro avg", report["micro"])]
+    width = max(len(name) for name, _ in rows)
+    lines = [f"{'type':<{width}}  precision  recall      f1  support"]
+    for name, s in rows:
+        lines.append(f"{name:<{width}}  {100 * s['precision']:9.2f}  {100 * s['recall']:6.2f}  "
+                     f"{100 * s['f1']:6.2f}  {s['support']:7d}")
+    return "\n".join(lines)
+
+
+def conll_lines(sentences: list[Sentence], pred: list[list[str]]):
+    """``word gold pred`` lines, a blank line after each sentence."""
+    for (words, gold), tags in zip(sentences, pred):
+        for word, g, p in zip(words, gold, tags):
+            yield f"{word} {g} {p}"
+        yield ""

@@ -1,0 +1,135 @@
+"""`predict --conll`: a head's predictions on a labelled file, written as `word gold pred` lines, read back
+and scored by the project's metric, give the F1 the training evaluation gives on the same split."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+from click.testing import CliRunner
+from seqeval.metrics import classification_report
+
+from layercache.cache.reader import open_entry
+from layercache.cli.predict import main
+from layercache.extract.datasets import load_dataset
+from layercache.inference.conll_eval import span_report
+from layercache.training import TrainConfig, train_head
+from layercache.training.checkpoint import save_checkpoint
+from layercache.training.data import load_data
+from layercache.training.evaluation import predict_tags, score
+from layercache.training.metrics import Chunker, entity_f1
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+
+@pytest.fixture(scope="module")
+def head(tiny_cache, tmp_path_factory):
+    """A Concat head trained briefly on the tiny cache, saved; its dev F1 and tags by the training evaluation."""
+    entry = open_entry(tiny_cache)
+    data = load_data(entry)
+    result = train_head(TrainConfig(fusion="concat", shots=None, epochs=10, seed=0, lr=1e-2), data)
+    stem = str(tmp_path_factory.mktemp("ckpt") / "concat")
+    save_checkpoint(stem, result.tagger, tagger_kwargs=result.tagger_kwargs, layers=result.layers,
+                    label_names=data.label_names, cache_meta=data.meta, cache_path=entry.path)
+    cpu = torch.device("cpu")
+    f1, _ = score(result.tagger, data.dev, device=cpu, label_names=data.label_names, batch_size=64)
+    cached = [[data.label_names[t] for t in p] for p in predict_tags(result.tagger, data.dev, device=cpu)]
+    return stem, entry, data.label_names, f1, cached
+
+
+def _read_back(path) -> list[list[tuple[str, str, str]]]:
+    sentences, current = [], []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if not line:
+            sentences.append(current)
+            current = []
+        else:
+            current.append(tuple(line.split(" ")))
+    assert not current  # every sentence ends with a blank line
+    return sentences
+
+
+def _f1(gold, pred, label_names) -> float:
+    ids = {name: i for i, name in enumerate(label_names)}
+    counts = np.array([len(s) for s in gold])
+    chunker = Chunker(label_names)
+
+    def flat(seqs):
+        return np.array([ids[t] for s in seqs for t in s], dtype=np.int64)
+
+    return entity_f1(chunker(flat(gold), counts), chunker(flat(pred), counts))
+
+
+def test_conll_output_scores_as_training_does(head, tiny_conll_dir, tmp_path):
+    stem, entry, label_names, train_f1, cached = head
+    out_file = tmp_path / "dev.pred"
+    out = CliRunner().invoke(main, ["--head", stem, "--conll", str(tiny_conll_dir / "dev.txt"),
+                                    "--out", str(out_file), "--json"])
+    assert out.exit_code == 0, out.output
+    rows = _read_back(out_file)
+    words = [[w for w, _, _ in s] for s in rows]
+    gold = [[g for _, g, _ in s] for s in rows]
+    pred = [[p for _, _, p in s] for s in rows]
+    dev = load_dataset(str(tiny_conll_dir)).splits["dev"]  # the sentences the cache's dev split holds
+    assert words == [w for w, _ in dev] == entry.split("dev").words(list(range(len(rows))))
+    assert gold == [t for _, t in dev]  # so the gold entities are the training evaluation's
+    # The head reads fp32 live states here and fp16 cached ones in training: a near-tie could flip a tag
+    # in principle; on this fixture none does, so the F1 must be equal to the last bit.
+    assert pred == cached
+    live_f1 = _f1(gold, pred, label_names)
+    assert live_f1 == train_f1 > 0.3
+    report = json.loads(out.output)
+    assert report["micro"]["f1"] == live_f1
+    # seqeval's classification_report (default mode) agrees type by type
+    expected = classification_report(gold, pred, output_dict=True, zero_division=0)
+    assert set(report["types"]) == set(expected) - {"micro avg", "macro avg", "weighted avg"}
+    for name, got in [*report["types"].items(), ("micro avg", report["micro"])]:
+        want = expected[name]
+        assert got["support"] == want["support"]
+        for key, other in (("precision", "precision"), ("recall", "recall"), ("f1", "f1-score")):
+            assert got[key] == pytest.approx(float(want[other]), abs=1e-12)
+
+
+def test_conll_to_stdout_with_a_table(head, tiny_conll_dir):
+    stem, *_ = head
+    out = CliRunner().invoke(main, ["--head", stem, "--conll", str(tiny_conll_dir / "dev.txt")])
+    assert out.exit_code == 0, out.output
+    lines = out.stdout.splitlines()
+    assert len(lines[0].split()) == 3 and lines[-1] == ""  # conlleval's input alone on stdout
+    table = out.stderr.splitlines()
+    assert table[0].split() == ["type", "precision", "recall", "f1", "support"]
+    assert table[-1].startswith("micro avg") and [r.split()[0] for r in table[1:-1]] == ["LOC", "ORG", "PER"]
+
+
+def test_span_report_by_hand():
+    names = ["O", "B-LOC", "I-LOC", "B-PER", "I-PER"]
+    gold = [["B-PER", "I-PER", "O", "B-LOC"], ["B-PER", "O"]]
+    pred = [["B-PER", "I-PER", "O", "O"], ["B-PER", "B-LOC"]]
+    report = span_report(gold, pred, names)
+    assert report["types"]["PER"] == {"precision": 1.0, "recall": 1.0, "f1": 1.0, "support": 2}
+    assert report["types"]["LOC"] == {"precision": 0.0, "recall": 0.0, "f1": 0.0, "support": 1}
+    assert report["micro"]["precision"] == pytest.approx(2 / 3) and report["micro"]["recall"] == pytest.approx(2 / 3)
+    assert report["micro"]["support"] == 3
+
+
+@pytest.mark.parametrize("body, line, value", [
+    ("Alice B-PER\nmet\n", 4, "'met'"),  # one column: no tag
+    ("Alice B-PER\nParis B-GPE\n", 4, "'B-GPE'"),  # a type the head was not trained on
+    ("Alice B-PER\nParis X-LOC\n", 4, "'X-LOC'"),  # not a tag
+])
+def test_bad_conll_lines_are_one_line_errors(head, tmp_path, body, line, value):
+    stem, *_ = head
+    path = tmp_path / "bad.txt"
+    path.write_text("-DOCSTART- O\n\n" + body, encoding="utf-8")
+    out = CliRunner().invoke(main, ["--head", stem, "--conll", str(path)])
+    assert out.exit_code == 1
+    assert len(out.output.splitlines()) == 1 and out.output.startswith(f"error: {path}:{line}: ")
+    assert value in out.output
+
+
+def test_conll_excludes_text(head, tmp_path):
+    stem, *_ = head
+    out = CliRunner().invoke(main, ["--head", stem, "--conll", str(tmp_path / "x.txt"), "--text", "Alice"])
+    assert out.exit_code == 1 and "--conll takes no --text" in out.output
