@@ -20,8 +20,13 @@ and the cache key needs a content fingerprint that does not depend on a path.
      (``valid``/``validation`` also name dev);
    - WikiAnn files of Rahimi et al. 2019 (``train``/``dev``/``test``, lines ``lang:word TAG``):
      recognised because every word carries a ``xx:`` / ``xxx:`` language prefix, which is
-     stripped.
-3. An existing single file: a train-only CoNLL file (no dev split is made up).
+     stripped;
+   - a Universal Dependencies treebank (``*-ud-train.conllu`` or ``train.conllu``, see
+     :mod:`layercache.extract.conllu`), when no CoNLL-style train file is there: recognised and
+     refused with a one-line error, because its UPOS/XPOS/DEPREL labels are word classes, not
+     the IOB span tags a NerDataset holds and the ``ner`` task scores by span F1.
+3. An existing single file: a train-only CoNLL file (no dev split is made up); a ``.conllu``
+   file is refused like a treebank directory.
 4. Anything else is a HF hub name (see :mod:`layercache.extract.hub_datasets`). ``datasets``
    4.0 and later refuse dataset scripts, and the CoNLL-2003 and WikiAnn repositories are (or
    were) script repositories, so their aliases read the hub's Parquet export instead (revision
@@ -49,6 +54,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from layercache.errors import LayercacheError
+from layercache.extract.conllu import read_conllu, treebank_files
 from layercache.extract.hub_datasets import load_hub, one_line
 from layercache.extract.iob import detect_scheme, normalise_scheme, split_tag, to_iob2
 
@@ -139,6 +145,8 @@ def _resolve(spec: str) -> tuple[str, str, dict[str, list[Sentence]]]:
     if path.is_dir():
         return _read_directory(path)
     if path.is_file():
+        if path.suffix == ".conllu":
+            _refuse_treebank(path, {"train": path})
         return path.stem, str(path), {"train": _strip_wikiann(_read_conll(path))[0]}
     if spec.startswith(("/", "./", "../", "~")) or spec in (".", ".."):
         raise LayercacheError(f"dataset path {spec!r} does not exist")
@@ -235,6 +243,8 @@ def _read_directory(directory: Path) -> tuple[str, str, dict[str, list[Sentence]
     if (directory / "dataset_dict.json").is_file() or (directory / "state.json").is_file():
         return directory.name, str(directory), _read_hf_disk(directory)
     files = {split: _find_split_file(directory, split) for split in SPLIT_ORDER}
+    if files["train"] is None and (treebank := treebank_files(directory)):
+        _refuse_treebank(directory, treebank)
     if files["train"] is None:
         present = ", ".join(sorted(p.name for p in directory.iterdir())[:10]) or "nothing"
         raise LayercacheError(
@@ -243,6 +253,16 @@ def _read_directory(directory: Path) -> tuple[str, str, dict[str, list[Sentence]
         )
     raw = {split: _read_conll(path) for split, path in files.items() if path is not None}
     return _wikiann_or_plain(directory, raw)
+
+
+def _refuse_treebank(where: Path, files: dict[str, Path]) -> None:
+    """Read a UD treebank (so a malformed file is reported first), then refuse it: no span tags."""
+    counts = {split: len(read_conllu(path)) for split, path in files.items()}
+    listed = ", ".join(f"{split}: {files[split].name}, {n} sentence{'s' * (n != 1)}" for split, n in counts.items())
+    raise LayercacheError(
+        f"{where}: a Universal Dependencies treebank ({listed}); its UPOS/XPOS/DEPREL labels are word "
+        f"classes, not the IOB span tags the ner task extracts and scores by span F1, so it is not a dataset yet"
+    )
 
 
 def _wikiann_or_plain(directory: Path, raw: dict[str, list[Sentence]]):
