@@ -88,6 +88,14 @@ def grid_parser(description: str, *, fusions: str, epochs: int, threads: int | N
     return p
 
 
+def at_library_defaults(parser: argparse.ArgumentParser) -> None:
+    """A grid at train-head's defaults rather than the paper's protocol: each mode's and head's own
+    learning rate (``--lr`` None) and DWAtt's default score, unless given."""
+    from layercache.training import TrainConfig
+
+    parser.set_defaults(lr=None, layer_score=TrainConfig.__dataclass_fields__["layer_score"].default)
+
+
 def split_list(text: str, cast=str) -> list:
     return [cast(x.strip()) for x in text.split(",") if x.strip()]
 

@@ -29,6 +29,7 @@ import statistics
 
 from _common import (
     RESULTS,
+    at_library_defaults,
     conll_grid,
     f1_cell,
     grid_parser,
@@ -40,7 +41,6 @@ from _common import (
     write_results,
 )
 
-from layercache.training import TrainConfig
 from layercache.training.config import default_lr
 
 FUSIONS = "extra,concat,dwatt"
@@ -50,7 +50,7 @@ GRANULARITIES = ("word", "subword")
 def parse_args(argv=None):
     p = grid_parser(__doc__.split("\n\n")[0], fusions=FUSIONS, epochs=10, threads=1,
                     out="compare_extra_subword.jsonl")
-    p.set_defaults(lr=None, layer_score=TrainConfig.__dataclass_fields__["layer_score"].default)
+    at_library_defaults(p)
     p.add_argument("--granularities", default=",".join(GRANULARITIES))
     p.add_argument("--special-tokens", action="store_true",
                    help="the subword cache also holds the special tokens' rows (extract --special-tokens)")

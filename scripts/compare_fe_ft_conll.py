@@ -31,6 +31,7 @@ from pathlib import Path
 from _common import (
     REPO,
     args_entry,
+    at_library_defaults,
     conll_grid,
     f1_cell,
     grid_parser,
@@ -40,7 +41,6 @@ from _common import (
     torch_threads,
 )
 
-from layercache.training import TrainConfig
 from layercache.training.config import default_lr
 
 FUSIONS = "base,concat,dwatt"
@@ -50,9 +50,7 @@ MODES = ("fe", "ft")
 def parse_args(argv=None):
     p = grid_parser(__doc__.split("\n\n")[0], fusions=FUSIONS, epochs=10, threads=1, out="compare_fe_ft_conll.jsonl")
     p.add_argument("--modes", default="fe,ft", help="fe, ft or both")
-    # Figure 6 at today's defaults: each mode's own learning rate (FE heads per fusion, FT the
-    # paper's 5e-5) and train-head's DWAtt score, unless given.
-    p.set_defaults(lr=None, layer_score=TrainConfig.__dataclass_fields__["layer_score"].default)
+    at_library_defaults(p)  # Figure 6 at today's defaults
     p.add_argument("--dev-sentences", type=int, default=1000,
                    help="evaluate on this fixed random subset of dev (0 = all of dev)")
     p.add_argument("--note", default="", help="a sentence added to the table's caption (e.g. how busy the machine was)")
