@@ -3,17 +3,23 @@
 - DWAtt: the mean attention weight of each layer over the dev tokens, the mean entropy of a
   token's weights (nats; log L = uniform over L layers, 0 = one layer), and the mean weight of each
   token's top layer;
-- ScalarMix: its mixing weights; Concat: the Frobenius norm of each layer's block ``W_n``;
+- ScalarMix: its mixing weights;
+- Concat (``h = sum_n W_n z_n + b``): ``contribution``, the mean over the dev tokens of
+  ``||W_n z_n||``, what each layer's block adds to a token's output; and ``block_norm``, the
+  Frobenius norm of each block ``W_n``, which stays near its equal initialisation and says little;
 - Base and the extra-layer head read the top layer alone: nothing to report.
 
 ``share`` is the same information on one scale for every fusion: non-negative, summing to 1 over
-the fused layers (the weights themselves, or the block norms normalised), for heat maps.
+the fused layers (the weights themselves, or Concat's contributions normalised), for heat maps. For
+Concat it was the block norms normalised before contributions were measured: records written then
+hold ``block_norm`` and no ``contribution``, and their ``share`` is of the block norms.
 """
 
 from __future__ import annotations
 
 import torch
 
+from ..fusions.concat import Concat
 from .data import IGNORE, Split
 from .evaluation import eval_batches
 
@@ -24,13 +30,35 @@ def layer_usage(tagger, split: Split, *, layers, device, batch_size: int, autoca
     if hasattr(fusion, "layer_weights"):
         usage = _attention_usage(fusion, split, device=device, batch_size=batch_size, autocast=autocast)
         share = usage["mean_weight"]
+    elif isinstance(fusion, Concat):
+        usage = {**fusion.layer_usage(),
+                 "contribution": _contribution(fusion, split, device=device, batch_size=batch_size)}
+        share = _normalised(usage["contribution"])
     elif hasattr(fusion, "layer_usage"):
         usage = fusion.layer_usage()
-        values = next(iter(usage.values()))
-        share = [v / sum(values) for v in values] if sum(values) > 0 else values
+        share = _normalised(next(iter(usage.values())))
     else:
         return None
     return {"layers": [int(x) for x in layers], **usage, "share": share}
+
+
+def _normalised(values: list[float]) -> list[float]:
+    total = sum(values)
+    return [v / total for v in values] if total > 0 else values
+
+
+def _contribution(fusion: Concat, split: Split, *, device, batch_size: int) -> list[float]:
+    """Mean over the scored tokens of ``||W_n z_n||`` for each layer n (no bias), in float32."""
+    dim = fusion.proj.out_features  # Concat maps L*d -> d
+    blocks = fusion.proj.weight.detach().float().unflatten(1, (-1, dim))  # [d, L, d], blocks[:, n] = W_n
+    with torch.inference_mode():
+        total, n = torch.zeros(blocks.shape[1], dtype=torch.float64, device=blocks.device), 0
+        for batch in eval_batches(split, device=device, batch_size=batch_size):
+            z = batch.hidden[batch.labels != IGNORE].float()  # [tokens, L, d]
+            # one layer at a time: [tokens, d] per layer rather than [tokens, L, d] at once
+            total += torch.stack([(z[:, i] @ blocks[:, i].T).norm(dim=-1).sum() for i in range(len(total))]).double()
+            n += len(z)
+    return (total / max(n, 1)).tolist()
 
 
 def _attention_usage(fusion, split: Split, *, device, batch_size: int, autocast) -> dict:

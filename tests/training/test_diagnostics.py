@@ -66,10 +66,31 @@ def test_scalarmix_and_concat_usage_by_hand():
     concat = _tagger("concat")
     w = concat.fusion.proj.weight.detach()  # [d, L*d], block n = columns n*d:(n+1)*d
     norms = [float(w[:, n * D:(n + 1) * D].norm()) for n in range(L)]
+    z = torch.from_numpy(split.hidden.astype(np.float32))[split.labels != IGNORE]  # [tokens, L, d]
+    contribution = [float((z[:, n] @ w[:, n * D:(n + 1) * D].T).norm(dim=1).mean()) for n in range(L)]
     usage = _usage(concat, split)
     np.testing.assert_allclose(usage["block_norm"], norms, rtol=1e-6)
-    np.testing.assert_allclose(usage["share"], np.array(norms) / sum(norms), rtol=1e-6)
+    np.testing.assert_allclose(usage["contribution"], contribution, rtol=1e-5)
+    np.testing.assert_allclose(usage["share"], np.array(contribution) / sum(contribution), rtol=1e-5)
     assert describe(usage).startswith("layers used (share): 2:")
+
+
+def test_concat_contribution_by_hand():
+    """W_1 = I, W_2 = [[0, 3], [0, 0]]: token a (z_1 = (3, 4), z_2 = (1, 1)) gets ||W_1 z_1|| = 5 and
+    ||W_2 z_2|| = ||(3, 0)|| = 3; token b (z_1 = (0, 1), z_2 = (0, 2)) gets 1 and 6; means 3 and 4.5.
+    The bias is no layer's, and a row without a label (a later subword) is not a token."""
+    hidden = np.array([[[3, 4], [1, 1]], [[100, 100], [100, 100]], [[0, 1], [0, 2]]], dtype=np.float16)
+    split = SplitArrays("dev", hidden, np.array([1, IGNORE, 0]), np.array([0, 2, 3]), (5, 7), np.array([0, 1]))
+    tagger = TokenTagger(fusion="concat", n_layers=2, dim=2, num_heads=1, ffn_dim=4, n_labels=2).eval()
+    with torch.no_grad():
+        tagger.fusion.proj.weight.copy_(torch.tensor([[1.0, 0, 0, 3], [0, 1, 0, 0]]))
+        tagger.fusion.proj.bias.fill_(10.0)
+    usage = _usage(tagger, split)
+    assert usage["layers"] == [5, 7]
+    assert usage["contribution"] == pytest.approx([3.0, 4.5], rel=1e-6)
+    assert usage["share"] == pytest.approx([0.4, 0.6], rel=1e-6)
+    assert usage["block_norm"] == pytest.approx([math.sqrt(2), 3.0], rel=1e-6)
+    assert describe(usage) == "layers used (share): 5:0.40 7:0.60"
 
 
 def test_heads_on_the_top_layer_report_nothing():
