@@ -110,9 +110,10 @@ def main(argv=None) -> dict:
     p.add_argument("--json", default=None, help="write the figures here too")
     p.add_argument("--render", nargs="+", default=None, help="--json files of earlier checks: write --report")
     p.add_argument("--report", default=None, help="with --render: the markdown file")
+    p.add_argument("--note", default="", help="with --render: a paragraph above the table (what the checks ran on)")
     args = p.parse_args(argv)
     if args.render:
-        text = render(args.render)
+        text = (args.note + "\n\n" if args.note else "") + render(args.render)
         if args.report:
             write_results(args.report, text, title="The GPU check", script="gpu_check",
                           argv=argv if argv is not None else sys.argv[1:],
