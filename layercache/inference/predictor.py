@@ -46,8 +46,25 @@ class Predictor:
                 chunk = sentences[i:i + batch_size]
                 hidden, mask = self.backbone(chunk, self.layers)
                 pred = self.head(hidden, mask).argmax(-1).cpu().numpy()  # [B, T]
-                out += [[self.label_names[t] for t in pred[b, : len(chunk[b])]] for b in range(len(chunk))]
+                rows = self._word_rows(chunk)
+                out += [[self.label_names[t] for t in pred[b, rows[b]]] for b in range(len(chunk))]
         return out
+
+    def _word_rows(self, sentences: list[list[str]]) -> list:
+        """The row that tags each word: the word's own, or (a subword cache's head) its first subword's,
+        the row training scores it on."""
+        import numpy as np
+
+        if self.backbone.granularity != "subword":
+            return [np.arange(len(words)) for words in sentences]
+        from ..extract.tokenize import tokenize_words
+
+        tok = tokenize_words(self.backbone.tokenizer, sentences)  # as the backbone tokenizes them
+        rows = []
+        for b in range(len(sentences)):
+            word = tok.word_of_sub[tok.sub_offsets[b]:tok.sub_offsets[b + 1]]  # every word has a subword (or UNK)
+            rows.append(np.flatnonzero(np.concatenate([[True], word[1:] != word[:-1]])))
+        return rows
 
 
 def load_head(checkpoint: str, *, device=None):
