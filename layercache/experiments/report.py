@@ -203,8 +203,9 @@ def usage_by_label(records) -> dict[str, tuple[list[int], np.ndarray]]:
 
 
 def plot_layers_used(records, path: str, *, nu: list | None = None, title: str = "") -> str | None:
-    """Heat map of which layers each fusion uses (share of its attention, mixing weight or block
-    norm), and below it the variability nu of the same layers (`rank-layers`; lower = better)."""
+    """Heat map of which layers each fusion uses (share of its attention, mixing weight, or Concat's
+    contribution ||W_n z_n||: block norms in records made before that), and below it the
+    variability nu of the same layers (`rank-layers`; lower = better)."""
     usage = usage_by_label(records)
     if not usage:
         return None
