@@ -10,6 +10,7 @@ import numpy as np
 
 from ..errors import LayercacheError
 from ..tasks import DEFAULT_TASK
+from .int8 import SCALES
 from .layout import KEY_FIELDS, OPTIONAL_KEY_FIELDS, is_remote, local_path
 from .store import open_group
 
@@ -145,16 +146,18 @@ def remove(path: str) -> None:
 def verify(path: str, *, progress: bool = False) -> list[str]:
     """Read every chunk of every array; return one message per unreadable or corrupt chunk, then one
     per split and layer whose hidden states hold non-finite values (a checksum only proves the bytes
-    are the ones written: an overflow stored as inf passes it)."""
+    are the ones written: an overflow stored as inf passes it), or, in int8 entries, non-finite scales."""
     from tqdm.auto import tqdm
 
     group = open_group(path, mode="r")
     bfloat16 = group.attrs.get("dtype") == "bfloat16"
     problems = []
     non_finite: dict[tuple[str, int], int] = {}
+    bad_scales: dict[tuple[str, int], int] = {}  # int8 entries
     arrays = [(split, name, arr) for split, g in group.groups() for name, arr in g.arrays()]
     for split, name, arr in tqdm(arrays, desc="verify", disable=not progress, leave=False):
         hidden = name == "hidden" and arr.ndim == 3
+        scales = name == SCALES  # int8 entries: a non-finite scale makes its whole vector non-finite
         for sel, label in _chunk_selections(arr):
             try:
                 data = np.asarray(arr[sel])
@@ -169,9 +172,17 @@ def verify(path: str, *, progress: bool = False) -> list[str]:
                         k = _count_non_finite(data[:, layer - sel[1].start], bfloat16=bfloat16)
                         if k:
                             non_finite[split, layer] = non_finite.get((split, layer), 0) + k
+            if scales:
+                bad = np.count_nonzero(~np.isfinite(data), axis=0)  # [layers in the chunk]
+                for layer in np.flatnonzero(bad):
+                    key = split, sel[1].start + int(layer)
+                    bad_scales[key] = bad_scales.get(key, 0) + int(bad[layer])
     for (split, layer), n in sorted(non_finite.items()):
         problems.append(f"{path}: split {split}, layer {layer} (0 = embeddings): {n:,} non-finite hidden values "
                         f"(inf or nan)")
+    for (split, layer), n in sorted(bad_scales.items()):
+        problems.append(f"{path}: split {split}, layer {layer} (0 = embeddings): {n:,} non-finite int8 scales "
+                        f"(inf or nan: those vectors read back non-finite)")
     return problems
 
 

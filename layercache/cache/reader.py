@@ -15,6 +15,7 @@ import zarr
 
 from ..errors import LayercacheError
 from ..tasks import DEFAULT_TASK
+from .int8 import SCALES, dequantize
 from .store import bfloat16_to_float32, open_group, require_complete
 from .usage import mark_read
 
@@ -84,6 +85,11 @@ class CacheSplit:
         require_complete(self.group, f"split {name!r} of {entry.path}")
         self.attrs = dict(self.group.attrs)
         self._hidden = self.group["hidden"]
+        # int8 entries: a float32 scale per row and layer; every read goes through `_slice`, which
+        # dequantises, so callers see float16 as from a float16 entry.
+        self._scales = self.group[SCALES] if self.entry.meta.get("dtype") == "int8" else None
+        # ... unless a value is beyond float16's range (65504): then float32, as bfloat16 entries.
+        self._int8_as = np.float32 if self.attrs.get("int8_max_abs", 0) > 65504 else np.float16
 
     @cached_property
     def offsets(self) -> np.ndarray:
@@ -109,8 +115,11 @@ class CacheSplit:
         return int(self.offsets[-1])
 
     def nbytes(self, *, rows: int, layers: int) -> int:
-        """Bytes of ``rows`` rows of ``layers`` layers as `hidden` returns them (bfloat16 as float32)."""
+        """Bytes of ``rows`` rows of ``layers`` layers as `hidden` returns them (bfloat16 as float32,
+        int8 as float16 or, past its range, float32)."""
         itemsize = 4 if self.entry.meta.get("dtype") == "bfloat16" else self._hidden.dtype.itemsize
+        if self._scales is not None:
+            itemsize = np.dtype(self._int8_as).itemsize
         return int(rows) * int(layers) * self._hidden.shape[2] * itemsize
 
     @property
@@ -134,7 +143,8 @@ class CacheSplit:
         """[rows, len(layers), d] for the given sentences (all if None), layers indexing 0..L.
 
         Returns the storage dtype (float16 by default) unless `dtype` is given; bfloat16 entries
-        come back as float32 since numpy has no bfloat16.
+        come back as float32 since numpy has no bfloat16, int8 entries as float16 (q * s, computed
+        in float32 and exact when `dtype` is float32; float32 too when a value passes 65504).
         """
         n_layers = self._hidden.shape[1]
         layers = list(range(n_layers)) if layers is None else [int(x) for x in layers]
@@ -145,6 +155,8 @@ class CacheSplit:
         out = np.stack([self._read_layer(layer, rows) for layer in layers], axis=1)
         if self.entry.meta.get("dtype") == "bfloat16":
             out = bfloat16_to_float32(out)
+        if self._scales is not None and dtype is None:
+            out = out.astype(self._int8_as, copy=False)
         if dtype is not None:
             out = out.astype(dtype, copy=False)
         if as_torch:
@@ -157,7 +169,8 @@ class CacheSplit:
         if rows is None:
             return self._slice(0, self.n_rows, layer)
         if len(rows) == 0:
-            return np.zeros((0, self._hidden.shape[2]), dtype=self._hidden.dtype)
+            dtype = np.float32 if self._scales is not None else self._hidden.dtype
+            return np.zeros((0, self._hidden.shape[2]), dtype=dtype)
         # Read contiguous runs of needed inner chunks as slices, then pick rows in memory.
         chunk = self._hidden.chunks[0]
         needed = np.unique(rows // chunk)
@@ -176,18 +189,26 @@ class CacheSplit:
         return block[rows - starts[which] + block_starts[which]]
 
     def _slice(self, lo: int, hi: int, layer: int) -> np.ndarray:
+        """Rows lo:hi of one layer in the storage dtype; int8 entries dequantised to float32."""
+        values = self._read(self._hidden, lo, hi, layer, "hidden")
+        if self._scales is None:
+            return values
+        return dequantize(values, self._read(self._scales, lo, hi, layer, SCALES))
+
+    def _read(self, array, lo: int, hi: int, layer: int, name: str) -> np.ndarray:
         try:
-            return self._hidden[lo:hi, layer, :]
+            return array[lo:hi, layer, ...]
         except ValueError as exc:
             if "checksum" not in str(exc):
                 raise
-            chunk = self._hidden.chunks[0]
+            chunk = array.chunks[0]
             for start in range(lo - lo % chunk, hi, chunk):  # name the first corrupt chunk exactly
                 try:
-                    self._hidden[start : start + chunk, layer, :]
+                    array[start : start + chunk, layer, ...]
                 except ValueError:
+                    index = f"({start // chunk}, {layer}, 0)" if array.ndim == 3 else f"({start // chunk}, 0)"
                     raise LayercacheError(
-                        f"{self.entry.path}: array {self.name}/hidden, chunk ({start // chunk}, {layer}, 0) fails its "
+                        f"{self.entry.path}: array {self.name}/{name}, chunk {index} fails its "
                         "crc32c checksum (corrupt on disk); run `layercache verify` and re-extract"
                     ) from exc
             raise

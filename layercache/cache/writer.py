@@ -16,10 +16,11 @@ from dataclasses import dataclass, field
 import numpy as np
 import zarr
 
+from .int8 import SCALES, quantize
 from .shard import shard_files
 from .store import CHECKSUM, SMALL_ARRAY_CODECS, float32_to_bfloat16_bits, open_group
 
-STORAGE_DTYPES = {"float16": "float16", "float32": "float32", "bfloat16": "uint16"}
+STORAGE_DTYPES = {"float16": "float16", "float32": "float32", "bfloat16": "uint16", "int8": "int8"}
 # How units reach disk, for measuring what writing costs (scripts/bench_extract.py --where):
 # "direct" (the default: a unit that is one whole shard goes straight to its file, `shard.py`),
 # "zarr" (zarr's own pipeline for every unit) or "none" (rows dropped, units still flagged done:
@@ -34,7 +35,7 @@ class SplitPlan:
 
     n_layers: int  # L + 1 (embeddings included)
     dim: int
-    dtype: str  # float16 | bfloat16 | float32
+    dtype: str  # float16 | bfloat16 | float32 | int8 (with a float32 scale per vector, `int8.py`)
     offsets: np.ndarray  # [S + 1] int64, sentence i is rows offsets[i]:offsets[i+1]
     labels: np.ndarray  # [rows] int16 label ids (-1 unlabeled), or int32 token ids for MLM (-100 unscored)
     words: list[str]  # one per word, all sentences concatenated
@@ -56,6 +57,11 @@ class SplitPlan:
         return unit * self.unit_rows, min((unit + 1) * self.unit_rows, self.n_rows)
 
 
+def scale_chunk_rows(plan: SplitPlan) -> int:
+    """int8 scales: one chunk per unit (a split smaller than a unit gets one chunk of its own size)."""
+    return max(1, min(plan.unit_rows, plan.n_rows))
+
+
 def inner_chunk_rows(unit_rows: int) -> int:
     """Inner chunks inside a shard: one layer each, at most 1024 rows, so partial reads stay cheap
     and the padding of the last chunk stays small."""
@@ -69,6 +75,7 @@ class SplitWriter:
         # Every chunk of a unit is real data: skip zarr's comparison of each one with the fill value.
         self.hidden = group["hidden"].with_config({"write_empty_chunks": True})
         self.done = group["done"]
+        self.scales = group[SCALES].with_config({"write_empty_chunks": True}) if plan.dtype == "int8" else None
         self.writes = os.environ.get(WRITES_ENV) or "direct"
         if self.writes not in WRITES:
             raise ValueError(f"{WRITES_ENV}={self.writes!r}: expected one of {', '.join(WRITES)}")
@@ -102,17 +109,26 @@ class SplitWriter:
         lo, hi = self.plan.unit_range(unit)
         if rows.shape[0] != hi - lo:
             raise ValueError(f"unit {unit}: {rows.shape[0]} rows for range {lo}:{hi}")
+        scales = None
         if self.plan.dtype == "bfloat16" and rows.dtype != np.uint16:
             rows = float32_to_bfloat16_bits(rows)
+        elif self.plan.dtype == "int8":
+            rows, scales = quantize(rows)
         else:
             rows = rows.astype(STORAGE_DTYPES[self.plan.dtype], copy=False)
         if self.shards is not None and self.shards.shard_rows == self.plan.unit_rows:  # a unit is one shard
             self.shards.write(unit, rows)
         else:
             self.hidden[lo:hi] = rows
+        if scales is not None:  # one chunk per unit: stored, like the rows, before the unit is flagged
+            self.scales[lo:hi] = scales
         self.done[unit] = True
 
     def finish(self, stats: dict) -> None:
+        if self.scales is not None:  # the largest stored magnitude: readers widen past float16's range
+            peak = max((float(self.scales[lo:lo + self.plan.unit_rows].max()) for lo in
+                        range(0, self.plan.n_rows, self.plan.unit_rows)), default=0.0)
+            stats = {**stats, "int8_max_abs": peak * 127}
         # One write: the split turns complete together with its stats, never before them.
         self.group.update_attributes({**stats, "complete": True, "finished": time.strftime("%Y-%m-%dT%H:%M:%S%z")})
 
@@ -174,6 +190,9 @@ def _create_split(root: zarr.Group, split: str, plan: SplitPlan) -> zarr.Group:
         compressors=[CHECKSUM],
         fill_value=0,
     )
+    if plan.dtype == "int8":
+        g.create_array(SCALES, shape=(n, plan.n_layers), dtype="float32",
+                       chunks=(scale_chunk_rows(plan), plan.n_layers), compressors=[CHECKSUM], fill_value=1)
     g.create_array("done", shape=(plan.n_units,), dtype=bool, chunks=(1,), compressors=[CHECKSUM], fill_value=False)
     g.attrs["ready"] = True
     return g

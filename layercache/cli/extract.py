@@ -40,7 +40,8 @@ def _splits(value: str | None):
 @click.option("--pooling", type=click.Choice(POOLINGS), default=default_of(ExtractConfig, "pooling"), show_default=True,
               help="Subword pooling per word.")
 @click.option("--dtype", type=click.Choice(DTYPES), default=default_of(ExtractConfig, "dtype"), show_default=True,
-              help="Storage dtype of the hidden states.")
+              help="Storage dtype of the hidden states (int8: one float32 scale per vector, about half "
+                   "float16's bytes).")
 @click.option("--precision", type=click.Choice(["fp32", "bf16", "fp16"]),
               default=default_of(ExtractConfig, "precision"), show_default=True,
               help="Autocast precision of the forward pass.")

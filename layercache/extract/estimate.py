@@ -23,7 +23,7 @@ from ..cache.layout import cache_root, is_remote, local_path
 from ..cache.manage import bytes_on_disk, list_entries
 from ..cache.shard import shard_size
 from ..cache.store import exists, open_group
-from ..cache.writer import STORAGE_DTYPES, SplitPlan, _create_split, inner_chunk_rows
+from ..cache.writer import STORAGE_DTYPES, SplitPlan, _create_split, inner_chunk_rows, scale_chunk_rows
 from ..errors import LayercacheError
 from ..tasks import DEFAULT_TASK
 
@@ -183,14 +183,18 @@ def split_plan(config, dataset, split: str, info, *, tokenizer=None) -> SplitPla
 
 
 def hidden_bytes(plan: SplitPlan) -> int:
-    """Bytes of the ``hidden`` shards: every full shard, then the last one with only its rows."""
+    """Bytes of the ``hidden`` shards: every full shard, then the last one with only its rows (int8:
+    and the scales next to them)."""
     if plan.n_rows == 0:
         return 0
     itemsize = np.dtype(STORAGE_DTYPES[plan.dtype]).itemsize
     size = lambda n: shard_size(n, (plan.n_layers, plan.dim), itemsize=itemsize,  # noqa: E731
                                 shard_rows=plan.unit_rows, inner_rows=inner_chunk_rows(plan.unit_rows))
     full, last = divmod(plan.n_rows, plan.unit_rows)
-    return full * size(plan.unit_rows) + (size(last) if last else 0)
+    total = full * size(plan.unit_rows) + (size(last) if last else 0)
+    if plan.dtype == "int8":  # the float32 scales: whole chunks (the last one padded), each with its crc32c
+        total += plan.n_units * (scale_chunk_rows(plan) * plan.n_layers * 4 + 4)
+    return total
 
 
 def measured_rate(root: str, attrs: dict) -> tuple[float | None, str | None]:

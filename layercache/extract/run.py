@@ -41,8 +41,8 @@ from .tokenize import Tokenized, special_tokens, subword_rows, tokenize_words
 
 GRANULARITIES = ("word", "subword")
 POOLINGS = ("first", "mean", "last")
-DTYPES = ("float16", "bfloat16", "float32")
-DTYPE_BYTES = {"float16": 2, "bfloat16": 2, "float32": 4}
+DTYPES = ("float16", "bfloat16", "float32", "int8")
+DTYPE_BYTES = {"float16": 2, "bfloat16": 2, "float32": 4, "int8": 1}  # int8: plus a float32 scale per vector
 MASKING_FORMAT = 1  # bump when the blocking or masking algorithm changes: it is part of the entry key
 
 
@@ -301,7 +301,10 @@ def _extract_split(config, dataset, split, info, tokenizer, model: Future, devic
     encoder = UnitEncoder(backbone, tokenizer, device=device, precision=config.precision,
                           token_budget=plan.attrs["token_budget"], max_length=attrs["max_length"])
     n_windowed = int(np.sum(np.diff(tok.sub_offsets) > encoder.width))
-    storage = {"float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32}[config.dtype]
+    # int8 units leave the encoder in float32 (so the non-finite check is float32's) and are
+    # quantised, vector by vector, by the writer (`cache/int8.py`).
+    storage = {"float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32,
+               "int8": torch.float32}[config.dtype]
     pending = writer.pending_units()
     # Every rank reads the done flags before any rank writes: a rank that read them after another
     # had finished a unit would deal the units out differently and leave one unwritten.
@@ -401,6 +404,7 @@ def default_unit_rows(n_layers: int, dim: int, nbytes: int) -> int:
     """A power of two near 256 MiB per shard, between 256 and 65536 rows. Sentences are length-
     sorted within a unit, so larger units pad less (measured: 32768 rows forward 15-25% faster than
     8192 for MiniLM on CPU); the cost is memory, one unit in float32 at a time."""
+    nbytes = max(nbytes, 2)  # int8 units are encoded in float32 first: sized as float16's, same memory
     target = (256 << 20) // (n_layers * dim * nbytes)
     return int(min(65536, max(256, 1 << max(0, target.bit_length() - 1))))
 
