@@ -1,0 +1,139 @@
+"""An 8-bit cache against the float16 one: the same model and data extracted twice (`extract
+--dtype float16` and `--dtype int8`), then, side by side, bytes per word on disk, extraction
+words/s (train), the seconds to read all of dev (every layer), best dev and test F1 of each head at
+each N over seeds (the same samples on both caches), and nu per layer on train with its ranking.
+
+    python scripts/compare_int8_cache.py                                  # concat, dwatt x N=8,128 x 3 seeds
+    python scripts/compare_int8_cache.py --seeds 1 --shots 8 --epochs 1 --out /tmp/x.jsonl --table /tmp/x.md
+
+The caches are the ones `extract --model all-MiniLM-L6-v2 --dataset <data> --dtype D` makes
+(extracted here first when missing), under --cache-dir, else $LAYERCACHE_HOME. Each dtype's runs go
+to <--out stem>.<dtype>.jsonl (run ids do not name the cache).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import time
+
+from _common import (
+    RESULTS,
+    at_library_defaults,
+    conll_grid,
+    f1_cell,
+    grid_parser,
+    run_conll_grid,
+    runs_of,
+    say,
+    split_list,
+    torch_threads,
+    write_results,
+)
+
+FUSIONS = "concat,dwatt"
+DTYPES = ("float16", "int8")
+
+
+def parse_args(argv=None):
+    p = grid_parser(__doc__.split("\n\n")[0], fusions=FUSIONS, epochs=10, threads=1, out="compare_int8_cache.jsonl")
+    at_library_defaults(p)
+    p.add_argument("--dtypes", default=",".join(DTYPES))
+    p.add_argument("--measure-only", action="store_true",
+                   help="bytes, speeds and nu only, no heads (a backbone with random weights, say)")
+    p.add_argument("--table", default=str(RESULTS / "compare_int8_cache.md"),
+                   help="markdown file the table is written to ('' = print only)")
+    return p.parse_args(argv)
+
+
+def out_of(args, dtype: str) -> str:
+    stem, ext = os.path.splitext(args.out)
+    return f"{stem}.{dtype}{ext or '.jsonl'}"
+
+
+def entry_of(args, dtype: str):
+    from layercache.experiments import resolve_entry
+
+    return resolve_entry(model=args.model, dataset=os.path.normpath(args.data), cache_dir=args.cache_dir,
+                         extract_options={"dtype": dtype}, log=say)
+
+
+def measure(entry) -> dict:
+    """Bytes per word (every split), train extraction words/s, seconds to read dev, nu per layer."""
+    from layercache.cache.manage import bytes_on_disk
+    from layercache.layers.scores import score_layers
+
+    words = sum(entry.split(s).group.attrs["n_words"] for s in entry.splits)
+    dev = entry.split("dev")
+    t0 = time.perf_counter()
+    dev.hidden()
+    read_s = time.perf_counter() - t0
+    train = entry.split("train")
+    nu = score_layers(train, seed=0)
+    return {"bytes_per_word": bytes_on_disk(entry.path) / words,
+            "train_words_per_s": train.group.attrs.get("words_per_second") or 0.0, "dev_read_s": read_s, "nu": nu}
+
+
+def by_nu(scores: list) -> list:
+    """Layers best (lowest nu) first."""
+    return sorted(scores, key=lambda pair: pair[1])
+
+
+def table(records: dict[str, list[dict]], measured: dict[str, dict], fusions: list[str], shots: list[int]) -> str:
+    dtypes = list(records)
+    lines = ["| | " + " | ".join(dtypes) + " |", "|---" * (len(dtypes) + 1) + "|"]
+    rows = [("bytes per word (all splits)", lambda m: f"{m['bytes_per_word']:,.0f}"),
+            ("extraction, train words/s", lambda m: f"{m['train_words_per_s']:,.0f}"),
+            ("read all of dev, s", lambda m: f"{m['dev_read_s']:.2f}"),
+            ("nu per layer (train)", lambda m: ", ".join(f"{layer}: {nu:.3f}" for layer, nu in m["nu"])),
+            ("layers by nu, best first", lambda m: ", ".join(str(layer) for layer, _ in by_nu(m["nu"])))]
+    lines += [f"| {label} | " + " | ".join(get(measured[d]) for d in dtypes) + " |" for label, get in rows]
+    for fusion in fusions:
+        for n in shots:
+            for metric, name in (("best_dev_f1", "dev F1"), ("test_f1_at_best", "test F1")):
+                cells = [f1_cell(runs_of(records[d], fusion=fusion, shots=n), metric) for d in dtypes]
+                lines.append(f"| {fusion} N = {n}, {name} | " + " | ".join(cells) + " |")
+    if len(dtypes) == 2:
+        pairs = []
+        for a in records[dtypes[0]]:
+            b = next((r for r in records[dtypes[1]] if r["run_id"] == a["run_id"]), None)
+            if b is not None:
+                pairs.append(abs(a["best_dev_f1"] - b["best_dev_f1"]) * 100)
+        if pairs:
+            lines.append(f"| per-run dev F1 difference, mean / largest ({len(pairs)} runs) | "
+                         f"{statistics.mean(pairs):.2f} / {max(pairs):.2f} | |")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> str:
+    args = parse_args(argv)
+    records, measured, model, device = {}, {}, args.model, args.device
+    with torch_threads(args.threads):
+        for dtype in split_list(args.dtypes):
+            entry = entry_of(args, dtype)
+            model = entry.meta.get("model", model)
+            measured[dtype] = measure(entry)
+            run_args = argparse.Namespace(**{**vars(args), "out": out_of(args, dtype)})
+            records[dtype] = [] if args.measure_only else run_conll_grid(run_args, entry, conll_grid(args))
+    device = next((r["device"] for rs in records.values() for r in rs), device or "cpu")
+    heads = ("" if args.measure_only else
+             f" F1 x100, mean ± std over seeds 0..{args.seeds - 1} (runs), the same N-way sample per seed on both "
+             f"caches; {args.epochs} epochs at each head's default rate, {args.eval_points} evaluations per run on "
+             f"all of dev, test F1 at the best dev point.")
+    caption = (f"{model} on {os.path.basename(os.path.normpath(args.data))}: the same extraction stored as float16 "
+               f"and as int8 with one scale per vector (per row and layer).{heads} Extraction words/s is what "
+               f"`extract` recorded (forward pass and writing); the dev read is one pass over every layer into "
+               f"memory, as float16.")
+    fusions = [] if args.measure_only else split_list(args.fusions)
+    text = caption + "\n\n" + table(records, measured, fusions, split_list(args.shots, int))
+    print("\n" + text)
+    if args.table:
+        write_results(args.table, text + f"\n\nOne JSON line per run in `{out_of(args, '<dtype>')}`.",
+                      title="An 8-bit cache against float16", script="compare_int8_cache", argv=argv,
+                      device=device, dev="all of dev")
+    return text
+
+
+if __name__ == "__main__":
+    main()
