@@ -96,6 +96,21 @@ def at_library_defaults(parser: argparse.ArgumentParser) -> None:
     parser.set_defaults(lr=None, layer_score=TrainConfig.__dataclass_fields__["layer_score"].default)
 
 
+def variant_results(out: str, name: str) -> str:
+    """``<out stem>.<name>.jsonl``: run ids do not name the cache, so a grid run on several caches of
+    one model and data (word or subword rows, float16 or int8) keeps one results file per cache."""
+    stem, ext = os.path.splitext(out)
+    return f"{stem}.{name}{ext or '.jsonl'}"
+
+
+def variant_entry(args, **extract_options):
+    """The entry of --model and --data made with ``extract_options`` (extracted first when missing)."""
+    from layercache.experiments import resolve_entry
+
+    return resolve_entry(model=args.model, dataset=os.path.normpath(args.data), cache_dir=args.cache_dir,
+                         extract_options=extract_options, log=say)
+
+
 def split_list(text: str, cast=str) -> list:
     return [cast(x.strip()) for x in text.split(",") if x.strip()]
 

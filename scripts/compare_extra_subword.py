@@ -24,7 +24,6 @@ docs/results/compare_extra_subword_special.md unless --table says otherwise.
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 
 from _common import (
@@ -35,9 +34,10 @@ from _common import (
     grid_parser,
     run_conll_grid,
     runs_of,
-    say,
     split_list,
     torch_threads,
+    variant_entry,
+    variant_results,
     write_results,
 )
 
@@ -70,21 +70,14 @@ def with_specials(args, granularity: str) -> bool:
 
 
 def out_of(args, granularity: str) -> str:
-    """Run ids do not name the cache, so each input has its own results file."""
-    stem, ext = os.path.splitext(args.out)
-    name = f"{granularity}-special" if with_specials(args, granularity) else granularity
-    return f"{stem}.{name}{ext or '.jsonl'}"
+    return variant_results(args.out, f"{granularity}-special" if with_specials(args, granularity) else granularity)
 
 
 def entry_of(args, granularity: str):
-    from layercache.experiments import resolve_entry
-
     if args.cache:
         raise SystemExit("compare_extra_subword: --cache names one entry; this script needs one per granularity")
     # Named either way, so an entry with the special rows is never taken for one without (nor the reverse).
-    options = {"granularity": granularity, "special_tokens": with_specials(args, granularity)}
-    return resolve_entry(model=args.model, dataset=os.path.normpath(args.data), cache_dir=args.cache_dir,
-                         extract_options=options, log=say)
+    return variant_entry(args, granularity=granularity, special_tokens=with_specials(args, granularity))
 
 
 def table(records: dict[str, list[dict]], fusions: list[str], shots: list[int]) -> str:

@@ -26,9 +26,10 @@ from _common import (
     grid_parser,
     run_conll_grid,
     runs_of,
-    say,
     split_list,
     torch_threads,
+    variant_entry,
+    variant_results,
     write_results,
 )
 
@@ -45,18 +46,6 @@ def parse_args(argv=None):
     p.add_argument("--table", default=str(RESULTS / "compare_int8_cache.md"),
                    help="markdown file the table is written to ('' = print only)")
     return p.parse_args(argv)
-
-
-def out_of(args, dtype: str) -> str:
-    stem, ext = os.path.splitext(args.out)
-    return f"{stem}.{dtype}{ext or '.jsonl'}"
-
-
-def entry_of(args, dtype: str):
-    from layercache.experiments import resolve_entry
-
-    return resolve_entry(model=args.model, dataset=os.path.normpath(args.data), cache_dir=args.cache_dir,
-                         extract_options={"dtype": dtype}, log=say)
 
 
 def measure(entry) -> dict:
@@ -111,10 +100,10 @@ def main(argv=None) -> str:
     records, measured, model, device = {}, {}, args.model, args.device
     with torch_threads(args.threads):
         for dtype in split_list(args.dtypes):
-            entry = entry_of(args, dtype)
+            entry = variant_entry(args, dtype=dtype)
             model = entry.meta.get("model", model)
             measured[dtype] = measure(entry)
-            run_args = argparse.Namespace(**{**vars(args), "out": out_of(args, dtype)})
+            run_args = argparse.Namespace(**{**vars(args), "out": variant_results(args.out, dtype)})
             records[dtype] = [] if args.measure_only else run_conll_grid(run_args, entry, conll_grid(args))
     device = next((r["device"] for rs in records.values() for r in rs), device or "cpu")
     heads = ("" if args.measure_only else
@@ -129,7 +118,7 @@ def main(argv=None) -> str:
     text = caption + "\n\n" + table(records, measured, fusions, split_list(args.shots, int))
     print("\n" + text)
     if args.table:
-        write_results(args.table, text + f"\n\nOne JSON line per run in `{out_of(args, '<dtype>')}`.",
+        write_results(args.table, text + f"\n\nOne JSON line per run in `{variant_results(args.out, '<dtype>')}`.",
                       title="An 8-bit cache against float16", script="compare_int8_cache", argv=argv,
                       device=device, dev="all of dev")
     return text
