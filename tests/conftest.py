@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import random
 import string
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -49,6 +50,26 @@ def _sentence(rng: random.Random) -> tuple[list[str], list[str]]:
             words.append(rng.choice(FILLER))
             tags.append("O")
     return words, tags
+
+
+def slow_extract_child(options: str = "") -> str:
+    """A `python -c` script: extract train of argv[2] with model argv[1] into root argv[3], the writer
+    pausing argv[4] seconds after each unit so a test can kill it between units; ``options``: more
+    ExtractConfig keywords (``', dtype="int8"'``)."""
+    return textwrap.dedent(
+        f"""
+        import sys, time
+        from layercache.cache import writer
+        original = writer.SplitWriter.write_unit
+        def slow(self, unit, rows):
+            original(self, unit, rows)
+            time.sleep(float(sys.argv[4]))
+        writer.SplitWriter.write_unit = slow
+        from layercache.extract.run import ExtractConfig, extract
+        extract(ExtractConfig(model=sys.argv[1], dataset=sys.argv[2], cache_dir=sys.argv[3], unit_rows=256,
+                              splits=("train",){options}), progress=False)
+        """
+    )
 
 
 def units_done(path: str, split: str = "train") -> int:

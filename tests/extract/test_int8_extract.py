@@ -8,13 +8,12 @@ import os
 import signal
 import subprocess
 import sys
-import textwrap
 import time
 
 import numpy as np
 import pytest
 import zarr
-from conftest import split_arrays, units_done
+from conftest import slow_extract_child, split_arrays, units_done
 
 from layercache.cache.int8 import SCALES
 from layercache.cache.manage import bytes_on_disk
@@ -74,20 +73,7 @@ def test_dry_run_counts_int8_bytes(tiny_bert_dir, tiny_conll_dir, tmp_path):
 
 
 # As tests/extract/test_resume.py: a child whose writer pauses after each unit, killed between units.
-CHILD = textwrap.dedent(
-    """
-    import sys, time
-    from layercache.cache import writer
-    original = writer.SplitWriter.write_unit
-    def slow(self, unit, rows):
-        original(self, unit, rows)
-        time.sleep(float(sys.argv[4]))
-    writer.SplitWriter.write_unit = slow
-    from layercache.extract.run import ExtractConfig, extract
-    extract(ExtractConfig(model=sys.argv[1], dataset=sys.argv[2], cache_dir=sys.argv[3], unit_rows=256,
-                          splits=("train",), dtype="int8"), progress=False)
-    """
-)
+CHILD = slow_extract_child(', dtype="int8"')
 
 
 @pytest.mark.slow

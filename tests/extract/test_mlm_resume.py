@@ -7,32 +7,18 @@ import os
 import signal
 import subprocess
 import sys
-import textwrap
 import time
 
 import numpy as np
 import pytest
 import zarr
-from conftest import units_done
+from conftest import slow_extract_child, units_done
 
 from layercache.cache.reader import open_entry
 from layercache.errors import IncompleteEntryError
 from layercache.extract.run import ExtractConfig, extract
 
-CHILD = textwrap.dedent(
-    """
-    import sys, time
-    from layercache.cache import writer
-    original = writer.SplitWriter.write_unit
-    def slow(self, unit, rows):
-        original(self, unit, rows)
-        time.sleep(float(sys.argv[4]))
-    writer.SplitWriter.write_unit = slow
-    from layercache.extract.run import ExtractConfig, extract
-    extract(ExtractConfig(model=sys.argv[1], dataset=sys.argv[2], cache_dir=sys.argv[3], unit_rows=256,
-                          splits=("train",), task="mlm", block_size=16, mask_seed=7), progress=False)
-    """
-)
+CHILD = slow_extract_child(', task="mlm", block_size=16, mask_seed=7')
 
 
 

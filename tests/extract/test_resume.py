@@ -7,12 +7,11 @@ import os
 import signal
 import subprocess
 import sys
-import textwrap
 import time
 
 import numpy as np
 import pytest
-from conftest import split_arrays, units_done
+from conftest import slow_extract_child, split_arrays, units_done
 
 from layercache.cache.reader import open_entry
 from layercache.errors import IncompleteEntryError
@@ -22,20 +21,7 @@ pytestmark = pytest.mark.slow  # starts extraction processes
 
 # Runs extract in a child process whose writer pauses after each unit, so the test can kill it
 # between units (and, with a short pause, while a unit is being written).
-CHILD = textwrap.dedent(
-    """
-    import sys, time
-    from layercache.cache import writer
-    original = writer.SplitWriter.write_unit
-    def slow(self, unit, rows):
-        original(self, unit, rows)
-        time.sleep(float(sys.argv[4]))
-    writer.SplitWriter.write_unit = slow
-    from layercache.extract.run import ExtractConfig, extract
-    extract(ExtractConfig(model=sys.argv[1], dataset=sys.argv[2], cache_dir=sys.argv[3], unit_rows=256,
-                          splits=("train",)), progress=False)
-    """
-)
+CHILD = slow_extract_child('')
 
 
 
