@@ -72,6 +72,22 @@ def slow_extract_child(options: str = "") -> str:
     )
 
 
+def scaled_bert(src, dst, scale):
+    """The tiny BERT at ``src`` with ``scale`` applied to its last layer (in place), saved to ``dst``:
+    a model whose hidden values go as large as a test needs."""
+    import shutil
+
+    import torch
+    from transformers import BertModel
+
+    shutil.copytree(src, dst)
+    model = BertModel.from_pretrained(src)
+    with torch.no_grad():
+        scale(model.encoder.layer[-1])
+    model.save_pretrained(dst)
+    return dst
+
+
 def units_done(path: str, split: str = "train") -> int:
     """Units of ``split`` an extraction has flagged done (0 before the entry exists): how kill tests
     know the child is mid-way."""

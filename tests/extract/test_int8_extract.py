@@ -13,7 +13,7 @@ import time
 import numpy as np
 import pytest
 import zarr
-from conftest import slow_extract_child, split_arrays, units_done
+from conftest import scaled_bert, slow_extract_child, split_arrays, units_done
 
 from layercache.cache.int8 import SCALES
 from layercache.cache.manage import bytes_on_disk
@@ -99,21 +99,6 @@ def test_killed_int8_extraction_resumes_bit_for_bit(int8_entry, tiny_bert_dir, t
         np.testing.assert_array_equal(got[name], want[name], err_msg=name)
 
 
-def _scaled_bert(src, dst, scale):
-    """The tiny BERT with ``scale`` applied to its last layer (as tests/extract/test_overflow.py)."""
-    import shutil
-
-    import torch
-    from transformers import BertModel
-
-    shutil.copytree(src, dst)
-    model = BertModel.from_pretrained(src)
-    with torch.no_grad():
-        scale(model.encoder.layer[-1])
-    model.save_pretrained(dst)
-    return dst
-
-
 def test_int8_holds_large_values_and_refuses_non_finite_ones(tiny_bert_dir, tiny_conll_dir, tmp_path):
     from click.testing import CliRunner
 
@@ -124,7 +109,7 @@ def test_int8_holds_large_values_and_refuses_non_finite_ones(tiny_bert_dir, tiny
                                          str(root), "--unit-rows", "256", "--splits", "train", "--quiet",
                                          "--dtype", "int8", *extra])
 
-    loud = _scaled_bert(tiny_bert_dir, tmp_path / "loud", lambda layer: layer.output.LayerNorm.weight.fill_(1e5))
+    loud = scaled_bert(tiny_bert_dir, tmp_path / "loud", lambda layer: layer.output.LayerNorm.weight.fill_(1e5))
     out = run(loud, tmp_path / "a")
     assert out.exit_code == 0, out.output  # per-vector scales: no value is too large
     [entry] = [p for p in (tmp_path / "a").iterdir() if p.is_dir()]
@@ -134,7 +119,7 @@ def test_int8_holds_large_values_and_refuses_non_finite_ones(tiny_bert_dir, tiny
     assert np.isfinite(hidden).all() and np.abs(hidden).max() > 65504
     assert split.attrs["int8_max_abs"] == pytest.approx(float(np.abs(hidden).max()))
 
-    nan = _scaled_bert(tiny_bert_dir, tmp_path / "nan", lambda layer: layer.intermediate.dense.weight.mul_(1e6))
+    nan = scaled_bert(tiny_bert_dir, tmp_path / "nan", lambda layer: layer.intermediate.dense.weight.mul_(1e6))
     out = run(nan, tmp_path / "b", "--precision", "fp16")
     assert out.exit_code == 1 and "Traceback" not in out.output
     [error] = [line for line in out.output.splitlines() if line.startswith("error:")]

@@ -4,14 +4,12 @@ layer and magnitude; nothing is marked complete, and a wider dtype is another en
 from __future__ import annotations
 
 import re
-import shutil
 
 import numpy as np
 import pytest
-import torch
 import zarr
 from click.testing import CliRunner
-from transformers import BertModel
+from conftest import scaled_bert
 
 from layercache.cache.manage import entry_status, verify
 from layercache.cache.reader import open_entry
@@ -19,20 +17,10 @@ from layercache.cli.extract import main
 from layercache.errors import IncompleteEntryError
 
 
-def _scaled_bert(src, dst, scale):
-    """The tiny BERT with ``scale`` applied to one parameter of its last layer, saved to ``dst``."""
-    shutil.copytree(src, dst)
-    model = BertModel.from_pretrained(src)
-    with torch.no_grad():
-        scale(model.encoder.layer[-1])
-    model.save_pretrained(dst)
-    return dst
-
-
 @pytest.fixture(scope="module")
 def loud_bert(tiny_bert_dir, tmp_path_factory):
     """Last LayerNorm weight 1e5: layer 2 (of 0..2) reaches a few 1e5, beyond float16's 65504."""
-    return _scaled_bert(tiny_bert_dir, tmp_path_factory.mktemp("loud") / "bert",
+    return scaled_bert(tiny_bert_dir, tmp_path_factory.mktemp("loud") / "bert",
                         lambda layer: layer.output.LayerNorm.weight.fill_(1e5))
 
 
@@ -87,7 +75,7 @@ def test_bfloat16_holds_what_float16_cannot(loud_bert, tiny_conll_dir, tmp_path)
 def test_non_finite_forward_under_fp16_autocast(tiny_bert_dir, tiny_conll_dir, tmp_path):
     """A feed-forward that overflows float16 inside the layer: its LayerNorm would bring the output
     back to a normal range in fp32, but under fp16 autocast the sum is already inf - inf = nan."""
-    model = _scaled_bert(tiny_bert_dir, tmp_path / "bert", lambda layer: layer.intermediate.dense.weight.mul_(1e6))
+    model = scaled_bert(tiny_bert_dir, tmp_path / "bert", lambda layer: layer.intermediate.dense.weight.mul_(1e6))
     root = tmp_path / "cache"
     out = CliRunner().invoke(main, _args(model, tiny_conll_dir, root, "--precision", "fp16", "--dtype", "float32"))
     assert out.exit_code == 1 and "Traceback" not in out.output
