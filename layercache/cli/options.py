@@ -68,6 +68,12 @@ task_option = click.option(
          "--dataset wiki-offline, wikitext-2 or a WikiText-style directory).")
 
 
+labels_option = click.option(
+    "--labels", default=default_of(TrainConfig, "labels"), metavar="NAME",
+    help="The entry's label set to use (ner, pos, chunk, upos, xpos, deprel; `layercache info` lists them): span "
+         "sets score span F1, token sets (POS) token accuracy. Default: the entry's primary set (ner).")
+
+
 def masking_options(fn):
     """--block-size, --mask-seed, --mlm-probability: the MLM cache's blocks and fixed masks (the
     entry `extract --task mlm` makes; FT draws its train masks per epoch with the same probability)."""

@@ -14,7 +14,7 @@ import numpy as np
 from ..layers.scores import score_layers
 from ..versions import versions
 from .errors import friendly_errors
-from .options import cache_options, default_of, layers_option, quiet_option, resolve
+from .options import cache_options, default_of, labels_option, layers_option, quiet_option, resolve
 
 
 def _name(text: str) -> str:
@@ -29,6 +29,7 @@ def _ranks(scores: list[tuple[int, float]]) -> dict[int, int]:
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
 @cache_options
+@labels_option
 @click.option("--split", default="train", show_default=True, help="Split whose tokens are scored.")
 @click.option("--shots", type=click.IntRange(min=1), default=None,
               help="Score only the N*C sentences a few-shot run with this N and --seed trains on (C = entity types).")
@@ -44,13 +45,14 @@ def _ranks(scores: list[tuple[int, float]]) -> dict[int, int]:
 @click.option("--out", default="runs", show_default=True, help="Folder for the JSON record and the PNG plot.")
 @quiet_option
 @friendly_errors
-def main(cache, model, dataset, cache_dir, split, shots, seed, max_per_class, layers, top, out, quiet):
+def main(cache, model, dataset, cache_dir, labels, split, shots, seed, max_per_class, layers, top, out, quiet):
     """Rank the cached layers by variability nu = tr(Sigma_w Sigma_b^+)/C (lower = better)."""
     from ..experiments.plots import plot_scores
     from ..layers import parse_layers, pick_layers
     from ..training.sampling import entity_types, few_shot_sample
 
-    entry = resolve(cache, model, dataset, cache_dir, quiet=quiet)
+    entry = resolve(cache, model, dataset, cache_dir, quiet=quiet).with_labels(labels)
+    is_primary = labels is None or labels == next(iter(entry.label_sets))
     data = entry.split(split)
     spec_text, spec = layers, parse_layers(layers, num_layers=entry.num_layers)
     layers = list(spec.candidates)
@@ -78,7 +80,8 @@ def main(cache, model, dataset, cache_dir, split, shots, seed, max_per_class, la
     click.echo(f"best {len(best)}: {', '.join(map(str, best))}   ({seconds:.2f} s)")
 
     key = entry.meta.get("key") or _name(entry.path)
-    stem = os.path.join(out, f"rank-layers-{key}-{split}" + (f"-n{shots}-s{seed}" if shots is not None else ""))
+    named = "" if is_primary else f"-{entry.meta['label_set']}"  # the primary set's files keep their names
+    stem = os.path.join(out, f"rank-layers-{key}{named}-{split}" + (f"-n{shots}-s{seed}" if shots is not None else ""))
     os.makedirs(out, exist_ok=True)
     record = {
         "command": "rank-layers",
@@ -86,7 +89,8 @@ def main(cache, model, dataset, cache_dir, split, shots, seed, max_per_class, la
                    for layer, nu in scores],
         "best": best,
         "params": {"split": split, "shots": shots, "seed": seed, "max_per_class": max_per_class,
-                   "layers": layers, "layer_spec": spec_text, "top": top},
+                   "layers": layers, "layer_spec": spec_text, "top": top,
+                   "labels": entry.meta["label_set"]},
         "cache": {"path": entry.path, "key": key, "model": entry.meta.get("model"),
                   "dataset": entry.meta.get("dataset")},
         "n_sentences": n_sent,

@@ -19,6 +19,7 @@ from .options import (
     cache_options,
     default_of,
     extract_options,
+    labels_option,
     layers_option,
     masking_options,
     parse_list,
@@ -33,6 +34,7 @@ from .options import (
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
 @task_option
+@labels_option
 @click.option("--fusions", default="dwatt,concat,extra", show_default=True, help="Comma-separated fusions.")
 @click.option("--shots", default="8,16,32,64,128", show_default=True,
               help="Comma-separated N (N x C sentences; MLM: N blocks), or all.")
@@ -66,7 +68,7 @@ from .options import (
 @protocol_option
 @quiet_option
 @friendly_errors
-def main(task, fusions, shots, epochs, trials, lrs, layer_scores, batch_size, layers, extra_layers, eval_points,
+def main(task, labels, fusions, shots, epochs, trials, lrs, layer_scores, batch_size, layers, extra_layers, eval_points,
          dev_sentences, precision, workers, ray_address, out, cache, model, dataset, cache_dir, block_size, mask_seed,
          mlm_probability, report_only, curve_shots, per_lr, protocol, quiet):
     """Run fusion x N-shot x epoch cap x trial from one cache (skipping runs already done)."""
@@ -93,12 +95,12 @@ def main(task, fusions, shots, epochs, trials, lrs, layer_scores, batch_size, la
                               names={"lr": "lrs", "layer_score": "layer_scores"})
         masking = extract_options(task, block_size=block_size, mask_seed=mask_seed, mlm_probability=mlm_probability)
         base = TrainConfig(fusion="base", shots=None, epochs=1, seed=0, batch_size=batch_size, task=task,
-                           layers=layers, extra_layers=extra_layers, eval_points=eval_points,
+                           labels=labels, layers=layers, extra_layers=extra_layers, eval_points=eval_points,
                            dev_sentences=dev_sentences, precision=resolve_precision(precision, root=cache_dir))
         say(f"precision: {base.precision}")
         configs = grid(**lists, trials=trials, base=base, lr=_listed(axes["lr"]),
                        layer_score=_listed(axes["layer_score"]))
-        entry = resolve(cache, model, dataset, cache_dir, extract=masking, quiet=quiet)
+        entry = resolve(cache, model, dataset, cache_dir, extract=masking, quiet=quiet).with_labels(labels)
         records = list(run_sweep(entry, configs, out=out, workers=workers, ray=ray_address, progress=not quiet,
                                  log=say).values())
         if task_of(task).labels_from_data:  # nu needs classes; an MLM entry's labels are the vocabulary

@@ -24,6 +24,7 @@ from .options import (
     default_of,
     device_option,
     extract_options,
+    labels_option,
     layer_score_option,
     layers_option,
     masking_options,
@@ -77,6 +78,7 @@ def budget_table(entry, *, layers: str | None, extra_layers: int | None, current
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--fusion", type=click.Choice(list(FUSIONS)), default="dwatt", show_default=True)
 @task_option
+@labels_option
 @click.option("--shots", default="all", show_default=True,
               help="N: train on N x C sentences (C = entity types; MLM: N blocks) sampled by --seed; or all.")
 @click.option("--epochs", type=click.IntRange(min=0), default=10, show_default=True, help="Epoch cap.")
@@ -128,7 +130,7 @@ def main(cache, model, dataset, cache_dir, out, dry_run, verbose, quiet, protoco
     options["precision"] = resolve_precision(options["precision"], options["device"], root=cache_dir)
     config = TrainConfig(**{f.name: options[f.name] for f in fields(TrainConfig)})  # options = fields, one to one
     masking = extract_options(config.task, block_size=block_size, mask_seed=mask_seed, mlm_probability=mlm_probability)
-    entry = resolve(cache, model, dataset, cache_dir, extract=masking, quiet=quiet)
+    entry = resolve(cache, model, dataset, cache_dir, extract=masking, quiet=quiet).with_labels(config.labels)
     if dry_run:
         click.echo(budget_table(entry, layers=config.layers, extra_layers=config.extra_layers, current=config.fusion))
         return
@@ -146,6 +148,9 @@ def main(cache, model, dataset, cache_dir, out, dry_run, verbose, quiet, protoco
 
 def _scores(result) -> str:
     """The run's headline: best dev F1 and test F1 there, in points (NER), or dev and test perplexity (MLM)."""
+    if result.best_dev_accuracy is not None:
+        return (f"best dev accuracy {f1_points(result.best_dev_accuracy)} (step {result.best_step}), "
+                f"test accuracy {f1_points(result.test_accuracy_at_best)}")
     if result.best_dev_ppl is not None:
         test = "-" if result.test_ppl_at_best is None else f"{result.test_ppl_at_best:.2f}"
         return f"best dev perplexity {result.best_dev_ppl:.2f} (step {result.best_step}), test perplexity {test}"
@@ -175,6 +180,8 @@ def _save(result, data, entry, config: TrainConfig, *, out: str, load_seconds: f
     stem = os.path.join(out, run_name(config))
     task = task_of(config)
     best = f"best_dev_{task.headline}"  # best_dev_f1 or best_dev_ppl
+    if result.best_dev_accuracy is not None:  # a token-level label set (POS)
+        best = "best_dev_accuracy"
     extra = {best: getattr(result, best), "best_step": result.best_step}
     if not task.is_default:  # NER checkpoints name no task, as before tasks existed
         extra = {"task": task.name, **extra}

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..errors import LayercacheError
 from ..layers import parse_layers
 from ..training.data import load_data, load_for_run
 from ..training.sampling import few_shot_sample, shot_size
@@ -16,6 +17,7 @@ from ..training.sampling import few_shot_sample, shot_size
 def load_cached(entry, configs: list) -> object:
     """FE: the union of the runs' few-shot samples (all of train if a run uses it all) with the
     union of their candidate layers, and dev/test with those layers: one cache read."""
+    entry = with_labels(entry, configs)
     layers = _candidate_layers(entry, configs)
     sentences = None
     if configs and all(c.shots is not None for c in configs):
@@ -29,7 +31,7 @@ def load_run(entry, configs: list) -> object:
     """FE, one run (``load_per_run``): exactly what it reads, its sample with its candidate layers
     (all of 1..L for auto:K, to rank them) and dev/test with only the layers it fuses."""
     (config,) = configs
-    return load_for_run(entry, layers=config.layers, shots=config.shots, seed=config.seed)
+    return load_for_run(with_labels(entry, configs), layers=config.layers, shots=config.shots, seed=config.seed)
 
 
 def load_live(entry, configs: list) -> object:
@@ -39,9 +41,19 @@ def load_live(entry, configs: list) -> object:
     from ..finetune.live import load_live_backbone
     from ..training.runtime import pick_device
 
+    entry = with_labels(entry, configs)
     device = pick_device(configs[0].device if configs else None)
     backbone = load_live_backbone(entry.meta, device=device)
     return live_data(entry, backbone, layers=_candidate_layers(entry, configs) or range(1, entry.num_layers + 1))
+
+
+def with_labels(entry, configs: list):
+    """The entry seen through the runs' label set (one per grid: records of one results file compare
+    like with like)."""
+    names = {getattr(c, "labels", None) for c in configs}
+    if len(names) > 1:
+        raise LayercacheError(f"one grid trains one label set, got {', '.join(map(str, sorted(names, key=str)))}")
+    return entry.with_labels(names.pop() if names else None)
 
 
 def _candidate_layers(entry, configs: list) -> list[int]:

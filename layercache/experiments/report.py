@@ -33,13 +33,16 @@ class Metric(NamedTuple):
 
 F1 = Metric("F1", "best_dev_f1", "test_f1_at_best", "dev_f1", 100.0, True)
 PERPLEXITY = Metric("perplexity", "best_dev_ppl", "test_ppl_at_best", "dev_ppl", 1.0, False)
+ACCURACY = Metric("accuracy", "best_dev_accuracy", "test_accuracy_at_best", "dev_accuracy", 100.0, True)
 METRICS = {"f1": F1, "ppl": PERPLEXITY}  # by `layercache.tasks.Task.headline`
 
 
 def metric_of(records) -> Metric:
     """The headline metric of the records' task: perplexity for MLM, F1 for NER (records from before
-    tasks existed are NER)."""
+    tasks existed are NER), token accuracy for a token-level label set (POS)."""
     records = list(records)
+    if records and records[0].get("best_dev_accuracy") is not None:
+        return ACCURACY
     return METRICS[task_of(records[0]["config"] if records else None).headline]
 
 
@@ -283,7 +286,7 @@ def render(records, out: str, *, curve_shots: list[int] | None = None, per_lr: b
         paths["steps"] = plot_f1_vs_step(records, os.path.join(out, "f1_vs_step.png"), shots=curve_shots, title=title)
     seconds = [r["seconds"]["total"] for r in records]
     m = metric_of(records)
-    what = "F1 (x100)" if m is F1 else "masked-token perplexity (lower is better)"
+    what = {F1: "F1 (x100)", ACCURACY: "token accuracy (x100)"}.get(m, "masked-token perplexity (lower is better)")
     text = (f"# Sweep: {title}\n\n{len(records)} runs; {what}, mean ± 95% CI over trials (n); test {m.name} of "
             f"each run's head at its best dev point\n\n{dev_note(records)}\n\n{table(records)}\n")
     if per_lr:

@@ -82,6 +82,8 @@ def run_grid(entry, configs: list[TrainConfig], *, results: str, workers: int | 
 
 
 def _headline(record: dict) -> str:
+    if record.get("best_dev_accuracy") is not None:
+        return f"acc={f1_points(record['best_dev_accuracy'])}"
     if record.get("best_dev_ppl") is not None:
         return f"ppl={record['best_dev_ppl']:.2f}"
     return f"F1={f1_points(record['best_dev_f1'])}"

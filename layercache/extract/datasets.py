@@ -54,7 +54,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from layercache.errors import LayercacheError
-from layercache.extract.conllu import read_conllu, treebank_files
+from layercache.extract.conllu import LABEL_COLUMNS, read_conllu, treebank_files
 from layercache.extract.hub_datasets import load_hub, one_line
 from layercache.extract.iob import detect_scheme, normalise_scheme, split_tag, to_iob2
 
@@ -80,9 +80,30 @@ _ODD_SPACE = re.compile(r"[^\S \t\r\n\f\v]")  # Unicode whitespace that is not A
 _ASCII_SPACE = re.compile(r"[ \t\r\n\f\v]+")
 
 
+SPAN, TOKEN = "span", "token"  # label set kinds: IOB2 spans scored by span F1; word classes scored by accuracy
+# Named label columns of a CoNLL-2003 layout file (word POS chunk NER): the columns between the word and the tag.
+CONLL2003_COLUMNS = {4: (("pos", TOKEN), ("chunk", SPAN))}
+
+
+@dataclass
+class LabelColumn:
+    """One more label set over the same sentences: its kind, its label names (id order) and its tags
+    per split and sentence (span sets in IOB2)."""
+
+    kind: str
+    names: list[str]
+    tags: dict[str, list[list[str]]]
+
+
 @dataclass
 class NerDataset:
-    """Sentences per canonical split, all tags in IOB2, plus what the cache key needs."""
+    """Sentences per canonical split, all tags in IOB2, plus what the cache key needs.
+
+    ``splits`` carries the primary label set (``primary``: ``ner`` for NER sources, ``upos`` for a UD
+    treebank), the one the entry key's fingerprint covers; ``label_sets`` the other columns the
+    reader found (CoNLL-2003's ``pos`` and ``chunk``; UD's ``xpos`` and ``deprel``), which never
+    change the key: adding one to an entry writes labels only.
+    """
 
     name: str
     source: str
@@ -90,6 +111,9 @@ class NerDataset:
     label_names: list[str]
     unseen_in_train: dict[str, int]
     source_scheme: str = "iob2"  # the tag scheme found in (or given for) the source
+    primary: str = "ner"  # the name of the label set in ``splits``
+    primary_kind: str = SPAN
+    label_sets: dict[str, LabelColumn] = field(default_factory=dict)
     _fingerprints: dict[str, str] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def fingerprint(self, *, split: str | None = None) -> str:
@@ -105,8 +129,36 @@ class NerDataset:
         return self._fingerprints[key]
 
     @property
+    def label_set_names(self) -> list[str]:
+        """Every label set: the primary first, then the others in reading order."""
+        return [self.primary, *self.label_sets]
+
+    def column(self, name: str) -> LabelColumn:
+        """The label set ``name`` as a `LabelColumn` (the primary one included)."""
+        if name == self.primary:
+            return LabelColumn(self.primary_kind, list(self.label_names),
+                               {split: [tags for _, tags in sentences] for split, sentences in self.splits.items()})
+        if name not in self.label_sets:
+            raise LayercacheError(f"--labels {name!r}: {self.source} has the label sets "
+                                  f"{', '.join(self.label_set_names)}")
+        return self.label_sets[name]
+
+    def label_fingerprint(self, name: str) -> str:
+        """sha256 hex of one label set's names and tags over every split read (with the words'
+        fingerprint, so a set is never attached to other words)."""
+        column = self.column(name)
+        digest = hashlib.sha256(json.dumps({"format": 1, "set": name, "kind": column.kind, "names": column.names,
+                                            "words": self.fingerprint()}).encode())
+        for split, tags in column.tags.items():
+            digest.update(json.dumps({"split": split, "tags": tags}, ensure_ascii=False).encode("utf-8"))
+        return digest.hexdigest()
+
+    @property
     def entity_types(self) -> list[str]:
-        """Entity types in label order (each contributes ``B-T`` then ``I-T``)."""
+        """Entity types in label order (each contributes ``B-T`` then ``I-T``); a token-level primary set
+        (UPOS) has classes, not types: its labels."""
+        if self.primary_kind == TOKEN:
+            return list(self.label_names)
         return [label[2:] for label in self.label_names[1::2]]
 
     def __repr__(self) -> str:
@@ -125,6 +177,9 @@ def _content_hash(label_names: list[str], splits: dict[str, list[Sentence]]) -> 
     return digest.hexdigest()
 
 
+Extras = dict[str, tuple[str, dict[str, list[list[str]]]]]  # label set -> (kind, raw tags per split and sentence)
+
+
 def load_dataset(spec: str, *, splits: list[str] | None = None, scheme: str = "auto") -> NerDataset:
     """Read ``spec`` (see the module docstring for the resolution order) into a NerDataset.
 
@@ -133,21 +188,26 @@ def load_dataset(spec: str, *, splits: list[str] | None = None, scheme: str = "a
     the filter. ``scheme`` forces the source tag scheme instead of detecting it.
     """
     normalise_scheme(scheme)  # fail on a bad name before reading anything
-    name, source, raw = _resolve(spec)
-    return _build(name=name, source=source, raw=raw, scheme=scheme, keep=splits)
+    path = Path(spec).expanduser()
+    treebank = {"train": path} if path.is_file() and path.suffix == ".conllu" else (
+        treebank_files(path) if path.is_dir() and _find_split_file(path, "train") is None else {})
+    if treebank:
+        return _build_treebank(path, treebank, keep=splits)
+    name, source, raw, extras = _resolve(spec)
+    return _build(name=name, source=source, raw=raw, scheme=scheme, keep=splits, extras=extras)
 
 
-def _resolve(spec: str) -> tuple[str, str, dict[str, list[Sentence]]]:
-    """Map a spec to (short name, source, raw splits with unconverted tags)."""
+def _resolve(spec: str) -> tuple[str, str, dict[str, list[Sentence]], Extras]:
+    """Map a spec to (short name, source, raw splits with unconverted tags, other label columns)."""
     if spec in ("wnut16", "default"):
-        return _read_wnut16()
+        return (*_read_wnut16(), {})
     path = Path(spec).expanduser()
     if path.is_dir():
         return _read_directory(path)
     if path.is_file():
-        if path.suffix == ".conllu":
-            _refuse_treebank(path, {"train": path})
-        return path.stem, str(path), {"train": _strip_wikiann(_read_conll(path))[0]}
+        sentences, middles, width = _read_conll_columns(path)
+        return path.stem, str(path), {"train": _strip_wikiann(sentences)[0]}, _named_columns(
+            {"train": middles}, {"train": width})
     if spec.startswith(("/", "./", "../", "~")) or spec in (".", ".."):
         raise LayercacheError(f"dataset path {spec!r} does not exist")
     return _read_hub(spec)
@@ -173,9 +233,16 @@ def _columns(line: str) -> list[str]:
 
 def _read_conll(path: Path) -> list[Sentence]:
     """Stream one CoNLL file into (words, raw tags) sentences, checking shape and tags."""
+    return _read_conll_columns(path)[0]
+
+
+def _read_conll_columns(path: Path) -> tuple[list[Sentence], list[list[tuple[str, ...]]], int]:
+    """(sentences, the columns between word and tag of each token per sentence, columns per line)."""
     sentences: list[Sentence] = []
+    middles: list[list[tuple[str, ...]]] = []
     words: list[str] = []
     tags: list[str] = []
+    middle: list[tuple[str, ...]] = []
     width = first_line = 0
     tag_first_line: dict[str, int] = {}
     lineno = 0
@@ -187,7 +254,8 @@ def _read_conll(path: Path) -> list[Sentence]:
                 if not cols or cols[0] == "-DOCSTART-":
                     if words:
                         sentences.append((words, tags))
-                        words, tags = [], []
+                        middles.append(middle)
+                        words, tags, middle = [], [], []
                     continue
                 if len(cols) < 2:
                     raise LayercacheError(f"{path}:{lineno}: a token line without a tag: {_shorten(line)}")
@@ -201,6 +269,7 @@ def _read_conll(path: Path) -> list[Sentence]:
                 tag = cols[-1]
                 words.append(cols[0])
                 tags.append(tag)
+                middle.append(tuple(cols[1:-1]))
                 if tag not in tag_first_line:
                     tag_first_line[tag] = lineno
     except UnicodeDecodeError as err:
@@ -209,11 +278,12 @@ def _read_conll(path: Path) -> list[Sentence]:
         raise LayercacheError(f"{path}: cannot read: {err.strerror or err}") from None
     if words:
         sentences.append((words, tags))
+        middles.append(middle)
     if not sentences:
         raise LayercacheError(f"{path}: no sentences (the file is empty or holds only -DOCSTART- lines)")
     for tag, line_no in tag_first_line.items():
         split_tag(tag, where=f"{path}:{line_no}")
-    return sentences
+    return sentences, middles, width
 
 
 def _strip_wikiann(sentences: list[Sentence]) -> tuple[list[Sentence], set[str]]:
@@ -238,31 +308,56 @@ def _find_split_file(directory: Path, split: str) -> Path | None:
     return found[0] if found else None
 
 
-def _read_directory(directory: Path) -> tuple[str, str, dict[str, list[Sentence]]]:
+def _read_directory(directory: Path) -> tuple[str, str, dict[str, list[Sentence]], Extras]:
     """A HF save_to_disk directory, else CoNLL-2003 / plain / WikiAnn split files."""
     if (directory / "dataset_dict.json").is_file() or (directory / "state.json").is_file():
-        return directory.name, str(directory), _read_hf_disk(directory)
+        return directory.name, str(directory), *_read_hf_disk(directory)
     files = {split: _find_split_file(directory, split) for split in SPLIT_ORDER}
-    if files["train"] is None and (treebank := treebank_files(directory)):
-        _refuse_treebank(directory, treebank)
     if files["train"] is None:
         present = ", ".join(sorted(p.name for p in directory.iterdir())[:10]) or "nothing"
         raise LayercacheError(
             f"{directory}: no train split (looked for eng.train, train, train.txt, train.conll, "
             f"train.iob, train.tsv, or a datasets save_to_disk directory); it holds: {present}"
         )
-    raw = {split: _read_conll(path) for split, path in files.items() if path is not None}
-    return _wikiann_or_plain(directory, raw)
+    read = {split: _read_conll_columns(path) for split, path in files.items() if path is not None}
+    raw = {split: sentences for split, (sentences, _, _) in read.items()}
+    extras = _named_columns({split: middles for split, (_, middles, _) in read.items()},
+                            {split: width for split, (_, _, width) in read.items()})
+    return (*_wikiann_or_plain(directory, raw), extras)
 
 
-def _refuse_treebank(where: Path, files: dict[str, Path]) -> None:
-    """Read a UD treebank (so a malformed file is reported first), then refuse it: no span tags."""
-    counts = {split: len(read_conllu(path)) for split, path in files.items()}
-    listed = ", ".join(f"{split}: {files[split].name}, {n} sentence{'s' * (n != 1)}" for split, n in counts.items())
-    raise LayercacheError(
-        f"{where}: a Universal Dependencies treebank ({listed}); its UPOS/XPOS/DEPREL labels are word "
-        f"classes, not the IOB span tags the ner task extracts and scores by span F1, so it is not a dataset yet"
-    )
+def _named_columns(middles: dict[str, list[list[tuple[str, ...]]]], widths: dict[str, int]) -> Extras:
+    """The label sets of the columns between word and tag: CoNLL-2003's POS and chunk when every file
+    has its four columns (word POS chunk NER); no named columns otherwise (they stay unread)."""
+    names = CONLL2003_COLUMNS.get(next(iter(widths.values()))) if len(set(widths.values())) == 1 else None
+    if not names:
+        return {}
+    return {name: (kind, {split: [[token[i] for token in sentence] for sentence in sentences]
+                          for split, sentences in middles.items()})
+            for i, (name, kind) in enumerate(names)}
+
+
+def _build_treebank(where: Path, files: dict[str, Path], *, keep: list[str] | None) -> NerDataset:
+    """A UD treebank as a dataset of syntactic words: UPOS is the primary label set (it fixes the
+    entry key with the words), XPOS and DEPREL come beside it; every set is token-level."""
+    treebank = {split: read_conllu(path) for split, path in files.items()}
+    splits = {split: [(s.words, s.upos) for s in sentences] for split, sentences in _ordered(treebank).items()}
+    chosen = _select(splits, keep, name=where.name)
+    columns = {}
+    for column in LABEL_COLUMNS[1:]:
+        tags = {split: [s.labels(column) for s in sentences] for split, sentences in treebank.items()}
+        columns[column] = LabelColumn(TOKEN, _class_names(tags.values()), {split: tags[split] for split in chosen})
+    upos = _class_names([[tags for _, tags in sentences] for sentences in splits.values()])
+    dataset = NerDataset(name=where.stem if where.is_file() else where.name, source=str(where),
+                         splits={s: splits[s] for s in chosen}, label_names=upos, unseen_in_train={},
+                         source_scheme="none", primary=LABEL_COLUMNS[0], primary_kind=TOKEN, label_sets=columns)
+    dataset._fingerprints[""] = _content_hash(upos, splits)
+    return dataset
+
+
+def _class_names(tag_lists) -> list[str]:
+    """The sorted distinct labels of a token-level set (over every split, so ids never depend on a filter)."""
+    return sorted({tag for sentences in tag_lists for tags in sentences for tag in tags})
 
 
 def _wikiann_or_plain(directory: Path, raw: dict[str, list[Sentence]]):
@@ -300,7 +395,7 @@ def _read_wnut16() -> tuple[str, str, dict[str, list[Sentence]]]:
 # HF datasets (save_to_disk directories and the hub): DatasetDict -> sentences
 
 
-def _read_hf_disk(directory: Path) -> dict[str, list[Sentence]]:
+def _read_hf_disk(directory: Path) -> tuple[dict[str, list[Sentence]], Extras]:
     """Load a ``save_to_disk`` directory (a DatasetDict or a single Dataset) without network."""
     import datasets
 
@@ -313,8 +408,13 @@ def _read_hf_disk(directory: Path) -> dict[str, list[Sentence]]:
     return _from_hf(loaded, where=str(directory))
 
 
-def _from_hf(loaded, *, where: str) -> dict[str, list[Sentence]]:
-    """Convert a HF Dataset/DatasetDict with ``tokens`` and ClassLabel ``ner_tags`` columns."""
+# ClassLabel sequence columns read beside ``ner_tags`` when every split has them (CoNLL-2003 on the hub).
+HF_LABEL_COLUMNS = {"pos_tags": ("pos", TOKEN), "chunk_tags": ("chunk", SPAN)}
+
+
+def _from_hf(loaded, *, where: str) -> tuple[dict[str, list[Sentence]], Extras]:
+    """Convert a HF Dataset/DatasetDict with ``tokens`` and ClassLabel ``ner_tags`` columns (and
+    ``pos_tags``/``chunk_tags`` as label sets where every split has them)."""
     import datasets
 
     if isinstance(loaded, datasets.Dataset):
@@ -324,7 +424,20 @@ def _from_hf(loaded, *, where: str) -> dict[str, list[Sentence]]:
     for split, table in loaded.items():
         canonical = SPLIT_ALIASES.get(str(split), str(split))
         raw[canonical] = _hf_split(table, where=f"{where} split {split!r}")
-    return raw
+    extras: Extras = {}
+    for column, (name, kind) in HF_LABEL_COLUMNS.items():
+        if not all(column in table.column_names for table in loaded.values()):
+            continue
+        tags = {}
+        for split, table in loaded.items():
+            names = getattr(table.features[column], "feature", None)
+            if not isinstance(names, datasets.ClassLabel):
+                break
+            rows = [ids for words, ids in zip(table["tokens"], table[column]) if words]
+            tags[SPLIT_ALIASES.get(str(split), str(split))] = [[names.names[i] for i in ids] for ids in rows]
+        else:
+            extras[name] = (kind, tags)
+    return raw, extras
 
 
 def _hf_label_names(table, *, where: str) -> list[str]:
@@ -364,10 +477,10 @@ def _hf_split(table, *, where: str) -> list[Sentence]:
     return sentences
 
 
-def _read_hub(spec: str) -> tuple[str, str, dict[str, list[Sentence]]]:
+def _read_hub(spec: str) -> tuple[str, str, dict[str, list[Sentence]], Extras]:
     """A hub dataset (script-free source chosen by hub_datasets), converted like a local one."""
     name, source, loaded = load_hub(spec)
-    return name, source, _from_hf(loaded, where=f"hf dataset {spec!r}")
+    return name, source, *_from_hf(loaded, where=f"hf dataset {spec!r}")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -397,6 +510,20 @@ def _unseen_in_train(splits: dict[str, list[Sentence]]) -> dict[str, int]:
     }
 
 
+def _label_column(kind: str, raw: dict[str, list[list[str]]], chosen: list[str]) -> LabelColumn:
+    """A label set from raw tags: span sets normalised to IOB2 (scheme detected over the set), names
+    over every split like the primary set's."""
+    if kind == SPAN:
+        distinct = {tuple(tags) for sentences in raw.values() for tags in sentences}
+        found = detect_scheme(distinct)
+        converted = {tags: list(to_iob2(tags, scheme=found)) for tags in distinct}
+        raw = {split: [converted[tuple(tags)] for tags in sentences] for split, sentences in raw.items()}
+        names = _label_names({split: [([], tags) for tags in sentences] for split, sentences in raw.items()})
+    else:
+        names = _class_names(raw.values())
+    return LabelColumn(kind, names, {split: raw[split] for split in chosen})
+
+
 def _select(splits: dict[str, list[Sentence]], keep: list[str] | None, *, name: str) -> list[str]:
     """Canonical names of the requested splits, in dataset order; unknown names are an error."""
     if keep is None:
@@ -411,7 +538,8 @@ def _select(splits: dict[str, list[Sentence]], keep: list[str] | None, *, name: 
 
 
 def _build(
-    *, name: str, source: str, raw: dict[str, list[Sentence]], scheme: str, keep: list[str] | None
+    *, name: str, source: str, raw: dict[str, list[Sentence]], scheme: str, keep: list[str] | None,
+    extras: Extras | None = None,
 ) -> NerDataset:
     """Normalise tags to IOB2 with one scheme for the whole dataset and assemble the result."""
     raw = _ordered(raw)
@@ -437,6 +565,8 @@ def _build(
         label_names=labels,
         unseen_in_train={s: n for s, n in unseen.items() if s in chosen},
         source_scheme=found,
+        label_sets={set_name: _label_column(kind, tags, chosen)
+                    for set_name, (kind, tags) in (extras or {}).items()},
     )
     # The whole dataset's fingerprint, whatever the filter: one cache entry per dataset, whose
     # splits can be extracted one at a time.

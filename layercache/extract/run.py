@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..cache import label_sets
 from ..cache.layout import cache_root, entry_key, entry_path
 from ..cache.lock import EntryLock
 from ..cache.manage import bytes_on_disk
@@ -68,6 +69,9 @@ class ExtractConfig:
     # subword granularity: also keep the rows of the special tokens the tokenizer adds around each
     # sentence ([CLS] ... [SEP], <s> ... </s>), with word_index -1 and no label: the backbone's whole input
     special_tokens: bool = False
+    # label sets to store beside the primary one (`layercache.cache.label_sets`); None = every set the reader
+    # finds (CoNLL-2003: ner, pos, chunk; a UD treebank: upos, xpos, deprel). The primary set is always kept.
+    labels: tuple[str, ...] | None = None
 
     def __post_init__(self):
         task = self.task_info
@@ -91,6 +95,8 @@ class ExtractConfig:
                 raise LayercacheError(f"--{name} {value!r} is not one of {', '.join(choices)}")
         if self.special_tokens and (self.granularity != "subword" or task.masks_inputs):
             raise LayercacheError("--special-tokens needs --granularity subword (and a task with word tags)")
+        if self.labels is not None and task.masks_inputs:
+            raise LayercacheError(f"--labels needs a task with word labels, not --task {self.task}")
         if self.token_budget is not None and self.token_budget < 8:
             raise LayercacheError(f"--token-budget {self.token_budget} is too small")
 
@@ -126,6 +132,7 @@ class ExtractResult:
     path: str
     key: str
     splits: list[SplitSummary] = field(default_factory=list)
+    label_sets: list[str] = field(default_factory=list)  # the label sets this run wrote (beside the primary)
 
 
 def load_data(config: ExtractConfig, *, splits: list[str] | None = None) -> NerDataset | TextCorpus:
@@ -170,6 +177,7 @@ def describe(config: ExtractConfig, *, dataset: NerDataset | TextCorpus | None =
         "dataset_source": dataset.source,
         "label_names": list(dataset.label_names) if config.task_info.labels_from_data else [],
         "entity_types": list(dataset.entity_types) if config.task_info.labels_from_data else [],
+        **_primary_attrs(dataset, config),
         "versions": versions(),
         "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
     }
@@ -177,6 +185,13 @@ def describe(config: ExtractConfig, *, dataset: NerDataset | TextCorpus | None =
         tokenizer = tokenizer or load_tokenizer(info, trust_remote_code=config.trust_remote_code)
         attrs.update(_mlm_attrs(config, info, tokenizer, max_length))
     return path, key, attrs
+
+
+def _primary_attrs(dataset, config: ExtractConfig) -> dict:
+    """The primary label set's name and kind, where they are not an NER entry's (``ner``, spans)."""
+    if config.task_info.masks_inputs or dataset.primary == "ner":
+        return {}
+    return {label_sets.PRIMARY: dataset.primary, "primary_kind": dataset.primary_kind}
 
 
 def _mlm_fingerprint(corpus: str, spec: MaskingSpec) -> str:
@@ -240,11 +255,15 @@ def extract(config: ExtractConfig, *, progress: bool = True, log=print, on_unit=
     tokenizer = load_tokenizer(info, trust_remote_code=config.trust_remote_code) if mlm else None
     path, key, attrs = describe(config, dataset=dataset, info=info, tokenizer=tokenizer)
     result = ExtractResult(path=path, key=key)
+    wanted = _wanted_label_sets(config, dataset)
     todo = [s for s in dataset.splits if not _split_complete(path, s)]
     for split in dataset.splits:
         if split not in todo:
             result.splits.append(_summary_from_cache(path, split, reused=True))
     if not todo and not (mlm and not _lm_complete(path)):
+        if wanted and ranks.main:  # every split is cached: new label sets are labels only, no forward pass
+            with EntryLock(path, log=log):
+                result.label_sets = write_label_sets(path, dataset, wanted, log=log)
         return result
     from .estimate import check_free_space  # imported here: estimate builds on this module
 
@@ -271,6 +290,8 @@ def extract(config: ExtractConfig, *, progress: bool = True, log=print, on_unit=
                 _extract_split(config, dataset, split, info, tokenizer, model, device, path, attrs, progress, log,
                                ranks, on_unit)
             )
+        if wanted and ranks.main:
+            result.label_sets = write_label_sets(path, dataset, wanted, log=log)
     order = list(dataset.splits)
     result.splits.sort(key=lambda s: order.index(s.split))
     return result
@@ -389,6 +410,56 @@ def _plan(config, dataset, split, tok: Tokenized, rows, info: ModelInfo, attrs, 
         attrs={"token_budget": token_budget, **extra},
         arrays=arrays,
     )
+
+
+def _wanted_label_sets(config: ExtractConfig, dataset) -> list[str]:
+    """The non-primary label sets to store: ``config.labels`` (checked against the dataset), else all."""
+    if config.task_info.masks_inputs:
+        return []
+    names = dataset.label_set_names if config.labels is None else list(config.labels)
+    for name in names:
+        dataset.column(name)  # a one-line error naming the sets there are
+    return [name for name in names if name != dataset.primary]
+
+
+def write_label_sets(path: str, dataset, names: list[str], *, log=print) -> list[str]:
+    """Store each label set of ``names`` that the entry lacks or holds with other content, over every
+    split of ``dataset`` (all cached by now); returns the names written. Labels only: the hidden
+    states are not read, nor the model loaded."""
+    group = open_group(path, mode="r")
+    meta, splits = dict(group.attrs), list(dataset.splits)
+    written = []
+    for name in names:
+        fingerprint = dataset.label_fingerprint(name)
+        if label_sets.is_current(meta, name, fingerprint=fingerprint, splits=splits):
+            continue
+        column = dataset.column(name)
+        index = {label: i for i, label in enumerate(column.names)}
+        ids = {split: _row_labels(group[split], [np.array([index[t] for t in tags], dtype=np.int16)
+                                                 for tags in column.tags[split]]) for split in splits}
+        label_sets.write_label_set(path, name, kind=column.kind, names=column.names, fingerprint=fingerprint,
+                                   labels=ids)
+        log(f"label set {name!r} ({column.kind}, {len(column.names)} labels) stored for {', '.join(splits)}")
+        written.append(name)
+    return written
+
+
+def _row_labels(split_group, sentence_labels: list[np.ndarray]) -> np.ndarray:
+    """[rows] labels of a cached split from per-sentence word labels: a word row takes its word's label;
+    a subword row its word's (as the primary ``labels`` do), a special token's row IGNORE."""
+    flat = np.concatenate(sentence_labels) if sentence_labels else np.zeros(0, dtype=np.int16)
+    if "word_index" not in split_group:
+        if len(flat) != int(split_group.attrs["n_rows"]):
+            raise LayercacheError(f"{len(flat)} labels for the {split_group.attrs['n_rows']} rows of a split")
+        return flat
+    offsets = split_group["offsets"][:]
+    word_index = split_group["word_index"][:].astype(np.int64)
+    first_word = np.cumsum([0] + [len(x) for x in sentence_labels])[:-1]  # [sentences]
+    sentence_of_row = np.repeat(np.arange(len(offsets) - 1), np.diff(offsets))
+    out = np.full(len(word_index), IGNORE, dtype=np.int16)
+    real = word_index >= 0
+    out[real] = flat[first_word[sentence_of_row[real]] + word_index[real]]
+    return out
 
 
 def special_counts(config: ExtractConfig, tokenizer) -> tuple[int, int]:

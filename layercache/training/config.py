@@ -44,6 +44,9 @@ class TrainConfig:
     precision: str = "fp32"  # autocast for forward passes: fp32 | bf16 | fp16 (fp16: CUDA, with loss scaling)
     layer_score: str = FusionConfig.layer_score  # dwatt: paper (q.k) | scaled (q.k / sqrt(d)) | learned (q.k * exp(t))
     task: str = DEFAULT_TASK  # a name in layercache.tasks.TASKS: ner tags words (F1); mlm predicts masked tokens
+    # the entry's label set to learn (`layercache.cache.label_sets`): ner, pos, chunk, upos, ...; None = its primary.
+    # Span sets score span F1, token sets (POS) token accuracy.
+    labels: str | None = None
 
     def __post_init__(self):
         if self.fusion not in FUSIONS:
@@ -79,6 +82,8 @@ class TrainConfig:
             ranked = str(self.layers or "").startswith("auto")
             yield ("layers", self.layers, task_of(self).labels_from_data or not ranked,
                    f"explicit for --task {self.task} (auto:K ranks layers by tag classes, which it has none of)")
+        if self.labels is not None and self.task in TASKS:
+            yield "labels", self.labels, task_of(self).labels_from_data, f"left out for --task {self.task}"
         yield "precision", self.precision, self.precision in PRECISIONS, "fp32, bf16 or fp16"
         yield "layer_score", self.layer_score, self.layer_score in LAYER_SCORES, "paper, scaled or learned"
         yield ("freeze", self.freeze, self.freeze is None or self.freeze == "embeddings" or str(self.freeze).isdigit(),
@@ -120,14 +125,18 @@ class RunResult:
     best_dev_loss: float | None = None
     best_dev_ppl: float | None = None
     test_ppl_at_best: float | None = None
+    # Token-level label sets (POS, UPOS, ...): best dev accuracy and test accuracy there, instead of F1.
+    best_dev_accuracy: float | None = None
+    test_accuracy_at_best: float | None = None
     tagger: object = field(default=None, repr=False, compare=False)  # the head at its best dev point
 
     def to_dict(self) -> dict:
         return {k: v for k, v in self.__dict__.items()
-                if k != "tagger" and not (k in MLM_FIELDS and v is None)}  # NER records keep their old keys
+                if k != "tagger" and not (k in OPTIONAL_FIELDS and v is None)}  # NER records keep their old keys
 
 
 MLM_FIELDS = ("best_dev_loss", "best_dev_ppl", "test_ppl_at_best")
+OPTIONAL_FIELDS = (*MLM_FIELDS, "best_dev_accuracy", "test_accuracy_at_best")
 
 
 def default_lr(fusion: str, mode: str = "fe") -> float:

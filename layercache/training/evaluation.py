@@ -14,13 +14,15 @@ import torch.nn.functional as F
 from ..cache.reader import rows_of
 from . import budget
 from .data import IGNORE, Split
-from .metrics import Chunker, entity_f1
+from .metrics import Chunker, entity_f1, token_accuracy
 
 
-def score(tagger, split: Split, *, device, label_names, batch_size: int, autocast=None) -> tuple[float, float]:
+def score(tagger, split: Split, *, device, label_names, batch_size: int, autocast=None,
+          kind: str = "span") -> tuple[float, float]:
     """(seqeval micro-F1, mean token cross-entropy) of ``tagger`` on ``split``; forward passes under
     ``autocast`` (the run's precision) when given. Entities are compared in the split's own sentence
-    order, so the F1 does not depend on the order the batches come in."""
+    order, so the F1 does not depend on the order the batches come in. A ``token`` label set (POS)
+    gets token accuracy instead of F1."""
     tagger.eval()
     counts, preds = [], []
     loss_sum = torch.zeros((), device=device, dtype=torch.float64)
@@ -34,10 +36,13 @@ def score(tagger, split: Split, *, device, label_names, batch_size: int, autocas
             counts.append(keep.sum(1).cpu().numpy())  # words per sentence
             preds.append(logits.argmax(-1)[keep].cpu().numpy())  # flat, sentence after sentence
     counts, preds = _in_split_order(groups, np.concatenate(counts), np.concatenate(preds))
+    loss = float(loss_sum) / max(int(counts.sum()), 1)
+    if kind == "token":
+        return token_accuracy(split.labels[split.labels != IGNORE], preds), loss
     label_names = tuple(str(n) for n in label_names)
     chunker = split.cached(("chunker", label_names), lambda: Chunker(label_names))
     gold = split.cached(("gold entities", label_names), lambda: _gold_entities(split, chunker))
-    return entity_f1(gold, chunker(preds, counts)), float(loss_sum) / max(int(counts.sum()), 1)
+    return entity_f1(gold, chunker(preds, counts)), loss
 
 
 def _in_split_order(groups, counts: np.ndarray, preds: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -49,3 +49,12 @@ class Chunker:
         last = np.searchsorted(starts, ends, side="left") - 1  # the last start before i (checked before it)
         begins = np.where(last >= 0, starts[np.maximum(last, 0)], 0)
         return set(zip(self.types[prev[ends]].tolist(), begins.tolist(), (ends - 1).tolist()))
+
+
+def token_accuracy(gold: np.ndarray, pred: np.ndarray) -> float:
+    """The share of scored words whose predicted tag is the gold one (token-level label sets: POS,
+    UPOS, XPOS, DEPREL); 0 when nothing is scored."""
+    gold, pred = np.asarray(gold), np.asarray(pred)
+    if gold.shape != pred.shape:
+        raise ValueError(f"gold {gold.shape} and predicted {pred.shape} tags differ in shape")
+    return float(np.mean(gold == pred)) if gold.size else 0.0

@@ -59,23 +59,34 @@ class NER:
         return logits.flatten(0, 1), batch.labels.flatten()
 
     def score(self, head, split, *, data, device, batch_size: int, autocast) -> dict:
-        f1, loss = score(head, split, device=device, label_names=data.label_names, batch_size=batch_size,
-                         autocast=autocast)
-        return {"f1": f1, "loss": loss}
+        """{"f1", "loss"}; a token-level label set (POS: ``meta["label_kind"] == "token"``) {"accuracy", "loss"}."""
+        kind = data.meta.get("label_kind", "span")
+        value, loss = score(head, split, device=device, label_names=data.label_names, batch_size=batch_size,
+                            autocast=autocast, kind=kind)
+        return {"accuracy" if kind == "token" else "f1": value, "loss": loss}
 
     def rank(self, scores: dict) -> float:
         """Higher is better; the first of equal evaluations stays the best."""
-        return scores["f1"]
+        return scores.get("f1", scores.get("accuracy"))
 
     def test_record(self, scores: dict) -> dict:
-        return {"test_f1": scores["f1"]}
+        return {f"test_{_metric(scores)}": scores[_metric(scores)]}
 
     def summary(self, best: dict | None, test: dict | None) -> dict:
         """The `RunResult` fields of the best dev evaluation and the test scores there."""
+        if best and _metric(best) == "accuracy":
+            return {"best_dev_f1": None, "test_f1_at_best": None, "best_dev_accuracy": best["accuracy"],
+                    "test_accuracy_at_best": test["accuracy"] if test else None}
         return {"best_dev_f1": best["f1"] if best else -1.0, "test_f1_at_best": test["f1"] if test else None}
 
     def describe(self, scores: dict) -> str:
-        return f"dev F1 {f1_points(scores['f1'])} loss {scores['loss']:.4f}"
+        name = "F1" if _metric(scores) == "f1" else "accuracy"
+        return f"dev {name} {f1_points(scores[_metric(scores)])} loss {scores['loss']:.4f}"
+
+
+def _metric(scores: dict) -> str:
+    """The tagging metric a scores dict holds: span F1 or (token label sets) accuracy."""
+    return "accuracy" if "accuracy" in scores else "f1"
 
 
 class MLM:

@@ -149,19 +149,25 @@ def test_treebank_files_ud_names_and_plain_names(tmp_path):
         treebank_files(plain)
 
 
-def test_ud_directory_is_recognised_and_refused_as_a_ner_dataset(tmp_path):
+def test_ud_directory_is_a_dataset_of_syntactic_words_with_three_label_sets(tmp_path):
     ud = tmp_path / "UD_English-Toy"
     ud.mkdir()
     write(ud, NORMAL + "\n" + EMPTY_NODE, "en_toy-ud-train.conllu")
     write(ud, MULTIWORD, "en_toy-ud-dev.conllu")
-    with pytest.raises(LayercacheError) as err:
-        load_dataset(str(ud))
-    message = str(err.value)
-    assert "Universal Dependencies treebank" in message
-    assert "train: en_toy-ud-train.conllu, 2 sentences" in message and "dev: en_toy-ud-dev.conllu" in message
-    assert "\n" not in message
-    with pytest.raises(LayercacheError, match="Universal Dependencies treebank"):
-        load_dataset(str(ud / "en_toy-ud-dev.conllu"))  # a single .conllu file too
+    data = load_dataset(str(ud))
+    assert data.primary == "upos" and data.primary_kind == "token"
+    assert data.label_set_names == ["upos", "xpos", "deprel"]
+    words, upos = data.splits["dev"][0]
+    assert words == ["vamos", "nos", "a", "el", "mar"]  # the syntactic words, not "vámonos al"
+    assert upos == ["VERB", "PRON", "ADP", "DET", "NOUN"]
+    assert data.column("deprel").tags["dev"][0] == ["root", "obj", "case", "det", "obl"]
+    assert data.column("xpos").kind == "token" and "_" in data.column("xpos").names  # no XPOS is a label too
+    assert data.entity_types == data.label_names  # C of a token set: its classes
+    assert len(data.splits["train"]) == 2  # the empty node's sentence keeps its words only
+    single = load_dataset(str(ud / "en_toy-ud-dev.conllu"))  # a single .conllu file: train only
+    assert list(single.splits) == ["train"] and single.splits["train"][0][0] == words
+    with pytest.raises(LayercacheError, match="label sets upos, xpos, deprel"):
+        data.column("ner")
 
 
 def test_ud_directory_with_a_malformed_file_reports_the_line(tmp_path):

@@ -1,0 +1,190 @@
+"""Label sets: several labellings (NER, POS, chunk) of the same cached rows. Adding one to a cached
+entry writes labels only (no forward pass, hidden bytes identical); entries made before label sets
+open unchanged; a set a killed run left half-written is never read; heads train on any set."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import zarr
+from click.testing import CliRunner
+
+from layercache.cache import label_sets
+from layercache.cache.reader import open_entry
+from layercache.cli.main import main as cli
+from layercache.errors import LayercacheError
+from layercache.extract import run as extract_run
+from layercache.extract.datasets import load_dataset
+from layercache.extract.run import ExtractConfig, extract
+from layercache.training.config import TrainConfig
+from layercache.training.data import load_for_run
+from layercache.training.loop import train_head
+
+POS = ["DT", "NN", "VB", "JJ"]
+
+
+@pytest.fixture(scope="module")
+def conll4_dir(tmp_path_factory) -> Path:
+    """CoNLL-2003 layout (word POS chunk NER) with POS and chunk tags that depend on the word, so a
+    probe can learn them; chunk tags in IOB1 as in the eng.* files."""
+    from conftest import make_sentences
+
+    d = tmp_path_factory.mktemp("conll4")
+    for name, n, seed in (("train.txt", 80, 1), ("dev.txt", 30, 2), ("test.txt", 30, 3)):
+        with (d / name).open("w", encoding="utf-8") as f:
+            for words, tags in make_sentences(n, seed):
+                for w, t in zip(words, tags):
+                    pos = POS[len(w) % 4]
+                    chunk = "I-NP" if pos in ("DT", "NN", "JJ") else "I-VP"
+                    f.write(f"{w} {pos} {chunk} {t}\n")
+                f.write("\n")
+    return d
+
+
+def _extract(model, data, root, **kw):
+    config = ExtractConfig(model=str(model), dataset=str(data), cache_dir=str(root), unit_rows=256, **kw)
+    return extract(config, progress=False, log=lambda m: None)
+
+
+def _hidden_digest(path: str) -> str:
+    """sha256 of every file of the hidden, offsets, primary labels and words arrays of every split, as
+    stored: the bytes adding a label set must not touch."""
+    digest = hashlib.sha256()
+    for split in ("train", "dev", "test"):
+        for name in ("hidden", "offsets", "labels", "words"):
+            for f in sorted((Path(path) / split / name).rglob("*")):
+                if f.is_file():
+                    digest.update(str(f.relative_to(path)).encode() + f.read_bytes())
+    return digest.hexdigest()
+
+
+def test_reader_finds_the_conll2003_columns(conll4_dir):
+    data = load_dataset(str(conll4_dir))
+    assert data.label_set_names == ["ner", "pos", "chunk"]
+    assert data.column("pos").kind == "token" and data.column("pos").names == sorted(POS)
+    chunk = data.column("chunk")
+    assert chunk.kind == "span" and chunk.names == ["O", "B-NP", "I-NP", "B-VP", "I-VP"]
+    assert all(tags[0].startswith("B-") for tags in chunk.tags["train"])  # IOB1 normalised to IOB2
+
+
+def test_adding_a_label_set_writes_labels_only(tiny_bert_dir, conll4_dir, tmp_path, monkeypatch):
+    first = _extract(tiny_bert_dir, conll4_dir, tmp_path, labels=("ner",))
+    entry = open_entry(first.path)
+    assert list(entry.label_sets) == ["ner"] and first.label_sets == []
+    before = _hidden_digest(first.path)
+
+    def no_forward(*args, **kwargs):
+        raise AssertionError("adding a label set loaded the model")
+
+    monkeypatch.setattr(extract_run, "load_model", no_forward)
+    second = _extract(tiny_bert_dir, conll4_dir, tmp_path, labels=("pos", "chunk"))
+    assert second.path == first.path and second.label_sets == ["pos", "chunk"]
+    assert all(s.reused for s in second.splits)
+    assert _hidden_digest(first.path) == before
+    entry = open_entry(first.path)
+    assert list(entry.label_sets) == ["ner", "pos", "chunk"]
+    data = load_dataset(str(conll4_dir))
+    pos = entry.with_labels("pos")
+    assert pos.label_names == sorted(POS) and pos.meta["label_kind"] == "token"
+    for split in ("train", "dev", "test"):
+        expected = [sorted(POS).index(t) for tags in data.column("pos").tags[split] for t in tags]
+        np.testing.assert_array_equal(pos.split(split).labels, expected)
+    assert _extract(tiny_bert_dir, conll4_dir, tmp_path).label_sets == []  # current sets: nothing written
+
+
+def test_info_lists_the_label_sets(tiny_bert_dir, conll4_dir, tmp_path):
+    path = _extract(tiny_bert_dir, conll4_dir, tmp_path).path
+    out = CliRunner().invoke(cli, ["info", path]).output
+    assert "labels     ner (span): O, B-LOC" in out
+    assert "labels     pos (token): DT, JJ, NN, VB" in out and "labels     chunk (span)" in out
+
+
+def test_an_entry_from_before_label_sets_opens_unchanged(tiny_cache):
+    group = zarr.open_group(tiny_cache, mode="r+")
+    stored = dict(group.attrs)
+    attrs = {k: v for k, v in stored.items() if k not in (label_sets.LISTING, label_sets.PRIMARY)}
+    group.attrs.clear()
+    group.attrs.update(attrs)  # what an entry of the first release holds
+    try:
+        entry = open_entry(tiny_cache)
+        assert list(entry.label_sets) == ["ner"]
+        view = entry.with_labels(None)
+        assert view.label_names == stored["label_names"] and view.meta["label_kind"] == "span"
+        np.testing.assert_array_equal(view.split("dev").labels, group["dev"]["labels"][:])
+        with pytest.raises(LayercacheError, match="has the label sets ner"):
+            entry.with_labels("pos")
+    finally:
+        group.attrs.clear()
+        group.attrs.update(stored)
+
+
+def test_a_half_written_label_set_is_never_read(tiny_bert_dir, conll4_dir, tmp_path):
+    path = _extract(tiny_bert_dir, conll4_dir, tmp_path, labels=("ner",)).path
+    group = zarr.open_group(path, mode="r+")
+    group["train"].create_array("labels.pos", data=np.zeros(group["train"].attrs["n_rows"], dtype=np.int16))
+    with pytest.raises(LayercacheError, match="has the label sets ner"):  # the array alone lists nothing
+        open_entry(path).with_labels("pos")
+    assert _extract(tiny_bert_dir, conll4_dir, tmp_path).label_sets == ["pos", "chunk"]  # the rerun writes it
+    assert open_entry(path).with_labels("pos").split("train").labels.max() > 0
+
+
+def test_a_changed_column_is_written_again(tiny_bert_dir, conll4_dir, tmp_path):
+    data_dir = tmp_path / "data"
+    data_dir.mkdir()
+    for f in conll4_dir.iterdir():
+        (data_dir / f.name).write_text(f.read_text())
+    path = _extract(tiny_bert_dir, data_dir, tmp_path / "root").path
+    text = (data_dir / "dev.txt").read_text().replace(" DT ", " XX ")
+    (data_dir / "dev.txt").write_text(text)
+    again = _extract(tiny_bert_dir, data_dir, tmp_path / "root")
+    assert again.path == path and again.label_sets == ["pos"]  # the key (words and NER) is unchanged
+    assert "XX" in open_entry(path).label_sets["pos"]["names"]
+
+
+def test_subword_rows_carry_their_words_label(tiny_bert_dir, conll4_dir, tmp_path):
+    path = _extract(tiny_bert_dir, conll4_dir, tmp_path, granularity="subword", special_tokens=True,
+                    splits=("dev",)).path
+    split = open_entry(path).with_labels("pos").split("dev")
+    group = zarr.open_group(path, mode="r")["dev"]
+    word_index, offsets = group["word_index"][:], split.offsets
+    tags = load_dataset(str(conll4_dir)).column("pos").tags["dev"]
+    for i in (0, 5, 17):
+        rows = slice(offsets[i], offsets[i + 1])
+        wi, got = word_index[rows], split.labels[rows]
+        assert (got[wi < 0] < 0).all()  # special tokens: no label
+        assert [sorted(POS)[x] for x in got[wi >= 0]] == [tags[i][w] for w in wi[wi >= 0]]
+
+
+def test_a_head_learns_a_token_set_and_reports_accuracy(tiny_bert_dir, conll4_dir, tmp_path):
+    entry = open_entry(_extract(tiny_bert_dir, conll4_dir, tmp_path).path)
+    config = TrainConfig(fusion="concat", shots=None, epochs=10, seed=0, labels="pos", device="cpu")
+    result = train_head(config, load_for_run(entry.with_labels("pos"), layers=None, shots=None, seed=0))
+    record = result.to_dict()
+    dev = entry.with_labels("pos").split("dev").labels
+    majority = np.bincount(dev).max() / len(dev)
+    assert record["best_dev_f1"] is None and majority + 0.1 < record["best_dev_accuracy"] <= 1.0
+    assert "dev_accuracy" in record["evals"][0] and record["test_accuracy_at_best"] is not None
+    ner = train_head(TrainConfig(fusion="concat", shots=None, epochs=1, seed=0, device="cpu"),
+                     load_for_run(entry, layers=None, shots=None, seed=0)).to_dict()
+    assert "best_dev_accuracy" not in ner and ner["best_dev_f1"] >= 0  # NER records keep their keys
+
+
+def test_train_head_and_rank_layers_take_labels(tiny_bert_dir, conll4_dir, tmp_path):
+    path = _extract(tiny_bert_dir, conll4_dir, tmp_path).path
+    runner = CliRunner()
+    out = runner.invoke(cli, ["train-head", "--cache", path, "--labels", "chunk", "--fusion", "concat", "--epochs",
+                              "1", "--shots", "2", "--out", str(tmp_path / "runs"), "--quiet"])
+    assert out.exit_code == 0, out.output
+    assert "best dev F1" in out.output
+    record = json.loads(next(p for p in (tmp_path / "runs").glob("*.json") if ".head" not in p.name).read_text())
+    assert record["config"]["labels"] == "chunk" and record["n_train_sentences"] == 2 * 2  # N x C (NP, VP)
+    out = runner.invoke(cli, ["rank-layers", "--cache", path, "--labels", "pos", "--out", str(tmp_path / "r"),
+                              "--quiet"])
+    assert out.exit_code == 0, out.output and "4 tags" in out.output
+    bad = runner.invoke(cli, ["train-head", "--cache", path, "--labels", "upos", "--out", str(tmp_path / "x")])
+    assert bad.exit_code != 0 and "has the label sets ner, pos, chunk" in bad.output
+    assert len(bad.output.strip().splitlines()) == 1
