@@ -110,21 +110,25 @@ def _tag(checkpoint, lines, *, as_json: bool, device) -> None:
 
 def _score_conll(checkpoint, path: str, *, out, as_json: bool, device) -> None:
     from ..inference import Predictor
-    from ..inference.conll_eval import check_known, conll_lines, format_report, read_labelled, span_report
+    from ..inference import conll_eval as ce
+    from ..training.checkpoint import read_checkpoint_meta
 
-    sentences = read_labelled(path)  # a malformed file fails before the backbone loads
+    cache = read_checkpoint_meta(checkpoint).get("cache", {})
+    token_set = cache.get("label_kind") == "token"
+    sentences = ce.read_labelled(path, label_set=cache.get("label_set"))  # a bad file fails before the backbone loads
     tagger = Predictor(checkpoint, device=device)
-    check_known(path, sentences, tagger.label_names)
+    (ce.check_known_tokens if token_set else ce.check_known)(path, sentences, tagger.label_names)
     pred = tagger.tag([words for words, _ in sentences])
-    lines = conll_lines(sentences, pred)
+    lines = ce.conll_lines(sentences, pred)
     if out:
         with open(out, "w", encoding="utf-8") as f:
             f.writelines(line + "\n" for line in lines)
     else:
         for line in lines:
             click.echo(line)
-    report = span_report([tags for _, tags in sentences], pred, tagger.label_names)
-    text = json.dumps(report) if as_json else format_report(report)
+    gold = [tags for _, tags in sentences]
+    report = ce.token_report(gold, pred) if token_set else ce.span_report(gold, pred, tagger.label_names)
+    text = json.dumps(report) if as_json else (ce.format_token_report if token_set else ce.format_report)(report)
     click.echo(text, err=not out)
 
 

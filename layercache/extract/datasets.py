@@ -22,11 +22,12 @@ and the cache key needs a content fingerprint that does not depend on a path.
      recognised because every word carries a ``xx:`` / ``xxx:`` language prefix, which is
      stripped;
    - a Universal Dependencies treebank (``*-ud-train.conllu`` or ``train.conllu``, see
-     :mod:`layercache.extract.conllu`), when no CoNLL-style train file is there: recognised and
-     refused with a one-line error, because its UPOS/XPOS/DEPREL labels are word classes, not
-     the IOB span tags a NerDataset holds and the ``ner`` task scores by span F1.
+     :mod:`layercache.extract.conllu`), when no CoNLL-style train file is there: its syntactic
+     words with UPOS as the primary label set and XPOS and DEPREL beside it, all token-level.
+   CoNLL-2003 layout files (four columns: word, POS, chunk, NER) also give the ``pos`` (token)
+   and ``chunk`` (span, IOB2) label sets; other column counts give the last column only.
 3. An existing single file: a train-only CoNLL file (no dev split is made up); a ``.conllu``
-   file is refused like a treebank directory.
+   file is read like a treebank of one train split.
 4. Anything else is a HF hub name (see :mod:`layercache.extract.hub_datasets`). ``datasets``
    4.0 and later refuse dataset scripts, and the CoNLL-2003 and WikiAnn repositories are (or
    were) script repositories, so their aliases read the hub's Parquet export instead (revision

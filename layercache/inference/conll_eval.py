@@ -1,5 +1,6 @@
 """Scoring a head on a labelled CoNLL file: read it as the datasets reader does, tag its words, write
-``word gold pred`` lines (what conlleval reads) and a per-type precision/recall/F1 report.
+``word gold pred`` lines (what conlleval reads) and a per-type precision/recall/F1 report (a head of
+a token-level label set, POS say: per-tag accuracy).
 
 The numbers are the project's own metric (:mod:`layercache.training.metrics`, conlleval's
 chunking as seqeval's default mode has it), so the micro F1 here is the F1 the training evaluation
@@ -21,13 +22,53 @@ from ..training.metrics import Chunker, entity_f1
 Sentence = tuple[list[str], list[str]]
 
 
-def read_labelled(path: str) -> list[Sentence]:
-    """(words, IOB2 gold tags) per sentence of a CoNLL file: word first, gold tag last, ``-DOCSTART-``
+def read_labelled(path: str, *, label_set: str | None = None) -> list[Sentence]:
+    """(words, gold tags) per sentence of a CoNLL file: word first, gold tag last, ``-DOCSTART-``
     lines skipped, the tag scheme detected over the file and normalised to IOB2 (the datasets reader,
-    reading one file as a train-only dataset)."""
+    reading one file as a train-only dataset). ``label_set``: another set than the file's primary one,
+    e.g. ``pos`` or ``chunk`` of a CoNLL-2003 layout file, or ``xpos`` of a ``.conllu`` file."""
     if not Path(path).is_file():
         raise LayercacheError(f"{path}: no such file")
-    return load_dataset(str(path)).splits["train"]
+    data = load_dataset(str(path))
+    if label_set is None or label_set == data.primary:
+        return data.splits["train"]
+    tags = data.column(label_set).tags["train"]
+    return [(words, column) for (words, _), column in zip(data.splits["train"], tags)]
+
+
+def check_known_tokens(path: str, sentences: list[Sentence], label_names: list[str]) -> None:
+    """A gold tag the head of a token-level set was not trained on is an error naming file and line."""
+    known = set(label_names)
+    for _, tags in sentences:
+        for tag in tags:
+            if tag not in known:
+                where = path
+                with open(path, encoding="utf-8-sig") as handle:
+                    where = next((f"{path}:{n}" for n, line in enumerate(handle, 1) if tag in line.split("\t")
+                                  or tag in line.split()), path)
+                raise LayercacheError(f"{where}: tag {tag!r} is not one the head was trained on "
+                                      f"({len(label_names)} tags: {', '.join(label_names[:10])}"
+                                      f"{', ...' if len(label_names) > 10 else ''})")
+
+
+def token_report(gold: list[list[str]], pred: list[list[str]]) -> dict:
+    """``{"tags": {tag: {accuracy, support}}, "micro": {accuracy, support}}``: per gold tag the share
+    of its words tagged right (its recall), and over all words the token accuracy the training
+    evaluation reports."""
+    g = np.array([t for tags in gold for t in tags], dtype=object)
+    p = np.array([t for tags in pred for t in tags], dtype=object)
+    right = g == p
+    tags = {str(t): {"accuracy": float(right[g == t].mean()), "support": int((g == t).sum())}
+            for t in sorted(set(g.tolist()))}
+    return {"tags": tags, "micro": {"accuracy": float(right.mean()) if len(g) else 0.0, "support": len(g)}}
+
+
+def format_token_report(report: dict) -> str:
+    rows = [*report["tags"].items(), ("all words", report["micro"])]
+    width = max(len(name) for name, _ in rows)
+    lines = [f"{'tag':<{width}}  accuracy  support"]
+    lines += [f"{name:<{width}}  {100 * s['accuracy']:8.2f}  {s['support']:7d}" for name, s in rows]
+    return "\n".join(lines)
 
 
 def check_known(path: str, sentences: list[Sentence], label_names: list[str]) -> None:

@@ -55,7 +55,11 @@ def save_checkpoint(path: str, tagger, *, tagger_kwargs: dict, layers, label_nam
         "label_names": list(label_names),
         "config": config.record() if is_dataclass(config) else config,
         "cache": {**{k: cache_meta.get(k) for k in CACHE_FIELDS},
-                  **({"special_tokens": True} if cache_meta.get("special_tokens") else {}), "path": cache_path},
+                  **({"special_tokens": True} if cache_meta.get("special_tokens") else {}),
+                  # a head of another label set than NER (POS, chunk): which one, and how it is scored
+                  **({k: cache_meta[k] for k in ("label_set", "label_kind")} if cache_meta.get("label_set")
+                     not in (None, "ner") else {}),
+                  "path": cache_path},
         "versions": versions(),
         **(extra or {}),
     }
@@ -65,12 +69,8 @@ def save_checkpoint(path: str, tagger, *, tagger_kwargs: dict, layers, label_nam
     return weights, config_path
 
 
-def load_checkpoint(path: str, *, entry=None, device: str = "cpu"):
-    """(TokenTagger in eval mode, metadata dict); an MLM checkpoint gives a `FusedMaskedLM` whose
-    decoder is still to be tied. With a `CacheEntry`, a checkpoint trained on a backbone of another
-    width or depth is refused, naming both."""
-    from safetensors.torch import load_model
-
+def read_checkpoint_meta(path: str) -> dict:
+    """A checkpoint's JSON metadata, checked (its weights file must exist too); no weights are read."""
     weights, config_path = checkpoint_paths(path)
     for f in (weights, config_path):
         if not os.path.isfile(f):
@@ -85,6 +85,17 @@ def load_checkpoint(path: str, *, entry=None, device: str = "cpu"):
     if meta.get("format_version", 0) > FORMAT_VERSION:
         raise LayercacheError(f"{config_path} has format version {meta['format_version']}; this layercache "
                               f"reads up to {FORMAT_VERSION}")
+    return meta
+
+
+def load_checkpoint(path: str, *, entry=None, device: str = "cpu"):
+    """(TokenTagger in eval mode, metadata dict); an MLM checkpoint gives a `FusedMaskedLM` whose
+    decoder is still to be tied. With a `CacheEntry`, a checkpoint trained on a backbone of another
+    width or depth is refused, naming both."""
+    from safetensors.torch import load_model
+
+    weights, config_path = checkpoint_paths(path)
+    meta = read_checkpoint_meta(path)
     if entry is not None:
         check_compatible(meta, entry)
     if meta.get("format_version", 1) < 2:  # written before layer_score existed: the paper's score ran

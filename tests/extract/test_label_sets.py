@@ -188,3 +188,33 @@ def test_train_head_and_rank_layers_take_labels(tiny_bert_dir, conll4_dir, tmp_p
     bad = runner.invoke(cli, ["train-head", "--cache", path, "--labels", "upos", "--out", str(tmp_path / "x")])
     assert bad.exit_code != 0 and "has the label sets ner, pos, chunk" in bad.output
     assert len(bad.output.strip().splitlines()) == 1
+
+
+def test_predict_conll_on_a_pos_head_reports_the_training_accuracy(tiny_bert_dir, conll4_dir, tmp_path):
+    """A POS head scores the POS column of a CoNLL-2003 layout file: its 'word gold pred' lines, read
+    back, give the accuracy the training evaluation gives on the same split, and the report says so."""
+    import torch
+
+    from layercache.cli.predict import main as predict
+    from layercache.training.checkpoint import save_checkpoint
+    from layercache.training.data import load_data
+    from layercache.training.evaluation import score
+
+    entry = open_entry(_extract(tiny_bert_dir, conll4_dir, tmp_path).path).with_labels("pos")
+    data = load_data(entry)
+    result = train_head(TrainConfig(fusion="concat", shots=None, epochs=5, seed=0, labels="pos", device="cpu"), data)
+    stem = str(tmp_path / "pos-head")
+    save_checkpoint(stem, result.tagger, tagger_kwargs=result.tagger_kwargs, layers=result.layers,
+                    label_names=data.label_names, cache_meta=data.meta, cache_path=entry.path)
+    accuracy, _ = score(result.tagger, data.dev, device=torch.device("cpu"), label_names=data.label_names,
+                        batch_size=64, kind="token")
+    out = tmp_path / "pred.txt"
+    run = CliRunner().invoke(predict, ["--head", stem, "--conll", str(conll4_dir / "dev.txt"), "--out", str(out), "--json"])
+    assert run.exit_code == 0, run.output
+    lines = [line.split(" ") for line in out.read_text().splitlines() if line]
+    assert {gold for _, gold, _ in lines} <= set(POS)  # the POS column, not the NER one
+    read_back = np.mean([gold == pred for _, gold, pred in lines])
+    assert read_back == pytest.approx(accuracy, abs=1e-12)
+    report = json.loads(run.output.strip().splitlines()[-1])
+    assert report["micro"]["accuracy"] == pytest.approx(accuracy, abs=1e-12)
+    assert sum(t["support"] for t in report["tags"].values()) == len(lines)
