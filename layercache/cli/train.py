@@ -148,7 +148,7 @@ def main(cache, model, dataset, cache_dir, out, dry_run, verbose, quiet, protoco
 
 def _scores(result) -> str:
     """The run's headline: best dev F1 and test F1 there, in points (NER), or dev and test perplexity (MLM)."""
-    if result.best_dev_accuracy is not None:
+    if getattr(result, "best_dev_accuracy", None) is not None:  # a token-level label set (POS)
         return (f"best dev accuracy {f1_points(result.best_dev_accuracy)} (step {result.best_step}), "
                 f"test accuracy {f1_points(result.test_accuracy_at_best)}")
     if result.best_dev_ppl is not None:

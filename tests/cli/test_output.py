@@ -24,6 +24,10 @@ def test_f1_reads_in_points():
     assert _scores(SimpleNamespace(**{**vars(result), "test_f1_at_best": None})).endswith("test F1 -")
     assert NER().describe({"f1": 0.5, "loss": 0.25}) == "dev F1 50.0 loss 0.2500"  # train-head --verbose
     assert _headline({"best_dev_f1": 0.6123}) == "F1=61.2"  # the sweep's bar
+    pos = SimpleNamespace(best_dev_accuracy=0.9123, test_accuracy_at_best=0.9, best_step=3)  # a POS head
+    assert _scores(pos) == "best dev accuracy 91.2 (step 3), test accuracy 90.0"
+    assert _headline({"best_dev_f1": None, "best_dev_accuracy": 0.9123}) == "acc=91.2"
+    assert NER().describe({"accuracy": 0.5, "loss": 0.25}) == "dev accuracy 50.0 loss 0.2500"
 
 
 def test_train_head_prints_points_and_records_fractions(tiny_cache, tmp_path):

@@ -209,7 +209,8 @@ def test_predict_conll_on_a_pos_head_reports_the_training_accuracy(tiny_bert_dir
     accuracy, _ = score(result.tagger, data.dev, device=torch.device("cpu"), label_names=data.label_names,
                         batch_size=64, kind="token")
     out = tmp_path / "pred.txt"
-    run = CliRunner().invoke(predict, ["--head", stem, "--conll", str(conll4_dir / "dev.txt"), "--out", str(out), "--json"])
+    run = CliRunner().invoke(predict, ["--head", stem, "--conll", str(conll4_dir / "dev.txt"), "--out", str(out),
+                                       "--json"])
     assert run.exit_code == 0, run.output
     lines = [line.split(" ") for line in out.read_text().splitlines() if line]
     assert {gold for _, gold, _ in lines} <= set(POS)  # the POS column, not the NER one

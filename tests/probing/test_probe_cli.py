@@ -1,0 +1,65 @@
+"""`layercache probe` end to end on the tiny cache: records, the report, the figure, the errors."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from click.testing import CliRunner
+
+from layercache.cli.main import main
+from layercache.probing.records import FILENAME, read_records
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+FAST = ["--epochs", "1", "--min-steps", "20"]
+
+
+def test_probe_writes_records_report_and_figure(tiny_cache, tmp_path):
+    out = tmp_path / "probe"
+    args = ["probe", "--cache", tiny_cache, "--labels", "ner", "--trials", "2", "--out", str(out), "--quiet", *FAST]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 0, result.output
+    records = read_records(str(out / FILENAME))
+    assert len(records) == 2 * 4 * 2  # seeds x (layers 0..2 + mix) x (task, control)
+    assert {r["seed"] for r in records} == {0, 1} and {r["label_set"] for r in records} == {"ner"}
+
+    md = (out / "probe.md").read_text()
+    assert "## ner (span; means over seeds 0, 1)" in md
+    rows = re.findall(r"^\| (\d+|mix) \|", md, re.MULTILINE)
+    assert rows == ["0", "1", "2", "mix"]
+    assert "center of gravity" in md and "ScalarMix weights" in md
+    png = (out / "probe.png").read_bytes()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 5000
+    assert "| layer | f1 (dev) |" in result.output and f"wrote {out / FILENAME}" in result.output
+
+    again = CliRunner().invoke(main, args)  # everything is there: nothing is trained, the same report
+    assert again.exit_code == 0, again.output
+    assert len(read_records(str(out / FILENAME))) == len(records)
+
+
+def test_probe_defaults_to_every_label_set(tiny_cache, tmp_path):
+    from layercache.cache.reader import open_entry
+    from layercache.probing.data import label_sets
+
+    sets = list(label_sets(open_entry(tiny_cache)))
+    result = CliRunner().invoke(main, ["probe", "--cache", tiny_cache, "--out", str(tmp_path), "--quiet",
+                                       "--no-control", *FAST])
+    assert result.exit_code == 0, result.output
+    records = read_records(str(tmp_path / FILENAME))
+    assert [r["label_set"] for r in records[::4]] == sets and not any(r["control"] for r in records)
+    ner_rows = [line for line in (tmp_path / "probe.md").read_text().split("\n## ")[1].split("\n")
+                if re.match(r"\| (\d|mix)", line)]
+    assert len(ner_rows) == 4
+    assert all(row.split(" | ")[3:5] == ["-", "-"] for row in ner_rows)  # no control acc, no selectivity
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--labels", "ner,nope"], "nope not in"),
+    (["--seeds", "0,1", "--trials", "2"], "give one"),
+    (["--seeds", "0,x"], "'x' is not an integer"),
+    (["--shots", "0"], "--shots '0' must be >= 1"),
+])
+def test_bad_options_are_one_line_errors(tiny_cache, tmp_path, args, message):
+    result = CliRunner().invoke(main, ["probe", "--cache", tiny_cache, "--out", str(tmp_path), "--quiet", *args])
+    assert result.exit_code == 1
+    assert message in result.output and result.output.count("\n") == 1
