@@ -38,8 +38,11 @@ from .options import (
 
 
 def run_name(config: TrainConfig) -> str:
-    """``<fusion>[-ft][-mlm]-n<shots>-e<epochs>-s<seed>``, plus ``-l<layers>`` when --layers is given."""
+    """``<fusion>[-ft][-mlm][-<label set>]-n<shots>-e<epochs>-s<seed>``, plus ``-l<layers>`` when --layers is
+    given; a head trained with ``--labels NAME`` is named after its set, so heads of one cache's sets never
+    overwrite each other."""
     tags = ("-ft" if config.mode == "ft" else "") + ("" if task_of(config).is_default else f"-{config.task}")
+    tags += f"-{config.labels}" if config.labels else ""
     name = f"{config.fusion}{tags}-n{config.shots or 'all'}-e{config.epochs}-s{config.seed}"
     if config.layers:
         name += "-l" + re.sub(r"[^0-9a-zA-Z]+", ".", config.layers).strip(".")

@@ -180,7 +180,7 @@ def test_train_head_and_rank_layers_take_labels(tiny_bert_dir, conll4_dir, tmp_p
                               "1", "--shots", "2", "--out", str(tmp_path / "runs"), "--quiet"])
     assert out.exit_code == 0, out.output
     assert "best dev F1" in out.output
-    record = json.loads(next(p for p in (tmp_path / "runs").glob("*.json") if ".head" not in p.name).read_text())
+    record = json.loads((tmp_path / "runs" / "concat-chunk-n2-e1-s0.json").read_text())  # named after its set
     assert record["config"]["labels"] == "chunk" and record["n_train_sentences"] == 2 * 2  # N x C (NP, VP)
     out = runner.invoke(cli, ["rank-layers", "--cache", path, "--labels", "pos", "--out", str(tmp_path / "r"),
                               "--quiet"])
