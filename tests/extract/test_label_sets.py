@@ -219,3 +219,16 @@ def test_predict_conll_on_a_pos_head_reports_the_training_accuracy(tiny_bert_dir
     report = json.loads(run.output.strip().splitlines()[-1])
     assert report["micro"]["accuracy"] == pytest.approx(accuracy, abs=1e-12)
     assert sum(t["support"] for t in report["tags"].values()) == len(lines)
+
+
+def test_a_sweep_on_a_token_set_reports_accuracy(tiny_bert_dir, conll4_dir, tmp_path):
+    path = _extract(tiny_bert_dir, conll4_dir, tmp_path).path
+    args = ["sweep", "--cache", path, "--labels", "pos", "--out", str(tmp_path / "sweep"), "--fusions", "base",
+            "--shots", "1", "--epochs", "1", "--trials", "2", "--eval-points", "1", "--workers", "1",
+            "--precision", "fp32", "--quiet"]
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 0, result.output
+    assert "token accuracy (x100)" in result.stdout
+    records = [json.loads(line) for line in (tmp_path / "sweep" / "results.jsonl").read_text().splitlines()]
+    assert len(records) == 2 and all(r["config"]["labels"] == "pos" and r["best_dev_accuracy"] > 0 for r in records)
+    assert all(r["n_train_sentences"] == 4 for r in records)  # N x C: C = the 4 POS classes
