@@ -58,6 +58,8 @@ class CacheEntry(MetaViews):
             mark_read(path)  # eviction (`gc`) keeps what was read last, local readers included
         self.labels_array = "labels"  # the array `CacheSplit.labels` reads: the primary set's unless `with_labels`
         self.stored_meta = self.meta  # the attributes as stored; `meta` of a label-set view differs
+        if label_sets.PRIMARY in self.meta or label_sets.LISTING in self.meta:  # seen through its primary set
+            self.meta = label_sets.view_meta(self.stored_meta, None, where=self.path)
 
     @property
     def label_sets(self) -> dict[str, dict]:

@@ -232,3 +232,29 @@ def test_a_sweep_on_a_token_set_reports_accuracy(tiny_bert_dir, conll4_dir, tmp_
     records = [json.loads(line) for line in (tmp_path / "sweep" / "results.jsonl").read_text().splitlines()]
     assert len(records) == 2 and all(r["config"]["labels"] == "pos" and r["best_dev_accuracy"] > 0 for r in records)
     assert all(r["n_train_sentences"] == 4 for r in records)  # N x C: C = the 4 POS classes
+
+
+def test_a_treebank_is_extracted_with_upos_xpos_and_deprel(tiny_bert_dir, tmp_path):
+    """A UD treebank's entry: UPOS is the primary set (the `labels` array), XPOS and DEPREL beside it;
+    a head trains on the primary set by default and reports accuracy."""
+    from conftest import make_sentences
+
+    ud = tmp_path / "UD_Toy"
+    ud.mkdir()
+    for split, n, seed in (("train", 60, 1), ("dev", 20, 2)):
+        lines = []
+        for words, _ in make_sentences(n, seed):
+            lines.append(f"# text = {' '.join(words)}")
+            for i, w in enumerate(words, 1):
+                upos = "PROPN" if w[0].isupper() else "NOUN"
+                lines.append("\t".join([str(i), w, w.lower(), upos, upos[:2], "_", str(i - 1), "dep" if i > 1
+                                        else "root", "_", "_"]))
+            lines.append("")
+        (ud / f"toy-ud-{split}.conllu").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    entry = open_entry(_extract(tiny_bert_dir, ud, tmp_path / "root").path)
+    assert list(entry.label_sets) == ["upos", "xpos", "deprel"]
+    assert entry.label_sets["upos"] == {"names": ["NOUN", "PROPN"], "kind": "token"}
+    assert entry.with_labels("deprel").label_names == ["dep", "root"]
+    result = train_head(TrainConfig(fusion="base", shots=None, epochs=2, seed=0, device="cpu"),
+                        load_for_run(entry, layers=None, shots=None, seed=0)).to_dict()
+    assert result["best_dev_f1"] is None and result["best_dev_accuracy"] > 0.5
