@@ -232,3 +232,21 @@ def test_a_sweep_on_a_token_set_reports_accuracy(tiny_bert_dir, conll4_dir, tmp_
     records = [json.loads(line) for line in (tmp_path / "sweep" / "results.jsonl").read_text().splitlines()]
     assert len(records) == 2 and all(r["config"]["labels"] == "pos" and r["best_dev_accuracy"] > 0 for r in records)
     assert all(r["n_train_sentences"] == 4 for r in records)  # N x C: C = the 4 POS classes
+
+
+def test_a_packed_sweep_on_a_token_set_scores_accuracy_as_solo(tiny_bert_dir, conll4_dir, tmp_path):
+    from layercache.cache.reader import open_entry
+    from layercache.experiments import grid, run_sweep
+    from layercache.training import TrainConfig
+
+    entry = open_entry(_extract(tiny_bert_dir, conll4_dir, tmp_path).path)
+    base = TrainConfig(fusion="concat", shots=2, epochs=3, seed=0, batch_size=4, eval_points=2, device="cpu",
+                       labels="pos", dropout=0.0)
+    configs = grid(fusions=["concat"], shots=[2], epochs=[3], trials=2, base=base)
+    quiet = {"workers": 0, "progress": False, "log": lambda m: None}
+    solo = run_sweep(entry, configs, out=str(tmp_path / "solo"), **quiet)
+    packed = run_sweep(entry, configs, out=str(tmp_path / "packed"), pack=2, **quiet)
+    for rid, record in solo.items():
+        assert packed[rid]["seconds"]["pack"] == 2 and packed[rid]["best_dev_f1"] is None
+        assert packed[rid]["best_dev_accuracy"] == pytest.approx(record["best_dev_accuracy"], abs=1e-4)
+        assert packed[rid]["test_accuracy_at_best"] == pytest.approx(record["test_accuracy_at_best"], abs=1e-4)
