@@ -12,7 +12,7 @@ from click.testing import CliRunner
 from layercache.cache.reader import open_entry
 from layercache.cli.sweep import main
 from layercache.experiments import grid, run_sweep
-from layercache.experiments.packs import pack_runs
+from layercache.experiments.packs import pack_runs, packed
 from layercache.experiments.results import RESULTS, read_results
 from layercache.training import TrainConfig
 from layercache.training.loop import Run
@@ -84,6 +84,14 @@ def test_packs_group_seeds_only():
     assert [len(u) for u in units] == [2, 1, 1, 1, 1, 2, 1]  # 3 seeds = 2 + 1; extra alone; lr apart
     assert all(len({(c.fusion, c.lr) for c in u}) == 1 for u in units)
     assert [c for u in units for c in u] == configs  # each run once, in the grid's order
+
+
+def test_claimed_runs_gather_back_into_their_packs():
+    a0, a1, a2, b0, b1 = _configs(["concat"], trials=3) + _configs(["dwatt"], trials=2)
+    units = [(a0, a1, a2), (b0, b1)]
+    # another sweep holds a1: a0 and a2 go as a pack of two; a1, once its holder died, alone
+    got = list(packed(iter([a0, a2, b0, b1, None, a1]), units))
+    assert got == [(a0, a2), (b0, b1), None, (a1,)]
 
 
 def test_killed_packed_sweep_resumes_without_repeats(tiny_cache, tmp_path):
