@@ -57,6 +57,10 @@ from .options import (
               help="Autocast of the heads' products; auto = bf16 where this machine multiplies it clearly "
                    "faster (measured once, remembered in the cache root), else fp32.")
 @click.option("--workers", type=click.IntRange(min=1), default=None, help="Processes. Default: one per core.")
+@click.option("--pack", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Train up to K runs that differ only in seed together, as one stacked head (one optimizer step "
+                   "for all, each dev batch read once for all); base, concat, dwatt and scalarmix pack, extra "
+                   "runs alone. 1 = one run at a time.")
 @click.option("--ray", "ray_address", is_flag=False, flag_value="local", default=None,
               help="Run every run as a Ray task: --ray alone starts Ray here, --ray ADDRESS joins a cluster.")
 @click.option("--out", default=os.path.join("runs", "sweep"), show_default=True, help="Results folder.")
@@ -69,8 +73,8 @@ from .options import (
 @quiet_option
 @friendly_errors
 def main(task, labels, fusions, shots, epochs, trials, lrs, layer_scores, batch_size, layers, extra_layers, eval_points,
-         dev_sentences, precision, workers, ray_address, out, cache, model, dataset, cache_dir, block_size, mask_seed,
-         mlm_probability, report_only, curve_shots, per_lr, protocol, quiet):
+         dev_sentences, precision, workers, pack, ray_address, out, cache, model, dataset, cache_dir, block_size,
+         mask_seed, mlm_probability, report_only, curve_shots, per_lr, protocol, quiet):
     """Run fusion x N-shot x epoch cap x trial from one cache (skipping runs already done)."""
     from ..experiments.report import render
     from ..experiments.results import RESULTS, read_results
@@ -102,7 +106,7 @@ def main(task, labels, fusions, shots, epochs, trials, lrs, layer_scores, batch_
                        layer_score=_listed(axes["layer_score"]))
         entry = resolve(cache, model, dataset, cache_dir, extract=masking, quiet=quiet).with_labels(labels)
         records = list(run_sweep(entry, configs, out=out, workers=workers, ray=ray_address, progress=not quiet,
-                                 log=say).values())
+                                 log=say, pack=pack).values())
         if task_of(task).labels_from_data:  # nu needs classes; an MLM entry's labels are the vocabulary
             _save_layer_scores(entry, layers, out)
     paths = render(records, out, curve_shots=curve, per_lr=per_lr, nu=_layer_scores(out))

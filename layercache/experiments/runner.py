@@ -7,6 +7,10 @@ from it (a part over the memory budget streams from the cache instead of being h
 memory does not grow with the splits: `layercache.training.budget`), or, with ``load_per_run``,
 loads each run's own data (when what a run reads is part
 of what is measured). Finished runs are appended by this process alone, each line fsync'ed.
+
+With ``pack`` K > 1, runs that differ only in seed train K at a time as one stacked module
+(`layercache.training.packed`, grouped by `packs.pack_runs`): a pack is one unit of work for the
+executors (a Ray task too), and its runs are appended one by one when it finishes.
 """
 
 from __future__ import annotations
@@ -18,9 +22,11 @@ from dataclasses import dataclass, replace
 from itertools import product
 
 from ..display import f1_points
+from ..errors import LayercacheError
 from ..training.config import TrainConfig
 from .claims import Claims
 from .loaders import load_cached
+from .packs import pack_runs, packed
 from .queue import POLL_S, claimed
 from .results import append_result, read_results, run_id
 
@@ -46,15 +52,20 @@ def grid(*, fusions, shots, epochs, trials: int, base: TrainConfig, **axes) -> l
 
 def run_grid(entry, configs: list[TrainConfig], *, results: str, workers: int | None = None,
              load: Loader = load_cached, load_per_run: bool = False, annotate: Annotate | None = None,
-             ray: str | None = None, on_record=None, progress: bool = True, log=print) -> dict[str, dict]:
+             ray: str | None = None, on_record=None, progress: bool = True, log=print,
+             pack: int = 1) -> dict[str, dict]:
     """Run every config not yet in ``results`` (a JSON-lines file) on ``entry``; returns the records
     of ``configs`` by run id, in their order. ``workers``: processes (None = one per core, 0 = this
     process); ``ray``: an address (or "local") to run each run as a Ray task instead.
     ``load_per_run``: call ``load(entry, [config])`` for every run, not once per executor, and put
     ``load_seconds`` and ``wall_seconds`` (load and train) in its record. ``annotate(config, data,
     record)`` runs where the run ran, beside its data (a top-level function, so workers get it by
-    name); ``on_record(config, record)`` runs here as each run finishes."""
+    name); ``on_record(config, record)`` runs here as each run finishes. ``pack``: train up to this many
+    runs that differ only in seed together (`layercache.training.packed`; 1 = one run at a time)."""
     from tqdm.auto import tqdm
+
+    if pack > 1 and load_per_run:
+        raise LayercacheError("pack > 1 trains runs on data loaded once per executor; load_per_run times each alone")
 
     done = {rid: r for rid, r in read_results(results).items() if r.get("cache_key") in (None, entry.meta.get("key"))}
     todo = [c for c in configs if run_id(c) not in done]
@@ -64,8 +75,13 @@ def run_grid(entry, configs: list[TrainConfig], *, results: str, workers: int | 
     job = _Job(entry.path, load, per_run=load_per_run, annotate=annotate)
     claims = Claims(os.path.dirname(os.path.abspath(results))).start()
     try:
-        queue = claimed(todo, claims, results=results, done=done)
-        for config, record in _results(job, todo, queue, workers=workers, ray=ray):
+        if pack > 1:  # the members of a pack next to each other, claimed one by one, gathered back
+            units = pack_runs(todo, pack)
+            todo = [config for unit in units for config in unit]
+            queue, run = packed(claimed(todo, claims, results=results, done=done), units), _run_pack
+        else:
+            queue, run = claimed(todo, claims, results=results, done=done), _run_one
+        for config, record in _records(_results(job, todo, queue, workers=workers, ray=ray, run=run), pack > 1):
             record["cache_path"] = entry.path
             append_result(results, record)
             claims.release(record["run_id"])  # in the file now: nobody needs the claim
@@ -89,17 +105,24 @@ def _headline(record: dict) -> str:
     return f"F1={f1_points(record['best_dev_f1'])}"
 
 
-def _results(job: _Job, todo, queue, *, workers: int | None, ray: str | None) -> Iterable[tuple]:
-    """(config, record) as runs finish; ``queue`` yields the configs this process claimed, or None
-    while the only runs left are another sweep's (check back later)."""
+def _records(finished, packs: bool) -> Iterable[tuple]:
+    """(config, record) of each run, from (config, record) or, for packs, (configs, records)."""
+    for item, out in finished:
+        yield from zip(item, out) if packs else ((item, out),)
+
+
+def _results(job: _Job, todo, queue, *, workers: int | None, ray: str | None, run=None) -> Iterable[tuple]:
+    """(item, ``run(job, item)``) as items finish; ``queue`` yields the items (configs, or packs of them)
+    this process claimed, or None while the only runs left are another sweep's (check back later)."""
+    run = run or _run_one
     if not todo:
         return iter(())
     if ray:
-        return _ray_results(job, todo, queue, ray)
+        return _ray_results(job, todo, queue, ray, run)
     workers = min(os.cpu_count() or 1 if workers is None else workers, len(todo))
     if workers == 0:
-        return _in_process(job, todo, queue)
-    return _local_results(job, todo, queue, workers)
+        return _in_process(job, todo, queue, run)
+    return _local_results(job, todo, queue, workers, run)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -150,16 +173,32 @@ def _run_one(job: _Job, config: TrainConfig) -> dict:
     return record
 
 
-def _in_process(job: _Job, todo, queue):
+def _run_pack(job: _Job, configs: tuple) -> list[dict]:
+    """The records of a pack of runs (`train_pack`), in order; a pack of one is `_run_one`."""
+    from ..training.packed import train_pack
+
+    if len(configs) == 1:
+        return [_run_one(job, configs[0])]
+    records = []
+    for config, result in zip(configs, train_pack(list(configs), _DATA, keep_tagger=False)):
+        record = result.to_dict()
+        record["run_id"] = run_id(config)
+        if job.annotate:
+            job.annotate(config, _DATA, record)
+        records.append(record)
+    return records
+
+
+def _in_process(job: _Job, todo, queue, run):
     _init_worker(job, todo, None)
-    for config in queue:
-        if config is None:  # another sweep's runs are all that is left: wait for them
+    for item in queue:
+        if item is None:  # another sweep's runs are all that is left: wait for them
             time.sleep(POLL_S)
             continue
-        yield config, _run_one(job, config)
+        yield item, run(job, item)
 
 
-def _local_results(job: _Job, todo, queue, workers: int):
+def _local_results(job: _Job, todo, queue, workers: int, run):
     import multiprocessing
     from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 
@@ -167,7 +206,7 @@ def _local_results(job: _Job, todo, queue, workers: int):
     context = multiprocessing.get_context("spawn")  # no fork after torch threads: portable and safe
     with ProcessPoolExecutor(workers, mp_context=context, initializer=_init_worker,
                              initargs=(job, todo, threads)) as pool:
-        submit = lambda config: pool.submit(_run_one, job, config)  # noqa: E731
+        submit = lambda item: pool.submit(run, job, item)  # noqa: E731
         futures: dict = {}
         try:
             for config, future in _bounded(queue, futures, submit, workers,
@@ -199,13 +238,13 @@ def _bounded(queue, in_flight: dict, submit, capacity: int, finished):
             yield in_flight.pop(handle), handle
 
 
-def _ray_task(job: _Job, configs, config: TrainConfig) -> dict:
+def _ray_task(job: _Job, configs, item, run=_run_one):
     _init_worker(job, configs, 1)
-    return _run_one(job, config)
+    return run(job, item)
 
 
-def _ray_results(job: _Job, todo, queue, address: str):
-    """Each run a Ray task (one CPU); the cache is read from the shared root by each worker once."""
+def _ray_results(job: _Job, todo, queue, address: str, run):
+    """Each run (or pack) a Ray task (one CPU); the cache is read from the shared root by each worker once."""
     import ray
 
     if not ray.is_initialized():
@@ -213,7 +252,7 @@ def _ray_results(job: _Job, todo, queue, address: str):
                  log_to_driver=False, ignore_reinit_error=True)
     task = ray.remote(num_cpus=1)(_ray_task)
     capacity = max(1, int(ray.cluster_resources().get("CPU", 1)))
-    submit = lambda config: task.remote(job, todo, config)  # noqa: E731
+    submit = lambda item: task.remote(job, todo, item, run)  # noqa: E731
     finished = lambda refs: ray.wait(refs, num_returns=1, timeout=POLL_S)[0]  # noqa: E731
     for config, ref in _bounded(queue, {}, submit, capacity, finished):
         yield config, ray.get(ref)

@@ -24,19 +24,37 @@ def score(tagger, split: Split, *, device, label_names, batch_size: int, autocas
     order, so the F1 does not depend on the order the batches come in. A ``token`` label set (POS)
     gets token accuracy instead of F1."""
     tagger.eval()
-    counts, preds = [], []
-    loss_sum = torch.zeros((), device=device, dtype=torch.float64)
+    return score_heads(lambda hidden, mask: tagger(hidden, mask)[None], 1, split, device=device,
+                       label_names=label_names, batch_size=batch_size, autocast=autocast, kind=kind)[0]
+
+
+def score_heads(forward, n_heads: int, split: Split, *, device, label_names, batch_size: int, autocast=None,
+                kind: str = "span") -> list[tuple[float, float]]:
+    """`score` of ``n_heads`` heads whose logits ``forward(hidden, mask) -> [n_heads, B, T, n_labels]``
+    computes at once, so each batch of the split is built once for all of them (a pack of heads,
+    `layercache.training.packed`); one (metric, loss) per head, each by the same code as one head's."""
+    counts, preds = [], [[] for _ in range(n_heads)]
+    loss_sums = [torch.zeros((), device=device, dtype=torch.float64) for _ in range(n_heads)]
     groups = split.eval_groups(batch_size)
     with torch.inference_mode(), autocast or contextlib.nullcontext():
         for batch in eval_batches(split, device=device, batch_size=batch_size):
-            logits = tagger(batch.hidden, batch.mask).float()  # [B, T, n_labels]
-            loss_sum += F.cross_entropy(logits.flatten(0, 1), batch.labels.flatten(),
-                                        ignore_index=IGNORE, reduction="sum").double()
+            logits = forward(batch.hidden, batch.mask).float()  # [K, B, T, n_labels]
             keep = batch.labels != IGNORE  # [B, T]
             counts.append(keep.sum(1).cpu().numpy())  # words per sentence
-            preds.append(logits.argmax(-1)[keep].cpu().numpy())  # flat, sentence after sentence
-    counts, preds = _in_split_order(groups, np.concatenate(counts), np.concatenate(preds))
-    loss = float(loss_sum) / max(int(counts.sum()), 1)
+            for k in range(n_heads):
+                loss_sums[k] += F.cross_entropy(logits[k].flatten(0, 1), batch.labels.flatten(),
+                                                ignore_index=IGNORE, reduction="sum").double()
+                preds[k].append(logits[k].argmax(-1)[keep].cpu().numpy())  # flat, sentence after sentence
+    counts = np.concatenate(counts)
+    return [_metric(split, groups, counts, np.concatenate(p), float(loss_sum), label_names=label_names, kind=kind)
+            for p, loss_sum in zip(preds, loss_sums)]
+
+
+def _metric(split: Split, groups, counts: np.ndarray, preds: np.ndarray, loss_sum: float, *, label_names,
+            kind: str) -> tuple[float, float]:
+    """(F1 or accuracy, mean loss) of one head's flat predictions, in ``groups`` order."""
+    counts, preds = _in_split_order(groups, counts, preds)
+    loss = loss_sum / max(int(counts.sum()), 1)
     if kind == "token":
         return token_accuracy(split.labels[split.labels != IGNORE], preds), loss
     label_names = tuple(str(n) for n in label_names)

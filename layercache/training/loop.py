@@ -174,12 +174,15 @@ def select_splits(config: TrainConfig, data: RunData):
     return ids, train.take_layers(layers), dev, test, layers, scores
 
 
-def build_optimizer(config: TrainConfig, model: torch.nn.Module, *, total_steps: int):
-    """AdamW (no decay on biases and norms) and the linear warmup-then-decay-to-zero schedule."""
+def build_optimizer(config: TrainConfig, model: torch.nn.Module, *, total_steps: int, params: dict | None = None):
+    """AdamW (no decay on biases and norms) and the linear warmup-then-decay-to-zero schedule.
+    ``params``: tensors to optimise in place of ``model``'s parameters, by the same names (a pack's
+    stacked parameters, `layercache.training.packed`): which decay is decided on ``model``'s own."""
     decay, no_decay = [], []
     for name, p in model.named_parameters():
         if p.requires_grad:
-            (no_decay if p.ndim < 2 or "bias" in name or "norm" in name else decay).append(p)
+            (no_decay if p.ndim < 2 or "bias" in name or "norm" in name else decay).append(
+                p if params is None else params[name])
     optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": config.weight_decay},
                                    {"params": no_decay, "weight_decay": 0.0}], lr=config.max_lr,
                                   fused=True)  # one kernel per step: a third of a small head's step time on CPU
@@ -235,6 +238,12 @@ class Book:
         t0 = now(run.device)
         run.model.eval()
         scores = _score(run, run.dev)  # NER {f1, loss}; MLM {loss, ppl}
+        self.note(run, scores, step=step, epoch=epoch, state=run.model.state_dict)
+        self.clock["eval"] += now(run.device) - t0
+
+    def note(self, run: Run, scores: dict, *, step: int, epoch: int, state) -> None:
+        """Record one evaluation's ``scores``; ``state()`` (the weights, copied here) when it is the best
+        so far. A pack (`layercache.training.packed`) scores its heads together and notes each here."""
         train_loss = float(self.loss_sum) / self.loss_n if self.loss_n else None
         self.evals.append({"step": step, "epoch": epoch, "train_loss": train_loss,
                            **{f"dev_{name}": value for name, value in scores.items()}})
@@ -244,8 +253,7 @@ class Book:
                              index=len(self.evals) - 1)
             # Kept (a copy of the head, and of the backbone in FT): test, layer usage and the returned
             # head all come from the best dev point.
-            self.best_state = {k: v.detach().clone() for k, v in run.model.state_dict().items()}
-        self.clock["eval"] += now(run.device) - t0
+            self.best_state = {k: v.detach().clone() for k, v in state().items()}
         if self.log:
             self.log(f"step {step} epoch {epoch}: {run.task.describe(scores)}")
 

@@ -23,7 +23,7 @@ from ..errors import LayercacheError
 from ..tasks import task_of
 from .config import TrainConfig, masked_lm_kwargs, tagger_kwargs
 from .data import IGNORE
-from .evaluation import eval_batches, score
+from .evaluation import eval_batches, score, score_heads
 
 
 def training_task(config: TrainConfig, meta: dict, *, where: str | None = None):
@@ -64,6 +64,14 @@ class NER:
         value, loss = score(head, split, device=device, label_names=data.label_names, batch_size=batch_size,
                             autocast=autocast, kind=kind)
         return {"accuracy" if kind == "token" else "f1": value, "loss": loss}
+
+    def score_heads(self, forward, n_heads: int, split, *, data, device, batch_size: int, autocast) -> list[dict]:
+        """`score` of each of ``n_heads`` heads whose logits ``forward(hidden, mask)`` stacks (a pack), each
+        batch of ``split`` built once for all of them."""
+        kind = data.meta.get("label_kind", "span")
+        scores = score_heads(forward, n_heads, split, device=device, label_names=data.label_names,
+                             batch_size=batch_size, autocast=autocast, kind=kind)
+        return [{"accuracy" if kind == "token" else "f1": value, "loss": loss} for value, loss in scores]
 
     def rank(self, scores: dict) -> float:
         """Higher is better; the first of equal evaluations stays the best."""

@@ -32,3 +32,19 @@ def test_ray_sweep_equals_local_sweep(tiny_cache, tmp_path):
         assert [e["dev_loss"] for e in by_ray[run]["evals"]] == [e["dev_loss"] for e in record["evals"]]
     assert (tmp_path / "ray" / "report.md").read_text().split("seconds")[0] == \
         (tmp_path / "local" / "report.md").read_text().split("seconds")[0]
+
+
+def test_ray_runs_packs_as_tasks(tiny_cache, tmp_path):
+    grid = [*GRID[:-4], "--trials", "2", "--eval-points", "2", "--pack", "2"]
+    ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False)
+    try:
+        out = CliRunner().invoke(main, ["--cache", tiny_cache, "--out", str(tmp_path / "ray"), "--ray", *grid])
+        assert out.exit_code == 0, out.output
+    finally:
+        ray.shutdown()
+    local = CliRunner().invoke(main, ["--cache", tiny_cache, "--out", str(tmp_path / "local"), "--workers", "1", *grid])
+    assert local.exit_code == 0, local.output
+    by_ray, by_pool = read_results(str(tmp_path / "ray" / RESULTS)), read_results(str(tmp_path / "local" / RESULTS))
+    assert len(by_ray) == 8 and by_ray.keys() == by_pool.keys()
+    for run, record in by_pool.items():
+        assert by_ray[run]["seconds"]["pack"] == 2 and by_ray[run]["best_dev_f1"] == record["best_dev_f1"]

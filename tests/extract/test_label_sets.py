@@ -258,3 +258,21 @@ def test_a_treebank_is_extracted_with_upos_xpos_and_deprel(tiny_bert_dir, tmp_pa
     result = train_head(TrainConfig(fusion="base", shots=None, epochs=2, seed=0, device="cpu"),
                         load_for_run(entry, layers=None, shots=None, seed=0)).to_dict()
     assert result["best_dev_f1"] is None and result["best_dev_accuracy"] > 0.5
+
+
+def test_a_packed_sweep_on_a_token_set_scores_accuracy_as_solo(tiny_bert_dir, conll4_dir, tmp_path):
+    from layercache.cache.reader import open_entry
+    from layercache.experiments import grid, run_sweep
+    from layercache.training import TrainConfig
+
+    entry = open_entry(_extract(tiny_bert_dir, conll4_dir, tmp_path).path)
+    base = TrainConfig(fusion="concat", shots=2, epochs=3, seed=0, batch_size=4, eval_points=2, device="cpu",
+                       labels="pos", dropout=0.0)
+    configs = grid(fusions=["concat"], shots=[2], epochs=[3], trials=2, base=base)
+    quiet = {"workers": 0, "progress": False, "log": lambda m: None}
+    solo = run_sweep(entry, configs, out=str(tmp_path / "solo"), **quiet)
+    packed = run_sweep(entry, configs, out=str(tmp_path / "packed"), pack=2, **quiet)
+    for rid, record in solo.items():
+        assert packed[rid]["seconds"]["pack"] == 2 and packed[rid]["best_dev_f1"] is None
+        assert packed[rid]["best_dev_accuracy"] == pytest.approx(record["best_dev_accuracy"], abs=1e-4)
+        assert packed[rid]["test_accuracy_at_best"] == pytest.approx(record["test_accuracy_at_best"], abs=1e-4)

@@ -1,0 +1,88 @@
+"""Packed against one-at-a-time training of the same small grid (`sweep --pack K`, issue 27): the wall
+time of each and how far each packed run's F1 lands from its solo run's.
+
+    python scripts/bench_pack.py --cache <entry> --fusions concat,dwatt --shots 8 --seeds 5 --epochs 10
+
+Per fusion, the runs train one at a time and then in packs of --pack (default: all --seeds at once),
+both in this process (``workers=0``, --threads torch threads) through `run_grid`, each into its own
+throwaway results file, so both passes load the data alike and nothing is skipped; a short untimed
+warm-up of each way comes first (the first runs of a process build kernels and grow the heap). With dropout
+(TrainConfig's 0.1 by default) a packed head draws other masks than its solo run, so its F1 is
+another draw of the same run; ``--dropout 0`` isolates the packing itself (F1 equal up to float
+summation order). Writes --report (docs/results/bench_pack.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+from _common import results_path, say, split_list, torch_threads, write_results
+
+
+def main(argv=None) -> str:
+    from layercache.cache.reader import open_entry
+    from layercache.experiments import grid, run_grid
+    from layercache.training import TrainConfig
+
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--cache", required=True, help="a cache entry path")
+    p.add_argument("--fusions", default="concat,dwatt")
+    p.add_argument("--shots", type=int, default=8)
+    p.add_argument("--seeds", type=int, default=5, help="seeds 0..S-1")
+    p.add_argument("--epochs", type=int, default=10)
+    p.add_argument("--pack", type=int, default=None, help="runs per pack (default: --seeds)")
+    p.add_argument("--eval-points", type=int, default=5)
+    p.add_argument("--dropout", type=float, default=TrainConfig.dropout)
+    p.add_argument("--dev-sentences", type=int, default=None)
+    p.add_argument("--precision", default="fp32", choices=["fp32", "bf16"])
+    p.add_argument("--device", default=None)
+    p.add_argument("--threads", type=int, default=1, help="torch threads (0 leaves torch's default alone)")
+    p.add_argument("--report", default=results_path("bench_pack"), help="markdown file written")
+    args = p.parse_args(argv)
+    pack = args.pack or args.seeds
+    entry = open_entry(args.cache)
+    base = TrainConfig(fusion="base", shots=args.shots, epochs=args.epochs, seed=0, eval_points=args.eval_points,
+                       dev_sentences=args.dev_sentences, dropout=args.dropout, precision=args.precision,
+                       device=args.device)
+    rows, totals, gaps = [], {1: 0.0, pack: 0.0}, []
+    with torch_threads(args.threads), tempfile.TemporaryDirectory() as tmp:
+        for fusion in split_list(args.fusions):
+            configs = grid(fusions=[fusion], shots=[args.shots], epochs=[args.epochs], trials=args.seeds, base=base)
+            records, seconds = {}, {}
+            warm = grid(fusions=[fusion], shots=[args.shots], epochs=[1], trials=2, base=base)
+            for k in (1, 2):  # untimed: the first runs of a process pay for kernels and allocations once
+                run_grid(entry, warm, results=str(Path(tmp) / f"warm-{fusion}-{k}.jsonl"), workers=0, pack=k,
+                         progress=False, log=lambda m: None)
+            for k in (1, pack):
+                say(f"{fusion}: {len(configs)} runs, pack {k}")
+                t0 = time.perf_counter()
+                records[k] = run_grid(entry, configs, results=str(Path(tmp) / f"{fusion}-{k}.jsonl"), workers=0,
+                                      pack=k, progress=False, log=say)
+                seconds[k] = time.perf_counter() - t0
+                totals[k] += seconds[k]
+            diffs = [100 * abs(records[pack][rid]["best_dev_f1"] - record["best_dev_f1"])
+                     for rid, record in records[1].items()]
+            gaps += diffs
+            rows.append(f"| {fusion} | {len(configs)} | {seconds[1]:.1f} | {seconds[pack]:.1f} | "
+                        f"{seconds[1] / seconds[pack]:.2f}x | {statistics.mean(diffs):.2f} | {max(diffs):.2f} |")
+    rows.append(f"| all | {len(gaps)} | {totals[1]:.1f} | {totals[pack]:.1f} | {totals[1] / totals[pack]:.2f}x | "
+                f"{statistics.mean(gaps):.2f} | {max(gaps):.2f} |")
+    text = "\n".join([
+        f"N = {args.shots}, {args.seeds} seeds, {args.epochs} epochs, {args.eval_points} dev evaluations per run, "
+        f"dropout {args.dropout}, {args.precision}, {args.threads or 'default'} thread(s), packs of {pack}; "
+        f"on `{Path(args.cache).name}`. Wall seconds of the whole grid per fusion (data loading included, once "
+        "per pass), one run at a time and packed; |ΔF1|: best dev F1 (x100) of each packed run against its solo run.",
+        "", "| fusion | runs | one at a time (s) | packed (s) | speed-up | mean \\|ΔF1\\| | max \\|ΔF1\\| |",
+        "|---|---:|---:|---:|---:|---:|---:|", *rows])
+    write_results(args.report, text, title="Packed heads: `sweep --pack` against one run at a time",
+                  script="bench_pack", argv=argv, device=args.device)
+    print(text)
+    return text
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,124 @@
+"""`sweep --pack K`: runs that differ only in seed train together as one stacked module. A pack of one
+is today's sweep; a packed head keeps its solo sample, batch order and numbers (dropout off); a killed
+packed sweep resumes without running anything twice; and the command end to end."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from layercache.cache.reader import open_entry
+from layercache.cli.sweep import main
+from layercache.experiments import grid, run_sweep
+from layercache.experiments.packs import pack_runs, packed
+from layercache.experiments.results import RESULTS, read_results
+from layercache.training import TrainConfig
+from layercache.training.loop import Run
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+# 4 shots x 3 types = 12 sentences, batches of 4: 3 steps an epoch, 15 in all, dev scored 3 times.
+BASE = TrainConfig(fusion="base", shots=4, epochs=5, seed=0, batch_size=4, eval_points=3, device="cpu")
+QUIET = {"workers": 0, "progress": False, "log": lambda m: None}
+TOLERANCE = 1e-4  # on F1 (0..1): a packed head against its solo run, dropout off (measured: equal)
+
+
+def _configs(fusions, *, trials=3, **fields):
+    from dataclasses import replace
+
+    return grid(fusions=fusions, shots=[4], epochs=[5], trials=trials, base=replace(BASE, **fields))
+
+
+def _numbers(record: dict) -> dict:
+    return {k: v for k, v in record.items() if k not in ("seconds", "versions")}
+
+
+def test_pack_one_is_todays_sweep(tiny_cache, tmp_path):
+    entry, configs = open_entry(tiny_cache), _configs(["concat", "dwatt"], trials=2)
+    today = run_sweep(entry, configs, out=str(tmp_path / "today"), **QUIET)
+    one = run_sweep(entry, configs, out=str(tmp_path / "one"), pack=1, **QUIET)
+    assert list(one) == list(today) and len(one) == 4
+    for rid in today:
+        assert _numbers(one[rid]) == _numbers(today[rid])  # every number, to the digit
+        assert "pack" not in one[rid]["seconds"]
+
+
+@pytest.mark.parametrize("fusion", ["concat", "dwatt", "scalarmix", "base"])
+def test_packed_heads_match_their_solo_runs(tiny_cache, tmp_path, monkeypatch, fusion):
+    orders: dict = {}
+    epoch_batches = Run.epoch_batches
+
+    def logged(run):
+        for order in epoch_batches(run):
+            orders.setdefault(run.config.seed, []).append(order.tolist())
+            yield order
+
+    monkeypatch.setattr(Run, "epoch_batches", logged)
+    entry, configs = open_entry(tiny_cache), _configs([fusion], dropout=0.0)
+    solo = run_sweep(entry, configs, out=str(tmp_path / "solo"), **QUIET)
+    solo_orders, orders = orders, {}
+    packed = run_sweep(entry, configs, out=str(tmp_path / "packed"), pack=3, **QUIET)
+
+    assert orders == solo_orders and len(orders) == 3  # each head its own batches, in its solo order
+    assert len({r["sample_fingerprint"] for r in packed.values()}) == 3  # three samples...
+    for rid, s in solo.items():
+        p = packed[rid]
+        assert p["seconds"]["pack"] == 3
+        assert p["sample_fingerprint"] == s["sample_fingerprint"]  # ... each its solo one
+        for field in ("params", "total_steps", "best_step", "n_train_sentences", "layers"):
+            assert p[field] == s[field], field
+        assert p["best_dev_f1"] == pytest.approx(s["best_dev_f1"], abs=TOLERANCE)
+        assert p["test_f1_at_best"] == pytest.approx(s["test_f1_at_best"], abs=TOLERANCE)
+        assert [e["dev_f1"] for e in p["evals"]] == pytest.approx([e["dev_f1"] for e in s["evals"]], abs=TOLERANCE)
+        assert [e["train_loss"] for e in p["evals"]] == pytest.approx([e["train_loss"] for e in s["evals"]],
+                                                                      rel=1e-4)
+        if s["layer_usage"]:
+            assert p["layer_usage"]["share"] == pytest.approx(s["layer_usage"]["share"], rel=1e-3)
+
+
+def test_packs_group_seeds_only():
+    configs = _configs(["concat", "extra"], trials=3) + _configs(["concat"], trials=3, lr=1e-2)
+    units = pack_runs(configs, 2)
+    assert [len(u) for u in units] == [2, 1, 1, 1, 1, 2, 1]  # 3 seeds = 2 + 1; extra alone; lr apart
+    assert all(len({(c.fusion, c.lr) for c in u}) == 1 for u in units)
+    assert [c for u in units for c in u] == configs  # each run once, in the grid's order
+
+
+def test_claimed_runs_gather_back_into_their_packs():
+    a0, a1, a2, b0, b1 = _configs(["concat"], trials=3) + _configs(["dwatt"], trials=2)
+    units = [(a0, a1, a2), (b0, b1)]
+    # another sweep holds a1: a0 and a2 go as a pack of two; a1, once its holder died, alone
+    got = list(packed(iter([a0, a2, b0, b1, None, a1]), units))
+    assert got == [(a0, a2), (b0, b1), None, (a1,)]
+
+
+def test_killed_packed_sweep_resumes_without_repeats(tiny_cache, tmp_path):
+    entry, configs = open_entry(tiny_cache), _configs(["concat", "scalarmix"], trials=3)
+    out = str(tmp_path / "out")
+
+    def killed(config, record):
+        raise KeyboardInterrupt  # the sweep dies after the first record of the first pack
+
+    with pytest.raises(KeyboardInterrupt):
+        run_sweep(entry, configs, out=out, pack=3, on_record=killed, **QUIET)
+    assert len(read_results(f"{out}/{RESULTS}")) == 1
+    said = []
+    records = run_sweep(entry, configs, out=out, pack=3, **{**QUIET, "log": said.append})
+    assert said == [f"1 of 6 runs already in {out}/{RESULTS}; running the other 5"]
+    ids = [json.loads(line)["run_id"] for line in open(f"{out}/{RESULTS}")]
+    assert len(ids) == len(set(ids)) == 6 and set(ids) == set(records)
+
+
+def test_sweep_pack_command(tiny_cache, tmp_path):
+    out = tmp_path / "cli"
+    result = CliRunner().invoke(main, ["--cache", tiny_cache, "--out", str(out), "--fusions", "concat,extra",
+                                       "--shots", "2", "--epochs", "2", "--trials", "2", "--eval-points", "1",
+                                       "--workers", "1", "--pack", "2", "--precision", "fp32", "--quiet"])
+    assert result.exit_code == 0, result.output
+    records = read_results(str(out / RESULTS))
+    assert len(records) == 4
+    packs = {r["config"]["fusion"]: r["seconds"].get("pack") for r in records.values()}
+    assert packs == {"concat": 2, "extra": None}  # extra trains alone
+    assert (out / "report.md").exists()
