@@ -83,6 +83,14 @@ def _stats(x: torch.Tensor, *, elements: int = 1 << 24) -> tuple[torch.Tensor, t
     return mean.float(), torch.where(std > 1e-6, std, torch.ones_like(std)).float()
 
 
+def _zero_linear(dim: int, n_classes: int) -> nn.Linear:
+    """The read-out d -> C, starting at zero: the same start for every run (the problem is convex in it)."""
+    linear = nn.Linear(dim, n_classes)
+    nn.init.zeros_(linear.weight)
+    nn.init.zeros_(linear.bias)
+    return linear
+
+
 class LinearProbe(nn.Module):
     """softmax(W standardise(x) + b) over one layer's vectors ``x`` [B, d]."""
 
@@ -90,9 +98,7 @@ class LinearProbe(nn.Module):
         super().__init__()
         self.register_buffer("mean", torch.zeros(dim) if mean is None else mean.float())
         self.register_buffer("std", torch.ones(dim) if std is None else std.float())
-        self.linear = nn.Linear(dim, n_classes)
-        nn.init.zeros_(self.linear.weight)
-        nn.init.zeros_(self.linear.bias)
+        self.linear = _zero_linear(dim, n_classes)
 
     @classmethod
     def for_data(cls, x: torch.Tensor, n_classes: int) -> LinearProbe:
@@ -114,9 +120,7 @@ class ScalarMixProbe(nn.Module):
         self.register_buffer("std", torch.ones(n_layers, dim) if std is None else std.float())
         self.w = nn.Parameter(torch.zeros(n_layers))  # uniform mix to start
         self.gamma = nn.Parameter(torch.ones(()))
-        self.linear = nn.Linear(dim, n_classes)
-        nn.init.zeros_(self.linear.weight)
-        nn.init.zeros_(self.linear.bias)
+        self.linear = _zero_linear(dim, n_classes)
 
     @classmethod
     def for_data(cls, x: torch.Tensor, n_classes: int) -> ScalarMixProbe:

@@ -15,17 +15,22 @@ ray = pytest.importorskip("ray", reason="ray is part of the test extra")
 GRID = ["--fusions", "base,concat", "--shots", "2", "--epochs", "2,3", "--trials", "2", "--eval-points", "2"]
 
 
-def test_ray_sweep_equals_local_sweep(tiny_cache, tmp_path):
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+def _ray_and_local(cache: str, tmp_path, grid: list[str], *, num_cpus: int) -> tuple[dict, dict]:
+    """The records of the same sweep run as Ray tasks and in local worker processes."""
+    ray.init(num_cpus=num_cpus, include_dashboard=False, log_to_driver=False)
     try:
-        out = CliRunner().invoke(main, ["--cache", tiny_cache, "--out", str(tmp_path / "ray"), "--ray", *GRID])
+        out = CliRunner().invoke(main, ["--cache", cache, "--out", str(tmp_path / "ray"), "--ray", *grid])
         assert out.exit_code == 0, out.output
     finally:
         ray.shutdown()
-    local = CliRunner().invoke(main, ["--cache", tiny_cache, "--out", str(tmp_path / "local"), "--workers", "2", *GRID])
+    local = CliRunner().invoke(main, ["--cache", cache, "--out", str(tmp_path / "local"), "--workers",
+                                      str(num_cpus), *grid])
     assert local.exit_code == 0, local.output
-    by_ray = read_results(str(tmp_path / "ray" / RESULTS))
-    by_pool = read_results(str(tmp_path / "local" / RESULTS))
+    return read_results(str(tmp_path / "ray" / RESULTS)), read_results(str(tmp_path / "local" / RESULTS))
+
+
+def test_ray_sweep_equals_local_sweep(tiny_cache, tmp_path):
+    by_ray, by_pool = _ray_and_local(tiny_cache, tmp_path, GRID, num_cpus=2)
     assert len(by_ray) == 8 and by_ray.keys() == by_pool.keys()
     for run, record in by_pool.items():
         assert by_ray[run]["best_dev_f1"] == record["best_dev_f1"]
@@ -36,15 +41,7 @@ def test_ray_sweep_equals_local_sweep(tiny_cache, tmp_path):
 
 def test_ray_runs_packs_as_tasks(tiny_cache, tmp_path):
     grid = [*GRID[:-4], "--trials", "2", "--eval-points", "2", "--pack", "2"]
-    ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False)
-    try:
-        out = CliRunner().invoke(main, ["--cache", tiny_cache, "--out", str(tmp_path / "ray"), "--ray", *grid])
-        assert out.exit_code == 0, out.output
-    finally:
-        ray.shutdown()
-    local = CliRunner().invoke(main, ["--cache", tiny_cache, "--out", str(tmp_path / "local"), "--workers", "1", *grid])
-    assert local.exit_code == 0, local.output
-    by_ray, by_pool = read_results(str(tmp_path / "ray" / RESULTS)), read_results(str(tmp_path / "local" / RESULTS))
+    by_ray, by_pool = _ray_and_local(tiny_cache, tmp_path, grid, num_cpus=1)
     assert len(by_ray) == 8 and by_ray.keys() == by_pool.keys()
     for run, record in by_pool.items():
         assert by_ray[run]["seconds"]["pack"] == 2 and by_ray[run]["best_dev_f1"] == record["best_dev_f1"]
