@@ -193,7 +193,7 @@ def test_api_describes_entries(served, served_root, tiny_cache, monkeypatch):
     request(served.url, f"/entries/{name}/zarr.json")
     assert get_json(served.url, "/api/entries")[1][0]["last_read"] is not None
     code, one = get_json(served.url, f"/api/entries/{name}")
-    assert code == 200 and one["meta"] == local.meta and set(one["splits"]) == set(local.splits)
+    assert code == 200 and one["meta"] == local.stored_meta and set(one["splits"]) == set(local.splits)
     assert get_json(served.url, "/api/entries/nothing-here") == (404, {"error": "no entry named 'nothing-here'"})
     assert get_json(served.url, "/api/no-such-route")[0] == 404
 
