@@ -53,10 +53,10 @@ def main(argv=None) -> str:
         for task in tasks:
             summary.append(f"| {model} | {shape} | {extract_seconds:.0f} | {probe_seconds:.0f} | {len(records)} | "
                            f"{task.name} | {_f(task.expected_layer)} | {_f(task.mix.get('center_of_gravity'))} |")
-        rel = os.path.relpath(md, os.path.dirname(args.table) or ".")
-        sections.append(f"## {model}\n\nThe whole report: [{rel}]({rel}); figure: "
-                        f"![{model}]({os.path.relpath(png, os.path.dirname(args.table) or '.')})\n\n"
-                        f"This run: {seconds:.0f} s of wall time (probes already in probe.jsonl were not retrained).")
+        here = os.path.dirname(args.table) or "."  # named, not linked: pages that include this file live elsewhere
+        sections.append(f"## {model}\n\nThe whole report: `{os.path.relpath(md, here)}`, its figure "
+                        f"`{os.path.relpath(png, here)}`. This run: {seconds:.0f} s of wall time (probes already in "
+                        "probe.jsonl were not retrained).")
     text = ("Linear probes per layer on CoNLL-2003 (train: 14,041 sentences; scores on dev), seeds "
             f"{', '.join(map(str, seeds))}, control tasks on. Extraction: seconds `extract` recorded for "
             "train + dev + test (float16, word rows). Probing: the summed training seconds of every probe "
