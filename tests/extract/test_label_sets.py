@@ -276,3 +276,23 @@ def test_a_packed_sweep_on_a_token_set_scores_accuracy_as_solo(tiny_bert_dir, co
         assert packed[rid]["seconds"]["pack"] == 2 and packed[rid]["best_dev_f1"] is None
         assert packed[rid]["best_dev_accuracy"] == pytest.approx(record["best_dev_accuracy"], abs=1e-4)
         assert packed[rid]["test_accuracy_at_best"] == pytest.approx(record["test_accuracy_at_best"], abs=1e-4)
+
+
+def test_hf_pos_and_chunk_columns_become_label_sets(tmp_path):
+    """A `save_to_disk` copy with CoNLL-2003's hub schema (ClassLabel pos_tags, chunk_tags, ner_tags)."""
+    import datasets
+
+    pos = datasets.ClassLabel(names=['"', "NN", "NNP", "VB"])
+    chunk = datasets.ClassLabel(names=["O", "B-NP", "I-NP", "B-VP"])
+    ner = datasets.ClassLabel(names=["O", "B-PER", "I-PER"])
+    features = datasets.Features({"tokens": datasets.Sequence(datasets.Value("string")),
+                                  "pos_tags": datasets.Sequence(pos), "chunk_tags": datasets.Sequence(chunk),
+                                  "ner_tags": datasets.Sequence(ner)})
+    rows = {"tokens": [["Alice", "runs"], []], "pos_tags": [[2, 3], []], "chunk_tags": [[1, 3], []],
+            "ner_tags": [[1, 0], []]}
+    datasets.DatasetDict({s: datasets.Dataset.from_dict(rows, features=features) for s in ("train", "validation")}
+                         ).save_to_disk(str(tmp_path / "hf"))
+    data = load_dataset(str(tmp_path / "hf"))
+    assert data.label_set_names == ["ner", "pos", "chunk"]
+    assert data.column("pos").tags["dev"] == [["NNP", "VB"]]  # the empty row is skipped, as for the words
+    assert data.column("chunk").kind == "span" and data.column("chunk").tags["train"] == [["B-NP", "B-VP"]]
