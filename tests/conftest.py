@@ -72,6 +72,26 @@ def slow_extract_child(options: str = "") -> str:
     )
 
 
+def kill_mid_extraction(child, path: str, *, after_units: int, n_units: int = 5) -> None:
+    """Wait (at most 2 min) until the extraction process ``child`` has flagged ``after_units`` units of
+    train at ``path``, SIGKILL it, and check the kill landed mid-way: some units done but fewer than
+    ``n_units``, and the entry refused as incomplete."""
+    import signal
+    import time
+
+    from layercache.cache.reader import open_entry
+    from layercache.errors import IncompleteEntryError
+
+    deadline = time.time() + 120
+    while units_done(path) < after_units and child.poll() is None and time.time() < deadline:
+        time.sleep(0.01)
+    child.send_signal(signal.SIGKILL)
+    child.wait()
+    assert 0 < units_done(path) < n_units, "the child finished or never started; the kill proved nothing"
+    with pytest.raises(IncompleteEntryError):
+        open_entry(path).split("train")
+
+
 def scaled_bert(src, dst, scale):
     """The tiny BERT at ``src`` with ``scale`` applied to its last layer (in place), saved to ``dst``:
     a model whose hidden values go as large as a test needs."""

@@ -5,20 +5,17 @@ from __future__ import annotations
 
 import math
 import os
-import signal
 import subprocess
 import sys
-import time
 
 import numpy as np
 import pytest
 import zarr
-from conftest import scaled_bert, slow_extract_child, split_arrays, units_done
+from conftest import kill_mid_extraction, scaled_bert, slow_extract_child, split_arrays
 
 from layercache.cache.int8 import SCALES
 from layercache.cache.manage import bytes_on_disk
 from layercache.cache.reader import open_entry
-from layercache.errors import IncompleteEntryError
 from layercache.extract.estimate import estimate
 from layercache.extract.run import ExtractConfig, extract
 from layercache.training import TrainConfig, train_head
@@ -83,14 +80,7 @@ def test_killed_int8_extraction_resumes_bit_for_bit(int8_entry, tiny_bert_dir, t
     env = {**os.environ, "PYTHONPATH": os.getcwd()}
     child = subprocess.Popen([sys.executable, "-c", CHILD, str(tiny_bert_dir), str(tiny_conll_dir), root, "2.0"],
                              env=env)
-    deadline = time.time() + 120
-    while units_done(path) < 2 and child.poll() is None and time.time() < deadline:
-        time.sleep(0.01)
-    child.send_signal(signal.SIGKILL)
-    child.wait()
-    assert 0 < units_done(path) < 5, "the child finished or never started; the kill proved nothing"
-    with pytest.raises(IncompleteEntryError):
-        open_entry(path).split("train")
+    kill_mid_extraction(child, path, after_units=2)
     resumed = _extract(tiny_bert_dir, tiny_conll_dir, root, dtype="int8", splits=("train",))
     assert resumed.path == path
     got, want = split_arrays(path), split_arrays(int8_entry)

@@ -4,18 +4,14 @@ uninterrupted run (the masks, labels, input ids and LM weights included), like N
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
-import time
 
 import numpy as np
 import pytest
 import zarr
-from conftest import slow_extract_child, units_done
+from conftest import kill_mid_extraction, slow_extract_child
 
-from layercache.cache.reader import open_entry
-from layercache.errors import IncompleteEntryError
 from layercache.extract.run import ExtractConfig, extract
 
 CHILD = slow_extract_child(', task="mlm", block_size=16, mask_seed=7')
@@ -42,14 +38,7 @@ def test_mlm_sigkill_then_resume_is_bitwise_identical(tiny_bert_dir, tmp_path):
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([os.getcwd(), os.path.dirname(__file__),
                                                         os.path.dirname(os.path.dirname(__file__))])}
     child = subprocess.Popen([sys.executable, "-c", CHILD, str(tiny_bert_dir), str(data), root, "1.5"], env=env)
-    deadline = time.time() + 120
-    while units_done(path) < 2 and child.poll() is None and time.time() < deadline:
-        time.sleep(0.01)
-    child.send_signal(signal.SIGKILL)
-    child.wait()
-    assert 0 < units_done(path) < n_units, "the child finished or never started; the kill proved nothing"
-    with pytest.raises(IncompleteEntryError):
-        open_entry(path).split("train")
+    kill_mid_extraction(child, path, after_units=2, n_units=n_units)
     logs = []
     resumed = extract(ExtractConfig(cache_dir=root, **config), progress=False, log=logs.append)
     assert resumed.path == path and any("resuming train" in m for m in logs)

@@ -4,17 +4,14 @@ bitwise identical to an uninterrupted run; the unfinished entry is never read as
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
-import time
 
 import numpy as np
 import pytest
-from conftest import slow_extract_child, split_arrays, units_done
+from conftest import kill_mid_extraction, slow_extract_child, split_arrays
 
 from layercache.cache.reader import open_entry
-from layercache.errors import IncompleteEntryError
 from layercache.extract.run import ExtractConfig, extract
 
 pytestmark = pytest.mark.slow  # starts extraction processes
@@ -35,14 +32,7 @@ def test_sigkill_then_resume_is_bitwise_identical(tiny_bert_dir, tiny_conll_dir,
     env = {**os.environ, "PYTHONPATH": os.getcwd()}
     child = subprocess.Popen([sys.executable, "-c", CHILD, str(tiny_bert_dir), str(tiny_conll_dir), root, str(pause)],
                              env=env)
-    deadline = time.time() + 120
-    while units_done(path) < kill_after_units and child.poll() is None and time.time() < deadline:
-        time.sleep(0.01)
-    child.send_signal(signal.SIGKILL)
-    child.wait()
-    assert 0 < units_done(path) < 5, "the child finished or never started; the kill proved nothing"
-    with pytest.raises(IncompleteEntryError):
-        open_entry(path).split("train")
+    kill_mid_extraction(child, path, after_units=kill_after_units)
     resumed = extract(ExtractConfig(cache_dir=root, **config), progress=False, log=lambda m: None)
     assert resumed.path == path
     got, want = split_arrays(path), split_arrays(reference)
