@@ -109,12 +109,13 @@ def _tag(checkpoint, lines, *, as_json: bool, device) -> None:
 
 
 def _score_conll(checkpoint, path: str, *, out, as_json: bool, device) -> None:
+    from ..cache.label_sets import TOKEN
     from ..inference import Predictor
     from ..inference import conll_eval as ce
     from ..training.checkpoint import read_checkpoint_meta
 
     cache = read_checkpoint_meta(checkpoint).get("cache", {})
-    token_set = cache.get("label_kind") == "token"
+    token_set = cache.get("label_kind") == TOKEN
     sentences = ce.read_labelled(path, label_set=cache.get("label_set"))  # a bad file fails before the backbone loads
     tagger = Predictor(checkpoint, device=device)
     (ce.check_known_tokens if token_set else ce.check_known)(path, sentences, tagger.label_names)

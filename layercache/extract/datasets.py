@@ -54,6 +54,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from layercache.cache.label_sets import SPAN, TOKEN  # IOB2 spans (span F1); word classes (accuracy)
 from layercache.errors import LayercacheError
 from layercache.extract.conllu import LABEL_COLUMNS, read_conllu, treebank_files
 from layercache.extract.hub_datasets import load_hub, one_line
@@ -81,7 +82,6 @@ _ODD_SPACE = re.compile(r"[^\S \t\r\n\f\v]")  # Unicode whitespace that is not A
 _ASCII_SPACE = re.compile(r"[ \t\r\n\f\v]+")
 
 
-SPAN, TOKEN = "span", "token"  # label set kinds: IOB2 spans scored by span F1; word classes scored by accuracy
 # Named label columns of a CoNLL-2003 layout file (word POS chunk NER): the columns between the word and the tag.
 CONLL2003_COLUMNS = {4: (("pos", TOKEN), ("chunk", SPAN))}
 

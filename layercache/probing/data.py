@@ -17,29 +17,20 @@ from ..tasks import task_of
 from ..training.data import sentence_rows
 from ..training.sampling import entity_types, few_shot_sample
 
-SPAN, TOKEN = "span", "token"
-
 
 def label_sets(entry) -> dict[str, dict]:
-    """``{name: {"names": [...], "kind": "span" | "token"}}`` of ``entry``; an entry from before label
-    sets (no ``label_sets`` attribute on the reader) holds one span set, its NER tags, named ``ner``."""
+    """``{name: {"names": [...], "kind": "span" | "token", ...}}`` of ``entry`` (`CacheEntry.label_sets`;
+    an entry from before label sets holds one span set, ``ner``); an MLM entry has none to probe."""
     if not task_of(entry.meta).labels_from_data:
         raise LayercacheError(f"{entry.path} is a {task_of(entry.meta).name} entry: it has no tag labels to probe")
-    sets = getattr(entry, "label_sets", None)
-    if sets is None:
-        return {"ner": {"names": list(entry.label_names), "kind": SPAN}}
-    return {str(name): {**dict(s), "names": list(s["names"]), "kind": str(s["kind"])} for name, s in dict(sets).items()}
+    return entry.label_sets
 
 
 def label_view(entry, name: str):
-    """The entry seen through label set ``name`` (`CacheEntry.with_labels`); an entry without label
-    sets is its own ``ner`` view."""
-    sets = label_sets(entry)
-    if name not in sets:
-        raise LayercacheError(f"label set {name!r} is not in {entry.path}; it has {', '.join(sets)}")
-    if sets[name]["kind"] not in (SPAN, TOKEN):
-        raise LayercacheError(f"label set {name!r} has kind {sets[name]['kind']!r}; expected 'span' or 'token'")
-    return entry.with_labels(name) if hasattr(entry, "with_labels") else entry
+    """The entry seen through label set ``name`` (`CacheEntry.with_labels`: an unknown name is a one-line
+    error naming the sets there are)."""
+    label_sets(entry)
+    return entry.with_labels(name)
 
 
 def n_way(view) -> int:

@@ -28,6 +28,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ..cache.label_sets import SPAN
 from ..errors import LayercacheError
 from ..training.metrics import Chunker, entity_f1, token_accuracy
 
@@ -182,7 +183,7 @@ def score(gold: np.ndarray, pred: np.ndarray, *, kind: str, label_names=None, co
     """``{"acc": token accuracy}`` for every set; a span set with its ``label_names`` (or a ``chunker``)
     and the scored tokens per sentence (``counts``) adds ``"f1"``, conlleval's span F1."""
     out = {"acc": token_accuracy(gold, pred)}
-    if kind == "span" and counts is not None:
+    if kind == SPAN and counts is not None:
         chunker = chunker or Chunker(label_names)
         out["f1"] = entity_f1(chunker(np.asarray(gold), counts), chunker(np.asarray(pred), counts))
     return out

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..cache.label_sets import SPAN
 from .expected import center_of_gravity, expected_layer
 from .run import MIX
 
@@ -59,7 +60,7 @@ def summarize(records: list[dict]) -> list[TaskSummary]:
     for name in dict.fromkeys(r["label_set"] for r in records):
         rs = [r for r in records if r["label_set"] == name]
         kind = rs[0]["kind"]
-        metric = "f1" if kind == "span" else "acc"
+        metric = "f1" if kind == SPAN else "acc"
         splits = list(rs[0]["scores"])
         split = "dev" if "dev" in splits else splits[0]
         test = "test" if "test" in splits and split != "test" else None

@@ -17,13 +17,14 @@ from dataclasses import dataclass, replace
 import numpy as np
 import torch
 
+from ..cache.label_sets import SPAN, TOKEN
 from ..errors import LayercacheError
 from ..layers.variability import layer_variability
 from ..training.metrics import Chunker
 from ..versions import versions
 from . import records as rec
 from .control import ControlTask
-from .data import SPAN, Tokens, covered_splits, label_sets, label_view, n_way, sample_sentences, scored_tokens
+from .data import Tokens, covered_splits, label_sets, label_view, n_way, sample_sentences, scored_tokens
 from .expected import center_of_gravity
 from .probe import LinearProbe, ProbeConfig, ScalarMixProbe, predict, score, train_probe
 
@@ -88,7 +89,7 @@ class _SetRun:
             pred = predict(probe, xs[split], device=device)
             gold = self.labels(tokens, control)
             # Span F1 of random per-type tags means nothing: control probes are scored by accuracy alone.
-            out[split] = score(gold, pred, kind=self.kind if not control else "token", counts=tokens.counts,
+            out[split] = score(gold, pred, kind=self.kind if not control else TOKEN, counts=tokens.counts,
                                chunker=self.chunker)
         return out
 

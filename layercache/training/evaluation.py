@@ -11,6 +11,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from ..cache.label_sets import SPAN, TOKEN
 from ..cache.reader import rows_of
 from . import budget
 from .data import IGNORE, Split
@@ -18,7 +19,7 @@ from .metrics import Chunker, entity_f1, token_accuracy
 
 
 def score(tagger, split: Split, *, device, label_names, batch_size: int, autocast=None,
-          kind: str = "span") -> tuple[float, float]:
+          kind: str = SPAN) -> tuple[float, float]:
     """(seqeval micro-F1, mean token cross-entropy) of ``tagger`` on ``split``; forward passes under
     ``autocast`` (the run's precision) when given. Entities are compared in the split's own sentence
     order, so the F1 does not depend on the order the batches come in. A ``token`` label set (POS)
@@ -29,7 +30,7 @@ def score(tagger, split: Split, *, device, label_names, batch_size: int, autocas
 
 
 def score_heads(forward, n_heads: int, split: Split, *, device, label_names, batch_size: int, autocast=None,
-                kind: str = "span") -> list[tuple[float, float]]:
+                kind: str = SPAN) -> list[tuple[float, float]]:
     """`score` of ``n_heads`` heads whose logits ``forward(hidden, mask) -> [n_heads, B, T, n_labels]``
     computes at once, so each batch of the split is built once for all of them (a pack of heads,
     `layercache.training.packed`); one (metric, loss) per head, each by the same code as one head's."""
@@ -55,7 +56,7 @@ def _metric(split: Split, groups, counts: np.ndarray, preds: np.ndarray, loss_su
     """(F1 or accuracy, mean loss) of one head's flat predictions, in ``groups`` order."""
     counts, preds = _in_split_order(groups, counts, preds)
     loss = loss_sum / max(int(counts.sum()), 1)
-    if kind == "token":
+    if kind == TOKEN:
         return token_accuracy(split.labels[split.labels != IGNORE], preds), loss
     label_names = tuple(str(n) for n in label_names)
     chunker = split.cached(("chunker", label_names), lambda: Chunker(label_names))

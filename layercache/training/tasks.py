@@ -18,6 +18,7 @@ import torch
 import torch.nn.functional as F
 
 from .. import tasks
+from ..cache.label_sets import SPAN, TOKEN
 from ..display import f1_points
 from ..errors import LayercacheError
 from ..tasks import task_of
@@ -60,18 +61,18 @@ class NER:
 
     def score(self, head, split, *, data, device, batch_size: int, autocast) -> dict:
         """{"f1", "loss"}; a token-level label set (POS: ``meta["label_kind"] == "token"``) {"accuracy", "loss"}."""
-        kind = data.meta.get("label_kind", "span")
+        kind = data.meta.get("label_kind", SPAN)
         value, loss = score(head, split, device=device, label_names=data.label_names, batch_size=batch_size,
                             autocast=autocast, kind=kind)
-        return {"accuracy" if kind == "token" else "f1": value, "loss": loss}
+        return {"accuracy" if kind == TOKEN else "f1": value, "loss": loss}
 
     def score_heads(self, forward, n_heads: int, split, *, data, device, batch_size: int, autocast) -> list[dict]:
         """`score` of each of ``n_heads`` heads whose logits ``forward(hidden, mask)`` stacks (a pack), each
         batch of ``split`` built once for all of them."""
-        kind = data.meta.get("label_kind", "span")
+        kind = data.meta.get("label_kind", SPAN)
         scores = score_heads(forward, n_heads, split, device=device, label_names=data.label_names,
                              batch_size=batch_size, autocast=autocast, kind=kind)
-        return [{"accuracy" if kind == "token" else "f1": value, "loss": loss} for value, loss in scores]
+        return [{"accuracy" if kind == TOKEN else "f1": value, "loss": loss} for value, loss in scores]
 
     def rank(self, scores: dict) -> float:
         """Higher is better; the first of equal evaluations stays the best."""
