@@ -282,31 +282,47 @@ def run_floor(words, model_name, *, precision: str = "fp32") -> float:
     return time.perf_counter() - t0
 
 
-def head_step(fusion: str, precision: str, *, compiled: bool = False, fusion_class=None):
+def head_step(fusion: str, precision: str, *, compiled: bool = False, fusion_class=None, pack: int = 1):
     """A closure running one training step of ``fusion`` on a fixed packed batch (`LENGTHS`, MiniLM
     shape: L = 6, d = 384); ``compiled``: the forward and the loss through `torch.compile`;
-    ``fusion_class``: a subclass of the fusion's module to time instead (same weights)."""
+    ``fusion_class``: a subclass of the fusion's module to time instead (same weights); ``pack``: K
+    heads (seeds 0..K-1) stepped together as `sweep --pack K` does, each on its own copy of the batch."""
+    import contextlib
+
     import torch
     import torch.nn.functional as F
 
     from layercache.fusions import TokenTagger
     from layercache.training.loop import PACK_MULTIPLE
+    from layercache.training.packed import Pack
 
-    torch.manual_seed(0)
-    tagger = TokenTagger(fusion=fusion, n_layers=6, dim=384, num_heads=12, ffn_dim=1536, n_labels=9,
-                         extra_layers=1).train()
+    def tagger_of(seed: int):
+        torch.manual_seed(seed)
+        return TokenTagger(fusion=fusion, n_layers=6, dim=384, num_heads=12, ffn_dim=1536, n_labels=9,
+                           extra_layers=1).train()
+
+    tagger = tagger_of(0)
     if fusion_class is not None:  # the same initial weights, another forward
         variant = fusion_class.__new__(fusion_class)
         variant.__dict__.update(tagger.fusion.__dict__)
         tagger.fusion = variant
-    optimizer = torch.optim.AdamW(tagger.parameters(), lr=1e-3, fused=True)
     lengths = torch.tensor(LENGTHS)
     rows = int(lengths.sum()) + (-int(lengths.sum()) % PACK_MULTIPLE)
     hidden, labels = torch.randn(1, rows, 6, 384), torch.randint(0, 9, (rows,))
     mask = torch.ones(1, rows, dtype=torch.bool)
+    autocast = (lambda: torch.autocast("cpu", dtype=torch.bfloat16)) if precision == "bf16" else contextlib.nullcontext
+    if pack > 1:
+        heads = Pack([tagger] + [tagger_of(seed) for seed in range(1, pack)])
+        heads.train(True)
+        optimizer = torch.optim.AdamW(list(heads.params.values()), lr=1e-3, fused=True)
+        dtype = torch.bfloat16 if precision == "bf16" else torch.float32
+        stacked = (hidden.expand(pack, *hidden.shape).to(dtype), mask.expand(pack, *mask.shape),
+                   labels.expand(pack, 1, rows), [lengths] * pack)
+        return lambda: heads.step_on(*stacked, optimizer=optimizer, autocast=autocast(), max_grad_norm=1.0)
+    optimizer = torch.optim.AdamW(tagger.parameters(), lr=1e-3, fused=True)
 
     def loss():
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision == "bf16"):
+        with autocast():
             logits = tagger(hidden, mask, lengths)
         return F.cross_entropy(logits.float().flatten(0, 1), labels)
 

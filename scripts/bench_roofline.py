@@ -16,6 +16,7 @@ L = 6, d = 384; one thread, as each of a sweep's workers has):
     python scripts/bench_roofline.py                  # fp32 and bf16
     python scripts/bench_roofline.py --precision bf16
     python scripts/bench_roofline.py --compiled concat,dwatt   # + the same steps through torch.compile
+    python scripts/bench_roofline.py --pack 5         # + 5 heads stepped together (a GFLOP per step of all 5)
 
 The table goes to --table (docs/results/bench_roofline.md).
 """
@@ -49,11 +50,11 @@ def peak_gflops(dtype: torch.dtype, *, repeats: int = 7) -> float:
     return best
 
 
-def measure(fusion: str, precision: str, *, steps: int) -> dict:
-    """FLOPs, median seconds and the profiler's split of one step."""
+def measure(fusion: str, precision: str, *, steps: int, pack: int = 1) -> dict:
+    """FLOPs, median seconds and the profiler's split of one step (of ``pack`` heads at once)."""
     from torch.utils.flop_counter import FlopCounterMode
 
-    step = head_step(fusion, precision)
+    step = head_step(fusion, precision, pack=pack)
     for _ in range(10):  # kernels built, memory kept
         step()
     counter = FlopCounterMode(display=False)
@@ -127,7 +128,7 @@ def compiled_seconds(fusion: str, precision: str, *, steps: int) -> float:
     return median_seconds(step, steps=steps)
 
 
-def table(precisions: list[str], *, steps: int, fusions: list[str], compiled: list[str] = ()) -> str:
+def table(precisions: list[str], *, steps: int, fusions: list[str], compiled: list[str] = (), pack: int = 1) -> str:
     torch.set_num_threads(1)
     keep_freed_memory()
     lines = [cpu_line(), "",
@@ -137,13 +138,15 @@ def table(precisions: list[str], *, steps: int, fusions: list[str], compiled: li
     for precision in precisions:
         peak = peak_gflops(torch.bfloat16 if precision == "bf16" else torch.float32)
         for fusion in fusions:
-            m = measure(fusion, precision, steps=steps)
-            achieved = m["flops"] / m["seconds"] / 1e9
-            lines.append(f"| {fusion} | {precision} | {m['flops'] / 1e9:.3f} | {1e3 * m['seconds']:.1f} "
-                         f"| {achieved:.1f} "
-                         f"| {peak:.1f} | {achieved / peak:.2f} | {m['products']:.0%} | {m['elementwise']:.0%} "
-                         f"| {m['rest']:.0%} | {1e3 * m['products_alone']:.1f} "
-                         f"| {m['flops'] / m['products_alone'] / 1e9 / peak:.2f} |")
+            for k in sorted({1, pack}):
+                m = measure(fusion, precision, steps=steps, pack=k)
+                achieved = m["flops"] / m["seconds"] / 1e9
+                name = fusion if k == 1 else f"{fusion}, pack of {k}"
+                lines.append(f"| {name} | {precision} | {m['flops'] / 1e9:.3f} | {1e3 * m['seconds']:.1f} "
+                             f"| {achieved:.1f} "
+                             f"| {peak:.1f} | {achieved / peak:.2f} | {m['products']:.0%} | {m['elementwise']:.0%} "
+                             f"| {m['rest']:.0%} | {1e3 * m['products_alone']:.1f} "
+                             f"| {m['flops'] / m['products_alone'] / 1e9 / peak:.2f} |")
             if fusion in compiled:
                 seconds = compiled_seconds(fusion, precision, steps=steps)
                 achieved = m["flops"] / seconds / 1e9
@@ -159,10 +162,11 @@ def main(argv=None) -> str:
     ap.add_argument("--steps", type=int, default=40)
     ap.add_argument("--compiled", default="",
                     help="comma-separated heads also timed with torch.compile (e.g. concat,dwatt)")
+    ap.add_argument("--pack", type=int, default=1, help="also time K heads stepped together (sweep --pack K)")
     ap.add_argument("--table", default=results_path("bench_roofline"), help="markdown file written ('' = print only)")
     args = ap.parse_args(argv)
     text = table(args.precision.split(","), steps=args.steps, fusions=args.fusions.split(","),
-                 compiled=[f for f in args.compiled.split(",") if f])
+                 compiled=[f for f in args.compiled.split(",") if f], pack=args.pack)
     print(text)
     if args.table:
         write_results(args.table, text, title="How close each head's training step comes to the peak",

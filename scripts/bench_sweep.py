@@ -4,7 +4,11 @@ same runs with the backbone recomputed live (as without a cache).
     python scripts/bench_sweep.py --data ../shared/data/conll2003 --out runs/sweep-conll --dev-sentences 1000
 
 The grid is 3 fusions x 5 N-shots x 4 epoch caps x 5 trials = 300 runs, through `sweep` itself
-(resumable: rerunning skips finished runs; the wall time printed is this invocation's). The live
+(resumable: rerunning skips finished runs; the wall time printed is this invocation's). With
+``--packs 1,5`` the same grid runs once per pack size (`sweep --pack K`), one after the other in this
+invocation, each into its own folder under --out (``pack-1``, ``pack-5``): wall time of each, and how
+far each run's F1 lands from its unpacked run (the report and the live-backbone projection use the
+first). The live
 cost adds, to each run's own measured head time, the backbone forward passes it would need:
 one per training step (a batch of 16 of its training sentences, in the run's order) and one over
 the evaluation set per evaluation point, each timed here on the same machine (medians). The sweep's
@@ -113,11 +117,34 @@ def project(costs: dict, head: dict, *, trials: int = 5, eval_points: int = 5) -
     return {"cached_seconds": cached, "live_seconds": live, "speedup": live / cached}
 
 
-def roofline_table(precision: str, fusions: str, *, steps: int = 40) -> str:
+def roofline_table(precision: str, fusions: str, *, steps: int = 40, pack: int = 1) -> str:
     """scripts/bench_roofline.py's table for ``precision`` (run in its own process; nothing written)."""
     command = [sys.executable, str(REPO / "scripts" / "bench_roofline.py"), "--precision", precision,
-               "--fusions", fusions, "--steps", str(steps), "--table", ""]
+               "--fusions", fusions, "--steps", str(steps), "--pack", str(pack), "--table", ""]
     return subprocess.run(command, capture_output=True, text=True, check=True).stdout.strip()
+
+
+def pack_comparison(by_pack: dict, walls: dict, packs: list[int]) -> dict:
+    """Per pack size: wall seconds, summed train and evaluation seconds, and |dF1| (points) of each
+    run against the same run in the first pack size, per fusion and over all."""
+    first = by_pack[packs[0]]
+    rows = {}
+    for k in packs:
+        gaps = {rid: 100 * abs(r["best_dev_f1"] - first[rid]["best_dev_f1"]) for rid, r in by_pack[k].items()}
+        per_fusion = {}
+        for rid, gap in gaps.items():
+            per_fusion.setdefault(by_pack[k][rid]["config"]["fusion"], []).append(gap)
+        rows[k] = {"wall_seconds": walls[k],
+                   "train_seconds": sum(r["seconds"]["train"] for r in by_pack[k].values()),
+                   "eval_seconds": sum(r["seconds"]["eval"] for r in by_pack[k].values()),
+                   "f1_gap_mean": statistics.mean(gaps.values()), "f1_gap_max": max(gaps.values()),
+                   "per_fusion": {f: {"f1_gap_mean": statistics.mean(g), "f1_gap_max": max(g),
+                                      "train_seconds": sum(by_pack[k][rid]["seconds"]["train"] for rid in gaps
+                                                           if by_pack[k][rid]["config"]["fusion"] == f),
+                                      "eval_seconds": sum(by_pack[k][rid]["seconds"]["eval"] for rid in gaps
+                                                          if by_pack[k][rid]["config"]["fusion"] == f)}
+                                  for f, g in per_fusion.items()}}
+    return rows
 
 
 def main():
@@ -136,6 +163,7 @@ def main():
     ap.add_argument("--precision", default="auto", choices=["auto", "fp32", "bf16"])
     ap.add_argument("--layer-scores", default="scaled", help="DWAtt's scores (paper, scaled, learned): a grid axis")
     ap.add_argument("--lr", type=float, default=None, help="default: the FE default of train-head and sweep")
+    ap.add_argument("--packs", default="1", help="comma-separated pack sizes, each a whole grid (1: unpacked)")
     ap.add_argument("--no-run", action="store_true",
                     help="run nothing: report, time the live backbone and project from the results already in --out")
     args = ap.parse_args()
@@ -149,12 +177,17 @@ def main():
                    layer_score=args.layer_scores.split(","))
     torch.set_num_threads(1)  # as each sweep worker runs on this 2-core machine
     reference_before = reference_kernel_ms()
-    t0 = time.perf_counter()
-    if args.no_run:
-        records = list(read_results(os.path.join(args.out, RESULTS)).values())
-    else:
-        records = list(run_sweep(entry, configs, out=args.out, workers=args.workers).values())
-    wall = time.perf_counter() - t0
+    packs = [int(k) for k in args.packs.split(",")]
+    walls, by_pack = {}, {}
+    for k in packs:
+        out = args.out if packs == [1] else os.path.join(args.out, f"pack-{k}")
+        t0 = time.perf_counter()
+        if args.no_run:
+            by_pack[k] = read_results(os.path.join(out, RESULTS))
+        else:
+            by_pack[k] = run_sweep(entry, configs, out=out, workers=args.workers, pack=k)
+        walls[k] = time.perf_counter() - t0
+    records, wall = list(by_pack[packs[0]].values()), walls[packs[0]]
     os.makedirs(args.docs, exist_ok=True)
     paths = render(records, args.docs)
     title, body = Path(paths["table"]).read_text().split("\n", 1)
@@ -181,8 +214,15 @@ def main():
     print(f"full grid from these per-step costs, one thread: cached {grid_costs['cached_seconds'] / 3600:.1f} h "
           f"of compute, live backbone {grid_costs['live_seconds'] / 3600:.1f} h -> the cache makes the grid "
           f"{grid_costs['speedup']:.1f}x cheaper")
+    if len(packs) > 1:
+        summary["packs"] = pack_comparison(by_pack, walls, packs)
+        for k, row in summary["packs"].items():
+            print(f"pack {k}: wall {row['wall_seconds'] / 60:.1f} min ({walls[packs[0]] / row['wall_seconds']:.2f}x "
+                  f"of pack {packs[0]}); train {row['train_seconds'] / 60:.1f} min, evaluation "
+                  f"{row['eval_seconds'] / 60:.1f} min summed over runs; |dF1| against pack {packs[0]}: mean "
+                  f"{row['f1_gap_mean']:.2f}, max {row['f1_gap_max']:.2f} (points)")
     summary.update(per_step={"head": head_costs, "grid": grid_costs}, cpu=cpu_line(),
-                   roofline=roofline_table(precision, args.fusions))
+                   roofline=roofline_table(precision, args.fusions, pack=max(packs)))
     print(summary["roofline"])
     Path(args.docs, "bench_sweep.json").write_text(json.dumps(summary, indent=2))
 

@@ -67,13 +67,15 @@ class ExtraLayers(nn.Module):
         return x[None]
 
 
-def _length_groups(lengths: Tensor) -> tuple[list[tuple[Tensor, Tensor]], Tensor]:
+def _length_groups(lengths: Tensor, *, starts: Tensor | None = None) -> tuple[list[tuple[Tensor, Tensor]], Tensor]:
     """(index [b, T] of rows, mask [b, T]) per group of sentences whose lengths share a power-of-two
     ceiling (at least 8), T the group's longest rounded up to a multiple of 8; and the rows of all
-    groups' real tokens in group order (where the groups' outputs go, concatenated)."""
-    starts = (torch.cumsum(lengths, 0) - lengths).tolist()
+    groups' real tokens in group order (where the groups' outputs go, concatenated). Sentence i
+    starts at row ``starts[i]`` (default: back to back from row 0)."""
+    if starts is None:
+        starts = torch.cumsum(lengths, 0) - lengths
     by_cap: dict[int, list[tuple[int, int]]] = {}
-    for start, n in zip(starts, lengths.tolist()):
+    for start, n in zip(starts.tolist(), lengths.tolist()):
         if n > 0:
             by_cap.setdefault(max(8, 1 << (n - 1).bit_length()), []).append((start, n))
     groups, targets = [], []
@@ -94,15 +96,23 @@ def _packed_layer(layer: nn.TransformerEncoderLayer, x: Tensor, groups) -> Tenso
     """``nn.TransformerEncoderLayer`` (post-LN, batch_first) on packed rows ``x [R, d]``: the same
     parameters and operations, with attention within each sentence (rows in no sentence, the
     padding after them, get no attention output)."""
-    groups, targets = groups
     attn = layer.self_attn
-    d = x.shape[-1]
-    heads = attn.num_heads
     qkv = F.linear(x, attn.in_proj_weight, attn.in_proj_bias)  # [R, 3d]
-    p = attn.dropout if layer.training else 0.0
+    out = _grouped_attention(qkv, groups, heads=attn.num_heads, p=attn.dropout if layer.training else 0.0)
+    x = layer.norm1(x + layer.dropout1(attn.out_proj(out)))
+    ffn = layer.linear2(layer.dropout(layer.activation(layer.linear1(x))))
+    return layer.norm2(x + layer.dropout2(ffn))
+
+
+def _grouped_attention(qkv: Tensor, groups, *, heads: int, p: float) -> Tensor:
+    """Multi-head attention (no projections) within each sentence of ``groups`` (`_length_groups`):
+    ``qkv [R, 3d]`` -> ``[R, d]``, zeros at rows in no sentence; attention dropout ``p``. It has no
+    weights, so the rows of a pack of heads go through it at once (`layercache.fusions.stacked`)."""
+    groups, targets = groups
+    d = qkv.shape[-1] // 3
     wide = torch.promote_types(qkv.dtype, torch.float32)  # bfloat16 -> float32; float64 stays
     rows = []
-    with torch.autocast(x.device.type, enabled=False):  # small products: float32 (no new kernel per shape)
+    with torch.autocast(qkv.device.type, enabled=False):  # small products: float32 (no new kernel per shape)
         for index, mask in groups:
             b, T = index.shape
             q, k, v = qkv[index].to(wide).view(b, T, 3, heads, d // heads).permute(2, 0, 3, 1, 4)  # [b, h, T, dh]
@@ -111,10 +121,8 @@ def _packed_layer(layer: nn.TransformerEncoderLayer, x: Tensor, groups) -> Tenso
             if p > 0:
                 probs = dropout(probs, p) if probs.device.type == "cpu" else F.dropout(probs, p)
             rows.append((probs @ v).transpose(1, 2).reshape(b, T, d)[mask])  # [n_b, d] in group order
-        # One scatter of all groups' rows to their packed positions (one per group copied all R rows).
-        out = x.new_zeros(x.shape, dtype=qkv.dtype)
+        # One scatter of all groups' rows to their places (one per group copied all R rows).
+        out = qkv.new_zeros((qkv.shape[0], d))
         if rows:
             out = out.index_copy(0, targets, torch.cat(rows).to(qkv.dtype))
-    x = layer.norm1(x + layer.dropout1(attn.out_proj(out)))
-    ffn = layer.linear2(layer.dropout(layer.activation(layer.linear1(x))))
-    return layer.norm2(x + layer.dropout2(ffn))
+    return out

@@ -10,17 +10,15 @@ is its solo gradient) and the gradient is clipped per head, by that head's globa
 (its sample, its seeded initialisation, its batch order), then stacked
 (`torch.func.stack_module_state`); at each step each head gets its own batch, all padded to one
 ``[K, 1, R]`` packed shape (padding rows are zeros, their labels IGNORE: token-wise heads never see
-them). The fusion runs under `torch.vmap` + `torch.func.functional_call` (base, concat, dwatt and
-scalarmix all batch under vmap without a fallback); the dropout before the classifier runs on the
-stacked ``[K, ...]`` output outside vmap, so each head draws its own masks, from the global RNG in
-one draw rather than its solo sequence: with dropout a packed head is a different, equally valid,
-draw of its run; without dropout it matches its solo run up to floating-point summation order.
-Every dev (and test) batch is built once and every head is scored on it (``in_dims=None``).
+them, and the extra-layer head attends within each head's sentences, from their lengths). The
+fusion runs as `layercache.fusions.stacked` writes it: each product batched over the K heads. The
+dropouts run on stacked ``[K, ...]`` tensors, so each head draws its own masks, from the global RNG
+in one draw rather than its solo sequence: with dropout a packed head is a different, equally
+valid, draw of its run; without dropout it matches its solo run up to floating-point summation
+order. Every dev (and test) batch is built once and every head is scored on it.
 
-Packs: FE NER runs of base, concat, dwatt or scalarmix, one micro-batch per step (grad_accum 1),
-fixed layers (auto:K picks layers per seed) and no fp16 loss scaling; anything else runs alone
-(`train_head`). The extra-layer head stays solo: its packed batches group sentences by length
-per head, and its attention and dropouts do not vmap as they are.
+Packs: FE NER runs (any fusion), one micro-batch per step (grad_accum 1), fixed layers (auto:K
+picks layers per seed) and no fp16 loss scaling; anything else runs alone (`train_head`).
 """
 
 from __future__ import annotations
@@ -33,6 +31,9 @@ import torch
 import torch.nn.functional as F
 
 from ..errors import LayercacheError
+from ..fusions import FUSIONS
+from ..fusions.dwatt import _compute_dtype
+from ..fusions.stacked import linear, stacked
 from .config import RunResult, TrainConfig
 from .data import IGNORE
 from .diagnostics import layer_usage
@@ -40,7 +41,7 @@ from .loop import PACK_MULTIPLE, Book, Run, build_optimizer, prepare_run, train_
 from .memory import keep_freed_memory
 from .runtime import apply_thread_setting, now
 
-PACKABLE_FUSIONS = ("base", "concat", "dwatt", "scalarmix")
+PACKABLE_FUSIONS = tuple(FUSIONS)  # each has a stacked forward (`layercache.fusions.stacked`)
 
 
 def can_pack(config: TrainConfig) -> bool:
@@ -120,33 +121,36 @@ class Pack:
     def train(self, mode: bool) -> None:
         self.base.train(mode)
 
-    def logits(self, hidden: torch.Tensor, mask: torch.Tensor, *, shared: bool = False) -> torch.Tensor:
-        """``[K, B, T, n_labels]``: head k on ``hidden[k]`` (``[K, B, T, L, d]``), or with ``shared`` every
-        head on the same ``hidden [B, T, L, d]`` (evaluation: the batch is built once)."""
-        if shared and not self.fusion_params and not self.fusion_buffers:  # base: no weights, one map for all
-            h = self.base.fusion(hidden, mask).expand(self.k, *hidden.shape[:2], -1)
-        else:
-            dims = None if shared else 0
-            h = torch.vmap(self._fusion, in_dims=(0, 0, dims, dims), randomness="different")(
-                self.fusion_params, self.fusion_buffers, hidden, mask)  # [K, B, T, d]
+    def logits(self, hidden: torch.Tensor, mask: torch.Tensor, *, shared: bool = False,
+               lengths: list[torch.Tensor] | None = None) -> torch.Tensor:
+        """``[K, B, T, n_labels]``: head k on ``hidden[k]`` (``[K, B, T, L, d]``, ``lengths``: each head's
+        packed sentence lengths), or with ``shared`` every head on the same ``hidden [B, T, L, d]``
+        (evaluation: the batch is built once)."""
+        h = stacked(self.base.fusion, self.fusion_params, self.fusion_buffers, hidden, mask, k=self.k, shared=shared,
+                    lengths=lengths)  # [K, B, T, d]
         h = self.base.dropout(h)  # element-wise: each head its own masks (identity in eval)
-        return torch.vmap(F.linear)(h, self.params["classifier.weight"], self.params["classifier.bias"])
-
-    def _fusion(self, params, buffers, hidden, mask):
-        return torch.func.functional_call(self.base.fusion, (params, buffers), (hidden, mask))
+        weight, bias = self.params["classifier.weight"], self.params["classifier.bias"]
+        return linear(h.flatten(1, -2), weight, bias).reshape(*h.shape[:-1], -1)
 
     def step(self, runs: list[Run], orders, *, optimizer) -> torch.Tensor:
         """One optimizer step, head k on its run's sentences ``orders[k]``; returns the K losses."""
         lead = runs[0]
         batches = [r.train.batch(o, device=r.device, packed=True, multiple=PACK_MULTIPLE) for r, o in zip(runs, orders)]
-        hidden, mask, labels = _padded(batches)
-        optimizer.zero_grad(set_to_none=True)
         with lead.autocast():
-            logits = self.logits(hidden, mask)  # [K, 1, R, n_labels]
+            hidden, mask, labels = _padded(batches, dtype=_compute_dtype(batches[0].hidden))
+        return self.step_on(hidden, mask, labels, [b.lengths for b in batches], optimizer=optimizer,
+                            autocast=lead.autocast(), max_grad_norm=lead.config.max_grad_norm)
+
+    def step_on(self, hidden, mask, labels, lengths, *, optimizer, autocast, max_grad_norm: float) -> torch.Tensor:
+        """One optimizer step on stacked batches (``hidden [K, 1, R, L, d]``, ``lengths``: each head's
+        sentence lengths); returns the K losses."""
+        optimizer.zero_grad(set_to_none=True)
+        with autocast:
+            logits = self.logits(hidden, mask, lengths=lengths)  # [K, 1, R, n_labels]
         losses = head_losses(logits, labels)
         losses.sum().backward()  # head k's parameters see only its own loss: its solo gradient
-        if lead.config.max_grad_norm > 0:
-            clip_per_head([p.grad for p in self.params.values() if p.grad is not None], lead.config.max_grad_norm)
+        if max_grad_norm > 0:
+            clip_per_head([p.grad for p in self.params.values() if p.grad is not None], max_grad_norm)
         optimizer.step()
         return losses.detach()
 
@@ -174,12 +178,13 @@ def clip_per_head(grads: list[torch.Tensor], max_norm: float) -> None:
         g.mul_(coef.view(k, *(1,) * (g.ndim - 1)).to(g.dtype))
 
 
-def _padded(batches) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def _padded(batches, *, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """K packed batches ``[1, R_k, ...]`` as ``[K, 1, R, ...]``, R the largest R_k (padding: zeros,
-    mask False, labels IGNORE, as `SplitArrays.batch` pads)."""
+    mask False, labels IGNORE, as `SplitArrays.batch` pads), the states in ``dtype`` (the dtype the
+    heads compute in: converted once here rather than by each product)."""
     first = batches[0]
     R = max(b.hidden.shape[1] for b in batches)
-    hidden = first.hidden.new_zeros((len(batches), 1, R, *first.hidden.shape[2:]))
+    hidden = first.hidden.new_zeros((len(batches), 1, R, *first.hidden.shape[2:]), dtype=dtype)
     mask = first.mask.new_zeros((len(batches), 1, R))
     labels = first.labels.new_full((len(batches), 1, R), IGNORE)
     for k, b in enumerate(batches):

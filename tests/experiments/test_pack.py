@@ -45,7 +45,7 @@ def test_pack_one_is_todays_sweep(tiny_cache, tmp_path):
         assert "pack" not in one[rid]["seconds"]
 
 
-@pytest.mark.parametrize("fusion", ["concat", "dwatt", "scalarmix", "base"])
+@pytest.mark.parametrize("fusion", ["concat", "dwatt", "scalarmix", "base", "extra"])
 def test_packed_heads_match_their_solo_runs(tiny_cache, tmp_path, monkeypatch, fusion):
     orders: dict = {}
     epoch_batches = Run.epoch_batches
@@ -79,10 +79,11 @@ def test_packed_heads_match_their_solo_runs(tiny_cache, tmp_path, monkeypatch, f
 
 
 def test_packs_group_seeds_only():
-    configs = _configs(["concat", "extra"], trials=3) + _configs(["concat"], trials=3, lr=1e-2)
+    configs = (_configs(["concat", "extra"], trials=3) + _configs(["concat"], trials=3, grad_accum=2)
+               + _configs(["concat"], trials=3, lr=1e-2))
     units = pack_runs(configs, 2)
-    assert [len(u) for u in units] == [2, 1, 1, 1, 1, 2, 1]  # 3 seeds = 2 + 1; extra alone; lr apart
-    assert all(len({(c.fusion, c.lr) for c in u}) == 1 for u in units)
+    assert [len(u) for u in units] == [2, 1, 2, 1, 1, 1, 1, 2, 1]  # 3 seeds = 2 + 1; grad_accum alone; lr apart
+    assert all(len({(c.fusion, c.lr, c.grad_accum) for c in u}) == 1 for u in units)
     assert [c for u in units for c in u] == configs  # each run once, in the grid's order
 
 
@@ -120,5 +121,5 @@ def test_sweep_pack_command(tiny_cache, tmp_path):
     records = read_results(str(out / RESULTS))
     assert len(records) == 4
     packs = {r["config"]["fusion"]: r["seconds"].get("pack") for r in records.values()}
-    assert packs == {"concat": 2, "extra": None}  # extra trains alone
+    assert packs == {"concat": 2, "extra": 2}
     assert (out / "report.md").exists()
