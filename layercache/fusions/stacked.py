@@ -13,11 +13,14 @@ as batched products (``sweep --pack K``, `layercache.training.packed`).
 
 Why not `torch.vmap` over the solo forward: vmap turned DWAtt's per-layer products into slower
 kernels than the solo ones and copied the stacked inputs around every product (a pack of 5 DWAtt
-heads stepped no faster than 5 solo steps); written out, each product is one `baddbmm` over K (or,
-for shared input, one product K times wider), and the extra-layer head packs too (its attention
-runs per group of sentences of similar length across all K heads at once). As `DWAtt.values` does,
-everything runs in the autocast dtype with the weights cast once (autocast off inside); each
-function equals its fusion's forward head by head (tested).
+heads stepped no faster than 5 solo steps). Written out, each product is one `baddbmm` over K (for
+shared input, one product K times wider), and the extra-layer head packs too: its attention has no
+weights, so it runs per group of sentences of similar length across all K heads' rows at once. As
+`DWAtt.values` does, everything runs in the autocast dtype with the weights cast once (autocast
+off inside). Each function equals its fusion's forward head by head (tested). On a CPU the gain is
+small: the step of a few-shot head is bound by memory traffic (its weights, their gradients, the
+optimizer state, and element-wise passes over its activations), which K heads multiply by K;
+packing saves only the per-call overhead (`docs/performance.md`).
 """
 
 from __future__ import annotations
@@ -31,6 +34,10 @@ from .concat import Concat
 from .dwatt import DWAtt, _compute_dtype
 from .extra import ExtraLayers, _grouped_attention, _length_groups
 from .scalarmix import ScalarMix
+
+# The fusions whose K heads also run stacked on one shared evaluation batch (64 sentences). DWAtt's
+# per-layer tensors for K heads at once outgrew the caches there: one head after another was faster.
+SHARED_INPUT = (Base, Concat, ScalarMix, ExtraLayers)
 
 
 def stacked(fusion, params: dict, buffers: dict, hidden: Tensor, mask: Tensor, *, k: int, shared: bool = False,
@@ -46,10 +53,12 @@ def stacked(fusion, params: dict, buffers: dict, hidden: Tensor, mask: Tensor, *
         elif isinstance(fusion, Concat):
             out = linear(rows.flatten(-2), w["proj.weight"], w["proj.bias"], shared=shared)
         elif isinstance(fusion, ScalarMix):
-            alpha = torch.softmax(params["weights"].float(), dim=-1).to(dtype)  # [K, L]
+            alpha = torch.softmax(_wide(params["weights"]), dim=-1).to(dtype)  # [K, L]
             out = torch.einsum("nld,kl->knd" if shared else "knld,kl->knd", rows, alpha) * w["gamma"][:, None, None]
         elif isinstance(fusion, DWAtt):
-            out = _dwatt(fusion, w, buffers["k_pos"].to(dtype), rows, shared=shared)
+            if shared:
+                raise ValueError("DWAtt evaluates one head after another (see SHARED_INPUT)")
+            out = _dwatt(fusion, w, buffers["k_pos"].to(dtype), rows)
         elif isinstance(fusion, ExtraLayers):
             out = _extra(fusion, w, rows[..., -1, :], mask, shared=shared, lengths=lengths)
         else:
@@ -92,31 +101,29 @@ class _Linear(torch.autograd.Function):
         return grad_x, grad_w, grad_b
 
 
+def _wide(x: Tensor) -> Tensor:
+    return x.to(torch.promote_types(x.dtype, torch.float32))  # bfloat16 -> float32; float64 stays
+
+
 def _layer_norm(x: Tensor, weight: Tensor, bias: Tensor, eps: float = 1e-5) -> Tensor:
     """LayerNorm over the last axis, each head (and layer) its own affine pair, broadcast by the caller."""
     return torch.addcmul(bias, F.layer_norm(x, x.shape[-1:], eps=eps), weight)
 
 
-def _dwatt(fusion: DWAtt, w: dict, k_pos: Tensor, rows: Tensor, *, shared: bool) -> Tensor:
-    """`DWAtt.forward` for K heads: ``rows [K, N, L, d]`` (or shared ``[N, L, d]``) -> ``[K, N, d]``."""
+def _dwatt(fusion: DWAtt, w: dict, k_pos: Tensor, rows: Tensor) -> Tensor:
+    """`DWAtt.forward` for K heads: ``rows [K, N, L, d]`` -> ``[K, N, d]``."""
     k, L, m, d = *w["v_up_weight"].shape[:2], *w["v_down_weight"].shape[-2:]
     top = rows[..., -1, :]  # z_L: [K, N, d] or [N, d]
     n = top.shape[-2]
     # v_n = LN_n(f^V_n(z_n)), layer-major [K, L, N, *]: one product per (head, layer).
-    if shared:  # [L, N, d] @ [L, d, K*m]: the K heads side by side
-        up = torch.baddbmm(w["v_up_bias"].transpose(0, 1).reshape(L, 1, k * m), rows.transpose(0, 1),
-                           w["v_up_weight"].permute(1, 2, 0, 3).reshape(L, d, k * m))
-        up = up.view(L, n, k, m).permute(2, 0, 1, 3)  # [K, L, N, m]
-    else:
-        x = rows.transpose(1, 2).reshape(k * L, n, d)
-        up = torch.baddbmm(w["v_up_bias"].reshape(k * L, 1, m), x, w["v_up_weight"].reshape(k * L, d, m))
-        up = up.view(k, L, n, m)
+    x = rows.transpose(1, 2).reshape(k * L, n, d)
+    up = torch.baddbmm(w["v_up_bias"].reshape(k * L, 1, m), x, w["v_up_weight"].reshape(k * L, d, m)).view(k, L, n, m)
     u = _layer_norm(F.gelu(up), w["v_mid_norm_weight"][:, :, None], w["v_mid_norm_bias"][:, :, None])
     v = torch.baddbmm(w["v_down_bias"].reshape(k * L, 1, d), u.reshape(k * L, n, m),
                       w["v_down_weight"].reshape(k * L, m, d))
     v = _layer_norm(v.view(k, L, n, d), w["v_norm_weight"][:, :, None], w["v_norm_bias"][:, :, None])
     # q = 1 + elu(z_L + f^Q(z_L)); k_n = W^K k^pos_n; softmax over layers of s(q, k_n).
-    f = linear(top, w["query_mlp.up.weight"], w["query_mlp.up.bias"], shared=shared)  # [K, N, m]
+    f = linear(top, w["query_mlp.up.weight"], w["query_mlp.up.bias"])  # [K, N, m]
     f = _layer_norm(F.gelu(f), w["query_mlp.norm.weight"][:, None], w["query_mlp.norm.bias"][:, None])
     f = linear(f, w["query_mlp.down.weight"], w["query_mlp.down.bias"])  # [K, N, d]
     query = 1 + F.elu(top + f)
@@ -125,8 +132,8 @@ def _dwatt(fusion: DWAtt, w: dict, k_pos: Tensor, rows: Tensor, *, shared: bool)
     if fusion.layer_score == "scaled":
         scores = scores * d ** -0.5
     elif fusion.layer_score == "learned":
-        scores = scores * w["log_temperature"].float().exp().to(scores.dtype)[:, None, None]
-    weights = torch.softmax(scores.float(), dim=-1).to(v.dtype)  # [K, N, L], the softmax in float32
+        scores = scores * _wide(w["log_temperature"]).exp().to(scores.dtype)[:, None, None]
+    weights = torch.softmax(_wide(scores), dim=-1).to(v.dtype)  # [K, N, L], the softmax in float32 at least
     return top + (weights.transpose(1, 2)[..., None] * v).sum(1)  # [K, N, d]
 
 

@@ -33,7 +33,7 @@ import torch.nn.functional as F
 from ..errors import LayercacheError
 from ..fusions import FUSIONS
 from ..fusions.dwatt import _compute_dtype
-from ..fusions.stacked import linear, stacked
+from ..fusions.stacked import SHARED_INPUT, linear, stacked
 from .config import RunResult, TrainConfig
 from .data import IGNORE
 from .diagnostics import layer_usage
@@ -126,6 +126,8 @@ class Pack:
         """``[K, B, T, n_labels]``: head k on ``hidden[k]`` (``[K, B, T, L, d]``, ``lengths``: each head's
         packed sentence lengths), or with ``shared`` every head on the same ``hidden [B, T, L, d]``
         (evaluation: the batch is built once)."""
+        if shared and not isinstance(self.base.fusion, SHARED_INPUT):
+            return self.each(hidden, mask)
         h = stacked(self.base.fusion, self.fusion_params, self.fusion_buffers, hidden, mask, k=self.k, shared=shared,
                     lengths=lengths)  # [K, B, T, d]
         h = self.base.dropout(h)  # element-wise: each head its own masks (identity in eval)
@@ -153,6 +155,15 @@ class Pack:
             clip_per_head([p.grad for p in self.params.values() if p.grad is not None], max_grad_norm)
         optimizer.step()
         return losses.detach()
+
+    def each(self, hidden: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """``[K, B, T, n_labels]``: every head on the same ``hidden [B, T, L, d]``, one after another
+        (each its solo forward, on views of its weights)."""
+        return torch.stack([torch.func.functional_call(self.base, self.weights(k), (hidden, mask))
+                            for k in range(self.k)])
+
+    def weights(self, k: int) -> dict:
+        return {name: t[k] for name, t in (*self.params.items(), *self.buffers.items())}
 
     def state(self, k: int) -> dict:
         """Head k's weights, keyed as its run's ``model.state_dict()`` (a ModuleList: ``0.`` first)."""
