@@ -147,6 +147,33 @@ def pack_comparison(by_pack: dict, walls: dict, packs: list[int]) -> dict:
     return rows
 
 
+def packs_table(summary: dict) -> str:
+    """The pack comparison of a bench_sweep.json as markdown: the grid's wall time per pack size, then
+    per fusion the seconds its runs spent training and evaluating (summed over runs; a packed run's
+    share of its pack's) and |dF1| against the first pack size; then the roofline with packed steps."""
+    packs = summary["packs"]
+    first = next(iter(packs))
+    lines = [f"{summary['runs']} runs, {summary['workers']} workers, {summary['precision']}; reference product "
+             f"{summary['reference_product_ms']['before']:.2f} ms before the grid, "
+             f"{summary['reference_product_ms']['after']:.2f} ms after (the machine's speed).", "",
+             "| pack | wall (min) | speed-up | train (min, summed) | evaluation (min, summed) "
+             "| mean \\|ΔF1\\| | max \\|ΔF1\\| |", "|---:|---:|---:|---:|---:|---:|---:|"]
+    for k, row in packs.items():
+        speedup = packs[first]["wall_seconds"] / row["wall_seconds"]
+        lines.append(f"| {k} | {row['wall_seconds'] / 60:.1f} | {speedup:.2f}x "
+                     f"| {row['train_seconds'] / 60:.1f} | {row['eval_seconds'] / 60:.1f} | {row['f1_gap_mean']:.2f} "
+                     f"| {row['f1_gap_max']:.2f} |")
+    lines += ["", "| fusion | pack | train (min) | evaluation (min) | mean \\|ΔF1\\| | max \\|ΔF1\\| |",
+              "|---|---:|---:|---:|---:|---:|"]
+    for fusion in packs[first]["per_fusion"]:
+        for k, row in packs.items():
+            f = row["per_fusion"][fusion]
+            lines.append(f"| {fusion} | {k} | {f['train_seconds'] / 60:.1f} | {f['eval_seconds'] / 60:.1f} "
+                         f"| {f['f1_gap_mean']:.2f} | {f['f1_gap_max']:.2f} |")
+    return "\n".join(lines + ["", "One step at N = 128 (`scripts/bench_roofline.py`, the same invocation):", "",
+                              summary["roofline"]])
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--data", default=str(CONLL))
@@ -164,9 +191,16 @@ def main():
     ap.add_argument("--layer-scores", default="scaled", help="DWAtt's scores (paper, scaled, learned): a grid axis")
     ap.add_argument("--lr", type=float, default=None, help="default: the FE default of train-head and sweep")
     ap.add_argument("--packs", default="1", help="comma-separated pack sizes, each a whole grid (1: unpacked)")
+    ap.add_argument("--packs-table", metavar="JSON", default=None,
+                    help="run nothing: write packs.md beside a bench_sweep.json made with --packs")
     ap.add_argument("--no-run", action="store_true",
                     help="run nothing: report, time the live backbone and project from the results already in --out")
     args = ap.parse_args()
+    if args.packs_table:
+        summary = json.loads(Path(args.packs_table).read_text())
+        write_results(Path(args.packs_table).with_name("packs.md"), packs_table(summary), machine=summary["cpu"],
+                      title="The few-shot grid, one run at a time and in packs", script="bench_sweep", argv=None)
+        return
 
     entry = conll_entry(args.data)
     precision = resolve_precision(args.precision)
@@ -225,6 +259,9 @@ def main():
                    roofline=roofline_table(precision, args.fusions, pack=max(packs)))
     print(summary["roofline"])
     Path(args.docs, "bench_sweep.json").write_text(json.dumps(summary, indent=2))
+    if len(packs) > 1:
+        write_results(Path(args.docs, "packs.md"), packs_table(summary), title="The few-shot grid, one run at a "
+                      "time and in packs", script="bench_sweep", argv=None)
 
 
 if __name__ == "__main__":

@@ -79,7 +79,7 @@ class DWAtt(nn.Module):
         of a step). Weights and their gradients stay in the parameters' dtype.
         """
         B, T, L, d = hidden.shape
-        dtype = _compute_dtype(hidden)
+        dtype = compute_dtype(hidden)
         w = {name: p.to(dtype) for name, p in self.named_parameters() if name.startswith("v_")}
         with torch.autocast(hidden.device.type, enabled=False):
             x = hidden.reshape(B * T, L, d).transpose(0, 1).to(dtype, memory_format=torch.contiguous_format)
@@ -114,7 +114,7 @@ class DWAtt(nn.Module):
         return scores
 
 
-def _compute_dtype(x: Tensor) -> torch.dtype:
+def compute_dtype(x: Tensor) -> torch.dtype:
     """The dtype autocast would compute products in here, or ``x``'s own outside autocast."""
     device = x.device.type
     return torch.get_autocast_dtype(device) if torch.is_autocast_enabled(device) else x.dtype

@@ -31,7 +31,7 @@ from torch import Tensor
 
 from .base import Base
 from .concat import Concat
-from .dwatt import DWAtt, _compute_dtype
+from .dwatt import DWAtt, compute_dtype
 from .extra import ExtraLayers, _grouped_attention, _length_groups
 from .scalarmix import ScalarMix
 
@@ -43,7 +43,7 @@ SHARED_INPUT = (Base, Concat, ScalarMix, ExtraLayers)
 def stacked(fusion, params: dict, buffers: dict, hidden: Tensor, mask: Tensor, *, k: int, shared: bool = False,
             lengths: list[Tensor] | None = None) -> Tensor:
     """The ``k`` heads' fusion outputs (see the module's docstring)."""
-    dtype = _compute_dtype(hidden)
+    dtype = compute_dtype(hidden)
     rows = hidden.reshape(-1, *hidden.shape[-2:]) if shared else hidden.reshape(k, -1, *hidden.shape[-2:])
     with torch.autocast(hidden.device.type, enabled=False):
         rows = rows.to(dtype)
@@ -60,7 +60,7 @@ def stacked(fusion, params: dict, buffers: dict, hidden: Tensor, mask: Tensor, *
                 raise ValueError("DWAtt evaluates one head after another (see SHARED_INPUT)")
             out = _dwatt(fusion, w, buffers["k_pos"].to(dtype), rows)
         elif isinstance(fusion, ExtraLayers):
-            out = _extra(fusion, w, rows[..., -1, :], mask, shared=shared, lengths=lengths)
+            out = _extra(fusion, w, rows[..., -1, :], mask, k=k, shared=shared, lengths=lengths)
         else:
             raise TypeError(f"{type(fusion).__name__} has no stacked forward")
     lead = hidden.shape[:-2] if shared else hidden.shape[1:-2]  # (B, T) or (1, R)
@@ -113,7 +113,7 @@ def _layer_norm(x: Tensor, weight: Tensor, bias: Tensor, eps: float = 1e-5) -> T
 def _dwatt(fusion: DWAtt, w: dict, k_pos: Tensor, rows: Tensor) -> Tensor:
     """`DWAtt.forward` for K heads: ``rows [K, N, L, d]`` -> ``[K, N, d]``."""
     k, L, m, d = *w["v_up_weight"].shape[:2], *w["v_down_weight"].shape[-2:]
-    top = rows[..., -1, :]  # z_L: [K, N, d] or [N, d]
+    top = rows[..., -1, :]  # z_L: [K, N, d]
     n = top.shape[-2]
     # v_n = LN_n(f^V_n(z_n)), layer-major [K, L, N, *]: one product per (head, layer).
     x = rows.transpose(1, 2).reshape(k * L, n, d)
@@ -137,13 +137,12 @@ def _dwatt(fusion: DWAtt, w: dict, k_pos: Tensor, rows: Tensor) -> Tensor:
     return top + (weights.transpose(1, 2)[..., None] * v).sum(1)  # [K, N, d]
 
 
-def _extra(fusion: ExtraLayers, w: dict, top: Tensor, mask: Tensor, *, shared: bool,
+def _extra(fusion: ExtraLayers, w: dict, top: Tensor, mask: Tensor, *, k: int, shared: bool,
            lengths: list[Tensor] | None) -> Tensor:
     """`ExtraLayers.forward_packed` for K heads: ``top [K, R, d]`` packed rows with each head's
     ``lengths``; or shared ``[B*T, d]`` (a padded batch, ``mask [B, T]``): its real rows packed, the
     outputs put back in place (zeros at padding). Attention runs per group of sentences of similar
     length across all K heads' rows at once (it has no weights); everything else per head."""
-    k = w["layers.0.norm1.weight"].shape[0]
     if shared:
         flat_mask = mask.reshape(-1)
         x = top[flat_mask].expand(k, -1, -1)  # [K, N, d]: the real rows, as every head's input
@@ -155,14 +154,14 @@ def _extra(fusion: ExtraLayers, w: dict, top: Tensor, mask: Tensor, *, shared: b
     groups = _length_groups(torch.cat(lengths), starts=starts)
     for i, layer in enumerate(fusion.layers):
         p = {name[len(f"layers.{i}."):]: t for name, t in w.items() if name.startswith(f"layers.{i}.")}
-        qkv = linear(x, p["self_attn.in_proj_weight"], p["self_attn.in_proj_bias"], shared=False)  # [K, N, 3d]
+        qkv = linear(x, p["self_attn.in_proj_weight"], p["self_attn.in_proj_bias"])  # [K, N, 3d]
         drop = layer.self_attn.dropout if layer.training else 0.0
         attn = _grouped_attention(qkv.reshape(k * n, -1), groups, heads=layer.self_attn.num_heads, p=drop)
-        attn = linear(attn.view(k, n, -1), p["self_attn.out_proj.weight"], p["self_attn.out_proj.bias"], shared=False)
+        attn = linear(attn.view(k, n, -1), p["self_attn.out_proj.weight"], p["self_attn.out_proj.bias"])
         x = _layer_norm(x + layer.dropout1(attn), p["norm1.weight"][:, None], p["norm1.bias"][:, None],
                         eps=layer.norm1.eps)
-        ffn = layer.activation(linear(x, p["linear1.weight"], p["linear1.bias"], shared=False))
-        ffn = linear(layer.dropout(ffn), p["linear2.weight"], p["linear2.bias"], shared=False)
+        ffn = layer.activation(linear(x, p["linear1.weight"], p["linear1.bias"]))
+        ffn = linear(layer.dropout(ffn), p["linear2.weight"], p["linear2.bias"])
         x = _layer_norm(x + layer.dropout2(ffn), p["norm2.weight"][:, None], p["norm2.bias"][:, None],
                         eps=layer.norm2.eps)
     if not shared:

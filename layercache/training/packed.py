@@ -32,7 +32,7 @@ import torch.nn.functional as F
 
 from ..errors import LayercacheError
 from ..fusions import FUSIONS
-from ..fusions.dwatt import _compute_dtype
+from ..fusions.dwatt import compute_dtype
 from ..fusions.stacked import SHARED_INPUT, linear, stacked
 from .config import RunResult, TrainConfig
 from .data import IGNORE
@@ -139,7 +139,7 @@ class Pack:
         lead = runs[0]
         batches = [r.train.batch(o, device=r.device, packed=True, multiple=PACK_MULTIPLE) for r, o in zip(runs, orders)]
         with lead.autocast():
-            hidden, mask, labels = _padded(batches, dtype=_compute_dtype(batches[0].hidden))
+            hidden, mask, labels = _padded(batches, dtype=compute_dtype(batches[0].hidden))
         return self.step_on(hidden, mask, labels, [b.lengths for b in batches], optimizer=optimizer,
                             autocast=lead.autocast(), max_grad_norm=lead.config.max_grad_norm)
 
