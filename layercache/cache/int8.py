@@ -21,12 +21,19 @@ QMAX = 127
 def quantize(x: torch.Tensor | np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """[rows, L+1, d] float -> (q [rows, L+1, d] int8, s [rows, L+1] float32). Non-finite input
     gives a non-finite scale (extraction refuses such values before they get here)."""
-    x = torch.as_tensor(x).float()
+    q, scale = quantize_tensor(torch.as_tensor(x))
+    return q.cpu().numpy(), scale.cpu().numpy()
+
+
+def quantize_tensor(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """`quantize` on ``x``'s own device (extraction on a GPU quantises there: a quarter of the bytes
+    of float32 cross to the host, and the host's writer thread only writes)."""
+    x = x.float()
     scale = x.abs().amax(dim=-1) / QMAX if x.shape[-1] else x.new_zeros(x.shape[:-1])
     scale = torch.where(scale == 0, torch.ones_like(scale), scale)
     # x / s is at most 127 up to float32 rounding; the clamp keeps that rounding from ever wrapping.
     q = torch.round(x / scale[..., None]).clamp_(-QMAX, QMAX).to(torch.int8)
-    return q.numpy(), scale.numpy()
+    return q, scale
 
 
 def dequantize(q: np.ndarray, scale: np.ndarray, *, out: np.ndarray | None = None) -> np.ndarray:

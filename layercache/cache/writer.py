@@ -101,18 +101,18 @@ class SplitWriter:
         done = self.done[:]
         return [u for u in range(self.plan.n_units) if not done[u]]
 
-    def write_unit(self, unit: int, rows: np.ndarray) -> None:
-        """rows: [unit rows, L+1, d] float32 or storage dtype; flag the unit only once it is stored."""
+    def write_unit(self, unit: int, rows: np.ndarray, *, scales: np.ndarray | None = None) -> None:
+        """rows: [unit rows, L+1, d] float32 or storage dtype (int8 with its ``scales`` when quantised
+        already, on the device); flag the unit only once it is stored."""
         if self.writes == "none":
             self.done[unit] = True
             return
         lo, hi = self.plan.unit_range(unit)
         if rows.shape[0] != hi - lo:
             raise ValueError(f"unit {unit}: {rows.shape[0]} rows for range {lo}:{hi}")
-        scales = None
         if self.plan.dtype == "bfloat16" and rows.dtype != np.uint16:
             rows = float32_to_bfloat16_bits(rows)
-        elif self.plan.dtype == "int8":
+        elif self.plan.dtype == "int8" and scales is None:
             rows, scales = quantize(rows)
         else:
             rows = rows.astype(STORAGE_DTYPES[self.plan.dtype], copy=False)

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..cache import label_sets
+from ..cache.int8 import quantize_tensor
 from ..cache.layout import cache_root, entry_key, entry_path
 from ..cache.lock import EntryLock
 from ..cache.manage import bytes_on_disk
@@ -556,14 +557,22 @@ class _BackgroundWriter:
             raise self.error
         import torch
 
+        parts = quantize_tensor(out) if self.quantizes_on(device) else (out,)
         if device.type == "cuda":
-            host = torch.empty(out.shape, dtype=out.dtype, pin_memory=True)
-            host.copy_(out, non_blocking=True)
+            hosts = tuple(torch.empty(p.shape, dtype=p.dtype, pin_memory=True) for p in parts)
+            for host, part in zip(hosts, parts):
+                host.copy_(part, non_blocking=True)
             event = torch.cuda.Event()
             event.record()
-            self.queue.put((unit, host, event))
+            self.queue.put((unit, hosts, event))
         else:
-            self.queue.put((unit, out, None))
+            self.queue.put((unit, parts, None))
+
+    def quantizes_on(self, device) -> bool:
+        """Whether an int8 unit is quantised where it was encoded: on a GPU (a quarter of float32's
+        bytes cross to the host), not on the CPU (there the writer thread does it beside the next
+        unit's forward pass)."""
+        return self.writer.plan.dtype == "int8" and device.type != "cpu"
 
     def _run(self):
         import torch
@@ -572,14 +581,17 @@ class _BackgroundWriter:
             item = self.queue.get()
             if item is None:
                 return
-            unit, tensor, event = item
+            unit, (tensor, *scales), event = item  # scales: an int8 unit quantised on the device
             try:
                 if self.error is None:
                     if event is not None:
                         event.synchronize()
                     if tensor.dtype == torch.bfloat16:
                         tensor = tensor.view(torch.uint16)
-                    self.writer.write_unit(unit, tensor.numpy())
+                    if scales:
+                        self.writer.write_unit(unit, tensor.numpy(), scales=scales[0].numpy())
+                    else:
+                        self.writer.write_unit(unit, tensor.numpy())
             except BaseException as exc:  # surfaced in the main thread
                 self.error = exc
 

@@ -115,3 +115,19 @@ def test_int8_holds_large_values_and_refuses_non_finite_ones(tiny_bert_dir, tiny
     [error] = [line for line in out.output.splitlines() if line.startswith("error:")]
     assert "split 'train', layer 2 (0 = embeddings): largest magnitude nan: " in error
     assert "the forward pass under --precision fp16 is non-finite already" in error
+
+
+def test_units_quantised_where_they_were_encoded_store_the_same_bytes(int8_entry, tiny_bert_dir, tiny_conll_dir,
+                                                                      tmp_path, monkeypatch):
+    """On a GPU each int8 unit is quantised on the device and the writer takes (q, scales); here the
+    same path runs on the CPU, and every stored array equals the writer-quantised entry's."""
+    from layercache.extract import run
+
+    monkeypatch.setattr(run._BackgroundWriter, "quantizes_on", lambda self, device: self.writer.plan.dtype == "int8")
+    entry = _extract(tiny_bert_dir, tiny_conll_dir, tmp_path, dtype="int8")
+    got, want = {s: split_arrays(entry.path, s) for s in ("train", "dev")}, {
+        s: split_arrays(int8_entry, s) for s in ("train", "dev")}
+    for split in want:
+        assert got[split].keys() == want[split].keys() and SCALES in got[split]
+        for name in want[split]:
+            np.testing.assert_array_equal(got[split][name], want[split][name], err_msg=f"{split}/{name}")
