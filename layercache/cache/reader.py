@@ -185,14 +185,14 @@ class CacheSplit:
         # Each layer is converted once, straight into its place: an int8 layer is dequantised in one
         # pass from int8 and its scales into the float16 result (`int8.dequantize`).
         for i, layer in enumerate(layers):
-            values = self._read_layer(self._hidden, "hidden", layer, rows)
+            values = self._read_layer(layer, rows)
             if bfloat16:
                 values = bfloat16_to_float32(values)
             if out is None:
                 kept = self._int8_as if self._scales is not None else values.dtype
                 out = np.empty((values.shape[0], len(layers), values.shape[1]), dtype=kept if dtype is None else dtype)
             if self._scales is not None:
-                dequantize(values, self._read_layer(self._scales, SCALES, layer, rows), out=out[:, i])
+                dequantize(values, self._read_rows(self._scales, SCALES, layer, rows), out=out[:, i])
             else:
                 out[:, i] = values
         if as_torch:
@@ -201,7 +201,11 @@ class CacheSplit:
             return torch.from_numpy(out)
         return out
 
-    def _read_layer(self, array, name: str, layer: int, rows: np.ndarray | None) -> np.ndarray:
+    def _read_layer(self, layer: int, rows: np.ndarray | None) -> np.ndarray:
+        """One layer of the hidden states at ``rows`` (all if None), as stored."""
+        return self._read_rows(self._hidden, "hidden", layer, rows)
+
+    def _read_rows(self, array, name: str, layer: int, rows: np.ndarray | None) -> np.ndarray:
         """One layer of ``array`` (the hidden states, or int8 entries' scales) at ``rows`` (all if None),
         as stored."""
         if rows is None:
