@@ -163,11 +163,12 @@ class Pack:
                             for k in range(self.k)])
 
     def weights(self, k: int) -> dict:
+        """Head k's parameters and buffers (views of the stacks), keyed as in the tagger."""
         return {name: t[k] for name, t in (*self.params.items(), *self.buffers.items())}
 
     def state(self, k: int) -> dict:
         """Head k's weights, keyed as its run's ``model.state_dict()`` (a ModuleList: ``0.`` first)."""
-        return {f"0.{name}": t[k] for name, t in (*self.params.items(), *self.buffers.items())}
+        return {f"0.{name}": t for name, t in self.weights(k).items()}
 
 
 def head_losses(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
