@@ -38,8 +38,8 @@ def quantize_tensor(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
 
 def dequantize(q: np.ndarray, scale: np.ndarray, *, out: np.ndarray | None = None) -> np.ndarray:
     """q [..., d] int8 and s [...] float32 -> q * s, computed in float32; into ``out`` (float16 or
-    float32, any strides) when given, in one pass (torch's product: about 3x numpy's widen-then-multiply
-    on one core, which made reading an int8 entry twice as slow as reading a float16 one)."""
+    float32, any strides) when given, in one pass (torch's product, not numpy's widen-then-multiply,
+    which made reading an int8 entry twice as slow as reading a float16 one)."""
     if out is None:
         out = np.empty(q.shape, dtype=np.float32)
     torch.mul(torch.from_numpy(q), torch.from_numpy(scale)[..., None], out=torch.from_numpy(out))
