@@ -21,6 +21,7 @@ import threading
 import time
 from contextlib import contextmanager
 from pathlib import Path
+from types import SimpleNamespace
 
 REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
@@ -293,8 +294,9 @@ def head_step(fusion: str, precision: str, *, compiled: bool = False, fusion_cla
     import torch.nn.functional as F
 
     from layercache.fusions import TokenTagger
+    from layercache.training import TrainConfig
     from layercache.training.loop import PACK_MULTIPLE
-    from layercache.training.packed import Pack
+    from layercache.training.packed import Pack, PackOptimizer
 
     def tagger_of(seed: int):
         torch.manual_seed(seed)
@@ -312,13 +314,16 @@ def head_step(fusion: str, precision: str, *, compiled: bool = False, fusion_cla
     mask = torch.ones(1, rows, dtype=torch.bool)
     autocast = (lambda: torch.autocast("cpu", dtype=torch.bfloat16)) if precision == "bf16" else contextlib.nullcontext
     if pack > 1:
-        heads = Pack([tagger] + [tagger_of(seed) for seed in range(1, pack)])
+        taggers = [tagger] + [tagger_of(seed) for seed in range(1, pack)]
+        heads = Pack(taggers)
         heads.train(True)
-        optimizer = torch.optim.AdamW(list(heads.params.values()), lr=1e-3, fused=True)
+        config = TrainConfig(fusion=fusion, shots=None, epochs=1, seed=0, lr=1e-3)
+        optimizer = PackOptimizer(heads, [SimpleNamespace(config=config, tagger=t, total_steps=10**9) for t in taggers])
         dtype = torch.bfloat16 if precision == "bf16" else torch.float32
         stacked = (hidden.expand(pack, *hidden.shape).to(dtype), mask.expand(pack, *mask.shape),
                    labels.expand(pack, 1, rows), [lengths] * pack)
-        return lambda: heads.step_on(*stacked, optimizer=optimizer, autocast=autocast(), max_grad_norm=1.0)
+        return lambda: heads.step_on(*stacked, heads=list(range(pack)), optimizer=optimizer, autocast=autocast(),
+                                     max_grad_norm=1.0)
     optimizer = torch.optim.AdamW(tagger.parameters(), lr=1e-3, fused=True)
 
     def loss():

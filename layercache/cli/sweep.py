@@ -58,9 +58,10 @@ from .options import (
                    "faster (measured once, remembered in the cache root), else fp32.")
 @click.option("--workers", type=click.IntRange(min=1), default=None, help="Processes. Default: one per core.")
 @click.option("--pack", type=click.IntRange(min=1), default=1, show_default=True,
-              help="Train up to K runs that differ only in seed together, as one stacked head (one optimizer step "
-                   "for all, each dev batch read once for all); FE NER runs of every fusion pack, MLM, FT, auto:K, "
-                   "grad_accum > 1 and fp16 runs train alone. 1 = one run at a time.")
+              help="Train up to K runs that differ in seed, N, rate or epoch cap together, as one stacked head "
+                   "(one step for all, each at its own rate and schedule; each dev batch read once for all); FE "
+                   "NER runs of every fusion pack, MLM, FT, auto:K, grad_accum > 1 and fp16 runs train alone. "
+                   "1 = one run at a time.")
 @click.option("--ray", "ray_address", is_flag=False, flag_value="local", default=None,
               help="Run every run as a Ray task: --ray alone starts Ray here, --ray ADDRESS joins a cluster.")
 @click.option("--out", default=os.path.join("runs", "sweep"), show_default=True, help="Results folder.")

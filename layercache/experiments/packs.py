@@ -1,5 +1,6 @@
-"""Which runs of a grid train together (``sweep --pack K``): runs that differ only in their seed, K at a
-time, as one stacked module (`layercache.training.packed`); every other run is a pack of one.
+"""Which runs of a grid train together (``sweep --pack K``): runs that differ in seed, N, learning
+rate or epoch cap (`packed.OWN`), K at a time, as one stacked module (`layercache.training.packed`);
+every other run is a pack of one.
 
 Packs are formed from the runs left to do, and claimed run by run as before (`queue.claimed`), so
 sweeps sharing a folder still share its work: a pack whose members another sweep has claimed trains
@@ -12,8 +13,9 @@ from .results import run_id
 
 
 def pack_runs(configs: list, size: int) -> list[tuple]:
-    """``configs`` as packs of at most ``size`` runs that differ only in seed, each pack where its first
-    run was (so the grid's cheapest-first order holds); runs that cannot pack are packs of one."""
+    """``configs`` as packs of at most ``size`` runs that differ only in `packed.OWN`, each pack where
+    its first run was, filled by the next such runs (the grid's cheapest-first order holds, and a pack
+    holds runs of similar length); runs that cannot pack are packs of one."""
     from ..training.packed import can_pack, pack_key
 
     units: list[list] = []

@@ -110,6 +110,13 @@ class Run:
         order = self.train.epoch_order(self.order_gen)
         return (order[b * self.per_step:(b + 1) * self.per_step] for b in range(self.steps_per_epoch))
 
+    def steps(self):
+        """(epoch, sentence positions, whether it ends its epoch) of each optimizer step of the run,
+        in order (a pack steps its heads through these side by side)."""
+        for epoch in range(1, self.config.epochs + 1):
+            for b, order in enumerate(self.epoch_batches()):
+                yield epoch, order, b == self.steps_per_epoch - 1
+
     def eval_due(self, step: int) -> bool:
         every = self.config.eval_every
         return bool(every and (step % every == 0 or step == self.total_steps)) or step in self.eval_at
@@ -178,22 +185,34 @@ def build_optimizer(config: TrainConfig, model: torch.nn.Module, *, total_steps:
     """AdamW (no decay on biases and norms) and the linear warmup-then-decay-to-zero schedule.
     ``params``: tensors to optimise in place of ``model``'s parameters, by the same names (a pack's
     stacked parameters, `layercache.training.packed`): which decay is decided on ``model``'s own."""
+    optimizer = torch.optim.AdamW(param_groups(config, model, params=params), lr=config.max_lr,
+                                  fused=True)  # one kernel per step: a third of a small head's step time on CPU
+    return optimizer, torch.optim.lr_scheduler.LambdaLR(optimizer, lr_schedule(config, total_steps))
+
+
+def param_groups(config: TrainConfig, model: torch.nn.Module, *, params: dict | None = None) -> list[dict]:
+    """AdamW's two groups for ``model`` at ``config``'s rate: weight decay on weights, none on biases
+    and norms (``params``: as in `build_optimizer`)."""
     decay, no_decay = [], []
     for name, p in model.named_parameters():
         if p.requires_grad:
             (no_decay if p.ndim < 2 or "bias" in name or "norm" in name else decay).append(
                 p if params is None else params[name])
-    optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": config.weight_decay},
-                                   {"params": no_decay, "weight_decay": 0.0}], lr=config.max_lr,
-                                  fused=True)  # one kernel per step: a third of a small head's step time on CPU
+    return [{"params": decay, "weight_decay": config.weight_decay, "lr": config.max_lr},
+            {"params": no_decay, "weight_decay": 0.0, "lr": config.max_lr}]
+
+
+def lr_schedule(config: TrainConfig, total_steps: int):
+    """The multiplier of the rate after ``step`` optimizer steps: linear warmup, then linear decay to
+    zero at ``total_steps``."""
     warmup = min(config.warmup, total_steps)
 
-    def schedule(step: int) -> float:  # multiplier of lr after `step` optimizer steps
+    def schedule(step: int) -> float:
         if step < warmup:
             return (step + 1) / warmup
         return max(0.0, (total_steps - step) / max(1, total_steps - warmup))
 
-    return optimizer, torch.optim.lr_scheduler.LambdaLR(optimizer, schedule)
+    return schedule
 
 
 def train_step(run: Run, step_order: np.ndarray) -> None:

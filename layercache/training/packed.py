@@ -1,12 +1,13 @@
 """Training a pack of heads at once: `train_pack(configs, data) -> [RunResult]` trains K runs that
-differ only in their seed as one stacked module (issue 27, ``sweep --pack K``).
+differ in seed, N, learning rate or epoch cap (`OWN`) as one stacked module (``sweep --pack K``).
 
 A few-shot head is tiny, so one run's step is mostly per-call overhead; K heads in one call share it.
-Runs that differ only in seed have the same number of steps, the same evaluation points and the
-same schedule, so one AdamW over the stacked parameters (Adam is element-wise) gives each head its
-own solo update, provided the loss is each head's own mean (summed over heads: each head's gradient
-is its solo gradient) and the gradient is clipped per head, by that head's global norm, as
-`clip_grad_norm_` does for a solo run. Each head is built by `prepare_run`, exactly as its solo run
+Each head keeps its own schedule: the pack steps while any head has steps left, each head on its own
+next batch, until its own last step, and scores dev at its own evaluation points (`PackOptimizer`
+gives each head its rate and schedule; heads on one schedule share one AdamW over the stacks). Each
+head gets its solo gradient, provided the loss is each head's own mean (summed over heads) and the
+gradient is clipped per head, by that head's global norm, as `clip_grad_norm_` does for a solo run.
+Each head is built by `prepare_run`, exactly as its solo run
 (its sample, its seeded initialisation, its batch order), then stacked
 (`torch.func.stack_module_state`); at each step each head gets its own batch, all padded to one
 ``[K, 1, R]`` packed shape (padding rows are zeros, their labels IGNORE: token-wise heads never see
@@ -15,7 +16,7 @@ fusion runs as `layercache.fusions.stacked` writes it: each product batched over
 dropouts run on stacked ``[K, ...]`` tensors, so each head draws its own masks, from the global RNG
 in one draw rather than its solo sequence: with dropout a packed head is a different, equally
 valid, draw of its run; without dropout it matches its solo run up to floating-point summation
-order. Every dev (and test) batch is built once and every head is scored on it.
+order. Every dev (and test) batch is built once and every head due is scored on it.
 
 Packs: FE NER runs (any fusion), one micro-batch per step (grad_accum 1), fixed layers (auto:K
 picks layers per seed) and no fp16 loss scaling; anything else runs alone (`train_head`).
@@ -37,7 +38,7 @@ from ..fusions.stacked import SHARED_INPUT, linear, stacked
 from .config import RunResult, TrainConfig
 from .data import IGNORE
 from .diagnostics import layer_usage
-from .loop import PACK_MULTIPLE, Book, Run, build_optimizer, prepare_run, train_head
+from .loop import PACK_MULTIPLE, Book, Run, build_optimizer, lr_schedule, param_groups, prepare_run, train_head
 from .memory import keep_freed_memory
 from .runtime import apply_thread_setting, now
 
@@ -52,12 +53,17 @@ def can_pack(config: TrainConfig) -> bool:
 
 
 def pack_key(config: TrainConfig) -> TrainConfig:
-    """What the runs of one pack share: every field but the seed."""
-    return replace(config, seed=0)
+    """What the runs of one pack share: every field but those each head keeps for itself (`OWN`)."""
+    return replace(config, **OWN)
+
+
+# The fields a head keeps for itself (its sample, initialisation, order, rate and schedule), each
+# with the value that stands for all of them in `pack_key`.
+OWN = {"seed": 0, "shots": None, "lr": None, "epochs": 0}
 
 
 def train_pack(configs: list[TrainConfig], data, *, log=None, keep_tagger: bool = False) -> list[RunResult]:
-    """Train ``configs`` (same run but for the seed) together; one `RunResult` per config, in order,
+    """Train ``configs`` (the same run but for `OWN`) together; one `RunResult` per config, in order,
     as `train_head` would report it, but ``seconds``: the pack's, divided by K, with ``pack`` = K."""
     if len(configs) == 1:
         return [train_head(configs[0], data, log=log, keep_tagger=keep_tagger)]
@@ -67,32 +73,35 @@ def train_pack(configs: list[TrainConfig], data, *, log=None, keep_tagger: bool 
     apply_thread_setting()
     runs = [prepare_run(config, data) for config in configs]  # each seeded and built as its solo run
     lead = runs[0]
-    if len({(r.layers, r.steps_per_epoch) for r in runs}) > 1:
-        raise LayercacheError("the runs of a pack must fuse the same layers and take the same steps")
+    if len({r.layers for r in runs}) > 1:
+        raise LayercacheError("the runs of a pack must fuse the same layers")
     pack = Pack([r.tagger for r in runs])
-    optimizer, scheduler = build_optimizer(lead.config, lead.tagger, total_steps=lead.total_steps, params=pack.params)
-    books = [Book(log=_prefixed(log, r.config.seed)) for r in runs]
+    step_optimizer = PackOptimizer(pack, runs)
+    books = [Book(log=_prefixed(log, r.config)) for r in runs]
     clock = {"train": 0.0, "eval": 0.0}
-    if lead.total_steps == 0:
-        _evaluate(pack, runs, books, step=0, epoch=0, clock=clock)
-    step = 0
-    for epoch in range(1, lead.config.epochs + 1):
-        t0 = now(lead.device)
-        pack.train(True)
-        for orders in zip(*(r.epoch_batches() for r in runs)):  # each head its own seeded order
-            losses = pack.step(runs, orders, optimizer=optimizer)
-            scheduler.step()
-            step += 1
-            for book, loss in zip(books, losses):
-                book.add_loss(loss)
-            if lead.eval_due(step):
-                clock["train"] += now(lead.device) - t0
-                _evaluate(pack, runs, books, step=step, epoch=epoch, clock=clock)
-                pack.train(True)
-                t0 = now(lead.device)
-        clock["train"] += now(lead.device) - t0
-        if not lead.evaluates_per_step:
-            _evaluate(pack, runs, books, step=step, epoch=epoch, clock=clock)
+    if not_started := [k for k, r in enumerate(runs) if r.total_steps == 0]:
+        _evaluate(pack, runs, books, not_started, step=0, epochs=[0] * len(runs), clock=clock)
+    steps = [r.steps() for r in runs]
+    epochs = [0] * len(runs)
+    t0 = now(lead.device)
+    pack.train(True)
+    for step in range(1, max(r.total_steps for r in runs) + 1):
+        heads = [k for k, r in enumerate(runs) if step <= r.total_steps]  # a head stops after its last step
+        due, orders = [], []
+        for k in heads:
+            epochs[k], order, ends_epoch = next(steps[k])
+            orders.append(order)
+            if runs[k].eval_due(step) or (ends_epoch and not runs[k].evaluates_per_step):
+                due.append(k)
+        losses = pack.step([runs[k] for k in heads], orders, heads=heads, optimizer=step_optimizer)
+        for k, loss in zip(heads, losses):
+            books[k].add_loss(loss)
+        if due:
+            clock["train"] += now(lead.device) - t0
+            _evaluate(pack, runs, books, due, step=step, epochs=epochs, clock=clock)
+            pack.train(True)
+            t0 = now(lead.device)
+    clock["train"] += now(lead.device) - t0
     for run, book in zip(runs, books):
         book.restore_best(run)  # each head unstacked into its own module, at its best dev point
     _score_test_at_best(runs, books, clock)
@@ -108,6 +117,44 @@ def train_pack(configs: list[TrainConfig], data, *, log=None, keep_tagger: bool 
     return results
 
 
+class PackOptimizer:
+    """AdamW over a pack's stacked parameters, each head at its own rate and schedule.
+
+    Heads on one schedule (the same rate, steps and warmup: runs that differ in seed alone) share one
+    fused AdamW over the stacks (Adam is element-wise, so each head gets its solo update). Otherwise
+    each head's slice of every stack is a parameter of its own, in its own two groups at its own rate
+    and schedule, and a head past its last step gets no gradient, so AdamW leaves it and its moments
+    alone, as its solo run would have ended there."""
+
+    def __init__(self, pack: Pack, runs: list[Run]):
+        lead = runs[0]
+        self.pack = pack
+        self.shared = len({(r.total_steps, r.config.max_lr, r.config.warmup) for r in runs}) == 1
+        if self.shared:
+            self.optimizer, self.scheduler = build_optimizer(lead.config, lead.tagger, total_steps=lead.total_steps,
+                                                             params=pack.params)
+            return
+        self.slices = [{name: t.detach()[k] for name, t in pack.params.items()} for k in range(pack.k)]
+        groups = [g for r, own in zip(runs, self.slices) for g in param_groups(r.config, r.tagger, params=own)]
+        schedules = [lr_schedule(r.config, r.total_steps) for r in runs for _ in range(2)]  # two groups a head
+        self.optimizer = torch.optim.AdamW(groups, lr=lead.config.max_lr, fused=True)
+        self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, schedules)
+
+    def zero_grad(self) -> None:
+        for t in self.pack.params.values():
+            t.grad = None
+
+    def step(self, heads: list[int]) -> None:
+        """One AdamW step of ``heads`` (the pack's gradients are in the stacks), then the schedule's."""
+        if not self.shared:
+            for k, own in enumerate(self.slices):
+                for name, t in own.items():
+                    grad = self.pack.params[name].grad
+                    t.grad = grad[k] if k in heads and grad is not None else None
+        self.optimizer.step()
+        self.scheduler.step()
+
+
 class Pack:
     """K taggers of one architecture as stacked parameters ``[K, ...]``, run as one module."""
 
@@ -115,52 +162,58 @@ class Pack:
         self.k = len(taggers)
         self.params, self.buffers = torch.func.stack_module_state(taggers)  # leaves the optimizer updates
         self.base = copy.deepcopy(taggers[0]).to("meta")  # the code; its weights come from the stacks
-        self.fusion_params = _under(self.params, "fusion.")  # the same tensors, named as in the fusion
-        self.fusion_buffers = _under(self.buffers, "fusion.")
 
     def train(self, mode: bool) -> None:
         self.base.train(mode)
 
     def logits(self, hidden: torch.Tensor, mask: torch.Tensor, *, shared: bool = False,
-               lengths: list[torch.Tensor] | None = None) -> torch.Tensor:
+               lengths: list[torch.Tensor] | None = None, heads: list[int] | None = None) -> torch.Tensor:
         """``[K, B, T, n_labels]``: head k on ``hidden[k]`` (``[K, B, T, L, d]``, ``lengths``: each head's
         packed sentence lengths), or with ``shared`` every head on the same ``hidden [B, T, L, d]``
-        (evaluation: the batch is built once)."""
+        (evaluation: the batch is built once). ``heads``: only these (K of them), in this order."""
         if shared and not isinstance(self.base.fusion, SHARED_INPUT):
-            return self.each(hidden, mask)
-        h = stacked(self.base.fusion, self.fusion_params, self.fusion_buffers, hidden, mask, k=self.k, shared=shared,
-                    lengths=lengths)  # [K, B, T, d]
+            return self.each(hidden, mask, heads=heads)
+        params, buffers = self.params, self.buffers
+        if heads is not None and len(heads) < self.k:  # indexed: gradients still reach the stacks
+            index = torch.tensor(heads, device=next(iter(params.values())).device)
+            params = {name: t.index_select(0, index) for name, t in params.items()}
+            buffers = {name: t.index_select(0, index) for name, t in buffers.items()}
+        k = next(iter(params.values())).shape[0]
+        h = stacked(self.base.fusion, _under(params, "fusion."), _under(buffers, "fusion."), hidden, mask, k=k,
+                    shared=shared, lengths=lengths)  # [K, B, T, d]
         h = self.base.dropout(h)  # element-wise: each head its own masks (identity in eval)
-        weight, bias = self.params["classifier.weight"], self.params["classifier.bias"]
-        return linear(h.flatten(1, -2), weight, bias).reshape(*h.shape[:-1], -1)
+        return linear(h.flatten(1, -2), params["classifier.weight"], params["classifier.bias"]).reshape(
+            *h.shape[:-1], -1)
 
-    def step(self, runs: list[Run], orders, *, optimizer) -> torch.Tensor:
-        """One optimizer step, head k on its run's sentences ``orders[k]``; returns the K losses."""
+    def step(self, runs: list[Run], orders, *, heads: list[int], optimizer: PackOptimizer) -> torch.Tensor:
+        """One optimizer step, head ``heads[i]`` on its run ``runs[i]``'s sentences ``orders[i]``;
+        returns their losses."""
         lead = runs[0]
         batches = [r.train.batch(o, device=r.device, packed=True, multiple=PACK_MULTIPLE) for r, o in zip(runs, orders)]
         with lead.autocast():
             hidden, mask, labels = _padded(batches, dtype=compute_dtype(batches[0].hidden))
-        return self.step_on(hidden, mask, labels, [b.lengths for b in batches], optimizer=optimizer,
+        return self.step_on(hidden, mask, labels, [b.lengths for b in batches], heads=heads, optimizer=optimizer,
                             autocast=lead.autocast(), max_grad_norm=lead.config.max_grad_norm)
 
-    def step_on(self, hidden, mask, labels, lengths, *, optimizer, autocast, max_grad_norm: float) -> torch.Tensor:
-        """One optimizer step on stacked batches (``hidden [K, 1, R, L, d]``, ``lengths``: each head's
-        sentence lengths); returns the K losses."""
-        optimizer.zero_grad(set_to_none=True)
+    def step_on(self, hidden, mask, labels, lengths, *, heads: list[int], optimizer: PackOptimizer, autocast,
+                max_grad_norm: float) -> torch.Tensor:
+        """One optimizer step of ``heads`` on stacked batches (``hidden [K, 1, R, L, d]``, ``lengths``:
+        each head's sentence lengths); returns their losses."""
+        optimizer.zero_grad()
         with autocast:
-            logits = self.logits(hidden, mask, lengths=lengths)  # [K, 1, R, n_labels]
+            logits = self.logits(hidden, mask, lengths=lengths, heads=heads)  # [K, 1, R, n_labels]
         losses = head_losses(logits, labels)
         losses.sum().backward()  # head k's parameters see only its own loss: its solo gradient
         if max_grad_norm > 0:
             clip_per_head([p.grad for p in self.params.values() if p.grad is not None], max_grad_norm)
-        optimizer.step()
+        optimizer.step(heads)
         return losses.detach()
 
-    def each(self, hidden: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        """``[K, B, T, n_labels]``: every head on the same ``hidden [B, T, L, d]``, one after another
-        (each its solo forward, on views of its weights)."""
+    def each(self, hidden: torch.Tensor, mask: torch.Tensor, *, heads: list[int] | None = None) -> torch.Tensor:
+        """``[K, B, T, n_labels]``: every head (or ``heads``) on the same ``hidden [B, T, L, d]``, one
+        after another (each its solo forward, on views of its weights)."""
         return torch.stack([torch.func.functional_call(self.base, self.weights(k), (hidden, mask))
-                            for k in range(self.k)])
+                            for k in (range(self.k) if heads is None else heads)])
 
     def weights(self, k: int) -> dict:
         """Head k's parameters and buffers (views of the stacks), keyed as in the tagger."""
@@ -205,15 +258,17 @@ def _padded(batches, *, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor,
     return hidden, mask, labels
 
 
-def _evaluate(pack: Pack, runs: list[Run], books: list[Book], *, step: int, epoch: int, clock: dict) -> None:
-    """Every head scored on the lead run's dev split (the same sentences for all), each batch once."""
+def _evaluate(pack: Pack, runs: list[Run], books: list[Book], heads: list[int], *, step: int, epochs: list[int],
+              clock: dict) -> None:
+    """``heads`` scored on the lead run's dev split (the same sentences for all), each batch once."""
     lead = runs[0]
     t0 = now(lead.device)
     pack.train(False)
-    scores = lead.task.score_heads(lambda h, m: pack.logits(h, m, shared=True), pack.k, lead.dev, data=lead.data,
-                                   device=lead.device, batch_size=lead.eval_batch_size, autocast=lead.autocast())
-    for k, (run, book) in enumerate(zip(runs, books)):
-        book.note(run, scores[k], step=step, epoch=epoch, state=lambda k=k: pack.state(k))
+    scores = lead.task.score_heads(lambda h, m: pack.logits(h, m, shared=True, heads=heads), len(heads), lead.dev,
+                                   data=lead.data, device=lead.device, batch_size=lead.eval_batch_size,
+                                   autocast=lead.autocast())
+    for k, score in zip(heads, scores):
+        books[k].note(runs[k], score, step=step, epoch=epochs[k], state=lambda k=k: pack.state(k))
     clock["eval"] += now(lead.device) - t0
 
 
@@ -238,13 +293,18 @@ def _check(configs: list[TrainConfig]) -> None:
     if bad:
         raise LayercacheError(f"run {bad[0].fusion} seed {bad[0].seed} cannot train in a pack: only FE NER runs of "
                               f"{', '.join(PACKABLE_FUSIONS)} with grad_accum 1, fixed layers and no fp16 can")
-    if len({pack_key(c) for c in configs}) > 1 or len({c.seed for c in configs}) < len(configs):
-        raise LayercacheError("the runs of a pack must differ in their seed and in nothing else")
+    if len({pack_key(c) for c in configs}) > 1:
+        raise LayercacheError(f"the runs of a pack may differ in {', '.join(OWN)} and in nothing else")
+    if len(set(configs)) < len(configs):
+        raise LayercacheError("a pack holds the same run twice")
 
 
 def _under(named: dict, prefix: str) -> dict:
     return {name[len(prefix):]: t for name, t in named.items() if name.startswith(prefix)}
 
 
-def _prefixed(log, seed: int):
-    return None if log is None else (lambda message: log(f"seed {seed}: {message}"))
+def _prefixed(log, config: TrainConfig):
+    if log is None:
+        return None
+    name = f"N={config.shots or 'all'} epochs={config.epochs} lr={config.max_lr:g} seed {config.seed}"
+    return lambda message: log(f"{name}: {message}")

@@ -1,6 +1,7 @@
-"""`sweep --pack K`: runs that differ only in seed train together as one stacked module. A pack of one
-is today's sweep; a packed head keeps its solo sample, batch order and numbers (dropout off); a killed
-packed sweep resumes without running anything twice; and the command end to end."""
+"""`sweep --pack K`: runs that differ in seed, N, rate or epoch cap train together as one stacked
+module. A pack of one is today's sweep; a packed head keeps its solo sample, batch order, schedule,
+evaluation points and numbers (dropout off); a killed packed sweep resumes without running anything
+twice; and the command end to end."""
 
 from __future__ import annotations
 
@@ -78,13 +79,39 @@ def test_packed_heads_match_their_solo_runs(tiny_cache, tmp_path, monkeypatch, f
             assert p["layer_usage"]["share"] == pytest.approx(s["layer_usage"]["share"], rel=1e-3)
 
 
-def test_packs_group_seeds_only():
+def test_packs_group_runs_that_differ_in_seed_n_rate_or_cap():
     configs = (_configs(["concat", "extra"], trials=3) + _configs(["concat"], trials=3, grad_accum=2)
-               + _configs(["concat"], trials=3, lr=1e-2))
+               + _configs(["concat"], trials=3, lr=1e-2, shots=8))
     units = pack_runs(configs, 2)
-    assert [len(u) for u in units] == [2, 1, 2, 1, 1, 1, 1, 2, 1]  # 3 seeds = 2 + 1; grad_accum alone; lr apart
-    assert all(len({(c.fusion, c.lr, c.grad_accum) for c in u}) == 1 for u in units)
-    assert [c for u in units for c in u] == configs  # each run once, in the grid's order
+    ga = configs[6:9]
+    # each run once; a pack sits where its first run was and takes the next runs that may join it
+    # (N=8 at lr 1e-2 joins the third N=4 run); grad_accum 2 trains alone
+    assert units == [tuple(configs[0:2]), (configs[2], configs[9]), tuple(configs[3:5]), (configs[5],),
+                     (ga[0],), (ga[1],), (ga[2],), tuple(configs[10:12])]
+
+
+@pytest.mark.parametrize("eval_points", [3, None])
+@pytest.mark.parametrize("fusion", ["concat", "extra"])
+def test_a_pack_of_other_n_rates_and_caps_matches_their_solo_runs(tiny_cache, tmp_path, fusion, eval_points):
+    from dataclasses import replace
+
+    base = replace(BASE, dropout=0.0, eval_points=eval_points)
+    configs = grid(fusions=[fusion], shots=[2, 4], epochs=[2, 5], trials=1, base=base, lr=[1e-3, 1e-2])
+    assert len(configs) == 8 and len(pack_runs(configs, 8)) == 1  # one pack: its own N, cap and rate each
+    entry = open_entry(tiny_cache)
+    solo = run_sweep(entry, configs, out=str(tmp_path / "solo"), **QUIET)
+    packed = run_sweep(entry, configs, out=str(tmp_path / "packed"), pack=8, **QUIET)
+    assert len({r["total_steps"] for r in solo.values()}) == 4  # 2 or 3 steps an epoch, 2 or 5 epochs
+    for rid, s in solo.items():
+        p = packed[rid]
+        assert p["seconds"]["pack"] == 8
+        for field in ("sample_fingerprint", "total_steps", "steps_per_epoch", "best_step", "best_epoch"):
+            assert p[field] == s[field], field
+        assert [(e["step"], e["epoch"]) for e in p["evals"]] == [(e["step"], e["epoch"]) for e in s["evals"]]
+        assert [e["dev_f1"] for e in p["evals"]] == pytest.approx([e["dev_f1"] for e in s["evals"]], abs=TOLERANCE)
+        assert [e["train_loss"] for e in p["evals"]] == pytest.approx([e["train_loss"] for e in s["evals"]],
+                                                                      rel=1e-4)
+        assert p["test_f1_at_best"] == pytest.approx(s["test_f1_at_best"], abs=TOLERANCE)
 
 
 def test_claimed_runs_gather_back_into_their_packs():
