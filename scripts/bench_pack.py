@@ -2,8 +2,11 @@
 time of each and how far each packed run's F1 lands from its solo run's.
 
     python scripts/bench_pack.py --cache <entry> --fusions concat,dwatt --shots 8 --seeds 5 --epochs 10
+    python scripts/bench_pack.py --cache <entry> --shots 8,16 --lrs 1e-3,3e-3 --seeds 2 --report x.md  # mixed packs
 
-Per fusion, the runs train one at a time and then in packs of --pack (default: all --seeds at once),
+Per fusion, the runs (--shots x --lrs x --seeds) train one at a time and then in packs of --pack
+(default: all of a fusion's runs at once: with several N or rates, a pack mixes them, each head on
+its own schedule),
 both in this process (``workers=0``, --threads torch threads) through `run_grid`, each into its own
 throwaway results file, so both passes load the data alike and nothing is skipped; a short untimed
 warm-up of each way comes first (the first runs of a process build kernels and grow the heap). With dropout
@@ -31,10 +34,11 @@ def main(argv=None) -> str:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--cache", required=True, help="a cache entry path")
     p.add_argument("--fusions", default="concat,dwatt")
-    p.add_argument("--shots", type=int, default=8)
+    p.add_argument("--shots", default="8", help="comma-separated N")
+    p.add_argument("--lrs", default="", help="comma-separated learning rates (default: each fusion's own)")
     p.add_argument("--seeds", type=int, default=5, help="seeds 0..S-1")
     p.add_argument("--epochs", type=int, default=10)
-    p.add_argument("--pack", type=int, default=None, help="runs per pack (default: --seeds)")
+    p.add_argument("--pack", type=int, default=None, help="runs per pack (default: all of a fusion's runs)")
     p.add_argument("--eval-points", type=int, default=5)
     p.add_argument("--dropout", type=float, default=TrainConfig.dropout)
     p.add_argument("--dev-sentences", type=int, default=None)
@@ -43,17 +47,18 @@ def main(argv=None) -> str:
     p.add_argument("--threads", type=int, default=1, help="torch threads (0 leaves torch's default alone)")
     p.add_argument("--report", default=results_path("bench_pack"), help="markdown file written")
     args = p.parse_args(argv)
-    pack = args.pack or args.seeds
+    shots, axes = split_list(args.shots, int), ({"lr": split_list(args.lrs, float)} if args.lrs else {})
+    pack = args.pack or args.seeds * len(shots) * len(axes.get("lr", [None]))
     entry = open_entry(args.cache)
-    base = TrainConfig(fusion="base", shots=args.shots, epochs=args.epochs, seed=0, eval_points=args.eval_points,
+    base = TrainConfig(fusion="base", shots=shots[0], epochs=args.epochs, seed=0, eval_points=args.eval_points,
                        dev_sentences=args.dev_sentences, dropout=args.dropout, precision=args.precision,
                        device=args.device)
     rows, totals, gaps = [], {1: 0.0, pack: 0.0}, []
     with torch_threads(args.threads), tempfile.TemporaryDirectory() as tmp:
         for fusion in split_list(args.fusions):
-            configs = grid(fusions=[fusion], shots=[args.shots], epochs=[args.epochs], trials=args.seeds, base=base)
+            configs = grid(fusions=[fusion], shots=shots, epochs=[args.epochs], trials=args.seeds, base=base, **axes)
             records, seconds = {}, {}
-            warm = grid(fusions=[fusion], shots=[args.shots], epochs=[1], trials=2, base=base)
+            warm = grid(fusions=[fusion], shots=shots[:1], epochs=[1], trials=2, base=base)
             for k in (1, 2):  # untimed: the first runs of a process pay for kernels and allocations once
                 run_grid(entry, warm, results=str(Path(tmp) / f"warm-{fusion}-{k}.jsonl"), workers=0, pack=k,
                          progress=False, log=lambda m: None)
@@ -74,7 +79,8 @@ def main(argv=None) -> str:
     rows.append(f"| all | {len(gaps)} | {totals[1]:.1f} | {totals[pack]:.1f} | {totals[1] / totals[pack]:.2f}x | | | "
                 f"{statistics.mean(gaps):.2f} | {max(gaps):.2f} |")
     text = "\n".join([
-        f"N = {args.shots}, {args.seeds} seeds, {args.epochs} epochs, {args.eval_points} dev evaluations per run, "
+        f"N = {args.shots}, {'learning rates ' + args.lrs + ', ' if args.lrs else ''}{args.seeds} seeds,"
+        f" {args.epochs} epochs, {args.eval_points} dev evaluations per run, "
         f"dropout {args.dropout}, {args.precision}, {args.threads or 'default'} thread(s), packs of {pack}; "
         f"on `{Path(args.cache).name}`. Wall seconds of the whole grid per fusion (data loading included, once "
         "per pass), one run at a time and packed; evaluation seconds per run (a packed run's share of its pack's); "
