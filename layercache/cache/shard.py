@@ -9,9 +9,9 @@ CPU is taken from the forward pass's two threads: extraction ran at 0.83 of the 
 with zarr writing, 0.94 with nothing written, 0.89-0.90 with this change alone.
 
 Only for the layout `writer._create_split` makes (inner chunks of whole rows of one layer; bytes,
-little-endian, then crc32c; the index, also checksummed, at the end) on a local store; any other
-array or store goes through zarr. Readers are zarr itself, which checks every checksum; a test
-compares these bytes with zarr's own for full and partial shards.
+little-endian where a value has more than one, then crc32c; the index, also checksummed, at the
+end) on a local store; any other array or store goes through zarr. Readers are zarr itself, which
+checks every checksum; a test compares these bytes with zarr's own for full and partial shards.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ import numpy as np
 EMPTY = np.uint64(2**64 - 1)  # index entry of a chunk that is not stored
 PAGE = 4096  # O_DIRECT wants buffers, offsets and lengths in whole pages
 PLAIN = [{"name": "bytes", "configuration": {"endian": "little"}}, {"name": "crc32c"}]
+PLAIN_BYTES = [{"name": "bytes"}, {"name": "crc32c"}]  # one-byte values (int8): zarr names no byte order
 
 
 def shard_files(array) -> ShardFiles | None:
@@ -46,7 +47,8 @@ def _layout(array) -> tuple[int, int] | None:
     if len(codecs) != 1 or codecs[0].get("name") != "sharding_indexed":
         return None
     conf = codecs[0]["configuration"]
-    if conf.get("codecs") != PLAIN or conf.get("index_codecs") != PLAIN or conf.get("index_location") != "end":
+    inner_codecs = PLAIN_BYTES if array.dtype.itemsize == 1 else PLAIN
+    if conf.get("codecs") != inner_codecs or conf.get("index_codecs") != PLAIN or conf.get("index_location") != "end":
         return None
     shard, inner = meta["chunk_grid"]["configuration"]["chunk_shape"], conf["chunk_shape"]
     if inner[1] != 1 or inner[2] != shard[2] or shard[2] != array.shape[2] or shard[1] != array.shape[1]:

@@ -19,11 +19,11 @@ def _hidden(root, name, *, n_rows, dtype, shard_rows=64, inner_rows=16, layers=3
     return a.with_config({"write_empty_chunks": True})
 
 
-@pytest.mark.parametrize("dtype", ["float16", "uint16", "float32"])
+@pytest.mark.parametrize("dtype", ["float16", "uint16", "float32", "int8"])
 def test_shards_match_zarr_byte_for_byte(tmp_path, dtype):
     n_rows = 64 * 2 + 37  # two full shards and a partial one (a partial inner chunk, absent chunks)
     rng = np.random.default_rng(0)
-    data = (rng.standard_normal((n_rows, 3, 8)) * 1000).astype(dtype)
+    data = (rng.standard_normal((n_rows, 3, 8)) * (30 if dtype == "int8" else 1000)).astype(dtype)
     ours, theirs = (_hidden(tmp_path, name, n_rows=n_rows, dtype=dtype) for name in ("ours", "zarr"))
     files = shard_files(ours)
     assert (files.shard_rows, files.inner_rows) == (64, 16)
@@ -59,7 +59,8 @@ def test_other_layouts_go_through_zarr(tmp_path):
         "c", shape=(64, 3, 8), dtype="float16", shards=(64, 3, 8), chunks=(16, 1, 8), compressors=[CHECKSUM])) is None
 
 
-def test_extract_writes_the_bytes_zarr_would(tiny_bert_dir, tiny_conll_dir, tmp_path, monkeypatch):
+@pytest.mark.parametrize("dtype", ["float16", "int8"])
+def test_extract_writes_the_bytes_zarr_would(tiny_bert_dir, tiny_conll_dir, tmp_path, monkeypatch, dtype):
     """`extract` on a local root takes the direct path, and its shards equal those zarr writes."""
     import layercache.cache.writer as writer
     from layercache.extract.run import ExtractConfig, extract
@@ -74,7 +75,7 @@ def test_extract_writes_the_bytes_zarr_would(tiny_bert_dir, tiny_conll_dir, tmp_
 
     def run(root):
         config = ExtractConfig(model=str(tiny_bert_dir), dataset=str(tiny_conll_dir), cache_dir=str(root),
-                               unit_rows=256)
+                               unit_rows=256, dtype=dtype)
         return extract(config, progress=False, log=lambda m: None).path
 
     monkeypatch.setattr(writer, "shard_files", spying)
