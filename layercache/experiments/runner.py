@@ -8,9 +8,9 @@ memory does not grow with the splits: `layercache.training.budget`), or, with ``
 loads each run's own data (when what a run reads is part
 of what is measured). Finished runs are appended by this process alone, each line fsync'ed.
 
-With ``pack`` K > 1, runs that differ in seed, N, rate or epoch cap train K at a time as one stacked module
-(`layercache.training.packed`, grouped by `packs.pack_runs`): a pack is one unit of work for the
-executors (a Ray task too), and its runs are appended one by one when it finishes.
+With ``pack`` K > 1, runs that differ in seed, N, rate or epoch cap train K at a time as one
+stacked module (`layercache.training.packed`, grouped by `packs.pack_runs`): a pack is one unit of
+work for the executors (a Ray task too), and its runs are appended one by one when it finishes.
 """
 
 from __future__ import annotations
@@ -61,7 +61,8 @@ def run_grid(entry, configs: list[TrainConfig], *, results: str, workers: int | 
     ``load_seconds`` and ``wall_seconds`` (load and train) in its record. ``annotate(config, data,
     record)`` runs where the run ran, beside its data (a top-level function, so workers get it by
     name); ``on_record(config, record)`` runs here as each run finishes. ``pack``: train up to this many
-    runs that differ in seed, N, rate or cap together (`layercache.training.packed`; 1 = one run at a time)."""
+    runs that differ in seed, N, rate or epoch cap together (`layercache.training.packed`; 1 = one run
+    at a time)."""
     from tqdm.auto import tqdm
 
     if pack > 1 and load_per_run:

@@ -7,16 +7,15 @@ next batch, until its own last step, and scores dev at its own evaluation points
 gives each head its rate and schedule; heads on one schedule share one AdamW over the stacks). Each
 head gets its solo gradient, provided the loss is each head's own mean (summed over heads) and the
 gradient is clipped per head, by that head's global norm, as `clip_grad_norm_` does for a solo run.
-Each head is built by `prepare_run`, exactly as its solo run
-(its sample, its seeded initialisation, its batch order), then stacked
-(`torch.func.stack_module_state`); at each step each head gets its own batch, all padded to one
-``[K, 1, R]`` packed shape (padding rows are zeros, their labels IGNORE: token-wise heads never see
-them, and the extra-layer head attends within each head's sentences, from their lengths). The
-fusion runs as `layercache.fusions.stacked` writes it: each product batched over the K heads. The
-dropouts run on stacked ``[K, ...]`` tensors, so each head draws its own masks, from the global RNG
-in one draw rather than its solo sequence: with dropout a packed head is a different, equally
-valid, draw of its run; without dropout it matches its solo run up to floating-point summation
-order. Every dev (and test) batch is built once and every head due is scored on it.
+Each head is built by `prepare_run`, exactly as its solo run (its sample, its seeded initialisation,
+its batch order), then stacked (`torch.func.stack_module_state`); at each step each head gets its
+own batch, all padded to one ``[K, 1, R]`` packed shape (padding rows are zeros, their labels
+IGNORE: token-wise heads never see them, and the extra-layer head attends within each head's
+sentences, from their lengths). The fusion runs as `layercache.fusions.stacked` writes it: each
+product batched over the K heads. The dropouts run on stacked ``[K, ...]`` tensors, so each head
+draws its own masks, from the global RNG in one draw rather than its solo sequence: with dropout a
+packed head is a different, equally valid, draw of its run; without dropout it matches its solo run
+up to floating-point summation order. Every dev (and test) batch is built once and every head due is scored on it.
 
 Packs: FE NER runs (any fusion), one micro-batch per step (grad_accum 1), fixed layers (auto:K
 picks layers per seed) and no fp16 loss scaling; anything else runs alone (`train_head`).
