@@ -128,22 +128,22 @@ def pack_comparison(by_pack: dict, walls: dict, packs: list[int]) -> dict:
     """Per pack size: wall seconds, summed train and evaluation seconds, and |dF1| (points) of each
     run against the same run in the first pack size, per fusion and over all."""
     first = by_pack[packs[0]]
+
+    def totals(records, gaps) -> dict:
+        return {"train_seconds": sum(r["seconds"]["train"] for r in records),
+                "eval_seconds": sum(r["seconds"]["eval"] for r in records),
+                "f1_gap_mean": statistics.mean(gaps), "f1_gap_max": max(gaps)}
+
     rows = {}
     for k in packs:
-        gaps = {rid: 100 * abs(r["best_dev_f1"] - first[rid]["best_dev_f1"]) for rid, r in by_pack[k].items()}
-        per_fusion = {}
-        for rid, gap in gaps.items():
-            per_fusion.setdefault(by_pack[k][rid]["config"]["fusion"], []).append(gap)
-        rows[k] = {"wall_seconds": walls[k],
-                   "train_seconds": sum(r["seconds"]["train"] for r in by_pack[k].values()),
-                   "eval_seconds": sum(r["seconds"]["eval"] for r in by_pack[k].values()),
-                   "f1_gap_mean": statistics.mean(gaps.values()), "f1_gap_max": max(gaps.values()),
-                   "per_fusion": {f: {"f1_gap_mean": statistics.mean(g), "f1_gap_max": max(g),
-                                      "train_seconds": sum(by_pack[k][rid]["seconds"]["train"] for rid in gaps
-                                                           if by_pack[k][rid]["config"]["fusion"] == f),
-                                      "eval_seconds": sum(by_pack[k][rid]["seconds"]["eval"] for rid in gaps
-                                                          if by_pack[k][rid]["config"]["fusion"] == f)}
-                                  for f, g in per_fusion.items()}}
+        runs = by_pack[k]
+        gaps = {rid: 100 * abs(r["best_dev_f1"] - first[rid]["best_dev_f1"]) for rid, r in runs.items()}
+        by_fusion: dict = {}
+        for rid in gaps:
+            by_fusion.setdefault(runs[rid]["config"]["fusion"], []).append(rid)
+        rows[k] = {"wall_seconds": walls[k], **totals(runs.values(), list(gaps.values())),
+                   "per_fusion": {f: totals([runs[r] for r in rids], [gaps[r] for r in rids])
+                                  for f, rids in by_fusion.items()}}
     return rows
 
 

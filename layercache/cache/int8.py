@@ -29,7 +29,7 @@ def quantize_tensor(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """`quantize` on ``x``'s own device (extraction on a GPU quantises there: a quarter of the bytes
     of float32 cross to the host, and the host's writer thread only writes)."""
     x = x.float()
-    # max|x| as the larger of max and -min: no |x| copy of the unit (a third of the time on a CPU)
+    # max|x| as the larger of max and -min: no |x| copy of the unit
     scale = torch.maximum(x.amax(dim=-1), x.amin(dim=-1).neg_()) / QMAX if x.shape[-1] else x.new_zeros(x.shape[:-1])
     scale = torch.where(scale == 0, torch.ones_like(scale), scale)
     # x / s is at most 127 up to float32 rounding; the clamp keeps that rounding from ever wrapping.

@@ -80,7 +80,7 @@ def linear(x: Tensor, weight: Tensor, bias: Tensor, *, shared: bool = False) -> 
 class _Linear(torch.autograd.Function):
     """Per-head ``baddbmm(b, x, W^T)`` whose weight gradient is computed as ``g^T x``, in the weight's
     own ``[K, o, i]`` layout. Autograd's own gave it transposed, and widening a transposed bfloat16
-    gradient into the float32 weight cost three times the products themselves (a solo head's
+    gradient into the float32 weight cost more than the products themselves (a solo head's
     `F.linear` gets this right; batched products do not)."""
 
     @staticmethod
@@ -99,6 +99,11 @@ class _Linear(torch.autograd.Function):
         grad_w = torch.bmm(grad.transpose(1, 2), x) if ctx.needs_input_grad[1] else None
         grad_b = grad.sum(1) if ctx.needs_input_grad[2] else None
         return grad_x, grad_w, grad_b
+
+
+def under(named: dict, prefix: str) -> dict:
+    """The entries of ``named`` whose names start with ``prefix``, named without it."""
+    return {name[len(prefix):]: t for name, t in named.items() if name.startswith(prefix)}
 
 
 def _wide(x: Tensor) -> Tensor:
@@ -153,7 +158,7 @@ def _extra(fusion: ExtraLayers, w: dict, top: Tensor, mask: Tensor, *, k: int, s
     starts = torch.cat([k_ * n + torch.cumsum(ls, 0) - ls for k_, ls in enumerate(lengths)])
     groups = _length_groups(torch.cat(lengths), starts=starts)
     for i, layer in enumerate(fusion.layers):
-        p = {name[len(f"layers.{i}."):]: t for name, t in w.items() if name.startswith(f"layers.{i}.")}
+        p = under(w, f"layers.{i}.")
         qkv = linear(x, p["self_attn.in_proj_weight"], p["self_attn.in_proj_bias"])  # [K, N, 3d]
         drop = layer.self_attn.dropout if layer.training else 0.0
         attn = _grouped_attention(qkv.reshape(k * n, -1), groups, heads=layer.self_attn.num_heads, p=drop)

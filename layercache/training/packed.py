@@ -33,7 +33,7 @@ import torch.nn.functional as F
 from ..errors import LayercacheError
 from ..fusions import FUSIONS
 from ..fusions.dwatt import compute_dtype
-from ..fusions.stacked import SHARED_INPUT, linear, stacked
+from ..fusions.stacked import SHARED_INPUT, linear, stacked, under
 from .config import RunResult, TrainConfig
 from .data import IGNORE
 from .diagnostics import layer_usage
@@ -178,7 +178,7 @@ class Pack:
             params = {name: t.index_select(0, index) for name, t in params.items()}
             buffers = {name: t.index_select(0, index) for name, t in buffers.items()}
         k = next(iter(params.values())).shape[0]
-        h = stacked(self.base.fusion, _under(params, "fusion."), _under(buffers, "fusion."), hidden, mask, k=k,
+        h = stacked(self.base.fusion, under(params, "fusion."), under(buffers, "fusion."), hidden, mask, k=k,
                     shared=shared, lengths=lengths)  # [K, B, T, d]
         h = self.base.dropout(h)  # element-wise: each head its own masks (identity in eval)
         return linear(h.flatten(1, -2), params["classifier.weight"], params["classifier.bias"]).reshape(
@@ -296,10 +296,6 @@ def _check(configs: list[TrainConfig]) -> None:
         raise LayercacheError(f"the runs of a pack may differ in {', '.join(OWN)} and in nothing else")
     if len(set(configs)) < len(configs):
         raise LayercacheError("a pack holds the same run twice")
-
-
-def _under(named: dict, prefix: str) -> dict:
-    return {name[len(prefix):]: t for name, t in named.items() if name.startswith(prefix)}
 
 
 def _prefixed(log, config: TrainConfig):
