@@ -14,8 +14,8 @@ from .results import run_id
 
 def pack_runs(configs: list, size: int) -> list[tuple]:
     """``configs`` as packs of at most ``size`` runs that differ only in `packed.OWN`, each pack where
-    its first run was, filled by the next such runs (the grid's cheapest-first order holds, and a pack
-    holds runs of similar length); runs that cannot pack are packs of one."""
+    its first run was, filled by the next such runs (the grid's cheapest-first order holds, and a pack's
+    runs are as close in length as the grid allows); runs that cannot pack are packs of one."""
     from ..training.packed import can_pack, pack_key
 
     units: list[list] = []
