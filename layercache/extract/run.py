@@ -588,7 +588,10 @@ class _BackgroundWriter:
                         event.synchronize()
                     if tensor.dtype == torch.bfloat16:
                         tensor = tensor.view(torch.uint16)
-                    self.writer.write_unit(unit, tensor.numpy(), scales=scales[0].numpy() if scales else None)
+                    if scales:
+                        self.writer.write_unit(unit, tensor.numpy(), scales=scales[0].numpy())
+                    else:
+                        self.writer.write_unit(unit, tensor.numpy())
             except BaseException as exc:  # surfaced in the main thread
                 self.error = exc
 
