@@ -8,7 +8,8 @@ The grid is 3 fusions x 5 N-shots x 4 epoch caps x 5 trials = 300 runs, through 
 ``--packs 1,5`` the same grid runs once per pack size (`sweep --pack K`), one after the other in this
 invocation, each into its own folder under --out (``pack-1``, ``pack-5``): wall time of each, and how
 far each run's F1 lands from its unpacked run (the report and the live-backbone projection use the
-first). The live
+first). ``--redraw`` runs nothing: it draws f1_vs_shots.png again from the committed report.md
+(the figure's numbers are that table's), as after a change to the plots. The live
 cost adds, to each run's own measured head time, the backbone forward passes it would need:
 one per training step (a batch of 16 of its training sentences, in the run's order) and one over
 the evaluation set per evaluation point, each timed here on the same machine (medians). The sweep's
@@ -174,6 +175,15 @@ def packs_table(summary: dict) -> str:
                               summary["roofline"]])
 
 
+def redraw(docs: str) -> str:
+    """Figure 3 of the committed report in ``docs`` drawn again from its report.md, training nothing."""
+    from layercache.experiments.report import draw_f1_vs_shots, stats_from_table
+
+    text = (Path(docs) / "report.md").read_text(encoding="utf-8")
+    title = text.split("\n", 1)[0].removeprefix("# Sweep: ").strip()
+    return draw_f1_vs_shots(stats_from_table(text), str(Path(docs) / "f1_vs_shots.png"), title=title)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--data", default=str(CONLL))
@@ -193,6 +203,9 @@ def main():
     ap.add_argument("--packs", default="1", help="comma-separated pack sizes, each a whole grid (1: unpacked)")
     ap.add_argument("--packs-table", metavar="JSON", default=None,
                     help="run nothing: write packs.md beside a bench_sweep.json made with --packs")
+    ap.add_argument("--redraw", action="store_true",
+                    help="run nothing: redraw f1_vs_shots.png in --docs from the table of its report.md (for a "
+                         "report whose per-run results file is not at hand; f1_vs_step.png needs the runs)")
     ap.add_argument("--no-run", action="store_true",
                     help="run nothing: report, time the live backbone and project from the results already in --out")
     args = ap.parse_args()
@@ -200,6 +213,10 @@ def main():
         summary = json.loads(Path(args.packs_table).read_text())
         write_results(Path(args.packs_table).with_name("packs.md"), packs_table(summary), machine=summary["cpu"],
                       title="The few-shot grid, one run at a time and in packs", script="bench_sweep", argv=None)
+        return
+
+    if args.redraw:
+        print(redraw(args.docs))
         return
 
     entry = conll_entry(args.data)

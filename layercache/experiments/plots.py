@@ -16,7 +16,45 @@ from matplotlib.ticker import FuncFormatter  # noqa: E402
 
 Scores = Sequence[tuple[int, float]]
 
-__all__ = ["plot_scores"]
+__all__ = ["head_style", "legend_handles", "plot_scores"]
+
+# One colour and marker per head, fixed by its name: a head looks the same in every panel and every
+# figure of a report (and across reports), whichever heads a panel or a figure holds. A palette
+# drawn in the order the heads appear would shift every head after a missing one.
+HEAD_STYLES: dict[str, tuple[str, str]] = {
+    "concat": ("C0", "o"),
+    "dwatt": ("C1", "s"),
+    "dwatt (scaled)": ("C1", "s"),  # the default score, spelt out by scripts that compare both
+    "dwatt (paper)": ("C2", "^"),
+    "extra": ("C3", "D"),
+    "base": ("C4", "v"),
+    "scalarmix": ("C5", "P"),
+    "dwatt (learned)": ("C6", "X"),
+}
+_SPARE_COLOURS = ["C7", "C8", "C9", "#17becf", "#bcbd22", "#393b79", "#8c6d31", "#843c39"]
+_SPARE_MARKERS = ["<", ">", "h", "*", "p", "d", "8", "H"]
+
+
+def head_style(name: str) -> dict[str, str]:
+    """``{"color", "marker"}`` of the head called ``name``: from `HEAD_STYLES` for the known heads,
+    else chosen by a hash of the name (stable across processes and runs, unlike Python's ``hash``)."""
+    if name in HEAD_STYLES:
+        color, marker = HEAD_STYLES[name]
+    else:
+        import zlib
+
+        h = zlib.crc32(name.encode("utf-8"))
+        color, marker = _SPARE_COLOURS[h % len(_SPARE_COLOURS)], _SPARE_MARKERS[(h // 7) % len(_SPARE_MARKERS)]
+    return {"color": color, "marker": marker}
+
+
+def legend_handles(names) -> tuple[list, list[str]]:
+    """Legend entries drawn from `head_style` itself, one per name (sorted): the legend cannot
+    disagree with the lines, whichever panel drew them."""
+    from matplotlib.lines import Line2D
+
+    names = sorted(set(names))
+    return [Line2D([], [], linewidth=1.2, markersize=3, **head_style(n)) for n in names], names
 
 
 def _finite(scores: Scores) -> tuple[list[int], list[float]]:

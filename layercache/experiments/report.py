@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 from collections import defaultdict
 from typing import NamedTuple
 
@@ -19,7 +20,7 @@ from matplotlib.ticker import FuncFormatter
 
 from ..fusions.config import FusionConfig
 from ..tasks import task_of
-from .plots import plt  # Agg backend, set once there
+from .plots import head_style, legend_handles, plt  # Agg backend, set once there
 
 
 class Metric(NamedTuple):
@@ -138,46 +139,77 @@ def dev_note(records) -> str:
     return "Dev: " + "; ".join(f"{k} runs on {what(n)}" for n, k in by_size) + "."
 
 
+def shots_stats(records) -> dict[tuple, tuple[float, float]]:
+    """(label, N, epoch cap) -> (mean, 95% CI half-width) of the best dev score (x scale), each cell
+    at its best learning rate: what Figure 3 plots. Runs on the whole train split (N = None) are left out."""
+    m = metric_of(records)
+    return {key: ci95([m.scale * r[m.dev] for r in runs]) for key, runs in cells(records).items()
+            if key[1] is not None}
+
+
+TABLE_ROW = re.compile(r"^\|\s*(?P<label>[^|]+?)\s*\|\s*(?P<shots>\d+|all)\s*\|\s*(?P<epochs>\d+)\s*\|[^|]*\|"
+                       r"\s*(?P<mean>-?[\d,]+\.\d+)\s*±\s*(?P<half>[\d,]+\.\d+)", re.M)
+
+
+def stats_from_table(markdown: str) -> dict[tuple, tuple[float, float]]:
+    """`shots_stats` read back from the first table of a report.md that `render` wrote (the rows
+    'fusion | N | epochs | lr | dev mean ± half (n) | ...'): Figure 3 redrawn from a committed report
+    when its per-run results file is not at hand (values rounded as the table shows them)."""
+    # the per-lr tables and the attention table that may follow are not what Figure 3 plots
+    first = markdown.split("\n## ", 1)[0].split("\nAttention over layers", 1)[0]
+    out = {}
+    for row in TABLE_ROW.finditer(first):
+        if row["shots"] == "all":
+            continue
+        key = (row["label"], int(row["shots"]), int(row["epochs"]))
+        out[key] = (float(row["mean"].replace(",", "")), float(row["half"].replace(",", "")))
+    return out
+
+
 def plot_f1_vs_shots(records, path: str, *, title: str = "") -> str:
     """Figure 3: one panel per epoch cap; x = N-shot (log2), y = best dev F1; CI bands."""
-    groups = cells(records)
-    m = metric_of(records)
-    caps = sorted({k[2] for k in groups})
-    fusions = sorted({k[0] for k in groups})
+    return draw_f1_vs_shots(shots_stats(records), path, ylabel=f"best dev {metric_of(records).name}", title=title)
+
+
+def draw_f1_vs_shots(stats: dict[tuple, tuple[float, float]], path: str, *, ylabel: str = "best dev F1",
+                     title: str = "") -> str:
+    """Figure 3 from ``{(label, N, cap): (mean, half-width)}``: one panel per cap, each head in its
+    own `head_style` whichever panels it is in."""
+    caps = sorted({k[2] for k in stats})
+    heads = sorted({k[0] for k in stats})
     fig, axes = plt.subplots(1, len(caps), figsize=(2.6 * len(caps) + 0.6, 2.8), dpi=100, sharey=True, squeeze=False)
     for ax, cap in zip(axes[0], caps):
-        for i, fusion in enumerate(fusions):  # one colour per fusion in every panel, present or not
-            shots = sorted(k[1] for k in groups if k[0] == fusion and k[2] == cap and k[1] is not None)
+        for head in heads:
+            shots = sorted(k[1] for k in stats if k[0] == head and k[2] == cap)
             if not shots:
                 continue
-            stats = [ci95([m.scale * r[m.dev] for r in groups[(fusion, n, cap)]]) for n in shots]
-            mean = np.array([s[0] for s in stats])
-            half = np.array([s[1] for s in stats])
-            (line,) = ax.plot(shots, mean, marker="o", markersize=3, linewidth=1.2, label=fusion, color=f"C{i}")
-            ax.fill_between(shots, mean - half, mean + half, color=line.get_color(), alpha=0.2, linewidth=0)
+            mean = np.array([stats[head, n, cap][0] for n in shots])
+            half = np.array([stats[head, n, cap][1] for n in shots])
+            style = head_style(head)
+            ax.plot(shots, mean, markersize=3, linewidth=1.2, label=head, **style)
+            ax.fill_between(shots, mean - half, mean + half, color=style["color"], alpha=0.2, linewidth=0)
         ax.set_xscale("log", base=2)
         _style(ax, title=f"{cap} epochs", xlabel="N-shot")
-    return _save(fig, axes, path, ylabel=f"best dev {m.name}", title=title)
+    return _save(fig, axes, path, ylabel=ylabel, title=title, heads=heads)
 
 
 def plot_f1_vs_step(records, path: str, *, shots: list[int], epochs: int | None = None, title: str = "") -> str:
     """Figure 4: dev F1 against optimizer step at the largest epoch cap run for each N, mean over trials."""
     groups = cells(records)
     m = metric_of(records)
-    fusions = sorted({k[0] for k in groups})
+    heads = sorted({k[0] for k in groups})
     fig, axes = plt.subplots(1, len(shots), figsize=(3.0 * len(shots) + 0.6, 2.8), dpi=100, squeeze=False)
     for ax, n in zip(axes[0], shots):
         cap = epochs or max((k[2] for k in groups if k[1] == n), default=0)  # the longest runs of this N
-        for i, fusion in enumerate(fusions):
-            runs = groups.get((fusion, n, cap), [])
+        for head in heads:
+            runs = groups.get((head, n, cap), [])
             if not runs:
                 continue
             steps = [e["step"] for e in runs[0]["evals"]]
             curves = np.array([[e[m.step] for e in r["evals"]] for r in runs if len(r["evals"]) == len(steps)])
-            ax.plot(steps, m.scale * curves.mean(0), marker="o", markersize=2, linewidth=1.2, label=fusion,
-                    color=f"C{i}")
+            ax.plot(steps, m.scale * curves.mean(0), markersize=2, linewidth=1.2, label=head, **head_style(head))
         _style(ax, title=f"N = {n}, {cap} epochs", xlabel="step")
-    return _save(fig, axes, path, ylabel=f"dev {m.name}", title=title)
+    return _save(fig, axes, path, ylabel=f"dev {m.name}", title=title, heads=heads)
 
 
 def attention_table(records) -> str | None:
@@ -253,14 +285,13 @@ def _style(ax, *, title: str, xlabel: str) -> None:
     ax.grid(alpha=0.3)
 
 
-def _save(fig, axes, path: str, *, ylabel: str, title: str) -> str:
+def _save(fig, axes, path: str, *, ylabel: str, title: str, heads: list[str]) -> str:
+    """Label, legend (every head of the figure once, drawn from `head_style`), save."""
     axes[0][0].set_ylabel(ylabel, fontsize=8)
-    handles = {}
-    for ax in axes[0]:  # every fusion once, whichever panels it appears in
-        for handle, name in zip(*ax.get_legend_handles_labels()):
-            handles.setdefault(name, handle)
+    drawn = {name for ax in axes[0] for name in ax.get_legend_handles_labels()[1]}
+    handles, names = legend_handles([h for h in heads if h in drawn])
     if handles:
-        axes[0][-1].legend(list(handles.values()), list(handles), fontsize=7, loc="lower right")
+        axes[0][-1].legend(handles, names, fontsize=7, loc="lower right")
     if title:
         fig.suptitle(title, fontsize=9)
     fig.tight_layout()
