@@ -41,13 +41,16 @@ TOKEN_BYTES = 32
               help="File holding a token that reads need too. Default: reads are open.")
 @click.option("--runs", "runs", type=click.Path(file_okay=False), multiple=True,
               help="A run folder (train-head --out, layercache sweep --out) the page shows; repeatable.")
+@click.option("--data-dir", "data_dirs", type=click.Path(exists=True, file_okay=False), multiple=True,
+              help="A directory whose datasets jobs may name by path; repeatable. Default: none (jobs name "
+                   "datasets the readers know, such as wnut16 or conll03).")
 @device_option
 @click.option("--max-size", default=None,
               help="After each job, remove the least recently read entries until the root fits (500M, 20G).")
 @click.option("--trust-remote-code", is_flag=True,
               help="Allow model code from the hub to run in jobs (off by default).")
 @friendly_errors
-def main(cache_dir, host, port, token_file, read_token_file, runs, device, max_size, trust_remote_code):
+def main(cache_dir, host, port, token_file, read_token_file, runs, data_dirs, device, max_size, trust_remote_code):
     """Serve a cache root: complete entries as read-only zarr over HTTP (train-head --cache
     http://HOST:PORT/entries/NAME), a JSON API, an extraction queue and a web page."""
     import uvicorn
@@ -65,7 +68,8 @@ def main(cache_dir, host, port, token_file, read_token_file, runs, device, max_s
         token, where = ensure_token(root / TOKEN_FILE), root / TOKEN_FILE
     state = ServerState(root=root, token=token, read_token=read_token(read_token_file) if read_token_file else None,
                         runs=[Path(r).resolve() for r in runs], trust_remote_code=trust_remote_code, device=device,
-                        max_size=_size(max_size))
+                        max_size=_size(max_size), data_dirs=[Path(d).resolve() for d in data_dirs],
+                        private=[Path(p).resolve() for p in (where, read_token_file) if p])
     say(f"serving {root} on http://{host}:{port}/ (write token in {where}; send it as 'Authorization: Bearer ...')")
     if state.read_token is None and not _loopback(host):
         say(f"reads are open to anyone who can reach {host}:{port}; --read-token-file closes them")

@@ -21,6 +21,7 @@ from pathlib import Path
 from ..cache.usage import mark_read
 from ..errors import LayercacheError
 from ..extract.run import ExtractConfig, extract
+from .admit import without_contents
 
 SERVER_FIELDS = ("cache_dir", "device")  # the server's root and device, never a client's
 OPTIONS = tuple(f.name for f in fields(ExtractConfig) if f.name not in SERVER_FIELDS)  # what a job request may set
@@ -148,8 +149,8 @@ class JobQueue:
         except _Stopped:
             self._finish(job, state="queued", started=None)
             return
-        except LayercacheError as exc:
-            self._finish(job, state="failed", error=one_line(exc))
+        except LayercacheError as exc:  # a dataset changed since it was admitted: its lines stay on the server
+            self._finish(job, state="failed", error=without_contents(one_line(exc)))
             return
         except Exception as exc:  # a bug or a broken environment: the job says so, the server lives on
             log.exception("job %s failed", job["id"])

@@ -5,7 +5,9 @@ join one job), ``GET /api/jobs`` and ``GET /api/jobs/<id>`` report progress. The
 A request is checked completely before anything is queued, and a refused one creates no job and
 no entry: a body over `MAX_BODY_BYTES` gets Starlette's 413; a wrong token (401), malformed JSON,
 unknown fields or bad values (400), remote code on a server started without it (403), a model or
-dataset the server cannot find (422) answer one line of JSON, ``{"error": ...}``.
+dataset the server cannot find, a dataset path outside the server's data directories (`admit`), a
+label set the dataset lacks or a unit size out of bounds (422) answer one line of JSON,
+``{"error": ...}``, which never quotes a file.
 """
 
 from __future__ import annotations
@@ -18,7 +20,8 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from ..errors import LayercacheError
-from ..extract.run import ExtractConfig, describe, load_data
+from ..extract.run import ExtractConfig, _wanted_label_sets, describe, load_data
+from .admit import Refusal, check_dataset, check_unit_rows, without_contents
 from .jobqueue import OPTIONS, JobQueue, config_of, one_line
 from .state import MAX_BODY_BYTES
 
@@ -48,6 +51,7 @@ async def submit(request):
         if not server.may_write(request.headers.get("authorization")):
             raise RequestError(401, "queuing a job needs the server's token (Authorization: Bearer ...)")
         options = parse_options(await request.body(), trust_remote_code=server.trust_remote_code)
+        _admit(options, server)
         config = config_of(options, state=server)
         entry = await run_in_threadpool(_entry, config)
     except RequestError as exc:
@@ -97,6 +101,16 @@ def parse_options(body: bytes, *, trust_remote_code: bool) -> dict:
     return options
 
 
+def _admit(options: dict, server) -> None:
+    """What the server refuses whatever the values' types: a dataset path outside its data
+    directories, a unit size out of bounds (422, before anything is read)."""
+    try:
+        check_dataset(options.get("dataset"), data_dirs=server.data_dirs, root=server.root, private=server.private)
+        check_unit_rows(options.get("unit_rows"))
+    except Refusal as exc:
+        raise RequestError(422, str(exc)) from None
+
+
 def _fits(value, hint) -> bool:
     """Whether a JSON value has the type ``hint`` (None, bool, int, float, str, tuple[str, ...] and
     unions of them: what `ExtractConfig` declares)."""
@@ -116,12 +130,14 @@ def _fits(value, hint) -> bool:
 
 def _entry(config: ExtractConfig) -> dict:
     """The entry's path, key and names and the splits the job makes, as `extract` computes them:
-    reads the dataset and the model's config, loads no weights. A model or dataset not found is a 422."""
+    reads the dataset and the model's config, loads no weights. A model or dataset not found, or a
+    label set the dataset lacks, is a 422 (naming no line of any file)."""
     try:
         dataset = load_data(config, splits=list(config.splits) if config.splits else None)
+        _wanted_label_sets(config, dataset)  # here, not once the job runs
         path, key, attrs = describe(config, dataset=dataset)
     except (LayercacheError, OSError) as exc:
-        raise RequestError(422, one_line(exc)) from None
+        raise RequestError(422, without_contents(one_line(exc))) from None
     return {"path": path, "key": key, "splits": list(dataset.splits), "model": attrs["model"],
             "dataset": attrs["dataset"]}
 

@@ -22,6 +22,8 @@ class ServerState:
     trust_remote_code: bool = False
     device: str | None = None  # the device extraction jobs run on (None: cuda when present)
     max_size: int | None = None  # after each job, evict least recently read entries down to this (bytes)
+    data_dirs: list[Path] = field(default_factory=list)  # a job's dataset path must lie under one (--data-dir)
+    private: list[Path] = field(default_factory=list)  # files no job may read whatever the data dirs (the tokens)
     queue: object = None  # the `jobs.JobQueue`, set by create_app
 
     def may_write(self, header: str | None) -> bool:

@@ -49,11 +49,11 @@ def _wait(get, job_id: str, *, timeout: float = 120.0) -> dict:
         time.sleep(0.05)
 
 
-def test_identical_requests_join_one_job(body, tmp_path, monkeypatch):
+def test_identical_requests_join_one_job(body, tiny_conll_dir, tmp_path, monkeypatch):
     calls = []
     real = jobqueue.extract
     monkeypatch.setattr(jobqueue, "extract", lambda config, **kw: calls.append(config.splits) or real(config, **kw))
-    app = create_app(ServerState(root=tmp_path, token=TOKEN))
+    app = create_app(ServerState(root=tmp_path, token=TOKEN, data_dirs=[tiny_conll_dir]))
     idle = TestClient(app)  # no lifespan: the queue takes requests but runs nothing yet
     first = idle.post("/api/jobs", json=body, headers=AUTH)
     second = idle.post("/api/jobs", json=body, headers=AUTH)
@@ -77,9 +77,9 @@ def test_identical_requests_join_one_job(body, tmp_path, monkeypatch):
     assert entry.path == job["path"] and entry.splits == {"dev": True, "test": True}
 
 
-def test_refused_requests_create_nothing(body, tmp_path):
+def test_refused_requests_create_nothing(body, tiny_conll_dir, tmp_path):
     root = tmp_path / "root"
-    client = TestClient(create_app(ServerState(root=root, token=TOKEN)))
+    client = TestClient(create_app(ServerState(root=root, token=TOKEN, data_dirs=[tiny_conll_dir])))
     refused = [
         (401, {}, body),
         (401, {"Authorization": "Bearer wrong"}, body),
@@ -119,10 +119,11 @@ def test_reads_need_the_read_token_when_the_server_has_one(tmp_path):
     assert client.get("/api/jobs", headers=AUTH).status_code == 200
 
 
-def test_a_job_cuts_the_root_down_to_max_size_and_spares_its_entry(tiny_cache, body, tmp_path):
+def test_a_job_cuts_the_root_down_to_max_size_and_spares_its_entry(tiny_cache, body, tiny_conll_dir, tmp_path):
     old = tmp_path / Path(tiny_cache).name  # complete, never read: the first to go
     shutil.copytree(tiny_cache, old)
-    with TestClient(create_app(ServerState(root=tmp_path, token=TOKEN, max_size=1))) as client:
+    state = ServerState(root=tmp_path, token=TOKEN, max_size=1, data_dirs=[tiny_conll_dir])
+    with TestClient(create_app(state)) as client:
         submitted = client.post("/api/jobs", json={**body, "dtype": "float32"}, headers=AUTH)
         job = _wait(client.get, submitted.json()["id"])
     assert job["state"] == "done", job
@@ -143,8 +144,9 @@ SLOW_SERVER = textwrap.dedent(
     import uvicorn
     from layercache.serve.app import create_app
     from layercache.serve.state import ServerState
-    root, token, port = sys.argv[1], sys.argv[2], int(sys.argv[3])
-    uvicorn.run(create_app(ServerState(root=root, token=token)), host="127.0.0.1", port=port, log_level="warning")
+    root, token, port, data = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
+    state = ServerState(root=root, token=token, data_dirs=[data])
+    uvicorn.run(create_app(state), host="127.0.0.1", port=port, log_level="warning")
     """
 )
 
@@ -164,7 +166,7 @@ def test_server_killed_mid_job_resumes_it_bit_for_bit(tiny_bert_dir, tiny_conll_
                         progress=False, log=lambda m: None).path
     root, port = tmp_path / "root", _free_port()
     url = f"http://127.0.0.1:{port}"
-    child = subprocess.Popen([sys.executable, "-c", SLOW_SERVER, str(root), TOKEN, str(port)],
+    child = subprocess.Popen([sys.executable, "-c", SLOW_SERVER, str(root), TOKEN, str(port), str(tiny_conll_dir)],
                              env={**os.environ, "PYTHONPATH": os.getcwd()})
     try:
         deadline = time.monotonic() + 60
@@ -185,7 +187,7 @@ def test_server_killed_mid_job_resumes_it_bit_for_bit(tiny_bert_dir, tiny_conll_
     assert 0 < units_done(job["path"]) < 5, "the job finished or never started; the kill proved nothing"
     assert json.loads((root / jobqueue.JOBS_DIR / f"{job['id']}.json").read_text())["state"] == "running"
 
-    with TestClient(create_app(ServerState(root=root, token=TOKEN))) as client:  # the restarted server
+    with TestClient(create_app(ServerState(root=root, token=TOKEN, data_dirs=[tiny_conll_dir]))) as client:  # restarted
         resumed = _wait(client.get, job["id"])
     assert resumed["state"] == "done", resumed
     assert resumed["path"] == job["path"] and Path(job["path"]).name == Path(reference).name
@@ -202,7 +204,7 @@ def test_shutdown_stops_the_job_between_units_and_the_next_start_finishes_it(tin
     original = writer.SplitWriter.write_unit
     monkeypatch.setattr(writer.SplitWriter, "write_unit", lambda self, *a: (original(self, *a), time.sleep(0.2)))
     options = {"model": str(tiny_bert_dir), "dataset": str(tiny_conll_dir), "splits": ["train"], "unit_rows": 256}
-    app = create_app(ServerState(root=tmp_path, token=TOKEN))
+    app = create_app(ServerState(root=tmp_path, token=TOKEN, data_dirs=[tiny_conll_dir]))
     with TestClient(app) as client:
         job = client.post("/api/jobs", json=options, headers=AUTH).json()
         while client.get(f"/api/jobs/{job['id']}").json()["progress"]["done"] == 0:
@@ -222,7 +224,7 @@ def test_extract_server_prints_the_entry_url(serve, tiny_bert_dir, tiny_conll_di
     shutil.copytree(tiny_bert_dir, broken)
     (broken / "model.safetensors").write_bytes(b"not weights")
     args = ["--dataset", str(tiny_conll_dir), "--splits", "dev", "--quiet"]
-    url = serve(root, token=TOKEN).url
+    url = serve(root, token=TOKEN, data_dirs=[tiny_conll_dir]).url
     done = CliRunner().invoke(extract_cli, ["--server", url, "--token-file", str(token_file),
                                             "--model", str(tiny_bert_dir), *args])
     refused = CliRunner().invoke(extract_cli, ["--server", url, "--model", str(tiny_bert_dir), *args])

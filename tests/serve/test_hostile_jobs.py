@@ -1,0 +1,72 @@
+"""Hostile job bodies, sent with the write token: a dataset path outside the server's data
+directories (a secret file, the server's own token file, a symlink out of a data directory), a
+malformed file inside one, a label set the dataset lacks, a unit size of one row. Each is a 422
+with one line that quotes no file, and no job is queued."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+from starlette.testclient import TestClient
+
+from layercache.serve.app import create_app
+from layercache.serve.state import ServerState
+
+TOKEN = "write-token-of-the-hostile-tests"
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
+SECRET = "root:$6$s3cr3t-hash:19000:0:99999:7:::"  # the first line of a file the server must not quote
+
+
+@pytest.fixture
+def setup(tmp_path, tiny_bert_dir, tiny_conll_dir):
+    data, root = tmp_path / "data", tmp_path / "root"
+    shutil.copytree(tiny_conll_dir, data / "conll")
+    (data / "bad").mkdir()
+    (data / "bad" / "train.txt").write_text(SECRET + "\n")  # inside a data dir, but no dataset
+    (tmp_path / "shadow").write_text(SECRET + "\n")
+    (data / "escape").symlink_to(tmp_path / "shadow")
+    root.mkdir()
+    (root / ".serve-token").write_text(TOKEN + "\n")
+    state = ServerState(root=root, token=TOKEN, data_dirs=[data], private=[root / ".serve-token"])
+    body = {"model": str(tiny_bert_dir), "dataset": str(data / "conll"), "splits": ["dev"]}
+    return TestClient(create_app(state)), body, tmp_path
+
+
+def _post(client, body):
+    return client.post("/api/jobs", json=body, headers=AUTH)
+
+
+def test_dataset_paths_outside_the_data_dirs_are_refused_unquoted(setup):
+    client, body, tmp = setup
+    hostile = [str(tmp / "shadow"), str(tmp / "root" / ".serve-token"), str(tmp / "data" / "escape"),
+               str(tmp / "data" / "bad"), str(tmp / "data" / ".." / "shadow"), "/etc/passwd"]
+    for dataset in hostile:
+        response = _post(client, {**body, "dataset": dataset})
+        error = response.json().get("error", "")
+        assert response.status_code == 422, (dataset, response.text)
+        assert "\n" not in error and "s3cr3t" not in response.text and TOKEN not in response.text, response.text
+        assert "root:" not in response.text, response.text
+    assert client.get("/api/jobs", headers=AUTH).json() == {"jobs": []}
+
+
+def test_without_data_dirs_no_path_is_read(setup, tmp_path):
+    client, body, _ = setup
+    client.app.state.server.data_dirs = []
+    response = _post(client, body)
+    assert response.status_code == 422 and "--data-dir" in response.json()["error"], response.text
+
+
+def test_a_dataset_under_a_data_dir_is_accepted(setup):
+    client, body, _ = setup
+    response = _post(client, body)
+    assert response.status_code == 202, response.text
+
+
+@pytest.mark.parametrize("option", [{"labels": ["no-such-set"]}, {"unit_rows": 1}, {"unit_rows": 1 << 30}])
+def test_options_are_checked_before_a_job_is_accepted(setup, option):
+    client, body, _ = setup
+    response = _post(client, {**body, **option})
+    assert response.status_code == 422, response.text
+    assert "\n" not in response.json()["error"] and list(option)[0] in response.json()["error"], response.text
+    assert client.get("/api/jobs", headers=AUTH).json() == {"jobs": []}
