@@ -241,3 +241,14 @@ def load_script(monkeypatch):
         return module
 
     return load
+
+
+@pytest.fixture(autouse=True)
+def _fresh_activation_store():
+    """Each test opens its splits anew: the process-wide store (`layercache.training.store`) would
+    otherwise hand one test the splits another test read, under another memory budget."""
+    from layercache.training import store
+
+    store.clear()
+    yield
+    store.clear()

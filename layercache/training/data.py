@@ -402,7 +402,7 @@ def _require_splits(entry) -> None:
 
 
 def _open_split(split, *, sentences, layers: Sequence[int]) -> Split:
-    from .stream import open_split  # stream builds on this module's classes
+    from .store import open_split  # the store builds on this module's classes
 
     return open_split(split, sentences=sentences, layers=layers)
 

@@ -21,22 +21,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from . import budget
-from .data import Batch, Sentences, Split, SplitArrays, _load_split, sentence_rows
-
-
-def open_split(split, *, sentences, layers: Sequence[int]) -> Split:
-    """``sentences`` (None = all) of a `CacheSplit` with ``layers``: held (`SplitArrays`) when their
-    hidden states fit in the memory budget, else streamed."""
-    layers = tuple(int(x) for x in layers)
-    if sentences is None:
-        rows = split.n_rows
-    else:
-        ids = np.asarray(sentences, dtype=np.int64)
-        rows = int((split.offsets[ids + 1] - split.offsets[ids]).sum())
-    if split.nbytes(rows=rows, layers=len(layers)) <= budget.MEMORY_BUDGET_BYTES:
-        return _load_split(split, sentences=sentences, layers=layers)
-    ids, offsets, labels = sentence_rows(split, sentences)
-    return StreamedSplit(split.name, split, labels, offsets, layers, ids, split.offsets[ids].astype(np.int64))
+from .data import Batch, Sentences, SplitArrays, _load_split
 
 
 @dataclass(eq=False)

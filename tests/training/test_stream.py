@@ -11,7 +11,7 @@ from click.testing import CliRunner
 from layercache.cache.reader import open_entry
 from layercache.cache.writer import SplitPlan, SplitWriter
 from layercache.cli.train import main
-from layercache.training import TrainConfig, budget, load_data, load_for_run, train_head
+from layercache.training import TrainConfig, budget, load_data, load_for_run, store, train_head
 from layercache.training.data import SplitArrays
 from layercache.training.evaluation import predict_tags, score
 from layercache.training.stream import StreamedSplit
@@ -33,6 +33,7 @@ def small_blocks(monkeypatch):
 
 def _streaming(monkeypatch, nbytes: int = 0) -> None:
     monkeypatch.setattr(budget, "MEMORY_BUDGET_BYTES", nbytes)
+    store.clear()  # what was held under the old budget would be handed out again
 
 
 def test_streamed_evaluation_equals_held(entry, small_blocks, monkeypatch):

@@ -70,7 +70,7 @@ def test_a_row_wise_head_scores_the_same_with_or_without_special_rows(data, entr
     assert loss_special == pytest.approx(loss_plain, rel=1e-5)
     # Streamed from the cache block by block (a split over the memory budget): the same rows, the same F1.
     from layercache.training import budget
-    from layercache.training.stream import open_split
+    from layercache.training.store import open_split
 
     monkeypatch.setattr(budget, "MEMORY_BUDGET_BYTES", 0)
     streamed = open_split(entries["special"].split("dev"), sentences=None, layers=data["special"].dev.layers)
