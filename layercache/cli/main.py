@@ -1,6 +1,6 @@
 """`layercache`: one command group holding every command.
 
-``layercache extract | train-head | sweep | rank-layers | probe | predict | ls | info | rm | verify | gc | serve``.
+``layercache extract | train-head | sweep | rank-layers | probe | predict | export | ls | info | rm | verify | gc | serve``.
 `extract` and `train-head` are also console scripts of their own (the design card's commands);
 `sweep`, `rank-layers` and `predict` still are, as deprecated aliases that name their
 `layercache` command. The group's old names `train` and `rank` still work, hidden from --help.
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import click
 
-from . import cache, extract, predict, probe, rank, serve, sweep, train
+from . import cache, export, extract, predict, probe, rank, serve, sweep, train
 
 COMMANDS = {
     "extract": extract.main,
@@ -19,6 +19,7 @@ COMMANDS = {
     "rank-layers": rank.main,
     "probe": probe.main,
     "predict": predict.main,
+    "export": export.main,
     "ls": cache.ls_cmd,
     "info": cache.info_cmd,
     "rm": cache.rm_cmd,

@@ -1,0 +1,73 @@
+"""Registration of the exported model with transformers' auto classes, without importing
+transformers eagerly.
+
+``import layercache`` installs a one-shot import hook: when transformers' model auto classes are
+first imported (``from transformers import pipeline``, ``AutoModelForTokenClassification``), the
+layercache config and model are registered right after, so an exported folder loads with no
+``trust_remote_code``. Importing transformers costs seconds; `import layercache` must not, since
+every command line starts with it. Already imported: registered at once.
+"""
+
+from __future__ import annotations
+
+import importlib.abc
+import importlib.util
+import sys
+import warnings
+
+TRIGGER = "transformers.models.auto.modeling_auto"
+
+
+def register() -> None:
+    """Add ``layercache-tagger`` to `AutoConfig` and `AutoModelForTokenClassification` (idempotent).
+    transformers 4 has no dataclass configs: nothing is registered there (`export_head` says so)."""
+    import transformers
+
+    if not supported(transformers.__version__):
+        return
+    from transformers import AutoConfig, AutoModelForTokenClassification
+
+    from .modeling import MODEL_TYPE, LayercacheForTokenClassification, LayercacheTaggerConfig
+
+    AutoConfig.register(MODEL_TYPE, LayercacheTaggerConfig, exist_ok=True)
+    AutoModelForTokenClassification.register(LayercacheTaggerConfig, LayercacheForTokenClassification,
+                                             exist_ok=True)
+
+
+def supported(version: str) -> bool:
+    return int(version.split(".")[0]) >= 5
+
+
+def _register_quietly() -> None:
+    try:
+        register()
+    except Exception as exc:  # a transformers too old or too new must not break its own import
+        warnings.warn(f"layercache could not register its token-classification model with transformers: {exc}",
+                      stacklevel=2)
+
+
+class _RegisterAfterImport(importlib.abc.MetaPathFinder):
+    """Finds nothing itself: wraps the real loader of `TRIGGER` so `register` runs once it is loaded."""
+
+    def find_spec(self, fullname, path, target=None):
+        if fullname != TRIGGER:
+            return None
+        sys.meta_path.remove(self)  # one shot, and the lookup below must not come back here
+        spec = importlib.util.find_spec(fullname)
+        if spec is None or spec.loader is None:
+            return spec
+        load = spec.loader.exec_module
+
+        def exec_module(module):
+            load(module)
+            _register_quietly()
+
+        spec.loader.exec_module = exec_module
+        return spec
+
+
+def install() -> None:
+    if TRIGGER in sys.modules:
+        _register_quietly()
+    elif not any(isinstance(f, _RegisterAfterImport) for f in sys.meta_path):
+        sys.meta_path.insert(0, _RegisterAfterImport())

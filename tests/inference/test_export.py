@@ -1,0 +1,166 @@
+"""`layercache export`: a head and its backbone as one transformers model. Loaded back with
+`AutoModelForTokenClassification` and used in ``pipeline("token-classification")``, it tags what
+`predict` tags, and its logits at each word's first token are the head's own."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+from click.testing import CliRunner
+
+from layercache.cache.reader import open_entry
+from layercache.cli.main import main as cli
+from layercache.extract.run import ExtractConfig, extract
+from layercache.hf.export import export_head
+from layercache.inference import Predictor, entities, split_words
+from layercache.training import TrainConfig, train_head
+from layercache.training.checkpoint import save_checkpoint
+from layercache.training.data import load_data
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+# Multi-subword words ("Carolson", "Globex") and punctuation; each well under the tiny BERT's 32 positions.
+TEXTS = ["Alice met Bobson in Paris, and Acme Inc visited Berlin today.",
+         "Carolson of Globex said Rome is big.",
+         "the new Hooli"]
+
+
+@pytest.fixture(scope="module")
+def subword_cache(tiny_bert_dir, tiny_conll_dir, tmp_path_factory):
+    config = ExtractConfig(model=str(tiny_bert_dir), dataset=str(tiny_conll_dir), granularity="subword",
+                           cache_dir=str(tmp_path_factory.mktemp("cache")), unit_rows=256, splits=("train", "dev"))
+    return extract(config, progress=False, log=lambda m: None).path
+
+
+@pytest.fixture(scope="module")
+def mean_cache(tiny_bert_dir, tiny_conll_dir, tmp_path_factory):
+    config = ExtractConfig(model=str(tiny_bert_dir), dataset=str(tiny_conll_dir), pooling="mean",
+                           cache_dir=str(tmp_path_factory.mktemp("cache")), unit_rows=256, splits=("train", "dev"))
+    return extract(config, progress=False, log=lambda m: None).path
+
+
+def _head(cache: str, fusion: str, folder) -> str:
+    """A head trained a few epochs (enough for entities to appear), saved with a run record beside it
+    as train-head writes them; returns the run record's path."""
+    entry = open_entry(cache)
+    data = load_data(entry)
+    result = train_head(TrainConfig(fusion=fusion, shots=None, epochs=4, seed=0, lr=1e-2), data)
+    stem = str(folder / fusion)
+    weights, _ = save_checkpoint(stem + ".head", result.tagger, tagger_kwargs=result.tagger_kwargs,
+                                 layers=result.layers, label_names=data.label_names, cache_meta=data.meta,
+                                 cache_path=entry.path, config=result.config)
+    record = {"config": result.config.record() if hasattr(result.config, "record") else result.config,
+              "best_dev_f1": result.best_dev_f1, "test_f1_at_best": result.test_f1_at_best, "checkpoint": weights}
+    with open(stem + ".json", "w", encoding="utf-8") as f:
+        json.dump(record, f)
+    return stem + ".json"
+
+
+CASES = [("word", "concat"), ("word", "dwatt"), ("word", "extra"), ("word", "scalarmix"),
+         ("subword", "concat"), ("subword", "extra"), ("mean", "dwatt")]
+
+
+@pytest.fixture(scope="module")
+def exported():
+    """{(cache, fusion): (run record, exported folder)}, built once for the module."""
+    return {}
+
+
+def _exported(case, request, tmp_path_factory, store):
+    if case not in store:
+        cache = {"word": "tiny_cache", "subword": "subword_cache", "mean": "mean_cache"}[case[0]]
+        folder = tmp_path_factory.mktemp("runs")
+        run = _head(request.getfixturevalue(cache), case[1], folder)
+        store[case] = run, export_head(run, str(folder / "exported"))
+    return store[case]
+
+
+@pytest.mark.parametrize("case", CASES, ids=["-".join(c) for c in CASES])
+def test_exported_model_tags_as_predict(case, request, tmp_path_factory, exported):
+    from transformers import AutoModelForTokenClassification, AutoTokenizer, pipeline
+
+    run, folder = _exported(case, request, tmp_path_factory, exported)
+    predictor = Predictor(run.removesuffix(".json") + ".head", device="cpu")
+    words = [[w for w, _, _ in split_words(t)] for t in TEXTS]
+    tags = predictor.tag(words)
+    assert any(t != "O" for sentence in tags for t in sentence), "the head tags nothing: a weak comparison"
+
+    model = AutoModelForTokenClassification.from_pretrained(folder).eval()
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    assert type(model).__name__ == "LayercacheForTokenClassification"
+    # The first token of each word carries the head's logits for that word, exactly.
+    with torch.inference_mode():
+        hidden, mask = predictor.backbone(words, predictor.layers)
+        head_logits = predictor.head(hidden, mask)  # [B, T, C] per row (word, or subword)
+        enc = tokenizer(words, is_split_into_words=True, return_tensors="pt", padding=True)
+        word_ids = torch.tensor([[-1 if w is None else w for w in enc.word_ids(b)] for b in range(len(words))])
+        by_ids = model(**enc, word_ids=word_ids).logits
+        by_vocab = model(**enc).logits  # word starts read off the vocabulary: the same words here
+    rows = predictor._word_rows(words)
+    for b, sentence in enumerate(words):
+        first = [word_ids[b].tolist().index(i) for i in range(len(sentence))]
+        torch.testing.assert_close(by_ids[b, first], head_logits[b, rows[b]], atol=1e-5, rtol=1e-4)
+        assert [model.config.id2label[int(i)] for i in by_ids[b, first].argmax(-1)] == tags[b]
+    torch.testing.assert_close(by_vocab, by_ids)
+
+    # The pipeline's entities are predict's: same types, same character spans.
+    ner = pipeline("token-classification", model=folder, aggregation_strategy="simple", device="cpu")
+    for text, sentence_tags in zip(TEXTS, tags):
+        ours = entities(sentence_tags, split_words(text), text)
+        theirs = ner(text)
+        assert [(e["entity_group"], e["start"], e["end"]) for e in theirs] == \
+            [(e["type"], *e["chars"]) for e in ours]
+    first = pipeline("token-classification", model=folder, aggregation_strategy="first", device="cpu")
+    assert [[(e["entity_group"], e["start"], e["end"]) for e in first(t)] for t in TEXTS] == \
+        [[(e["entity_group"], e["start"], e["end"]) for e in ner(t)] for t in TEXTS]
+
+
+def test_round_trip_and_model_card(request, tmp_path_factory, exported, tmp_path):
+    from transformers import AutoModelForTokenClassification
+
+    run, folder = _exported(("word", "concat"), request, tmp_path_factory, exported)
+    model = AutoModelForTokenClassification.from_pretrained(folder).eval()
+    model.save_pretrained(tmp_path / "again")
+    again = AutoModelForTokenClassification.from_pretrained(tmp_path / "again").eval()
+    ids = torch.tensor([[2, 40, 41, 3]])
+    torch.testing.assert_close(again(input_ids=ids).logits, model(input_ids=ids).logits)
+    files = set(os.listdir(folder))
+    assert {"config.json", "model.safetensors", "README.md", "tokenizer_config.json"} <= files
+    config = json.loads(open(os.path.join(folder, "config.json")).read())
+    assert config["model_type"] == "layercache-tagger" and "auto_map" not in config
+    assert config["id2label"]["0"] in model.config.label2id
+    card = open(os.path.join(folder, "README.md")).read()
+    record = json.loads(open(run).read())
+    assert "pipeline_tag: token-classification" in card and "concat" in card
+    assert f"{100 * record['best_dev_f1']:.1f}" in card
+    assert "/tmp" not in card and str(tmp_path_factory.getbasetemp()) not in json.dumps(config)
+
+
+def test_loads_in_a_fresh_process_after_import_layercache(request, tmp_path_factory, exported):
+    """`import layercache` is all it takes: the auto classes learn the model type when transformers loads."""
+    _, folder = _exported(("word", "concat"), request, tmp_path_factory, exported)
+    script = ("import layercache, sys\n"
+              "from transformers import pipeline\n"
+              "p = pipeline('token-classification', model=sys.argv[1], aggregation_strategy='simple', device='cpu')\n"
+              "print(type(p.model).__name__)\n")
+    out = subprocess.run([sys.executable, "-c", script, folder], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip().endswith("LayercacheForTokenClassification")
+
+
+def test_export_command(request, tmp_path_factory, exported, tmp_path):
+    run, _ = _exported(("word", "concat"), request, tmp_path_factory, exported)
+    out = CliRunner().invoke(cli, ["export", run, "--out", str(tmp_path / "model")])
+    assert out.exit_code == 0, out.output
+    assert (tmp_path / "model" / "model.safetensors").is_file() and str(tmp_path / "model") in out.output
+    (tmp_path / "busy").mkdir()
+    (tmp_path / "busy" / "notes.txt").write_text("mine")
+    bad = CliRunner().invoke(cli, ["export", run, "--out", str(tmp_path / "busy")])
+    assert bad.exit_code == 1 and bad.output.count("\n") == 1 and "busy" in bad.output
+    missing = CliRunner().invoke(cli, ["export", str(tmp_path / "nope.head"), "--out", str(tmp_path / "m2")])
+    assert missing.exit_code == 1 and missing.output.startswith("error: ") and "nope.head" in missing.output
