@@ -157,6 +157,15 @@ def _init_worker(job: _Job, configs: list, threads: int | None) -> None:
         _DATA, _DATA_KEY = job.load(open_entry(job.cache_path), configs), key
 
 
+def _init_pool_worker(parent: int, job: _Job, configs: list, threads: int | None) -> None:
+    """A pool worker's initializer: it dies with ``parent`` (a sweep killed with SIGKILL leaves no
+    worker blocked on its queue, holding its data), then loads as `_init_worker`."""
+    from ..lifeline import die_with_parent
+
+    die_with_parent(parent)
+    _init_worker(job, configs, threads)
+
+
 def _run_one(job: _Job, config: TrainConfig) -> dict:
     from ..cache.reader import open_entry
     from ..training.loop import train_head
@@ -205,8 +214,8 @@ def _local_results(job: _Job, todo, queue, workers: int, run):
 
     threads = max(1, (os.cpu_count() or 1) // workers)
     context = multiprocessing.get_context("spawn")  # no fork after torch threads: portable and safe
-    with ProcessPoolExecutor(workers, mp_context=context, initializer=_init_worker,
-                             initargs=(job, todo, threads)) as pool:
+    with ProcessPoolExecutor(workers, mp_context=context, initializer=_init_pool_worker,
+                             initargs=(os.getpid(), job, todo, threads)) as pool:
         submit = lambda item: pool.submit(run, job, item)  # noqa: E731
         futures: dict = {}
         try:
