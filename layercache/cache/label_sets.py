@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import LayercacheError
-from .store import SMALL_ARRAY_CODECS, open_group
+from .store import SMALL_ARRAY_CODECS, files_of, open_group
 
 SPAN, TOKEN = "span", "token"
 KINDS = (SPAN, TOKEN)
@@ -92,6 +92,9 @@ def write_label_set(entry_path: str, name: str, *, kind: str, names: list[str], 
             del group[key]
         group.create_array(key, data=np.asarray(ids, dtype=np.int16), chunks=(max(1, min(n_rows, 262144)),),
                            compressors=SMALL_ARRAY_CODECS)
+    key = ARRAY_PREFIX + name
+    files = {split: files_of(root[split], names=[key])[key] for split in labels}  # what readers must find
     sets = dict(root.attrs.get(LISTING) or {})
-    sets[name] = {"names": list(names), "kind": kind, "fingerprint": fingerprint, "splits": sorted(labels)}
+    sets[name] = {"names": list(names), "kind": kind, "fingerprint": fingerprint, "splits": sorted(labels),
+                  "files": files}
     root.attrs[LISTING] = sets  # listed last: a set is read only once every split holds it

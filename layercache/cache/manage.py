@@ -12,7 +12,8 @@ from ..errors import LayercacheError
 from ..tasks import DEFAULT_TASK
 from .int8 import SCALES
 from .layout import KEY_FIELDS, OPTIONAL_KEY_FIELDS, is_remote, local_path
-from .store import open_group
+from . import label_sets
+from .store import MissingChunkError, checked_store, open_group
 
 # The key fields that tell two entries of one model and dataset apart: how the rows were made.
 OPTION_FIELDS = ("granularity", "pooling", "dtype", "precision", "max_length")
@@ -151,7 +152,7 @@ def verify(path: str, *, progress: bool = False) -> list[str]:
 
     group = open_group(path, mode="r")
     bfloat16 = group.attrs.get("dtype") == "bfloat16"
-    problems = []
+    problems = _missing_files(path, group)
     non_finite: dict[tuple[str, int], int] = {}
     bad_scales: dict[tuple[str, int], int] = {}  # int8 entries
     arrays = [(split, name, arr) for split, g in group.groups() for name, arr in g.arrays()]
@@ -161,6 +162,8 @@ def verify(path: str, *, progress: bool = False) -> list[str]:
         for sel, label in _chunk_selections(arr):
             try:
                 data = np.asarray(arr[sel])
+            except MissingChunkError:  # reported once per file by `_missing_files`
+                continue
             except Exception as exc:  # zarr raises codec-specific errors on a checksum mismatch
                 problems.append(f"{path}: array {split}/{name}, chunk {label}: "
                                 f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
@@ -183,6 +186,34 @@ def verify(path: str, *, progress: bool = False) -> list[str]:
     for (split, layer), n in sorted(bad_scales.items()):
         problems.append(f"{path}: split {split}, layer {layer} (0 = embeddings): {n:,} non-finite int8 scales "
                         f"(inf or nan: those vectors read back non-finite)")
+    return problems
+
+
+def _missing_files(path: str, group) -> list[str]:
+    """One message per array or chunk file that a complete split (or label set, or the ``lm`` group)
+    lists as written and that is gone; registers the lists so reads of those chunks fail, not zero."""
+    from zarr.core.sync import sync
+
+    store = checked_store(group)
+    sets = group.attrs.get(label_sets.LISTING) or {}
+    problems = []
+    for split, g in group.groups():
+        if not g.attrs.get("complete"):
+            continue
+        files = dict(g.attrs.get("files") or {})
+        for name, info in sets.items():
+            if split in (info.get("files") or {}):
+                files[label_sets.ARRAY_PREFIX + name] = info["files"][split]
+        store.expect(split, files)
+        arrays = {name for name, _ in g.arrays()}
+        for name, keys in sorted(files.items()):
+            if name not in arrays:
+                problems.append(f"{path}: array {split}/{name} is missing (no {split}/{name}/zarr.json)")
+                continue
+            for key in keys:
+                if not sync(store.exists(f"{split}/{name}/{key}")):
+                    problems.append(f"{path}: array {split}/{name}, chunk {key} is missing "
+                                    f"(file {split}/{name}/{key})")
     return problems
 
 

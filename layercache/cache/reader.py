@@ -18,7 +18,7 @@ from ..errors import LayercacheError
 from ..tasks import DEFAULT_TASK
 from . import label_sets
 from .int8 import SCALES, dequantize
-from .store import bfloat16_to_float32, open_group, require_complete
+from .store import bfloat16_to_float32, checked_store, open_group, require_complete
 from .usage import mark_read
 
 
@@ -50,7 +50,7 @@ class CacheEntry(MetaViews):
     def __init__(self, path):
         # A path or URL; tests may also pass a zarr store (e.g. one that counts the bytes read).
         self.path = path if isinstance(path, str) else str(path)
-        self.group = open_group(path, mode="r") if isinstance(path, str) else zarr.open_group(path, mode="r")
+        self.group = open_group(path, mode="r") if isinstance(path, str) else _open_store(path)
         self.meta = dict(self.group.attrs)
         if not self.meta.get("format_version"):
             raise LayercacheError(f"{path} is not a layercache entry (no format_version attribute)")
@@ -89,6 +89,9 @@ class CacheEntry(MetaViews):
             raise LayercacheError(f"{self.path} has no lm group (not an MLM entry)")
         group = self.group["lm"]
         require_complete(group, f"the lm group of {self.path}")
+        store = checked_store(self.group)
+        if store is not None:
+            store.expect("lm", group.attrs.get("files") or {})
         return {name: arr[:] for name, arr in group.arrays()}
 
     def split(self, name: str) -> CacheSplit:
@@ -104,16 +107,44 @@ class CacheSplit:
         self.group = entry.group[name]
         require_complete(self.group, f"split {name!r} of {entry.path}")
         self.attrs = dict(self.group.attrs)
-        self._hidden = self.group["hidden"]
+        expect_files(self.entry, name, self.attrs)
+        self._hidden = self.array("hidden")
         # int8 entries: a float32 scale per row and layer; every read goes through `_slice`, which
         # dequantises, so callers see float16 as from a float16 entry.
-        self._scales = self.group[SCALES] if self.entry.meta.get("dtype") == "int8" else None
+        self._scales = self.array(SCALES) if self.entry.meta.get("dtype") == "int8" else None
         # ... unless a value is beyond float16's range (65504): then float32, as bfloat16 entries.
         self._int8_as = np.float32 if self.attrs.get("int8_max_abs", 0) > 65504 else np.float16
 
+    def array(self, name: str) -> zarr.Array:
+        """Array ``name`` of the split; one whose zarr.json is gone is an error naming it."""
+        try:
+            return self.group[name]
+        except KeyError:
+            raise LayercacheError(f"{self.entry.path}: array {self.name}/{name} is missing (no "
+                                  f"{self.name}/{name}/zarr.json); re-extract the entry") from None
+
+    def read_whole(self, name: str) -> np.ndarray:
+        """A small array of the split (offsets, labels, words, ...) whole; a chunk failing its checksum
+        is an error naming array and chunk."""
+        array = self.array(name)
+        try:
+            return array[:]
+        except ValueError as exc:
+            if "checksum" not in str(exc):
+                raise
+            chunk = array.chunks[0]
+            for start in range(0, array.shape[0], chunk):  # name the first corrupt chunk exactly
+                try:
+                    array[start:start + chunk]
+                except ValueError:
+                    raise LayercacheError(f"{self.entry.path}: array {self.name}/{name}, chunk ({start // chunk}) "
+                                          "fails its crc32c checksum (corrupt on disk); run `layercache verify` "
+                                          "and re-extract") from exc
+            raise
+
     @cached_property
     def offsets(self) -> np.ndarray:
-        return self.group["offsets"][:]
+        return self.read_whole("offsets")
 
     @cached_property
     def labels(self) -> np.ndarray:
@@ -123,14 +154,14 @@ class CacheSplit:
         if not covered or name not in self.group:  # an array a killed run left unlisted is never read
             raise LayercacheError(f"split {self.name!r} of {self.entry.path} has no {name!r} array: the label set "
                                   f"{self.entry.meta.get('label_set')!r} does not cover it (rerun extract)")
-        return self.group[name][:].astype(np.int64)
+        return self.read_whole(name).astype(np.int64)
 
     @cached_property
     def input_ids(self) -> np.ndarray:
         """MLM entries: the (masked) token fed to the backbone at each row."""
         if "input_ids" not in self.group:
             raise LayercacheError(f"split {self.name!r} of {self.entry.path} has no input_ids (not an MLM entry)")
-        return self.group["input_ids"][:].astype(np.int64)
+        return self.read_whole("input_ids").astype(np.int64)
 
     @property
     def n_sentences(self) -> int:
@@ -161,7 +192,7 @@ class CacheSplit:
     def words(self, sentences=None) -> list[list[str]]:
         """The words of each sentence (word granularity: one per row)."""
         ids = range(self.n_sentences) if sentences is None else sentences
-        flat = self.group["words"][:]
+        flat = self.read_whole("words")
         word_offsets = self._word_offsets()
         return [list(flat[word_offsets[i] : word_offsets[i + 1]]) for i in ids]
 
@@ -252,7 +283,7 @@ class CacheSplit:
             return self.offsets
         # Subword granularity: words per sentence = largest word_index + 1 (the rows of special
         # tokens, `extract --special-tokens`, carry -1 and so count for nothing).
-        wi = self.group["word_index"][:]
+        wi = self.read_whole("word_index")
         counts = np.array([wi[a:b].max() + 1 if b > a else 0 for a, b in zip(self.offsets[:-1], self.offsets[1:])])
         return np.concatenate([[0], np.cumsum(counts)])
 
@@ -261,6 +292,28 @@ class CacheSplit:
             raise LayercacheError(
                 f"sentence ids out of range 0..{self.n_sentences - 1} in split {self.name!r} of {self.entry.path}"
             )
+
+
+def _open_store(store) -> zarr.Group:
+    """A group over a zarr store given directly (tests: one that counts bytes), checked as paths are."""
+    from zarr.abc.store import Store
+
+    from .store import CheckedStore
+
+    return zarr.open_group(CheckedStore(store, where=str(store)) if isinstance(store, Store) else store, mode="r")
+
+
+def expect_files(entry: CacheEntry, split: str, attrs: dict) -> None:
+    """Tell the entry's store which chunk files split ``split`` must have: the ones it recorded on
+    completion and those of each label set covering it (entries made before these records: none)."""
+    store = checked_store(entry.group)
+    if store is None:
+        return
+    store.expect(split, attrs.get("files") or {})
+    for name, info in (entry.stored_meta.get(label_sets.LISTING) or {}).items():
+        keys = (info.get("files") or {}).get(split)
+        if keys is not None:
+            store.expect(split, {label_sets.ARRAY_PREFIX + name: keys})
 
 
 def rows_of(offsets: np.ndarray, sentences) -> np.ndarray:

@@ -18,8 +18,9 @@ import zarr
 
 from .int8 import SCALES, quantize
 from .shard import shard_files
-from .store import CHECKSUM, SMALL_ARRAY_CODECS, float32_to_bfloat16_bits, open_group
+from .store import CHECKSUM, SMALL_ARRAY_CODECS, files_of, float32_to_bfloat16_bits, open_group
 
+LABEL_SET_PREFIX = "labels."  # label_sets.ARRAY_PREFIX (that module imports this one's neighbours)
 STORAGE_DTYPES = {"float16": "float16", "float32": "float32", "bfloat16": "uint16", "int8": "int8"}
 # How units reach disk, for measuring what writing costs (scripts/bench_extract.py --where):
 # "direct" (the default: a unit that is one whole shard goes straight to its file, `shard.py`),
@@ -128,8 +129,12 @@ class SplitWriter:
         if self.scales is not None:  # the largest stored magnitude: readers widen past float16's range
             peak = float(self.scales[:].max()) if self.plan.n_rows else 0.0  # [rows, L+1] float32: small
             stats = {**stats, "int8_max_abs": peak * 127}
-        # One write: the split turns complete together with its stats, never before them.
-        self.group.update_attributes({**stats, "complete": True, "finished": time.strftime("%Y-%m-%dT%H:%M:%S%z")})
+        # The chunk files written, so readers and `verify` tell a lost file from a chunk never stored
+        # (label sets, written later, list theirs in their own record).
+        files = {name: keys for name, keys in files_of(self.group).items() if not name.startswith(LABEL_SET_PREFIX)}
+        # One write: the split turns complete together with its stats and files, never before them.
+        self.group.update_attributes({**stats, "files": files, "complete": True,
+                                      "finished": time.strftime("%Y-%m-%dT%H:%M:%S%z")})
 
 
 def _exists(path: str) -> bool:
@@ -158,7 +163,7 @@ def write_entry_arrays(entry_path: str, entry_attrs: dict, name: str, arrays: di
     for key, data in arrays.items():
         chunks = (max(1, min(data.shape[0], max(1, (16 << 20) // max(1, data[:1].nbytes)))),) + data.shape[1:]
         g.create_array(key, data=data, chunks=chunks, compressors=[CHECKSUM])
-    g.attrs["complete"] = True
+    g.update_attributes({"complete": True, "files": files_of(g)})
 
 
 def _create_split(root: zarr.Group, split: str, plan: SplitPlan) -> zarr.Group:
