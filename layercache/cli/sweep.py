@@ -86,6 +86,7 @@ def main(task, labels, fusions, shots, epochs, trials, lrs, layer_scores, batch_
         if not records:
             raise LayercacheError(f"no results in {os.path.join(out, RESULTS)}")
     else:
+        from ..experiments.loaders import check_samples
         from ..experiments.runner import grid, run_sweep
         from ..training.runtime import resolve_precision
 
@@ -102,10 +103,11 @@ def main(task, labels, fusions, shots, epochs, trials, lrs, layer_scores, batch_
         base = TrainConfig(fusion="base", shots=None, epochs=1, seed=0, batch_size=batch_size, task=task,
                            labels=labels, layers=layers, extra_layers=extra_layers, eval_points=eval_points,
                            dev_sentences=dev_sentences, precision=resolve_precision(precision, root=cache_dir))
-        say(f"precision: {base.precision}")
         configs = grid(**lists, trials=trials, base=base, lr=_listed(axes["lr"]),
                        layer_score=_listed(axes["layer_score"]))
         entry = resolve(cache, model, dataset, cache_dir, extract=masking, quiet=quiet).with_labels(labels)
+        check_samples(entry, configs)  # a sample larger than train: one line before anything else is said
+        say(f"precision: {base.precision}")
         records = list(run_sweep(entry, configs, out=out, workers=workers, ray=ray_address, progress=not quiet,
                                  log=say, pack=pack).values())
         if task_of(task).labels_from_data:  # nu needs classes; an MLM entry's labels are the vocabulary

@@ -27,6 +27,18 @@ def load_cached(entry, configs: list) -> object:
     return load_data(entry, layers=layers or None, train_sentences=sentences)
 
 
+def check_samples(entry, configs: list) -> None:
+    """Raise the `few_shot_sample` error of the first N whose sample does not fit the train split, before
+    any run or worker starts (in a worker it would surface only as a broken pool)."""
+    shots = sorted({c.shots for c in configs if c.shots is not None}, key=str)
+    if not shots or "train" not in entry.splits:
+        return
+    entry = with_labels(entry, configs)
+    n_train, n_types = entry.split("train").n_sentences, shot_size(entry.meta)
+    for n in shots:
+        few_shot_sample(n_train, shots=n, n_types=n_types, seed=0)
+
+
 def load_run(entry, configs: list) -> object:
     """FE, one run (``load_per_run``): exactly what it reads, its sample with its candidate layers
     (all of 1..L for auto:K, to rank them) and dev/test with only the layers it fuses."""

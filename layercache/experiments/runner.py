@@ -25,7 +25,7 @@ from ..display import f1_points
 from ..errors import LayercacheError
 from ..training.config import TrainConfig
 from .claims import Claims
-from .loaders import load_cached
+from .loaders import check_samples, load_cached
 from .packs import pack_runs, packed
 from .queue import POLL_S, claimed
 from .results import append_result, read_results, run_id
@@ -70,6 +70,7 @@ def run_grid(entry, configs: list[TrainConfig], *, results: str, workers: int | 
 
     done = {rid: r for rid, r in read_results(results).items() if r.get("cache_key") in (None, entry.meta.get("key"))}
     todo = [c for c in configs if run_id(c) not in done]
+    check_samples(entry, todo)  # before any worker starts: a sample larger than train is one line
     if len(todo) < len(configs):
         log(f"{len(configs) - len(todo)} of {len(configs)} runs already in {results}; running the other {len(todo)}")
     bar = tqdm(total=len(configs), initial=len(configs) - len(todo), unit="run", desc="runs", disable=not progress)
@@ -163,7 +164,21 @@ def _init_pool_worker(parent: int, job: _Job, configs: list, threads: int | None
     from ..lifeline import die_with_parent
 
     die_with_parent(parent)
-    _init_worker(job, configs, threads)
+    global _INIT_ERROR
+    try:
+        _init_worker(job, configs, threads)
+    except Exception as exc:  # noqa: BLE001 -- an initializer that raises breaks the pool and loses the message
+        _INIT_ERROR = exc
+
+
+_INIT_ERROR = None  # what a pool worker's initializer raised; its first run raises it, the user sees the message
+
+
+def _after_init(run, job: _Job, item):
+    """``run(job, item)`` in a pool worker, or the error that kept the worker from loading its data."""
+    if _INIT_ERROR is not None:
+        raise _INIT_ERROR
+    return run(job, item)
 
 
 def _run_one(job: _Job, config: TrainConfig) -> dict:
@@ -216,7 +231,7 @@ def _local_results(job: _Job, todo, queue, workers: int, run):
     context = multiprocessing.get_context("spawn")  # no fork after torch threads: portable and safe
     with ProcessPoolExecutor(workers, mp_context=context, initializer=_init_pool_worker,
                              initargs=(os.getpid(), job, todo, threads)) as pool:
-        submit = lambda item: pool.submit(run, job, item)  # noqa: E731
+        submit = lambda item: pool.submit(_after_init, run, job, item)  # noqa: E731
         futures: dict = {}
         try:
             for config, future in _bounded(queue, futures, submit, workers,

@@ -1,0 +1,50 @@
+"""A sweep that cannot run says why in one `error:` line, as `train-head` does: a sample larger than the
+train split is refused before any worker starts, and an error raised while a worker loads its data
+reaches the caller as that error, not as a broken process pool."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+from click.testing import CliRunner
+
+from layercache.cache.reader import open_entry
+from layercache.cli.sweep import main
+from layercache.errors import LayercacheError
+from layercache.experiments.runner import run_grid
+from layercache.training import TrainConfig
+
+
+def test_too_many_shots_is_one_line_before_any_worker(tiny_cache, tmp_path):
+    # The tiny train split holds 122 sentences of 3 entity types: N = 128 asks for 384.
+    out = CliRunner().invoke(main, ["--cache", tiny_cache, "--fusions", "concat", "--shots", "8,128", "--epochs", "1",
+                                    "--trials", "1", "--workers", "2", "--out", str(tmp_path / "sw")])
+    assert out.exit_code == 1
+    errors = [line for line in out.output.splitlines() if line.startswith("error:")]
+    assert errors == ["error: shots=128 x 3 entity types = 384 sentences, but the train split has only 122; "
+                      "use fewer shots or --shots all"]
+    assert "Traceback" not in out.output and "BrokenProcessPool" not in out.output
+    assert not (tmp_path / "sw" / "results.jsonl").exists() or not (tmp_path / "sw" / "results.jsonl").read_text()
+
+
+@pytest.mark.slow
+def test_an_error_while_a_worker_loads_is_raised_as_itself(tiny_cache, tmp_path):
+    """Layers outside the entry fail in the worker's loader (the pool's initializer): the caller gets the
+    LayercacheError with its message."""
+    config = TrainConfig(fusion="concat", shots=2, epochs=1, seed=0, layers="1,99")
+    with pytest.raises(LayercacheError, match="99"):
+        run_grid(open_entry(tiny_cache), [config], results=str(tmp_path / "results.jsonl"), workers=1,
+                 progress=False, log=lambda m: None)
+
+
+@pytest.mark.slow
+def test_sweep_command_prints_one_error_line(tiny_cache, tmp_path):
+    """The installed command, in its own process: stderr is the one line and the exit status 1."""
+    out = subprocess.run([sys.executable, "-m", "layercache", "sweep", "--cache", tiny_cache, "--fusions", "concat",
+                          "--shots", "128", "--epochs", "1", "--trials", "1", "--quiet", "--out", str(tmp_path / "sw")],
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 1
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: shots=128 x 3 entity types = 384 sentences"), out.stderr
