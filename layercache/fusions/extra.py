@@ -1,5 +1,6 @@
 """Extra-layers fusion (R+n): new transformer encoder layers on top of the last layer."""
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
@@ -51,9 +52,9 @@ class ExtraLayers(nn.Module):
             h = layer(h, src_key_padding_mask=padding)  # [B, T, d]
         return h
 
-    def forward_packed(self, hidden: Tensor, lengths: Tensor) -> Tensor:
+    def forward_packed(self, hidden: Tensor, lengths) -> Tensor:
         """The same layers on a packed batch: ``hidden [1, R, L, d]`` holds sentences of ``lengths``
-        back to back (then padding rows), output ``[1, R, d]``.
+        (a host array) back to back (then padding rows), output ``[1, R, d]``.
 
         Only attention needs the sentences apart: the projections, the FFN and the norms (most of
         the cost) run on the packed rows, and attention runs per group of sentences of similar
@@ -61,35 +62,45 @@ class ExtraLayers(nn.Module):
         wastes ~5x on the quadratic part). Equals `forward` on the padded batch (tested).
         """
         x = hidden[0, :, -1]  # [R, d]
-        groups = _length_groups(lengths)
+        groups = _length_groups(lengths, device=x.device)
         for layer in self.layers:
             x = _packed_layer(layer, x, groups)
         return x[None]
 
 
-def _length_groups(lengths: Tensor, *, starts: Tensor | None = None) -> tuple[list[tuple[Tensor, Tensor]], Tensor]:
+def _length_groups(lengths, *, device, starts=None) -> tuple[list[tuple[Tensor, Tensor]], Tensor]:
     """(index [b, T] of rows, mask [b, T]) per group of sentences whose lengths share a power-of-two
     ceiling (at least 8), T the group's longest rounded up to a multiple of 8; and the rows of all
     groups' real tokens in group order (where the groups' outputs go, concatenated). Sentence i
-    starts at row ``starts[i]`` (default: back to back from row 0)."""
-    if starts is None:
-        starts = torch.cumsum(lengths, 0) - lengths
-    by_cap: dict[int, list[tuple[int, int]]] = {}
-    for start, n in zip(starts.tolist(), lengths.tolist()):
-        if n > 0:
-            by_cap.setdefault(max(8, 1 << (n - 1).bit_length()), []).append((start, n))
+    starts at row ``starts[i]`` (default: back to back from row 0).
+
+    ``lengths`` and ``starts`` are host arrays (a batch's sentence lengths are known before it is
+    built): the grouping is planned on the host and its index tensors copied over without waiting
+    for the device, so a training step never turns a device tensor into a host value."""
+    lengths = np.asarray(lengths, dtype=np.int64)
+    starts = np.cumsum(lengths) - lengths if starts is None else np.asarray(starts, dtype=np.int64)
+    real = lengths > 0
+    caps = np.maximum(8, 1 << np.ceil(np.log2(np.maximum(lengths, 1))).astype(np.int64))
     groups, targets = [], []
-    for members in by_cap.values():
-        group_starts = torch.tensor([m[0] for m in members], device=lengths.device)
-        group_lengths = torch.tensor([m[1] for m in members], device=lengths.device)
-        T = max(m[1] for m in members)
+    for cap in dict.fromkeys(caps[real].tolist()):  # in order of first appearance, as before
+        members = np.flatnonzero(real & (caps == cap))
+        group_starts, group_lengths = starts[members], lengths[members]
+        T = int(group_lengths.max())
         T += -T % 8
-        slots = torch.arange(T, device=lengths.device)
+        slots = np.arange(T)
         mask = slots[None, :] < group_lengths[:, None]  # [b, T]
-        index = torch.where(mask, group_starts[:, None] + slots[None, :], 0)
-        groups.append((index, mask))
+        index = np.where(mask, group_starts[:, None] + slots[None, :], 0)
+        groups.append((_to(index, device), _to(mask, device)))
         targets.append(index[mask])
-    return groups, torch.cat(targets) if targets else lengths.new_zeros(0)
+    return groups, _to(np.concatenate(targets) if targets else np.zeros(0, dtype=np.int64), device)
+
+
+def _to(array: np.ndarray, device) -> Tensor:
+    """A host array on ``device``: on CUDA from pinned memory without blocking (no sync)."""
+    tensor = torch.from_numpy(np.ascontiguousarray(array))
+    if torch.device(device).type == "cuda":
+        return tensor.pin_memory().to(device, non_blocking=True)
+    return tensor.to(device)
 
 
 def _packed_layer(layer: nn.TransformerEncoderLayer, x: Tensor, groups) -> Tensor:

@@ -25,6 +25,7 @@ packing saves only the per-call overhead (`docs/performance.md`).
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import Tensor
@@ -143,7 +144,7 @@ def _dwatt(fusion: DWAtt, w: dict, k_pos: Tensor, rows: Tensor) -> Tensor:
 
 
 def _extra(fusion: ExtraLayers, w: dict, top: Tensor, mask: Tensor, *, k: int, shared: bool,
-           lengths: list[Tensor] | None) -> Tensor:
+           lengths: list | None) -> Tensor:
     """`ExtraLayers.forward_packed` for K heads: ``top [K, R, d]`` packed rows with each head's
     ``lengths``; or shared ``[B*T, d]`` (a padded batch, ``mask [B, T]``): its real rows packed, the
     outputs put back in place (zeros at padding). Attention runs per group of sentences of similar
@@ -151,12 +152,13 @@ def _extra(fusion: ExtraLayers, w: dict, top: Tensor, mask: Tensor, *, k: int, s
     if shared:
         flat_mask = mask.reshape(-1)
         x = top[flat_mask].expand(k, -1, -1)  # [K, N, d]: the real rows, as every head's input
-        lengths = [mask.sum(1)] * k
+        lengths = [mask.sum(1).cpu().numpy()] * k  # evaluation of a pack: one copy per batch
     else:
         x = top
     n = x.shape[1]
-    starts = torch.cat([k_ * n + torch.cumsum(ls, 0) - ls for k_, ls in enumerate(lengths)])
-    groups = _length_groups(torch.cat(lengths), starts=starts)
+    lengths = [np.asarray(ls, dtype=np.int64) for ls in lengths]  # host arrays: planned without the device
+    starts = np.concatenate([k_ * n + np.cumsum(ls) - ls for k_, ls in enumerate(lengths)])
+    groups = _length_groups(np.concatenate(lengths), device=x.device, starts=starts)
     for i, layer in enumerate(fusion.layers):
         p = under(w, f"layers.{i}.")
         qkv = linear(x, p["self_attn.in_proj_weight"], p["self_attn.in_proj_bias"])  # [K, N, 3d]

@@ -41,8 +41,9 @@ class Batch:
     mask: torch.Tensor  # [B, T] bool, True = real row
     labels: torch.Tensor  # [B, T] int64, IGNORE at padding
     # Packed batches only (B = 1): the row count of each sentence, back to back from row 0; the
-    # rows after them are padding. Heads that attend across a sentence need it.
-    lengths: torch.Tensor | None = None
+    # rows after them are padding. Heads that attend across a sentence need it. A host array
+    # (numpy int64): known before the batch is built, so planning with it never waits for the device.
+    lengths: np.ndarray | None = None
 
 
 class Sentences:
@@ -220,7 +221,7 @@ class SplitArrays(Sentences):
             if pad:
                 y = torch.cat([y, y.new_full((pad,), IGNORE)])
             mask = torch.arange(n + pad, device=offsets.device) < n
-            lengths = torch.from_numpy(self.lengths[np.asarray(positions, dtype=np.int64)]).to(offsets.device)
+            lengths = self.lengths[np.asarray(positions, dtype=np.int64)]  # host: heads plan with it, no sync
             return Batch(x[None], mask[None], y[None], lengths)
         pos = torch.as_tensor(np.asarray(positions, dtype=np.int64), device=offsets.device)
         starts = offsets[pos]  # [B]

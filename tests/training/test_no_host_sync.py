@@ -1,0 +1,83 @@
+"""A training step never waits for the device: no tensor is turned into a host value (``.item()``,
+``.tolist()``, ``int(t)``, ``bool(t)``, ``.cpu()``, ``.numpy()``) inside a step of any head. On CPU
+the conversions are counted (a torch function mode sees every one); on CUDA the step runs under
+``torch.cuda.set_sync_debug_mode("error")``, which raises on any synchronising call."""
+
+from __future__ import annotations
+
+import traceback
+
+import numpy as np
+import pytest
+import torch
+from torch.overrides import TorchFunctionMode
+
+from layercache.cache.reader import open_entry
+from layercache.fusions import FUSIONS
+from layercache.training import TrainConfig, load_data
+from layercache.training.loop import prepare_run, train_step
+
+TO_HOST = {"item", "tolist", "cpu", "numpy", "__int__", "__bool__", "__float__", "__index__"}
+
+
+class CountToHost(TorchFunctionMode):
+    """Records each tensor-to-host conversion, with the line that asked for it."""
+
+    def __init__(self):
+        super().__init__()
+        self.calls = []
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        if getattr(func, "__name__", "") in TO_HOST:
+            self.calls.append((func.__name__, "".join(traceback.format_stack(limit=4)[:-1])))
+        return func(*args, **(kwargs or {}))
+
+
+@pytest.fixture(scope="module")
+def data(tiny_cache):
+    return load_data(open_entry(tiny_cache))
+
+
+def _run(data, fusion: str, device: str, **options):
+    config = TrainConfig(fusion=fusion, shots=4, epochs=2, seed=0, lr=1e-3, device=device, batch_size=4, **options)
+    run = prepare_run(config, data)
+    run.model.train()
+    return run
+
+
+@pytest.mark.parametrize("fusion", sorted(FUSIONS))
+@pytest.mark.parametrize("precision", ["fp32", "bf16"])
+def test_a_training_step_makes_no_tensor_a_host_value(data, fusion, precision):
+    run = _run(data, fusion, "cpu", precision=precision)
+    steps = list(run.epoch_batches())
+    assert len(steps) >= 3
+    train_step(run, steps[0])  # the first step may set things up (kernels, a batch's shape)
+    with CountToHost() as seen:
+        for order in steps[1:]:
+            train_step(run, order)
+    assert not seen.calls, f"{fusion}: {len(seen.calls)} tensor-to-host conversions in a step, the first:\n" \
+                           f"{seen.calls[0][0]} at\n{seen.calls[0][1]}"
+    assert torch.isfinite(run.last_loss)
+
+
+def test_the_counter_sees_a_conversion():
+    with CountToHost() as seen:
+        int(torch.arange(3).max())
+    assert [name for name, _ in seen.calls] == ["__int__"]
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+@pytest.mark.parametrize("fusion", sorted(FUSIONS))
+def test_a_cuda_training_step_never_synchronises(data, fusion):
+    run = _run(data, fusion, "cuda", precision="bf16")
+    steps = list(run.epoch_batches())
+    train_step(run, steps[0])
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        for order in steps[1:]:
+            train_step(run, order)
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+    assert np.isfinite(float(run.last_loss))
