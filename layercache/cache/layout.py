@@ -28,6 +28,9 @@ KEY_FIELDS = (
 # Fields added later that enter the key only when set (true), so every entry made without them keeps
 # its key: ``special_tokens`` (subword caches that also hold the rows of [CLS]/[SEP], <s>/</s>).
 OPTIONAL_KEY_FIELDS = ("special_tokens",)
+# The entry attribute listing every split an extraction was asked for, written before the first of
+# them: the entry is complete only when each one is.
+PLAN = "planned_splits"
 
 
 def cache_root(cache_dir: str | os.PathLike | None = None) -> str:

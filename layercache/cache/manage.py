@@ -11,7 +11,7 @@ import numpy as np
 from ..errors import LayercacheError
 from ..tasks import DEFAULT_TASK
 from .int8 import SCALES
-from .layout import KEY_FIELDS, OPTIONAL_KEY_FIELDS, is_remote, local_path
+from .layout import KEY_FIELDS, OPTIONAL_KEY_FIELDS, PLAN, is_remote, local_path
 from . import label_sets
 from .store import MissingChunkError, checked_store, open_group
 
@@ -32,6 +32,12 @@ class EntryStatus:
     @property
     def complete(self) -> bool:
         return bool(self.splits) and all(self.splits.values())
+
+    @property
+    def missing(self) -> list[str]:
+        """Splits asked for (the entry's plan, or present) and not finished: what a rerun of
+        `extract` writes."""
+        return [name for name, done in self.splits.items() if not done]
 
 
 def list_entries(root: str, *, sizes: bool = True) -> list[EntryStatus]:
@@ -69,7 +75,8 @@ def entry_status(path: str, *, size: bool = True) -> EntryStatus:
     attrs = dict(group.attrs)
     if not attrs.get("format_version"):
         raise LayercacheError(f"{path} is not a layercache entry")
-    splits, finished = {}, []
+    # Planned splits first, in the order asked for; one not even started is missing all the same.
+    splits, finished = {name: False for name in attrs.get(PLAN) or []}, []
     for name, g in group.groups():
         if "kind" in g.attrs:  # not a split: the MLM entry's `lm` group (embeddings, LM head)
             continue
@@ -130,6 +137,10 @@ def bytes_on_disk(path: str) -> int | None:
 
 
 def remove(path: str) -> None:
+    """Delete the entry ``path``; a local one only while no reader has it open and no `extract`
+    writes it (`usage.exclusive`), else `usage.EntryInUse` says who has it and nothing is deleted."""
+    from .usage import EntryInUse, being_written, exclusive
+
     entry_status(path)  # refuse to delete anything that is not an entry
     if is_remote(path):
         import fsspec
@@ -137,7 +148,10 @@ def remove(path: str) -> None:
         fs, p = fsspec.core.url_to_fs(path)
         fs.rm(p, recursive=True)
         return
-    shutil.rmtree(local_path(path))
+    with exclusive(path):  # held until the directory is gone: a reader opening it meanwhile waits, then fails
+        if being_written(path):
+            raise EntryInUse(path, "being written by an extract")
+        shutil.rmtree(local_path(path))
     for sidecar in (".lock", ".read"):  # the writer's lock and the record of reads (`usage`)
         leftover = local_path(path).rstrip("/") + sidecar
         if os.path.exists(leftover):
@@ -153,6 +167,8 @@ def verify(path: str, *, progress: bool = False) -> list[str]:
     group = open_group(path, mode="r")
     bfloat16 = group.attrs.get("dtype") == "bfloat16"
     problems = _missing_files(path, group)
+    problems += [f"{path}: split {name} was asked for and is not finished (rerun `extract` to finish it)"
+                 for name in entry_status(path, size=False).missing]
     non_finite: dict[tuple[str, int], int] = {}
     bad_scales: dict[tuple[str, int], int] = {}  # int8 entries
     arrays = [(split, name, arr) for split, g in group.groups() for name, arr in g.arrays()]

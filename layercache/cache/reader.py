@@ -14,12 +14,13 @@ from functools import cached_property
 import numpy as np
 import zarr
 
-from ..errors import LayercacheError
+from ..errors import IncompleteEntryError, LayercacheError
 from ..tasks import DEFAULT_TASK
 from . import label_sets
 from .int8 import SCALES, dequantize
+from .layout import PLAN
 from .store import bfloat16_to_float32, checked_store, open_group, require_complete
-from .usage import mark_read
+from .usage import hold, mark_read
 
 
 class MetaViews:
@@ -50,6 +51,9 @@ class CacheEntry(MetaViews):
     def __init__(self, path):
         # A path or URL; tests may also pass a zarr store (e.g. one that counts the bytes read).
         self.path = path if isinstance(path, str) else str(path)
+        # Held while this entry (or a view or split of it) is referenced, or until `close`: `gc` and
+        # `rm` skip an entry a reader holds. Taken before the open, so what is opened is what is held.
+        self._hold = hold(path) if isinstance(path, str) else None
         self.group = open_group(path, mode="r") if isinstance(path, str) else _open_store(path)
         self.meta = dict(self.group.attrs)
         if not self.meta.get("format_version"):
@@ -60,6 +64,17 @@ class CacheEntry(MetaViews):
         self.stored_meta = self.meta  # the attributes as stored; `meta` of a label-set view differs
         if label_sets.PRIMARY in self.meta or label_sets.LISTING in self.meta:  # seen through its primary set
             self.meta = label_sets.view_meta(self.stored_meta, None, where=self.path)
+
+    def close(self) -> None:
+        """Let `gc` and `rm` remove the entry again (views made by `with_labels` share the hold)."""
+        if self._hold is not None:
+            self._hold.release()
+
+    def __enter__(self) -> CacheEntry:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
 
     @property
     def label_sets(self) -> dict[str, dict]:
@@ -81,6 +96,20 @@ class CacheEntry(MetaViews):
         order = {"train": 0, "dev": 1, "test": 2}
         names = [name for name, g in self.group.groups() if g.attrs.get("complete") and "kind" not in g.attrs]
         return sorted(names, key=lambda s: (order.get(s, 9), s))
+
+    @property
+    def missing_splits(self) -> list[str]:
+        """Splits the entry's extraction was asked for (its plan) that are not finished: a run killed
+        between splits leaves them; rerunning `extract` writes them."""
+        done = set(self.splits)
+        return [name for name in self.stored_meta.get(PLAN) or [] if name not in done]
+
+    def require_complete(self) -> None:
+        """Refuse an entry whose planned splits are not all finished, naming them."""
+        if self.missing_splits:
+            raise IncompleteEntryError(
+                f"{self.path} is incomplete: split(s) {', '.join(self.missing_splits)} were asked for and are not "
+                "finished; rerun `extract` with the same options to finish them")
 
     def lm(self) -> dict[str, np.ndarray]:
         """An MLM entry's ``lm`` arrays (float32): ``embeddings`` and, when the checkpoint has a head,

@@ -17,6 +17,7 @@ import numpy as np
 import zarr
 
 from .int8 import SCALES, quantize
+from .layout import PLAN
 from .shard import shard_files
 from .store import CHECKSUM, SMALL_ARRAY_CODECS, files_of, float32_to_bfloat16_bits, open_group
 
@@ -148,6 +149,19 @@ def _open_root(entry_path: str, entry_attrs: dict) -> zarr.Group:
     if not root.attrs.get("format_version"):
         root.update_attributes(entry_attrs)  # one metadata write (attrs.update writes once per key)
     return root
+
+
+def record_plan(entry_path: str, entry_attrs: dict, splits) -> list[str]:
+    """Add ``splits`` to the entry's plan before any of them is written (creating the entry if need
+    be): the entry is complete only once every planned split is, so a run killed between splits
+    leaves it incomplete, and the next run finishes it. Returns the plan."""
+    root = _open_root(entry_path, entry_attrs)
+    plan = list(root.attrs.get(PLAN) or [])
+    added = [s for s in splits if s not in plan]
+    if added:
+        plan += added
+        root.attrs[PLAN] = plan
+    return plan
 
 
 def write_entry_arrays(entry_path: str, entry_attrs: dict, name: str, arrays: dict[str, np.ndarray]) -> None:

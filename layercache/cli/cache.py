@@ -24,6 +24,7 @@ from ..cache.manage import (
     verify,
 )
 from ..cache.store import open_group
+from ..errors import LayercacheError
 from ..tasks import task_of
 from .errors import friendly_errors, human_bytes
 from .options import cache_dir_option, quiet_option
@@ -44,6 +45,8 @@ def ls_cmd(cache_dir):
         state = ", ".join(f"{s}{'' if ok else ' (incomplete)'}" for s, ok in e.splits.items())
         click.echo(f"{e.path}\n    {e.model} on {e.dataset} [{options_label(e.fields)}]: {state}; "
                    f"{human_bytes(e.bytes_on_disk)}; {e.finished or 'unfinished'}")
+        if e.missing:
+            click.echo(f"    incomplete: {', '.join(e.missing)} not finished; rerun `extract` to finish")
 
 
 @click.command("info")
@@ -55,7 +58,7 @@ def info_cmd(path, as_json):
     status = entry_status(path)
     group = open_group(path, mode="r")
     meta = dict(group.attrs)
-    splits = {name: {**dict(g.attrs), "hidden_shape": list(g["hidden"].shape)} for name, g in group.groups()
+    splits = {name: {**dict(g.attrs), "hidden_shape": _hidden_shape(path, name, g)} for name, g in group.groups()
               if "kind" not in g.attrs}  # `kind`: the MLM entry's `lm` group, not a split
     if as_json:
         click.echo(json.dumps({"path": path, "meta": meta, "splits": splits}, indent=2, default=str))
@@ -84,6 +87,15 @@ def info_cmd(path, as_json):
         state = "complete" if a.get("complete") else "INCOMPLETE (rerun extract to resume)"
         click.echo(f"  {name:<5} {a['n_sentences']:>8,} sentences {a['n_words']:>10,} words  "
                    f"hidden {a['hidden_shape']}  {state}")
+    for name in (n for n in status.missing if n not in splits):
+        click.echo(f"  {name:<5} MISSING: asked for and not started (rerun extract to finish the entry)")
+
+
+def _hidden_shape(path: str, split: str, group) -> list[int]:
+    if "hidden" not in group:
+        raise LayercacheError(f"{path}: array {split}/hidden is missing (no {split}/hidden/zarr.json); "
+                              "re-extract the entry")
+    return list(group["hidden"].shape)
 
 
 def _variants(path: str, status):
@@ -128,10 +140,11 @@ def verify_cmd(path, quiet):
 @friendly_errors
 def gc_cmd(max_size, dry_run, cache_dir):
     """Remove the least recently read complete entries until the cache root fits in --max-size;
-    never a partial entry, nor one being written or read recently (a trainer may still be reading it)."""
+    never a partial entry, nor one being written or open in a reader (each such is named, with why)."""
     root = cache_root(cache_dir)
     limit = parse_size(max_size)
-    removed = collect(root, max_size=limit, dry_run=dry_run)
+    skip = lambda e, reason: click.echo(f"skipped {e.path}: {reason}", err=True)  # noqa: E731
+    removed = collect(root, max_size=limit, dry_run=dry_run, on_skip=skip)
     verb = "would remove" if dry_run else "removed"
     for e in removed:
         used = time.strftime("%Y-%m-%d %H:%M", time.localtime(last_used(e)))

@@ -29,7 +29,9 @@ def resolve_entry(*, cache: str | None = None, model: str | None = None, dataset
     key fields among them must match exactly, the others may be relaxed (see the module's doc);
     ``progress``: a bar while an entry is extracted."""
     if cache:
-        return open_entry(cache)
+        entry = open_entry(cache)
+        entry.require_complete()  # a run killed between splits: never read as if it were whole
+        return entry
     options = dict(extract_options or {})
     task = task_of(options)
     if model or dataset:  # no dataset: the task's default, as `extract` has it
@@ -52,6 +54,8 @@ def _entry_for(*, model: str | None, dataset: str | None, cache_dir: str | None,
     data = load_data(config, splits=list(config.splits) if config.splits else None)
     path, _, attrs = describe(config, dataset=data)
     exact = entry_status(path, size=False) if exists(path) else None
+    if exact is not None and exact.missing:
+        log(f"{path} is incomplete: split(s) {', '.join(exact.missing)} not finished; extracting them")
     if exact is None or not exact.complete:
         other = _made_otherwise(path, attrs, splits=data.splits,
                                 explicit=set(options) & set(KEY_FIELDS + OPTIONAL_KEY_FIELDS),

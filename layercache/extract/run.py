@@ -30,7 +30,7 @@ from ..cache.layout import cache_root, entry_key, entry_path
 from ..cache.lock import EntryLock
 from ..cache.manage import bytes_on_disk
 from ..cache.store import exists, open_group
-from ..cache.writer import SplitPlan, SplitWriter, write_entry_arrays
+from ..cache.writer import SplitPlan, SplitWriter, record_plan, write_entry_arrays
 from ..errors import LayercacheError
 from ..tasks import DEFAULT_TASK, TASKS, Task, task_of
 from ..versions import versions
@@ -279,6 +279,8 @@ def extract(config: ExtractConfig, *, progress: bool = True, log=print, on_unit=
         loader = ThreadPoolExecutor(1, thread_name_prefix="layercache-model")
         model = loader.submit(load_model, info, device=device, trust_remote_code=config.trust_remote_code)
         loader.shutdown(wait=False)
+        if ranks.main:  # before any split is written: the entry is complete only once all of them are
+            record_plan(path, attrs, list(dataset.splits))
         if mlm and ranks.main and not _lm_complete(path):
             write_entry_arrays(path, attrs, "lm", _lm_arrays(info, model.result(), attrs))
         for split in todo:

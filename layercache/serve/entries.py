@@ -11,6 +11,9 @@
 - ``GET /api/entries``, ``GET /api/entries/<name>``: every entry (partial ones too, marked so) and
   one entry's metadata, as JSON.
 
+While a file is sent, the server holds the entry as a reader does (`cache.usage.hold`): `gc`
+and `rm` skip it.
+
 Nothing else is served: not a partial entry, not the root's own files (the token, the ``.read`` and
 ``.lock`` sidecars), no ``..``, no absolute path, no symlink resolving outside its entry. Escapes
 are 403, missing or partial things 404. Reads are open unless the server has a read token.
@@ -24,13 +27,15 @@ import time
 from urllib.parse import quote
 
 import anyio
+from starlette.background import BackgroundTask
 from starlette.requests import Request
 from starlette.responses import FileResponse, HTMLResponse, JSONResponse, Response
 from starlette.routing import Route
 
 from ..cache.manage import OPTION_FIELDS, EntryStatus, entry_status, list_entries
 from ..cache.store import open_group
-from ..cache.usage import in_use, last_read, mark_read
+from ..cache.usage import hold, in_use, last_read, mark_read
+from ..errors import LayercacheError
 from ..tasks import DEFAULT_TASK
 
 TIME_FORMAT = "%Y-%m-%dT%H:%M:%S%z"  # as `created` and `finished` are stored
@@ -154,20 +159,40 @@ class _File(FileResponse):
 async def entry_path(request: Request) -> Response:
     state = request.app.state.server
     name, path = request.path_params["name"], request.path_params.get("path", "")
+    held = None
     try:
         _check_read(request)
         real = await complete_dir(str(state.root), name)
+        held = _hold(real, name)
         target = inner_path(real, path) if path else real
         st = os.stat(target)
     except Refused as exc:
+        _release(held)
         return error(exc.status, str(exc))
     except (OSError, ValueError):  # a missing file (zarr reads a 404 as an absent chunk)
+        _release(held)
         return error(404, f"no file {path!r} in entry {name!r}")
     mark_read(os.path.join(str(state.root), name))  # at most once a minute per entry
     if os.path.isdir(target):  # what would be served: no symlink out of the entry
         names = [n for n in sorted(os.listdir(target)) if _inside(os.path.realpath(os.path.join(target, n)), real)]
+        _release(held)
         return _listing(request, names)
-    return _File(target, stat_result=st)  # chunks: application/octet-stream, metadata: application/json
+    # chunks: application/octet-stream, metadata: application/json; the entry stays held until the
+    # last byte is sent (or, if the client goes first, until the response is dropped)
+    return _File(target, stat_result=st, background=BackgroundTask(_release, held))
+
+
+def _hold(real: str, name: str):
+    """A reader's shared lock on the entry while one of its files is served: `gc` and `rm` skip it."""
+    try:
+        return hold(real, wait=False)
+    except LayercacheError:  # being removed right now (`usage.EntryInUse`), or gone
+        raise Refused(404, f"entry {name!r} is being removed") from None
+
+
+def _release(held) -> None:
+    if held is not None:
+        held.release()
 
 
 async def index(request: Request) -> Response:
@@ -243,7 +268,7 @@ def summary(entry: EntryStatus) -> dict:
     attrs = dict(group.attrs)
     splits = {}
     for split, done in entry.splits.items():
-        split_attrs = group[split].attrs
+        split_attrs = group[split].attrs if split in group else {}  # planned, not started
         splits[split] = {"rows": split_attrs.get("n_rows"), "sentences": split_attrs.get("n_sentences"),
                          "complete": done}
     read = last_read(entry.path)
@@ -256,6 +281,7 @@ def summary(entry: EntryStatus) -> dict:
         "splits": splits,
         "bytes": entry.bytes_on_disk,
         "complete": entry.complete,
+        "missing_splits": entry.missing,  # asked for and not finished: a rerun of `extract` writes them
         "created": attrs.get("created"),
         "finished": entry.finished,
         "last_read": None if read is None else time.strftime(TIME_FORMAT, time.localtime(read)),

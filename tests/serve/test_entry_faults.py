@@ -21,3 +21,16 @@ def test_a_chunk_lost_on_the_server_is_an_error_over_http(served, served_root, t
     os.remove(served_root / name / "train" / "labels" / "c" / "0")
     with pytest.raises(LayercacheError, match=r"array train/labels, chunk c/0 is missing"):
         open_entry(f"{served.url}/entries/{name}").split("train").labels  # noqa: B018
+
+
+def test_an_entry_killed_between_splits_is_not_served(served, served_root, tiny_cache):
+    import shutil
+
+    from .test_entries import get_json, request
+
+    name = os.path.basename(tiny_cache)
+    shutil.rmtree(served_root / name / "test")  # as left by a run killed once dev was written
+    status, entries = get_json(served.url, "/api/entries")
+    assert status == 200 and [(e["name"], e["complete"], e["missing_splits"]) for e in entries] == [
+        (name, False, ["test"])]
+    assert request(served.url, f"/entries/{name}/zarr.json")[0] == 404
