@@ -25,6 +25,7 @@ from ..serve.state import DEFAULT_HOST, DEFAULT_PORT, ServerState
 from .errors import friendly_errors
 from .options import cache_dir_option, device_option, say
 
+SERVE_EXTRA = ("starlette", "uvicorn", "aiohttp")  # pyproject's `serve` extra
 TOKEN_FILE = ".serve-token"  # under the root: hidden, and never served (not an entry)
 TOKEN_BYTES = 32
 
@@ -53,9 +54,16 @@ TOKEN_BYTES = 32
 def main(cache_dir, host, port, token_file, read_token_file, runs, data_dirs, device, max_size, trust_remote_code):
     """Serve a cache root: complete entries as read-only zarr over HTTP (train-head --cache
     http://HOST:PORT/entries/NAME), a JSON API, an extraction queue and a web page."""
-    import uvicorn
+    try:
+        import uvicorn
 
-    from ..serve.app import create_app
+        from ..serve.app import create_app
+    except ModuleNotFoundError as exc:  # the service's packages are an extra, not a dependency
+        package = (exc.name or "").split(".")[0]
+        if package not in SERVE_EXTRA:
+            raise
+        raise LayercacheError(f"serve needs the package {package!r}, part of the serve extra: "
+                              f'pip install "layercache[serve]"') from None
 
     root = cache_root(cache_dir)
     if is_remote(root):

@@ -1,0 +1,26 @@
+"""A command whose optional packages are missing says which `pip install` brings them, in one line."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+# The module blocked as if it were not installed (None in sys.modules makes its import fail), then the command.
+SCRIPT = """
+import sys
+sys.modules[sys.argv[1]] = None
+from layercache.cli.main import main
+sys.argv = ["layercache", "serve", "--cache-dir", sys.argv[2], "--port", "0"]
+main()
+"""
+
+
+@pytest.mark.parametrize("missing", ["uvicorn", "starlette"])
+def test_serve_without_the_extra_is_one_line(missing, tmp_path):
+    out = subprocess.run([sys.executable, "-c", SCRIPT, missing, str(tmp_path)], capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 1
+    assert out.stderr.strip().splitlines() == [
+        f"error: serve needs the package '{missing}', part of the serve extra: pip install \"layercache[serve]\""]
