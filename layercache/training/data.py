@@ -209,11 +209,20 @@ class SplitArrays(Sentences):
         """
         import torch
 
+        from .runtime import to_device
+
         hidden, labels, offsets = self._tensors(device)
+        positions = np.asarray(positions, dtype=np.int64)
+        host_lengths = self.lengths[positions]  # [B]: known on the host, so no shape waits for the device
+        pos = to_device(positions, offsets.device)  # [B]: the only copy; rows are indexed on the device
+        starts = offsets[pos]  # [B]
+        lengths = offsets[pos + 1] - starts  # [B]
         if packed:
-            rows = torch.from_numpy(self.rows_of(positions)).to(offsets.device)
-            n = len(rows)
+            n = int(host_lengths.sum())
             pad = -n % multiple
+            first = torch.cumsum(lengths, 0) - lengths  # [B]: where each sentence goes in the packed rows
+            rows = torch.repeat_interleave(starts - first, lengths, output_size=n) + torch.arange(
+                n, device=offsets.device)  # [n] cache rows, sentence after sentence
             x = hidden.new_empty((n + pad, *hidden.shape[1:]), dtype=torch.float32)  # [rows, L, d]
             x[:n] = hidden[rows]  # gathered in the storage dtype, widened in the copy
             x[n:] = 0
@@ -221,12 +230,8 @@ class SplitArrays(Sentences):
             if pad:
                 y = torch.cat([y, y.new_full((pad,), IGNORE)])
             mask = torch.arange(n + pad, device=offsets.device) < n
-            lengths = self.lengths[np.asarray(positions, dtype=np.int64)]  # host: heads plan with it, no sync
-            return Batch(x[None], mask[None], y[None], lengths)
-        pos = torch.as_tensor(np.asarray(positions, dtype=np.int64), device=offsets.device)
-        starts = offsets[pos]  # [B]
-        lengths = offsets[pos + 1] - starts  # [B]
-        T = int(lengths.max()) if len(pos) else 0
+            return Batch(x[None], mask[None], y[None], host_lengths)
+        T = int(host_lengths.max(initial=0))
         T += -T % multiple
         steps = torch.arange(T, device=offsets.device)
         mask = steps[None, :] < lengths[:, None]  # [B, T]
