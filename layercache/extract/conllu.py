@@ -39,8 +39,11 @@ from layercache.errors import LayercacheError
 LABEL_COLUMNS = ("upos", "xpos", "deprel")  # the label columns a UD sentence offers
 N_FIELDS = 10
 
-_RANGE = re.compile(r"(\d+)-(\d+)")
-_EMPTY_NODE = re.compile(r"(\d+)\.(\d+)")
+# ASCII digits only: str.isdigit() and \d also take superscripts and other scripts' digits, which
+# int() then rejects (a traceback) or reads as another number.
+_INTEGER = re.compile(r"[0-9]+")
+_RANGE = re.compile(r"([0-9]+)-([0-9]+)")
+_EMPTY_NODE = re.compile(r"([0-9]+)\.([0-9]+)")
 _SPLIT_STEMS = {"train": ("train",), "dev": ("dev", "valid", "validation"), "test": ("test",)}
 
 
@@ -82,7 +85,7 @@ class _SentenceBuilder:
         if len(fields) != N_FIELDS:
             raise _error(self.path, lineno, f"{len(fields)} tab-separated fields where CoNLL-U has {N_FIELDS}", line)
         word_id, last = fields[0], len(self.sentence.words)
-        if word_id.isdigit():
+        if _INTEGER.fullmatch(word_id):
             if int(word_id) != last + 1:
                 raise _error(self.path, lineno, f"word id out of sequence (expected {last + 1})", word_id)
             self._add_word(lineno, fields)
@@ -101,7 +104,7 @@ class _SentenceBuilder:
             raise _error(self.path, lineno, "id is neither an integer, a range N-M nor an empty node N.K", word_id)
 
     def _add_word(self, lineno: int, fields: list[str]) -> None:
-        if not fields[6].isdigit():
+        if not _INTEGER.fullmatch(fields[6]):
             raise _error(self.path, lineno, "HEAD is not an integer", fields[6])
         s = self.sentence
         s.words.append(fields[1])

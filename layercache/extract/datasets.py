@@ -208,7 +208,7 @@ def _resolve(spec: str) -> tuple[str, str, dict[str, list[Sentence]], Extras]:
     if path.is_file():
         sentences, middles, width = _read_conll_columns(path)
         return path.stem, str(path), {"train": _strip_wikiann(sentences)[0]}, _named_columns(
-            {"train": middles}, {"train": width})
+            {"train": middles}, {"train": width}, {"train": path})
     if spec.startswith(("/", "./", "../", "~")) or spec in (".", ".."):
         raise LayercacheError(f"dataset path {spec!r} does not exist")
     return _read_hub(spec)
@@ -323,19 +323,47 @@ def _read_directory(directory: Path) -> tuple[str, str, dict[str, list[Sentence]
     read = {split: _read_conll_columns(path) for split, path in files.items() if path is not None}
     raw = {split: sentences for split, (sentences, _, _) in read.items()}
     extras = _named_columns({split: middles for split, (_, middles, _) in read.items()},
-                            {split: width for split, (_, _, width) in read.items()})
+                            {split: width for split, (_, _, width) in read.items()},
+                            {split: path for split, path in files.items() if path is not None})
     return (*_wikiann_or_plain(directory, raw), extras)
 
 
-def _named_columns(middles: dict[str, list[list[tuple[str, ...]]]], widths: dict[str, int]) -> Extras:
+def _named_columns(middles: dict[str, list[list[tuple[str, ...]]]], widths: dict[str, int],
+                   paths: dict[str, Path]) -> Extras:
     """The label sets of the columns between word and tag: CoNLL-2003's POS and chunk when every file
-    has its four columns (word POS chunk NER); no named columns otherwise (they stay unread)."""
+    has its four columns (word POS chunk NER); no named columns otherwise (they stay unread). A
+    malformed tag of a span column (chunk) is an error naming file and line."""
     names = CONLL2003_COLUMNS.get(next(iter(widths.values()))) if len(set(widths.values())) == 1 else None
     if not names:
         return {}
+    for i, (name, kind) in enumerate(names):
+        if kind == SPAN:
+            for split, sentences in middles.items():
+                _check_span_column(paths[split], sentences, column=i, name=name)
     return {name: (kind, {split: [[token[i] for token in sentence] for sentence in sentences]
                           for split, sentences in middles.items()})
             for i, (name, kind) in enumerate(names)}
+
+
+def _check_span_column(path: Path, sentences: list[list[tuple[str, ...]]], *, column: int, name: str) -> None:
+    """Each distinct tag of middle column ``column`` parses as IOB; the first bad one is an error at
+    its first line (found by reading the file again: only on this failing path)."""
+    for tag in {token[column] for sentence in sentences for token in sentence}:
+        try:
+            split_tag(tag)
+        except LayercacheError as exc:
+            raise LayercacheError(f"{path}:{_first_line_with(path, column + 1, tag)}: {name} column (column "
+                                  f"{column + 2}): {exc}") from None
+
+
+def _first_line_with(path: Path, column: int, value: str) -> int | str:
+    """The number of the first token line of ``path`` whose field ``column`` is ``value``."""
+    with open(path, encoding="utf-8-sig") as handle:
+        for lineno, line in enumerate(handle, 1):
+            cols = _columns(line)
+            if len(cols) > column and cols[column] == value and cols[0] != "-DOCSTART-":
+                return lineno
+    return "?"
 
 
 def _build_treebank(where: Path, files: dict[str, Path], *, keep: list[str] | None) -> NerDataset:
