@@ -6,12 +6,14 @@ import math
 import numbers
 import os
 import textwrap
+import zlib
 from collections.abc import Mapping, Sequence
 
 import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.ticker import FuncFormatter  # noqa: E402
 
 Scores = Sequence[tuple[int, float]]
@@ -41,8 +43,6 @@ def head_style(name: str) -> dict[str, str]:
     if name in HEAD_STYLES:
         color, marker = HEAD_STYLES[name]
     else:
-        import zlib
-
         h = zlib.crc32(name.encode("utf-8"))
         color, marker = _SPARE_COLOURS[h % len(_SPARE_COLOURS)], _SPARE_MARKERS[(h // 7) % len(_SPARE_MARKERS)]
     return {"color": color, "marker": marker}
@@ -51,8 +51,6 @@ def head_style(name: str) -> dict[str, str]:
 def legend_handles(names) -> tuple[list, list[str]]:
     """Legend entries drawn from `head_style` itself, one per name (sorted): the legend cannot
     disagree with the lines, whichever panel drew them."""
-    from matplotlib.lines import Line2D
-
     names = sorted(set(names))
     return [Line2D([], [], linewidth=1.2, markersize=3, **head_style(n)) for n in names], names
 
