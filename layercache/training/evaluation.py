@@ -34,21 +34,30 @@ def score_heads(forward, n_heads: int, split: Split, *, device, label_names, bat
     """`score` of ``n_heads`` heads whose logits ``forward(hidden, mask) -> [n_heads, B, T, n_labels]``
     computes at once, so each batch of the split is built once for all of them (a pack of heads,
     `layercache.training.packed`); one (metric, loss) per head, each by the same code as one head's."""
-    counts, preds = [], [[] for _ in range(n_heads)]
-    loss_sums = [torch.zeros((), device=device, dtype=torch.float64) for _ in range(n_heads)]
+    counts, keeps, preds = [], [], [[] for _ in range(n_heads)]
+    loss_sums = torch.zeros(n_heads, device=device, dtype=torch.float64)
     groups = split.eval_groups(batch_size)
+    # Everything stays on the device until the pass is done: per batch, each sentence's word count,
+    # which padded slots are words, and each head's argmax; one copy to the host at the end.
     with torch.inference_mode(), autocast or contextlib.nullcontext():
         for batch in eval_batches(split, device=device, batch_size=batch_size):
             logits = forward(batch.hidden, batch.mask).float()  # [K, B, T, n_labels]
             keep = batch.labels != IGNORE  # [B, T]
-            counts.append(keep.sum(1).cpu().numpy())  # words per sentence
+            counts.append(keep.sum(1))  # words per sentence
+            keeps.append(keep.flatten())
             for k in range(n_heads):
                 loss_sums[k] += F.cross_entropy(logits[k].flatten(0, 1), batch.labels.flatten(),
                                                 ignore_index=IGNORE, reduction="sum").double()
-                preds[k].append(logits[k].argmax(-1)[keep].cpu().numpy())  # flat, sentence after sentence
-    counts = np.concatenate(counts)
-    return [_metric(split, groups, counts, np.concatenate(p), float(loss_sum), label_names=label_names, kind=kind)
+                preds[k].append(logits[k].argmax(-1).flatten())  # [B*T], padding included
+    counts, loss_sums = _host(counts), loss_sums.cpu().numpy()
+    keep = _host(keeps).astype(bool)
+    return [_metric(split, groups, counts, _host(p)[keep], float(loss_sum), label_names=label_names, kind=kind)
             for p, loss_sum in zip(preds, loss_sums)]
+
+
+def _host(parts: list) -> np.ndarray:
+    """Tensors of one pass, concatenated on the device and copied to the host once."""
+    return torch.cat(parts).cpu().numpy() if parts else np.zeros(0, dtype=np.int64)
 
 
 def _metric(split: Split, groups, counts: np.ndarray, preds: np.ndarray, loss_sum: float, *, label_names,
@@ -91,7 +100,7 @@ def eval_batches(split: Split, *, device, batch_size: int):
     if not split.static:  # live (FT) states change as the backbone trains
         return (split.batch(group, device=device) for group in groups)
     padded = sum(len(group) * int(split.lengths[group].max(initial=0)) for group in groups)
-    if padded * split.row_bytes > budget.MEMORY_BUDGET_BYTES:
+    if padded * split.row_bytes > budget.memory_budget():
         return (split.batch(group, device=device) for group in groups)
     return split.cached(("eval batches", str(device), batch_size, budget.BLOCK_ROWS),
                         lambda: [split.batch(group, device=device) for group in groups])
