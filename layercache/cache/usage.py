@@ -1,23 +1,33 @@
-"""When an entry was last read, and whether it is in use: what eviction (`gc`) and the service's
-listing need.
+"""Who uses an entry: the record of its last read (what eviction orders by), and the locks that
+keep an entry from being deleted under a reader.
 
 A read is recorded as the modification time of a sidecar file ``<entry>.read`` beside the entry
 (the way ``<entry>.lock`` marks a writer), at most once a minute per entry and process, so a hot
-loop of reads costs no writes. Local roots only: an object-store root records nothing.
+loop of reads costs no writes. It orders eviction; it protects nothing.
 
-"In use" is decided without a reader registry, which remote readers (HTTP, other machines) could
-not keep: an entry is in use while a writer holds its lock, or when it was read in the last
-``IN_USE_SECONDS``.
+What protects a reader is a lock. A process that has a local entry open (`reader.CacheEntry`, the
+server while it sends one of its files) holds a shared ``flock`` on the entry's directory for as
+long as it is open; `gc` and `rm` take it exclusively, without waiting, and skip the entry (saying
+why) when they cannot. The kernel drops a lock when its holder closes it or dies, so a killed
+reader never blocks a removal. Object-store and HTTP roots hold no locks: their readers are other
+machines.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
+import weakref
 
+try:
+    import fcntl
+except ImportError:  # no flock on this platform: entries are held by nobody
+    fcntl = None
+
+from ..errors import LayercacheError
 from .layout import is_remote, local_path
 
-IN_USE_SECONDS = 600.0  # a read this recent means a trainer may still be reading: never evict it
 _RECORD_EVERY = 60.0  # seconds between two recorded reads of one entry by one process
 _recorded: dict[str, float] = {}
 
@@ -68,7 +78,112 @@ def being_written(path: str) -> bool:
     return False
 
 
-def in_use(path: str, *, now: float | None = None) -> bool:
-    read = last_read(path)
-    recent = read is not None and (now or time.time()) - read < IN_USE_SECONDS
-    return recent or being_written(path)
+def in_use(path: str) -> bool:
+    """True while a reader has ``path`` open or an `extract` is writing it."""
+    return busy(path) is not None
+
+
+def busy(path: str) -> str | None:
+    """Why ``path`` may not be removed now (a reader has it open, an `extract` is writing it), or None."""
+    if being_written(path):
+        return "being written by an extract"
+    try:
+        with exclusive(path):
+            return None
+    except EntryInUse as exc:
+        return exc.reason
+
+
+class EntryInUse(LayercacheError):
+    """An entry that cannot be removed now; ``reason`` says who has it."""
+
+    def __init__(self, path: str, reason: str):
+        super().__init__(f"{path} is {reason}; not removed")
+        self.reason = reason
+
+
+class ReadHold:
+    """A shared lock on an entry's directory, released by `release` or when the hold is garbage
+    collected (whichever comes first): a reader holds the entry for as long as it keeps this."""
+
+    def __init__(self, fd: int):
+        self._close = weakref.finalize(self, os.close, fd)
+
+    def release(self) -> None:
+        self._close()
+
+    @property
+    def held(self) -> bool:
+        return self._close.alive
+
+
+def hold(path: str, *, wait: bool = True) -> ReadHold | None:
+    """A shared lock on the local entry ``path`` (None for remote entries, for a path that is no
+    directory, where the platform has no flock). ``wait=False``: raise `EntryInUse` instead of
+    waiting while a removal holds it. Raises `LayercacheError` when the entry went while waiting."""
+    fd = _open_dir(path)
+    if fd is None:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | (0 if wait else fcntl.LOCK_NB))
+        if os.fstat(fd).st_ino != os.stat(local_path(path)).st_ino:
+            raise FileNotFoundError
+    except BlockingIOError:
+        os.close(fd)
+        raise EntryInUse(path, "being removed") from None
+    except FileNotFoundError:
+        os.close(fd)
+        raise LayercacheError(f"{path} was removed (gc or rm) while it was being opened") from None
+    except OSError:  # a file system without flock (some network mounts): read unprotected, as before
+        os.close(fd)
+        return None
+    return ReadHold(fd)
+
+
+@contextlib.contextmanager
+def exclusive(path: str):
+    """The entry's lock, exclusively and without waiting, for a removal: raises `EntryInUse` naming
+    the readers' process ids (where the system says) when a reader holds it."""
+    fd = _open_dir(path)
+    if fd is None:
+        yield
+        return
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            pids = readers(fd)
+            who = f" (process {', '.join(map(str, pids))})" if pids else ""
+            raise EntryInUse(path, f"open by a reader{who}") from None
+        except OSError as exc:  # cannot tell who reads it: keep it
+            raise EntryInUse(path, f"not lockable here ({exc.strerror})") from None
+        yield
+    finally:
+        os.close(fd)
+
+
+def readers(fd: int) -> list[int]:
+    """Process ids holding a shared flock on the file of ``fd``, from /proc/locks (Linux; [] elsewhere).
+    The ids are those of the processes that took the locks, as the kernel records them."""
+    st = os.fstat(fd)
+    inode = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
+    try:
+        with open("/proc/locks") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return []
+    pids = set()
+    for line in lines:
+        cols = line.split()
+        if len(cols) >= 6 and cols[1] == "FLOCK" and cols[3] == "READ" and cols[5] == inode:
+            pids.add(int(cols[4]))
+    return sorted(pids)
+
+
+def _open_dir(path: str) -> int | None:
+    if fcntl is None or is_remote(path):
+        return None
+    try:
+        return os.open(local_path(path), os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    except OSError:  # not there (the caller's open says so) or not a directory
+        return None

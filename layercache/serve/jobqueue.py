@@ -18,7 +18,7 @@ from dataclasses import fields
 from datetime import datetime, timezone
 from pathlib import Path
 
-from ..cache.usage import mark_read
+from ..cache.usage import hold, mark_read
 from ..errors import LayercacheError
 from ..extract.run import ExtractConfig, extract
 from .admit import without_contents
@@ -157,9 +157,15 @@ class JobQueue:
             self._finish(job, state="failed", error=f"{type(exc).__name__}: {one_line(exc)}")
             return
         if self.state.max_size:
-            # The new entry counts as just read: whoever asked for it is about to, so eviction spares it.
+            # Whoever asked for the new entry is about to read it: eviction spares it now (held as a
+            # reader holds it) and takes it last later (just read).
             mark_read(result.path)
-            self._collect()
+            kept = hold(result.path)
+            try:
+                self._collect()
+            finally:
+                if kept is not None:
+                    kept.release()
         rows = {s.split: {"done": s.rows, "total": s.rows} for s in result.splits}
         total = sum(r["total"] for r in rows.values())
         self._finish(job, state="done", path=result.path, key=result.key, entry=os.path.basename(result.path),

@@ -1,5 +1,5 @@
 """`layercache gc`: the least recently used complete entries go first, until the root fits; never
-one being written, read recently, or partial; --dry-run removes nothing; sizes parse or fail in
+one being written, open in a reader, or partial; --dry-run removes nothing; sizes parse or fail in
 one line."""
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from layercache.cache import usage
 from layercache.cache.gc import collect, parse_size
 from layercache.cache.lock import EntryLock
 from layercache.cache.manage import bytes_on_disk
+from layercache.cache.reader import open_entry
 from layercache.cli.main import main
 from layercache.errors import LayercacheError
 
@@ -82,16 +83,20 @@ def test_keeps_the_most_recently_used(make_entry, root, monkeypatch):
 
 def test_never_removes_an_entry_in_use_or_partial(make_entry, root, monkeypatch):
     now = time.time()
-    read_now, writing, partial, idle = (make_entry(n) for n in ("read_now", "writing", "partial", "idle"))
-    for path in (read_now, writing, partial, idle):
+    held, writing, partial, idle = (make_entry(n) for n in ("held", "writing", "partial", "idle"))
+    for path in (held, writing, partial, idle):
         finished_at(path, "2020-01-02T03:04:05+0000")
-    read_at(read_now, now - usage.IN_USE_SECONDS / 2, monkeypatch)
+    read_at(held, now - 3 * HOUR, monkeypatch)  # read long ago, and open still: the open counts, not the read
     zarr.open_group(partial, mode="a")["dev"].attrs["complete"] = False
-    with EntryLock(writing, log=lambda m: None):
-        assert usage.in_use(writing)
-        removed = collect(str(root), max_size=0)
+    skipped = []
+    with open_entry(held), EntryLock(writing, log=lambda m: None):
+        assert usage.in_use(writing) and usage.in_use(held) and not usage.in_use(idle)
+        removed = collect(str(root), max_size=0, on_skip=lambda e, why: skipped.append((names([e])[0], why)))
     assert names(removed) == ["idle"]  # the root stays over the size rather than lose one of the others
-    assert all(os.path.isdir(p) for p in (read_now, writing, partial))
+    assert all(os.path.isdir(p) for p in (held, writing, partial))
+    assert sorted(skipped) == [("held", f"open by a reader (process {os.getpid()})"),
+                               ("writing", "being written by an extract")]
+    assert sorted(names(collect(str(root), max_size=0))) == ["held", "writing"]  # closed and written: they go
 
 
 def test_dry_run_removes_nothing_and_lists_what_would_go(make_entry, root):

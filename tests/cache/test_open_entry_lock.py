@@ -1,0 +1,97 @@
+"""An entry a reader has open is never deleted under it, however long ago it last read: `gc` skips
+it and says why, `rm` refuses in one line, and the reader's next read returns the bytes, not zeros.
+The reader's lock goes with the reader: once it closes the entry or dies, the entry can go."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from layercache.cache import usage
+from layercache.cache.reader import open_entry
+from layercache.cli.main import main
+
+# Opens the entry, reads a layer, says so, then keeps the entry open until killed.
+READER = textwrap.dedent(
+    """
+    import sys, time
+    from layercache.cache.reader import open_entry
+    entry = open_entry(sys.argv[1])
+    entry.split("dev").hidden(layers=[1])
+    print("open", flush=True)
+    time.sleep(600)
+    """
+)
+
+
+@pytest.fixture
+def entry(tiny_cache, tmp_path) -> str:
+    path = tmp_path / "root" / os.path.basename(tiny_cache)
+    shutil.copytree(tiny_cache, path)
+    return str(path)
+
+
+def _long_ago(path: str) -> None:
+    """The last recorded read an hour back: a run that reads rarely (or loaded everything at start)."""
+    sidecar = path + ".read"
+    open(sidecar, "a").close()
+    os.utime(sidecar, (time.time() - 3600, time.time() - 3600))
+
+
+def _reader(path: str) -> subprocess.Popen:
+    child = subprocess.Popen([sys.executable, "-c", READER, path], stdout=subprocess.PIPE, text=True,
+                             env={**os.environ, "PYTHONPATH": os.getcwd()})
+    assert child.stdout.readline().strip() == "open", "the reader never opened the entry"
+    return child
+
+
+@pytest.mark.slow
+def test_gc_and_rm_skip_an_entry_another_process_has_open(entry):
+    root = os.path.dirname(entry)
+    child = _reader(entry)
+    try:
+        _long_ago(entry)
+        gc = CliRunner().invoke(main, ["gc", "--max-size", "0", "--cache-dir", root])
+        rm = CliRunner().invoke(main, ["rm", "--yes", entry])
+        assert os.path.isdir(entry) and os.path.isfile(os.path.join(entry, "zarr.json"))
+        assert gc.exit_code == 0, gc.output
+        assert f"skipped {entry}: open by a reader (process {child.pid})" in gc.stderr, gc.output
+        assert rm.exit_code == 1 and len(rm.stderr.strip().splitlines()) == 1, rm.output
+        assert f"{entry} is open by a reader (process {child.pid}); not removed" in rm.stderr, rm.output
+    finally:
+        child.send_signal(signal.SIGKILL)
+        child.wait()
+    # the reader is gone, and its lock with it
+    removed = CliRunner().invoke(main, ["rm", "--yes", entry])
+    assert removed.exit_code == 0 and not os.path.exists(entry), removed.output
+
+
+def test_a_reader_keeps_reading_its_bytes_across_a_gc(entry):
+    root = os.path.dirname(entry)
+    reader = open_entry(entry)
+    before = reader.split("dev").hidden(layers=[1, 2])
+    _long_ago(entry)
+    gc = CliRunner().invoke(main, ["gc", "--max-size", "0", "--cache-dir", root])
+    assert gc.exit_code == 0 and f"skipped {entry}: open by a reader" in gc.stderr, gc.output
+    np.testing.assert_array_equal(reader.split("dev").hidden(layers=[1, 2]), before)  # its next read
+    assert np.any(before != 0)
+    reader.close()
+    assert not usage.in_use(entry)
+    again = CliRunner().invoke(main, ["gc", "--max-size", "0", "--cache-dir", root])
+    assert again.exit_code == 0 and not os.path.exists(entry), again.output
+
+
+def test_a_dropped_reader_releases_the_entry(entry):
+    view = open_entry(entry).with_labels(None)  # the entry itself is dropped at once; its view holds it
+    assert usage.in_use(entry)
+    del view
+    assert not usage.in_use(entry)
