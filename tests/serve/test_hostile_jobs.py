@@ -70,3 +70,24 @@ def test_options_are_checked_before_a_job_is_accepted(setup, option):
     assert response.status_code == 422, response.text
     assert "\n" not in response.json()["error"] and list(option)[0] in response.json()["error"], response.text
     assert client.get("/api/jobs", headers=AUTH).json() == {"jobs": []}
+
+
+def test_serve_takes_data_dirs_and_keeps_its_tokens_private(tmp_path, monkeypatch):
+    import uvicorn
+    from click.testing import CliRunner
+
+    from layercache.cli.main import main
+
+    calls = []
+    monkeypatch.setattr(uvicorn, "run", lambda app, **kw: calls.append(app.state.server))
+    root, a, b = tmp_path / "root", tmp_path / "a", tmp_path / "b"
+    a.mkdir()
+    b.mkdir()
+    plain = CliRunner().invoke(main, ["serve", "--cache-dir", str(root), "--port", "0"])
+    given = CliRunner().invoke(main, ["serve", "--cache-dir", str(root), "--port", "0", "--data-dir", str(a),
+                                      "--data-dir", str(b)])
+    missing = CliRunner().invoke(main, ["serve", "--cache-dir", str(root), "--data-dir", str(tmp_path / "nope")])
+    assert plain.exit_code == 0 and given.exit_code == 0, plain.output + given.output
+    assert calls[0].data_dirs == [] and calls[1].data_dirs == [a.resolve(), b.resolve()]
+    assert calls[1].private == [(root / ".serve-token").resolve()]
+    assert missing.exit_code != 0 and "nope" in missing.output and len(calls) == 2
