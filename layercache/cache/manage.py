@@ -40,16 +40,33 @@ class EntryStatus:
         return [name for name, done in self.splits.items() if not done]
 
 
-def list_entries(root: str, *, sizes: bool = True) -> list[EntryStatus]:
+class NotAnEntryError(LayercacheError):
+    """A zarr group under a cache root that layercache did not make (no ``format_version``)."""
+
+
+def list_entries(root: str, *, sizes: bool = True, damaged: list[str] | None = None) -> list[EntryStatus]:
     """Every entry directly under `root` (a path or an fsspec URL), newest first; ``sizes=False``
-    skips walking each entry's files (bytes_on_disk is None), for callers that only match entries."""
+    skips walking each entry's files (bytes_on_disk is None), for callers that only match entries.
+    A damaged entry never hides the others: it is left out, and its one-line reason appended to
+    ``damaged`` when given (groups that are not layercache entries are passed by in silence)."""
     out = []
     for path in _children(root):
         try:
             out.append(entry_status(path, size=sizes))
-        except Exception:  # not ours or damaged: `info`/`verify` say why
+        except NotAnEntryError:
             continue
+        except Exception as exc:  # damaged (a corrupt zarr.json, a file gone meanwhile): said, not fatal
+            if damaged is not None:
+                damaged.append(_reason(path, exc))
     return sorted(out, key=lambda e: e.finished or "", reverse=True)
+
+
+def _reason(path: str, exc: Exception) -> str:
+    """One line on why ``path`` cannot be read: a LayercacheError names the file already."""
+    if isinstance(exc, LayercacheError):
+        return str(exc)
+    text = str(exc).splitlines()[0] if str(exc) else ""
+    return f"{path}: unreadable ({type(exc).__name__}: {text})"
 
 
 def _children(root: str) -> list[str]:
@@ -74,7 +91,7 @@ def entry_status(path: str, *, size: bool = True) -> EntryStatus:
     group = open_group(path, mode="r")
     attrs = dict(group.attrs)
     if not attrs.get("format_version"):
-        raise LayercacheError(f"{path} is not a layercache entry")
+        raise NotAnEntryError(f"{path} is not a layercache entry")
     # Planned splits first, in the order asked for; one not even started is missing all the same.
     splits, finished = {name: False for name in attrs.get(PLAN) or []}, []
     for name, g in group.groups():

@@ -37,8 +37,9 @@ def ls_cmd(cache_dir):
     """List entries, newest first, with the options that tell them apart (rows/pooling, storage
     dtype, forward precision, max length)."""
     root = cache_root(cache_dir)
-    entries = list_entries(root)
-    if not entries:
+    damaged: list[str] = []
+    entries = list_entries(root, damaged=damaged)
+    if not entries and not damaged:
         click.echo(f"no entries under {root}")
         return
     for e in entries:
@@ -47,6 +48,10 @@ def ls_cmd(cache_dir):
                    f"{human_bytes(e.bytes_on_disk)}; {e.finished or 'unfinished'}")
         if e.missing:
             click.echo(f"    incomplete: {', '.join(e.missing)} not finished; rerun `extract` to finish")
+    for reason in damaged:  # after the readable ones, which it never hides
+        click.echo(f"error: {reason}", err=True)
+    if damaged:
+        sys.exit(1)
 
 
 @click.command("info")

@@ -56,3 +56,41 @@ def test_train_head_on_a_lost_hidden_chunk_stops_with_one_line(entry_copy, tmp_p
     out = CliRunner().invoke(main, ["train-head", "--cache", entry_copy, "--fusion", "concat", "--shots", "2",
                                     "--epochs", "1", "--out", str(tmp_path / "run")])
     assert "array train/hidden, chunk c/0/0/0 is missing" in one_error_line(out)
+
+
+def train_head(entry: str, tmp_path):
+    return CliRunner().invoke(main, ["train-head", "--cache", entry, "--fusion", "concat", "--shots", "2",
+                                     "--epochs", "1", "--out", str(tmp_path / "run")])
+
+
+def test_a_flipped_byte_in_labels_stops_train_head_with_one_line(entry_copy, tmp_path):
+    chunk = os.path.join(entry_copy, "train", "labels", "c", "0")
+    data = bytearray(open(chunk, "rb").read())
+    data[10] ^= 0x01
+    open(chunk, "wb").write(data)
+    assert "array train/labels, chunk (0) fails its crc32c checksum" in one_error_line(train_head(entry_copy, tmp_path))
+
+
+@pytest.mark.filterwarnings("ignore:Object at:UserWarning")  # zarr, of the folder left without its zarr.json
+def test_a_deleted_array_metadata_is_one_line_everywhere(entry_copy, tmp_path):
+    os.remove(os.path.join(entry_copy, "train", "hidden", "zarr.json"))
+    message = "array train/hidden is missing (no train/hidden/zarr.json)"
+    assert message in one_error_line(train_head(entry_copy, tmp_path))
+    assert message in one_error_line(CliRunner().invoke(main, ["info", entry_copy]))
+    assert any(message in p for p in verify(entry_copy))
+
+
+def test_a_corrupt_split_metadata_is_one_line_and_hides_no_other_entry(entry_copy, tmp_path):
+    root = os.path.dirname(entry_copy)
+    intact = os.path.join(root, "intact")
+    shutil.copytree(entry_copy, intact)
+    meta = os.path.join(entry_copy, "train", "zarr.json")
+    data = bytearray(open(meta, "rb").read())
+    data[40] = 0xFF  # not UTF-8 any more
+    open(meta, "wb").write(data)
+    message = f"{entry_copy}/train/zarr.json is corrupt: not valid JSON"
+    ls = CliRunner().invoke(main, ["ls", "--cache-dir", root])
+    assert message in one_error_line(ls) and intact in ls.output
+    assert message in one_error_line(train_head(entry_copy, tmp_path))
+    assert message in one_error_line(CliRunner().invoke(main, ["info", entry_copy]))
+    assert message in one_error_line(CliRunner().invoke(main, ["verify", entry_copy]))
