@@ -123,6 +123,13 @@ class Run:
 
     @property
     def eval_batch_size(self) -> int:
+        """Sentences per evaluation batch: on CUDA as many as a share of the GPU's free memory holds
+        (`budget.eval_sentences`); on a CPU four training batches (at least 64), which keeps a
+        batch's rows in cache."""
+        if self.device.type == "cuda":
+            from .budget import eval_sentences
+
+            return eval_sentences(self.dev.row_bytes, self.device)
         return max(64, 4 * self.config.batch_size)
 
     def result(self, book: Book, *, seconds: float, keep_tagger: bool, usage: dict | None) -> RunResult:

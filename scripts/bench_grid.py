@@ -1,0 +1,187 @@
+"""The paper's Figure-3 grid at roberta-large shape, extraction included, timed per phase and set
+against what the hardware could do at best.
+
+    python scripts/bench_grid.py --out runs/grid                       # the 300-run grid (a GPU)
+    python scripts/bench_grid.py --out runs/grid --shots 8 --epochs 5 --trials 1 --eval-points 2
+
+A roberta-large-shaped encoder (24 layers x 1024, random weights, MiniLM's tokenizer: the rehearsal's
+recipe, `rehearse_paper_scale.build_encoder`) is run over CoNLL-2003 (all of train unless
+``--train-sentences``, all of dev and test), then the grid (``--fusions`` x ``--shots`` x
+``--epochs`` x ``--trials``; full dev, ``--eval-points`` evaluations, test at the best point) trains
+in this process, one run (or ``--pack`` runs) at a time, on one device. Phases: extract (skipped,
+and said so, when the entry is already there), load (train samples, dev and test into the
+activation store), train and evaluate (the runs' own clocks). The hardware's limit: the heads'
+FLOPs (6 x parameters per trained row, 2 x per evaluated row) at the peak of a large matmul in the
+run's precision, and the cached bytes they read at the bandwidth of a large copy, both measured
+here. Writes ``--report`` (docs/results/bench_grid.md, or bench_grid_gpu.md on CUDA) and the
+figures as JSON beside it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+import statistics
+import sys
+import time
+from pathlib import Path
+
+from _common import CONLL, machine_line, results_path, say, write_results
+
+
+def peak_matmul_flops(device, precision: str, *, n: int = 4096, repeats: int = 5) -> float:
+    """FLOP/s of an n x n x n matmul in the run's precision (median of ``repeats``)."""
+    import torch
+
+    from layercache.training.runtime import now
+
+    dtype = torch.bfloat16 if precision == "bf16" else torch.float32
+    a = torch.randn(n, n, device=device, dtype=dtype)
+    b = torch.randn(n, n, device=device, dtype=dtype)
+    a @ b
+    times = []
+    for _ in range(repeats):
+        t0 = now(device)
+        a @ b
+        times.append(now(device) - t0)
+    return 2 * n**3 / statistics.median(times)
+
+
+def copy_bandwidth(device, *, nbytes: int = 1 << 30, repeats: int = 5) -> float:
+    """Bytes/s moved by a large copy (read and write counted)."""
+    import torch
+
+    from layercache.training.runtime import now
+
+    src = torch.empty(nbytes // 2, dtype=torch.float16, device=device).normal_()
+    dst = torch.empty_like(src)
+    dst.copy_(src)
+    times = []
+    for _ in range(repeats):
+        t0 = now(device)
+        dst.copy_(src)
+        times.append(now(device) - t0)
+    return 2 * nbytes / statistics.median(times)
+
+
+def prepare(args) -> tuple[object, dict]:
+    """The entry (extracted here when missing: `resolve_entry` does what `extract` does) and the
+    extract phase's figures."""
+    from rehearse_paper_scale import build_encoder, write_dataset
+
+    from layercache.cache.manage import list_entries
+    from layercache.experiments.find import resolve_entry
+
+    work = Path(args.out)
+    model = build_encoder(work / "encoder")
+    data = write_dataset(work / "conll", Path(args.data),
+                         {"train": args.train_sentences, "dev": None, "test": None})
+    root = work / "cache"
+    before = {e.path for e in list_entries(str(root), sizes=False) if e.complete} if root.exists() else set()
+    t0 = time.perf_counter()
+    entry = resolve_entry(model=str(model), dataset=str(data), cache_dir=str(root),
+                          extract_options={"precision": "bf16"}, log=say)
+    if entry.path in before:
+        return entry, {"extract_s": None, "extract_note": "already extracted: reused"}
+    return entry, {"extract_s": time.perf_counter() - t0, "extract_note": "bf16 forward, float16 cache"}
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--out", required=True, help="work folder: encoder, dataset, cache, results file")
+    p.add_argument("--data", default=str(CONLL), help="a CoNLL-2003 folder")
+    p.add_argument("--train-sentences", type=int, default=None, help="the first N train sentences (default: all)")
+    p.add_argument("--fusions", default="concat,dwatt,extra")
+    p.add_argument("--shots", default="8,16,32,64,128")
+    p.add_argument("--epochs", default="25,50,75,100")
+    p.add_argument("--trials", type=int, default=5)
+    p.add_argument("--eval-points", type=int, default=5)
+    p.add_argument("--lr", type=float, default=1e-3)
+    p.add_argument("--precision", default="bf16", choices=["fp32", "bf16"])
+    p.add_argument("--pack", type=int, default=1)
+    p.add_argument("--device", default=None)
+    p.add_argument("--report", default=None)
+    args = p.parse_args(argv)
+
+    import torch
+
+    from layercache.experiments import grid, run_grid
+    from layercache.experiments.loaders import load_cached
+    from layercache.training import TrainConfig
+    from layercache.training.runtime import pick_device
+
+    device = pick_device(args.device)
+    t_all = time.perf_counter()
+    entry, figures = prepare(args)
+    base = TrainConfig(fusion="concat", lr=args.lr, eval_points=args.eval_points, precision=args.precision,
+                       device=str(device))
+    configs = grid(fusions=args.fusions.split(","), shots=[int(x) for x in args.shots.split(",")],
+                   epochs=[int(x) for x in args.epochs.split(",")], trials=args.trials, base=base)
+    say(f"{len(configs)} runs on {device}")
+    t0 = time.perf_counter()
+    load_cached(entry, configs)  # into this process's activation store: the grid below reads nothing more
+    figures["load_s"] = time.perf_counter() - t0
+    results = str(Path(args.out) / "grid.jsonl")
+    if os.path.exists(results):
+        os.remove(results)  # every invocation times the whole grid
+    t0 = time.perf_counter()
+    records = list(run_grid(entry, configs, results=results, workers=0, pack=args.pack, log=say).values())
+    figures["runs_s"] = time.perf_counter() - t0
+    figures["wall_s"] = time.perf_counter() - t_all
+
+    from layercache.training import load_data
+
+    dev_rows = load_data(entry, layers=[entry.num_layers]).dev.n_words  # from the store: no read
+    test_rows = entry.split("test").n_rows if "test" in entry.splits else 0
+    steps = sum(r["total_steps"] for r in records)
+    passes = sum(len(r["evals"]) + (1 if r.get("test_f1_at_best") is not None else 0) for r in records)
+    train_rows = sum(r["n_train_words"] * r["config"]["epochs"] for r in records)
+    eval_rows = sum(len(r["evals"]) * dev_rows + (test_rows if r.get("test_f1_at_best") is not None else 0)
+                    for r in records)
+    flops = sum(6 * r["params"] * r["n_train_words"] * r["config"]["epochs"]
+                + 2 * r["params"] * (len(r["evals"]) * dev_rows + test_rows) for r in records)
+    row_bytes = entry.num_layers * entry.dim * 2  # float16 cache rows over layers 1..L
+    nbytes = (train_rows + eval_rows) * row_bytes
+    peak, bandwidth = peak_matmul_flops(device, args.precision), copy_bandwidth(device)
+    train_s = sum(r["seconds"]["train"] for r in records)
+    eval_s = sum(r["seconds"]["eval"] for r in records)
+    limit_s = flops / peak + nbytes / bandwidth
+    figures.update(runs=len(records), steps=steps, eval_passes=passes, train_s=train_s, eval_s=eval_s,
+                   steps_per_s=steps / train_s if train_s else None, passes_per_s=passes / eval_s if eval_s else None,
+                   head_flops=flops, cached_bytes=nbytes, peak_flops=peak, bandwidth=bandwidth, limit_s=limit_s,
+                   fraction_of_limit=limit_s / figures["runs_s"], machine=machine_line(str(device)),
+                   mean_best_dev_f1=statistics.mean(r["best_dev_f1"] for r in records))
+    rows = [("extract", figures["extract_s"], figures["extract_note"]),
+            ("load into the store", figures["load_s"], "train samples, dev and test, layers 1..L"),
+            ("train", train_s, f"{steps:,} steps, {figures['steps_per_s']:.1f} steps/s"),
+            ("evaluate", eval_s, f"{passes:,} passes (dev, and test at the best point), "
+                                 f"{figures['passes_per_s']:.2f} passes/s"),
+            ("the grid (train, evaluate and the rest)", figures["runs_s"], f"{len(records)} runs"),
+            ("wall, all phases", figures["wall_s"], "")]
+    table = ["| phase | seconds | what |", "|---|---:|---|"]
+    table += [f"| {name} | {'-' if s is None else f'{s:,.1f}'} | {what} |" for name, s, what in rows]
+    text = "\n".join([
+        f"Grid: {args.fusions} x N = {args.shots} x epoch caps {args.epochs} x {args.trials} trial(s), lr "
+        f"{args.lr:g}, {args.precision}, {args.eval_points} evaluations on all of dev, test at the best, "
+        f"pack {args.pack}, on {device}. Train: "
+        f"{'all' if args.train_sentences is None else f'the first {args.train_sentences:,}'} train sentences.",
+        "", *table, "",
+        f"The hardware's limit for this grid: the heads' {flops / 1e12:,.1f} TFLOP at {peak / 1e12:,.2f} TFLOP/s "
+        f"(a {args.precision} 4096^3 matmul here) is {flops / peak:,.1f} s; the {nbytes / 1e9:,.1f} GB of cached "
+        f"rows they read, at {bandwidth / 1e9:,.1f} GB/s (a 1 GiB copy here), {nbytes / bandwidth:,.1f} s. "
+        f"Together {limit_s:,.1f} s: the grid ran at {100 * figures['fraction_of_limit']:.0f}% of that limit.",
+    ])
+    cuda = device.type == "cuda"
+    report = args.report or results_path("bench_grid_gpu" if cuda else "bench_grid")
+    write_results(report, text, title="The Figure-3 grid at roberta-large shape, by phase",
+                  script="scripts/bench_grid.py", argv=argv, device=str(device))
+    Path(report).with_suffix(".json").write_text(json.dumps(
+        {"command": shlex.join(["python", "scripts/bench_grid.py", *(sys.argv[1:] if argv is None else argv)]),
+         "torch": torch.__version__, **figures}, indent=1))
+    print(Path(report).read_text())
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,125 @@
+"""The activation store: the budget read from the device, one read per split per process, views
+for fewer layers, held equals streamed."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from layercache.cache.reader import CacheSplit, open_entry
+from layercache.errors import LayercacheError
+from layercache.training import TrainConfig, budget, load_data, store, train_head
+from layercache.training.stream import StreamedSplit
+
+
+@pytest.fixture
+def entry(tiny_cache):
+    return open_entry(tiny_cache)
+
+
+@pytest.fixture
+def reads(monkeypatch):
+    """Bytes of hidden states read from the cache, counted where every read passes."""
+    counted = {"bytes": 0}
+    original = CacheSplit._read_layer
+
+    def read_layer(self, layer, rows):
+        values = original(self, layer, rows)
+        counted["bytes"] += values.nbytes
+        return values
+
+    monkeypatch.setattr(CacheSplit, "_read_layer", read_layer)
+    return counted
+
+
+def test_the_budget_on_cuda_is_a_share_of_the_gpus_free_memory(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device=None: (40 << 30, 80 << 30))
+    monkeypatch.setattr(budget, "host_available_bytes", lambda: 100 << 30)
+    assert budget.memory_budget("cuda") == int(budget.BUDGET_FRACTION * (40 << 30))
+    monkeypatch.setattr(budget, "host_available_bytes", lambda: 10 << 30)  # a held split passes through the host
+    assert budget.memory_budget("cuda") == int(budget.BUDGET_FRACTION * (10 << 30))
+
+
+def test_the_budget_on_a_cpu_is_a_share_of_the_available_memory(monkeypatch):
+    monkeypatch.setattr(budget, "host_available_bytes", lambda: 24 << 30)
+    assert budget.memory_budget("cpu") == int(budget.BUDGET_FRACTION * (24 << 30))
+
+
+def test_the_hosts_available_memory_is_read():
+    import os
+
+    physical = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    assert 0 < budget.host_available_bytes() <= physical
+
+
+def test_the_budget_can_be_set_by_hand(monkeypatch):
+    monkeypatch.setenv(budget.ENV, "1.5G")
+    assert budget.memory_budget("cpu") == int(1.5 * (1 << 30))
+    monkeypatch.setenv(budget.ENV, "4096")
+    assert budget.memory_budget("cpu") == 4096
+    monkeypatch.setenv(budget.ENV, "lots")
+    with pytest.raises(LayercacheError, match="LAYERCACHE_MEMORY_BUDGET='lots'"):
+        budget.memory_budget("cpu")
+
+
+def test_the_evaluation_batch_on_a_gpu_grows_with_its_free_memory(monkeypatch):
+    monkeypatch.setattr(budget, "free_bytes", lambda device=None: 70 * 10**9)
+    big = budget.eval_sentences(24 * 1024 * 4, "cuda")  # roberta-large shape, float32 rows
+    monkeypatch.setattr(budget, "free_bytes", lambda device=None: 2 * 10**9)
+    small = budget.eval_sentences(24 * 1024 * 4, "cuda")
+    assert 600 < big < 800 and small == 64
+
+
+def test_splits_that_fit_are_held_and_the_rest_stream(entry, monkeypatch):
+    monkeypatch.setattr(budget, "host_available_bytes", lambda: 1 << 40)
+    held = load_data(entry)
+    assert not held.dev.streamed and not held.train.streamed
+    store.clear()
+    monkeypatch.setattr(budget, "host_available_bytes", lambda: 0)
+    streamed = load_data(entry)
+    assert isinstance(streamed.dev, StreamedSplit) and isinstance(streamed.train, StreamedSplit)
+
+
+def test_a_second_load_in_the_process_reads_no_hidden_states(entry, reads):
+    first = load_data(entry)
+    read_once = reads["bytes"]
+    assert read_once > 0
+    second = load_data(entry)
+    assert reads["bytes"] == read_once
+    assert second.dev is first.dev and second.train is first.train
+    # fewer layers of what is held: a view, not a read
+    top = load_data(entry, layers=[entry.num_layers])
+    assert reads["bytes"] == read_once
+    assert np.array_equal(top.dev.hidden[:, 0], first.dev.hidden[:, -1])
+
+
+def test_a_second_run_reads_nothing_and_scores_the_same(entry, reads):
+    config = TrainConfig(fusion="concat", shots=4, epochs=2, seed=0, lr=1e-2)
+    first = train_head(config, load_data(entry))
+    read_once = reads["bytes"]
+    second = train_head(config, load_data(entry))
+    assert reads["bytes"] == read_once
+    assert second.best_dev_f1 == first.best_dev_f1 and second.evals == first.evals
+
+
+def test_held_and_streamed_score_alike(entry, monkeypatch):
+    config = TrainConfig(fusion="dwatt", shots=None, epochs=2, seed=0, lr=1e-2, eval_points=2)
+    held = train_head(config, load_data(entry))
+    store.clear()
+    monkeypatch.setattr(budget, "MEMORY_BUDGET_BYTES", 0)
+    monkeypatch.setattr(budget, "BLOCK_ROWS", 1 << 30)  # one block: a streamed epoch draws the held order
+    streamed_data = load_data(entry)
+    assert streamed_data.dev.streamed
+    streamed = train_head(config, streamed_data)
+    assert [e["dev_f1"] for e in streamed.evals] == pytest.approx([e["dev_f1"] for e in held.evals], abs=1e-12)
+
+
+def test_the_store_keeps_within_its_budget(entry, monkeypatch):
+    split = entry.split("dev")
+    one = split.nbytes(rows=split.n_rows, layers=1)
+    monkeypatch.setattr(budget, "MEMORY_BUDGET_BYTES", int(1.5 * one))
+    a = store.open_split(split, sentences=None, layers=[1])
+    store.open_split(split, sentences=None, layers=[2])  # a second layer: the first one is let go
+    assert store.held_bytes() <= 1.5 * one
+    assert store.open_split(entry.split("dev"), sentences=None, layers=[1]) is not a
