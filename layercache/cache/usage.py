@@ -106,15 +106,22 @@ class ReadHold:
     """A shared lock on an entry's directory, released by `release` or when the hold is garbage
     collected (whichever comes first): a reader holds the entry for as long as it keeps this."""
 
-    def __init__(self, fd: int):
-        self._close = weakref.finalize(self, os.close, fd)
+    def __init__(self, fd: int | None):
+        self._close = weakref.finalize(self, os.close, fd) if fd is not None else None
 
     def release(self) -> None:
-        self._close()
+        if self._close is not None:
+            self._close()
 
     @property
     def held(self) -> bool:
-        return self._close.alive
+        return self._close is not None and self._close.alive
+
+    def __deepcopy__(self, memo) -> ReadHold:  # a copy of a reader reads the same open entry
+        return self
+
+    def __reduce__(self):  # a lock does not travel to another process: it arrives released
+        return ReadHold, (None,)
 
 
 def hold(path: str, *, wait: bool = True) -> ReadHold | None:
