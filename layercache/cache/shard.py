@@ -16,13 +16,17 @@ checks every checksum; a test compares these bytes with zarr's own for full and 
 
 from __future__ import annotations
 
+import errno
 import json
 import os
+import shutil
 import threading
 from pathlib import Path
 
 import google_crc32c
 import numpy as np
+
+from ..errors import LayercacheError
 
 EMPTY = np.uint64(2**64 - 1)  # index entry of a chunk that is not stored
 PAGE = 4096  # O_DIRECT wants buffers, offsets and lengths in whole pages
@@ -78,12 +82,62 @@ class ShardFiles:
                           inner_rows=self.inner_rows)
         path = Path(self.array.store.root) / self.array.path / self.array.metadata.encode_chunk_key((shard, 0, 0))
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.partial")
-        with _BUFFER_LOCK:  # one buffer per process, shared by every split and entry written
-            out = _aligned(size)
-            encode_shard(rows, out, shard_rows=self.shard_rows, inner_rows=self.inner_rows, fill=self.array.fill_value)
-            _write_file(tmp, out, size, direct=self.direct)
-        os.replace(tmp, path)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}{PARTIAL}")
+        try:
+            with _BUFFER_LOCK:  # one buffer per process, shared by every split and entry written
+                out = _aligned(size)
+                encode_shard(rows, out, shard_rows=self.shard_rows, inner_rows=self.inner_rows,
+                             fill=self.array.fill_value)
+                _write_file(tmp, out, size, direct=self.direct)
+            os.replace(tmp, path)
+        except OSError as exc:  # a full disk above all: the half-written file would hold its space
+            tmp.unlink(missing_ok=True)
+            if exc.errno == errno.ENOSPC:
+                raise DiskFullError(path, size) from None
+            raise
+
+
+class DiskFullError(LayercacheError, OSError):
+    """No room for one shard: names the file and the bytes it needs, and what is free there."""
+
+    def __init__(self, path: Path, size: int):
+        try:
+            free = f"{shutil.disk_usage(path.parent).free / 2**20:.1f} MiB is free"
+        except OSError:
+            free = "the free space is unknown"
+        super().__init__(errno.ENOSPC, f"No space left on device writing {path}: the shard needs "
+                                       f"{size / 2**20:.1f} MiB and {free}; free space and "
+                                       "rerun the same command to resume", str(path))
+
+    def __str__(self) -> str:
+        return self.strerror
+
+
+PARTIAL = ".partial"  # `.<shard>.<pid>.partial`: a shard being written, renamed into place once whole
+
+
+def remove_stale_partials(array_dir: str | os.PathLike) -> list[Path]:
+    """Delete the half-written shard files under ``array_dir`` (the ``hidden`` folder of a split) left
+    by writers that are gone (killed, or failed before their cleanup ran); a live process's are
+    kept. Returns what was removed."""
+    removed = []
+    for tmp in Path(array_dir).glob(f"c/**/.*{PARTIAL}"):
+        pid = tmp.name[: -len(PARTIAL)].rsplit(".", 1)[-1]
+        if pid.isdecimal() and _alive(int(pid)):
+            continue
+        tmp.unlink(missing_ok=True)
+        removed.append(tmp)
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's process
+        return True
+    return True
 
 
 _BUFFER = np.empty(0, dtype=np.uint8)

@@ -18,7 +18,8 @@ import zarr
 
 from .int8 import SCALES, quantize
 from .layout import PLAN
-from .shard import shard_files
+from .layout import is_remote, local_path
+from .shard import remove_stale_partials, shard_files
 from .store import CHECKSUM, SMALL_ARRAY_CODECS, files_of, float32_to_bfloat16_bits, open_group
 
 LABEL_SET_PREFIX = "labels."  # label_sets.ARRAY_PREFIX (that module imports this one's neighbours)
@@ -136,6 +137,15 @@ class SplitWriter:
         # One write: the split turns complete together with its stats and files, never before them.
         self.group.update_attributes({**stats, "files": files, "complete": True,
                                       "finished": time.strftime("%Y-%m-%dT%H:%M:%S%z")})
+
+
+def remove_partials(entry_path: str, splits) -> int:
+    """Delete the half-written shard files of ``splits`` that writers now gone left behind (a kill, a
+    full disk): they hold space a rerun needs. Local roots only (remote stores write whole objects).
+    Returns how many were removed."""
+    if is_remote(entry_path):
+        return 0
+    return sum(len(remove_stale_partials(os.path.join(local_path(entry_path), split, "hidden"))) for split in splits)
 
 
 def _exists(path: str) -> bool:

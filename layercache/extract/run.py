@@ -30,7 +30,7 @@ from ..cache.layout import cache_root, entry_key, entry_path
 from ..cache.lock import EntryLock
 from ..cache.manage import bytes_on_disk
 from ..cache.store import exists, open_group
-from ..cache.writer import SplitPlan, SplitWriter, record_plan, write_entry_arrays
+from ..cache.writer import SplitPlan, SplitWriter, record_plan, remove_partials, write_entry_arrays
 from ..errors import LayercacheError
 from ..tasks import DEFAULT_TASK, TASKS, Task, task_of
 from ..versions import versions
@@ -268,6 +268,8 @@ def extract(config: ExtractConfig, *, progress: bool = True, log=print, on_unit=
         return result
     from .estimate import check_free_space  # imported here: estimate builds on this module
 
+    # Files a killed or failed run left half-written hold space this run needs: gone before it is counted.
+    remove_partials(path, todo)
     # Before the lock file or the entry exists: a run that cannot fit writes nothing at all.
     check_free_space(config, dataset, info, path, attrs, todo, tokenizer=tokenizer)
     with EntryLock(path, log=log) if ranks.main else contextlib.nullcontext():

@@ -1,0 +1,83 @@
+"""A disk that fills up mid-shard: the half-written file is removed at once (it would hold the space
+a rerun needs), the error names the file and the bytes the shard needs, and the rerun resumes.
+Half-written files a killed run left behind are removed by the next run."""
+
+from __future__ import annotations
+
+import errno
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+from click.testing import CliRunner
+
+from layercache.cache.reader import open_entry
+from layercache.cli.extract import main
+
+
+def _args(model, data, root) -> list[str]:
+    return ["--model", str(model), "--dataset", str(data), "--cache-dir", str(root), "--unit-rows", "256",
+            "--splits", "train", "--quiet"]
+
+
+def _partials(root: Path) -> list[Path]:
+    return sorted(root.glob("*/train/hidden/c/**/.*.partial"))
+
+
+def test_a_shard_cut_short_by_a_full_disk_leaves_no_file(tiny_bert_dir, tiny_conll_dir, tmp_path, monkeypatch):
+    import layercache.cache.shard as shard
+
+    original = shard._write_file
+    writes = {"n": 0}
+
+    def filling_up(path, out, size, **options):
+        writes["n"] += 1
+        if writes["n"] > 2:  # the third shard gets half its bytes on disk, then the device is full
+            Path(path).write_bytes(bytes(out[: size // 2]))
+            raise OSError(errno.ENOSPC, "No space left on device", str(path))
+        return original(path, out, size, **options)
+
+    monkeypatch.setattr(shard, "_write_file", filling_up)
+    out = CliRunner().invoke(main, _args(tiny_bert_dir, tiny_conll_dir, tmp_path))
+    assert out.exit_code == 1 and "Traceback" not in out.output
+    (error,) = [line for line in out.output.splitlines() if line.startswith("error:")]
+    assert "No space left on device writing " in error and "/train/hidden/c/2/0/0" in error
+    assert "the shard needs " in error and " MiB is free" in error
+    assert _partials(tmp_path) == []  # nothing left holding the space
+
+    monkeypatch.setattr(shard, "_write_file", original)
+    out = CliRunner().invoke(main, _args(tiny_bert_dir, tiny_conll_dir, tmp_path))
+    assert out.exit_code == 0, out.output
+    (entry,) = [p for p in tmp_path.iterdir() if p.is_dir()]
+    split = open_entry(str(entry)).split("train")
+    assert split.n_rows == 1116 and np.all(np.abs(split.hidden(layers=[2]).astype(np.float32)).sum(-1) > 0)
+
+
+def test_partial_files_of_a_killed_run_are_removed_by_the_next(tiny_bert_dir, tiny_conll_dir, tmp_path, monkeypatch):
+    import layercache.cache.shard as shard
+
+    original = shard._write_file
+    writes = {"n": 0}
+
+    def killed(path, out, size, **options):  # the process dies mid-write: no cleanup of its own runs
+        writes["n"] += 1
+        if writes["n"] > 2:
+            Path(path).write_bytes(bytes(out[: size // 2]))
+            raise KeyboardInterrupt
+        return original(path, out, size, **options)
+
+    monkeypatch.setattr(shard, "_write_file", killed)
+    CliRunner().invoke(main, _args(tiny_bert_dir, tiny_conll_dir, tmp_path))
+    (left,) = _partials(tmp_path)
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    stale = left.with_name(left.name.replace(f".{os.getpid()}.", f".{gone.stdout.strip()}."))
+    left.rename(stale)  # as a process that is gone now left it
+
+    monkeypatch.setattr(shard, "_write_file", original)
+    out = CliRunner().invoke(main, _args(tiny_bert_dir, tiny_conll_dir, tmp_path))
+    assert out.exit_code == 0, out.output
+    assert _partials(tmp_path) == []
+    (entry,) = [p for p in tmp_path.iterdir() if p.is_dir()]
+    assert open_entry(str(entry)).split("train").n_rows == 1116
