@@ -28,6 +28,12 @@ class Refusal(Exception):
     """A job the server will not take: the one-line reason, answered as a 422."""
 
 
+def admit(options: dict, state) -> None:
+    """Refuse (`Refusal`) a job's options that a server with ``state`` (a `ServerState`) does not take."""
+    check_dataset(options.get("dataset"), data_dirs=state.data_dirs, root=state.root, private=state.private)
+    check_unit_rows(options.get("unit_rows"))
+
+
 def check_dataset(spec: str | None, *, data_dirs, root, private=()) -> None:
     """Refuse ``spec`` when it names a path outside every data directory (or inside ``root``, or a
     file of ``private``); a name that is no path on this machine passes (the readers resolve it)."""

@@ -21,7 +21,7 @@ from pathlib import Path
 from ..cache.usage import hold, mark_read
 from ..errors import LayercacheError
 from ..extract.run import ExtractConfig, extract
-from .admit import without_contents
+from .admit import Refusal, admit, without_contents
 
 SERVER_FIELDS = ("cache_dir", "device")  # the server's root and device, never a client's
 OPTIONS = tuple(f.name for f in fields(ExtractConfig) if f.name not in SERVER_FIELDS)  # what a job request may set
@@ -143,6 +143,7 @@ class JobQueue:
             if job["options"].get("trust_remote_code") and not self.state.trust_remote_code:
                 raise LayercacheError("the job asks for trust_remote_code and this server runs without "
                                       "--trust-remote-code")
+            admit(job["options"], self.state)  # again: a job queued before a restart with fewer --data-dir
             config = config_of(job["options"], state=self.state)
             result = extract(config, progress=False, log=lambda m: log.info("job %s: %s", job["id"], m),
                              on_unit=on_unit)
@@ -151,6 +152,9 @@ class JobQueue:
             return
         except LayercacheError as exc:  # a dataset changed since it was admitted: its lines stay on the server
             self._finish(job, state="failed", error=without_contents(one_line(exc)))
+            return
+        except Refusal as exc:
+            self._finish(job, state="failed", error=str(exc))
             return
         except Exception as exc:  # a bug or a broken environment: the job says so, the server lives on
             log.exception("job %s failed", job["id"])

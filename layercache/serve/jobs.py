@@ -21,7 +21,7 @@ from starlette.routing import Route
 
 from ..errors import LayercacheError
 from ..extract.run import ExtractConfig, _wanted_label_sets, describe, load_data
-from .admit import Refusal, check_dataset, check_unit_rows, without_contents
+from .admit import Refusal, admit, without_contents
 from .jobqueue import OPTIONS, JobQueue, config_of, one_line
 from .state import MAX_BODY_BYTES
 
@@ -105,8 +105,7 @@ def _admit(options: dict, server) -> None:
     """What the server refuses whatever the values' types: a dataset path outside its data
     directories, a unit size out of bounds (422, before anything is read)."""
     try:
-        check_dataset(options.get("dataset"), data_dirs=server.data_dirs, root=server.root, private=server.private)
-        check_unit_rows(options.get("unit_rows"))
+        admit(options, server)
     except Refusal as exc:
         raise RequestError(422, str(exc)) from None
 

@@ -5,7 +5,9 @@ with one line that quotes no file, and no job is queued."""
 
 from __future__ import annotations
 
+import os
 import shutil
+import time
 
 import pytest
 from starlette.testclient import TestClient
@@ -91,3 +93,18 @@ def test_serve_takes_data_dirs_and_keeps_its_tokens_private(tmp_path, monkeypatc
     assert calls[0].data_dirs == [] and calls[1].data_dirs == [a.resolve(), b.resolve()]
     assert calls[1].private == [(root / ".serve-token").resolve()]
     assert missing.exit_code != 0 and "nope" in missing.output and len(calls) == 2
+
+
+def test_a_queued_job_is_admitted_again_when_it_runs(setup):
+    client, body, tmp = setup
+    queued = _post(client, body)  # no lifespan: queued, not run
+    assert queued.status_code == 202, queued.text
+    restarted = ServerState(root=tmp / "root", token=TOKEN)  # started again without --data-dir
+    with TestClient(create_app(restarted)) as again:
+        for _ in range(200):
+            job = again.get(f"/api/jobs/{queued.json()['id']}", headers=AUTH).json()
+            if job["state"] in ("done", "failed"):
+                break
+            time.sleep(0.05)
+    assert job["state"] == "failed" and "--data-dir" in job["error"], job
+    assert not os.path.exists(job["path"])
