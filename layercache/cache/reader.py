@@ -60,6 +60,7 @@ class CacheEntry(MetaViews):
             raise LayercacheError(f"{path} is not a layercache entry (no format_version attribute)")
         if isinstance(path, str):
             mark_read(path)  # eviction (`gc`) keeps what was read last, local readers included
+        self._seen_finished: set[str] = set()  # `splits`: what this reader has seen finished
         self.labels_array = "labels"  # the array `CacheSplit.labels` reads: the primary set's unless `with_labels`
         self.stored_meta = self.meta  # the attributes as stored; `meta` of a label-set view differs
         if label_sets.PRIMARY in self.meta or label_sets.LISTING in self.meta:  # seen through its primary set
@@ -95,6 +96,13 @@ class CacheEntry(MetaViews):
         """Finished splits only, in the usual order."""
         order = {"train": 0, "dev": 1, "test": 2}
         names = [name for name, g in self.group.groups() if g.attrs.get("complete") and "kind" not in g.attrs]
+        # A finished split never turns unfinished: one seen finished and now gone means the entry was
+        # removed or rewritten under this reader (`rm`, `gc`), which would otherwise read as "no splits".
+        gone = sorted(self._seen_finished - set(names), key=lambda s: (order.get(s, 9), s))
+        if gone:
+            raise LayercacheError(f"{self.path}: split(s) {', '.join(gone)} were finished when read and are gone: the "
+                                  "entry was removed or rewritten while open (by `rm`, `gc` or another extract)")
+        self._seen_finished |= set(names)
         return sorted(names, key=lambda s: (order.get(s, 9), s))
 
     @property
