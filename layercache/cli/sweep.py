@@ -57,11 +57,12 @@ from .options import (
               help="Autocast of the heads' products; auto = bf16 where this machine multiplies it clearly "
                    "faster (measured once, remembered in the cache root), else fp32.")
 @click.option("--workers", type=click.IntRange(min=1), default=None, help="Processes. Default: one per core.")
-@click.option("--pack", type=click.IntRange(min=1), default=1, show_default=True,
+@click.option("--pack", type=click.IntRange(min=1), default=None,
               help="Train up to K runs that differ in seed, N, rate or epoch cap together, as one stacked head "
                    "(one step for all, each at its own rate and schedule; each dev batch read once for all); FE "
                    "NER runs of every fusion pack, MLM, FT, auto:K, grad_accum > 1 and fp16 runs train alone. "
-                   "1 = one run at a time.")
+                   "1 = one run at a time. Default: 1 on a CPU; on CUDA as many as a quarter of the GPU's free "
+                   "memory holds, at most 8.")
 @click.option("--ray", "ray_address", is_flag=False, flag_value="local", default=None,
               help="Run every run as a Ray task: --ray alone starts Ray here, --ray ADDRESS joins a cluster.")
 @click.option("--out", default=os.path.join("runs", "sweep"), show_default=True, help="Results folder.")
@@ -108,6 +109,11 @@ def main(task, labels, fusions, shots, epochs, trials, lrs, layer_scores, batch_
         entry = resolve(cache, model, dataset, cache_dir, extract=masking, quiet=quiet).with_labels(labels)
         check_samples(entry, configs)  # a sample larger than train: one line before anything else is said
         say(f"precision: {base.precision}")
+        if pack is None:
+            from ..experiments.packs import default_pack
+            from ..training.runtime import pick_device
+
+            pack = default_pack(entry, configs, pick_device(None))
         records = list(run_sweep(entry, configs, out=out, workers=workers, ray=ray_address, progress=not quiet,
                                  log=say, pack=pack).values())
         if task_of(task).labels_from_data:  # nu needs classes; an MLM entry's labels are the vocabulary

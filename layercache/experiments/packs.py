@@ -11,6 +11,30 @@ from __future__ import annotations
 
 from .results import run_id
 
+CUDA_PACK_MAX = 8  # runs per pack on a GPU by default, fewer when its memory cannot hold them
+PACK_MEMORY_SHARE = 0.25  # of the GPU's free memory, for the packed heads' weights, gradients and AdamW state
+
+
+def default_pack(entry, configs: list, device) -> int:
+    """``sweep``'s pack size when none is given: 1 on a CPU (where a pack was measured not to win:
+    docs/results/bench_pack.md), on CUDA as many runs as ``PACK_MEMORY_SHARE`` of the free memory
+    holds (16 bytes a parameter: weight, gradient, two AdamW moments), at most ``CUDA_PACK_MAX``."""
+    import torch
+
+    from ..fusions import parameter_budget
+    from ..training.budget import free_bytes
+    from ..training.config import default_extra_layers
+
+    if torch.device(device).type != "cuda" or not configs:
+        return 1
+    meta = entry.meta
+    shape = dict(n_layers=entry.num_layers, dim=entry.dim, num_heads=int(meta["num_heads"]),
+                 ffn_dim=int(meta["ffn_dim"]), n_labels=len(entry.label_names),
+                 extra_layers=default_extra_layers(entry.num_layers))
+    params = max(parameter_budget(**shape)[c.fusion] for c in configs)
+    fits = int(PACK_MEMORY_SHARE * free_bytes(device) // (16 * max(params, 1)))
+    return max(1, min(CUDA_PACK_MAX, fits))
+
 
 def pack_runs(configs: list, size: int) -> list[tuple]:
     """``configs`` as packs of at most ``size`` runs that differ only in `packed.OWN`, each pack where
