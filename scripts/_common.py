@@ -27,7 +27,9 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-CONLL = REPO.parent / "shared" / "data" / "conll2003"
+CONLL_ENV = "LAYERCACHE_CONLL2003"
+# The CoNLL-2003 folder scripts read when --data is not given; unset, a script that needs the data says so.
+CONLL = os.environ.get(CONLL_ENV) or None
 MODEL = "all-MiniLM-L6-v2"
 RESULTS = REPO / "docs" / "results"  # one file per script, <script name>.md, and its figures beside
 
@@ -42,15 +44,27 @@ def say(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
-def conll_entry(data: str | os.PathLike = CONLL, *, cache: str | None = None, model: str = MODEL,
+def conll_data(data: str | os.PathLike | None) -> str:
+    """``data`` checked to be a folder: a missing --data (with $LAYERCACHE_CONLL2003 unset) or a path
+    that is not there ends the script with one line saying what to pass."""
+    if not data:
+        raise SystemExit(f"error: this script reads CoNLL-2003: pass --data PATH/conll2003 (a folder with "
+                         f"eng.train/eng.testa/eng.testb or train.txt/dev.txt/test.txt) or set {CONLL_ENV}")
+    if not os.path.isdir(data):
+        raise SystemExit(f"error: --data {data} is not a folder (a CoNLL-2003 folder is expected)")
+    return os.path.normpath(data)
+
+
+def conll_entry(data: str | os.PathLike | None = CONLL, *, cache: str | None = None, model: str = MODEL,
                 cache_dir: str | None = None, log=say):
     """``cache`` if given, else the entry `extract --model MODEL --dataset DATA` makes (train, dev
     and test: test F1 is reported at the best dev point) under ``cache_dir`` (else $LAYERCACHE_HOME),
     extracted first when missing."""
     from layercache.experiments import resolve_entry
 
-    return resolve_entry(cache=cache, model=model, dataset=os.path.normpath(data), cache_dir=cache_dir,
-                         log=log)
+    if cache:
+        return resolve_entry(cache=cache, log=log)
+    return resolve_entry(model=model, dataset=conll_data(data), cache_dir=cache_dir, log=log)
 
 
 def grid_parser(description: str, *, fusions: str, epochs: int, threads: int | None,
@@ -61,8 +75,7 @@ def grid_parser(description: str, *, fusions: str, epochs: int, threads: int | N
     from layercache.training import PAPER_LR
 
     p = argparse.ArgumentParser(description=description)
-    p.add_argument("--data", default=str(CONLL),
-                   help="CoNLL-2003 directory (default: ../shared/data/conll2003 from the repo root)")
+    p.add_argument("--data", default=CONLL, help=f"CoNLL-2003 folder (default: ${CONLL_ENV})")
     p.add_argument("--model", default=MODEL)
     p.add_argument("--cache", default=None, help="a cache entry path (skips the lookup by model and data)")
     p.add_argument("--cache-dir", default=None, help="cache root (default: $LAYERCACHE_HOME)")
@@ -108,7 +121,7 @@ def variant_entry(args, **extract_options):
     """The entry of --model and --data made with ``extract_options`` (extracted first when missing)."""
     from layercache.experiments import resolve_entry
 
-    return resolve_entry(model=args.model, dataset=os.path.normpath(args.data), cache_dir=args.cache_dir,
+    return resolve_entry(model=args.model, dataset=conll_data(args.data), cache_dir=args.cache_dir,
                          extract_options=extract_options, log=say)
 
 
@@ -211,18 +224,53 @@ def dev_line(dev_sentences: int | None, total: int | None = None) -> str:
     return f"all {total:,} dev sentences" if total else "the whole dev split"
 
 
+# A path of the machine that ran a script (absolute outside the repository, or under a hidden folder such as
+# .gpu/) means nothing to a reader: results show ``PATH/<its last part>`` instead. In a command's arguments
+# a relative path leaving the checkout (../shared/...) is one too; in prose, ../ is a link between pages.
+_ENDING = r"[^\s`'\"),;]*[^\s`'\"),;:.]"
+MACHINE_PATH = re.compile(r"(?<![\w./-])(?:/[\w.-]+/|\.[A-Za-z][\w-]*/)" + _ENDING)
+MACHINE_ARG = re.compile(r"(?<![\w./-])(?:/[\w.-]+/|\.[A-Za-z][\w-]*/|\.\./)" + _ENDING)
+
+
+def public_path(text: str, *, pattern: re.Pattern = MACHINE_PATH) -> str:
+    """``text`` with every machine path in it shown as ``PATH/<last part>`` (a path into the
+    repository as a path relative to it)."""
+    def repl(m):
+        path = m.group(0)
+        if path.startswith("/") and Path(path).is_relative_to(REPO):
+            return str(Path(path).relative_to(REPO))
+        return "PATH/" + path.rstrip("/").rsplit("/", 1)[-1]
+
+    return pattern.sub(repl, text)
+
+
+def command_line(script: str, argv: list[str]) -> str:
+    """``python scripts/<script>.py ARGS`` as a reader would type it: machine paths as ``PATH/...``,
+    an argument holding an apostrophe in double quotes (shlex.join would write ``'"'"'``)."""
+    def quote(arg: str) -> str:
+        arg = public_path(arg, pattern=MACHINE_ARG)
+        if shlex.quote(arg) == arg or "'" not in arg:
+            return shlex.quote(arg)
+        if not any(c in arg for c in '"$`\\!'):
+            return f'"{arg}"'
+        return shlex.quote(arg)
+
+    return " ".join(["python", f"scripts/{script}.py", *map(quote, argv)])
+
+
 def write_results(path: str | os.PathLike, text: str, *, title: str, script: str, argv: list[str] | None,
                   device: str | None = None, dev: str | None = None, machine: str | None = None) -> str:
     """Write ``text`` to ``path`` under a header: the title, the command that made it (``script`` with
     ``argv``, sys.argv's when None), the machine (this one, or ``machine`` for figures re-rendered
     from a record of another), and the dev set when the script evaluates on one."""
     argv = sys.argv[1:] if argv is None else list(argv)
-    lines = [f"# {title}", "", f"Made by `{shlex.join(['python', f'scripts/{script}.py', *argv])}`.", "",
+    lines = [f"# {public_path(title)}", "", f"Made by `{command_line(script, argv)}`.", "",
              f"Machine: {machine or machine_line(device)}."]
     if dev:
         lines += ["", f"Dev: {dev}."]
     Path(path).parent.mkdir(parents=True, exist_ok=True)
-    Path(path).write_text("\n".join(lines) + "\n\n" + text.strip("\n") + "\n", encoding="utf-8")
+    text = public_path(text.strip("\n"))  # captions name --model, --data, --out as the script was given them
+    Path(path).write_text("\n".join(lines) + "\n\n" + text + "\n", encoding="utf-8")
     return str(path)
 
 
@@ -241,7 +289,7 @@ def write_subset(data_dir: str, n: int, out: Path) -> list[list[str]]:
     """The first ``n`` sentences of CoNLL-2003 train as ``out/train.txt``; returns their words."""
     from layercache.extract.datasets import load_dataset
 
-    sentences = load_dataset(data_dir, splits=["train"]).splits["train"][:n]
+    sentences = load_dataset(conll_data(data_dir), splits=["train"]).splits["train"][:n]
     out.mkdir(parents=True, exist_ok=True)
     with (out / "train.txt").open("w") as f:
         for words, tags in sentences:

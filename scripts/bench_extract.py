@@ -3,7 +3,7 @@ same length-sorted token-budget batches (the floor), (c) the naive recipe (batch
 order, padded, output_hidden_states=True, every layer saved as fp32 with np.save per batch).
 Also bytes per word stored vs the ideal (L+1)*d*2, and peak memory as the dataset grows.
 
-    python scripts/bench_extract.py --data ../shared/data/conll2003 --sentences 3000 --repeats 3
+    python scripts/bench_extract.py --data PATH/conll2003 --sentences 3000 --repeats 3
     python scripts/bench_extract.py --sentences 3000 --repeats 5 --where --memory-sizes ""   # + where the time goes
 
 The figures go to --table (docs/results/bench_extract.md).
@@ -76,7 +76,7 @@ def peak_rss_mb(data: Path, root: str, model: str | None) -> float:
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--data", default=str(CONLL))
+    ap.add_argument("--data", default=CONLL)
     ap.add_argument("--model", default=None, help="default: all-MiniLM-L6-v2")
     ap.add_argument("--sentences", type=int, default=3000)
     ap.add_argument("--repeats", type=int, default=3)

@@ -1,7 +1,7 @@
 """Scale-out, measured side by side on this machine: extraction words/s with 1 process vs
 `torchrun --nproc-per-node 2` (gloo), and the wall time of one small sweep run locally vs on Ray.
 
-    python scripts/bench_scaleout.py --data ../shared/data/conll2003 --sentences 2000
+    python scripts/bench_scaleout.py --data PATH/conll2003 --sentences 2000
 
 Both extractions write a fresh cache root; both sweeps use the MiniLM CoNLL-2003 cache (found or
 extracted as `extract --model all-MiniLM-L6-v2 --dataset DATA` would). The figures go to --table
@@ -30,7 +30,7 @@ def timed(cmd: list[str], env: dict) -> float:
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--data", default=str(CONLL))
+    ap.add_argument("--data", default=CONLL)
     ap.add_argument("--sentences", type=int, default=2000)
     ap.add_argument("--grid", default="--fusions concat,dwatt --shots 8,16 --epochs 10 --trials 2 --eval-points 2 "
                                       "--dev-sentences 500")

@@ -1,7 +1,7 @@
 """The paper's few-shot grid on the MiniLM cache of CoNLL-2003, timed, and the speed-up over the
 same runs with the backbone recomputed live (as without a cache).
 
-    python scripts/bench_sweep.py --data ../shared/data/conll2003 --out runs/sweep-conll --dev-sentences 1000
+    python scripts/bench_sweep.py --data PATH/conll2003 --out runs/sweep-conll --dev-sentences 1000
 
 The grid is 3 fusions x 5 N-shots x 4 epoch caps x 5 trials = 300 runs, through `sweep` itself
 (resumable: rerunning skips finished runs; the wall time printed is this invocation's). With
@@ -31,7 +31,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from _common import CONLL, REPO, conll_entry, cpu_line, results_path, write_results
+from _common import CONLL, REPO, conll_data, conll_entry, cpu_line, results_path, write_results
 
 from layercache.experiments import RESULTS, grid, read_results, run_grid, run_sweep
 from layercache.experiments.report import render
@@ -47,7 +47,7 @@ def live_forward_costs(data_dir: str, *, dev_sentences: int | None, repeats: int
     info = model_info(None)
     tok = load_tokenizer(info)
     model = load_model(info, device=torch.device("cpu"))
-    ds = load_dataset(data_dir, splits=["train", "dev"])
+    ds = load_dataset(conll_data(data_dir), splits=["train", "dev"])
     train = [w for w, _ in ds.splits["train"]]
     dev = [w for w, _ in ds.splits["dev"]]
     if dev_sentences:
@@ -186,7 +186,7 @@ def redraw(docs: str) -> str:
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--data", default=str(CONLL))
+    ap.add_argument("--data", default=CONLL)
     ap.add_argument("--out", default=str(REPO / "runs/sweep-conll"), help="the sweep's results folder")
     ap.add_argument("--docs", default=results_path("bench_sweep", ""),
                     help="the report (table and plots) and bench_sweep.json go here")

@@ -17,12 +17,12 @@ import argparse
 import os
 import statistics
 
-from _common import CONLL, REPO, dev_line, results_path, say, write_results
+from _common import CONLL, REPO, conll_data, dev_line, results_path, say, write_results
 
 
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--data", default=str(CONLL))
+    p.add_argument("--data", default=CONLL)
     p.add_argument("--cache-dir", default=str(REPO / "runs" / "extract_precision" / "cache"),
                    help="a root of its own, so both precisions are extracted side by side in one run")
     p.add_argument("--fusions", default="concat,dwatt")
@@ -41,7 +41,7 @@ def cache_of(args, precision: str):
     from layercache.cache.reader import open_entry
     from layercache.extract.run import ExtractConfig, extract
 
-    result = extract(ExtractConfig(model="all-MiniLM-L6-v2", dataset=os.path.normpath(args.data),
+    result = extract(ExtractConfig(model="all-MiniLM-L6-v2", dataset=conll_data(args.data),
                                    precision=precision, cache_dir=args.cache_dir), progress=True, log=say)
     entry = open_entry(result.path)
     stats = [entry.split(s).attrs for s in ("train", "dev") if s in entry.splits]

@@ -23,7 +23,6 @@ The cache is the one `extract --model all-MiniLM-L6-v2 --dataset <data>` makes (
 from __future__ import annotations
 
 import os
-import shlex
 import statistics
 import sys
 from pathlib import Path
@@ -32,9 +31,11 @@ from _common import (
     REPO,
     args_entry,
     at_library_defaults,
+    command_line,
     conll_grid,
     f1_cell,
     grid_parser,
+    public_path,
     run_conll_grid,
     runs_of,
     split_list,
@@ -130,7 +131,8 @@ def main(argv=None) -> str:
         entry = args_entry(args)
         records = run_modes(args, entry)
     device = records[0]["device"] if records else str(pick_device(args.device))
-    text = caption(args, entry.meta.get("model"), entry.split("dev").n_sentences, device) + "\n\n" \
+    # the caption names the model as given (a local folder, on the machine that ran it): shown as PATH/<name>
+    text = public_path(caption(args, entry.meta.get("model"), entry.split("dev").n_sentences, device)) + "\n\n" \
         + table(records, split_list(args.fusions), split_list(args.shots, int))
     print("\n" + text)
     if args.table:
@@ -141,7 +143,7 @@ def main(argv=None) -> str:
 def write_table(path: str, text: str, *, argv: list[str], results: str) -> None:
     """The table with the command that made it and where its runs are."""
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    command = shlex.join(["python", "scripts/compare_fe_ft_conll.py", *argv])
+    command = command_line("compare_fe_ft_conll", argv)
     with open(path, "w", encoding="utf-8") as f:
         f.write(f"# FE against FT on CoNLL-2003\n\nMade by `{command}` "
                 f"(one JSON line per run in `{_shown(results)}`).\n\n" + text + "\n")
@@ -150,7 +152,7 @@ def write_table(path: str, text: str, *, argv: list[str], results: str) -> None:
 def _shown(path: str) -> str:
     """A path relative to the repository when it is inside it."""
     path = Path(path).resolve()
-    return str(path.relative_to(REPO)) if path.is_relative_to(REPO) else str(path)
+    return str(path.relative_to(REPO)) if path.is_relative_to(REPO) else public_path(str(path))
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """bfloat16 autocast against float32 on the same runs: what `sweep --precision auto` changes.
 
-    python scripts/compare_precision.py --data ../shared/data/conll2003
+    python scripts/compare_precision.py --data PATH/conll2003
 
 Runs one slice of the sweep grid twice through `sweep` itself (same seeds, so the same samples and
 initialisations; both cores), once per precision, and prints per fusion the mean best dev F1 of
@@ -23,7 +23,7 @@ from layercache.training import TrainConfig
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--data", default=str(CONLL))
+    ap.add_argument("--data", default=CONLL)
     ap.add_argument("--out", default=str(REPO / "runs/precision"))
     ap.add_argument("--fusions", default="dwatt,concat,extra")
     ap.add_argument("--shots", type=int, default=32)

@@ -32,7 +32,7 @@ PROTOCOLS = {"layercache": {"lr": None, "layer_score": "scaled"},
 
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--data", default=str(CONLL))
+    p.add_argument("--data", default=CONLL)
     p.add_argument("--models", default=MODELS)
     p.add_argument("--fusions", default="base,concat,dwatt,extra")
     p.add_argument("--shots", default="8,128")

@@ -24,7 +24,7 @@ def main(argv=None) -> str:
     from layercache.training.runtime import resolve_precision
 
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--data", default=str(CONLL), help="CoNLL-2003 directory")
+    p.add_argument("--data", default=CONLL, help="CoNLL-2003 directory")
     p.add_argument("--cache-dir", default=None, help="cache root (default: $LAYERCACHE_HOME)")
     p.add_argument("--seeds", type=int, default=3)
     p.add_argument("--out", default=str(REPO / "runs" / "design_card_check"),

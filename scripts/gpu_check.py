@@ -3,7 +3,7 @@
 On a machine with CUDA (and `pip install -e ".[offline]"` done), from the repository root:
 
     python scripts/gpu_check.py                      # built-in default: MiniLM on WNUT-16
-    python scripts/gpu_check.py --model DIR --dataset ../shared/data/conll2003
+    python scripts/gpu_check.py --model DIR --dataset PATH/conll2003
 
 It runs the commands themselves, in a fresh cache root: `extract` with fp32 and with bf16 forward
 passes, `train-head` FE (concat, dwatt) and FT (concat), `layercache predict` with the FE head, and
@@ -23,13 +23,12 @@ import glob
 import json
 import os
 import re
-import shlex
 import subprocess
 import sys
 import tempfile
 import time
 
-from _common import say, write_results
+from _common import command_line, say, write_results
 
 
 def gpu_line(device: str) -> str:
@@ -120,8 +119,8 @@ def main(argv=None) -> dict:
                           machine=json.load(open(args.render[0]))["device"])
         print(text)
         return {}
-    figures = {"device": gpu_line(args.device), "command": shlex.join(["python", "scripts/gpu_check.py",
-                                                                        *(argv if argv is not None else sys.argv[1:])])}
+    figures = {"device": gpu_line(args.device),
+               "command": command_line("gpu_check", argv if argv is not None else sys.argv[1:])}
     say(figures["device"])
     source = [*(["--model", args.model] if args.model else []), *(["--dataset", args.dataset] if args.dataset else [])]
     with tempfile.TemporaryDirectory() as root:

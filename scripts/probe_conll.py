@@ -27,7 +27,7 @@ LABEL_SETS = ("pos", "chunk", "ner")  # Tenney et al.'s order: POS lowest, chunk
 
 def main(argv=None) -> str:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", default=str(CONLL), help="CoNLL-2003 directory (four columns: word POS chunk NER)")
+    parser.add_argument("--data", default=CONLL, help="CoNLL-2003 directory (four columns: word POS chunk NER)")
     parser.add_argument("--models", default=f"{MODEL},all-mpnet-base-v2")
     parser.add_argument("--seeds", default="0,1,2")
     parser.add_argument("--out", default=results_path("probe_conll", ""), help="one folder per model")

@@ -18,7 +18,7 @@ from _common import CONLL, write_subset
 
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--data", default=str(CONLL))
+    p.add_argument("--data", default=CONLL)
     p.add_argument("--sentences", type=int, default=3000)
     p.add_argument("--top", type=int, default=35)
     args = p.parse_args(argv)

@@ -27,7 +27,7 @@ SHOTS = (8, 128)
 
 def main(argv=None) -> str:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", default=str(CONLL), help="CoNLL-2003 directory")
+    parser.add_argument("--data", default=CONLL, help="CoNLL-2003 directory")
     parser.add_argument("--table", default=results_path("rank_layers_conll"),
                         help="markdown file written ('' = print only)")
     parser.add_argument("--plot", default=results_path("rank_layers_conll", ".png"))

@@ -26,7 +26,7 @@ import sys
 import time
 from pathlib import Path
 
-from _common import CONLL, REPO, cpu_line, results_path, run_command, run_floor, say, write_results
+from _common import CONLL, REPO, conll_data, cpu_line, results_path, run_command, run_floor, say, write_results
 
 from layercache.cache.manage import list_entries
 
@@ -170,7 +170,7 @@ def tables(fig: dict) -> str:
 
 def main(argv=None) -> dict:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--data", default=str(CONLL))
+    p.add_argument("--data", default=CONLL)
     p.add_argument("--out", default=str(REPO / "runs" / "rehearsal"), help="model, datasets, cache root, runs")
     p.add_argument("--report", default=results_path("rehearse_paper_scale"),
                    help="markdown file written; the figures go beside it as .json")
@@ -185,7 +185,7 @@ def main(argv=None) -> dict:
     env = dict(os.environ, LAYERCACHE_HOME=str(out / "cache"), PYTHONPATH=str(REPO))
     os.environ["LAYERCACHE_HOME"] = env["LAYERCACHE_HOME"]
     model = build_encoder(out / "roberta-large-shape")
-    data = Path(args.data)
+    data = Path(conll_data(args.data))
     sets = {"large": write_dataset(out / "data-large", data, {"train": args.train_sentences, "dev": args.eval_sentences,
                                                                   "test": args.eval_sentences}),
             "small": write_dataset(out / "data-small", data,

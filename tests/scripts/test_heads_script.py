@@ -14,9 +14,10 @@ def test_conll_script_resumes(tiny_cache, tmp_path, capsys, monkeypatch, load_sc
     text = script.main(args)
     assert len(out.read_text().splitlines()) == 8
     header = md.read_text().split("\n\n")
-    assert header[1] == f"Made by `python scripts/run_heads_conll.py {' '.join(args)}`."
+    shown = [a if not a.startswith("/") else "PATH/" + a.rsplit("/", 1)[-1] for a in args]  # machine paths
+    assert header[1] == f"Made by `python scripts/run_heads_conll.py {' '.join(shown)}`."
     assert header[2].startswith("Machine: cpu: ") and header[3].startswith("Dev: all ")
-    assert md.read_text().endswith(text + "\n")
+    assert md.read_text().endswith(load_script("_common").public_path(text) + "\n")  # machine paths as PATH/...
     records = [json.loads(line) for line in out.read_text().splitlines()]
     for record in records:  # as an older layercache wrote them, before TrainConfig grew a field
         del record["config"]["warmup"]
