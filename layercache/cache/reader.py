@@ -362,4 +362,21 @@ def rows_of(offsets: np.ndarray, sentences) -> np.ndarray:
 
 
 def open_entry(path) -> CacheEntry:
+    """The cache entry at ``path``: its folder under the cache root, as `extract` and `layercache ls`
+    print it (a ``str`` or ``os.PathLike``; ``~`` is not expanded), or a URL under a remote root
+    (``s3://...``, or ``http://HOST:PORT/entries/NAME`` from `layercache serve`). A path that holds no
+    entry raises `LayercacheError` naming it. Only finished splits are listed (`CacheEntry.splits`);
+    `CacheEntry.require_complete` refuses an entry whose planned splits are not all finished.
+
+    To find an entry by what made it rather than by path, use
+    `layercache.experiments.find.resolve_entry`: ``resolve_entry(model=..., dataset=...)`` (extracted
+    first when missing), or ``resolve_entry()`` for the latest complete entry in the cache root.
+
+    Example:
+        ```python
+        entry = open_entry("PATH")  # as extract printed it
+        train = entry.split("train")
+        x = train.hidden(sentences=[0, 5, 9], layers=[2, 6])  # [rows, 2, d]: reads only layers 2 and 6
+        ```
+    """
     return CacheEntry(path if not isinstance(path, os.PathLike) else os.fspath(path))
