@@ -26,6 +26,7 @@ MEMORY_BUDGET_BYTES: int | None = None  # None: read from the device (`memory_bu
 BUDGET_FRACTION = 0.5  # of the device's free memory: the rest is for the heads, their batches and the system
 BLOCK_ROWS = 8192  # cache rows per streamed block, and the span of one length-sorted evaluation group
 SHUFFLE_WINDOW = 2  # streamed training: sentences are shuffled within this many consecutive blocks
+EVAL_CACHE_SHARE = 0.25  # of the budget, for a held split's evaluation batches kept padded and widened
 EVAL_FRACTION = 1 / 16  # of the GPU's free memory, for one evaluation batch widened to float32
 EVAL_ROWS_PER_SENTENCE = 64  # what one sentence of an evaluation batch is allowed (padded rows)
 ENV = "LAYERCACHE_MEMORY_BUDGET"

@@ -91,16 +91,18 @@ def _gold_entities(split: Split, chunker: Chunker) -> set:
 
 
 def eval_batches(split: Split, *, device, batch_size: int):
-    """The batches of ``split.eval_groups``; kept in memory across evaluations when the split is
-    held and they fit in the memory budget, since padding and widening the same dev set 25 times per run
-    is wasted work. A streamed split reads one block at a time."""
+    """The batches of ``split.eval_groups``. A held split's padded, widened batches are kept across
+    evaluations when they take at most ``budget.EVAL_CACHE_SHARE`` of the memory budget (MiniLM's
+    CoNLL dev: 0.5 GB), since padding and widening the same dev set 25 times per run is wasted work;
+    larger ones (roberta-large's dev: 5 GB in float32, twice what the store holds) are built batch by
+    batch from the store on the device. A streamed split reads one block at a time."""
     groups = split.eval_groups(batch_size)
     if split.streamed:
         return split.eval_batches(groups, device=device)
     if not split.static:  # live (FT) states change as the backbone trains
         return (split.batch(group, device=device) for group in groups)
     padded = sum(len(group) * int(split.lengths[group].max(initial=0)) for group in groups)
-    if padded * split.row_bytes > budget.memory_budget():
+    if padded * split.row_bytes > budget.EVAL_CACHE_SHARE * budget.memory_budget(device):
         return (split.batch(group, device=device) for group in groups)
     return split.cached(("eval batches", str(device), batch_size, budget.BLOCK_ROWS),
                         lambda: [split.batch(group, device=device) for group in groups])
