@@ -74,6 +74,8 @@ def export_head(head: str, out: str, *, device: str | None = None) -> str:
     if not supported(transformers.__version__):
         raise LayercacheError(f"export needs transformers 5 or later (installed: {transformers.__version__}): "
                               f"pip install -U 'transformers>=5'")
+    from transformers.tokenization_utils_base import VERY_LARGE_INTEGER
+
     from .modeling import LayercacheForTokenClassification, LayercacheTaggerConfig
 
     stem, record = resolve_head(head)
@@ -94,6 +96,7 @@ def export_head(head: str, out: str, *, device: str | None = None) -> str:
         granularity=backbone.granularity,
         pooling=backbone.pooling,
         special_ids=sorted(int(i) for i in backbone.tokenizer.all_special_ids),
+        max_length=int(backbone.encoder.max_length),
         id2label=dict(enumerate(labels)),
         label2id={name: i for i, name in enumerate(labels)},
         layercache=_provenance(meta, record),
@@ -105,7 +108,11 @@ def export_head(head: str, out: str, *, device: str | None = None) -> str:
     model.word_start.copy_(word_start_table(backbone.tokenizer, model.word_start.numel()))
     os.makedirs(out, exist_ok=True)
     model.save_pretrained(out)
-    backbone.tokenizer.save_pretrained(out)
+    tokenizer = backbone.tokenizer
+    # The model windows long inputs itself (config.max_length), as predict does: a pipeline that cut them at
+    # the backbone's positions would drop words, so the saved tokenizer sets no limit.
+    tokenizer.model_max_length = VERY_LARGE_INTEGER
+    tokenizer.save_pretrained(out)
     with open(os.path.join(out, "README.md"), "w", encoding="utf-8") as f:
         f.write(model_card(config, meta, record, name=os.path.basename(os.path.normpath(out))))
     return out

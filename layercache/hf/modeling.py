@@ -36,7 +36,8 @@ class LayercacheTaggerConfig(PreTrainedConfig):
     """``backbone``: the encoder's own config as a dict (its ``model_type`` included); ``tagger``: the
     `TokenTagger` keywords of the head checkpoint; ``layers``: the hidden-state indices it fuses (0 =
     embeddings); ``granularity``/``pooling``: how the cache made its rows; ``special_ids``: token ids
-    that are never words; ``layercache``: where the head came from (run record, cache key)."""
+    that are never words; ``max_length``: the longest window the backbone takes (longer inputs are
+    encoded in overlapping windows, as `extract` encodes them); ``layercache``: where the head came from (run record, cache key)."""
 
     model_type = MODEL_TYPE
     backbone: dict | None = None
@@ -45,6 +46,7 @@ class LayercacheTaggerConfig(PreTrainedConfig):
     granularity: str = "word"
     pooling: str = "first"
     special_ids: list[int] | None = None
+    max_length: int | None = None  # the backbone's positions, special tokens included; longer inputs are windowed
     layercache: dict | None = None
 
     def backbone_config(self):
@@ -74,12 +76,8 @@ class LayercacheForTokenClassification(PreTrainedModel):
                 **kwargs) -> TokenClassifierOutput:
         if attention_mask is None:
             attention_mask = torch.ones_like(input_ids)
-        inputs = {"input_ids": input_ids, "attention_mask": attention_mask}
-        if token_type_ids is not None:  # not every backbone takes them (DistilBERT)
-            inputs["token_type_ids"] = token_type_ids
-        states = self.backbone(**inputs, output_hidden_states=True).hidden_states  # L+1 x [B, S, d]
-        hidden = torch.stack([states[i] for i in self.config.layers], dim=2).float()  # [B, S, L, d]
         content, start = self._words(input_ids, attention_mask, word_ids)  # [B, S] bool each
+        hidden = self._hidden(input_ids, attention_mask, token_type_ids, content)  # [B, S, L, d]
         word = torch.cumsum(start.long(), dim=1) - 1  # [B, S] word index of each token (content only)
         word = torch.where(content, word, -1)
         if self.config.granularity == "subword":
@@ -93,6 +91,45 @@ class LayercacheForTokenClassification(PreTrainedModel):
         if labels is not None:
             loss = nn.functional.cross_entropy(logits.flatten(0, 1), labels.flatten(), ignore_index=-100)
         return TokenClassifierOutput(loss=loss, logits=logits)
+
+    def _layers(self, input_ids, attention_mask, token_type_ids=None):
+        """[B, S, L, d] float32: the fused layers' hidden states of one backbone forward."""
+        inputs = {"input_ids": input_ids, "attention_mask": attention_mask}
+        if token_type_ids is not None:  # not every backbone takes them (DistilBERT)
+            inputs["token_type_ids"] = token_type_ids
+        states = self.backbone(**inputs, output_hidden_states=True).hidden_states  # L+1 x [B, S, d]
+        return torch.stack([states[i] for i in self.config.layers], dim=2).float()
+
+    def _hidden(self, input_ids, attention_mask, token_type_ids, content):
+        """[B, S, L, d]; a sequence longer than the backbone's positions is encoded as `extract` and `predict`
+        encode it: overlapping windows over its content tokens, each between the sequence's own leading
+        and trailing special tokens, every token taken from the window where it sits furthest from an edge."""
+        longest = self.config.max_length
+        if not longest or input_ids.shape[1] <= longest:
+            return self._layers(input_ids, attention_mask, token_type_ids)
+        from ..extract.tokenize import windows
+
+        out = None
+        for b in range(input_ids.shape[0]):
+            real = attention_mask[b].bool()
+            inner = torch.nonzero(content[b]).flatten()  # content token positions
+            if len(inner) == 0:
+                continue
+            everything = torch.nonzero(real).flatten()
+            prefix = everything[everything < inner[0]]
+            suffix = everything[everything > inner[-1]]
+            width = longest - len(prefix) - len(suffix)
+            for lo_w, hi_w, keep_lo, keep_hi in windows(len(inner), width):
+                ids = torch.cat([input_ids[b, prefix], input_ids[b, inner[lo_w:hi_w]], input_ids[b, suffix]])
+                h = self._layers(ids[None], torch.ones_like(ids)[None])[0]  # [W, L, d]
+                if out is None:
+                    out = h.new_zeros(*input_ids.shape, *h.shape[1:])
+                at = len(prefix) + keep_lo - lo_w
+                out[b, inner[keep_lo:keep_hi]] = h[at:at + keep_hi - keep_lo]
+        if out is None:  # no content anywhere: nothing to tag
+            return self._layers(input_ids[:, :longest], attention_mask[:, :longest]).new_zeros(
+                *input_ids.shape, len(self.config.layers), self.backbone.config.hidden_size)
+        return out
 
     def _words(self, input_ids, attention_mask, word_ids):
         """(content [B, S]: real, non-special tokens; start [B, S]: tokens that begin a word)."""

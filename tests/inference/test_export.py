@@ -24,10 +24,13 @@ from layercache.training.data import load_data
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
-# Multi-subword words ("Carolson", "Globex") and punctuation; each well under the tiny BERT's 32 positions.
+# Multi-subword words ("Carolson", "Globex"), punctuation, and a sentence longer than the backbone's positions.
 TEXTS = ["Alice met Bobson in Paris, and Acme Inc visited Berlin today.",
          "Carolson of Globex said Rome is big.",
-         "the new Hooli"]
+         "the new Hooli",
+         # longer than the tiny BERT's 32 positions: windows, as predict encodes it
+         "Alice met Bobson in Paris and Carolson visited Berlin with Grace from Globex and Heidi of Hooli today, "
+         "and Frank met Daveson in Oslo with Erin of Acme Inc."]
 
 
 @pytest.fixture(scope="module")
@@ -101,6 +104,7 @@ def test_exported_model_tags_as_predict(case, request, tmp_path_factory, exporte
         word_ids = torch.tensor([[-1 if w is None else w for w in enc.word_ids(b)] for b in range(len(words))])
         by_ids = model(**enc, word_ids=word_ids).logits
         by_vocab = model(**enc).logits  # word starts read off the vocabulary: the same words here
+    assert enc["input_ids"].shape[1] > model.config.max_length  # the long sentence does take windows
     rows = predictor._word_rows(words)
     for b, sentence in enumerate(words):
         first = [word_ids[b].tolist().index(i) for i in range(len(sentence))]
