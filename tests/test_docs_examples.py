@@ -18,8 +18,8 @@ REPO = Path(__file__).resolve().parents[1]
 PAGES = [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))]
 BLOCK = re.compile(r"(?P<before>[^\n]*)\n```python\n(?P<code>.*?)\n```", re.S)
 # The sizes of the examples, for the tiny entry: 2 layers, a train split of 122 sentences and 3 entity types.
-TINY = [("layers=[2, 6]", "layers=[1, 2]"), ("shots=[8, 128]", "shots=[2, 4]"), ("trials=3", "trials=1"), ("epochs=10", "epochs=2"),
-        ("epochs=[10]", "epochs=[2]")]
+TINY = [("layers=[2, 6]", "layers=[1, 2]"), ("shots=[8, 128]", "shots=[2, 4]"), ("trials=3", "trials=1"),
+        ("epochs=10", "epochs=2"), ("epochs=[10]", "epochs=[2]")]
 EXPORTED = "models/concat-n8"  # the folder docs/guide/export.md loads
 
 

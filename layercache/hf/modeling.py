@@ -37,7 +37,8 @@ class LayercacheTaggerConfig(PreTrainedConfig):
     `TokenTagger` keywords of the head checkpoint; ``layers``: the hidden-state indices it fuses (0 =
     embeddings); ``granularity``/``pooling``: how the cache made its rows; ``special_ids``: token ids
     that are never words; ``max_length``: the longest window the backbone takes (longer inputs are
-    encoded in overlapping windows, as `extract` encodes them); ``layercache``: where the head came from (run record, cache key)."""
+    encoded in overlapping windows, as `extract` encodes them); ``layercache``: where the head came
+    from (run record, cache key)."""
 
     model_type = MODEL_TYPE
     backbone: dict | None = None
@@ -86,7 +87,8 @@ class LayercacheForTokenClassification(PreTrainedModel):
             word_logits = _rows_to_words(row_logits, row_of, start, word)
         else:
             word_logits, _ = self._head(hidden, content, word, pooling=self.config.pooling)
-        logits = _words_to_tokens(word_logits, word, start, torch.tensor(self.b_to_i, dtype=torch.long).reshape(-1, 2))  # [B, S, C]
+        pairs = torch.tensor(self.b_to_i, dtype=torch.long).reshape(-1, 2)  # (B-X, I-X) label ids
+        logits = _words_to_tokens(word_logits, word, start, pairs)  # [B, S, C]
         loss = None
         if labels is not None:
             loss = nn.functional.cross_entropy(logits.flatten(0, 1), labels.flatten(), ignore_index=-100)
