@@ -15,8 +15,8 @@ from click.testing import CliRunner
 from layercache.cli import deprecated
 from layercache.cli.main import COMMANDS, HIDDEN_ALIASES, main
 
-VERBS = ["extract", "train-head", "sweep", "rank-layers", "probe", "predict", "ls", "info", "rm", "verify", "gc",
-         "serve"]
+VERBS = ["extract", "train-head", "sweep", "rank-layers", "probe", "predict", "export", "ls", "info", "rm", "verify",
+         "gc", "serve"]
 PYPROJECT = Path(__file__).resolve().parents[2] / "pyproject.toml"
 
 
