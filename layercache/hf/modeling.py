@@ -207,3 +207,12 @@ def _b_to_i(id2label) -> list[tuple[int, int]]:
     ids = {str(name): int(i) for i, name in (id2label or {}).items()}
     pairs = [(i, ids["I-" + name[2:]]) for name, i in ids.items() if name.startswith("B-") and "I-" + name[2:] in ids]
     return pairs
+
+
+def _register() -> None:
+    from .register import register
+
+    register()  # whoever imports this module first gets the auto classes that load it
+
+
+_register()

@@ -25,6 +25,9 @@ def register() -> None:
 
     if not supported(transformers.__version__):
         return
+    modeling = sys.modules.get(f"{__package__}.modeling")
+    if modeling is not None and not hasattr(modeling, "LayercacheForTokenClassification"):
+        return  # being imported (its own transformers import fired the hook): it registers when it is done
     from transformers import AutoConfig, AutoModelForTokenClassification
 
     from .modeling import MODEL_TYPE, LayercacheForTokenClassification, LayercacheTaggerConfig

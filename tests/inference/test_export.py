@@ -168,3 +168,16 @@ def test_export_command(request, tmp_path_factory, exported, tmp_path):
     assert bad.exit_code == 1 and bad.output.count("\n") == 1 and "busy" in bad.output
     missing = CliRunner().invoke(cli, ["export", str(tmp_path / "nope.head"), "--out", str(tmp_path / "m2")])
     assert missing.exit_code == 1 and missing.output.startswith("error: ") and "nope.head" in missing.output
+
+
+def test_importing_the_model_module_first_registers_it_without_a_warning():
+    """`layercache.hf.modeling` imports transformers' auto classes, which fire the registration hook while
+    the module is half defined: it must register itself once defined, not warn."""
+    script = ("import warnings; warnings.simplefilter('error')\n"
+              "import layercache.hf.modeling\n"
+              "from transformers.models.auto.configuration_auto import CONFIG_MAPPING\n"
+              "from transformers.models.auto.modeling_auto import MODEL_FOR_TOKEN_CLASSIFICATION_MAPPING as M\n"
+              "assert 'layercache-tagger' in CONFIG_MAPPING\n"
+              "assert M[CONFIG_MAPPING['layercache-tagger']].__name__ == 'LayercacheForTokenClassification'\n")
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
