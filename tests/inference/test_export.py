@@ -181,3 +181,34 @@ def test_importing_the_model_module_first_registers_it_without_a_warning():
               "assert M[CONFIG_MAPPING['layercache-tagger']].__name__ == 'LayercacheForTokenClassification'\n")
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
+
+
+@pytest.fixture(scope="module")
+def roberta_cache(tiny_roberta_dir, tiny_conll_dir, tmp_path_factory):
+    config = ExtractConfig(model=str(tiny_roberta_dir), dataset=str(tiny_conll_dir),
+                           cache_dir=str(tmp_path_factory.mktemp("cache")), unit_rows=256, splits=("train", "dev"))
+    return extract(config, progress=False, log=lambda m: None).path
+
+
+def test_a_byte_level_bpe_backbone_finds_its_words_in_the_vocabulary(roberta_cache, tmp_path):
+    """RoBERTa's words begin with Ġ: the vocabulary table finds the same words as the tokenizer's word_ids,
+    and text with no punctuation glued to a word (where raw text and predict's words agree) is tagged alike."""
+    from transformers import AutoModelForTokenClassification, AutoTokenizer, pipeline
+
+    run = _head(roberta_cache, "concat", tmp_path)
+    folder = export_head(run, str(tmp_path / "exported"))
+    predictor = Predictor(run.removesuffix(".json") + ".head", device="cpu")
+    texts = ["Alice met Bobson in Paris today", "Carolson of Globex said Rome is big"]
+    words = [t.split() for t in texts]
+    model = AutoModelForTokenClassification.from_pretrained(folder).eval()
+    enc = AutoTokenizer.from_pretrained(folder)(words, is_split_into_words=True, return_tensors="pt", padding=True)
+    word_ids = torch.tensor([[-1 if w is None else w for w in enc.word_ids(b)] for b in range(len(words))])
+    with torch.inference_mode():
+        torch.testing.assert_close(model(**enc).logits, model(**enc, word_ids=word_ids).logits)
+    ner = pipeline("token-classification", model=folder, aggregation_strategy="simple", device="cpu")
+    found = 0
+    for text, tags in zip(texts, predictor.tag(words)):
+        expected = [(e["type"], *e["chars"]) for e in entities(tags, split_words(text), text)]
+        assert [(e["entity_group"], e["start"], e["end"]) for e in ner(text)] == expected
+        found += len(expected)
+    assert found, "the head tags nothing: a weak comparison"
