@@ -188,15 +188,32 @@ class SplitArrays(Sentences):
         """Bytes of one row of a float32 batch: what an eval batch costs per padded row."""
         return self.hidden.shape[1] * self.hidden.shape[2] * 4
 
-    def _tensors(self, device):
-        """(hidden [rows, L, d] float16, labels [rows], offsets [n+1]) on ``device``, made once."""
+    def _tensors(self, device, dtype=None):
+        """(hidden [rows, L, d], labels [rows], offsets [n+1]) on ``device``, made once: the hidden
+        states in the storage dtype, or converted once to ``dtype`` (the autocast dtype of a run,
+        so its batches are slices and gathers, never conversions)."""
         import torch
 
-        return self.cached(("tensors", str(device)), lambda: (
-            torch.from_numpy(self.hidden).to(device),
-            torch.from_numpy(self.labels).to(device),
-            torch.from_numpy(self.offsets).to(device),
-        ))
+        def build():
+            hidden = torch.from_numpy(self.hidden)
+            hidden = hidden.to(device) if dtype is None else hidden.to(device=device, dtype=dtype)
+            return hidden, torch.from_numpy(self.labels).to(device), torch.from_numpy(self.offsets).to(device)
+
+        return self.cached(("tensors", str(device), str(dtype)), build)
+
+    def row_batch(self, lo: int, hi: int, *, device, dtype=None) -> Batch:
+        """The sentences at positions ``lo:hi`` as one ``[1, R, L, d]`` run of their rows, no padding
+        and no gather (a slice of the held rows): for heads whose output at a row depends on that row
+        alone. ``dtype``: the rows' dtype (None: float32, widened from the storage dtype)."""
+        import torch
+
+        hidden, labels, _ = self._tensors(device, None if dtype in (None, torch.float32) else dtype)
+        a, b = int(self.offsets[lo]), int(self.offsets[hi])
+        x = hidden[a:b]  # [R, L, d], a view
+        if dtype in (None, torch.float32):
+            x = x.float()
+        mask = torch.ones((1, b - a), dtype=torch.bool, device=hidden.device)
+        return Batch(x[None], mask, labels[a:b][None])
 
     def batch(self, positions, *, device, packed: bool = False, multiple: int = 1) -> Batch:
         """Sentences at ``positions`` padded to ``[B, T, L, d]`` float32 (zeros at padding), or with

@@ -23,36 +23,74 @@ def score(tagger, split: Split, *, device, label_names, batch_size: int, autocas
     """(seqeval micro-F1, mean token cross-entropy) of ``tagger`` on ``split``; forward passes under
     ``autocast`` (the run's precision) when given. Entities are compared in the split's own sentence
     order, so the F1 does not depend on the order the batches come in. A ``token`` label set (POS)
-    gets token accuracy instead of F1."""
+    gets token accuracy instead of F1. A head whose output at a row depends on that row alone
+    (Concat, DWAtt, ScalarMix, Base) reads a cached split's rows in order (`row_chunks`)."""
     tagger.eval()
     return score_heads(lambda hidden, mask: tagger(hidden, mask)[None], 1, split, device=device,
-                       label_names=label_names, batch_size=batch_size, autocast=autocast, kind=kind)[0]
+                       label_names=label_names, batch_size=batch_size, autocast=autocast, kind=kind,
+                       token_wise=getattr(tagger.fusion, "token_wise", False))[0]
 
 
 def score_heads(forward, n_heads: int, split: Split, *, device, label_names, batch_size: int, autocast=None,
-                kind: str = SPAN) -> list[tuple[float, float]]:
+                kind: str = SPAN, token_wise: bool = False) -> list[tuple[float, float]]:
     """`score` of ``n_heads`` heads whose logits ``forward(hidden, mask) -> [n_heads, B, T, n_labels]``
     computes at once, so each batch of the split is built once for all of them (a pack of heads,
-    `layercache.training.packed`); one (metric, loss) per head, each by the same code as one head's."""
-    counts, keeps, preds = [], [], [[] for _ in range(n_heads)]
+    `layercache.training.packed`); one (metric, loss) per head, each by the same code as one head's.
+
+    ``token_wise`` heads on a cached split take its rows as they are held, in runs of consecutive
+    sentences (`row_chunks`): no padding, no gather, and in the autocast dtype no conversion either
+    (the store converts once). Other heads take length-sorted padded batches (`eval_batches`)."""
+    rows_in_order = token_wise and split.static
+    dtype = getattr(autocast, "fast_dtype", None) if autocast is not None else None
+    if rows_in_order:
+        groups = row_chunks(split, rows=batch_size * ROWS_PER_SENTENCE)
+        batches = (split.row_batches(groups, device=device, dtype=dtype) if split.streamed else
+                   (split.row_batch(int(g[0]), int(g[-1]) + 1, device=device, dtype=dtype) for g in groups))
+    else:
+        groups = split.eval_groups(batch_size)
+        batches = eval_batches(split, device=device, batch_size=batch_size)
+    keeps, preds = [], [[] for _ in range(n_heads)]
     loss_sums = torch.zeros(n_heads, device=device, dtype=torch.float64)
-    groups = split.eval_groups(batch_size)
-    # Everything stays on the device until the pass is done: per batch, each sentence's word count,
-    # which padded slots are words, and each head's argmax; one copy to the host at the end.
+    # Everything stays on the device until the pass is done: per batch, which slots are words and
+    # each head's argmax; one copy to the host at the end.
     with torch.inference_mode(), autocast or contextlib.nullcontext():
-        for batch in eval_batches(split, device=device, batch_size=batch_size):
+        for batch in batches:
             logits = forward(batch.hidden, batch.mask).float()  # [K, B, T, n_labels]
-            keep = batch.labels != IGNORE  # [B, T]
-            counts.append(keep.sum(1))  # words per sentence
-            keeps.append(keep.flatten())
+            keeps.append((batch.labels != IGNORE).flatten())  # [B*T]
             for k in range(n_heads):
                 loss_sums[k] += F.cross_entropy(logits[k].flatten(0, 1), batch.labels.flatten(),
                                                 ignore_index=IGNORE, reduction="sum").double()
                 preds[k].append(logits[k].argmax(-1).flatten())  # [B*T], padding included
-    counts, loss_sums = _host(counts), loss_sums.cpu().numpy()
+    loss_sums = loss_sums.cpu().numpy()
     keep = _host(keeps).astype(bool)
+    counts = _words_per_sentence(split)[np.concatenate(groups)] if groups else np.zeros(0, dtype=np.int64)
     return [_metric(split, groups, counts, _host(p)[keep], float(loss_sum), label_names=label_names, kind=kind)
             for p, loss_sum in zip(preds, loss_sums)]
+
+
+ROWS_PER_SENTENCE = 16  # rows of a token-wise evaluation batch per sentence of ``batch_size``
+
+
+def row_chunks(split: Split, *, rows: int) -> list[np.ndarray]:
+    """Runs of consecutive sentence positions of about ``rows`` rows each (a sentence is never cut),
+    never spanning an evaluation block (`Sentences.block_keys`), so a streamed split needs one block
+    at a time and a held one reads exactly the same runs (same numbers)."""
+    keys, lengths = split.block_keys(), split.lengths
+    chunks, start, size = [], 0, 0
+    for i in range(split.n_sentences):
+        if i > start and (keys[i] != keys[start] or size + lengths[i] > rows):
+            chunks.append(np.arange(start, i))
+            start, size = i, 0
+        size += int(lengths[i])
+    if split.n_sentences:
+        chunks.append(np.arange(start, split.n_sentences))
+    return chunks
+
+
+def _words_per_sentence(split: Split) -> np.ndarray:
+    """Scored words (labels != IGNORE) of each sentence, from the host's labels."""
+    scored = np.concatenate([[0], np.cumsum(split.labels != IGNORE)])
+    return scored[split.offsets[1:]] - scored[split.offsets[:-1]]
 
 
 def _host(parts: list) -> np.ndarray:

@@ -94,6 +94,20 @@ class StreamedSplit(Sentences):
         finally:
             self._blocks.clear()
 
+    def row_batches(self, chunks, *, device, dtype=None):
+        """`SplitArrays.row_batch` of each chunk of consecutive positions (`evaluation.row_chunks`,
+        which never span blocks), one block kept at a time."""
+        try:
+            for chunk in chunks:
+                key = int(self._keys()[chunk[0]])
+                if key not in self._blocks:
+                    self._blocks.clear()
+                held, block = self._block(key)
+                lo = int(np.searchsorted(held, chunk[0]))
+                yield block.row_batch(lo, lo + len(chunk), device=device, dtype=dtype)
+        finally:
+            self._blocks.clear()
+
     def epoch_order(self, generator) -> np.ndarray:
         """One training epoch: blocks in an order drawn from ``generator``, and the sentences of each
         window of ``SHUFFLE_WINDOW`` consecutive blocks of that order in a drawn order. Each block is
