@@ -443,3 +443,40 @@ def run_command(args: list[str], env: dict, *, cwd: str | None = None) -> dict:
     children = [mb for pid, mb in peaks.items() if pid != proc.pid]
     return {"stdout": out, "stderr": err, "seconds": time.perf_counter() - t0, "peak_mb": peaks.get(proc.pid, 0.0),
             "worker_peak_mb": max(children, default=None)}
+
+
+# --- A paper-scale backbone (random weights) and a CoNLL-2003 cut, for the benchmarks at roberta-large shape ---
+
+ROBERTA_LARGE = dict(hidden_size=1024, num_hidden_layers=24, num_attention_heads=16, intermediate_size=4096,
+                     max_position_embeddings=514, type_vocab_size=1)
+
+
+def build_encoder(dest: Path) -> Path:
+    """A roberta-large-shaped encoder with random weights and MiniLM's tokenizer, saved once."""
+    if (dest / "config.json").exists():
+        return dest
+    import torch
+    from transformers import AutoTokenizer, RobertaConfig, RobertaModel
+
+    from layercache.extract.models import model_info
+
+    tokenizer = AutoTokenizer.from_pretrained(model_info(None).path)
+    config = RobertaConfig(vocab_size=tokenizer.vocab_size, pad_token_id=tokenizer.pad_token_id, **ROBERTA_LARGE)
+    torch.manual_seed(0)
+    RobertaModel(config, add_pooling_layer=False).save_pretrained(dest)
+    tokenizer.save_pretrained(dest)
+    return dest
+
+
+def write_dataset(dest: Path, data: Path, limits: dict[str, int | None]) -> Path:
+    """The first ``limits[split]`` sentences of each CoNLL split (None = all) as train/dev/test.txt."""
+    from layercache.extract.datasets import load_dataset
+
+    dataset = load_dataset(str(data))
+    dest.mkdir(parents=True, exist_ok=True)
+    for split, limit in limits.items():
+        with (dest / f"{split}.txt").open("w", encoding="utf-8") as f:
+            for words, tags in dataset.splits[split][:limit]:
+                f.writelines(f"{w} {t}\n" for w, t in zip(words, tags))
+                f.write("\n")
+    return dest

@@ -5,7 +5,7 @@ against what the hardware could do at best.
     python scripts/bench_grid.py --out runs/grid --shots 8 --epochs 5 --trials 1 --eval-points 2
 
 A roberta-large-shaped encoder (24 layers x 1024, random weights, MiniLM's tokenizer: the rehearsal's
-recipe, `rehearse_paper_scale.build_encoder`) is run over CoNLL-2003 (all of train unless
+recipe, `_common.build_encoder`) is run over CoNLL-2003 (all of train unless
 ``--train-sentences``, all of dev and test), then the grid (``--fusions`` x ``--shots`` x
 ``--epochs`` x ``--trials``; full dev, ``--eval-points`` evaluations, test at the best point) trains
 in this process, one run (or ``--pack`` runs) at a time, on one device. Phases: extract (skipped,
@@ -28,7 +28,7 @@ import sys
 import time
 from pathlib import Path
 
-from _common import CONLL, machine_line, results_path, say, write_results
+from _common import CONLL, build_encoder, machine_line, results_path, say, write_dataset, write_results
 
 
 def peak_matmul_flops(device, precision: str, *, n: int = 4096, repeats: int = 5) -> float:
@@ -69,8 +69,6 @@ def copy_bandwidth(device, *, nbytes: int = 1 << 30, repeats: int = 5) -> float:
 def prepare(args) -> tuple[object, dict]:
     """The entry (extracted here when missing: `resolve_entry` does what `extract` does) and the
     extract phase's figures."""
-    from rehearse_paper_scale import build_encoder, write_dataset
-
     from layercache.cache.manage import list_entries
     from layercache.experiments.find import resolve_entry
 

@@ -26,43 +26,21 @@ import sys
 import time
 from pathlib import Path
 
-from _common import CONLL, REPO, conll_data, cpu_line, results_path, run_command, run_floor, say, write_results
+from _common import (
+    CONLL,
+    REPO,
+    build_encoder,
+    conll_data,
+    cpu_line,
+    results_path,
+    run_command,
+    run_floor,
+    say,
+    write_dataset,
+    write_results,
+)
 
 from layercache.cache.manage import list_entries
-
-ROBERTA_LARGE = dict(hidden_size=1024, num_hidden_layers=24, num_attention_heads=16, intermediate_size=4096,
-                     max_position_embeddings=514, type_vocab_size=1)
-
-
-def build_encoder(dest: Path) -> Path:
-    """A roberta-large-shaped encoder with random weights and MiniLM's tokenizer, saved once."""
-    if (dest / "config.json").exists():
-        return dest
-    import torch
-    from transformers import AutoTokenizer, RobertaConfig, RobertaModel
-
-    from layercache.extract.models import model_info
-
-    tokenizer = AutoTokenizer.from_pretrained(model_info(None).path)
-    config = RobertaConfig(vocab_size=tokenizer.vocab_size, pad_token_id=tokenizer.pad_token_id, **ROBERTA_LARGE)
-    torch.manual_seed(0)
-    RobertaModel(config, add_pooling_layer=False).save_pretrained(dest)
-    tokenizer.save_pretrained(dest)
-    return dest
-
-
-def write_dataset(dest: Path, data: Path, limits: dict[str, int | None]) -> Path:
-    """The first ``limits[split]`` sentences of each CoNLL split (None = all) as train/dev/test.txt."""
-    from layercache.extract.datasets import load_dataset
-
-    dataset = load_dataset(str(data))
-    dest.mkdir(parents=True, exist_ok=True)
-    for split, limit in limits.items():
-        with (dest / f"{split}.txt").open("w", encoding="utf-8") as f:
-            for words, tags in dataset.splits[split][:limit]:
-                f.writelines(f"{w} {t}\n" for w, t in zip(words, tags))
-                f.write("\n")
-    return dest
 
 
 def extract_figures(name: str, data: Path, model: Path, env: dict) -> dict:
