@@ -281,8 +281,6 @@ def extract(config: ExtractConfig, *, progress: bool = True, log=print, on_unit=
         loader = ThreadPoolExecutor(1, thread_name_prefix="layercache-model")
         model = loader.submit(load_model, info, device=device, trust_remote_code=config.trust_remote_code)
         loader.shutdown(wait=False)
-        if ranks.main:  # before any split is written: the entry is complete only once all of them are
-            record_plan(path, attrs, list(dataset.splits))
         if mlm and ranks.main and not _lm_complete(path):
             write_entry_arrays(path, attrs, "lm", _lm_arrays(info, model.result(), attrs))
         for split in todo:
@@ -321,6 +319,8 @@ def _extract_split(config, dataset, split, info, tokenizer, model: Future, devic
     plan = _plan(config, dataset, split, tok, rows, info, attrs, path, device, blocks=blocks, tokenizer=tokenizer)
     backbone = model.result()  # loaded meanwhile; a model that cannot load fails here, before the split is opened
     ranks.barrier()  # every rank has read the stored settings before rank 0 (re)creates the split
+    if ranks.main:  # before any split is written (once the model loads: a failed load leaves no entry),
+        record_plan(path, attrs, list(dataset.splits))  # the whole plan: complete only once each split is
     writer = SplitWriter.open(path, attrs, split, plan) if ranks.main else None
     ranks.barrier()
     writer = writer or SplitWriter.open(path, attrs, split, plan, create=False)
