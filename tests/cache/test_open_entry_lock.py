@@ -95,3 +95,27 @@ def test_a_dropped_reader_releases_the_entry(entry):
     assert usage.in_use(entry)
     del view
     assert not usage.in_use(entry)
+
+
+def test_an_entry_removed_while_being_opened_is_an_error_not_an_empty_entry(entry):
+    import threading
+
+    from layercache.errors import LayercacheError
+
+    outcome = []
+
+    def reader():
+        try:
+            outcome.append(open_entry(entry))
+        except LayercacheError as exc:
+            outcome.append(exc)
+
+    with usage.exclusive(entry):  # what `rm` holds while it deletes
+        thread = threading.Thread(target=reader)
+        thread.start()
+        thread.join(0.5)
+        assert thread.is_alive(), "the reader did not wait for the removal"
+        shutil.rmtree(entry)
+    thread.join(30)
+    [error] = outcome
+    assert isinstance(error, LayercacheError) and "removed" in str(error), error
