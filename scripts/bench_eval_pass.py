@@ -103,7 +103,7 @@ def measure(cache: str, *, repeats: int, precision: str) -> dict:
 def run_child(code: Path, args) -> dict:
     """``measure`` in a fresh process that imports layercache from ``code``."""
     env = dict(os.environ, PYTHONPATH=str(code))
-    command = [sys.executable, __file__, "--child", "--cache", args.cache, "--repeats", str(args.repeats),
+    command = [sys.executable, str(Path(__file__).resolve()), "--child", "--cache", args.cache, "--repeats", str(args.repeats),
                "--precision", args.precision]
     done = subprocess.run(command, env=env, capture_output=True, text=True, cwd=code, check=False)
     if done.returncode != 0:
@@ -125,7 +125,7 @@ def table(results: dict) -> str:
     return "\n".join(lines)
 
 
-def main(argv: list[str] | None = None) -> None:
+def main(argv: list[str] | None = None) -> str | None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--cache", required=True, help="a cache entry with train and dev (e.g. roberta-large shape)")
     p.add_argument("--before", default=None, help="a commit to measure beside the working tree")
@@ -167,10 +167,11 @@ def main(argv: list[str] | None = None) -> None:
     ])
     report = args.report or results_path("bench_eval_pass")
     write_results(report, text, title="An evaluation pass against the head's product alone",
-                  script="scripts/bench_eval_pass.py", argv=argv)
+                  script="bench_eval_pass", argv=argv)
     Path(report).with_suffix(".json").write_text(json.dumps({"cpu": cpu_line(), "cores": os.cpu_count(),
                                                              "command": shlex.join(sys.argv), **results}, indent=1))
     print(Path(report).read_text())
+    return text
 
 
 if __name__ == "__main__":

@@ -73,7 +73,7 @@ def prepare(args) -> tuple[object, dict]:
     from layercache.experiments.find import resolve_entry
 
     work = Path(args.out)
-    model = build_encoder(work / "encoder")
+    model = Path(args.model) if args.model else build_encoder(work / "encoder")
     data = write_dataset(work / "conll", Path(args.data),
                          {"train": args.train_sentences, "dev": None, "test": None})
     root = work / "cache"
@@ -86,10 +86,12 @@ def prepare(args) -> tuple[object, dict]:
     return entry, {"extract_s": time.perf_counter() - t0, "extract_note": "bf16 forward, float16 cache"}
 
 
-def main(argv: list[str] | None = None) -> None:
+def main(argv: list[str] | None = None) -> str:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--out", required=True, help="work folder: encoder, dataset, cache, results file")
     p.add_argument("--data", default=str(CONLL), help="a CoNLL-2003 folder")
+    p.add_argument("--model", default=None,
+                   help="an encoder folder (default: a roberta-large-shaped one with random weights, built once)")
     p.add_argument("--train-sentences", type=int, default=None, help="the first N train sentences (default: all)")
     p.add_argument("--fusions", default="concat,dwatt,extra")
     p.add_argument("--shots", default="8,16,32,64,128")
@@ -113,7 +115,7 @@ def main(argv: list[str] | None = None) -> None:
     device = pick_device(args.device)
     t_all = time.perf_counter()
     entry, figures = prepare(args)
-    base = TrainConfig(fusion="concat", lr=args.lr, eval_points=args.eval_points, precision=args.precision,
+    base = TrainConfig(fusion="concat", shots=None, epochs=1, seed=0, lr=args.lr, eval_points=args.eval_points, precision=args.precision,
                        device=str(device))
     configs = grid(fusions=args.fusions.split(","), shots=[int(x) for x in args.shots.split(",")],
                    epochs=[int(x) for x in args.epochs.split(",")], trials=args.trials, base=base)
@@ -174,11 +176,12 @@ def main(argv: list[str] | None = None) -> None:
     cuda = device.type == "cuda"
     report = args.report or results_path("bench_grid_gpu" if cuda else "bench_grid")
     write_results(report, text, title="The Figure-3 grid at roberta-large shape, by phase",
-                  script="scripts/bench_grid.py", argv=argv, device=str(device))
+                  script="bench_grid", argv=argv, device=str(device))
     Path(report).with_suffix(".json").write_text(json.dumps(
         {"command": shlex.join(["python", "scripts/bench_grid.py", *(sys.argv[1:] if argv is None else argv)]),
          "torch": torch.__version__, **figures}, indent=1))
     print(Path(report).read_text())
+    return text
 
 
 if __name__ == "__main__":

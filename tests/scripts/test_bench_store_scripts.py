@@ -1,0 +1,34 @@
+"""scripts/bench_eval_pass.py and scripts/bench_grid.py on the tiny backbone: their tables, and the
+figures a reader checks them by (a second run reads nothing; every run of the grid is counted)."""
+
+from __future__ import annotations
+
+import json
+
+
+def test_bench_eval_pass_script(tiny_cache, tmp_path, load_script):
+    script = load_script("bench_eval_pass")
+    report = tmp_path / "pass.md"
+    text = script.main(["--cache", tiny_cache, "--repeats", "1", "--report", str(report)])
+    row = next(line for line in text.splitlines() if line.startswith("| after"))
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert cells[1] == "held" and cells[6] == "0.0 MB"  # the second run in the process reads nothing
+    figures = json.loads(report.with_suffix(".json").read_text())
+    assert figures["after (this tree)"]["second_run_read_bytes"] == 0
+    assert figures["after (this tree)"]["first_read_bytes"] > 0
+    assert "Made by `python scripts/bench_eval_pass.py" in report.read_text()
+
+
+def test_bench_grid_script(tiny_bert_dir, tiny_conll_dir, tmp_path, load_script):
+    script = load_script("bench_grid")
+    report = tmp_path / "grid.md"
+    args = ["--out", str(tmp_path / "grid"), "--model", str(tiny_bert_dir), "--data", str(tiny_conll_dir),
+            "--fusions", "concat,extra", "--shots", "2", "--epochs", "2", "--trials", "2", "--eval-points", "2",
+            "--precision", "fp32", "--report", str(report)]
+    text = script.main(args)
+    figures = json.loads(report.with_suffix(".json").read_text())
+    assert figures["runs"] == 4 and figures["eval_passes"] == 4 * (2 + 1)  # 2 dev evaluations, test at the best
+    assert figures["extract_s"] is not None and "| extract |" in text
+    assert 0 < figures["fraction_of_limit"] < 1
+    again = json.loads((script.main(args), report.with_suffix(".json").read_text())[1])
+    assert again["extract_s"] is None  # the entry is reused
