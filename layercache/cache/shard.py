@@ -102,15 +102,18 @@ class DiskFullError(LayercacheError, OSError):
 
     def __init__(self, path: Path, size: int):
         try:
-            free = f"{shutil.disk_usage(path.parent).free / 2**20:.1f} MiB is free"
+            free = f"{_size(shutil.disk_usage(path.parent).free)} is free"
         except OSError:
             free = "the free space is unknown"
-        super().__init__(errno.ENOSPC, f"No space left on device writing {path}: the shard needs "
-                                       f"{size / 2**20:.1f} MiB and {free}; free space and "
-                                       "rerun the same command to resume", str(path))
+        super().__init__(errno.ENOSPC, f"No space left on device writing {path}: the shard needs {_size(size)} "
+                                       f"and {free}; free space and rerun the same command to resume", str(path))
 
     def __str__(self) -> str:
         return self.strerror
+
+
+def _size(n: int) -> str:
+    return f"{n / 2**20:.1f} MiB" if n >= 2**20 else f"{n / 2**10:.1f} KiB"
 
 
 PARTIAL = ".partial"  # `.<shard>.<pid>.partial`: a shard being written, renamed into place once whole
