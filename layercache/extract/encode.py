@@ -117,7 +117,7 @@ class UnitEncoder:
         return out.hidden_states
 
     def encode_unit(self, tok: Tokenized, rows: RowMap, lo: int, hi: int, *, storage: torch.dtype,
-                    grad: bool = False, split: str | None = None) -> torch.Tensor:
+                    grad: bool = False, split: str | None = None, ahead: bool = True) -> torch.Tensor:
         """[hi - lo, L+1, d] for rows lo:hi, in the storage dtype, still on the device. The same
         code serves extraction and live (FE-on-the-fly or fine-tuning) features, so they agree.
 
@@ -127,12 +127,14 @@ class UnitEncoder:
 
         With ``split`` (extraction), a value the storage dtype cannot hold, or one the forward pass
         already made inf/nan, raises a LayercacheError naming the split and layer: float16 tops out
-        at 65504, and a cache of infinities would otherwise pass for a good one until training."""
+        at 65504, and a cache of infinities would otherwise pass for a good one until training.
+        ``ahead=False``: no thread (a live batch is one forward pass: nothing to prepare ahead of it)."""
         first = int(np.searchsorted(rows.row_offsets, lo, side="right") - 1)
         last = int(np.searchsorted(rows.row_offsets, hi, side="left"))
         out = None
         ends = []  # per batch, [L+1, 2] min and max of each layer's values before narrowing
-        for inputs, (pos, dest, weight) in _ahead(self._prepared(tok, rows, range(first, last), lo, hi)):
+        prepared = self._prepared(tok, rows, range(first, last), lo, hi)
+        for inputs, (pos, dest, weight) in _ahead(prepared) if ahead else prepared:
             hidden = self.forward(*inputs, grad=grad)
             if out is None:
                 dtype = storage if weight is None else torch.float32  # mean pooling sums in float32

@@ -19,6 +19,22 @@ class Tokenized:
     word_offsets: np.ndarray  # [S + 1] word counts, cumulated
     n_empty_words: int  # words encoded as the unknown token
 
+    def select(self, positions) -> "Tokenized":
+        """The sentences at ``positions``, in that order (a batch of a split tokenized once)."""
+        positions = np.asarray(positions, dtype=np.int64)
+
+        def part(flat: np.ndarray, offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+            lengths = offsets[positions + 1] - offsets[positions]
+            rows = np.repeat(offsets[positions] - np.cumsum(lengths) + lengths, lengths) + np.arange(lengths.sum())
+            return flat[rows], np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+
+        ids, sub_offsets = part(self.ids, self.sub_offsets)
+        word_of_sub, _ = part(self.word_of_sub, self.sub_offsets)
+        word_counts = self.word_offsets[positions + 1] - self.word_offsets[positions]
+        return Tokenized(ids=ids, sub_offsets=sub_offsets, word_of_sub=word_of_sub,
+                         word_offsets=np.concatenate([[0], np.cumsum(word_counts)]).astype(np.int64),
+                         n_empty_words=0)
+
     def global_word_of_sub(self) -> np.ndarray:
         """[n_subwords] index of each subword's word among all words of the split."""
         sent_of_sub = np.repeat(np.arange(len(self.sub_offsets) - 1), np.diff(self.sub_offsets))

@@ -61,8 +61,12 @@ class LiveSplit(LiveStates):
     def batch(self, positions, *, device, packed: bool = False, multiple: int = 1) -> Batch:  # stays padded
         import torch
 
+        from ..extract.tokenize import tokenize_words
+
         positions = np.asarray(positions, dtype=np.int64)
-        hidden, mask = self.backbone([self.words[p] for p in positions], list(self.layers))  # [B, T, L, d]
+        # The split is tokenized once (a run's sample: at its first batch), every batch a slice of it.
+        tokens = self.cached("tokens", lambda: tokenize_words(self.backbone.tokenizer, self.words))
+        hidden, mask = self.backbone(None, list(self.layers), tokens=tokens.select(positions))  # [B, T, L, d]
         labels = torch.full(mask.shape, IGNORE, dtype=torch.long)
         for b, p in enumerate(positions):
             row = self.labels[self.offsets[p]:self.offsets[p + 1]]

@@ -26,16 +26,18 @@ class LiveBackbone(torch.nn.Module):
     def device(self):
         return self.encoder.device
 
-    def forward(self, sentences: list[list[str]], layers: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
-        """(hidden [B, T, len(layers), d] float32, mask [B, T] bool) for the sentences' rows."""
+    def forward(self, sentences: list[list[str]] | None, layers: list[int], *,
+                tokens=None) -> tuple[torch.Tensor, torch.Tensor]:
+        """(hidden [B, T, len(layers), d] float32, mask [B, T] bool) for the sentences' rows; given
+        ``tokens`` (their `Tokenized`, e.g. a slice of a split tokenized once), nothing is tokenized."""
         from ..extract.encode import row_map
         from ..extract.tokenize import tokenize_words
 
-        tok = tokenize_words(self.tokenizer, sentences)
+        tok = tokens if tokens is not None else tokenize_words(self.tokenizer, sentences)
         rows = row_map(tok, granularity=self.granularity, pooling=self.pooling)
         n_rows = int(rows.row_offsets[-1])
-        flat = self.encoder.encode_unit(tok, rows, 0, n_rows, storage=torch.float32,
-                                        grad=torch.is_grad_enabled())  # [rows, L+1, d]
+        flat = self.encoder.encode_unit(tok, rows, 0, n_rows, storage=torch.float32, grad=torch.is_grad_enabled(),
+                                        ahead=False)  # [rows, L+1, d]
         flat = flat[:, list(layers)]  # [rows, L, d]
         lengths = torch.as_tensor(np.diff(rows.row_offsets), device=flat.device)
         T = int(lengths.max()) if len(lengths) else 0
