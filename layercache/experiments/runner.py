@@ -270,7 +270,11 @@ def _ray_task(job: _Job, configs, item, run=_run_one):
 
 def _ray_results(job: _Job, todo, queue, address: str, run):
     """Each run (or pack) a Ray task (one CPU); the cache is read from the shared root by each worker once."""
-    import ray
+    try:
+        import ray
+    except ModuleNotFoundError:  # an extra, not a dependency
+        raise LayercacheError('sweeps on Ray need the package \'ray\', part of the ray extra: '
+                              'pip install "layercache[ray]"') from None
 
     if not ray.is_initialized():
         ray.init(address=None if address in (None, "", "local") else address, include_dashboard=False,

@@ -24,3 +24,22 @@ def test_serve_without_the_extra_is_one_line(missing, tmp_path):
     assert out.returncode == 1
     assert out.stderr.strip().splitlines() == [
         f"error: serve needs the package '{missing}', part of the serve extra: pip install \"layercache[serve]\""]
+
+
+SWEEP = """
+import sys
+sys.modules["ray"] = None
+from layercache.cli.main import main
+sys.argv = ["layercache", "sweep", "--cache", sys.argv[1], "--fusions", "concat", "--shots", "2", "--epochs", "1",
+            "--trials", "1", "--ray", "local", "--quiet", "--out", sys.argv[2]]
+main()
+"""
+
+
+def test_sweep_on_ray_without_the_extra_is_one_line(tiny_cache, tmp_path):
+    out = subprocess.run([sys.executable, "-c", SWEEP, tiny_cache, str(tmp_path / "sw")], capture_output=True,
+                         text=True, timeout=300)
+    assert out.returncode == 1
+    assert out.stderr.strip().splitlines()[-1] == (
+        "error: sweeps on Ray need the package 'ray', part of the ray extra: pip install \"layercache[ray]\"")
+    assert "Traceback" not in out.stderr
