@@ -204,16 +204,28 @@ class SplitArrays(Sentences):
     def row_batch(self, lo: int, hi: int, *, device, dtype=None) -> Batch:
         """The sentences at positions ``lo:hi`` as one ``[1, R, L, d]`` run of their rows, no padding
         and no gather (a slice of the held rows): for heads whose output at a row depends on that row
-        alone. ``dtype``: the rows' dtype (None: float32, widened from the storage dtype)."""
+        alone. ``dtype``: the rows' dtype (None: float32). A split converted once to ``dtype``
+        (`converted`) gives a view; otherwise the slice is widened on the way."""
         import torch
 
-        hidden, labels, _ = self._tensors(device, None if dtype in (None, torch.float32) else dtype)
+        dtype = dtype or torch.float32
+        hidden, labels, _ = self._tensors(device, dtype if self.converted(device, dtype) else None)
         a, b = int(self.offsets[lo]), int(self.offsets[hi])
-        x = hidden[a:b]  # [R, L, d], a view
-        if dtype in (None, torch.float32):
-            x = x.float()
+        x = hidden[a:b].to(dtype)  # [R, L, d]: a view when already in dtype
         mask = torch.ones((1, b - a), dtype=torch.bool, device=hidden.device)
         return Batch(x[None], mask, labels[a:b][None])
+
+    def converted(self, device, dtype) -> bool:
+        """Whether this split's rows are kept converted to ``dtype`` (the run's autocast dtype) on
+        ``device``: made once when the copy fits the memory budget at that moment (on a GPU it
+        replaces the storage-dtype copy there; on a CPU it sits beside the host array)."""
+        import torch
+
+        if dtype in (None, torch.float32) or np.dtype(self.hidden.dtype).itemsize < torch.tensor([], dtype=dtype).element_size():
+            return False  # float32 batches are widened per batch: a float32 copy would double the split
+        if ("tensors", str(device), str(dtype)) in self._memo:
+            return True
+        return self.hidden.nbytes <= budget.memory_budget(device)
 
     def batch(self, positions, *, device, packed: bool = False, multiple: int = 1) -> Batch:
         """Sentences at ``positions`` padded to ``[B, T, L, d]`` float32 (zeros at padding), or with
