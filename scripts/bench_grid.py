@@ -72,6 +72,8 @@ def prepare(args) -> tuple[object, dict]:
     from layercache.cache.manage import list_entries
     from layercache.experiments.find import resolve_entry
 
+    if args.cache:
+        return resolve_entry(cache=args.cache), {"extract_s": None, "extract_note": "--cache: extracted before"}
     work = Path(args.out)
     model = Path(args.model) if args.model else build_encoder(work / "encoder")
     data = write_dataset(work / "conll", Path(args.data),
@@ -90,6 +92,7 @@ def main(argv: list[str] | None = None) -> str:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--out", required=True, help="work folder: encoder, dataset, cache, results file")
     p.add_argument("--data", default=str(CONLL), help="a CoNLL-2003 folder")
+    p.add_argument("--cache", default=None, help="an entry extracted before (skips the extract phase)")
     p.add_argument("--model", default=None,
                    help="an encoder folder (default: a roberta-large-shaped one with random weights, built once)")
     p.add_argument("--train-sentences", type=int, default=None, help="the first N train sentences (default: all)")

@@ -63,7 +63,7 @@ def _contribution(fusion: Concat, split: Split, *, device, batch_size: int) -> l
 
 def _attention_usage(fusion, split: Split, *, device, batch_size: int, autocast) -> dict:
     total, entropy, top, n = None, 0.0, 0.0, 0
-    with torch.inference_mode(), autocast:
+    with torch.no_grad(), autocast:  # no_grad: autocast's weight casts kept for the pass
         for batch in eval_batches(split, device=device, batch_size=batch_size):
             weights = fusion.layer_weights(batch.hidden).float()[batch.labels != IGNORE]  # [tokens, L]
             total = weights.sum(0) if total is None else total + weights.sum(0)

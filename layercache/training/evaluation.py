@@ -52,8 +52,10 @@ def score_heads(forward, n_heads: int, split: Split, *, device, label_names, bat
     keeps, preds = [], [[] for _ in range(n_heads)]
     loss_sums = torch.zeros(n_heads, device=device, dtype=torch.float64)
     # Everything stays on the device until the pass is done: per batch, which slots are words and
-    # each head's argmax; one copy to the host at the end.
-    with torch.inference_mode(), autocast or contextlib.nullcontext():
+    # each head's argmax; one copy to the host at the end. no_grad, not inference_mode: autocast
+    # keeps its low-precision copy of each weight for the pass only outside inference mode (inside
+    # it, every batch cast Concat's 25M weights again at roberta-large shape: a third of the product).
+    with torch.no_grad(), autocast or contextlib.nullcontext():
         for batch in batches:
             logits = forward(batch.hidden, batch.mask).float()  # [K, B, T, n_labels]
             keeps.append((batch.labels != IGNORE).flatten())  # [B*T]

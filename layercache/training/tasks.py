@@ -130,7 +130,7 @@ class MLM:
         head.eval()
         loss_sum = torch.zeros((), device=device, dtype=torch.float64)
         n = 0
-        with torch.inference_mode(), autocast or contextlib.nullcontext():
+        with torch.no_grad(), autocast or contextlib.nullcontext():  # no_grad: autocast's weight casts kept
             for batch in eval_batches(split, device=device, batch_size=batch_size):
                 logits, targets = self.outputs(head, batch)  # [R, vocab], [R]
                 loss_sum += F.cross_entropy(logits.float(), targets, reduction="sum").double()
