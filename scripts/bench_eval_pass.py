@@ -137,7 +137,7 @@ def main(argv: list[str] | None = None) -> str | None:
     if args.child:
         print(json.dumps(measure(args.cache, repeats=args.repeats, precision=args.precision)))
         return
-    from _common import REPO, cpu_line, results_path, say, write_results
+    from _common import MACHINE_ARG, REPO, cpu_line, public_path, results_path, say, write_results
 
     results = {}
     with tempfile.TemporaryDirectory() as tmp:
@@ -169,7 +169,7 @@ def main(argv: list[str] | None = None) -> str | None:
     write_results(report, text, title="An evaluation pass against the head's product alone",
                   script="bench_eval_pass", argv=argv)
     Path(report).with_suffix(".json").write_text(json.dumps({"cpu": cpu_line(), "cores": os.cpu_count(),
-                                                             "command": shlex.join(sys.argv), **results}, indent=1))
+                                                             "command": public_path(shlex.join(sys.argv), pattern=MACHINE_ARG), **results}, indent=1))
     print(Path(report).read_text())
     return text
 

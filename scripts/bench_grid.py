@@ -28,7 +28,8 @@ import sys
 import time
 from pathlib import Path
 
-from _common import CONLL, build_encoder, machine_line, results_path, say, write_dataset, write_results
+from _common import (CONLL, MACHINE_ARG, build_encoder, machine_line, public_path, results_path, say, write_dataset,
+                     write_results)
 
 
 def peak_matmul_flops(device, precision: str, *, n: int = 4096, repeats: int = 5) -> float:
@@ -181,7 +182,8 @@ def main(argv: list[str] | None = None) -> str:
     write_results(report, text, title="The Figure-3 grid at roberta-large shape, by phase",
                   script="bench_grid", argv=argv, device=str(device))
     Path(report).with_suffix(".json").write_text(json.dumps(
-        {"command": shlex.join(["python", "scripts/bench_grid.py", *(sys.argv[1:] if argv is None else argv)]),
+        {"command": public_path(shlex.join(["python", "scripts/bench_grid.py", *(sys.argv[1:] if argv is None else argv)]),
+                                pattern=MACHINE_ARG),
          "torch": torch.__version__, **figures}, indent=1))
     print(Path(report).read_text())
     return text
