@@ -265,7 +265,7 @@ def _evaluate(pack: Pack, runs: list[Run], books: list[Book], heads: list[int], 
     pack.train(False)
     scores = lead.task.score_heads(lambda h, m: pack.logits(h, m, shared=True, heads=heads), len(heads), lead.dev,
                                    data=lead.data, device=lead.device, batch_size=lead.eval_batch_size,
-                                   autocast=lead.autocast())
+                                   autocast=lead.autocast(), token_wise=_token_wise(lead))
     for k, score in zip(heads, scores):
         books[k].note(runs[k], score, step=step, epoch=epochs[k], state=lambda k=k: pack.state(k))
     clock["eval"] += now(lead.device) - t0
@@ -280,11 +280,17 @@ def _score_test_at_best(runs: list[Run], books: list[Book], clock: dict) -> None
     best = Pack([r.tagger for r in runs])
     best.train(False)
     scores = lead.task.score_heads(lambda h, m: best.logits(h, m, shared=True), best.k, lead.test, data=lead.data,
-                                   device=lead.device, batch_size=lead.eval_batch_size, autocast=lead.autocast())
+                                   device=lead.device, batch_size=lead.eval_batch_size, autocast=lead.autocast(),
+                                   token_wise=_token_wise(lead))
     for run, book, test in zip(runs, books, scores):
         book.test = test
         book.evals[book.best["index"]].update(run.task.test_record(test))
     clock["eval"] += now(lead.device) - t0
+
+
+def _token_wise(run: Run) -> bool:
+    """Whether the pack's heads are token-wise: scored on the held rows in order, as one head is."""
+    return getattr(run.tagger.fusion, "token_wise", False)
 
 
 def _check(configs: list[TrainConfig]) -> None:

@@ -66,12 +66,13 @@ class NER:
                             autocast=autocast, kind=kind)
         return {"accuracy" if kind == TOKEN else "f1": value, "loss": loss}
 
-    def score_heads(self, forward, n_heads: int, split, *, data, device, batch_size: int, autocast) -> list[dict]:
+    def score_heads(self, forward, n_heads: int, split, *, data, device, batch_size: int, autocast,
+                    token_wise: bool = False) -> list[dict]:
         """`score` of each of ``n_heads`` heads whose logits ``forward(hidden, mask)`` stacks (a pack), each
-        batch of ``split`` built once for all of them."""
+        batch of ``split`` built once for all of them (token-wise heads: its held rows in order)."""
         kind = data.meta.get("label_kind", SPAN)
         scores = score_heads(forward, n_heads, split, device=device, label_names=data.label_names,
-                             batch_size=batch_size, autocast=autocast, kind=kind)
+                             batch_size=batch_size, autocast=autocast, kind=kind, token_wise=token_wise)
         return [{"accuracy" if kind == TOKEN else "f1": value, "loss": loss} for value, loss in scores]
 
     def rank(self, scores: dict) -> float:

@@ -32,3 +32,16 @@ def test_bench_grid_script(tiny_bert_dir, tiny_conll_dir, tmp_path, load_script)
     assert 0 < figures["fraction_of_limit"] < 1
     again = json.loads((script.main(args), report.with_suffix(".json").read_text())[1])
     assert again["extract_s"] is None  # the entry is reused
+
+
+def test_compare_code_versions_script(tiny_cache, tmp_path, load_script):
+    script = load_script("compare_code_versions")
+    report = tmp_path / "versions.md"
+    text = script.main(["--cache", tiny_cache, "--before", "HEAD", "--fusions", "concat", "--shots", "2",
+                        "--seeds", "2", "--epochs", "2", "--precision", "fp32", "--report", str(report)])
+    row = next(line for line in text.splitlines() if line.startswith("| concat"))
+    runs = json.loads(report.with_suffix(".json").read_text())
+    assert len(runs["before"]) == len(runs["after"]) == 2
+    # the committed code and the working tree train these runs alike (the training code is committed)
+    assert [r["best_dev_f1"] for r in runs["before"]] == [r["best_dev_f1"] for r in runs["after"]]
+    assert row.endswith("| 0.00 |")
