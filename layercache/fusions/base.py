@@ -7,6 +7,7 @@ class Base(nn.Module):
     """``h = z_L``: no parameters; only the classifier on top trains."""
 
     token_wise = True  # each token's output depends on that token alone: batches may be packed
+    top_layer_only = True  # reads z_L alone: a run holds and batches that one layer
 
     def __init__(self) -> None:
         super().__init__()

@@ -20,6 +20,7 @@ class ExtraLayers(nn.Module):
     """
 
     token_wise = False  # attends across the sentence: packed batches need the sentence lengths
+    top_layer_only = True  # reads z_L alone: a run holds and batches that one layer
 
     def __init__(self, *, dim: int, num_heads: int, ffn_dim: int, extra_layers: int, dropout: float) -> None:
         super().__init__()

@@ -21,7 +21,7 @@ import numpy as np
 import torch
 
 from ..errors import LayercacheError
-from ..fusions import count_parameters, packable
+from ..fusions import FUSIONS, count_parameters, packable
 from ..versions import versions
 from .config import RunResult, TrainConfig
 from .data import RunData, Split, choose_layers
@@ -179,6 +179,10 @@ def select_splits(config: TrainConfig, data: RunData):
     if train.n_sentences == 0:
         raise LayercacheError(f"the training sample of {data.path} is empty")
     layers, scores = choose_layers(spec, train, seed=config.seed)
+    if getattr(FUSIONS.get(config.fusion), "top_layer_only", False):
+        # Base and the extra layers read z_L alone (the last fused layer): batches of every fused
+        # layer would gather and widen L times the bytes they use.
+        layers = tuple(layers[-1:])
     dev = data.dev.take_layers(layers)
     if config.dev_sentences and config.dev_sentences < dev.n_sentences:
         # One fixed subset for every run (seed 0, not the run's seed), so runs stay comparable.
