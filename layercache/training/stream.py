@@ -24,6 +24,18 @@ from . import budget
 from .data import Batch, Sentences, SplitArrays, _load_split
 
 
+_READER = []  # one thread per process reads the next block while the current one computes
+
+
+def _reader():
+    """The read-ahead thread (zarr's reads and decompression release the GIL)."""
+    if not _READER:
+        from concurrent.futures import ThreadPoolExecutor
+
+        _READER.append(ThreadPoolExecutor(max_workers=1, thread_name_prefix="layercache-read-ahead"))
+    return _READER[0]
+
+
 @dataclass(eq=False)
 class StreamedSplit(Sentences):
     """Some sentences of one cached split (sorted by cache id), some layers, read block by block."""
@@ -37,6 +49,7 @@ class StreamedSplit(Sentences):
     starts: np.ndarray  # [n] cache row of each sentence's first row: its block is starts // BLOCK_ROWS
     _memo: dict = field(default_factory=dict, repr=False)
     _blocks: OrderedDict = field(default_factory=OrderedDict, repr=False)  # block key -> (positions, SplitArrays)
+    _pending: dict = field(default_factory=dict, repr=False)  # block key -> Future of `_read_block`, read ahead
     _last_view: tuple = field(default=(), repr=False)
 
     streamed = True
@@ -85,28 +98,43 @@ class StreamedSplit(Sentences):
                                                    multiple=multiple)
 
     def eval_batches(self, groups, *, device):
-        """The batches of ``groups`` (`eval_groups`, which never span blocks), one block kept at a time."""
+        """The batches of ``groups`` (`eval_groups`, which never span blocks), one block kept at a time
+        while the next one is read in the background (`_ahead`)."""
+        keys = [int(self._keys()[g[0]]) for g in groups if len(g)]
         try:
-            for group in groups:
-                if len(group) and int(self._keys()[group[0]]) not in self._blocks:
-                    self._blocks.clear()  # the previous block is done with: free it before reading the next
+            for i, group in enumerate(g for g in groups if len(g)):
+                self._ahead(keys, i)
                 yield self.batch(group, device=device)
         finally:
-            self._blocks.clear()
+            self._let_go()
 
     def row_batches(self, chunks, *, device, dtype=None):
         """`SplitArrays.row_batch` of each chunk of consecutive positions (`evaluation.row_chunks`,
-        which never span blocks), one block kept at a time."""
+        which never span blocks), one block kept at a time while the next is read (`_ahead`)."""
+        keys = [int(self._keys()[c[0]]) for c in chunks]
         try:
-            for chunk in chunks:
-                key = int(self._keys()[chunk[0]])
-                if key not in self._blocks:
-                    self._blocks.clear()
-                held, block = self._block(key)
+            for i, chunk in enumerate(chunks):
+                self._ahead(keys, i)
+                held, block = self._block(keys[i])
                 lo = int(np.searchsorted(held, chunk[0]))
                 yield block.row_batch(lo, lo + len(chunk), device=device, dtype=dtype)
         finally:
-            self._blocks.clear()
+            self._let_go()
+
+    def _ahead(self, keys: list[int], i: int) -> None:
+        """Before batch ``i`` of a pass over blocks ``keys``: drop the block the pass is done with when
+        a new one starts, and start reading the next block, so the read overlaps this block's work."""
+        if keys[i] not in self._blocks:
+            self._blocks.clear()  # the previous block is done with: free it before taking the next
+        following = next((k for k in keys[i:] if k != keys[i]), None)
+        if following is not None and following not in self._blocks and following not in self._pending:
+            self._pending[following] = _reader().submit(self._read_block, following)
+
+    def _let_go(self) -> None:
+        for pending in self._pending.values():
+            pending.cancel()
+        self._pending.clear()
+        self._blocks.clear()
 
     def epoch_order(self, generator) -> np.ndarray:
         """One training epoch: blocks in an order drawn from ``generator``, and the sentences of each
@@ -132,16 +160,20 @@ class StreamedSplit(Sentences):
         if key in self._blocks:
             self._blocks.move_to_end(key)
             return self._blocks[key]
+        pending = self._pending.pop(key, None)
+        self._blocks[key] = pending.result() if pending is not None else self._read_block(key)
+        while len(self._blocks) > 2 * budget.SHUFFLE_WINDOW:  # a step spans at most two windows
+            self._blocks.popitem(last=False)
+        return self._blocks[key]
+
+    def _read_block(self, key: int) -> tuple[np.ndarray, SplitArrays]:
+        """Block ``key`` read from the cache: (its positions, their rows held)."""
         positions = np.flatnonzero(self._keys() == key)
         ids = self.sentence_ids[positions]
         hidden = self.source.hidden(sentences=ids, layers=list(self.layers))  # each layer a slice of the block's rows
         offsets = np.concatenate([[0], np.cumsum(self.lengths[positions])]).astype(np.int64)
-        block = SplitArrays(self.name, np.ascontiguousarray(hidden), self.labels[self.rows_of(positions)], offsets,
-                            self.layers, ids, self.starts[positions])
-        self._blocks[key] = (positions, block)
-        while len(self._blocks) > 2 * budget.SHUFFLE_WINDOW:  # a step spans at most two windows
-            self._blocks.popitem(last=False)
-        return positions, block
+        return positions, SplitArrays(self.name, np.ascontiguousarray(hidden), self.labels[self.rows_of(positions)],
+                                      offsets, self.layers, ids, self.starts[positions])
 
     def _gather(self, positions: np.ndarray, keys: np.ndarray) -> SplitArrays:
         """The sentences at ``positions`` copied out of their blocks (a training step across blocks)."""

@@ -123,3 +123,32 @@ def test_the_store_keeps_within_its_budget(entry, monkeypatch):
     store.open_split(split, sentences=None, layers=[2])  # a second layer: the first one is let go
     assert store.held_bytes() <= 1.5 * one
     assert store.open_split(entry.split("dev"), sentences=None, layers=[1]) is not a
+
+
+def test_a_streamed_pass_reads_the_next_block_while_this_one_computes(entry, monkeypatch):
+    from layercache.training import stream
+    from layercache.training.evaluation import score
+
+    monkeypatch.setattr(budget, "MEMORY_BUDGET_BYTES", 0)
+    monkeypatch.setattr(budget, "BLOCK_ROWS", 64)
+    held_result = train_head(TrainConfig(fusion="concat", shots=4, epochs=1, seed=0, lr=1e-2), load_data(entry))
+    streamed = load_data(entry).dev.take_layers(held_result.layers)
+    assert streamed.streamed
+    ahead = []
+    real = stream.StreamedSplit._read_block
+
+    def read_block(self, key):
+        ahead.append(key)
+        return real(self, key)
+
+    monkeypatch.setattr(stream.StreamedSplit, "_read_block", read_block)
+    kw = dict(device="cpu", label_names=entry.label_names, batch_size=4)
+    for tagger in (held_result.tagger,):
+        f1, loss = score(tagger, streamed, **kw)
+    keys = sorted(set(streamed.block_keys().tolist()))
+    assert len(keys) > 2 and ahead == keys  # each block read once, in order
+    assert not streamed._pending and not streamed._blocks  # nothing kept after the pass
+    store.clear()
+    monkeypatch.setattr(budget, "MEMORY_BUDGET_BYTES", None)
+    held = load_data(entry).dev.take_layers(held_result.layers)
+    assert not held.streamed and score(held_result.tagger, held, **kw) == (f1, loss)
