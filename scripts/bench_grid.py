@@ -162,15 +162,16 @@ def main(argv: list[str] | None = None) -> str:
             ("train", train_s, f"{steps:,} steps, {figures['steps_per_s']:.1f} steps/s"),
             ("evaluate", eval_s, f"{passes:,} passes (dev, and test at the best point), "
                                  f"{figures['passes_per_s']:.2f} passes/s"),
-            ("the grid (train, evaluate and the rest)", figures["runs_s"], f"{len(records)} runs"),
+            ("the grid", figures["runs_s"], f"{len(records)} runs: train, evaluate, and each run's sample, "
+                                            f"set-up and layer-usage pass (`layer_usage`)"),
             ("wall, all phases", figures["wall_s"], "")]
     table = ["| phase | seconds | what |", "|---|---:|---|"]
     table += [f"| {name} | {'-' if s is None else f'{s:,.1f}'} | {what} |" for name, s, what in rows]
     text = "\n".join([
         f"Grid: {args.fusions} x N = {args.shots} x epoch caps {args.epochs} x {args.trials} trial(s), lr "
         f"{args.lr:g}, {args.precision}, {args.eval_points} evaluations on all of dev, test at the best, "
-        f"pack {args.pack}, on {device}. Train: "
-        f"{'all' if args.train_sentences is None else f'the first {args.train_sentences:,}'} train sentences.",
+        f"pack {args.pack}, on {device}. The entry: {entry.split('train').n_sentences:,} train, "
+        f"{entry.split('dev').n_sentences:,} dev and {entry.split('test').n_sentences:,} test sentences.",
         "", *table, "",
         f"The hardware's limit for this grid: the heads' {flops / 1e12:,.1f} TFLOP at {peak / 1e12:,.2f} TFLOP/s "
         f"(a {args.precision} 4096^3 matmul here) is {flops / peak:,.1f} s; the {nbytes / 1e9:,.1f} GB of cached "

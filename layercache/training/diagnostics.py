@@ -21,7 +21,7 @@ import torch
 
 from ..fusions.concat import Concat
 from .data import IGNORE, Split
-from .evaluation import eval_batches
+from .evaluation import eval_batches, rows_in_order
 
 
 def layer_usage(tagger, split: Split, *, layers, device, batch_size: int, autocast) -> dict | None:
@@ -32,7 +32,8 @@ def layer_usage(tagger, split: Split, *, layers, device, batch_size: int, autoca
         share = usage["mean_weight"]
     elif isinstance(fusion, Concat):
         usage = {**fusion.layer_usage(),
-                 "contribution": _contribution(fusion, split, device=device, batch_size=batch_size)}
+                 "contribution": _contribution(fusion, split, device=device, batch_size=batch_size,
+                                               autocast=autocast)}
         share = _normalised(usage["contribution"])
     elif hasattr(fusion, "layer_usage"):
         usage = fusion.layer_usage()
@@ -47,24 +48,34 @@ def _normalised(values: list[float]) -> list[float]:
     return [v / total for v in values] if total > 0 else values
 
 
-def _contribution(fusion: Concat, split: Split, *, device, batch_size: int) -> list[float]:
-    """Mean over the scored tokens of ``||W_n z_n||`` for each layer n (no bias), in float32."""
+def _contribution(fusion: Concat, split: Split, *, device, batch_size: int, autocast=None) -> list[float]:
+    """Mean over the scored tokens of ``||W_n z_n||`` for each layer n (no bias): the products in the
+    run's precision (as its forward computes them), the norms summed in float32 and up."""
     dim = fusion.proj.out_features  # Concat maps L*d -> d
-    blocks = fusion.proj.weight.detach().float().unflatten(1, (-1, dim))  # [d, L, d], blocks[:, n] = W_n
-    with torch.inference_mode():
+    dtype = getattr(autocast, "fast_dtype", None) or torch.float32
+    blocks = fusion.proj.weight.detach().to(dtype).unflatten(1, (-1, dim))  # [d, L, d], blocks[:, n] = W_n
+    with torch.no_grad():
         total, n = torch.zeros(blocks.shape[1], dtype=torch.float64, device=blocks.device), 0
-        for batch in eval_batches(split, device=device, batch_size=batch_size):
-            z = batch.hidden[batch.labels != IGNORE].float()  # [tokens, L, d]
+        for batch in _batches(split, device=device, batch_size=batch_size, autocast=autocast):
+            z = batch.hidden[batch.labels != IGNORE].to(dtype)  # [tokens, L, d]
             # one layer at a time: [tokens, d] per layer rather than [tokens, L, d] at once
-            total += torch.stack([(z[:, i] @ blocks[:, i].T).norm(dim=-1).sum() for i in range(len(total))]).double()
+            total += torch.stack([(z[:, i] @ blocks[:, i].T).float().norm(dim=-1).sum()
+                                  for i in range(len(total))]).double()
             n += len(z)
     return (total / max(n, 1)).tolist()
+
+
+def _batches(split: Split, *, device, batch_size: int, autocast):
+    """A cached split's rows in order (no padding, no gather; `rows_in_order`), a live one's batches."""
+    if split.static:
+        return rows_in_order(split, device=device, batch_size=batch_size, autocast=autocast)[1]
+    return eval_batches(split, device=device, batch_size=batch_size)
 
 
 def _attention_usage(fusion, split: Split, *, device, batch_size: int, autocast) -> dict:
     total, entropy, top, n = None, 0.0, 0.0, 0
     with torch.no_grad(), autocast:  # no_grad: autocast's weight casts kept for the pass
-        for batch in eval_batches(split, device=device, batch_size=batch_size):
+        for batch in _batches(split, device=device, batch_size=batch_size, autocast=autocast):
             weights = fusion.layer_weights(batch.hidden).float()[batch.labels != IGNORE]  # [tokens, L]
             total = weights.sum(0) if total is None else total + weights.sum(0)
             entropy += float(-(weights * weights.clamp_min(1e-12).log()).sum())

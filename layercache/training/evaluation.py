@@ -40,12 +40,8 @@ def score_heads(forward, n_heads: int, split: Split, *, device, label_names, bat
     ``token_wise`` heads on a cached split take its rows as they are held, in runs of consecutive
     sentences (`row_chunks`): no padding, no gather, and in the autocast dtype no conversion either
     (the store converts once). Other heads take length-sorted padded batches (`eval_batches`)."""
-    rows_in_order = token_wise and split.static
-    dtype = getattr(autocast, "fast_dtype", None) if autocast is not None else None
-    if rows_in_order:
-        groups = row_chunks(split, rows=batch_size * ROWS_PER_SENTENCE)
-        batches = (split.row_batches(groups, device=device, dtype=dtype) if split.streamed else
-                   (split.row_batch(int(g[0]), int(g[-1]) + 1, device=device, dtype=dtype) for g in groups))
+    if token_wise and split.static:
+        groups, batches = rows_in_order(split, device=device, batch_size=batch_size, autocast=autocast)
     else:
         groups = split.eval_groups(batch_size)
         batches = eval_batches(split, device=device, batch_size=batch_size)
@@ -71,6 +67,17 @@ def score_heads(forward, n_heads: int, split: Split, *, device, label_names, bat
 
 
 ROWS_PER_SENTENCE = 16  # rows of a token-wise evaluation batch per sentence of ``batch_size``
+
+
+def rows_in_order(split: Split, *, device, batch_size: int, autocast=None):
+    """(chunks, their batches) of a cached split's rows in order (`row_chunks`), each ``[1, R, L, d]``
+    in ``autocast``'s dtype (float32 without one): for heads whose output at a row depends on that
+    row alone."""
+    dtype = getattr(autocast, "fast_dtype", None) if autocast is not None else None
+    chunks = row_chunks(split, rows=batch_size * ROWS_PER_SENTENCE)
+    if split.streamed:
+        return chunks, split.row_batches(chunks, device=device, dtype=dtype)
+    return chunks, (split.row_batch(int(c[0]), int(c[-1]) + 1, device=device, dtype=dtype) for c in chunks)
 
 
 def row_chunks(split: Split, *, rows: int) -> list[np.ndarray]:
