@@ -45,3 +45,12 @@ def test_compare_code_versions_script(tiny_cache, tmp_path, load_script):
     # the committed code and the working tree train these runs alike (the training code is committed)
     assert [r["best_dev_f1"] for r in runs["before"]] == [r["best_dev_f1"] for r in runs["after"]]
     assert row.endswith("| 0.00 |")
+
+
+def test_bench_ft_step_script(tiny_cache, tmp_path, load_script):
+    script = load_script("bench_ft_step")
+    report = tmp_path / "ft.md"
+    text = script.main(["--cache", tiny_cache, "--shots", "4", "--steps", "2", "--report", str(report)])
+    ratio = next(line for line in text.splitlines() if line.startswith("| FT step / backbone alone"))
+    assert float(ratio.split("|")[2].strip().rstrip("x")) > 0
+    assert "Made by `python scripts/bench_ft_step.py" in report.read_text()

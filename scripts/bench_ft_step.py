@@ -1,0 +1,97 @@
+"""An FT training step against the backbone's forward and backward alone on the same sentences: what
+fine-tuning spends beyond the backbone (the head, the word pooling, the optimizer, building the batch).
+
+    python scripts/bench_ft_step.py --cache ENTRY --fusion concat --steps 20
+
+One FT run (``--shots`` N, batch 16, the run's precision) is prepared as `train-head --mode ft`
+prepares it; its first steps are timed one by one (after two warm-up steps), then the backbone alone
+runs forward (every hidden state) and backward on each step's sentences, tokenized beforehand, with
+the same autocast; medians of both. The time to tokenize one step's sentences, which FT no longer
+spends per step (a split is tokenized once), is timed too. Writes ``--report``
+(docs/results/bench_ft_step.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+from _common import machine_line, results_path, write_results
+
+
+def main(argv: list[str] | None = None) -> str:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--cache", required=True, help="a word-level cache entry (its backbone is loaded live)")
+    p.add_argument("--fusion", default="concat")
+    p.add_argument("--shots", type=int, default=32)
+    p.add_argument("--steps", type=int, default=20)
+    p.add_argument("--precision", default="fp32", choices=["fp32", "bf16"])
+    p.add_argument("--device", default=None)
+    p.add_argument("--report", default=None)
+    args = p.parse_args(argv)
+
+    import torch
+
+    from layercache.cache.reader import open_entry
+    from layercache.extract.tokenize import tokenize_words
+    from layercache.finetune.data import live_data
+    from layercache.finetune.live import load_live_backbone
+    from layercache.training import TrainConfig
+    from layercache.training.loop import prepare_run, train_step
+    from layercache.training.runtime import autocast, now, pick_device
+
+    device = pick_device(args.device)
+    entry = open_entry(args.cache)
+    backbone = load_live_backbone(entry.meta, device=device)
+    data = live_data(entry, backbone, layers=range(1, entry.num_layers + 1))
+    config = TrainConfig(fusion=args.fusion, shots=args.shots, epochs=100, seed=0, lr=5e-5, mode="ft",
+                         precision=args.precision, device=str(device))
+    run = prepare_run(config, data)
+    run.model.train()
+    orders = [order for _, order, _ in run.steps()][:args.steps + 2]
+    step_s = []
+    for i, order in enumerate(orders):
+        t0 = now(device)
+        train_step(run, order)
+        if i >= 2:  # two warm-up steps
+            step_s.append(now(device) - t0)
+
+    words = [[run.train.words[p] for p in order] for order in orders]
+    tok_s, inputs = [], []
+    for batch in words:
+        t0 = time.perf_counter()
+        tokenize_words(backbone.tokenizer, batch)
+        tok_s.append(time.perf_counter() - t0)
+        enc = backbone.tokenizer(batch, is_split_into_words=True, padding=True, truncation=True, return_tensors="pt")
+        inputs.append({k: v.to(device) for k, v in enc.items()})
+    model = backbone.model
+    model.train()
+    alone_s = []
+    for i, enc in enumerate(inputs):
+        model.zero_grad(set_to_none=True)
+        t0 = now(device)
+        with autocast(args.precision, device):
+            out = model(**enc, output_hidden_states=True)
+        torch.stack([h.float().mean() for h in out.hidden_states]).sum().backward()
+        if i >= 2:
+            alone_s.append(now(device) - t0)
+    step, alone, tok = (1000 * statistics.median(x) for x in (step_s, alone_s, tok_s[2:]))
+    text = "\n".join([
+        f"{entry.meta.get('model')} ({entry.num_layers} layers x {entry.dim}), FT {args.fusion} at N = {args.shots}, "
+        f"batch 16, {args.precision}, {len(step_s)} steps (medians, after two warm-up steps).", "",
+        "| what | ms a step |", "|---|---:|",
+        f"| an FT step (`train_step`: batch, backbone and head forward and backward, AdamW) | {step:.1f} |",
+        f"| the backbone alone, forward (every hidden state) and backward, same sentences | {alone:.1f} |",
+        f"| FT step / backbone alone | {step / alone:.2f}x |",
+        f"| tokenizing one step's sentences (once per split now, not per step) | {tok:.1f} |",
+    ])
+    report = args.report or results_path("bench_ft_step")
+    write_results(report, text, title="An FT step against the backbone alone", script="bench_ft_step", argv=argv,
+                  device=str(device))
+    print(text)
+    return text
+
+
+if __name__ == "__main__":
+    main()
