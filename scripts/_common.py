@@ -480,3 +480,37 @@ def write_dataset(dest: Path, data: Path, limits: dict[str, int | None]) -> Path
                 f.writelines(f"{w} {t}\n" for w, t in zip(words, tags))
                 f.write("\n")
     return dest
+
+
+# --- Paired per-seed differences between heads (the heads of one seed share its sample) ----------------
+
+def paired_diffs(a: dict, b: dict, *, key: str) -> tuple[list[float], list[int]]:
+    """(per-seed differences a − b x100, seeds) over the seeds of ``a`` and ``b`` ({seed: record})
+    that both ran on the same sample (their ``sample_fingerprint``) and both have ``key``."""
+    diffs, seeds = [], []
+    for seed in sorted(set(a) & set(b)):
+        if a[seed].get("sample_fingerprint") != b[seed].get("sample_fingerprint"):
+            continue
+        if a[seed].get(key) is None or b[seed].get(key) is None:
+            continue
+        diffs.append(100 * (a[seed][key] - b[seed][key]))
+        seeds.append(seed)
+    return diffs, seeds
+
+
+def ci_cell(values: list[float], *, signed: bool = False) -> str:
+    """'mean ± half-width of its 95% CI (n)' (Student t, n − 1 degrees of freedom); '-' for none."""
+    from layercache.experiments.report import ci95
+
+    if not values:
+        return "-"
+    mean, half = ci95(values)
+    return f"{mean:{'+' if signed else ''}.1f} ± {half:.1f} ({len(values)})"
+
+
+def against_zero(values: list[float]) -> str:
+    """Whether the 95% CI of the mean of ``values`` lies above 0, below 0, or contains it ('inside')."""
+    from layercache.experiments.report import ci95
+
+    mean, half = ci95(values)
+    return "inside" if len(values) < 2 or abs(mean) <= half else ("above 0" if mean > 0 else "below 0")

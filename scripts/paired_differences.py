@@ -20,7 +20,7 @@ import json
 from collections import defaultdict
 from pathlib import Path
 
-from _common import RESULTS, results_path, write_results
+from _common import RESULTS, against_zero, paired_diffs, results_path, write_results
 
 from layercache.experiments.report import ci95
 
@@ -90,33 +90,19 @@ def _own(runs: dict, key: str) -> str:
     return f"{mean:.1f} ± {half:.1f}"
 
 
-def paired(a: dict, b: dict, *, key: str) -> tuple[list[float], list[int]]:
-    """(per-seed differences a − b x100, seeds) over the seeds both ran on the same sample."""
-    diffs, seeds = [], []
-    for seed in sorted(set(a) & set(b)):
-        if a[seed].get("sample_fingerprint") != b[seed].get("sample_fingerprint"):
-            continue
-        if a[seed].get(key) is None or b[seed].get(key) is None:
-            continue
-        diffs.append(100 * (a[seed][key] - b[seed][key]))
-        seeds.append(seed)
-    return diffs, seeds
-
-
 def shown(setting: str, mode: str) -> str:
     """FT runs read no cache: their setting is the fine-tuned backbone (on the same samples)."""
     return "backbone fine-tuned (FT)" if mode == "ft" else f"{setting}, FE"
 
 
 def row(setting: str, mode: str, n: int, name_a: str, name_b: str, a: dict, b: dict) -> str | None:
-    dev, seeds = paired(a, b, key="best_dev_f1")
+    dev, seeds = paired_diffs(a, b, key="best_dev_f1")
     if not dev:
         return None
-    test, _ = paired(a, b, key="test_f1_at_best")
+    test, _ = paired_diffs(a, b, key="test_f1_at_best")
     per_seed = ", ".join(f"{d:+.1f}" for d in dev)
     above = sum(d > 0 for d in dev)
-    mean, half = ci95(dev)
-    verdict = "inside" if len(dev) < 2 or abs(mean) <= half else ("above 0" if mean > 0 else "below 0")
+    verdict = against_zero(dev)
     return (f"| {setting} | {n} | {name_a} − {name_b} | {_fmt(dev)} | {verdict} | {per_seed} "
             f"| {above} of {len(dev)} | {_fmt(test) if test else '-'} "
             f"| {_own(a, 'best_dev_f1')} against {_own(b, 'best_dev_f1')} |")

@@ -1,0 +1,186 @@
+"""Figures 2-4 of the paper as paired per-seed differences: DWAtt, Concat and the extra layers on the
+MiniLM cache of CoNLL-2003, N = 8 to 128, at the 50-epoch cap, evaluated on the whole dev split after
+every epoch (the paper's Figure 4 setting), with the test F1 at each run's best dev point.
+
+    python scripts/paired_grid_conll.py --data PATH/conll2003 [--cache PATH/entry]
+
+Runs the grid (3 heads x 5 N x 5 seeds = 75 runs by default) through `layercache.experiments.run_grid`
+into --out (runs/paired_grid_conll.jsonl; resumable: runs already there are skipped), copies the
+grid's records to --records (docs/results/paired_grid_conll.jsonl, so the numbers can be checked
+run by run), and writes --table (docs/results/paired_grid_conll.md): per head and N the mean ± 95% CI
+of the best dev F1 and of the test F1 at it; per N the paired differences DWAtt − Concat, DWAtt −
+extra and Concat − extra, seed by seed (the heads of one seed train on the same sample), with their
+95% CIs (Student t); and the mean dev F1 after selected epochs (Figure 4's curve, per head and N).
+The heads run at layercache's defaults (each head's own learning rate, DWAtt's scaled score) unless
+--lr or --layer-score say otherwise, under --precision (auto: bf16 where this CPU runs it faster).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+from pathlib import Path
+
+from _common import (
+    against_zero,
+    args_entry,
+    at_library_defaults,
+    ci_cell,
+    conll_grid,
+    dev_line,
+    grid_parser,
+    paired_diffs,
+    public_path,
+    results_path,
+    run_conll_grid,
+    split_list,
+    torch_threads,
+    write_results,
+)
+
+FUSIONS = "dwatt,concat,extra"
+PAIRS = [("dwatt", "concat"), ("dwatt", "extra"), ("concat", "extra")]
+EPOCHS_SHOWN = (1, 2, 5, 10, 25, 50)
+
+
+def parse_args(argv=None):
+    parser = grid_parser(__doc__.split("\n\n")[0], fusions=FUSIONS, epochs=50, threads=1,
+                         out="paired_grid_conll.jsonl", table="paired_grid_conll")
+    at_library_defaults(parser)
+    parser.set_defaults(shots="8,16,32,64,128", seeds=5, eval_points=0, workers=2)
+    parser.add_argument("--precision", default="auto", choices=["auto", "fp32", "bf16"],
+                        help="autocast of the heads' forward passes (auto: the faster on this machine)")
+    parser.add_argument("--records", default=results_path("paired_grid_conll", ".jsonl"),
+                        help="the grid's per-run records are copied here ('' = not copied)")
+    parser.add_argument("--no-run", action="store_true",
+                        help="run nothing: report the grid's runs already in --out (a grid cut short says how many)")
+    return parser.parse_args(argv)
+
+
+def by_cell(records: list[dict]) -> dict:
+    """{(fusion, N): {seed: record}}."""
+    cells: dict = {}
+    for r in records:
+        c = r["config"]
+        cells.setdefault((c["fusion"], c["shots"]), {})[c["seed"]] = r
+    return cells
+
+
+def heads_table(cells: dict, fusions: list[str], shots: list[int]) -> str:
+    lines = ["| head | N | best dev F1: mean ± 95% CI (seeds) | test F1 at best | best epoch: median (range) "
+             "| s/run |", "|---|---:|---:|---:|---:|---:|"]
+    for fusion in fusions:
+        for n in shots:
+            runs = list(cells.get((fusion, n), {}).values())
+            if not runs:
+                continue
+            epochs = [r["best_epoch"] for r in runs]
+            test = [100 * r["test_f1_at_best"] for r in runs if r.get("test_f1_at_best") is not None]
+            lines.append(f"| {fusion} | {n} | {ci_cell([100 * r['best_dev_f1'] for r in runs])} | {ci_cell(test)} "
+                         f"| {statistics.median(epochs):g} ({min(epochs)}-{max(epochs)}) "
+                         f"| {statistics.mean(r['seconds']['total'] for r in runs):.0f} |")
+    return "\n".join(lines)
+
+
+def paired_table(cells: dict, shots: list[int]) -> str:
+    lines = ["| N | difference | dev F1, paired: mean ± 95% CI (seeds) | 95% CI against 0 | per seed (dev) "
+             "| seeds above 0 | test F1 at best, paired | test: 95% CI against 0 |",
+             "|---:|---|---:|---|---|---:|---:|---|"]
+    for n in shots:
+        for a, b in PAIRS:
+            if (a, n) not in cells or (b, n) not in cells:
+                continue
+            dev, _ = paired_diffs(cells[a, n], cells[b, n], key="best_dev_f1")
+            if not dev:
+                continue
+            test, _ = paired_diffs(cells[a, n], cells[b, n], key="test_f1_at_best")
+            lines.append(f"| {n} | {a} − {b} | {ci_cell(dev, signed=True)} | {against_zero(dev)} "
+                         f"| {', '.join(f'{d:+.1f}' for d in dev)} | {sum(d > 0 for d in dev)} of {len(dev)} "
+                         f"| {ci_cell(test, signed=True)} | {against_zero(test) if test else '-'} |")
+    return "\n".join(lines)
+
+
+def dev_at(record: dict, epoch: int) -> float | None:
+    """Dev F1 x100 of the evaluation after ``epoch`` (None when the run has none there)."""
+    return next((100 * e["dev_f1"] for e in record["evals"] if e.get("epoch") == epoch), None)
+
+
+def curve_table(cells: dict, fusions: list[str], shots: list[int], epochs: int) -> str:
+    shown = [e for e in EPOCHS_SHOWN if e <= epochs]
+    lines = ["| head | N | " + " | ".join(f"epoch {e}" for e in shown) + " |", "|---|---:|" + "---:|" * len(shown)]
+    for fusion in fusions:
+        for n in shots:
+            runs = list(cells.get((fusion, n), {}).values())
+            if not runs:
+                continue
+            row = []
+            for e in shown:
+                values = [v for v in (dev_at(r, e) for r in runs) if v is not None]
+                row.append(ci_cell(values))
+            lines.append(f"| {fusion} | {n} | " + " | ".join(row) + " |")
+    return "\n".join(lines)
+
+
+def copy_records(records: list[dict], path: str) -> None:
+    """The grid's records, one JSON line each, the cache's machine path shown as PATH/<its name>."""
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w", encoding="utf-8") as f:
+        for r in sorted(records, key=lambda r: (r["config"]["fusion"], r["config"]["shots"], r["config"]["seed"])):
+            r = dict(r, cache_path=public_path(str(r.get("cache_path", ""))))
+            f.write(json.dumps(r) + "\n")
+
+
+def report(records: list[dict], args, entry, *, planned: int, argv=None) -> str:
+    fusions, shots = split_list(args.fusions), sorted(split_list(args.shots, int))
+    cells = by_cell(records)
+    lrs = sorted({f"{r['config']['fusion']} {r['config']['lr']:g}" for r in records})
+    scores = sorted({r["config"]["layer_score"] for r in records if r["config"]["fusion"] == "dwatt"})
+    precisions = sorted({r["config"]["precision"] for r in records})
+    seeds = sorted({r["config"]["seed"] for r in records})
+    done = "" if len(records) == planned else f" **{len(records)} of the {planned} planned runs finished.**"
+    text = (f"CoNLL-2003, {entry.meta.get('model')} FE from the cache, {args.epochs} epochs, dev F1 after every "
+            f"epoch on the whole dev split, the test F1 of each run's head at its best dev point (whole test "
+            f"split); batch {args.batch_size}; learning rates {', '.join(lrs)} (layercache's defaults unless "
+            f"the command sets --lr); DWAtt's layer score {', '.join(scores) or '-'}; precision "
+            f"{', '.join(precisions)}; seeds {', '.join(map(str, seeds))} ({len(records)} runs).{done} "
+            f"F1 x100. The heads of one seed train on the same sample (checked by its fingerprint), so "
+            f"the differences are paired seed by seed; each interval is the 95% CI of the mean (Student t, "
+            f"n − 1 degrees of freedom). '95% CI against 0': whether the paired interval lies above 0, "
+            f"below 0, or contains it ('inside'). Per-run records: `{public_path(args.records or args.out)}`.\n\n"
+            "Paired per-seed differences (a − b):\n\n" + paired_table(cells, shots)
+            + "\n\nEach head (unpaired):\n\n" + heads_table(cells, fusions, shots)
+            + "\n\nMean dev F1 after selected epochs (Figure 4's curve), mean ± 95% CI (seeds):\n\n"
+            + curve_table(cells, fusions, shots, args.epochs))
+    return text
+
+
+def main(argv=None) -> str:
+    args = parse_args(argv)
+    from layercache.training.runtime import resolve_precision
+
+    with torch_threads(args.threads):
+        entry = args_entry(args)
+        precision = resolve_precision(args.precision)
+        # seed by seed: a grid cut short leaves whole seeds, every head of a seed on its sample
+        configs = sorted(conll_grid(args, precision=precision), key=lambda c: (c.seed, -c.shots, c.fusion))
+        if args.no_run:
+            from layercache.experiments import read_results, run_id
+
+            done = read_results(args.out) if os.path.exists(args.out) else {}
+            records = [done[run_id(c)] for c in configs if run_id(c) in done]
+        else:
+            records = run_conll_grid(args, entry, configs)
+    if args.records:
+        copy_records(records, args.records)
+    text = report(records, args, entry, planned=len(configs), argv=argv)
+    print("\n" + text)
+    if args.table:
+        write_results(args.table, text, title=f"Figures 2-4 paired by seed: DWAtt, Concat and the extra layers "
+                      f"on CoNLL-2003 ({entry.meta.get('model')})", script="paired_grid_conll", argv=argv,
+                      device=args.device, dev=dev_line(None, entry.split("dev").n_sentences))
+    return text
+
+
+if __name__ == "__main__":
+    main()
