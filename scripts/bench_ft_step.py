@@ -4,9 +4,9 @@ fine-tuning spends beyond the backbone (the head, the word pooling, the optimize
     python scripts/bench_ft_step.py --cache ENTRY --fusion concat --steps 20
 
 One FT run (``--shots`` N, batch 16, the run's precision) is prepared as `train-head --mode ft`
-prepares it; its first steps are timed one by one (after two warm-up steps), then the backbone alone
-runs forward (every hidden state) and backward on each step's sentences, tokenized beforehand, with
-the same autocast; medians of both. The time to tokenize one step's sentences, which FT no longer
+prepares it; its first steps are timed one by one (after two warm-up steps), each followed by the
+backbone alone, forward (every hidden state) and backward on the same sentences (tokenized before
+the clock starts) with the same autocast: medians of both, measured side by side. The time to tokenize one step's sentences, which FT no longer
 spends per step (a split is tokenized once), is timed too. Writes ``--report``
 (docs/results/bench_ft_step.md).
 """
@@ -50,33 +50,38 @@ def main(argv: list[str] | None = None) -> str:
     run = prepare_run(config, data)
     run.model.train()
     orders = [order for _, order, _ in run.steps()][:args.steps + 2]
-    step_s = []
-    for i, order in enumerate(orders):
-        t0 = now(device)
-        train_step(run, order)
-        if i >= 2:  # two warm-up steps
-            step_s.append(now(device) - t0)
-
-    words = [[run.train.words[p] for p in order] for order in orders]
-    tok_s, inputs = [], []
-    for batch in words:
-        t0 = time.perf_counter()
-        tokenize_words(backbone.tokenizer, batch)
-        tok_s.append(time.perf_counter() - t0)
-        enc = backbone.tokenizer(batch, is_split_into_words=True, padding=True, truncation=True, return_tensors="pt")
-        inputs.append({k: v.to(device) for k, v in enc.items()})
     model = backbone.model
-    model.train()
-    alone_s = []
-    for i, enc in enumerate(inputs):
+
+    def alone(order) -> float:
+        """The backbone's forward (every hidden state) and backward on the step's sentences."""
+        enc = backbone.tokenizer([run.train.words[p] for p in order], is_split_into_words=True, padding=True,
+                                 truncation=True, return_tensors="pt")
+        enc = {k: v.to(device) for k, v in enc.items()}
         model.zero_grad(set_to_none=True)
         t0 = now(device)
         with autocast(args.precision, device):
             out = model(**enc, output_hidden_states=True)
         torch.stack([h.float().mean() for h in out.hidden_states]).sum().backward()
-        if i >= 2:
-            alone_s.append(now(device) - t0)
-    step, alone, tok = (1000 * statistics.median(x) for x in (step_s, alone_s, tok_s[2:]))
+        seconds = now(device) - t0
+        model.zero_grad(set_to_none=True)
+        return seconds
+
+    # Interleaved, step by step: an FT step, then the backbone alone on the same sentences, so both
+    # see the same machine (a shared machine's load changes from minute to minute).
+    step_s, alone_s, tok_s = [], [], []
+    for i, order in enumerate(orders):
+        t0 = now(device)
+        train_step(run, order)
+        took = now(device) - t0
+        other = alone(order)
+        t0 = time.perf_counter()
+        tokenize_words(backbone.tokenizer, [run.train.words[p] for p in order])
+        tokenized = time.perf_counter() - t0
+        if i >= 2:  # two warm-up steps
+            step_s.append(took)
+            alone_s.append(other)
+            tok_s.append(tokenized)
+    step, alone, tok = (1000 * statistics.median(x) for x in (step_s, alone_s, tok_s))
     text = "\n".join([
         f"{entry.meta.get('model')} ({entry.num_layers} layers x {entry.dim}), FT {args.fusion} at N = {args.shots}, "
         f"batch 16, {args.precision}, {len(step_s)} steps (medians, after two warm-up steps).", "",
