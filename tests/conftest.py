@@ -243,6 +243,18 @@ def load_script(monkeypatch):
     return load
 
 
+@pytest.fixture
+def entry_copy(tiny_cache, tmp_path) -> str:
+    """A copy of the tiny entry under its own cache root (tmp_path/root), to damage or delete."""
+    import shutil
+
+    root = tmp_path / "root"
+    root.mkdir()
+    dst = root / os.path.basename(tiny_cache)
+    shutil.copytree(tiny_cache, dst)
+    return str(dst)
+
+
 @pytest.fixture(autouse=True)
 def _fresh_activation_store():
     """Each test opens its splits anew: the process-wide store (`layercache.training.store`) would

@@ -16,15 +16,6 @@ from layercache.cli.main import main
 from layercache.errors import LayercacheError
 
 
-@pytest.fixture
-def entry_copy(tiny_cache, tmp_path):
-    root = tmp_path / "root"
-    root.mkdir()
-    dst = root / os.path.basename(tiny_cache)
-    shutil.copytree(tiny_cache, dst)
-    return str(dst)
-
-
 def one_error_line(result) -> str:
     assert result.exit_code == 1, result.output
     assert "Traceback" not in result.output

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import glob
 import os
-import shutil
 
 import numpy as np
 import pytest
@@ -14,15 +13,6 @@ from layercache.cache.manage import latest_complete, list_entries, verify
 from layercache.cache.reader import open_entry
 from layercache.cli.main import main
 from layercache.errors import LayercacheError
-
-
-@pytest.fixture
-def entry_copy(tiny_cache, tmp_path):
-    root = tmp_path / "root"
-    root.mkdir()
-    dst = root / os.path.basename(tiny_cache)
-    shutil.copytree(tiny_cache, dst)
-    return str(dst)
 
 
 def test_ls_info_rm(entry_copy):
