@@ -69,8 +69,8 @@ class ExtraLayers(nn.Module):
         return x[None]
 
 
-def _length_groups(lengths, *, device, starts=None) -> tuple[list[tuple[Tensor, Tensor]], Tensor]:
-    """(index [b, T] of rows, mask [b, T]) per group of sentences whose lengths share a power-of-two
+def _length_groups(lengths, *, device, starts=None) -> tuple[list[tuple[Tensor, Tensor, Tensor]], Tensor]:
+    """(index [b, T] of rows, mask [b, T], the flat slots of real rows) per group of sentences whose lengths share a power-of-two
     ceiling (at least 8), T the group's longest rounded up to a multiple of 8; and the rows of all
     groups' real tokens in group order (where the groups' outputs go, concatenated). Sentence i
     starts at row ``starts[i]`` (default: back to back from row 0).
@@ -91,7 +91,8 @@ def _length_groups(lengths, *, device, starts=None) -> tuple[list[tuple[Tensor, 
         slots = np.arange(T)
         mask = slots[None, :] < group_lengths[:, None]  # [b, T]
         index = np.where(mask, group_starts[:, None] + slots[None, :], 0)
-        groups.append((_to(index, device), _to(mask, device)))
+        # keep: the slots of real rows, as indices (a boolean mask would wait for the device on CUDA)
+        groups.append((_to(index, device), _to(mask, device), _to(np.flatnonzero(mask.ravel()), device)))
         targets.append(index[mask])
     return groups, _to(np.concatenate(targets) if targets else np.zeros(0, dtype=np.int64), device)
 
@@ -119,20 +120,28 @@ def _packed_layer(layer: nn.TransformerEncoderLayer, x: Tensor, groups) -> Tenso
 def _grouped_attention(qkv: Tensor, groups, *, heads: int, p: float) -> Tensor:
     """Multi-head attention (no projections) within each sentence of ``groups`` (`_length_groups`):
     ``qkv [R, 3d]`` -> ``[R, d]``, zeros at rows in no sentence; attention dropout ``p``. It has no
-    weights, so the rows of a pack of heads go through it at once (`layercache.fusions.stacked`)."""
+    weights, so the rows of a pack of heads go through it at once (`layercache.fusions.stacked`).
+
+    `scaled_dot_product_attention` with the sentences' mask computes it (a fused kernel on a GPU),
+    except for training with dropout on a CPU, where the attention is written out so that the
+    dropout draws the library's CPU mask (`layercache.fusions.dropout`) as the other layers do."""
     groups, targets = groups
     d = qkv.shape[-1] // 3
-    wide = torch.promote_types(qkv.dtype, torch.float32)  # bfloat16 -> float32; float64 stays
+    cpu = qkv.device.type == "cpu"
+    # On a CPU, small products in float32 (no new bfloat16 kernel per shape); on a GPU, as they come.
+    wide = torch.promote_types(qkv.dtype, torch.float32) if cpu else qkv.dtype
     rows = []
-    with torch.autocast(qkv.device.type, enabled=False):  # small products: float32 (no new kernel per shape)
-        for index, mask in groups:
+    with torch.autocast(qkv.device.type, enabled=False):
+        for index, mask, keep in groups:
             b, T = index.shape
             q, k, v = qkv[index].to(wide).view(b, T, 3, heads, d // heads).permute(2, 0, 3, 1, 4)  # [b, h, T, dh]
-            scores = (q @ k.transpose(-1, -2)) * (d // heads) ** -0.5  # [b, h, T, T]
-            probs = torch.softmax(scores.masked_fill(~mask[:, None, None, :], float("-inf")), dim=-1)
-            if p > 0:
-                probs = dropout(probs, p) if probs.device.type == "cpu" else F.dropout(probs, p)
-            rows.append((probs @ v).transpose(1, 2).reshape(b, T, d)[mask])  # [n_b, d] in group order
+            if p > 0 and cpu:
+                scores = (q @ k.transpose(-1, -2)) * (d // heads) ** -0.5  # [b, h, T, T]
+                probs = torch.softmax(scores.masked_fill(~mask[:, None, None, :], float("-inf")), dim=-1)
+                out = dropout(probs, p) @ v
+            else:
+                out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask[:, None, None, :], dropout_p=p)
+            rows.append(out.transpose(1, 2).reshape(b * T, d).index_select(0, keep))  # [n_b, d] in group order
         # One scatter of all groups' rows to their places (one per group copied all R rows).
         out = qkv.new_zeros((qkv.shape[0], d))
         if rows:
