@@ -103,7 +103,8 @@ def measure(cache: str, *, repeats: int, precision: str) -> dict:
 def run_child(code: Path, args) -> dict:
     """``measure`` in a fresh process that imports layercache from ``code``."""
     env = dict(os.environ, PYTHONPATH=str(code))
-    command = [sys.executable, str(Path(__file__).resolve()), "--child", "--cache", args.cache, "--repeats", str(args.repeats),
+    command = [sys.executable, str(Path(__file__).resolve()), "--child", "--cache", args.cache,
+               "--repeats", str(args.repeats),
                "--precision", args.precision]
     done = subprocess.run(command, env=env, capture_output=True, text=True, cwd=code, check=False)
     if done.returncode != 0:
@@ -168,8 +169,9 @@ def main(argv: list[str] | None = None) -> str | None:
     report = args.report or results_path("bench_eval_pass")
     write_results(report, text, title="An evaluation pass against the head's product alone",
                   script="bench_eval_pass", argv=argv)
-    Path(report).with_suffix(".json").write_text(json.dumps({"cpu": cpu_line(), "cores": os.cpu_count(),
-                                                             "command": public_path(shlex.join(sys.argv), pattern=MACHINE_ARG), **results}, indent=1))
+    command = public_path(shlex.join(sys.argv), pattern=MACHINE_ARG)
+    Path(report).with_suffix(".json").write_text(json.dumps(
+        {"cpu": cpu_line(), "cores": os.cpu_count(), "command": command, **results}, indent=1))
     print(Path(report).read_text())
     return text
 

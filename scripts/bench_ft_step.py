@@ -6,9 +6,9 @@ fine-tuning spends beyond the backbone (the head, the word pooling, the optimize
 One FT run (``--shots`` N, batch 16, the run's precision) is prepared as `train-head --mode ft`
 prepares it; its first steps are timed one by one (after two warm-up steps), each followed by the
 backbone alone, forward (every hidden state) and backward on the same sentences (tokenized before
-the clock starts) with the same autocast: medians of both, measured side by side. The time to tokenize one step's sentences, which FT no longer
-spends per step (a split is tokenized once), is timed too. Writes ``--report``
-(docs/results/bench_ft_step.md).
+the clock starts) with the same autocast: medians of both, measured side by side. The time to
+tokenize one step's sentences, which FT no longer spends per step (a split is tokenized once), is
+timed too. Writes ``--report`` (docs/results/bench_ft_step.md).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import argparse
 import statistics
 import time
 
-from _common import machine_line, results_path, write_results
+from _common import results_path, write_results
 
 
 def main(argv: list[str] | None = None) -> str:

@@ -28,8 +28,17 @@ import sys
 import time
 from pathlib import Path
 
-from _common import (CONLL, MACHINE_ARG, build_encoder, machine_line, public_path, results_path, say, write_dataset,
-                     write_results)
+from _common import (
+    CONLL,
+    MACHINE_ARG,
+    build_encoder,
+    machine_line,
+    public_path,
+    results_path,
+    say,
+    write_dataset,
+    write_results,
+)
 
 
 def peak_matmul_flops(device, precision: str, *, n: int = 4096, repeats: int = 5) -> float:
@@ -119,7 +128,8 @@ def main(argv: list[str] | None = None) -> str:
     device = pick_device(args.device)
     t_all = time.perf_counter()
     entry, figures = prepare(args)
-    base = TrainConfig(fusion="concat", shots=None, epochs=1, seed=0, lr=args.lr, eval_points=args.eval_points, precision=args.precision,
+    base = TrainConfig(fusion="concat", shots=None, epochs=1, seed=0, lr=args.lr, eval_points=args.eval_points,
+                       precision=args.precision,
                        device=str(device))
     configs = grid(fusions=args.fusions.split(","), shots=[int(x) for x in args.shots.split(",")],
                    epochs=[int(x) for x in args.epochs.split(",")], trials=args.trials, base=base)
@@ -183,8 +193,8 @@ def main(argv: list[str] | None = None) -> str:
     write_results(report, text, title="The Figure-3 grid at roberta-large shape, by phase",
                   script="bench_grid", argv=argv, device=str(device))
     Path(report).with_suffix(".json").write_text(json.dumps(
-        {"command": public_path(shlex.join(["python", "scripts/bench_grid.py", *(sys.argv[1:] if argv is None else argv)]),
-                                pattern=MACHINE_ARG),
+        {"command": public_path(shlex.join(["python", "scripts/bench_grid.py",
+                                            *(sys.argv[1:] if argv is None else argv)]), pattern=MACHINE_ARG),
          "torch": torch.__version__, **figures}, indent=1))
     print(Path(report).read_text())
     return text

@@ -10,9 +10,9 @@ import numpy as np
 
 from ..errors import LayercacheError
 from ..tasks import DEFAULT_TASK
+from . import label_sets
 from .int8 import SCALES
 from .layout import KEY_FIELDS, OPTIONAL_KEY_FIELDS, PLAN, is_remote, local_path
-from . import label_sets
 from .store import MissingChunkError, checked_store, open_group
 
 # The key fields that tell two entries of one model and dataset apart: how the rows were made.

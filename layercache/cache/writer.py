@@ -17,8 +17,7 @@ import numpy as np
 import zarr
 
 from .int8 import SCALES, quantize
-from .layout import PLAN
-from .layout import is_remote, local_path
+from .layout import PLAN, is_remote, local_path
 from .shard import remove_stale_partials, shard_files
 from .store import CHECKSUM, SMALL_ARRAY_CODECS, files_of, float32_to_bfloat16_bits, open_group
 

@@ -1,6 +1,7 @@
 """`layercache`: one command group holding every command.
 
-``layercache extract | train-head | sweep | rank-layers | probe | predict | export | ls | info | rm | verify | gc | serve``.
+``layercache extract | train-head | sweep | rank-layers | probe | predict | export | ls | info | rm | verify |
+gc | serve``.
 `extract` and `train-head` are also console scripts of their own (the design card's commands);
 `sweep`, `rank-layers` and `predict` still are, as deprecated aliases that name their
 `layercache` command. The group's old names `train` and `rank` still work, hidden from --help.

@@ -19,7 +19,7 @@ class Tokenized:
     word_offsets: np.ndarray  # [S + 1] word counts, cumulated
     n_empty_words: int  # words encoded as the unknown token
 
-    def select(self, positions) -> "Tokenized":
+    def select(self, positions) -> Tokenized:
         """The sentences at ``positions``, in that order (a batch of a split tokenized once)."""
         positions = np.asarray(positions, dtype=np.int64)
 

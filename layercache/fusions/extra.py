@@ -70,10 +70,10 @@ class ExtraLayers(nn.Module):
 
 
 def _length_groups(lengths, *, device, starts=None) -> tuple[list[tuple[Tensor, Tensor, Tensor]], Tensor]:
-    """(index [b, T] of rows, mask [b, T], the flat slots of real rows) per group of sentences whose lengths share a power-of-two
-    ceiling (at least 8), T the group's longest rounded up to a multiple of 8; and the rows of all
-    groups' real tokens in group order (where the groups' outputs go, concatenated). Sentence i
-    starts at row ``starts[i]`` (default: back to back from row 0).
+    """(index [b, T] of rows, mask [b, T], the flat slots of real rows) per group of sentences whose
+    lengths share a power-of-two ceiling (at least 8), T the group's longest rounded up to a multiple
+    of 8; and the rows of all groups' real tokens in group order (where the groups' outputs go,
+    concatenated). Sentence i starts at row ``starts[i]`` (default: back to back from row 0).
 
     ``lengths`` and ``starts`` are host arrays (a batch's sentence lengths are known before it is
     built): the grouping is planned on the host and its index tensors copied over without waiting

@@ -221,7 +221,8 @@ class SplitArrays(Sentences):
         replaces the storage-dtype copy there; on a CPU it sits beside the host array)."""
         import torch
 
-        if dtype in (None, torch.float32) or np.dtype(self.hidden.dtype).itemsize < torch.tensor([], dtype=dtype).element_size():
+        narrower = np.dtype(self.hidden.dtype).itemsize < torch.tensor([], dtype=dtype).element_size()
+        if dtype in (None, torch.float32) or narrower:
             return False  # float32 batches are widened per batch: a float32 copy would double the split
         if ("tensors", str(device), str(dtype)) in self._memo:
             return True

@@ -23,7 +23,6 @@ import numpy as np
 from . import budget
 from .data import Batch, Sentences, SplitArrays, _load_split
 
-
 _READER = []  # one thread per process reads the next block while the current one computes
 
 

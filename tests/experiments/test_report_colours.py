@@ -106,5 +106,5 @@ def test_figure_3_redrawn_from_the_committed_table(figures, tmp_path):
     report.draw_f1_vs_shots(parsed, str(tmp_path / "again.png"))
     redrawn = figures["again.png"]
     legend = _legend(redrawn)
-    for title, head, style in _lines(redrawn):
+    for _title, head, style in _lines(redrawn):
         assert style == legend[head] == _legend(figures["f1_vs_shots.png"])[head]

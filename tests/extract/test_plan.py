@@ -4,7 +4,6 @@ rerun finishes the missing ones."""
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import textwrap
