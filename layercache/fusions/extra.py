@@ -6,6 +6,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from layercache.errors import LayercacheError
+from layercache.transfer import to_device
 
 from .dropout import Dropout, dropout
 
@@ -92,17 +93,10 @@ def _length_groups(lengths, *, device, starts=None) -> tuple[list[tuple[Tensor, 
         mask = slots[None, :] < group_lengths[:, None]  # [b, T]
         index = np.where(mask, group_starts[:, None] + slots[None, :], 0)
         # keep: the slots of real rows, as indices (a boolean mask would wait for the device on CUDA)
-        groups.append((_to(index, device), _to(mask, device), _to(np.flatnonzero(mask.ravel()), device)))
+        keep = np.flatnonzero(mask.ravel())
+        groups.append((to_device(index, device), to_device(mask, device), to_device(keep, device)))
         targets.append(index[mask])
-    return groups, _to(np.concatenate(targets) if targets else np.zeros(0, dtype=np.int64), device)
-
-
-def _to(array: np.ndarray, device) -> Tensor:
-    """A host array on ``device``: on CUDA from pinned memory without blocking (no sync)."""
-    tensor = torch.from_numpy(np.ascontiguousarray(array))
-    if torch.device(device).type == "cuda":
-        return tensor.pin_memory().to(device, non_blocking=True)
-    return tensor.to(device)
+    return groups, to_device(np.concatenate(targets) if targets else np.zeros(0, dtype=np.int64), device)
 
 
 def _packed_layer(layer: nn.TransformerEncoderLayer, x: Tensor, groups) -> Tensor:

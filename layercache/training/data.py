@@ -239,7 +239,7 @@ class SplitArrays(Sentences):
         """
         import torch
 
-        from .runtime import to_device
+        from ..transfer import to_device
 
         hidden, labels, offsets = self._tensors(device)
         positions = np.asarray(positions, dtype=np.int64)

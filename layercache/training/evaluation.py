@@ -97,9 +97,12 @@ def row_chunks(split: Split, *, rows: int) -> list[np.ndarray]:
 
 
 def _words_per_sentence(split: Split) -> np.ndarray:
-    """Scored words (labels != IGNORE) of each sentence, from the host's labels."""
-    scored = np.concatenate([[0], np.cumsum(split.labels != IGNORE)])
-    return scored[split.offsets[1:]] - scored[split.offsets[:-1]]
+    """Scored words (labels != IGNORE) of each sentence, from the host's labels; once per split."""
+    def count():
+        scored = np.concatenate([[0], np.cumsum(split.labels != IGNORE)])
+        return scored[split.offsets[1:]] - scored[split.offsets[:-1]]
+
+    return split.cached("words per sentence", count)
 
 
 def _host(parts: list) -> np.ndarray:
@@ -131,10 +134,7 @@ def _in_split_order(groups, counts: np.ndarray, preds: np.ndarray) -> tuple[np.n
 
 def _gold_entities(split: Split, chunker: Chunker) -> set:
     """The split's true entities, in its sentence order."""
-    scored = split.labels != IGNORE
-    before = np.concatenate([[0], np.cumsum(scored)])
-    counts = before[split.offsets[1:]] - before[split.offsets[:-1]]  # scored words per sentence
-    return chunker(split.labels[scored], counts)
+    return chunker(split.labels[split.labels != IGNORE], _words_per_sentence(split))
 
 
 def eval_batches(split: Split, *, device, batch_size: int):

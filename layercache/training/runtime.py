@@ -43,15 +43,6 @@ def apply_thread_setting() -> None:
         torch.set_num_threads(int(os.environ["LAYERCACHE_NUM_THREADS"]))
 
 
-def to_device(array, device) -> torch.Tensor:
-    """A host array (indices, lengths) as a tensor on ``device``; on CUDA copied from pinned memory
-    without blocking, so the host never waits for the GPU to take it."""
-    tensor = torch.from_numpy(array) if not isinstance(array, torch.Tensor) else array
-    if torch.device(device).type == "cuda":
-        return tensor.pin_memory().to(device, non_blocking=True)
-    return tensor.to(device)
-
-
 def now(device: torch.device) -> float:
     """Wall clock, after waiting for queued GPU work, so train and eval seconds are honest."""
     if device.type == "cuda":
