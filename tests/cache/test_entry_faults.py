@@ -8,20 +8,13 @@ import os
 import shutil
 
 import pytest
+from cli_output import one_error_line
 from click.testing import CliRunner
 
 from layercache.cache.manage import verify
 from layercache.cache.reader import open_entry
 from layercache.cli.main import main
 from layercache.errors import LayercacheError
-
-
-def one_error_line(result) -> str:
-    assert result.exit_code == 1, result.output
-    assert "Traceback" not in result.output
-    errors = [line for line in result.output.splitlines() if line.startswith("error:")]
-    assert len(errors) == 1, result.output
-    return errors[0]
 
 
 # What each lost chunk would have read as without the entry's file list: zeros for hidden states,

@@ -4,17 +4,10 @@ file, line and value, exit 1, nothing written."""
 from __future__ import annotations
 
 import pytest
+from cli_output import one_error_line
 from click.testing import CliRunner
 
 from layercache.cli.extract import main as extract_main
-
-
-def _one_error_line(result) -> str:
-    assert result.exit_code == 1, result.output
-    assert "Traceback" not in result.output
-    errors = [line for line in result.output.splitlines() if line.startswith("error:")]
-    assert len(errors) == 1, result.output
-    return errors[0]
 
 
 def _extract(tmp_path, model, data):
@@ -31,7 +24,7 @@ def test_conllu_superscript_digit(tmp_path, tiny_bert_dir, row, value):
     data = tmp_path / "UD_Toy"
     data.mkdir()
     (data / "train.conllu").write_text("1\ta\ta\tX\t_\t_\t0\troot\t_\t_\n" + row + "\n\n", encoding="utf-8")
-    line = _one_error_line(_extract(tmp_path, tiny_bert_dir, data))
+    line = one_error_line(_extract(tmp_path, tiny_bert_dir, data))
     assert "train.conllu:2: " in line and value in line
     assert not (tmp_path / "cache").exists()
 
@@ -40,6 +33,6 @@ def test_malformed_chunk_tag_names_file_and_line(tmp_path, tiny_bert_dir):
     data = tmp_path / "conll"
     data.mkdir()
     (data / "train.txt").write_text("-DOCSTART- -X- -X- O\n\nEU NNP B-NP B-ORG\nrejects VBZ Z-VP O\n\n")
-    line = _one_error_line(_extract(tmp_path, tiny_bert_dir, data))
+    line = one_error_line(_extract(tmp_path, tiny_bert_dir, data))
     assert "train.txt:4: chunk column" in line and "'Z-VP'" in line
     assert not (tmp_path / "cache").exists()

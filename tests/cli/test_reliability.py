@@ -4,18 +4,11 @@ no traceback, and nothing written to the cache."""
 from __future__ import annotations
 
 import pytest
+from cli_output import one_error_line
 from click.testing import CliRunner
 
 from layercache.cli.extract import main as extract_main
 from layercache.cli.train import main as train_main
-
-
-def _one_error_line(result) -> str:
-    assert result.exit_code == 1, result.output
-    assert "Traceback" not in result.output
-    errors = [line for line in result.output.splitlines() if line.startswith("error:")]
-    assert len(errors) == 1, result.output
-    return errors[0]
 
 
 @pytest.mark.parametrize("content, needle", [
@@ -31,7 +24,7 @@ def test_malformed_dataset_files(tmp_path, tiny_bert_dir, content, needle):
     (data / "train.txt").write_text(content)
     out = CliRunner().invoke(extract_main, ["--model", str(tiny_bert_dir), "--dataset", str(data),
                                             "--cache-dir", str(tmp_path / "cache"), "--quiet"])
-    assert needle in _one_error_line(out)
+    assert needle in one_error_line(out)
     assert not (tmp_path / "cache").exists()  # nothing started
 
 
@@ -40,12 +33,12 @@ def test_not_utf8_and_no_train_split(tmp_path, tiny_bert_dir):
     data.mkdir()
     (data / "train.txt").write_bytes("M\u00fcnchen B-LOC\n".encode("latin-1"))
     out = CliRunner().invoke(extract_main, ["--model", str(tiny_bert_dir), "--dataset", str(data)])
-    assert "train.txt" in _one_error_line(out) and "UTF-8" in out.output
+    assert "train.txt" in one_error_line(out) and "UTF-8" in out.output
     nodev = tmp_path / "nodev"
     nodev.mkdir()
     (nodev / "dev.txt").write_text("a O\n")
     out = CliRunner().invoke(extract_main, ["--model", str(tiny_bert_dir), "--dataset", str(nodev)])
-    assert "no train split" in _one_error_line(out)
+    assert "no train split" in one_error_line(out)
 
 
 def test_model_without_fast_tokenizer(tmp_path, tiny_bert_dir, tiny_conll_dir, monkeypatch):
@@ -57,13 +50,13 @@ def test_model_without_fast_tokenizer(tmp_path, tiny_bert_dir, tiny_conll_dir, m
     monkeypatch.setattr(transformers.AutoTokenizer, "from_pretrained", lambda *a, **k: Slow())
     out = CliRunner().invoke(extract_main, ["--model", str(tiny_bert_dir), "--dataset", str(tiny_conll_dir),
                                             "--cache-dir", str(tmp_path)])
-    assert "no fast tokenizer" in _one_error_line(out)
+    assert "no fast tokenizer" in one_error_line(out)
 
 
 def test_offline_hub_model_name(tmp_path, tiny_conll_dir):
     out = CliRunner().invoke(extract_main, ["--model", "roberta-large-nonexistent-xyz", "--dataset",
                                             str(tiny_conll_dir), "--cache-dir", str(tmp_path)])
-    assert "hub is unreachable" in _one_error_line(out)
+    assert "hub is unreachable" in one_error_line(out)
 
 
 @pytest.mark.parametrize("args, needle", [
@@ -74,12 +67,12 @@ def test_offline_hub_model_name(tmp_path, tiny_conll_dir):
 def test_train_head_bad_options(tiny_cache, tmp_path, args, needle):
     out = CliRunner().invoke(train_main, ["--cache", tiny_cache, "--fusion", "concat", "--epochs", "1",
                                           "--out", str(tmp_path), *args])
-    assert needle in _one_error_line(out)
+    assert needle in one_error_line(out)
 
 
 def test_cache_that_is_not_an_entry(tmp_path):
     out = CliRunner().invoke(train_main, ["--cache", str(tmp_path / "nope"), "--epochs", "1"])
-    assert "no cache entry" in _one_error_line(out)
+    assert "no cache entry" in one_error_line(out)
 
 
 def test_hf_dataset_without_token_or_tag_columns(tmp_path, tiny_bert_dir):
@@ -89,5 +82,5 @@ def test_hf_dataset_without_token_or_tag_columns(tmp_path, tiny_bert_dir):
         str(tmp_path / "hf"))
     out = CliRunner().invoke(extract_main, ["--model", str(tiny_bert_dir), "--dataset", str(tmp_path / "hf"),
                                             "--cache-dir", str(tmp_path / "cache")])
-    line = _one_error_line(out)
+    line = one_error_line(out)
     assert "tokens" in line and "hf" in line
