@@ -2,9 +2,9 @@
 
 A run reads the train sentences it needs (a few-shot sample, a union of samples for a sweep, or the
 whole split) with the layers it needs, and dev (and test) with only the fused layers. A part whose
-fused layers fit in `budget.MEMORY_BUDGET_BYTES` is read once and held (storage dtype; a batch is
-converted to float32 on the fly); a larger one is a `stream.StreamedSplit`, read block by block
-whenever it is used. A sweep builds one `HeadData` and calls `train_head` on it many times: the
+fused layers fit the device's memory budget (`budget.memory_budget`) is read once and held in the
+process's activation store (`store`; storage dtype, a batch widened on the fly); a larger one is a
+`stream.StreamedSplit`, read block by block whenever it is used. A sweep builds one `HeadData` and calls `train_head` on it many times: the
 sample of a run is then picked from memory by index (or read alone, when train streams).
 
 Layer ids are the cache's (0 = embedding output, 1..L = the transformer layers, as in the paper).
@@ -397,7 +397,7 @@ def load_data(entry, *, layers: Sequence[int] | None = None, eval_layers: Sequen
               train_sentences: Sequence[int] | None = None) -> HeadData:
     """Read a `CacheEntry` once: ``train_sentences`` (None = all) of train with ``layers`` (None =
     1..L), and all of dev (and test, if cached) with ``eval_layers`` (None = ``layers``); each part
-    larger than the memory budget streams instead (`stream.open_split`).
+    larger than the memory budget streams instead (`store.open_split`).
 
     A sweep loads all of train (or the union of its samples) once and runs `train_head` on it."""
     L = entry.num_layers
