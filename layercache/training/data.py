@@ -4,8 +4,9 @@ A run reads the train sentences it needs (a few-shot sample, a union of samples 
 whole split) with the layers it needs, and dev (and test) with only the fused layers. A part whose
 fused layers fit the device's memory budget (`budget.memory_budget`) is read once and held in the
 process's activation store (`store`; storage dtype, a batch widened on the fly); a larger one is a
-`stream.StreamedSplit`, read block by block whenever it is used. A sweep builds one `HeadData` and calls `train_head` on it many times: the
-sample of a run is then picked from memory by index (or read alone, when train streams).
+`stream.StreamedSplit`, read block by block whenever it is used. A sweep builds one `HeadData` and
+calls `train_head` on it many times: the sample of a run is then picked from memory by index (or
+read alone, when train streams).
 
 Layer ids are the cache's (0 = embedding output, 1..L = the transformer layers, as in the paper).
 """
