@@ -269,6 +269,27 @@ class CacheSplit:
             return torch.from_numpy(out)
         return out
 
+    def stored(self, *, sentences=None, layers) -> tuple[np.ndarray, np.ndarray | None]:
+        """(values [rows, len(layers), d] exactly as stored: float16, float32, int8, or bfloat16 as its
+        uint16 bits; int8 entries' scales [rows, len(layers)] float32, else None). What the training
+        store holds, in the storage dtype's bytes, and widens a batch at a time on the device."""
+        layers = [int(x) for x in layers]
+        rows = None if sentences is None else self.rows_of(sentences)
+        values = np.stack([self._read_layer(layer, rows) for layer in layers], axis=1)
+        if self._scales is None:
+            return values, None
+        return values, np.stack([self._read_rows(self._scales, SCALES, layer, rows) for layer in layers], axis=1)
+
+    def stored_nbytes(self, *, rows: int, layers: int) -> int:
+        """Bytes of ``rows`` rows of ``layers`` layers as `stored` returns them (int8: with the scales)."""
+        per_vector = self._hidden.shape[2] * self._hidden.dtype.itemsize + (4 if self._scales is not None else 0)
+        return int(rows) * int(layers) * per_vector
+
+    @property
+    def storage(self) -> str:
+        """The storage dtype's name: float16, bfloat16, float32 or int8."""
+        return self.entry.meta.get("dtype", "float16")
+
     def _read_layer(self, layer: int, rows: np.ndarray | None) -> np.ndarray:
         """One layer of the hidden states at ``rows`` (all if None), as stored."""
         return self._read_rows(self._hidden, "hidden", layer, rows)
