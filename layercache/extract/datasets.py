@@ -39,10 +39,18 @@ and the cache key needs a content fingerprint that does not depend on a path.
    naming a local alternative; it never waits on the network.
 
 CoNLL files: the word is the first whitespace-separated column (ASCII whitespace only, so odd
-Unicode spaces stay inside words), the tag the last; every token line of a file has the column
-count of its first token line; ``-DOCSTART-`` lines are skipped and end a sentence; blank lines
+Unicode spaces stay inside words), the tag the last, unless ``Reading.columns`` names them
+(``"word=0,ner=3"``: 0-based columns, ``ner`` the tag; other names are more label sets, ``chunk`` a
+span set and any other a token set); every token line of a file has the column count of its first
+token line; ``-DOCSTART-`` lines are skipped and end a sentence; blank lines
 separate sentences. Tags in IOB1, IOB2 or IOBES/BILOU are normalised to IOB2 with the scheme
 detected once over the whole dataset (see :mod:`layercache.extract.iob`).
+
+HF datasets: the words are field ``tokens`` and the tags field ``ner_tags`` (a sequence of ``ClassLabel``
+or of tag strings), unless ``Reading.tokens_field``/``Reading.tags_field`` name others.
+
+How fields are read (:class:`Reading`) is an argument of :func:`load_dataset`, or, for every load of
+a block of code (a command that loads its dataset more than once), the :func:`reading` context.
 """
 
 from __future__ import annotations
@@ -51,7 +59,10 @@ import hashlib
 import importlib.resources
 import json
 import re
-from dataclasses import dataclass, field
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from layercache.cache.label_sets import SPAN, TOKEN  # IOB2 spans (span F1); word classes (accuracy)
@@ -84,6 +95,83 @@ _ASCII_SPACE = re.compile(r"[ \t\r\n\f\v]+")
 
 # Named label columns of a CoNLL-2003 layout file (word POS chunk NER): the columns between the word and the tag.
 CONLL2003_COLUMNS = {4: (("pos", TOKEN), ("chunk", SPAN))}
+SPAN_COLUMNS = ("ner", "chunk")  # named columns read as IOB spans; any other name is a token set
+_SET_NAME = re.compile(r"[a-z][a-z0-9_]*")
+
+
+@dataclass(frozen=True)
+class Reading:
+    """Which fields of a dataset hold the words and the tags.
+
+    ``columns`` (CoNLL-style files): ``"word=0,ner=3"`` or a mapping, label set name -> 0-based
+    column; ``word`` (default 0) the words, ``ner`` the tags; more names are more label sets (``chunk``
+    spans, any other name tokens, e.g. ``pos=1``). None: the word first, the tag last (and CoNLL-2003's
+    pos and chunk between). ``tokens_field``/``tags_field``: the fields of a HF dataset.
+    """
+
+    columns: str | dict[str, int] | None = None
+    tokens_field: str = "tokens"
+    tags_field: str = "ner_tags"
+
+    @property
+    def default(self) -> bool:
+        return self == Reading()
+
+    def column_map(self) -> dict[str, int] | None:
+        """``columns`` as {name: column}, ``word`` first and ``ner`` second; bad text is an error."""
+        return None if self.columns is None else parse_columns(self.columns)
+
+    def describe(self) -> str:
+        """What the source string records beside the path: `` (columns word=0,ner=3)`` or ``""``."""
+        if self.columns is not None:
+            return " (columns " + ",".join(f"{n}={c}" for n, c in self.column_map().items()) + ")"
+        if (self.tokens_field, self.tags_field) != ("tokens", "ner_tags"):
+            return f" (fields {self.tokens_field}, {self.tags_field})"
+        return ""
+
+
+_READING: ContextVar[Reading] = ContextVar("layercache_reading", default=Reading())
+
+
+@contextmanager
+def reading(**changes) -> Iterator[Reading]:
+    """Within the block, :func:`load_dataset` reads fields as ``changes`` (`Reading` fields) say,
+    on top of the enclosing block's choice: what the CLI's --columns, --tokens-field and
+    --tags-field set for a whole command."""
+    token = _READING.set(replace(_READING.get(), **changes))
+    try:
+        yield _READING.get()
+    finally:
+        _READING.reset(token)
+
+
+def current_reading() -> Reading:
+    """The `Reading` in effect (the defaults outside any :func:`reading` block)."""
+    return _READING.get()
+
+
+def parse_columns(spec: str | dict[str, int]) -> dict[str, int]:
+    """``"word=0,ner=3"`` (or a mapping) -> {"word": 0, "ner": 3, ...}: word (default 0), ner, then the
+    other label sets in the order given; a bad item is a one-line error naming it."""
+    text = spec if isinstance(spec, str) else ",".join(f"{k}={v}" for k, v in spec.items())
+    found: dict[str, int] = {}
+    for item in (x.strip() for x in text.split(",")):
+        if not item:
+            continue
+        name, sep, value = (part.strip() for part in item.partition("="))
+        if not sep or not _SET_NAME.fullmatch(name):
+            raise LayercacheError(f"--columns {text!r}: {item!r} is not NAME=COLUMN (e.g. word=0,ner=3)")
+        if not value.isdigit():
+            raise LayercacheError(f"--columns {text!r}: {value!r} is not a column number (0 is the first column)")
+        if name in found:
+            raise LayercacheError(f"--columns {text!r}: {name} is given twice")
+        found[name] = int(value)
+    if "ner" not in found:
+        raise LayercacheError(f"--columns {text!r}: name the tag column, e.g. ner=3 (0 is the first column)")
+    word = found.pop("word", 0)
+    if word == found["ner"]:
+        raise LayercacheError(f"--columns {text!r}: word and ner are the same column ({word})")
+    return {"word": word, "ner": found.pop("ner"), **found}
 
 
 @dataclass
@@ -181,37 +269,55 @@ def _content_hash(label_names: list[str], splits: dict[str, list[Sentence]]) -> 
 Extras = dict[str, tuple[str, dict[str, list[list[str]]]]]  # label set -> (kind, raw tags per split and sentence)
 
 
-def load_dataset(spec: str, *, splits: list[str] | None = None, scheme: str = "auto") -> NerDataset:
+def load_dataset(spec: str, *, splits: list[str] | None = None, scheme: str = "auto",
+                 read: Reading | None = None) -> NerDataset:
     """Read ``spec`` (see the module docstring for the resolution order) into a NerDataset.
 
     ``splits`` keeps only the named splits (aliases such as ``validation`` allowed); label names
     and ``unseen_in_train`` are still computed over every split, so label ids do not depend on
-    the filter. ``scheme`` forces the source tag scheme instead of detecting it.
+    the filter. ``scheme`` forces the source tag scheme instead of detecting it. ``read``: which
+    columns or fields hold words and tags (default: the enclosing :func:`reading` block's choice).
     """
     normalise_scheme(scheme)  # fail on a bad name before reading anything
+    read = read or current_reading()
+    columns = read.column_map()  # a bad --columns fails before anything is read
     path = Path(spec).expanduser()
     treebank = {"train": path} if path.is_file() and path.suffix == ".conllu" else (
         treebank_files(path) if path.is_dir() and _find_split_file(path, "train") is None else {})
     if treebank:
+        _reject(read, spec, "a Universal Dependencies treebank", fields=True, columns=True)
         return _build_treebank(path, treebank, keep=splits)
-    name, source, raw, extras = _resolve(spec)
-    return _build(name=name, source=source, raw=raw, scheme=scheme, keep=splits, extras=extras)
+    name, source, raw, extras = _resolve(spec, read, columns)
+    return _build(name=name, source=source + read.describe(), raw=raw, scheme=scheme, keep=splits, extras=extras)
 
 
-def _resolve(spec: str) -> tuple[str, str, dict[str, list[Sentence]], Extras]:
+def _reject(read: Reading, spec: str, what: str, *, fields: bool = False, columns: bool = False) -> None:
+    """A one-line error when the reading names columns (``columns``) or fields (``fields``) that ``spec`` lacks."""
+    if columns and read.columns is not None:
+        raise LayercacheError(f"--columns names the columns of CoNLL-style files; dataset {spec!r} is {what}")
+    if fields and (read.tokens_field, read.tags_field) != ("tokens", "ner_tags"):
+        raise LayercacheError(f"--tokens-field and --tags-field name the fields of a HF dataset; dataset {spec!r} "
+                              f"is {what}" + (" (--columns names its columns)" if not columns else ""))
+
+
+def _resolve(spec: str, read: Reading, columns: dict[str, int] | None,
+             ) -> tuple[str, str, dict[str, list[Sentence]], Extras]:
     """Map a spec to (short name, source, raw splits with unconverted tags, other label columns)."""
     if spec in ("wnut16", "default"):
+        _reject(read, spec, "the built-in WNUT-16", fields=True, columns=True)
         return (*_read_wnut16(), {})
     path = Path(spec).expanduser()
     if path.is_dir():
-        return _read_directory(path)
+        return _read_directory(path, read, columns)
     if path.is_file():
-        sentences, middles, width = _read_conll_columns(path)
+        _reject(read, spec, "a CoNLL-style file", fields=True)
+        sentences, middles, width = _read_conll_columns(path, columns)
         return path.stem, str(path), {"train": _strip_wikiann(sentences)[0]}, _named_columns(
-            {"train": middles}, {"train": width}, {"train": path})
+            {"train": middles}, {"train": width}, {"train": path}, columns)
     if spec.startswith(("/", "./", "../", "~")) or spec in (".", ".."):
         raise LayercacheError(f"dataset path {spec!r} does not exist")
-    return _read_hub(spec)
+    _reject(read, spec, "a HF hub dataset", columns=True)
+    return _read_hub(spec, read)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -237,8 +343,14 @@ def _read_conll(path: Path) -> list[Sentence]:
     return _read_conll_columns(path)[0]
 
 
-def _read_conll_columns(path: Path) -> tuple[list[Sentence], list[list[tuple[str, ...]]], int]:
-    """(sentences, the columns between word and tag of each token per sentence, columns per line)."""
+def _read_conll_columns(path: Path, columns: dict[str, int] | None = None,
+                        ) -> tuple[list[Sentence], list[list[tuple[str, ...]]], int]:
+    """(sentences, the label columns beside the tag of each token per sentence, columns per line): with
+    ``columns`` (see `parse_columns`) the word, the tag and the other named columns in their order, else
+    the first column, the last and those between."""
+    word_at, tag_at = (columns["word"], columns["ner"]) if columns else (0, -1)
+    others = [c for name, c in columns.items() if name not in ("word", "ner")] if columns else None
+    need = max(columns.values()) + 1 if columns else 2
     sentences: list[Sentence] = []
     middles: list[list[tuple[str, ...]]] = []
     words: list[str] = []
@@ -258,7 +370,12 @@ def _read_conll_columns(path: Path) -> tuple[list[Sentence], list[list[tuple[str
                         middles.append(middle)
                         words, tags, middle = [], [], []
                     continue
-                if len(cols) < 2:
+                if len(cols) < need:
+                    if columns:
+                        name, at = max(columns.items(), key=lambda item: item[1])
+                        raise LayercacheError(f"{path}:{lineno}: --columns {name}={at}, but the line has "
+                                              f"{len(cols)} column{'s' * (len(cols) != 1)} (0 to {len(cols) - 1}): "
+                                              f"{_shorten(line)}")
                     raise LayercacheError(f"{path}:{lineno}: a token line without a tag: {_shorten(line)}")
                 if width == 0:
                     width, first_line = len(cols), lineno
@@ -267,10 +384,10 @@ def _read_conll_columns(path: Path) -> tuple[list[Sentence], list[list[tuple[str
                         f"{path}:{lineno}: {len(cols)} columns where line {first_line} has {width}: "
                         f"{_shorten(line)}"
                     )
-                tag = cols[-1]
-                words.append(cols[0])
+                tag = cols[tag_at]
+                words.append(cols[word_at])
                 tags.append(tag)
-                middle.append(tuple(cols[1:-1]))
+                middle.append(tuple(cols[1:-1]) if others is None else tuple(cols[c] for c in others))
                 if tag not in tag_first_line:
                     tag_first_line[tag] = lineno
     except UnicodeDecodeError as err:
@@ -283,7 +400,7 @@ def _read_conll_columns(path: Path) -> tuple[list[Sentence], list[list[tuple[str
     if not sentences:
         raise LayercacheError(f"{path}: no sentences (the file is empty or holds only -DOCSTART- lines)")
     for tag, line_no in tag_first_line.items():
-        split_tag(tag, where=f"{path}:{line_no}")
+        split_tag(tag, where=f"{path}:{line_no}" + (f" (--columns ner={tag_at})" if columns else ""))
     return sentences, middles, width
 
 
@@ -309,10 +426,14 @@ def _find_split_file(directory: Path, split: str) -> Path | None:
     return found[0] if found else None
 
 
-def _read_directory(directory: Path) -> tuple[str, str, dict[str, list[Sentence]], Extras]:
+def _read_directory(directory: Path, read: Reading, columns: dict[str, int] | None,
+                    ) -> tuple[str, str, dict[str, list[Sentence]], Extras]:
     """A HF save_to_disk directory, else CoNLL-2003 / plain / WikiAnn split files."""
     if (directory / "dataset_dict.json").is_file() or (directory / "state.json").is_file():
-        return directory.name, str(directory), *_read_hf_disk(directory)
+        _reject(read, str(directory), "a datasets save_to_disk directory (--tokens-field and --tags-field name "
+                                      "its fields)", columns=True)
+        return directory.name, str(directory), *_read_hf_disk(directory, read)
+    _reject(read, str(directory), "a folder of CoNLL-style files", fields=True)
     files = {split: _find_split_file(directory, split) for split in SPLIT_ORDER}
     if files["train"] is None:
         present = ", ".join(sorted(p.name for p in directory.iterdir())[:10]) or "nothing"
@@ -320,40 +441,46 @@ def _read_directory(directory: Path) -> tuple[str, str, dict[str, list[Sentence]
             f"{directory}: no train split (looked for eng.train, train, train.txt, train.conll, "
             f"train.iob, train.tsv, or a datasets save_to_disk directory); it holds: {present}"
         )
-    read = {split: _read_conll_columns(path) for split, path in files.items() if path is not None}
-    raw = {split: sentences for split, (sentences, _, _) in read.items()}
-    extras = _named_columns({split: middles for split, (_, middles, _) in read.items()},
-                            {split: width for split, (_, _, width) in read.items()},
-                            {split: path for split, path in files.items() if path is not None})
+    found = {split: _read_conll_columns(path, columns) for split, path in files.items() if path is not None}
+    raw = {split: sentences for split, (sentences, _, _) in found.items()}
+    extras = _named_columns({split: middles for split, (_, middles, _) in found.items()},
+                            {split: width for split, (_, _, width) in found.items()},
+                            {split: path for split, path in files.items() if path is not None}, columns)
     return (*_wikiann_or_plain(directory, raw), extras)
 
 
 def _named_columns(middles: dict[str, list[list[tuple[str, ...]]]], widths: dict[str, int],
-                   paths: dict[str, Path]) -> Extras:
-    """The label sets of the columns between word and tag: CoNLL-2003's POS and chunk when every file
-    has its four columns (word POS chunk NER); no named columns otherwise (they stay unread). A
-    malformed tag of a span column (chunk) is an error naming file and line."""
-    names = CONLL2003_COLUMNS.get(next(iter(widths.values()))) if len(set(widths.values())) == 1 else None
+                   paths: dict[str, Path], columns: dict[str, int] | None = None) -> Extras:
+    """The label sets of the other columns: those ``columns`` names beside word and ner, else CoNLL-2003's
+    POS and chunk when every file has its four columns (word POS chunk NER); no named columns otherwise
+    (they stay unread). A malformed tag of a span column (chunk) is an error naming file and line."""
+    if columns is not None:
+        names = tuple((name, SPAN if name in SPAN_COLUMNS else TOKEN) for name in columns if name not in ("word", "ner"))
+        at = [c for name, c in columns.items() if name not in ("word", "ner")]
+    else:
+        names = CONLL2003_COLUMNS.get(next(iter(widths.values()))) if len(set(widths.values())) == 1 else None
+        at = [1, 2]
     if not names:
         return {}
     for i, (name, kind) in enumerate(names):
         if kind == SPAN:
             for split, sentences in middles.items():
-                _check_span_column(paths[split], sentences, column=i, name=name)
+                _check_span_column(paths[split], sentences, column=i, at=at[i], name=name)
     return {name: (kind, {split: [[token[i] for token in sentence] for sentence in sentences]
                           for split, sentences in middles.items()})
             for i, (name, kind) in enumerate(names)}
 
 
-def _check_span_column(path: Path, sentences: list[list[tuple[str, ...]]], *, column: int, name: str) -> None:
-    """Each distinct tag of middle column ``column`` parses as IOB; the first bad one is an error at
-    its first line (found by reading the file again: only on this failing path)."""
+def _check_span_column(path: Path, sentences: list[list[tuple[str, ...]]], *, column: int, at: int,
+                       name: str) -> None:
+    """Each distinct tag of label column ``column`` (field ``at`` of a line) parses as IOB; the first bad
+    one is an error at its first line (found by reading the file again: only on this failing path)."""
     for tag in {token[column] for sentence in sentences for token in sentence}:
         try:
             split_tag(tag)
         except LayercacheError as exc:
-            raise LayercacheError(f"{path}:{_first_line_with(path, column + 1, tag)}: {name} column (column "
-                                  f"{column + 2}): {exc}") from None
+            raise LayercacheError(f"{path}:{_first_line_with(path, at, tag)}: {name} column (column "
+                                  f"{at + 1}): {exc}") from None
 
 
 def _first_line_with(path: Path, column: int, value: str) -> int | str:
@@ -424,7 +551,7 @@ def _read_wnut16() -> tuple[str, str, dict[str, list[Sentence]]]:
 # HF datasets (save_to_disk directories and the hub): DatasetDict -> sentences
 
 
-def _read_hf_disk(directory: Path) -> tuple[dict[str, list[Sentence]], Extras]:
+def _read_hf_disk(directory: Path, read: Reading) -> tuple[dict[str, list[Sentence]], Extras]:
     """Load a ``save_to_disk`` directory (a DatasetDict or a single Dataset) without network."""
     import datasets
 
@@ -434,16 +561,17 @@ def _read_hf_disk(directory: Path) -> tuple[dict[str, list[Sentence]], Extras]:
         raise LayercacheError(
             f"{directory}: cannot load datasets save_to_disk data: {one_line(err)}"
         ) from None
-    return _from_hf(loaded, where=str(directory))
+    return _from_hf(loaded, where=str(directory), read=read)
 
 
 # ClassLabel sequence columns read beside ``ner_tags`` when every split has them (CoNLL-2003 on the hub).
 HF_LABEL_COLUMNS = {"pos_tags": ("pos", TOKEN), "chunk_tags": ("chunk", SPAN)}
 
 
-def _from_hf(loaded, *, where: str) -> tuple[dict[str, list[Sentence]], Extras]:
-    """Convert a HF Dataset/DatasetDict with ``tokens`` and ClassLabel ``ner_tags`` columns (and
-    ``pos_tags``/``chunk_tags`` as label sets where every split has them)."""
+def _from_hf(loaded, *, where: str, read: Reading) -> tuple[dict[str, list[Sentence]], Extras]:
+    """Convert a HF Dataset/DatasetDict with word and tag fields (``tokens`` and ``ner_tags`` unless
+    ``read`` names others; tags as ClassLabel ids or strings), and ``pos_tags``/``chunk_tags`` as label
+    sets where every split has them."""
     import datasets
 
     if isinstance(loaded, datasets.Dataset):
@@ -452,7 +580,7 @@ def _from_hf(loaded, *, where: str) -> tuple[dict[str, list[Sentence]], Extras]:
     raw: dict[str, list[Sentence]] = {}
     for split, table in loaded.items():
         canonical = SPLIT_ALIASES.get(str(split), str(split))
-        raw[canonical] = _hf_split(table, where=f"{where} split {split!r}")
+        raw[canonical] = _hf_split(table, where=f"{where} split {split!r}", read=read)
     extras: Extras = {}
     for column, (name, kind) in HF_LABEL_COLUMNS.items():
         if not all(column in table.column_names for table in loaded.values()):
@@ -462,54 +590,65 @@ def _from_hf(loaded, *, where: str) -> tuple[dict[str, list[Sentence]], Extras]:
             names = getattr(table.features[column], "feature", None)
             if not isinstance(names, datasets.ClassLabel):
                 break
-            rows = [ids for words, ids in zip(table["tokens"], table[column]) if words]
+            rows = [ids for words, ids in zip(table[read.tokens_field], table[column]) if words]
             tags[SPLIT_ALIASES.get(str(split), str(split))] = [[names.names[i] for i in ids] for ids in rows]
         else:
             extras[name] = (kind, tags)
     return raw, extras
 
 
-def _hf_label_names(table, *, where: str) -> list[str]:
-    """Tag names of the ``ner_tags`` ClassLabel, each checked as a tag."""
+def _hf_label_names(table, *, where: str, read: Reading) -> list[str] | None:
+    """Tag names of the tag field's ClassLabel, each checked as a tag; None when it holds tag strings."""
     import datasets
 
-    missing = [c for c in ("tokens", "ner_tags") if c not in table.column_names]
+    fields = {read.tokens_field: "--tokens-field", read.tags_field: "--tags-field"}
+    missing = [f"{name!r} ({option})" for name, option in fields.items() if name not in table.column_names]
     if missing:
-        raise LayercacheError(
-            f"{where}: needs columns 'tokens' and 'ner_tags'; missing {', '.join(missing)} "
-            f"(has {', '.join(table.column_names)})"
-        )
-    inner = getattr(table.features["ner_tags"], "feature", None)
+        raise LayercacheError(f"{where}: no field {' and no field '.join(missing)}; it has "
+                              f"{', '.join(table.column_names)}")
+    tags = read.tags_field
+    inner = getattr(table.features[tags], "feature", None)
+    if isinstance(inner, datasets.Value) and inner.dtype in ("string", "large_string"):
+        return None
     if not isinstance(inner, datasets.ClassLabel):
-        raise LayercacheError(
-            f"{where}: column 'ner_tags' must be a sequence of ClassLabel, got {table.features['ner_tags']}"
-        )
+        raise LayercacheError(f"{where}: field {tags!r} must be a sequence of ClassLabel or of tag strings, "
+                              f"got {table.features[tags]}")
     for name in inner.names:
-        split_tag(name, where=f"{where} ner_tags label")
+        split_tag(name, where=f"{where} {tags} label")
     return list(inner.names)
 
 
-def _hf_split(table, *, where: str) -> list[Sentence]:
+def _hf_split(table, *, where: str, read: Reading) -> list[Sentence]:
     """Rows -> (words, tag names); empty rows carry no words and are skipped."""
-    names = dict(enumerate(_hf_label_names(table, where=where)))
-    columns = table.select_columns(["tokens", "ner_tags"]).to_dict()
+    label_names = _hf_label_names(table, where=where, read=read)
+    names = dict(enumerate(label_names or []))
+    tokens, tags_field = read.tokens_field, read.tags_field
+    columns = table.select_columns(list(dict.fromkeys([tokens, tags_field]))).to_dict()
     sentences: list[Sentence] = []
-    for row, (words, ids) in enumerate(zip(columns["tokens"], columns["ner_tags"])):
+    first_row: dict[str, int] = {}  # tag strings: each distinct tag is checked once, at its first row
+    for row, (words, ids) in enumerate(zip(columns[tokens], columns[tags_field])):
         if len(words) != len(ids):
-            raise LayercacheError(f"{where} row {row}: {len(words)} tokens but {len(ids)} ner_tags")
-        try:
-            tags = [names[i] for i in ids]
-        except KeyError as err:
-            raise LayercacheError(f"{where} row {row}: ner_tags id {err.args[0]} is not a label") from None
+            raise LayercacheError(f"{where} row {row}: {len(words)} {tokens} but {len(ids)} {tags_field}")
+        if label_names is None:
+            tags = [str(tag) for tag in ids]
+            for tag in tags:
+                first_row.setdefault(tag, row)
+        else:
+            try:
+                tags = [names[i] for i in ids]
+            except KeyError as err:
+                raise LayercacheError(f"{where} row {row}: {tags_field} id {err.args[0]} is not a label") from None
         if words:
             sentences.append(([str(w) for w in words], tags))
+    for tag, row in first_row.items():
+        split_tag(tag, where=f"{where} row {row} field {tags_field!r}")
     return sentences
 
 
-def _read_hub(spec: str) -> tuple[str, str, dict[str, list[Sentence]], Extras]:
+def _read_hub(spec: str, read: Reading) -> tuple[str, str, dict[str, list[Sentence]], Extras]:
     """A hub dataset (script-free source chosen by hub_datasets), converted like a local one."""
     name, source, loaded = load_hub(spec)
-    return name, source, *_from_hf(loaded, where=f"hf dataset {spec!r}")
+    return name, source, *_from_hf(loaded, where=f"hf dataset {spec!r}", read=read)
 
 
 # ---------------------------------------------------------------------------------------------

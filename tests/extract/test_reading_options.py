@@ -1,0 +1,156 @@
+"""Which columns of CoNLL-style files and which fields of a HF dataset hold the words and the tags
+(`Reading`; the CLI's --columns, --tokens-field, --tags-field): read as named, and a bad column or a
+missing field is one `error:` line naming the file, line and value."""
+
+from __future__ import annotations
+
+import pytest
+from cli_output import one_error_line
+from click.testing import CliRunner
+
+from layercache.errors import LayercacheError
+from layercache.extract.datasets import Reading, current_reading, load_dataset, parse_columns, reading
+
+TRAIN = [(["Alice", "met", "Bob", "Smith"], ["B-PER", "O", "B-PER", "I-PER"]),
+         (["Acme", "Inc", "is", "in", "Paris"], ["B-ORG", "I-ORG", "O", "O", "B-LOC"])]
+DEV = [(["Carol", "visited", "Rome"], ["B-PER", "O", "B-LOC"])]
+POS = {"O": "NN", "B-PER": "NNP", "I-PER": "NNP", "B-ORG": "NNP", "I-ORG": "NNP", "B-LOC": "NNP"}
+
+
+def _write(path, sentences):
+    """Lines ``WORD TAG POS CHUNK``: the tag in column 1, not the last."""
+    with path.open("w", encoding="utf-8") as f:
+        f.write("-DOCSTART- -X- -X- O\n\n")
+        for words, tags in sentences:
+            for w, t in zip(words, tags):
+                f.write(f"{w} {t} {POS[t]} {'O' if t == 'O' else 'B-NP'}\n")
+            f.write("\n")
+
+
+@pytest.fixture
+def tag_in_column_1(tmp_path):
+    data = tmp_path / "mine"
+    data.mkdir()
+    _write(data / "train.txt", TRAIN)
+    _write(data / "dev.txt", DEV)
+    return data
+
+
+def _hf(tmp_path, *, strings=False):
+    import datasets
+
+    names = ["O", "B-PER", "I-PER", "B-ORG", "I-ORG", "B-LOC"]
+    rows = lambda sentences: {"words": [w for w, _ in sentences],  # noqa: E731
+                              "labels": [t if strings else [names.index(x) for x in t] for _, t in sentences]}
+    tags = datasets.Value("string") if strings else datasets.ClassLabel(names=names)
+    features = datasets.Features({"words": datasets.Sequence(datasets.Value("string")),
+                                  "labels": datasets.Sequence(tags)})
+    folder = tmp_path / ("hf-strings" if strings else "hf")
+    datasets.DatasetDict({split: datasets.Dataset.from_dict(rows(s), features=features)
+                          for split, s in (("train", TRAIN), ("validation", DEV))}).save_to_disk(str(folder))
+    return folder
+
+
+def test_columns_name_the_word_the_tag_and_more_label_sets(tag_in_column_1):
+    data = load_dataset(str(tag_in_column_1), read=Reading(columns="word=0,ner=1,pos=2,chunk=3"))
+    assert data.splits["train"] == TRAIN and data.splits["dev"] == DEV
+    assert data.label_set_names == ["ner", "pos", "chunk"]
+    assert data.column("pos").kind == "token" and data.column("pos").tags["dev"] == [["NNP", "NN", "NNP"]]
+    assert data.column("chunk").kind == "span" and data.column("chunk").names == ["O", "B-NP", "I-NP"]
+    assert data.source.endswith("(columns word=0,ner=1,pos=2,chunk=3)")
+    only = load_dataset(str(tag_in_column_1 / "train.txt"), read=Reading(columns={"ner": 1}))  # word: 0
+    assert only.splits["train"] == TRAIN and only.label_set_names == ["ner"]
+
+
+def test_the_reading_block_is_what_every_load_in_it_uses(tag_in_column_1):
+    with reading(columns="word=0,ner=1"):
+        assert load_dataset(str(tag_in_column_1)).splits["train"] == TRAIN
+    assert current_reading().default
+    with pytest.raises(LayercacheError, match="malformed tag 'B-NP'|chunk column"):  # the last column, by default
+        load_dataset(str(tag_in_column_1))
+
+
+@pytest.mark.parametrize("text, message", [
+    ("word=0,ner=x", "--columns 'word=0,ner=x': 'x' is not a column number"),
+    ("word=0,ner=-1", "'-1' is not a column number"),
+    ("word0,ner=1", "'word0' is not NAME=COLUMN"),
+    ("word=0,pos=1", "name the tag column, e.g. ner=3"),
+    ("word=1,ner=1", "word and ner are the same column (1)"),
+    ("ner=1,ner=2", "ner is given twice"),
+])
+def test_a_bad_columns_value_is_named(text, message):
+    with pytest.raises(LayercacheError) as err:
+        parse_columns(text)
+    assert message in str(err.value)
+
+
+def test_hf_fields_are_named(tmp_path):
+    for strings in (False, True):
+        data = load_dataset(str(_hf(tmp_path, strings=strings)), read=Reading(tokens_field="words", tags_field="labels"))
+        assert data.splits["train"] == TRAIN and data.splits["dev"] == DEV
+        assert data.source.endswith("(fields words, labels)")
+
+
+def _extract(tmp_path, model, data, *options):
+    return CliRunner().invoke(_extract_main(), ["--model", str(model), "--dataset", str(data), "--cache-dir",
+                                                str(tmp_path / "cache"), "--quiet", *options])
+
+
+def _extract_main():
+    from layercache.cli.extract import main
+
+    return main
+
+
+def test_extract_reads_the_columns_given_and_the_entry_is_found_again(tmp_path, tiny_bert_dir, tag_in_column_1):
+    from layercache.cache.reader import open_entry
+    from layercache.cli.options import resolve
+
+    out = _extract(tmp_path, tiny_bert_dir, tag_in_column_1, "--columns", "word=0,ner=1,pos=2")
+    assert out.exit_code == 0, out.output
+    path = out.output.split("cached: ", 1)[1].split()[0]
+    entry = open_entry(path)
+    assert entry.meta["entity_types"] == ["LOC", "ORG", "PER"]
+    assert entry.meta["dataset_source"].endswith("(columns word=0,ner=1,pos=2)")
+    with reading(columns="word=0,ner=1,pos=2"):  # what --columns on train-head, sweep, rank-layers sets
+        found = resolve(None, str(tiny_bert_dir), str(tag_in_column_1), str(tmp_path / "cache"), quiet=True)
+    assert found.path == entry.path
+
+
+def test_extract_reads_named_hf_fields(tmp_path, tiny_bert_dir):
+    out = _extract(tmp_path, tiny_bert_dir, _hf(tmp_path), "--tokens-field", "words", "--tags-field", "labels")
+    assert out.exit_code == 0, out.output
+
+
+def test_a_column_past_the_line_is_one_error_line(tmp_path, tiny_bert_dir, tag_in_column_1):
+    line = one_error_line(_extract(tmp_path, tiny_bert_dir, tag_in_column_1, "--columns", "word=0,ner=7"))
+    assert "train.txt:3: --columns ner=7, but the line has 4 columns (0 to 3): 'Alice B-PER NNP B-NP'" in line
+    assert not (tmp_path / "cache").exists()
+
+
+def test_a_column_of_no_tags_is_one_error_line(tmp_path, tiny_bert_dir, tag_in_column_1):
+    line = one_error_line(_extract(tmp_path, tiny_bert_dir, tag_in_column_1, "--columns", "word=0,ner=2"))
+    assert "train.txt:3 (--columns ner=2): malformed tag 'NNP'" in line
+
+
+def test_a_bad_columns_value_is_one_error_line(tmp_path, tiny_bert_dir, tag_in_column_1):
+    line = one_error_line(_extract(tmp_path, tiny_bert_dir, tag_in_column_1, "--columns", "word=0,ner=three"))
+    assert "'three' is not a column number" in line
+
+
+def test_a_missing_hf_field_is_one_error_line(tmp_path, tiny_bert_dir):
+    line = one_error_line(_extract(tmp_path, tiny_bert_dir, _hf(tmp_path), "--tokens-field", "words",
+                                   "--tags-field", "ner"))
+    assert "hf split 'train': no field 'ner' (--tags-field); it has words, labels" in line
+
+
+@pytest.mark.parametrize("options, message", [
+    (["--columns", "word=0,ner=1"], "--columns names the columns of CoNLL-style files"),
+])
+def test_columns_on_a_hf_dataset_is_one_error_line(tmp_path, tiny_bert_dir, options, message):
+    assert message in one_error_line(_extract(tmp_path, tiny_bert_dir, _hf(tmp_path), *options))
+
+
+def test_fields_on_conll_files_is_one_error_line(tmp_path, tiny_bert_dir, tag_in_column_1):
+    line = one_error_line(_extract(tmp_path, tiny_bert_dir, tag_in_column_1, "--tags-field", "labels"))
+    assert "--tokens-field and --tags-field name the fields of a HF dataset" in line
