@@ -24,9 +24,10 @@ from ..cache.manage import (
     verify,
 )
 from ..cache.store import open_group
+from ..display import human_bytes
 from ..errors import LayercacheError
 from ..tasks import task_of
-from .errors import friendly_errors, human_bytes
+from .errors import friendly_errors
 from .options import cache_dir_option, quiet_option
 
 

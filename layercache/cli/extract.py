@@ -8,12 +8,13 @@ from pathlib import Path
 
 import click
 
+from ..display import human_bytes
 from ..errors import LayercacheError
 from ..extract.datasets import current_reading
 from ..extract.estimate import Estimate, estimate
 from ..extract.run import DTYPES, GRANULARITIES, POOLINGS, ExtractConfig, extract
 from ..tasks import task_of
-from .errors import friendly_errors, human_bytes
+from .errors import friendly_errors
 from .options import (
     cache_dir_option,
     dataset_reading_options,

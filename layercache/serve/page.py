@@ -24,7 +24,7 @@ from starlette.routing import Route
 
 from ..cache.manage import EntryStatus, list_entries
 from ..cache.usage import being_written, last_read
-from ..cli.errors import human_bytes
+from ..display import human_bytes
 from ..tasks import DEFAULT_TASK
 from . import runs
 
