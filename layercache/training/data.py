@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Protocol
 import numpy as np
 
 from ..cache.reader import MetaViews, rows_of
+from ..cache.store import bfloat16_to_float32
 from ..errors import LayercacheError
 from ..layers import LayerSpec, parse_layers, rank_layers
 from ..tasks import task_of
@@ -151,12 +152,14 @@ class SplitArrays(Sentences):
     """Some sentences of one split, some layers, in memory (rows are words, or subwords)."""
 
     name: str
-    hidden: np.ndarray  # [rows, n_layers, d], storage dtype (float16)
+    hidden: np.ndarray  # [rows, n_layers, d] as stored (float16, float32, int8; bfloat16 as uint16 bits)
     labels: np.ndarray  # [rows] int64, IGNORE where no loss (non-first subwords)
     offsets: np.ndarray  # [n + 1] int64, sentence i = rows offsets[i]:offsets[i + 1]
     layers: tuple[int, ...]  # the cache layer id of each hidden[:, j]
     sentence_ids: np.ndarray  # [n] the cache's sentence ids, in the order held
     starts: np.ndarray | None = None  # [n] the cache row of each sentence's first row (None: unknown)
+    scales: np.ndarray | None = None  # [rows, n_layers] float32: int8 storage's per-vector scales
+    storage: str = "float16"  # the storage dtype's name (`CacheSplit.storage`): how to read ``hidden``
     _memo: dict = field(default_factory=dict, repr=False)  # built once: tensors per device, true entities
     _last_view: tuple = field(default=(), repr=False)  # (layers, SplitArrays): a sweep's runs share it
 
@@ -169,20 +172,34 @@ class SplitArrays(Sentences):
         rows = self.rows_of(positions)
         offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
         return SplitArrays(self.name, self.hidden[rows], self.labels[rows], offsets, self.layers,
-                           self.sentence_ids[positions], None if self.starts is None else self.starts[positions])
+                           self.sentence_ids[positions], None if self.starts is None else self.starts[positions],
+                           None if self.scales is None else self.scales[rows], self.storage)
 
     def take_layers(self, layers: Sequence[int]) -> SplitArrays:
         """Only the given cache layers (which must be held), in the order given."""
         def build(layers):
             index = [self.layers.index(x) for x in layers]
+            scales = None if self.scales is None else np.ascontiguousarray(self.scales[:, index])
             return SplitArrays(self.name, np.ascontiguousarray(self.hidden[:, index]), self.labels, self.offsets,
-                               layers, self.sentence_ids, self.starts)
+                               layers, self.sentence_ids, self.starts, scales, self.storage)
 
         return self._layer_view(layers, build)
 
     def layer(self, layer: int) -> np.ndarray:
-        """[rows, d] of one held cache layer."""
-        return self.hidden[:, self.layers.index(layer)]
+        """[rows, d] of one held cache layer, as numbers (float16 or float32)."""
+        j = self.layers.index(layer)
+        if self.storage == "bfloat16":
+            return bfloat16_to_float32(self.hidden[:, j])
+        if self.scales is not None:
+            from ..cache.int8 import dequantize  # torch, only where an int8 split is read as numbers
+
+            return dequantize(self.hidden[:, j], self.scales[:, j])  # float32
+        return self.hidden[:, j]
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes held: the stored values, and int8's scales."""
+        return int(self.hidden.nbytes) + (0 if self.scales is None else int(self.scales.nbytes))
 
     @property
     def row_bytes(self) -> int:
@@ -190,15 +207,18 @@ class SplitArrays(Sentences):
         return self.hidden.shape[1] * self.hidden.shape[2] * 4
 
     def _tensors(self, device, dtype=None):
-        """(hidden [rows, L, d], labels [rows], offsets [n+1]) on ``device``, made once: the hidden
-        states in the storage dtype, or converted once to ``dtype`` (the autocast dtype of a run,
-        so its batches are slices and gathers, never conversions)."""
+        """(hidden [rows, L, d], scales [rows, L] or None, labels [rows], offsets [n+1]) on ``device``,
+        made once: the hidden states in the storage dtype (int8 with its scales: each batch is
+        widened on the device), or converted once to ``dtype`` (the autocast dtype of a run, so its
+        batches are slices and gathers, never conversions)."""
         import torch
 
         def build():
-            hidden = torch.from_numpy(self.hidden)
-            hidden = hidden.to(device) if dtype is None else hidden.to(device=device, dtype=dtype)
-            return hidden, torch.from_numpy(self.labels).to(device), torch.from_numpy(self.offsets).to(device)
+            hidden = stored_tensor(self.hidden, self.storage).to(device)
+            scales = None if self.scales is None else torch.from_numpy(self.scales).to(device)
+            if dtype is not None:
+                hidden, scales = widen(hidden, scales, dtype), None
+            return hidden, scales, torch.from_numpy(self.labels).to(device), torch.from_numpy(self.offsets).to(device)
 
         return self.cached(("tensors", str(device), str(dtype)), build)
 
@@ -210,9 +230,9 @@ class SplitArrays(Sentences):
         import torch
 
         dtype = dtype or torch.float32
-        hidden, labels, _ = self._tensors(device, dtype if self.converted(device, dtype) else None)
+        hidden, scales, labels, _ = self._tensors(device, dtype if self.converted(device, dtype) else None)
         a, b = int(self.offsets[lo]), int(self.offsets[hi])
-        x = hidden[a:b].to(dtype)  # [R, L, d]: a view when already in dtype
+        x = widen(hidden[a:b], None if scales is None else scales[a:b], dtype)  # [R, L, d]: a view when in dtype
         mask = torch.ones((1, b - a), dtype=torch.bool, device=hidden.device)
         return Batch(x[None], mask, labels[a:b][None])
 
@@ -227,7 +247,7 @@ class SplitArrays(Sentences):
             return False  # float32 batches are widened per batch: a float32 copy would double the split
         if ("tensors", str(device), str(dtype)) in self._memo:
             return True
-        return self.hidden.nbytes <= budget.memory_budget(device)
+        return self.nbytes <= budget.memory_budget(device)
 
     def batch(self, positions, *, device, packed: bool = False, multiple: int = 1) -> Batch:
         """Sentences at ``positions`` padded to ``[B, T, L, d]`` float32 (zeros at padding), or with
@@ -242,7 +262,7 @@ class SplitArrays(Sentences):
 
         from ..transfer import to_device
 
-        hidden, labels, offsets = self._tensors(device)
+        hidden, scales, labels, offsets = self._tensors(device)
         positions = np.asarray(positions, dtype=np.int64)
         host_lengths = self.lengths[positions]  # [B]: known on the host, so no shape waits for the device
         pos = to_device(positions, offsets.device)  # [B]: the only copy; rows are indexed on the device
@@ -255,7 +275,7 @@ class SplitArrays(Sentences):
             rows = torch.repeat_interleave(starts - first, lengths, output_size=n) + torch.arange(
                 n, device=offsets.device)  # [n] cache rows, sentence after sentence
             x = hidden.new_empty((n + pad, *hidden.shape[1:]), dtype=torch.float32)  # [rows, L, d]
-            x[:n] = hidden[rows]  # gathered in the storage dtype, widened in the copy
+            x[:n] = widen(hidden[rows], None if scales is None else scales[rows], torch.float32)  # gathered, then widened
             x[n:] = 0
             y = labels[rows]
             if pad:
@@ -270,7 +290,23 @@ class SplitArrays(Sentences):
         x = hidden[rows]  # [B, T, L, d] storage dtype
         x.masked_fill_(~mask[:, :, None, None], 0)  # zeros at padding (on the narrow dtype: cheaper)
         y = torch.where(mask, labels[rows], IGNORE)  # [B, T]
-        return Batch(x.float(), mask, y)
+        return Batch(widen(x, None if scales is None else scales[rows], torch.float32), mask, y)
+
+
+def stored_tensor(values: np.ndarray, storage: str):
+    """Held values as a tensor of the storage dtype (bfloat16 is held as its uint16 bits: a view)."""
+    import torch
+
+    tensor = torch.from_numpy(values)
+    return tensor.view(torch.bfloat16) if storage == "bfloat16" else tensor
+
+
+def widen(values, scales, dtype):
+    """Stored values (a slice or gather of `stored_tensor`) as ``dtype`` on their device: int8 times
+    its per-vector scale (float32 ``scales [..., L]``, the product in float32), the others cast."""
+    if scales is None:
+        return values.to(dtype)
+    return (values * scales[..., None]).to(dtype)  # int8 * float32 -> float32
 
 
 def sentence_rows(split, sentences) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -299,9 +335,9 @@ def sentence_rows(split, sentences) -> tuple[np.ndarray, np.ndarray, np.ndarray]
 def _load_split(split, *, sentences, layers: Sequence[int]) -> SplitArrays:
     """Read ``sentences`` (None = all, in order) of a `CacheSplit` with ``layers``: one cache read."""
     ids, offsets, labels = sentence_rows(split, sentences)
-    hidden = split.hidden(sentences=sentences, layers=list(layers))  # [rows, L, d] storage dtype
-    return SplitArrays(split.name, np.ascontiguousarray(hidden), labels, offsets, tuple(int(x) for x in layers), ids,
-                       split.offsets[ids].astype(np.int64))
+    hidden, scales = split.stored(sentences=sentences, layers=list(layers))  # [rows, L, d] as stored
+    return SplitArrays(split.name, hidden, labels, offsets, tuple(int(x) for x in layers), ids,
+                       split.offsets[ids].astype(np.int64), scales, split.storage)
 
 
 # ----------------------------------------------------------------------------------------------

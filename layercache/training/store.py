@@ -80,7 +80,7 @@ def _read(split, *, sentences, layers: tuple[int, ...]):
     else:
         ids = np.asarray(sentences, dtype=np.int64)
         rows = int((split.offsets[ids + 1] - split.offsets[ids]).sum())
-    if split.nbytes(rows=rows, layers=len(layers)) <= budget.memory_budget():
+    if split.stored_nbytes(rows=rows, layers=len(layers)) <= budget.memory_budget():
         return _load_split(split, sentences=sentences, layers=layers)
     ids, offsets, labels = sentence_rows(split, sentences)
     return StreamedSplit(split.name, split, labels, offsets, layers, ids, split.offsets[ids].astype(np.int64))
@@ -95,5 +95,4 @@ def _keep(key: tuple, opened) -> None:
 
 
 def _nbytes(split) -> int:
-    hidden = getattr(split, "hidden", None)
-    return int(hidden.nbytes) if isinstance(hidden, np.ndarray) else 0
+    return 0 if split.streamed else split.nbytes

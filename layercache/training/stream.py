@@ -169,20 +169,22 @@ class StreamedSplit(Sentences):
         """Block ``key`` read from the cache: (its positions, their rows held)."""
         positions = np.flatnonzero(self._keys() == key)
         ids = self.sentence_ids[positions]
-        hidden = self.source.hidden(sentences=ids, layers=list(self.layers))  # each layer a slice of the block's rows
+        hidden, scales = self.source.stored(sentences=ids, layers=list(self.layers))  # each layer a slice of the block
         offsets = np.concatenate([[0], np.cumsum(self.lengths[positions])]).astype(np.int64)
-        return positions, SplitArrays(self.name, np.ascontiguousarray(hidden), self.labels[self.rows_of(positions)],
-                                      offsets, self.layers, ids, self.starts[positions])
+        return positions, SplitArrays(self.name, hidden, self.labels[self.rows_of(positions)], offsets, self.layers, ids,
+                                      self.starts[positions], scales, self.source.storage)
 
     def _gather(self, positions: np.ndarray, keys: np.ndarray) -> SplitArrays:
         """The sentences at ``positions`` copied out of their blocks (a training step across blocks)."""
-        hidden, labels = [], []
+        hidden, scales, labels = [], [], []
         for p, key in zip(positions, keys):
             held, block = self._block(int(key))
             j = int(np.searchsorted(held, p))
             lo, hi = block.offsets[j], block.offsets[j + 1]
             hidden.append(block.hidden[lo:hi])
+            scales.append(None if block.scales is None else block.scales[lo:hi])
             labels.append(block.labels[lo:hi])
         offsets = np.concatenate([[0], np.cumsum(self.lengths[positions])]).astype(np.int64)
         return SplitArrays(self.name, np.concatenate(hidden), np.concatenate(labels), offsets, self.layers,
-                           self.sentence_ids[positions], self.starts[positions])
+                           self.sentence_ids[positions], self.starts[positions],
+                           None if scales[0] is None else np.concatenate(scales), self.source.storage)

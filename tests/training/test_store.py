@@ -117,7 +117,7 @@ def test_held_and_streamed_score_alike(entry, monkeypatch):
 
 def test_the_store_keeps_within_its_budget(entry, monkeypatch):
     split = entry.split("dev")
-    one = split.nbytes(rows=split.n_rows, layers=1)
+    one = split.stored_nbytes(rows=split.n_rows, layers=1)
     monkeypatch.setattr(budget, "MEMORY_BUDGET_BYTES", int(1.5 * one))
     a = store.open_split(split, sentences=None, layers=[1])
     store.open_split(split, sentences=None, layers=[2])  # a second layer: the first one is let go
