@@ -7,8 +7,9 @@ into the object. Entries, checkpoints and records from before tasks existed carr
 are NER (`DEFAULT_TASK`).
 
 A new task (POS or chunk tagging, say) is one more `Task` in `TASKS`, plus its training behaviour
-in `layercache.training.tasks`. This module imports nothing heavy, so the command line can list
-the tasks without loading torch.
+in `layercache.training.tasks` (`training_of`, keyed by the task's name; the head's class is
+`head_class` there). This module imports nothing heavy, nor anything of the project but
+`layercache.errors`, so the command line can list the tasks without loading torch.
 """
 
 from __future__ import annotations
@@ -39,19 +40,6 @@ class Task:
     def flag(self) -> str:
         """What a suggested command line adds for this task: nothing for the default, else `` --task NAME``."""
         return "" if self.is_default else f" --task {self.name}"
-
-    @property
-    def training(self):
-        """What differs in the training loop (`layercache.training.tasks`; imports torch)."""
-        from .training.tasks import TRAINING
-
-        return TRAINING[self.name]
-
-    def head_class(self):
-        """The head's class (imports torch)."""
-        from . import fusions
-
-        return getattr(fusions, self.head)
 
 
 NER = Task(

@@ -43,12 +43,12 @@ def test_what_the_library_asks():
     assert (NER.checkpoint_version, MLM.checkpoint_version) == (2, 3)  # pinned: older readers rely on them
 
 
-def test_heads_and_training_behaviour_hang_off_the_task():
+def test_heads_and_training_behaviour_are_found_by_the_task():
     from layercache.fusions import FusedMaskedLM, TokenTagger
     from layercache.training import tasks as training
 
-    assert NER.head_class() is TokenTagger and MLM.head_class() is FusedMaskedLM
-    assert isinstance(NER.training, training.NER) and isinstance(MLM.training, training.MLM)
+    assert training.head_class(NER) is TokenTagger and training.head_class(MLM) is FusedMaskedLM
+    assert isinstance(training.training_of(NER), training.NER) and isinstance(training.training_of("mlm"), training.MLM)
     assert set(training.TRAINING) == set(TASKS)
 
 

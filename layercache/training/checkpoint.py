@@ -94,13 +94,15 @@ def load_checkpoint(path: str, *, entry=None, device: str = "cpu"):
     width or depth is refused, naming both."""
     from safetensors.torch import load_model
 
+    from .tasks import head_class
+
     weights, config_path = checkpoint_paths(path)
     meta = read_checkpoint_meta(path)
     if entry is not None:
         check_compatible(meta, entry)
     if meta.get("format_version", 1) < 2:  # written before layer_score existed: the paper's score ran
         meta["tagger"].setdefault("layer_score", "paper")
-    tagger = task_of(meta).head_class()(**meta["tagger"])
+    tagger = head_class(meta)(**meta["tagger"])
     try:
         load_model(tagger, weights, strict=True, device=str(device))
     except (RuntimeError, KeyError, ValueError) as exc:

@@ -1,7 +1,8 @@
 """What differs between the heads' objectives in training, so one training loop serves both: how a
 head is built, which rows of a batch are scored, how a split is scored, and which evaluation is best.
 The tasks themselves (their names and what the rest of the library asks of them) are
-`layercache.tasks`; each `Task.training` is one of the objects here.
+`layercache.tasks`; `training_of(task)` is one of the objects here, found by the task's name (the
+registry below imports nothing of training, so it never names these objects itself).
 
 - ``ner``: a `TokenTagger` over every word; dev/test seqeval micro-F1, higher is better.
 - ``mlm``: a `FusedMaskedLM` over the masked rows only (labels != IGNORE), its decoder tied to the
@@ -35,7 +36,19 @@ def training_task(config: TrainConfig, meta: dict, *, where: str | None = None):
         raise LayercacheError(f"task {wanted.name!r} needs a {wanted.name} cache entry, but {where or meta.get('key')} "
                               f"holds {cached.name!r} data (pass --task {cached.name} to train on it, or extract with "
                               f"--task {wanted.name})")
-    return wanted.training
+    return training_of(wanted)
+
+
+def training_of(task):
+    """What differs in the training loop for ``task`` (a `Task`, or anything `task_of` reads)."""
+    return TRAINING[task_of(task).name]
+
+
+def head_class(task) -> type:
+    """The `layercache.fusions` class of ``task``'s heads (a `Task`, or anything `task_of` reads)."""
+    from .. import fusions
+
+    return getattr(fusions, task_of(task).head)
 
 
 def batch_loss(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
