@@ -14,23 +14,10 @@ import numpy as np
 
 from ..errors import LayercacheError
 from ..tasks import task_of
-from ..training.data import IGNORE, Batch, EntryViews, Sentences
+from ..training.data import IGNORE, Batch, EntryViews
 from ..training.sampling import few_shot_sample
 from .freeze import freeze
-
-
-class LiveStates(Sentences):
-    """What every live split shares: hidden states come from the backbone per batch, never kept."""
-
-    static = False  # hidden states change while the backbone trains: never cache eval batches
-
-    @property
-    def hidden(self):
-        raise LayercacheError("FT mode computes hidden states live; --layers auto:K needs a cache (use FE)")
-
-    @property
-    def row_bytes(self) -> int:
-        return 0  # never kept: live batches are built per evaluation
+from .states import LiveStates
 
 
 @dataclass(eq=False)

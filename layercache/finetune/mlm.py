@@ -15,7 +15,7 @@ import numpy as np
 
 from ..errors import LayercacheError
 from ..training.data import IGNORE, Batch
-from .data import LiveStates
+from .states import LiveStates
 
 
 @dataclass(eq=False)
