@@ -214,6 +214,9 @@ class SplitArrays(Sentences):
         import torch
 
         def build():
+            if dtype is not None and ("tensors", str(device), "None") in self._memo:  # already there (a staged block)
+                hidden, scales, labels, offsets = self._tensors(device)
+                return widen(hidden, scales, dtype), None, labels, offsets
             hidden = stored_tensor(self.hidden, self.storage).to(device)
             scales = None if self.scales is None else torch.from_numpy(self.scales).to(device)
             if dtype is not None:
@@ -293,11 +296,12 @@ class SplitArrays(Sentences):
         return Batch(widen(x, None if scales is None else scales[rows], torch.float32), mask, y)
 
 
-def stored_tensor(values: np.ndarray, storage: str):
-    """Held values as a tensor of the storage dtype (bfloat16 is held as its uint16 bits: a view)."""
+def stored_tensor(values, storage: str):
+    """Held values (numpy, or a tensor of their bytes on a device) as a tensor of the storage dtype
+    (bfloat16 is held as its uint16 bits: a view)."""
     import torch
 
-    tensor = torch.from_numpy(values)
+    tensor = values if isinstance(values, torch.Tensor) else torch.from_numpy(values)
     return tensor.view(torch.bfloat16) if storage == "bfloat16" else tensor
 
 

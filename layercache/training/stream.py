@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from . import budget
-from .data import Batch, Sentences, SplitArrays, _load_split
+from .data import Batch, Sentences, SplitArrays, _load_split, stored_tensor
 
 _READER = []  # one thread per process reads the next block while the current one computes
 
@@ -50,6 +50,7 @@ class StreamedSplit(Sentences):
     _blocks: OrderedDict = field(default_factory=OrderedDict, repr=False)  # block key -> (positions, SplitArrays)
     _pending: dict = field(default_factory=dict, repr=False)  # block key -> Future of `_read_block`, read ahead
     _last_view: tuple = field(default=(), repr=False)
+    _device: object = field(default=None, repr=False)  # where the last batch went: blocks read ahead go there
 
     streamed = True
 
@@ -89,6 +90,7 @@ class StreamedSplit(Sentences):
     def batch(self, positions, *, device, packed: bool = False, multiple: int = 1) -> Batch:
         """As `SplitArrays.batch`, from the blocks that hold ``positions`` (read when not kept)."""
         positions = np.asarray(positions, dtype=np.int64)
+        self._device = device
         keys = self._keys()[positions]
         if len(keys) and (keys == keys[0]).all():  # evaluation batches always, training mostly
             held, block = self._block(int(keys[0]))
@@ -100,6 +102,7 @@ class StreamedSplit(Sentences):
         """The batches of ``groups`` (`eval_groups`, which never span blocks), one block kept at a time
         while the next one is read in the background (`_ahead`)."""
         keys = [int(self._keys()[g[0]]) for g in groups if len(g)]
+        self._device = device
         try:
             for i, group in enumerate(g for g in groups if len(g)):
                 self._ahead(keys, i)
@@ -111,6 +114,7 @@ class StreamedSplit(Sentences):
         """`SplitArrays.row_batch` of each chunk of consecutive positions (`evaluation.row_chunks`,
         which never span blocks), one block kept at a time while the next is read (`_ahead`)."""
         keys = [int(self._keys()[c[0]]) for c in chunks]
+        self._device = device
         try:
             for i, chunk in enumerate(chunks):
                 self._ahead(keys, i)
@@ -161,6 +165,11 @@ class StreamedSplit(Sentences):
             return self._blocks[key]
         pending = self._pending.pop(key, None)
         self._blocks[key] = pending.result() if pending is not None else self._read_block(key)
+        copied = self._blocks[key][1]._memo.pop("copied", None)
+        if copied is not None:  # staged for a GPU: the compute stream waits for the copy, the host does not
+            from .staging import ready
+
+            ready(self._blocks[key][1]._memo[("tensors", str(self._device), "None")][:2], copied)
         while len(self._blocks) > 2 * budget.SHUFFLE_WINDOW:  # a step spans at most two windows
             self._blocks.popitem(last=False)
         return self._blocks[key]
@@ -171,8 +180,12 @@ class StreamedSplit(Sentences):
         ids = self.sentence_ids[positions]
         hidden, scales = self.source.stored(sentences=ids, layers=list(self.layers))  # each layer a slice of the block
         offsets = np.concatenate([[0], np.cumsum(self.lengths[positions])]).astype(np.int64)
-        return positions, SplitArrays(self.name, hidden, self.labels[self.rows_of(positions)], offsets, self.layers, ids,
-                                      self.starts[positions], scales, self.source.storage)
+        block = SplitArrays(self.name, hidden, self.labels[self.rows_of(positions)], offsets, self.layers, ids,
+                            self.starts[positions], scales, self.source.storage)
+        device = self._device
+        if device is not None and str(device).startswith("cuda"):
+            _stage(block, device)
+        return positions, block
 
     def _gather(self, positions: np.ndarray, keys: np.ndarray) -> SplitArrays:
         """The sentences at ``positions`` copied out of their blocks (a training step across blocks)."""
@@ -188,3 +201,19 @@ class StreamedSplit(Sentences):
         return SplitArrays(self.name, np.concatenate(hidden), np.concatenate(labels), offsets, self.layers,
                            self.sentence_ids[positions], self.starts[positions],
                            None if scales[0] is None else np.concatenate(scales), self.source.storage)
+
+
+def _stage(block: SplitArrays, device) -> None:
+    """Send ``block``'s tensors to the CUDA ``device`` through the process's pinned buffers, without
+    waiting (`staging`): what its batches find (`SplitArrays._tensors`), with the event that the
+    first one waits for on the device."""
+    from ..transfer import to_device
+    from .staging import staging
+
+    hidden, copied = staging().to_device(block.hidden, device)
+    scales = None
+    if block.scales is not None:
+        scales, copied = staging().to_device(block.scales, device)  # one copy stream: the later event covers both
+    block._memo[("tensors", str(device), "None")] = (stored_tensor(hidden, block.storage), scales,
+                                                      to_device(block.labels, device), to_device(block.offsets, device))
+    block._memo["copied"] = copied

@@ -152,3 +152,24 @@ def test_a_streamed_pass_reads_the_next_block_while_this_one_computes(entry, mon
     monkeypatch.setattr(budget, "MEMORY_BUDGET_BYTES", None)
     held = load_data(entry).dev.take_layers(held_result.layers)
     assert not held.streamed and score(held_result.tagger, held, **kw) == (f1, loss)
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_streamed_blocks_pass_through_pinned_buffers_allocated_once(entry, monkeypatch):
+    from layercache.training import staging
+    from layercache.training.evaluation import score
+
+    result = train_head(TrainConfig(fusion="concat", shots=4, epochs=1, seed=0, lr=1e-2), load_data(entry))
+    tagger = result.tagger.to("cuda")
+    kw = dict(device="cuda", label_names=entry.label_names, batch_size=4)
+    held = score(tagger, load_data(entry).dev.take_layers(result.layers), **kw)
+    store.clear()
+    monkeypatch.setattr(budget, "MEMORY_BUDGET_BYTES", 0)
+    monkeypatch.setattr(budget, "BLOCK_ROWS", 64)
+    streamed = load_data(entry).dev.take_layers(result.layers)
+    assert streamed.streamed and score(tagger, streamed, **kw) == held
+    buffers = [b.data_ptr() for b in staging.staging()._buffers]
+    assert score(tagger, streamed, **kw) == held
+    assert [b.data_ptr() for b in staging.staging()._buffers] == buffers  # reused, not allocated again
+    assert all(b.is_pinned() for b in staging.staging()._buffers)
