@@ -24,10 +24,12 @@ from __future__ import annotations
 
 import torch
 from torch import nn
-from transformers import AutoConfig, AutoModel, PreTrainedConfig, PreTrainedModel
+from transformers import AutoConfig, AutoModel, AutoModelForTokenClassification, PreTrainedConfig, PreTrainedModel
+from transformers import __version__ as transformers_version
 from transformers.modeling_outputs import TokenClassifierOutput
 
 from ..fusions.tagger import TokenTagger
+from .support import supported
 
 MODEL_TYPE = "layercache-tagger"
 
@@ -209,10 +211,12 @@ def _b_to_i(id2label) -> list[tuple[int, int]]:
     return pairs
 
 
-def _register() -> None:
-    from .register import register
+def register_auto_classes() -> None:
+    """Add ``layercache-tagger`` to `AutoConfig` and `AutoModelForTokenClassification` (idempotent)."""
+    AutoConfig.register(MODEL_TYPE, LayercacheTaggerConfig, exist_ok=True)
+    AutoModelForTokenClassification.register(LayercacheTaggerConfig, LayercacheForTokenClassification,
+                                             exist_ok=True)
 
-    register()  # whoever imports this module first gets the auto classes that load it
 
-
-_register()
+if supported(transformers_version):
+    register_auto_classes()  # whoever imports this module first gets the auto classes that load it

@@ -15,6 +15,8 @@ import importlib.util
 import sys
 import warnings
 
+from .support import supported
+
 TRIGGER = "transformers.models.auto.modeling_auto"
 
 
@@ -26,19 +28,11 @@ def register() -> None:
     if not supported(transformers.__version__):
         return
     modeling = sys.modules.get(f"{__package__}.modeling")
-    if modeling is not None and not hasattr(modeling, "LayercacheForTokenClassification"):
+    if modeling is not None and not hasattr(modeling, "register_auto_classes"):
         return  # being imported (its own transformers import fired the hook): it registers when it is done
-    from transformers import AutoConfig, AutoModelForTokenClassification
+    from .modeling import register_auto_classes  # a first import registers them itself
 
-    from .modeling import MODEL_TYPE, LayercacheForTokenClassification, LayercacheTaggerConfig
-
-    AutoConfig.register(MODEL_TYPE, LayercacheTaggerConfig, exist_ok=True)
-    AutoModelForTokenClassification.register(LayercacheTaggerConfig, LayercacheForTokenClassification,
-                                             exist_ok=True)
-
-
-def supported(version: str) -> bool:
-    return int(version.split(".")[0]) >= 5
+    register_auto_classes()
 
 
 def _register_quietly() -> None:
