@@ -10,7 +10,7 @@ import click
 
 from ..errors import LayercacheError
 from ..fusions.dwatt import LAYER_SCORES
-from ..fusions.registry import FUSIONS
+from ..fusions.registry import FUSIONS, fusions_that_pack
 from ..tasks import task_of
 from ..training.config import TrainConfig
 from .errors import friendly_errors
@@ -60,7 +60,8 @@ from .options import (
 @click.option("--pack", type=click.IntRange(min=1), default=None,
               help="Train up to K runs that differ in seed, N, rate or epoch cap together, as one stacked head "
                    "(one step for all, each at its own rate and schedule; each dev batch read once for all); FE "
-                   "NER runs of every fusion pack, MLM, FT, auto:K, grad_accum > 1 and fp16 runs train alone. "
+                   f"NER runs of {', '.join(fusions_that_pack())} pack; other fusions, MLM, FT, auto:K, "
+                   "grad_accum > 1 and fp16 runs train alone. "
                    "1 = one run at a time. Default: 1 on a CPU; on CUDA as many as a quarter of the GPU's free "
                    "memory holds, at most 8.")
 @click.option("--ray", "ray_address", is_flag=False, flag_value="local", default=None,

@@ -1,5 +1,8 @@
 """Fusion heads: each maps hidden states ``[B, T, L, d]`` (+ mask ``[B, T]``) to ``[B, T, d]``.
 
+Every fusion is a `Fusion` and declares what it can do (`layercache.fusions.fusion` states the
+contract); `FUSIONS` names them.
+
 Imports torch and nothing of the project above `layercache.errors`.
 """
 
@@ -8,6 +11,7 @@ from .concat import Concat
 from .config import LAYER_SCORES, FusionConfig
 from .dwatt import DWAtt
 from .extra import ExtraLayers
+from .fusion import Fusion
 from .masked_lm import FusedMaskedLM, MaskedLMHead, masked_lm_budget
 from .registry import FUSIONS
 from .scalarmix import ScalarMix
@@ -20,6 +24,7 @@ __all__ = [
     "Concat",
     "DWAtt",
     "ExtraLayers",
+    "Fusion",
     "FusionConfig",
     "FusedMaskedLM",
     "MaskedLMHead",

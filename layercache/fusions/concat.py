@@ -3,8 +3,11 @@
 import torch
 from torch import Tensor, nn
 
+from .fusion import Fusion, normalised
+from .stacked import cast, linear
 
-class Concat(nn.Module):
+
+class Concat(Fusion):
     """``h = sum_n W_n z_n + b``.
 
     Implemented as one ``nn.Linear(L*d, d)`` on the concatenation ``[z_1; ...; z_L]``: column block
@@ -12,6 +15,7 @@ class Concat(nn.Module):
     """
 
     token_wise = True  # each token's output depends on that token alone: batches may be packed
+    shares_evaluation_batch = True
 
     def __init__(self, *, n_layers: int, dim: int) -> None:
         super().__init__()
@@ -22,7 +26,37 @@ class Concat(nn.Module):
         concat = torch.flatten(hidden, start_dim=2)  # [B, T, L*d], layer-major like W's blocks
         return self.proj(concat)  # [B, T, d]
 
-    def layer_usage(self) -> dict:
-        """``||W_n||`` (Frobenius) of each layer's block: how much of each layer the map reads."""
+    @staticmethod
+    def stacked_forward(fusion, params: dict, buffers: dict, rows: Tensor, mask: Tensor, *, k: int, shared: bool,
+                        lengths) -> Tensor:
+        """`forward` for K heads: ``rows [K, N, L, d]`` (or shared ``[N, L, d]``) -> ``[K, N, d]``."""
+        w = cast(params, rows.dtype)
+        return linear(rows.flatten(-2), w["proj.weight"], w["proj.bias"], shared=shared)
+
+    def layer_usage(self, batches, *, autocast) -> dict:
+        """``contribution``: the mean over the scored tokens of ``||W_n z_n||``, what each layer's block
+        adds to a token's output (normalised, the ``share``); and ``block_norm``, the Frobenius norm
+        of each block ``W_n``, which stays near its equal initialisation and says little."""
+        contribution = self.contribution(batches, autocast=autocast)
+        return {"block_norm": self.block_norms(), "contribution": contribution, "share": normalised(contribution)}
+
+    def block_norms(self) -> list[float]:
+        """``||W_n||`` (Frobenius) of each layer's block."""
         blocks = self.proj.weight.detach().float().unflatten(1, (-1, self.proj.out_features))  # [d, L, d]
-        return {"block_norm": blocks.norm(dim=(0, 2)).tolist()}
+        return blocks.norm(dim=(0, 2)).tolist()
+
+    def contribution(self, batches, *, autocast=None) -> list[float]:
+        """Mean over the scored tokens of ``||W_n z_n||`` for each layer n (no bias): the products in
+        the run's precision (as its forward computes them), the norms summed in float32 and up."""
+        dim = self.proj.out_features  # Concat maps L*d -> d
+        dtype = getattr(autocast, "fast_dtype", None) or torch.float32
+        blocks = self.proj.weight.detach().to(dtype).unflatten(1, (-1, dim))  # [d, L, d], blocks[:, n] = W_n
+        with torch.no_grad():
+            total, n = torch.zeros(blocks.shape[1], dtype=torch.float64, device=blocks.device), 0
+            for hidden, scored in batches:
+                z = hidden[scored].to(dtype)  # [tokens, L, d]
+                # one layer at a time: [tokens, d] per layer rather than [tokens, L, d] at once
+                total += torch.stack([(z[:, i] @ blocks[:, i].T).float().norm(dim=-1).sum()
+                                      for i in range(len(total))]).double()
+                n += len(z)
+        return (total / max(n, 1)).tolist()

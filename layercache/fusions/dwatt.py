@@ -9,11 +9,13 @@ from torch import Tensor, nn
 from layercache.errors import LayercacheError
 
 from .config import LAYER_SCORES
+from .fusion import Fusion
+from .stacked import cast, compute_dtype, layer_norm, linear, wide
 
 POS_DIM = 24  # d_pos: width of the fixed random layer-position vectors k^pos_n
 
 
-class DWAtt(nn.Module):
+class DWAtt(Fusion):
     """Each token attends over its own layers, with the top layer as a residual::
 
         f(x)   = W LN(gelu(U x))                  bottleneck MLP, U: d -> d/2, W: d/2 -> d
@@ -31,10 +33,17 @@ class DWAtt(nn.Module):
     ``k^pos`` is a buffer: not trained, but saved in the state_dict so a checkpoint reproduces it,
     and drawn from torch's current RNG so the seed fixes it. The L value MLPs are stored as batched
     weights (``[L, d, d/2]`` ...) for one batched product instead of a loop; their parameter count and
-    initialisation equal L separate ``nn.Linear``/``nn.LayerNorm`` modules.
+    initialisation equal L separate ``nn.Linear``/``nn.LayerNorm`` modules. The solo forward and
+    the stacked one (K heads, `stacked_forward`) share each piece of the equations (``_values``,
+    ``_query``, ``_scaled``, ``_over_layers``, ``_mix``); only the products differ (modules here,
+    batched over the heads there).
     """
 
     token_wise = True  # each token's output depends on that token alone: batches may be packed
+    reads_query_layer = True  # z_L is the query and the residual
+    # K heads' per-layer tensors on one shared evaluation batch outgrew the caches: one head after
+    # another was faster.
+    shares_evaluation_batch = False
 
     def __init__(self, *, n_layers: int, dim: int, layer_score: str) -> None:
         super().__init__()
@@ -83,10 +92,7 @@ class DWAtt(nn.Module):
         w = {name: p.to(dtype) for name, p in self.named_parameters() if name.startswith("v_")}
         with torch.autocast(hidden.device.type, enabled=False):
             x = hidden.reshape(B * T, L, d).transpose(0, 1).to(dtype, memory_format=torch.contiguous_format)
-            u = F.gelu(torch.baddbmm(w["v_up_bias"][:, None], x, w["v_up_weight"]))  # [L, BT, m]
-            u = _layer_norm(u, w["v_mid_norm_weight"], w["v_mid_norm_bias"])  # per-layer LN over m
-            v = torch.baddbmm(w["v_down_bias"][:, None], u, w["v_down_weight"])  # [L, BT, d]
-            return _layer_norm(v, w["v_norm_weight"], w["v_norm_bias"])  # per-layer LN over d
+            return _values(x, w)  # [L, BT, d]
 
     def forward(self, hidden: Tensor, mask: Tensor) -> Tensor:
         # hidden [B, T, L, d], mask [B, T] (unused: attention is over layers, within a token)
@@ -94,30 +100,88 @@ class DWAtt(nn.Module):
         top = hidden[:, :, -1]  # z_L, [B, T, d]
         values = self.values(hidden)  # [L, BT, d]
         weights = self.layer_weights(hidden).reshape(B * T, L).T.to(values.dtype)  # [L, BT], over layers
-        return top + (weights[:, :, None] * values).sum(0).view(B, T, d)  # [B, T, d]
+        return _mix(top.reshape(B * T, d), weights, values).view(B, T, d)  # [B, T, d]
 
     def layer_weights(self, hidden: Tensor) -> Tensor:
         """``softmax_n(s(q, k_n))``, each token's attention over its layers: ``[B, T, L, d] -> [B, T, L]``."""
         top = hidden[:, :, -1]  # z_L, [B, T, d]
         keys = self.key(self.k_pos.to(hidden.dtype))  # [L, d]
-        query = 1 + F.elu(top + self.query_mlp(top))  # [B, T, d]
-        scores = self.scale(query @ keys.T)  # [B, T, L]
-        wide = torch.promote_types(scores.dtype, torch.float32)  # the softmax in float32 at least
-        return torch.softmax(scores.to(wide), dim=-1)
+        query = _query(top, self.query_mlp(top))  # [B, T, d]
+        return _over_layers(self.scale(query @ keys.T))  # [B, T, L]
 
     def scale(self, scores: Tensor) -> Tensor:
         """``q . k_n`` -> the score the softmax over layers sees (see ``layer_score``)."""
-        if self.layer_score == "scaled":
-            return scores * self.key.out_features ** -0.5
-        if self.layer_score == "learned":
-            return scores * self.log_temperature.exp().to(scores.dtype)
-        return scores
+        temperature = self.log_temperature if self.layer_score == "learned" else None
+        return _scaled(scores, self.layer_score, dim=self.key.out_features, log_temperature=temperature)
+
+    def layer_usage(self, batches, *, autocast) -> dict:
+        """The mean attention weight of each layer over the scored tokens (also the ``share``), the
+        mean entropy of a token's weights (nats) and the mean weight of its largest layer."""
+        total, entropy, top, n = None, 0.0, 0.0, 0
+        with torch.no_grad(), autocast:  # no_grad: autocast's weight casts kept for the pass
+            for hidden, scored in batches:
+                weights = self.layer_weights(hidden).float()[scored]  # [tokens, L]
+                total = weights.sum(0) if total is None else total + weights.sum(0)
+                entropy += float(-(weights * weights.clamp_min(1e-12).log()).sum())
+                top += float(weights.max(dim=1).values.sum())
+                n += len(weights)
+        n = max(n, 1)
+        mean = (total / n).tolist()
+        return {"mean_weight": mean, "entropy": entropy / n, "top_weight": top / n, "share": mean}
+
+    @staticmethod
+    def stacked_forward(fusion, params: dict, buffers: dict, rows: Tensor, mask: Tensor, *, k: int, shared: bool,
+                        lengths) -> Tensor:
+        """`forward` for K heads on their own rows: ``rows [K, N, L, d]`` -> ``[K, N, d]``."""
+        w = cast(params, rows.dtype)
+        n, L, d = rows.shape[1:]
+        top = rows[..., -1, :]  # z_L: [K, N, d]
+        # v_n, layer-major [K*L, N, *]: one product per (head, layer).
+        x = rows.transpose(1, 2).reshape(k * L, n, d)
+        v = _values(x, {name: t.flatten(0, 1) for name, t in w.items() if name.startswith("v_")}).view(k, L, n, d)
+        f = linear(top, w["query_mlp.up.weight"], w["query_mlp.up.bias"])  # f^Q(z_L): [K, N, m]
+        f = layer_norm(F.gelu(f), w["query_mlp.norm.weight"][:, None], w["query_mlp.norm.bias"][:, None])
+        f = linear(f, w["query_mlp.down.weight"], w["query_mlp.down.bias"])  # [K, N, d]
+        keys = linear(buffers["k_pos"].to(rows.dtype), w["key.weight"], w["key.bias"])  # k_n: [K, L, d]
+        temperature = wide(w["log_temperature"])[:, None, None] if fusion.layer_score == "learned" else None
+        scores = _scaled(torch.bmm(_query(top, f), keys.transpose(1, 2)), fusion.layer_score, dim=d,
+                         log_temperature=temperature)  # [K, N, L]
+        weights = _over_layers(scores).to(v.dtype)  # [K, N, L]
+        return _mix(top, weights.transpose(1, 2), v)  # [K, N, d]
 
 
-def compute_dtype(x: Tensor) -> torch.dtype:
-    """The dtype autocast would compute products in here, or ``x``'s own outside autocast."""
-    device = x.device.type
-    return torch.get_autocast_dtype(device) if torch.is_autocast_enabled(device) else x.dtype
+def _values(x: Tensor, w: dict) -> Tensor:
+    """``v_n = LN_n(f^V_n(z_n))`` for G stacks of rows at once (the L layers of one head, or of K heads):
+    ``x [G, N, d]`` and the ``v_*`` weights ``[G, ...]`` -> ``[G, N, d]``, one `baddbmm` per product."""
+    u = F.gelu(torch.baddbmm(w["v_up_bias"][:, None], x, w["v_up_weight"]))  # [G, N, m]
+    u = layer_norm(u, w["v_mid_norm_weight"][:, None], w["v_mid_norm_bias"][:, None])  # per-layer LN over m
+    v = torch.baddbmm(w["v_down_bias"][:, None], u, w["v_down_weight"])  # [G, N, d]
+    return layer_norm(v, w["v_norm_weight"][:, None], w["v_norm_bias"][:, None])  # per-layer LN over d
+
+
+def _query(top: Tensor, f: Tensor) -> Tensor:
+    """``q = 1 + elu(z_L + f^Q(z_L))``, from z_L and ``f = f^Q(z_L)``."""
+    return 1 + F.elu(top + f)
+
+
+def _scaled(scores: Tensor, layer_score: str, *, dim: int, log_temperature: Tensor | None) -> Tensor:
+    """``q . k_n`` -> the score the softmax over layers sees (`DWAtt`'s ``layer_score``)."""
+    if layer_score == "scaled":
+        return scores * dim ** -0.5
+    if layer_score == "learned":
+        return scores * log_temperature.exp().to(scores.dtype)
+    return scores
+
+
+def _over_layers(scores: Tensor) -> Tensor:
+    """The softmax over layers (the last axis), in float32 at least."""
+    return torch.softmax(wide(scores), dim=-1)
+
+
+def _mix(top: Tensor, weights: Tensor, values: Tensor) -> Tensor:
+    """``h = z_L + sum_n w_n v_n``: ``top [..., N, d]``, layer-major ``weights [..., L, N]`` and
+    ``values [..., L, N, d]``."""
+    return top + (weights[..., None] * values).sum(-3)
 
 
 class _MLP(nn.Module):
@@ -131,9 +195,3 @@ class _MLP(nn.Module):
 
     def forward(self, x: Tensor) -> Tensor:
         return self.down(self.norm(F.gelu(self.up(x))))
-
-
-def _layer_norm(x: Tensor, weight: Tensor, bias: Tensor, eps: float = 1e-5) -> Tensor:
-    """LayerNorm over the last axis with one affine pair per layer: x [L, rows, k], weight [L, k]."""
-    normed = F.layer_norm(x, x.shape[-1:], eps=eps)  # no affine: it differs per layer
-    return torch.addcmul(bias[:, None], normed, weight[:, None])

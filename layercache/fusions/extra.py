@@ -9,9 +9,11 @@ from layercache.errors import LayercacheError
 from layercache.transfer import to_device
 
 from .dropout import Dropout, dropout
+from .fusion import Fusion
+from .stacked import cast, layer_norm, linear, under
 
 
-class ExtraLayers(nn.Module):
+class ExtraLayers(Fusion):
     """``h = Enc_n(... Enc_1(z_L))``: ``extra_layers`` fresh post-LN encoder layers.
 
     Each layer has the backbone's width ``d``, ``num_heads`` heads and FFN size ``ffn_dim`` (GELU),
@@ -22,6 +24,8 @@ class ExtraLayers(nn.Module):
 
     token_wise = False  # attends across the sentence: packed batches need the sentence lengths
     top_layer_only = True  # reads z_L alone: a run holds and batches that one layer
+    reads_query_layer = True  # z_L is the input of the new layers
+    shares_evaluation_batch = True
 
     def __init__(self, *, dim: int, num_heads: int, ffn_dim: int, extra_layers: int, dropout: float) -> None:
         super().__init__()
@@ -70,6 +74,49 @@ class ExtraLayers(nn.Module):
         return x[None]
 
 
+    @staticmethod
+    def stacked_forward(fusion, params: dict, buffers: dict, rows: Tensor, mask: Tensor, *, k: int, shared: bool,
+                        lengths) -> Tensor:
+        """`forward_packed` for K heads: ``rows [K, R, L, d]`` packed rows with each head's ``lengths``;
+        or shared ``[B*T, L, d]`` (a padded batch, ``mask [B, T]``): its real rows packed, the outputs
+        put back in place (zeros at padding). Attention runs per group of sentences of similar length
+        across all K heads' rows at once (it has no weights); everything else per head."""
+        w = cast(params, rows.dtype)
+        top = rows[..., -1, :]  # z_L
+        if shared:
+            flat_mask = mask.reshape(-1)
+            x = top[flat_mask].expand(k, -1, -1)  # [K, N, d]: the real rows, as every head's input
+            lengths = [mask.sum(1).cpu().numpy()] * k  # evaluation of a pack: one copy per batch
+        else:
+            x = top
+        n = x.shape[1]
+        lengths = [np.asarray(ls, dtype=np.int64) for ls in lengths]  # host arrays: planned without the device
+        starts = np.concatenate([k_ * n + np.cumsum(ls) - ls for k_, ls in enumerate(lengths)])
+        groups = _length_groups(np.concatenate(lengths), device=x.device, starts=starts)
+        for i, layer in enumerate(fusion.layers):
+            x = _stacked_layer(layer, under(w, f"layers.{i}."), x, groups, k=k)
+        if not shared:
+            return x
+        out = x.new_zeros((k, flat_mask.shape[0], x.shape[-1]))
+        out[:, flat_mask] = x
+        return out
+
+
+def _stacked_layer(layer: nn.TransformerEncoderLayer, p: dict, x: Tensor, groups, *, k: int) -> Tensor:
+    """`_packed_layer` for K heads: ``x [K, N, d]``, ``p`` the layer's K stacked weights."""
+    n = x.shape[1]
+    qkv = linear(x, p["self_attn.in_proj_weight"], p["self_attn.in_proj_bias"])  # [K, N, 3d]
+    drop = layer.self_attn.dropout if layer.training else 0.0
+    attn = _grouped_attention(qkv.reshape(k * n, -1), groups, heads=layer.self_attn.num_heads, p=drop)
+    attn = linear(attn.view(k, n, -1), p["self_attn.out_proj.weight"], p["self_attn.out_proj.bias"])
+    x = layer_norm(x + layer.dropout1(attn), p["norm1.weight"][:, None], p["norm1.bias"][:, None],
+                   eps=layer.norm1.eps)
+    ffn = layer.activation(linear(x, p["linear1.weight"], p["linear1.bias"]))
+    ffn = linear(layer.dropout(ffn), p["linear2.weight"], p["linear2.bias"])
+    return layer_norm(x + layer.dropout2(ffn), p["norm2.weight"][:, None], p["norm2.bias"][:, None],
+                      eps=layer.norm2.eps)
+
+
 def _length_groups(lengths, *, device, starts=None) -> tuple[list[tuple[Tensor, Tensor, Tensor]], Tensor]:
     """(index [b, T] of rows, mask [b, T], the flat slots of real rows) per group of sentences whose
     lengths share a power-of-two ceiling (at least 8), T the group's longest rounded up to a multiple
@@ -114,7 +161,7 @@ def _packed_layer(layer: nn.TransformerEncoderLayer, x: Tensor, groups) -> Tenso
 def _grouped_attention(qkv: Tensor, groups, *, heads: int, p: float) -> Tensor:
     """Multi-head attention (no projections) within each sentence of ``groups`` (`_length_groups`):
     ``qkv [R, 3d]`` -> ``[R, d]``, zeros at rows in no sentence; attention dropout ``p``. It has no
-    weights, so the rows of a pack of heads go through it at once (`layercache.fusions.stacked`).
+    weights, so the rows of a pack of heads go through it at once (`ExtraLayers.stacked_forward`).
 
     `scaled_dot_product_attention` with the sentences' mask computes it (a fused kernel on a GPU),
     except for training with dropout on a CPU, where the attention is written out so that the

@@ -124,7 +124,7 @@ class FusedMaskedLM(nn.Module):
             raise LayercacheError(f"hidden states of shape {tuple(hidden.shape)} do not match the head's "
                                   f"[B, T, n_layers={self.n_layers}, dim={self.dim}]")
         rows = mask if rows is None else rows
-        if getattr(self.fusion, "token_wise", False):  # a row's output needs that row alone: fuse only the R rows
+        if self.fusion.token_wise:  # a row's output needs that row alone: fuse only the R rows
             picked = hidden[rows][None]  # [1, R, L, d]
             h = self.fusion(picked, torch.ones(picked.shape[:2], dtype=torch.bool, device=hidden.device))[0]
         elif lengths is not None:

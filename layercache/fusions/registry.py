@@ -1,4 +1,10 @@
-"""The fusions by name: a plain dict, so a config or a checkpoint names its head with a string."""
+"""The fusions by name: a plain dict, so a config or a checkpoint names its head with a string.
+
+Each entry is a `Fusion` subclass that declares what it can do (its forward, whether it is
+token-wise, its stacked forward for packs, whether that runs on a shared evaluation batch, its
+layer usage: the contract is in `layercache.fusions.fusion`); whoever needs one of those reads the
+declaration. A new fusion is one class and one entry here.
+"""
 
 from layercache.errors import LayercacheError
 
@@ -16,6 +22,11 @@ FUSIONS = {
     "extra": ExtraLayers,
     "scalarmix": ScalarMix,
 }
+
+
+def fusions_that_pack() -> list[str]:
+    """The fusions whose K heads train as one module (``sweep --pack K``): those declaring a stacked forward."""
+    return [name for name, cls in FUSIONS.items() if cls.packs()]
 
 
 def build_fusion(fusion: str, config: FusionConfig):

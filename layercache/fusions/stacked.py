@@ -4,6 +4,7 @@ as batched products (``sweep --pack K``, `layercache.training.packed`).
 ``stacked(fusion, params, buffers, hidden, mask)``:
 
 - ``fusion``: a module of the heads' architecture (on the meta device: only its hyperparameters are read);
+  its ``stacked_forward`` (declared in the fusion's own file, beside its forward: `Fusion`) computes;
 - ``params``/``buffers``: the K heads' tensors stacked ``[K, ...]`` (`torch.func.stack_module_state`),
   named as in ``fusion``;
 - ``hidden``: ``[K, 1, R, L, d]``, head k's own packed rows (training), with ``lengths`` (K tensors:
@@ -25,47 +26,37 @@ packing saves only the per-call overhead (`docs/performance.md`).
 
 from __future__ import annotations
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from .base import Base
-from .concat import Concat
-from .dwatt import DWAtt, compute_dtype
-from .extra import ExtraLayers, _grouped_attention, _length_groups
-from .scalarmix import ScalarMix
-
-# The fusions whose K heads also run stacked on one shared evaluation batch (64 sentences). DWAtt's
-# per-layer tensors for K heads at once outgrew the caches there: one head after another was faster.
-SHARED_INPUT = (Base, Concat, ScalarMix, ExtraLayers)
-
 
 def stacked(fusion, params: dict, buffers: dict, hidden: Tensor, mask: Tensor, *, k: int, shared: bool = False,
             lengths: list[Tensor] | None = None) -> Tensor:
-    """The ``k`` heads' fusion outputs (see the module's docstring)."""
+    """The ``k`` heads' fusion outputs (see the module's docstring): ``fusion.stacked_forward`` on the
+    rows in the compute dtype, autocast off."""
+    forward = fusion.stacked_forward
+    if forward is None:
+        raise TypeError(f"{type(fusion).__name__} has no stacked forward")
+    if shared and not fusion.shares_evaluation_batch:
+        raise ValueError(f"{type(fusion).__name__} evaluates one head after another (shares_evaluation_batch)")
     dtype = compute_dtype(hidden)
     rows = hidden.reshape(-1, *hidden.shape[-2:]) if shared else hidden.reshape(k, -1, *hidden.shape[-2:])
     with torch.autocast(hidden.device.type, enabled=False):
-        rows = rows.to(dtype)
-        w = {name: t.to(dtype) for name, t in params.items()}
-        if isinstance(fusion, Base):
-            out = rows[:, -1].expand(k, -1, -1) if shared else rows[..., -1, :]
-        elif isinstance(fusion, Concat):
-            out = linear(rows.flatten(-2), w["proj.weight"], w["proj.bias"], shared=shared)
-        elif isinstance(fusion, ScalarMix):
-            alpha = torch.softmax(_wide(params["weights"]), dim=-1).to(dtype)  # [K, L]
-            out = torch.einsum("nld,kl->knd" if shared else "knld,kl->knd", rows, alpha) * w["gamma"][:, None, None]
-        elif isinstance(fusion, DWAtt):
-            if shared:
-                raise ValueError("DWAtt evaluates one head after another (see SHARED_INPUT)")
-            out = _dwatt(fusion, w, buffers["k_pos"].to(dtype), rows)
-        elif isinstance(fusion, ExtraLayers):
-            out = _extra(fusion, w, rows[..., -1, :], mask, k=k, shared=shared, lengths=lengths)
-        else:
-            raise TypeError(f"{type(fusion).__name__} has no stacked forward")
+        out = forward(fusion, params, buffers, rows.to(dtype), mask, k=k, shared=shared, lengths=lengths)
     lead = hidden.shape[:-2] if shared else hidden.shape[1:-2]  # (B, T) or (1, R)
     return out.reshape(k, *lead, out.shape[-1])
+
+
+def cast(params: dict, dtype: torch.dtype) -> dict:
+    """The heads' tensors in the compute dtype, each cast once for the whole forward."""
+    return {name: t.to(dtype) for name, t in params.items()}
+
+
+def compute_dtype(x: Tensor) -> torch.dtype:
+    """The dtype autocast would compute products in here, or ``x``'s own outside autocast."""
+    device = x.device.type
+    return torch.get_autocast_dtype(device) if torch.is_autocast_enabled(device) else x.dtype
 
 
 def linear(x: Tensor, weight: Tensor, bias: Tensor, *, shared: bool = False) -> Tensor:
@@ -107,72 +98,10 @@ def under(named: dict, prefix: str) -> dict:
     return {name[len(prefix):]: t for name, t in named.items() if name.startswith(prefix)}
 
 
-def _wide(x: Tensor) -> Tensor:
+def wide(x: Tensor) -> Tensor:
     return x.to(torch.promote_types(x.dtype, torch.float32))  # bfloat16 -> float32; float64 stays
 
 
-def _layer_norm(x: Tensor, weight: Tensor, bias: Tensor, eps: float = 1e-5) -> Tensor:
+def layer_norm(x: Tensor, weight: Tensor, bias: Tensor, eps: float = 1e-5) -> Tensor:
     """LayerNorm over the last axis, each head (and layer) its own affine pair, broadcast by the caller."""
     return torch.addcmul(bias, F.layer_norm(x, x.shape[-1:], eps=eps), weight)
-
-
-def _dwatt(fusion: DWAtt, w: dict, k_pos: Tensor, rows: Tensor) -> Tensor:
-    """`DWAtt.forward` for K heads: ``rows [K, N, L, d]`` -> ``[K, N, d]``."""
-    k, L, m, d = *w["v_up_weight"].shape[:2], *w["v_down_weight"].shape[-2:]
-    top = rows[..., -1, :]  # z_L: [K, N, d]
-    n = top.shape[-2]
-    # v_n = LN_n(f^V_n(z_n)), layer-major [K, L, N, *]: one product per (head, layer).
-    x = rows.transpose(1, 2).reshape(k * L, n, d)
-    up = torch.baddbmm(w["v_up_bias"].reshape(k * L, 1, m), x, w["v_up_weight"].reshape(k * L, d, m)).view(k, L, n, m)
-    u = _layer_norm(F.gelu(up), w["v_mid_norm_weight"][:, :, None], w["v_mid_norm_bias"][:, :, None])
-    v = torch.baddbmm(w["v_down_bias"].reshape(k * L, 1, d), u.reshape(k * L, n, m),
-                      w["v_down_weight"].reshape(k * L, m, d))
-    v = _layer_norm(v.view(k, L, n, d), w["v_norm_weight"][:, :, None], w["v_norm_bias"][:, :, None])
-    # q = 1 + elu(z_L + f^Q(z_L)); k_n = W^K k^pos_n; softmax over layers of s(q, k_n).
-    f = linear(top, w["query_mlp.up.weight"], w["query_mlp.up.bias"])  # [K, N, m]
-    f = _layer_norm(F.gelu(f), w["query_mlp.norm.weight"][:, None], w["query_mlp.norm.bias"][:, None])
-    f = linear(f, w["query_mlp.down.weight"], w["query_mlp.down.bias"])  # [K, N, d]
-    query = 1 + F.elu(top + f)
-    keys = linear(k_pos, w["key.weight"], w["key.bias"])  # [K, L, d]
-    scores = torch.bmm(query, keys.transpose(1, 2))  # [K, N, L]
-    if fusion.layer_score == "scaled":
-        scores = scores * d ** -0.5
-    elif fusion.layer_score == "learned":
-        scores = scores * _wide(w["log_temperature"]).exp().to(scores.dtype)[:, None, None]
-    weights = torch.softmax(_wide(scores), dim=-1).to(v.dtype)  # [K, N, L], the softmax in float32 at least
-    return top + (weights.transpose(1, 2)[..., None] * v).sum(1)  # [K, N, d]
-
-
-def _extra(fusion: ExtraLayers, w: dict, top: Tensor, mask: Tensor, *, k: int, shared: bool,
-           lengths: list | None) -> Tensor:
-    """`ExtraLayers.forward_packed` for K heads: ``top [K, R, d]`` packed rows with each head's
-    ``lengths``; or shared ``[B*T, d]`` (a padded batch, ``mask [B, T]``): its real rows packed, the
-    outputs put back in place (zeros at padding). Attention runs per group of sentences of similar
-    length across all K heads' rows at once (it has no weights); everything else per head."""
-    if shared:
-        flat_mask = mask.reshape(-1)
-        x = top[flat_mask].expand(k, -1, -1)  # [K, N, d]: the real rows, as every head's input
-        lengths = [mask.sum(1).cpu().numpy()] * k  # evaluation of a pack: one copy per batch
-    else:
-        x = top
-    n = x.shape[1]
-    lengths = [np.asarray(ls, dtype=np.int64) for ls in lengths]  # host arrays: planned without the device
-    starts = np.concatenate([k_ * n + np.cumsum(ls) - ls for k_, ls in enumerate(lengths)])
-    groups = _length_groups(np.concatenate(lengths), device=x.device, starts=starts)
-    for i, layer in enumerate(fusion.layers):
-        p = under(w, f"layers.{i}.")
-        qkv = linear(x, p["self_attn.in_proj_weight"], p["self_attn.in_proj_bias"])  # [K, N, 3d]
-        drop = layer.self_attn.dropout if layer.training else 0.0
-        attn = _grouped_attention(qkv.reshape(k * n, -1), groups, heads=layer.self_attn.num_heads, p=drop)
-        attn = linear(attn.view(k, n, -1), p["self_attn.out_proj.weight"], p["self_attn.out_proj.bias"])
-        x = _layer_norm(x + layer.dropout1(attn), p["norm1.weight"][:, None], p["norm1.bias"][:, None],
-                        eps=layer.norm1.eps)
-        ffn = layer.activation(linear(x, p["linear1.weight"], p["linear1.bias"]))
-        ffn = linear(layer.dropout(ffn), p["linear2.weight"], p["linear2.bias"])
-        x = _layer_norm(x + layer.dropout2(ffn), p["norm2.weight"][:, None], p["norm2.bias"][:, None],
-                        eps=layer.norm2.eps)
-    if not shared:
-        return x
-    out = x.new_zeros((k, flat_mask.shape[0], x.shape[-1]))
-    out[:, flat_mask] = x
-    return out

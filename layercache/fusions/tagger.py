@@ -11,8 +11,8 @@ from .registry import FUSIONS, build_fusion
 
 
 def packable(tagger: "TokenTagger") -> bool:
-    """Whether the head trains on packed batches: token-wise fusions, or ones with `forward_packed`."""
-    return getattr(tagger.fusion, "token_wise", False) or hasattr(tagger.fusion, "forward_packed")
+    """Whether the head trains on packed batches, as its fusion declares (`Fusion.trains_packed`)."""
+    return tagger.fusion.trains_packed()
 
 
 class TokenTagger(nn.Module):
@@ -40,7 +40,7 @@ class TokenTagger(nn.Module):
                 f"hidden states of shape {tuple(hidden.shape)} do not match the head's "
                 f"[B, T, n_layers={self.n_layers}, dim={self.dim}]"
             )
-        if lengths is not None and not getattr(self.fusion, "token_wise", False):
+        if lengths is not None and not self.fusion.token_wise:
             h = self.fusion.forward_packed(hidden, lengths)  # [1, R, d]
         else:
             h = self.fusion(hidden, mask)  # [B, T, d]

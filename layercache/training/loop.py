@@ -179,7 +179,7 @@ def select_splits(config: TrainConfig, data: RunData):
     if train.n_sentences == 0:
         raise LayercacheError(f"the training sample of {data.path} is empty")
     layers, scores = choose_layers(spec, train, seed=config.seed)
-    if getattr(FUSIONS.get(config.fusion), "top_layer_only", False):
+    if FUSIONS[config.fusion].top_layer_only:
         # Base and the extra layers read z_L alone (the last fused layer): batches of every fused
         # layer would gather and widen L times the bytes they use.
         layers = tuple(layers[-1:])

@@ -17,7 +17,8 @@ draws its own masks, from the global RNG in one draw rather than its solo sequen
 packed head is a different, equally valid, draw of its run; without dropout it matches its solo run
 up to floating-point summation order. Every dev (and test) batch is built once and every head due is scored on it.
 
-Packs: FE NER runs (any fusion), one micro-batch per step (grad_accum 1), fixed layers (auto:K
+Packs: FE runs of a tagging task (the pack stacks `TokenTagger`s) of a fusion with a stacked
+forward (`Fusion.packs`), one micro-batch per step (grad_accum 1), fixed layers (auto:K
 picks layers per seed) and no fp16 loss scaling; anything else runs alone (`train_head`).
 """
 
@@ -31,9 +32,10 @@ import torch
 import torch.nn.functional as F
 
 from ..errors import LayercacheError
-from ..fusions import FUSIONS
-from ..fusions.dwatt import compute_dtype
-from ..fusions.stacked import SHARED_INPUT, linear, stacked, under
+from ..fusions import FUSIONS, TokenTagger
+from ..fusions.registry import fusions_that_pack
+from ..fusions.stacked import compute_dtype, linear, stacked, under
+from ..tasks import task_of
 from .config import RunResult, TrainConfig
 from .data import IGNORE
 from .diagnostics import layer_usage
@@ -41,13 +43,11 @@ from .loop import PACK_MULTIPLE, Book, Run, build_optimizer, lr_schedule, param_
 from .memory import keep_freed_memory
 from .runtime import apply_thread_setting, now
 
-PACKABLE_FUSIONS = tuple(FUSIONS)  # each has a stacked forward (`layercache.fusions.stacked`)
-
 
 def can_pack(config: TrainConfig) -> bool:
     """Whether ``config`` may train in a pack (see the module's docstring for why the others may not)."""
-    return (config.mode == "fe" and config.task == "ner" and config.fusion in PACKABLE_FUSIONS
-            and config.grad_accum == 1 and config.precision != "fp16"
+    return (config.mode == "fe" and task_of(config).head == TokenTagger.__name__
+            and FUSIONS[config.fusion].packs() and config.grad_accum == 1 and config.precision != "fp16"
             and not str(config.layers or "").startswith("auto"))
 
 
@@ -170,7 +170,7 @@ class Pack:
         """``[K, B, T, n_labels]``: head k on ``hidden[k]`` (``[K, B, T, L, d]``, ``lengths``: each head's
         packed sentence lengths), or with ``shared`` every head on the same ``hidden [B, T, L, d]``
         (evaluation: the batch is built once). ``heads``: only these (K of them), in this order."""
-        if shared and not isinstance(self.base.fusion, SHARED_INPUT):
+        if shared and not self.base.fusion.shares_evaluation_batch:
             return self.each(hidden, mask, heads=heads)
         params, buffers = self.params, self.buffers
         if heads is not None and len(heads) < self.k:  # indexed: gradients still reach the stacks
@@ -290,14 +290,14 @@ def _score_test_at_best(runs: list[Run], books: list[Book], clock: dict) -> None
 
 def _token_wise(run: Run) -> bool:
     """Whether the pack's heads are token-wise: scored on the held rows in order, as one head is."""
-    return getattr(run.tagger.fusion, "token_wise", False)
+    return run.tagger.fusion.token_wise
 
 
 def _check(configs: list[TrainConfig]) -> None:
     bad = [c for c in configs if not can_pack(c)]
     if bad:
         raise LayercacheError(f"run {bad[0].fusion} seed {bad[0].seed} cannot train in a pack: only FE NER runs of "
-                              f"{', '.join(PACKABLE_FUSIONS)} with grad_accum 1, fixed layers and no fp16 can")
+                              f"{', '.join(fusions_that_pack())} with grad_accum 1, fixed layers and no fp16 can")
     if len({pack_key(c) for c in configs}) > 1:
         raise LayercacheError(f"the runs of a pack may differ in {', '.join(OWN)} and in nothing else")
     if len(set(configs)) < len(configs):

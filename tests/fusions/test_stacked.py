@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from layercache.fusions import FUSIONS, FusionConfig, TokenTagger
-from layercache.fusions.stacked import SHARED_INPUT, linear, stacked
+from layercache.fusions.stacked import linear, stacked
 
 K, L, D = 3, 4, 8
 SMALL = dict(n_layers=L, dim=D, num_heads=2, ffn_dim=16, extra_layers=2, dropout=0.0)
@@ -72,7 +72,7 @@ def test_packed_rows_equal_each_head_alone(fusion):
             torch.testing.assert_close(params[name].grad[k], p.grad, msg=f"{fusion} head {k}: {name}")
 
 
-@pytest.mark.parametrize("fusion", sorted(name for name, cls in FUSIONS.items() if cls in SHARED_INPUT))
+@pytest.mark.parametrize("fusion", sorted(name for name, cls in FUSIONS.items() if cls.shares_evaluation_batch))
 def test_shared_batch_equals_each_head_alone(fusion):
     modules = heads(fusion)
     gen = torch.Generator().manual_seed(1)

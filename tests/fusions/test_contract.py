@@ -1,0 +1,124 @@
+"""Every fusion declares what it can do (`layercache.fusions.fusion`), and the library reads only
+those declarations: each entry of `FUSIONS` keeps the contract, and a fusion defined here, in the
+test alone, trains, trains in a pack and is reported with no other file changed."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+import pytest
+import torch
+from torch import nn
+
+from layercache.cache.reader import open_entry
+from layercache.experiments import load_cached, run_sweep
+from layercache.experiments.report import table, usage_by_label
+from layercache.fusions import FUSIONS, Fusion, FusionConfig, TokenTagger
+from layercache.fusions.fusion import normalised
+from layercache.fusions.stacked import cast, stacked
+from layercache.training import TrainConfig
+from layercache.training.diagnostics import describe
+from layercache.training.loop import train_head
+from layercache.training.packed import can_pack, train_pack
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+L, D, K = 3, 8, 2
+SHAPE = dict(n_layers=L, dim=D, num_heads=2, ffn_dim=16, extra_layers=1, dropout=0.0)
+DECLARED = ("token_wise", "top_layer_only", "reads_query_layer", "shares_evaluation_batch")
+
+
+class Toy(Fusion):
+    """``h = sum_n w_n z_n`` with free weights ``w`` (not a softmax): a fusion unknown to the library."""
+
+    token_wise = True
+    shares_evaluation_batch = True
+
+    def __init__(self, *, n_layers: int) -> None:
+        super().__init__()
+        self.w = nn.Parameter(torch.full((n_layers,), 1.0 / n_layers))
+
+    def forward(self, hidden, mask):
+        return torch.einsum("btld,l->btd", hidden, self.w.to(hidden.dtype))
+
+    @staticmethod
+    def stacked_forward(fusion, params, buffers, rows, mask, *, k, shared, lengths):
+        w = cast(params, rows.dtype)["w"]  # [K, L]
+        return torch.einsum("nld,kl->knd" if shared else "knld,kl->knd", rows, w)
+
+    def layer_usage(self, batches, *, autocast):
+        weight = self.w.detach().abs().tolist()
+        return {"weight": weight, "share": normalised(weight)}
+
+
+def _fusion(name: str, cls) -> nn.Module:
+    torch.manual_seed(0)
+    return cls(**FusionConfig(**SHAPE).arguments_for(cls)).double()
+
+
+def _batch(seed: int = 0):
+    gen = torch.Generator().manual_seed(seed)
+    hidden = torch.randn(2, 5, L, D, generator=gen, dtype=torch.float64)
+    mask = torch.ones(2, 5, dtype=torch.bool)
+    mask[1, 3:] = False
+    return hidden, mask
+
+
+@pytest.mark.parametrize("name", sorted(FUSIONS))
+def test_every_fusion_keeps_the_contract(name):
+    cls = FUSIONS[name]
+    assert issubclass(cls, Fusion)
+    for flag in DECLARED:
+        assert isinstance(getattr(cls, flag), bool), f"{name}.{flag}"
+    assert not cls.top_layer_only or cls.reads_query_layer  # reading z_L alone is reading z_L
+    assert cls.forward_packed is None or callable(cls.forward_packed)
+    assert cls.stacked_forward is None or callable(cls.stacked_forward)
+    assert not cls.shares_evaluation_batch or cls.packs()  # only a stacked forward can share a batch
+
+    fusion = _fusion(name, cls).eval()
+    hidden, mask = _batch()
+    with torch.no_grad():
+        out = fusion(hidden, mask)
+        assert out.shape == (2, 5, D)
+        if cls.packs():
+            heads = [fusion, _fusion(name, cls).eval()]
+            params, buffers = torch.func.stack_module_state(heads)
+            rows = hidden[mask][None, None].expand(K, -1, -1, -1, -1)  # [K, 1, R, L, d], one sentence each
+            lengths = [torch.tensor([int(mask[0].sum()), int(mask[1].sum())])] * K
+            packed = stacked(fusion, params, buffers, rows, mask[mask][None, None].expand(K, -1, -1), k=K,
+                             lengths=lengths)
+            torch.testing.assert_close(packed[0, 0], out[mask])
+    usage = fusion.layer_usage([(hidden, mask)], autocast=torch.autocast("cpu", enabled=False))
+    if usage is not None:
+        assert list(usage)[-1] == "share" and len(usage["share"]) == L
+        assert min(usage["share"]) >= 0 and math.isclose(sum(usage["share"]), 1.0, rel_tol=1e-6)
+
+
+@pytest.fixture
+def toy(monkeypatch):
+    monkeypatch.setitem(FUSIONS, "toy", Toy)
+    return "toy"
+
+
+def test_a_new_fusion_trains_packs_and_is_reported(toy, tiny_cache, tmp_path):
+    entry = open_entry(tiny_cache)
+    config = TrainConfig(fusion=toy, shots=4, epochs=2, seed=0, batch_size=4, device="cpu", dropout=0.0)
+    configs = [config, replace(config, seed=1)]
+    data = load_cached(entry, configs)
+
+    alone = train_head(config, data)
+    assert isinstance(alone.tagger, TokenTagger) and isinstance(alone.tagger.fusion, Toy)
+    assert alone.layer_usage["layers"] == [1, 2] and describe(alone.layer_usage).startswith("layers used (share)")
+
+    assert can_pack(config)
+    packed = train_pack(configs, data)
+    assert [r.seconds["pack"] for r in packed] == [K, K]
+    assert packed[0].best_dev_f1 == pytest.approx(alone.best_dev_f1, abs=1e-4)  # dropout off: its solo run
+
+    records = run_sweep(entry, configs, out=str(tmp_path / "sweep"), workers=0, pack=K, progress=False,
+                        log=lambda m: None)
+    rows = [line for line in table(records.values()).splitlines() if line.startswith("| toy |")]
+    assert len(rows) == 1 and rows[0].endswith("(2) |")
+    layers, share = usage_by_label(records.values())["toy"]
+    assert layers == [1, 2] and share.sum() == pytest.approx(1.0)
