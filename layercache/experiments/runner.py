@@ -189,7 +189,7 @@ def _run_one(job: _Job, config: TrainConfig) -> dict:
     t0 = time.perf_counter()
     data = job.load(entry, [config]) if job.per_run else _DATA
     loaded = time.perf_counter()
-    record = train_head(config, data, keep_tagger=False).to_dict()  # a grid keeps records, not weights
+    record = train_head(config, data, keep_head=False).to_dict()  # a grid keeps records, not weights
     record["run_id"] = run_id(config)
     if job.per_run:  # the run's own reads are part of its cost
         record.update(load_seconds=loaded - t0, wall_seconds=time.perf_counter() - t0)
@@ -205,7 +205,7 @@ def _run_pack(job: _Job, configs: tuple) -> list[dict]:
     if len(configs) == 1:
         return [_run_one(job, configs[0])]
     records = []
-    for config, result in zip(configs, train_pack(list(configs), _DATA, keep_tagger=False)):
+    for config, result in zip(configs, train_pack(list(configs), _DATA, keep_head=False)):
         record = result.to_dict()
         record["run_id"] = run_id(config)
         if job.annotate:

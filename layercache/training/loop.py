@@ -33,9 +33,13 @@ from .tasks import batch_loss, training_task
 PACK_MULTIPLE = 32  # training batches are padded to a multiple of this many rows (see SplitArrays.batch)
 
 
-def train_head(config: TrainConfig, data: RunData, *, log=None, keep_tagger: bool = True) -> RunResult:
+def train_head(config: TrainConfig, data: RunData, *, log=None, keep_head: bool = True,
+               keep_tagger: bool | None = None) -> RunResult:
     """Sample, build, train and evaluate one head; returns its `RunResult`, with the head at its
-    best dev point in ``.tagger`` unless ``keep_tagger`` is False (sweeps: no copies kept)."""
+    best dev point in ``.tagger`` unless ``keep_head`` is False (sweeps: no copies kept).
+    ``keep_tagger`` is the former name of ``keep_head`` and still accepted."""
+    if keep_tagger is not None:
+        keep_head = keep_tagger
     t_start = time.perf_counter()
     keep_freed_memory()  # process-wide, once: steps reuse freed activations instead of page-faulting
     apply_thread_setting()
@@ -62,9 +66,9 @@ def train_head(config: TrainConfig, data: RunData, *, log=None, keep_tagger: boo
             book.evaluate(run, step=step, epoch=epoch)
     book.restore_best(run)
     book.score_test_at_best(run)
-    usage = layer_usage(run.tagger, run.dev, layers=run.layers, device=run.device, batch_size=run.eval_batch_size,
+    usage = layer_usage(run.head, run.dev, layers=run.layers, device=run.device, batch_size=run.eval_batch_size,
                         autocast=run.autocast())
-    return run.result(book, seconds=time.perf_counter() - t_start, keep_tagger=keep_tagger, usage=usage)
+    return run.result(book, seconds=time.perf_counter() - t_start, keep_head=keep_head, usage=usage)
 
 
 @dataclass(eq=False)
@@ -81,9 +85,9 @@ class Run:
     dev: Split
     test: Split | None
     task: object  # layercache.training.tasks: NER or MLM
-    tagger: torch.nn.Module  # the head: a TokenTagger (NER) or a FusedMaskedLM (MLM)
-    tagger_kwargs: dict  # TokenTagger(**tagger_kwargs) (FusedMaskedLM for MLM) rebuilds the head
-    model: torch.nn.ModuleList  # the tagger, and the backbone in FT
+    head: torch.nn.Module  # a TokenTagger (NER) or a FusedMaskedLM (MLM)
+    head_kwargs: dict  # TokenTagger(**head_kwargs) (FusedMaskedLM for MLM) rebuilds the head
+    model: torch.nn.ModuleList  # the head, and the backbone in FT
     optimizer: torch.optim.Optimizer
     scheduler: object
     scaler: torch.amp.GradScaler
@@ -132,7 +136,7 @@ class Run:
             return eval_sentences(self.dev.row_bytes, self.device)
         return max(64, 4 * self.config.batch_size)
 
-    def result(self, book: Book, *, seconds: float, keep_tagger: bool, usage: dict | None) -> RunResult:
+    def result(self, book: Book, *, seconds: float, keep_head: bool, usage: dict | None) -> RunResult:
         meta = self.data.meta
         return RunResult(
             config=self.config.record(), cache_key=meta.get("key"), cache_path=self.data.path,
@@ -140,13 +144,13 @@ class Run:
             layer_scores=None if self.scores is None else [[int(layer), float(nu)] for layer, nu in self.scores],
             n_train_sentences=int(self.train.n_sentences), n_train_words=self.train.n_words,
             sample_fingerprint=hashlib.sha1(np.asarray(self.ids, dtype=np.int64).tobytes()).hexdigest()[:16],
-            params=count_parameters(self.tagger), steps_per_epoch=self.steps_per_epoch,
+            params=count_parameters(self.head), steps_per_epoch=self.steps_per_epoch,
             total_steps=self.total_steps, evals=book.evals, best_step=book.best["step"],
             best_epoch=book.best["epoch"], **self.task.summary(book.best["scores"], book.test),
             seconds={"total": seconds, "train": book.clock["train"], "eval": book.clock["eval"]},
-            device=str(self.device), versions=versions(), tagger_kwargs=self.tagger_kwargs,
+            device=str(self.device), versions=versions(), tagger_kwargs=self.head_kwargs,
             backbone_params=count_parameters(self.model[1]) if len(self.model) > 1 else None, layer_usage=usage,
-            tagger=self.tagger if keep_tagger else None,
+            tagger=self.head if keep_head else None,
         )
 
 
@@ -157,8 +161,8 @@ def prepare_run(config: TrainConfig, data: RunData) -> Run:
     ids, train, dev, test, layers, scores = select_splits(config, data)
     backbone = data.trainable_backbone(config)  # FT: reset to its pretrained weights, frozen as asked
     torch.manual_seed(config.seed)  # the seed fixes the initialisation (and the dropout masks)
-    tagger, kwargs = task.head(config, data, n_layers=len(layers), device=device, backbone=backbone)
-    model = torch.nn.ModuleList([tagger] + ([backbone] if backbone is not None else []))
+    head, kwargs = task.head(config, data, n_layers=len(layers), device=device, backbone=backbone)
+    model = torch.nn.ModuleList([head] + ([backbone] if backbone is not None else []))
     steps_per_epoch = math.ceil(train.n_sentences / (config.batch_size * config.grad_accum))
     total = config.epochs * steps_per_epoch
     optimizer, scheduler = build_optimizer(config, model, total_steps=total)
@@ -166,7 +170,7 @@ def prepare_run(config: TrainConfig, data: RunData) -> Run:
     if config.eval_points:
         eval_at = {max(1, round(total * k / config.eval_points)) for k in range(1, config.eval_points + 1)}
     scaler = torch.amp.GradScaler(device.type, enabled=config.precision == "fp16")
-    return Run(config, data, device, ids, layers, scores, train, dev, test, task, tagger, kwargs, model, optimizer,
+    return Run(config, data, device, ids, layers, scores, train, dev, test, task, head, kwargs, model, optimizer,
                scheduler, scaler, steps_per_epoch, total, eval_at, torch.Generator().manual_seed(config.seed))
 
 
@@ -228,13 +232,13 @@ def lr_schedule(config: TrainConfig, total_steps: int):
 
 def train_step(run: Run, step_order: np.ndarray) -> None:
     """One optimizer step over ``step_order`` (micro-batches of batch_size, gradients accumulated)."""
-    config, packed = run.config, packable(run.tagger)  # packed: no padding but to a multiple of PACK_MULTIPLE
+    config, packed = run.config, packable(run.head)  # packed: no padding but to a multiple of PACK_MULTIPLE
     run.optimizer.zero_grad(set_to_none=True)
     for m in range(0, len(step_order), config.batch_size):
         micro = step_order[m:m + config.batch_size]
         with run.autocast():
             batch = run.train.batch(micro, device=run.device, packed=packed, multiple=PACK_MULTIPLE)
-            logits, targets = run.task.outputs(run.tagger, batch)  # [N, classes], [N]: the rows the task scores
+            logits, targets = run.task.outputs(run.head, batch)  # [N, classes], [N]: the rows the task scores
         loss = batch_loss(logits, targets)
         run.scaler.scale(loss * len(micro) / len(step_order)).backward()
     if config.max_grad_norm > 0:
@@ -303,5 +307,5 @@ class Book:
 
 
 def _score(run: Run, split: Split) -> dict:
-    return run.task.score(run.tagger, split, data=run.data, device=run.device, batch_size=run.eval_batch_size,
+    return run.task.score(run.head, split, data=run.data, device=run.device, batch_size=run.eval_batch_size,
                           autocast=run.autocast())

@@ -61,11 +61,15 @@ def pack_key(config: TrainConfig) -> TrainConfig:
 OWN = {"seed": 0, "shots": None, "lr": None, "epochs": 0}
 
 
-def train_pack(configs: list[TrainConfig], data, *, log=None, keep_tagger: bool = False) -> list[RunResult]:
+def train_pack(configs: list[TrainConfig], data, *, log=None, keep_head: bool = False,
+               keep_tagger: bool | None = None) -> list[RunResult]:
     """Train ``configs`` (the same run but for `OWN`) together; one `RunResult` per config, in order,
-    as `train_head` would report it, but ``seconds``: the pack's, divided by K, with ``pack`` = K."""
+    as `train_head` would report it, but ``seconds``: the pack's, divided by K, with ``pack`` = K.
+    ``keep_tagger`` is the former name of ``keep_head`` and still accepted."""
+    if keep_tagger is not None:
+        keep_head = keep_tagger
     if len(configs) == 1:
-        return [train_head(configs[0], data, log=log, keep_tagger=keep_tagger)]
+        return [train_head(configs[0], data, log=log, keep_head=keep_head)]
     _check(configs)
     t_start = time.perf_counter()
     keep_freed_memory()
@@ -74,7 +78,7 @@ def train_pack(configs: list[TrainConfig], data, *, log=None, keep_tagger: bool 
     lead = runs[0]
     if len({r.layers for r in runs}) > 1:
         raise LayercacheError("the runs of a pack must fuse the same layers")
-    pack = Pack([r.tagger for r in runs])
+    pack = Pack([r.head for r in runs])
     step_optimizer = PackOptimizer(pack, runs)
     books = [Book(log=_prefixed(log, r.config)) for r in runs]
     clock = {"train": 0.0, "eval": 0.0}
@@ -104,13 +108,13 @@ def train_pack(configs: list[TrainConfig], data, *, log=None, keep_tagger: bool 
     for run, book in zip(runs, books):
         book.restore_best(run)  # each head unstacked into its own module, at its best dev point
     _score_test_at_best(runs, books, clock)
-    usages = [layer_usage(r.tagger, r.dev, layers=r.layers, device=r.device, batch_size=r.eval_batch_size,
+    usages = [layer_usage(r.head, r.dev, layers=r.layers, device=r.device, batch_size=r.eval_batch_size,
                           autocast=r.autocast()) for r in runs]
     share = (time.perf_counter() - t_start) / len(runs)
     results = []
     for run, book, usage in zip(runs, books, usages):
         book.clock = {name: seconds / len(runs) for name, seconds in clock.items()}
-        result = run.result(book, seconds=share, keep_tagger=keep_tagger, usage=usage)
+        result = run.result(book, seconds=share, keep_head=keep_head, usage=usage)
         result.seconds["pack"] = len(runs)
         results.append(result)
     return results
@@ -130,11 +134,11 @@ class PackOptimizer:
         self.pack = pack
         self.shared = len({(r.total_steps, r.config.max_lr, r.config.warmup) for r in runs}) == 1
         if self.shared:
-            self.optimizer, self.scheduler = build_optimizer(lead.config, lead.tagger, total_steps=lead.total_steps,
+            self.optimizer, self.scheduler = build_optimizer(lead.config, lead.head, total_steps=lead.total_steps,
                                                              params=pack.params)
             return
         self.slices = [{name: t.detach()[k] for name, t in pack.params.items()} for k in range(pack.k)]
-        groups = [g for r, own in zip(runs, self.slices) for g in param_groups(r.config, r.tagger, params=own)]
+        groups = [g for r, own in zip(runs, self.slices) for g in param_groups(r.config, r.head, params=own)]
         schedules = [lr_schedule(r.config, r.total_steps) for r in runs for _ in range(2)]  # two groups a head
         self.optimizer = torch.optim.AdamW(groups, lr=lead.config.max_lr, fused=True)
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, schedules)
@@ -277,7 +281,7 @@ def _score_test_at_best(runs: list[Run], books: list[Book], clock: dict) -> None
     if lead.test is None:
         return
     t0 = now(lead.device)
-    best = Pack([r.tagger for r in runs])
+    best = Pack([r.head for r in runs])
     best.train(False)
     scores = lead.task.score_heads(lambda h, m: best.logits(h, m, shared=True), best.k, lead.test, data=lead.data,
                                    device=lead.device, batch_size=lead.eval_batch_size, autocast=lead.autocast(),
@@ -290,7 +294,7 @@ def _score_test_at_best(runs: list[Run], books: list[Book], clock: dict) -> None
 
 def _token_wise(run: Run) -> bool:
     """Whether the pack's heads are token-wise: scored on the held rows in order, as one head is."""
-    return run.tagger.fusion.token_wise
+    return run.head.fusion.token_wise
 
 
 def _check(configs: list[TrainConfig]) -> None:

@@ -120,8 +120,10 @@ def test_a_sample_is_picked_from_memory_without_reading_the_cache(data, monkeypa
         raise AssertionError("train_head read the cache")
 
     monkeypatch.setattr(CacheSplit, "_read_layer", refuse)
-    result = train_head(TrainConfig(fusion="scalarmix", shots=8, epochs=1, seed=0), data, keep_tagger=False)
+    result = train_head(TrainConfig(fusion="scalarmix", shots=8, epochs=1, seed=0), data, keep_head=False)
     assert result.tagger is None
+    old_name = train_head(TrainConfig(fusion="scalarmix", shots=8, epochs=1, seed=0), data, keep_tagger=False)
+    assert old_name.tagger is None  # keep_tagger: the former name of keep_head
 
 
 def test_all_of_train_or_just_the_sample_give_the_same_run(entry, data):
