@@ -19,8 +19,9 @@ GRID = ["--fusions", "base,scalarmix", "--shots", "2,4", "--epochs", "20,40", "-
         "--workers", "1", "--precision", "fp32"]
 
 
-def _sweep(tiny_cache, out, **env):
-    cmd = [sys.executable, "-m", "layercache.cli.sweep", "--cache", tiny_cache, "--out", str(out), *GRID]
+def _sweep(tiny_cache, out, pack=1, **env):
+    cmd = [sys.executable, "-m", "layercache.cli.sweep", "--cache", tiny_cache, "--out", str(out), *GRID,
+           "--pack", str(pack)]
     return subprocess.Popen(cmd, env={**os.environ, "PYTHONPATH": os.getcwd(), **env}, start_new_session=True,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
 
@@ -38,8 +39,9 @@ def test_two_sweeps_on_one_out_run_every_run_once(tiny_cache, tmp_path):
     assert not os.listdir(tmp_path / "claims")  # every claim released
 
 
-def test_a_killed_sweeps_claimed_run_is_taken_over(tiny_cache, tmp_path):
-    a = _sweep(tiny_cache, tmp_path)
+@pytest.mark.parametrize("pack", [1, 3])
+def test_a_killed_sweeps_claimed_run_is_taken_over(tiny_cache, tmp_path, pack):
+    a = _sweep(tiny_cache, tmp_path, pack)
     claims = tmp_path / "claims"
     deadline = time.time() + 120
     while not (claims.exists() and os.listdir(claims)) and time.time() < deadline:
@@ -48,7 +50,7 @@ def test_a_killed_sweeps_claimed_run_is_taken_over(tiny_cache, tmp_path):
     a.wait()
     held = os.listdir(claims)
     assert held and len(_ids(tmp_path)) < 16, "the sweep finished before the kill: it proved nothing"
-    b = _sweep(tiny_cache, tmp_path)
+    b = _sweep(tiny_cache, tmp_path, pack)
     assert b.wait(timeout=300) == 0, b.stderr.read()
     ids = _ids(tmp_path)
     assert len(ids) == len(set(ids)) == 16 and set(held) <= set(ids)
