@@ -1,4 +1,5 @@
-"""Dataset readers: every NER source becomes one :class:`NerDataset` of words and IOB2 tags.
+"""Dataset readers: every tagged source (NER sets, UD treebanks) becomes one :class:`TaggedDataset` of
+words and their tags (span sets in IOB2).
 
 Why one shape: the extractor, the cache and the heads should not care where sentences came from,
 and the cache key needs a content fingerprint that does not depend on a path.
@@ -185,7 +186,7 @@ class LabelColumn:
 
 
 @dataclass
-class NerDataset:
+class TaggedDataset:
     """Sentences per canonical split, all tags in IOB2, plus what the cache key needs.
 
     ``splits`` carries the primary label set (``primary``: ``ner`` for NER sources, ``upos`` for a UD
@@ -252,7 +253,10 @@ class NerDataset:
 
     def __repr__(self) -> str:
         sizes = ", ".join(f"{k}={len(v)}" for k, v in self.splits.items())
-        return f"NerDataset(name={self.name!r}, source={self.source!r}, sentences: {sizes})"
+        return f"TaggedDataset(name={self.name!r}, source={self.source!r}, sentences: {sizes})"
+
+
+NerDataset = TaggedDataset  # the name it had while every source was NER; still importable from here
 
 
 def _content_hash(label_names: list[str], splits: dict[str, list[Sentence]]) -> str:
@@ -270,8 +274,8 @@ Extras = dict[str, tuple[str, dict[str, list[list[str]]]]]  # label set -> (kind
 
 
 def load_dataset(spec: str, *, splits: list[str] | None = None, scheme: str = "auto",
-                 read: Reading | None = None) -> NerDataset:
-    """Read ``spec`` (see the module docstring for the resolution order) into a NerDataset.
+                 read: Reading | None = None) -> TaggedDataset:
+    """Read ``spec`` (see the module docstring for the resolution order) into a TaggedDataset.
 
     ``splits`` keeps only the named splits (aliases such as ``validation`` allowed); label names
     and ``unseen_in_train`` are still computed over every split, so label ids do not depend on
@@ -493,7 +497,7 @@ def _first_line_with(path: Path, column: int, value: str) -> int | str:
     return "?"
 
 
-def _build_treebank(where: Path, files: dict[str, Path], *, keep: list[str] | None) -> NerDataset:
+def _build_treebank(where: Path, files: dict[str, Path], *, keep: list[str] | None) -> TaggedDataset:
     """A UD treebank as a dataset of syntactic words: UPOS is the primary label set (it fixes the
     entry key with the words), XPOS and DEPREL come beside it; every set is token-level."""
     treebank = {split: read_conllu(path) for split, path in files.items()}
@@ -504,9 +508,9 @@ def _build_treebank(where: Path, files: dict[str, Path], *, keep: list[str] | No
         tags = {split: [s.labels(column) for s in sentences] for split, sentences in treebank.items()}
         columns[column] = LabelColumn(TOKEN, _class_names(tags.values()), {split: tags[split] for split in chosen})
     upos = _class_names([[tags for _, tags in sentences] for sentences in splits.values()])
-    dataset = NerDataset(name=where.stem if where.is_file() else where.name, source=str(where),
-                         splits={s: splits[s] for s in chosen}, label_names=upos, unseen_in_train={},
-                         source_scheme="none", primary=LABEL_COLUMNS[0], primary_kind=TOKEN, label_sets=columns)
+    dataset = TaggedDataset(name=where.stem if where.is_file() else where.name, source=str(where),
+                            splits={s: splits[s] for s in chosen}, label_names=upos, unseen_in_train={},
+                            source_scheme="none", primary=LABEL_COLUMNS[0], primary_kind=TOKEN, label_sets=columns)
     dataset._fingerprints[""] = _content_hash(upos, splits)
     return dataset
 
@@ -708,7 +712,7 @@ def _select(splits: dict[str, list[Sentence]], keep: list[str] | None, *, name: 
 def _build(
     *, name: str, source: str, raw: dict[str, list[Sentence]], scheme: str, keep: list[str] | None,
     extras: Extras | None = None,
-) -> NerDataset:
+) -> TaggedDataset:
     """Normalise tags to IOB2 with one scheme for the whole dataset and assemble the result."""
     raw = _ordered(raw)
     if "train" not in raw:
@@ -726,7 +730,7 @@ def _build(
     labels = _label_names(splits)
     unseen = _unseen_in_train(splits)
     chosen = _select(splits, keep, name=name)
-    dataset = NerDataset(
+    dataset = TaggedDataset(
         name=name,
         source=source,
         splits={s: splits[s] for s in chosen},

@@ -34,7 +34,7 @@ from ..cache.writer import SplitPlan, SplitWriter, record_plan, remove_partials,
 from ..errors import LayercacheError
 from ..tasks import DEFAULT_TASK, TASKS, Task, task_of
 from ..versions import versions
-from .datasets import NerDataset, load_dataset
+from .datasets import TaggedDataset, load_dataset
 from .distributed import Ranks
 from .masking import IGNORE, MaskedBlocks, MaskingSpec, MaskVocab, content_size, masked_split
 from .models import ModelInfo, load_config, load_model, load_tokenizer, model_info
@@ -136,14 +136,14 @@ class ExtractResult:
     label_sets: list[str] = field(default_factory=list)  # the label sets this run wrote (beside the primary)
 
 
-def load_data(config: ExtractConfig, *, splits: list[str] | None = None) -> NerDataset | TextCorpus:
+def load_data(config: ExtractConfig, *, splits: list[str] | None = None) -> TaggedDataset | TextCorpus:
     """The task's data: NER sentences, or the raw-text corpus of MLM."""
     if config.task_info.masks_inputs:
         return load_text(config.dataset, splits=splits)
     return load_dataset(config.dataset, splits=splits)
 
 
-def describe(config: ExtractConfig, *, dataset: NerDataset | TextCorpus | None = None,
+def describe(config: ExtractConfig, *, dataset: TaggedDataset | TextCorpus | None = None,
              info: ModelInfo | None = None, tokenizer=None):
     """(entry path, key, entry attributes) without loading any weights (MLM loads the tokenizer)."""
     dataset = dataset or load_data(config)

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from layercache.errors import LayercacheError
-from layercache.extract.datasets import NerDataset, load_dataset
+from layercache.extract.datasets import TaggedDataset, load_dataset
 
 CONLL2003 = Path(__file__).resolve().parents[3] / "shared/data/conll2003"
 
@@ -62,7 +62,7 @@ def conll_dir(root: Path, files: dict[str, str]) -> Path:
 def test_conll2003_style_directory_iob1_to_iob2(tmp_path):
     d = conll_dir(tmp_path / "mini", {"eng.train": TRAIN_IOB1, "eng.testa": DEV_IOB1, "eng.testb": DEV_IOB1})
     ds = load_dataset(str(d))
-    assert isinstance(ds, NerDataset)
+    assert isinstance(ds, TaggedDataset)
     assert list(ds.splits) == ["train", "dev", "test"]
     assert ds.splits["train"] == TRAIN_IOB2
     assert ds.splits["dev"] == [(["Bonn", "said"], ["B-LOC", "O"]), (["Kohl"], ["B-PER"])]
@@ -333,3 +333,9 @@ def test_real_conll2003():
         ["EU", "rejects", "German", "call", "to", "boycott", "British", "lamb", "."],
         ["B-ORG", "O", "B-MISC", "O", "O", "O", "B-MISC", "O", "O"],
     )
+
+
+def test_the_former_name_still_imports():
+    from layercache.extract.datasets import NerDataset
+
+    assert NerDataset is TaggedDataset
