@@ -72,7 +72,7 @@ def _superset(where: tuple, layers: tuple[int, ...]):
 
 
 def _read(split, *, sentences, layers: tuple[int, ...]):
-    from .data import _load_split, sentence_rows
+    from .arrays import load_split, sentence_rows
     from .stream import StreamedSplit
 
     if sentences is None:
@@ -81,7 +81,7 @@ def _read(split, *, sentences, layers: tuple[int, ...]):
         ids = np.asarray(sentences, dtype=np.int64)
         rows = int((split.offsets[ids + 1] - split.offsets[ids]).sum())
     if split.stored_nbytes(rows=rows, layers=len(layers)) <= budget.memory_budget():
-        return _load_split(split, sentences=sentences, layers=layers)
+        return load_split(split, sentences=sentences, layers=layers)
     ids, offsets, labels = sentence_rows(split, sentences)
     return StreamedSplit(split.name, split, labels, offsets, layers, ids, split.offsets[ids].astype(np.int64))
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from . import budget
-from .data import Batch, Sentences, SplitArrays, _load_split, stored_tensor
+from .arrays import Batch, Sentences, SplitArrays, load_split, stored_tensor
 
 _READER = []  # one thread per process reads the next block while the current one computes
 
@@ -72,7 +72,7 @@ class StreamedSplit(Sentences):
         positions = np.asarray(positions, dtype=np.int64)
         ids = self.sentence_ids[positions]
         by_id = np.argsort(ids, kind="stable")
-        held = _load_split(self.source, sentences=ids[by_id], layers=self.layers)  # one read, in cache order
+        held = load_split(self.source, sentences=ids[by_id], layers=self.layers)  # one read, in cache order
         return held.select(np.argsort(by_id, kind="stable"))
 
     def take_layers(self, layers: Sequence[int]) -> StreamedSplit:
