@@ -11,7 +11,7 @@ import numpy as np
 from ..errors import LayercacheError
 from ..tasks import DEFAULT_TASK
 from . import label_sets
-from .int8 import SCALES
+from .codec import DEFAULT_DTYPE, SCALES, codec_of
 from .layout import KEY_FIELDS, OPTIONAL_KEY_FIELDS, PLAN, is_remote, local_path
 from .store import MissingChunkError, checked_store, open_group
 
@@ -182,7 +182,7 @@ def verify(path: str, *, progress: bool = False) -> list[str]:
     from tqdm.auto import tqdm
 
     group = open_group(path, mode="r")
-    bfloat16 = group.attrs.get("dtype") == "bfloat16"
+    codec = codec_of(group.attrs.get("dtype") or DEFAULT_DTYPE)
     problems = _missing_files(path, group)
     problems += [f"{path}: split {name} was asked for and is not finished (rerun `extract` to finish it)"
                  for name in entry_status(path, size=False).missing]
@@ -191,7 +191,7 @@ def verify(path: str, *, progress: bool = False) -> list[str]:
     arrays = [(split, name, arr) for split, g in group.groups() for name, arr in g.arrays()]
     for split, name, arr in tqdm(arrays, desc="verify", disable=not progress, leave=False):
         hidden = name == "hidden" and arr.ndim == 3
-        scales = name == SCALES  # int8 entries: a non-finite scale makes its whole vector non-finite
+        scales = name == SCALES  # scaled formats (int8): a non-finite scale makes its whole vector non-finite
         for sel, label in _chunk_selections(arr):
             try:
                 data = np.asarray(arr[sel])
@@ -202,10 +202,10 @@ def verify(path: str, *, progress: bool = False) -> list[str]:
                                 f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
                 continue
             if hidden:
-                n = _count_non_finite(data, bfloat16=bfloat16)
+                n = codec.count_non_finite(data)
                 if n:  # chunks hold one layer each; count per layer all the same in case they ever do not
                     for layer in range(sel[1].start, sel[1].stop):
-                        k = _count_non_finite(data[:, layer - sel[1].start], bfloat16=bfloat16)
+                        k = codec.count_non_finite(data[:, layer - sel[1].start])
                         if k:
                             non_finite[split, layer] = non_finite.get((split, layer), 0) + k
             if scales:
@@ -248,15 +248,6 @@ def _missing_files(path: str, group) -> list[str]:
                     problems.append(f"{path}: array {split}/{name}, chunk {key} is missing "
                                     f"(file {split}/{name}/{key})")
     return problems
-
-
-def _count_non_finite(data: np.ndarray, *, bfloat16: bool) -> int:
-    """bfloat16 is stored as its uint16 bits: an all-ones exponent is inf or nan."""
-    if bfloat16 and data.dtype == np.uint16:
-        return int(np.count_nonzero((data & 0x7F80) == 0x7F80))
-    if data.dtype.kind != "f":
-        return 0
-    return int(data.size - np.count_nonzero(np.isfinite(data)))
 
 
 def _chunk_selections(arr):

@@ -17,9 +17,9 @@ import zarr
 from ..errors import IncompleteEntryError, LayercacheError
 from ..tasks import DEFAULT_TASK
 from . import label_sets
-from .int8 import SCALES, dequantize
+from .codec import SCALES, codec_of
 from .layout import PLAN
-from .store import bfloat16_to_float32, checked_store, open_group, require_complete
+from .store import checked_store, open_group, require_complete
 from .usage import hold, mark_read
 
 
@@ -146,11 +146,13 @@ class CacheSplit:
         self.attrs = dict(self.group.attrs)
         expect_files(self.entry, name, self.attrs)
         self._hidden = self.array("hidden")
-        # int8 entries: a float32 scale per row and layer; every read goes through `_slice`, which
-        # dequantises, so callers see float16 as from a float16 entry.
-        self._scales = self.array(SCALES) if self.entry.meta.get("dtype") == "int8" else None
-        # ... unless a value is beyond float16's range (65504): then float32, as bfloat16 entries.
-        self._int8_as = np.float32 if self.attrs.get("int8_max_abs", 0) > 65504 else np.float16
+        # The entry's storage format; an entry that names none is read as its array is stored.
+        self.codec = codec_of(self.entry.meta.get("dtype") or str(self._hidden.dtype))
+        # Scaled formats (int8): a float32 scale per row and layer, applied by every read.
+        self._scales = self.array(SCALES) if self.codec.scale_bytes else None
+        # What reads return by default: bfloat16 as float32, int8 as float16 unless its values pass
+        # float16's range (`Codec.read_dtype`).
+        self._read_as = self.codec.read_dtype(self.attrs)
 
     def array(self, name: str) -> zarr.Array:
         """Array ``name`` of the split; one whose zarr.json is gone is an error naming it."""
@@ -211,10 +213,7 @@ class CacheSplit:
     def nbytes(self, *, rows: int, layers: int) -> int:
         """Bytes of ``rows`` rows of ``layers`` layers as `hidden` returns them (bfloat16 as float32,
         int8 as float16 or, past its range, float32)."""
-        itemsize = 4 if self.entry.meta.get("dtype") == "bfloat16" else self._hidden.dtype.itemsize
-        if self._scales is not None:
-            itemsize = np.dtype(self._int8_as).itemsize
-        return int(rows) * int(layers) * self._hidden.shape[2] * itemsize
+        return int(rows) * int(layers) * self._hidden.shape[2] * self._read_as.itemsize
 
     @property
     def dim(self) -> int:
@@ -248,21 +247,15 @@ class CacheSplit:
         rows = None if sentences is None else self.rows_of(sentences)
         if not layers:
             raise LayercacheError(f"no layers asked of {self.entry.path}")
-        bfloat16 = self.entry.meta.get("dtype") == "bfloat16"
         out = None
-        # Each layer is converted once, straight into its place: an int8 layer is dequantised in one
-        # pass from int8 and its scales into the float16 result (`int8.dequantize`).
+        # Each layer is decoded once, straight into its place: an int8 layer in one pass from int8
+        # and its scales into the float16 result (`Codec.decode`).
         for i, layer in enumerate(layers):
             values = self._read_layer(layer, rows)
-            if bfloat16:
-                values = bfloat16_to_float32(values)
             if out is None:
-                kept = self._int8_as if self._scales is not None else values.dtype
-                out = np.empty((values.shape[0], len(layers), values.shape[1]), dtype=kept if dtype is None else dtype)
-            if self._scales is not None:
-                dequantize(values, self._read_rows(self._scales, SCALES, layer, rows), out=out[:, i])
-            else:
-                out[:, i] = values
+                out = np.empty((values.shape[0], len(layers), values.shape[1]),
+                               dtype=self._read_as if dtype is None else dtype)
+            self.codec.decode(values, self._read_scales(layer, rows), out=out[:, i])
         if as_torch:
             import torch
 
@@ -278,21 +271,25 @@ class CacheSplit:
         values = np.stack([self._read_layer(layer, rows) for layer in layers], axis=1)
         if self._scales is None:
             return values, None
-        return values, np.stack([self._read_rows(self._scales, SCALES, layer, rows) for layer in layers], axis=1)
+        return values, np.stack([self._read_scales(layer, rows) for layer in layers], axis=1)
 
     def stored_nbytes(self, *, rows: int, layers: int) -> int:
         """Bytes of ``rows`` rows of ``layers`` layers as `stored` returns them (int8: with the scales)."""
-        per_vector = self._hidden.shape[2] * self._hidden.dtype.itemsize + (4 if self._scales is not None else 0)
+        per_vector = self._hidden.shape[2] * self.codec.value_bytes + self.codec.scale_bytes
         return int(rows) * int(layers) * per_vector
 
     @property
     def storage(self) -> str:
-        """The storage dtype's name: float16, bfloat16, float32 or int8."""
-        return self.entry.meta.get("dtype", "float16")
+        """The storage dtype's name: float16, bfloat16, float32 or int8 (`codec.CODECS`)."""
+        return self.codec.name
 
     def _read_layer(self, layer: int, rows: np.ndarray | None) -> np.ndarray:
         """One layer of the hidden states at ``rows`` (all if None), as stored."""
         return self._read_rows(self._hidden, "hidden", layer, rows)
+
+    def _read_scales(self, layer: int, rows: np.ndarray | None) -> np.ndarray | None:
+        """One layer of a scaled format's scales at ``rows`` (all if None); None for other formats."""
+        return None if self._scales is None else self._read_rows(self._scales, SCALES, layer, rows)
 
     def _read_rows(self, array, name: str, layer: int, rows: np.ndarray | None) -> np.ndarray:
         """One layer of ``array`` (the hidden states, or int8 entries' scales) at ``rows`` (all if None),

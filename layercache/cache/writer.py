@@ -16,13 +16,13 @@ from dataclasses import dataclass, field
 import numpy as np
 import zarr
 
-from .int8 import SCALES, quantize
+from .codec import CODECS, SCALES, Codec, codec_of
 from .layout import PLAN, is_remote, local_path
 from .shard import remove_stale_partials, shard_files
-from .store import CHECKSUM, SMALL_ARRAY_CODECS, files_of, float32_to_bfloat16_bits, open_group
+from .store import CHECKSUM, SMALL_ARRAY_CODECS, files_of, open_group
 
 LABEL_SET_PREFIX = "labels."  # label_sets.ARRAY_PREFIX (that module imports this one's neighbours)
-STORAGE_DTYPES = {"float16": "float16", "float32": "float32", "bfloat16": "uint16", "int8": "int8"}
+STORAGE_DTYPES = {name: codec.stored for name, codec in CODECS.items()}  # the ``hidden`` array's dtype per format
 # How units reach disk, for measuring what writing costs (scripts/bench_extract.py --where):
 # "direct" (the default: a unit that is one whole shard goes straight to its file, `shard.py`),
 # "zarr" (zarr's own pipeline for every unit) or "none" (rows dropped, units still flagged done:
@@ -37,7 +37,7 @@ class SplitPlan:
 
     n_layers: int  # L + 1 (embeddings included)
     dim: int
-    dtype: str  # float16 | bfloat16 | float32 | int8 (with a float32 scale per vector, `int8.py`)
+    dtype: str  # a storage format of `codec.CODECS`: float16 | bfloat16 | float32 | int8 (with scales)
     offsets: np.ndarray  # [S + 1] int64, sentence i is rows offsets[i]:offsets[i+1]
     labels: np.ndarray  # [rows] int16 label ids (-1 unlabeled), or int32 token ids for MLM (-100 unscored)
     words: list[str]  # one per word, all sentences concatenated
@@ -46,6 +46,10 @@ class SplitPlan:
     word_index: np.ndarray | None = None  # [rows] int32, subword granularity only; -1 on special tokens' rows
     attrs: dict = field(default_factory=dict)  # extra split attributes (token budget, counts)
     arrays: dict = field(default_factory=dict)  # extra [rows] arrays stored as given (MLM: input_ids)
+
+    @property
+    def codec(self) -> Codec:
+        return codec_of(self.dtype)
 
     @property
     def n_rows(self) -> int:
@@ -60,7 +64,7 @@ class SplitPlan:
 
 
 def scale_chunk_rows(plan: SplitPlan) -> int:
-    """int8 scales: one chunk per unit (a split smaller than a unit gets one chunk of its own size)."""
+    """Per-vector scales (int8): one chunk per unit (a split smaller than a unit gets one chunk of its own size)."""
     return max(1, min(plan.unit_rows, plan.n_rows))
 
 
@@ -77,7 +81,8 @@ class SplitWriter:
         # Every chunk of a unit is real data: skip zarr's comparison of each one with the fill value.
         self.hidden = group["hidden"].with_config({"write_empty_chunks": True})
         self.done = group["done"]
-        self.scales = group[SCALES].with_config({"write_empty_chunks": True}) if plan.dtype == "int8" else None
+        self.codec = plan.codec
+        self.scales = group[SCALES].with_config({"write_empty_chunks": True}) if self.codec.scale_bytes else None
         self.writes = os.environ.get(WRITES_ENV) or "direct"
         if self.writes not in WRITES:
             raise ValueError(f"{WRITES_ENV}={self.writes!r}: expected one of {', '.join(WRITES)}")
@@ -104,20 +109,16 @@ class SplitWriter:
         return [u for u in range(self.plan.n_units) if not done[u]]
 
     def write_unit(self, unit: int, rows: np.ndarray, *, scales: np.ndarray | None = None) -> None:
-        """rows: [unit rows, L+1, d] float32 or storage dtype (int8 with its ``scales`` when quantised
-        already, on the device); flag the unit only once it is stored."""
+        """rows: [unit rows, L+1, d] float32 or stored already (int8 with its ``scales`` when quantised
+        on the device); flag the unit only once it is stored."""
         if self.writes == "none":
             self.done[unit] = True
             return
         lo, hi = self.plan.unit_range(unit)
         if rows.shape[0] != hi - lo:
             raise ValueError(f"unit {unit}: {rows.shape[0]} rows for range {lo}:{hi}")
-        if self.plan.dtype == "bfloat16" and rows.dtype != np.uint16:
-            rows = float32_to_bfloat16_bits(rows)
-        elif self.plan.dtype == "int8" and scales is None:
-            rows, scales = quantize(rows)
-        else:
-            rows = rows.astype(STORAGE_DTYPES[self.plan.dtype], copy=False)
+        if scales is None:  # not encoded where it was computed
+            rows, scales = self.codec.encode(rows)
         if self.shards is not None and self.shards.shard_rows == self.plan.unit_rows:  # a unit is one shard
             self.shards.write(unit, rows)
         else:
@@ -127,9 +128,7 @@ class SplitWriter:
         self.done[unit] = True
 
     def finish(self, stats: dict) -> None:
-        if self.scales is not None:  # the largest stored magnitude: readers widen past float16's range
-            peak = float(self.scales[:].max()) if self.plan.n_rows else 0.0  # [rows, L+1] float32: small
-            stats = {**stats, "int8_max_abs": peak * 127}
+        stats = {**stats, **self.codec.finish_attrs(None if self.scales is None else self.scales[:])}
         # The chunk files written, so readers and `verify` tell a lost file from a chunk never stored
         # (label sets, written later, list theirs in their own record).
         files = {name: keys for name, keys in files_of(self.group).items() if not name.startswith(LABEL_SET_PREFIX)}
@@ -211,13 +210,13 @@ def _create_split(root: zarr.Group, split: str, plan: SplitPlan) -> zarr.Group:
     g.create_array(
         "hidden",
         shape=(n, plan.n_layers, plan.dim),
-        dtype=STORAGE_DTYPES[plan.dtype],
+        dtype=plan.codec.stored,
         shards=(unit, plan.n_layers, plan.dim),
         chunks=(inner_chunk_rows(unit), 1, plan.dim),  # one layer per inner chunk: layer reads touch only it
         compressors=[CHECKSUM],
         fill_value=0,
     )
-    if plan.dtype == "int8":
+    if plan.codec.scale_bytes:
         g.create_array(SCALES, shape=(n, plan.n_layers), dtype="float32",
                        chunks=(scale_chunk_rows(plan), plan.n_layers), compressors=[CHECKSUM], fill_value=1)
     g.create_array("done", shape=(plan.n_units,), dtype=bool, chunks=(1,), compressors=[CHECKSUM], fill_value=False)

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from ..cache.codec import first_overflow, wider_dtypes
 from ..errors import LayercacheError
 from .tokenize import Tokenized, special_tokens, subword_layout, windows
 
@@ -170,17 +171,15 @@ class UnitEncoder:
         return narrowed
 
     def _check_fits(self, peak: torch.Tensor, storage: torch.dtype, split: str) -> None:
-        """``peak``: each layer's largest magnitude before narrowing (nan if any value is nan).
-        Rounding to the storage dtype is monotone, so the unit fits iff every peak narrows to a
-        finite value: one [L+1] comparison and one device sync per unit."""
-        if bool(torch.isfinite(peak.to(storage)).all()):
+        """``peak``: each layer's largest magnitude before narrowing (nan if any value is nan); the
+        range check is the codec's (`codec.first_overflow`), the message says what to do instead."""
+        layer = first_overflow(peak, storage)
+        if layer is None:
             return
-        peak = peak.float().cpu()
-        layer = int(torch.nonzero(~torch.isfinite(peak.to(storage)))[0])
-        value = float(peak[layer])
+        value = float(peak.float().cpu()[layer])
         where = f"split {split!r}, layer {layer} (0 = embeddings): largest magnitude"
         name = _storage_name(storage)
-        wider = {torch.float16: "--dtype bfloat16 or --dtype float32", torch.bfloat16: "--dtype float32"}.get(storage)
+        wider = " or ".join(f"--dtype {dtype}" for dtype in wider_dtypes(storage)) or None
         if np.isfinite(value):
             largest = torch.finfo(storage).max
             raise LayercacheError(f"{where} {value:.4g} does not fit {name} (largest {largest:.6g}); "

@@ -19,11 +19,12 @@ import numpy as np
 import zarr
 from zarr.storage import MemoryStore
 
+from ..cache.codec import codec_of
 from ..cache.layout import cache_root, is_remote, local_path
 from ..cache.manage import bytes_on_disk, list_entries
 from ..cache.shard import shard_size
 from ..cache.store import exists, open_group
-from ..cache.writer import STORAGE_DTYPES, SplitPlan, _create_split, inner_chunk_rows, scale_chunk_rows
+from ..cache.writer import SplitPlan, _create_split, inner_chunk_rows, scale_chunk_rows
 from ..errors import LayercacheError
 from ..tasks import DEFAULT_TASK
 
@@ -152,10 +153,10 @@ def split_plan(config, dataset, split: str, info, *, tokenizer=None) -> SplitPla
     """The `SplitPlan` extraction makes for ``split`` in every field that decides bytes (the plan id
     and token budget are stand-ins of the same size). Word rows need no tokenizer: every word,
     even one of zero subwords, gets a row."""
-    from .run import DTYPE_BYTES, default_unit_rows, special_counts
+    from .run import default_unit_rows, special_counts
 
     n_layers, dim = info.num_layers + 1, info.hidden_size
-    unit_rows = config.unit_rows or default_unit_rows(n_layers, dim, DTYPE_BYTES[config.dtype])
+    unit_rows = config.unit_rows or default_unit_rows(n_layers, dim, codec_of(config.dtype).value_bytes)
     arrays, word_index = {}, None
     if config.task_info.masks_inputs:
         from .masking import masked_split
@@ -183,17 +184,17 @@ def split_plan(config, dataset, split: str, info, *, tokenizer=None) -> SplitPla
 
 
 def hidden_bytes(plan: SplitPlan) -> int:
-    """Bytes of the ``hidden`` shards: every full shard, then the last one with only its rows (int8:
-    and the scales next to them)."""
+    """Bytes of the ``hidden`` shards: every full shard, then the last one with only its rows (scaled
+    formats, int8: and the scales next to them)."""
     if plan.n_rows == 0:
         return 0
-    itemsize = np.dtype(STORAGE_DTYPES[plan.dtype]).itemsize
-    size = lambda n: shard_size(n, (plan.n_layers, plan.dim), itemsize=itemsize,  # noqa: E731
+    codec = plan.codec
+    size = lambda n: shard_size(n, (plan.n_layers, plan.dim), itemsize=codec.value_bytes,  # noqa: E731
                                 shard_rows=plan.unit_rows, inner_rows=inner_chunk_rows(plan.unit_rows))
     full, last = divmod(plan.n_rows, plan.unit_rows)
     total = full * size(plan.unit_rows) + (size(last) if last else 0)
-    if plan.dtype == "int8":  # the float32 scales: whole chunks (the last one padded), each with its crc32c
-        total += plan.n_units * (scale_chunk_rows(plan) * plan.n_layers * 4 + 4)
+    if codec.scale_bytes:  # the scales: whole chunks (the last one padded), each with its crc32c
+        total += plan.n_units * (scale_chunk_rows(plan) * plan.n_layers * codec.scale_bytes + 4)
     return total
 
 

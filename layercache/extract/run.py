@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..cache import label_sets
-from ..cache.int8 import quantize_tensor
+from ..cache.codec import CODECS, DEFAULT_DTYPE, codec_of
 from ..cache.layout import cache_root, entry_key, entry_path
 from ..cache.lock import EntryLock
 from ..cache.manage import bytes_on_disk
@@ -43,8 +43,8 @@ from .tokenize import Tokenized, special_tokens, subword_rows, tokenize_words
 
 GRANULARITIES = ("word", "subword")
 POOLINGS = ("first", "mean", "last")
-DTYPES = ("float16", "bfloat16", "float32", "int8")
-DTYPE_BYTES = {"float16": 2, "bfloat16": 2, "float32": 4, "int8": 1}  # int8: plus a float32 scale per vector
+DTYPES = tuple(CODECS)  # the storage formats (`layercache.cache.codec`)
+DTYPE_BYTES = {name: codec.value_bytes for name, codec in CODECS.items()}  # int8: plus its scales (`Codec.scale_bytes`)
 MASKING_FORMAT = 1  # bump when the blocking or masking algorithm changes: it is part of the entry key
 
 
@@ -55,7 +55,7 @@ class ExtractConfig:
     splits: tuple[str, ...] | None = None  # None = every split the dataset has
     granularity: str = "word"
     pooling: str = "first"
-    dtype: str = "float16"
+    dtype: str = DEFAULT_DTYPE
     max_length: int | None = None  # None = the model's maximum
     token_budget: int | None = None  # padded tokens per forward batch; None = 1024 on CPU, 4096 on CUDA
     precision: str = "fp32"  # autocast for the forward pass: fp32 | bf16 | fp16
@@ -302,7 +302,6 @@ def extract(config: ExtractConfig, *, progress: bool = True, log=print, on_unit=
 
 def _extract_split(config, dataset, split, info, tokenizer, model: Future, device, path, attrs, progress, log, ranks,
                    on_unit):
-    import torch
     from tqdm.auto import tqdm
 
     from .encode import UnitEncoder, row_map
@@ -327,10 +326,7 @@ def _extract_split(config, dataset, split, info, tokenizer, model: Future, devic
     encoder = UnitEncoder(backbone, tokenizer, device=device, precision=config.precision,
                           token_budget=plan.attrs["token_budget"], max_length=attrs["max_length"])
     n_windowed = int(np.sum(np.diff(tok.sub_offsets) > encoder.width))
-    # int8 units leave the encoder in float32 (so the non-finite check is float32's) and are
-    # quantised, vector by vector, by the writer (`cache/int8.py`).
-    storage = {"float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32,
-               "int8": torch.float32}[config.dtype]
+    storage = codec_of(config.dtype).encoded  # int8: float32, quantised after (`Codec.encoded`)
     pending = writer.pending_units()
     # Every rank reads the done flags before any rank writes: a rank that read them after another
     # had finished a unit would deal the units out differently and leave one unwritten.
@@ -396,7 +392,7 @@ def _plan(config, dataset, split, tok: Tokenized, rows, info: ModelInfo, attrs, 
         extra = {"n_masked": int(np.sum(blocks.labels != IGNORE))}
         offsets, word_index = rows.row_offsets, tok.word_of_sub
     n_layers, dim = info.num_layers + 1, info.hidden_size
-    unit_rows = config.unit_rows or default_unit_rows(n_layers, dim, DTYPE_BYTES[config.dtype])
+    unit_rows = config.unit_rows or default_unit_rows(n_layers, dim, codec_of(config.dtype).value_bytes)
     token_budget = _stored(path, split, "token_budget", config.token_budget or default_token_budget(device))
     h = hashlib.sha256()
     parts = (attrs["key"], split, tok.ids, tok.sub_offsets, tok.word_of_sub, unit_rows, token_budget)
@@ -561,7 +557,7 @@ class _BackgroundWriter:
             raise self.error
         import torch
 
-        parts = quantize_tensor(out) if self.quantizes_on(device) else (out,)
+        parts = self.writer.codec.encode_torch(out) if self.quantizes_on(device) else (out,)
         if device.type == "cuda":
             hosts = tuple(torch.empty(p.shape, dtype=p.dtype, pin_memory=True) for p in parts)
             for host, part in zip(hosts, parts):
@@ -573,14 +569,12 @@ class _BackgroundWriter:
             self.queue.put((unit, parts, None))
 
     def quantizes_on(self, device) -> bool:
-        """Whether an int8 unit is quantised where it was encoded: on a GPU (a quarter of float32's
-        bytes cross to the host), not on the CPU (there the writer thread does it beside the next
-        unit's forward pass)."""
-        return self.writer.plan.dtype == "int8" and device.type != "cpu"
+        """Whether a unit is stored-encoded where it was computed (`Codec.encodes_on_device`): int8 on a
+        GPU (a quarter of float32's bytes cross to the host), not on the CPU (there the writer thread
+        does it beside the next unit's forward pass)."""
+        return self.writer.codec.encodes_on_device and device.type != "cpu"
 
     def _run(self):
-        import torch
-
         while True:
             item = self.queue.get()
             if item is None:
@@ -590,12 +584,11 @@ class _BackgroundWriter:
                 if self.error is None:
                     if event is not None:
                         event.synchronize()
-                    if tensor.dtype == torch.bfloat16:
-                        tensor = tensor.view(torch.uint16)
+                    values = self.writer.codec.to_numpy(tensor)
                     if scales:
-                        self.writer.write_unit(unit, tensor.numpy(), scales=scales[0].numpy())
-                    else:
-                        self.writer.write_unit(unit, tensor.numpy())
+                        self.writer.write_unit(unit, values, scales=scales[0].numpy())
+                    else:  # the plain call: wrappers of `write_unit` take (unit, rows)
+                        self.writer.write_unit(unit, values)
             except BaseException as exc:  # surfaced in the main thread
                 self.error = exc
 
