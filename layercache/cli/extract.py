@@ -12,6 +12,7 @@ from ..display import human_bytes
 from ..errors import LayercacheError
 from ..extract.datasets import current_reading
 from ..extract.estimate import Estimate, estimate
+from ..extract.precision import PRECISIONS
 from ..extract.run import DTYPES, GRANULARITIES, POOLINGS, ExtractConfig, extract
 from ..tasks import task_of
 from .errors import friendly_errors
@@ -58,7 +59,7 @@ def _splits(value: str | None):
 @click.option("--dtype", type=click.Choice(DTYPES), default=default_of(ExtractConfig, "dtype"), show_default=True,
               help="Storage dtype of the hidden states (int8: one float32 scale per vector, about half "
                    "float16's bytes).")
-@click.option("--precision", type=click.Choice(["fp32", "bf16", "fp16"]),
+@click.option("--precision", type=click.Choice(list(PRECISIONS)),
               default=default_of(ExtractConfig, "precision"), show_default=True,
               help="Autocast precision of the forward pass.")
 @click.option("--max-length", type=int, default=None,

@@ -11,9 +11,11 @@ import torch
 
 from ..cache.codec import first_overflow, wider_dtypes
 from ..errors import LayercacheError
+from .precision import PRECISIONS as _TABLE
+from .precision import precision_of
 from .tokenize import Tokenized, special_tokens, subword_layout, windows
 
-PRECISIONS = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}
+PRECISIONS = {name: p.autocast_dtype for name, p in _TABLE.items()}  # the earlier name: precision -> autocast dtype
 
 
 def _storage_name(dtype: torch.dtype) -> str:
@@ -64,7 +66,8 @@ class Window:
 class UnitEncoder:
     def __init__(self, model, tokenizer, *, device, precision: str, token_budget: int, max_length: int):
         self.model, self.device = model, device
-        self.autocast_dtype = PRECISIONS[precision]
+        self.precision = precision_of(precision)
+        self.autocast_dtype = self.precision.autocast_dtype
         self.token_budget, self.max_length = token_budget, max_length
         self.prefix_ids, self.suffix_ids = special_tokens(tokenizer)
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
@@ -108,11 +111,7 @@ class UnitEncoder:
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, *,
                 grad: bool = False) -> tuple[torch.Tensor, ...]:
         """Every layer's hidden states, embeddings first (HF order); `grad` keeps the graph (FT)."""
-        ctx = (
-            torch.autocast(device_type=self.device.type, dtype=self.autocast_dtype)
-            if self.autocast_dtype is not None
-            else contextlib.nullcontext()
-        )
+        ctx = self.precision.autocast(self.device.type)
         with (contextlib.nullcontext() if grad else torch.inference_mode()), ctx:
             out = self.model(input_ids=input_ids, attention_mask=attention_mask, output_hidden_states=True)
         return out.hidden_states
@@ -184,7 +183,7 @@ class UnitEncoder:
             largest = torch.finfo(storage).max
             raise LayercacheError(f"{where} {value:.4g} does not fit {name} (largest {largest:.6g}); "
                                   f"extract with {wider}")
-        autocast = {torch.float16: "fp16", torch.bfloat16: "bf16"}.get(self.autocast_dtype)
+        autocast = self.precision.name if self.autocast_dtype is not None else None
         if autocast is None:
             raise LayercacheError(f"{where} {value}: the forward pass is non-finite in float32 already; "
                                   f"no --dtype can store it")

@@ -38,6 +38,7 @@ from .datasets import TaggedDataset, load_dataset
 from .distributed import Ranks
 from .masking import IGNORE, MaskedBlocks, MaskingSpec, MaskVocab, content_size, masked_split
 from .models import ModelInfo, load_config, load_model, load_tokenizer, model_info
+from .precision import DEFAULT_PRECISION, PRECISIONS
 from .text import TextCorpus, load_text
 from .tokenize import Tokenized, special_tokens, subword_rows, tokenize_words
 
@@ -58,7 +59,7 @@ class ExtractConfig:
     dtype: str = DEFAULT_DTYPE
     max_length: int | None = None  # None = the model's maximum
     token_budget: int | None = None  # padded tokens per forward batch; None = 1024 on CPU, 4096 on CUDA
-    precision: str = "fp32"  # autocast for the forward pass: fp32 | bf16 | fp16
+    precision: str = DEFAULT_PRECISION  # autocast for the forward pass: a name of `precision.PRECISIONS`
     cache_dir: str | None = None
     device: str | None = None
     unit_rows: int | None = None  # rows per shard; None = about 256 MiB per shard (default_unit_rows)
@@ -90,7 +91,7 @@ class ExtractConfig:
             ("granularity", self.granularity, GRANULARITIES),
             ("pooling", self.pooling, POOLINGS),
             ("dtype", self.dtype, DTYPES),
-            ("precision", self.precision, ("fp32", "bf16", "fp16")),
+            ("precision", self.precision, tuple(PRECISIONS)),
         ):
             if value not in choices:
                 raise LayercacheError(f"--{name} {value!r} is not one of {', '.join(choices)}")

@@ -8,11 +8,12 @@ import numpy as np
 import torch
 
 from ..errors import LayercacheError
+from ..extract.precision import DEFAULT_PRECISION
 
 
 class LiveBackbone(torch.nn.Module):
     def __init__(self, model, tokenizer, *, granularity: str, pooling: str, max_length: int, device,
-                 precision: str = "fp32"):
+                 precision: str = DEFAULT_PRECISION):
         super().__init__()
         from ..extract.encode import UnitEncoder
 
@@ -70,7 +71,7 @@ class LiveBackbone(torch.nn.Module):
         return hidden * mask[:, :, None, None], mask  # zeros at padding (the suffix and pad states)
 
 
-def load_live_backbone(meta: dict, *, device, precision: str = "fp32", model_path: str | None = None,
+def load_live_backbone(meta: dict, *, device, precision: str = DEFAULT_PRECISION, model_path: str | None = None,
                        trust_remote_code: bool = False) -> LiveBackbone:
     """The backbone a cache entry (or checkpoint) was made with, checked against its revision."""
     from ..extract.models import load_model, load_tokenizer, model_info

@@ -6,6 +6,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 
 from ..errors import LayercacheError
+from ..extract.precision import DEFAULT_PRECISION
+from ..extract.precision import PRECISIONS as PRECISION_TABLE
 from ..fusions.config import LAYER_SCORES, LM_HIDDEN_ACT, LM_LAYER_NORM_EPS, FusionConfig
 from ..fusions.registry import FUSIONS
 from ..tasks import DEFAULT_TASK, TASKS, task_of
@@ -15,7 +17,7 @@ PAPER_LR = 5e-5  # the paper's learning rate (§5): AdamW, linear decay to zero;
 # features barely move at 5e-5; the heads with a handful of parameters want ten times more again.
 FE_LR = 1e-3
 FE_LR_BY_FUSION = {"base": 1e-2, "scalarmix": 1e-2}
-PRECISIONS = ("fp32", "bf16", "fp16")
+PRECISIONS = tuple(PRECISION_TABLE)  # the names (`layercache.extract.precision` holds what each means)
 
 
 @dataclass(frozen=True)
@@ -41,7 +43,7 @@ class TrainConfig:
     mode: str = "fe"  # fe: heads on cached states; ft: the backbone fine-tunes end to end with the head
     freeze: str | None = None  # ft: "embeddings", or k = the embeddings and the bottom k layers
     grad_accum: int = 1  # micro-batches of batch_size per optimizer step
-    precision: str = "fp32"  # autocast for forward passes: fp32 | bf16 | fp16 (fp16: CUDA, with loss scaling)
+    precision: str = DEFAULT_PRECISION  # autocast for forward passes: fp32 | bf16 | fp16 (fp16: CUDA, loss scaling)
     layer_score: str = FusionConfig.layer_score  # dwatt: paper (q.k) | scaled (q.k / sqrt(d)) | learned (q.k * exp(t))
     task: str = DEFAULT_TASK  # a name in layercache.tasks.TASKS: ner tags words (F1); mlm predicts masked tokens
     # the entry's label set to learn (`layercache.cache.label_sets`): ner, pos, chunk, upos, ...; None = its primary.

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import os
 import time
 
@@ -30,10 +29,10 @@ def resolve_precision(precision: str, device: str | None = None, *, root: str | 
 
 
 def autocast(precision: str, device: torch.device):
-    """The autocast context of a precision (fp32: none)."""
-    if precision == "fp32":
-        return contextlib.nullcontext()
-    return torch.autocast(device_type=device.type, dtype=torch.bfloat16 if precision == "bf16" else torch.float16)
+    """The autocast context of a precision (fp32: none), from the one table (`extract.precision`)."""
+    from ..extract.precision import autocast as precision_autocast
+
+    return precision_autocast(precision, device)
 
 
 def apply_thread_setting() -> None:
