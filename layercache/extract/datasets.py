@@ -131,7 +131,7 @@ class Reading:
         return ""
 
 
-_READING: ContextVar[Reading] = ContextVar("layercache_reading", default=Reading())
+_READING: ContextVar[Reading | None] = ContextVar("layercache_reading", default=None)  # None: Reading()
 
 
 @contextmanager
@@ -139,16 +139,16 @@ def reading(**changes) -> Iterator[Reading]:
     """Within the block, :func:`load_dataset` reads fields as ``changes`` (`Reading` fields) say,
     on top of the enclosing block's choice: what the CLI's --columns, --tokens-field and
     --tags-field set for a whole command."""
-    token = _READING.set(replace(_READING.get(), **changes))
+    token = _READING.set(replace(current_reading(), **changes))
     try:
-        yield _READING.get()
+        yield current_reading()
     finally:
         _READING.reset(token)
 
 
 def current_reading() -> Reading:
     """The `Reading` in effect (the defaults outside any :func:`reading` block)."""
-    return _READING.get()
+    return _READING.get() or Reading()
 
 
 def parse_columns(spec: str | dict[str, int]) -> dict[str, int]:
@@ -459,8 +459,9 @@ def _named_columns(middles: dict[str, list[list[tuple[str, ...]]]], widths: dict
     POS and chunk when every file has its four columns (word POS chunk NER); no named columns otherwise
     (they stay unread). A malformed tag of a span column (chunk) is an error naming file and line."""
     if columns is not None:
-        names = tuple((name, SPAN if name in SPAN_COLUMNS else TOKEN) for name in columns if name not in ("word", "ner"))
-        at = [c for name, c in columns.items() if name not in ("word", "ner")]
+        others = {name: c for name, c in columns.items() if name not in ("word", "ner")}
+        names = tuple((name, SPAN if name in SPAN_COLUMNS else TOKEN) for name in others)
+        at = list(others.values())
     else:
         names = CONLL2003_COLUMNS.get(next(iter(widths.values()))) if len(set(widths.values())) == 1 else None
         at = [1, 2]

@@ -86,7 +86,8 @@ def test_a_bad_columns_value_is_named(text, message):
 
 def test_hf_fields_are_named(tmp_path):
     for strings in (False, True):
-        data = load_dataset(str(_hf(tmp_path, strings=strings)), read=Reading(tokens_field="words", tags_field="labels"))
+        fields = Reading(tokens_field="words", tags_field="labels")
+        data = load_dataset(str(_hf(tmp_path, strings=strings)), read=fields)
         assert data.splits["train"] == TRAIN and data.splits["dev"] == DEV
         assert data.source.endswith("(fields words, labels)")
 
