@@ -9,6 +9,7 @@ import click
 
 from ..errors import LayercacheError
 from ..extract.run import ExtractConfig
+from ..fusions.config import QUERY_LAYERS
 from ..fusions.dwatt import LAYER_SCORES
 from ..tasks import TASKS, task_of
 from ..training.config import PAPER_LR, TrainConfig
@@ -149,6 +150,14 @@ layer_score_option = click.option(
     "--layer-score", type=click.Choice(LAYER_SCORES), default=default_of(TrainConfig, "layer_score"), show_default=True,
     help="DWAtt's score over layers: paper = q.k (unscaled, eqs. 3-11), scaled = q.k/sqrt(d), learned = "
          "q.k times a learned temperature.")
+
+
+query_layer_option = click.option(
+    "--query-layer", type=click.Choice(QUERY_LAYERS), default=default_of(TrainConfig, "query_layer"),
+    show_default=True,
+    help="z_L, DWAtt's query and residual, Base's output and the extra layers' input: fused = the last "
+         "layer of --layers; top = the backbone's top layer, read even when it is not fused (the fused "
+         "layers stay --layers). Concat and ScalarMix have no z_L and ignore it.")
 
 
 def apply_protocol(options: dict, protocol: str, *, names: dict | None = None) -> dict:

@@ -25,6 +25,7 @@ from .options import (
     parse_list,
     parse_shots,
     protocol_option,
+    query_layer_option,
     quiet_option,
     resolve,
     say,
@@ -49,6 +50,7 @@ from .options import (
               show_default=True)
 @layers_option(extra_help="Default: all.")
 @click.option("--extra-layers", type=click.IntRange(min=1), default=None)
+@query_layer_option
 @click.option("--eval-points", type=click.IntRange(min=1), default=5, show_default=True,
               help="Evenly spaced dev evaluations per run (the last at the end).")
 @click.option("--dev-sentences", type=click.IntRange(min=1), default=None,
@@ -75,9 +77,9 @@ from .options import (
 @protocol_option
 @quiet_option
 @friendly_errors
-def main(task, labels, fusions, shots, epochs, trials, lrs, layer_scores, batch_size, layers, extra_layers, eval_points,
-         dev_sentences, precision, workers, pack, ray_address, out, cache, model, dataset, cache_dir, block_size,
-         mask_seed, mlm_probability, report_only, curve_shots, per_lr, protocol, quiet):
+def main(task, labels, fusions, shots, epochs, trials, lrs, layer_scores, batch_size, layers, extra_layers, query_layer,
+         eval_points, dev_sentences, precision, workers, pack, ray_address, out, cache, model, dataset, cache_dir,
+         block_size, mask_seed, mlm_probability, report_only, curve_shots, per_lr, protocol, quiet):
     """Run fusion x N-shot x epoch cap x trial from one cache (skipping runs already done)."""
     from ..experiments.report import render
     from ..experiments.results import RESULTS, read_results
@@ -104,7 +106,8 @@ def main(task, labels, fusions, shots, epochs, trials, lrs, layer_scores, batch_
         masking = extract_options(task, block_size=block_size, mask_seed=mask_seed, mlm_probability=mlm_probability)
         base = TrainConfig(fusion="base", shots=None, epochs=1, seed=0, batch_size=batch_size, task=task,
                            labels=labels, layers=layers, extra_layers=extra_layers, eval_points=eval_points,
-                           dev_sentences=dev_sentences, precision=resolve_precision(precision, root=cache_dir))
+                           dev_sentences=dev_sentences, query_layer=query_layer,
+                           precision=resolve_precision(precision, root=cache_dir))
         configs = grid(**lists, trials=trials, base=base, lr=_listed(axes["lr"]),
                        layer_score=_listed(axes["layer_score"]))
         entry = resolve(cache, model, dataset, cache_dir, extract=masking, quiet=quiet).with_labels(labels)

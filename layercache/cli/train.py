@@ -30,6 +30,7 @@ from .options import (
     masking_options,
     parse_shots,
     protocol_option,
+    query_layer_option,
     quiet_option,
     resolve,
     say,
@@ -118,6 +119,7 @@ def budget_table(entry, *, layers: str | None, extra_layers: int | None, current
               help="Autocast for forward passes; auto = bf16 where this machine multiplies it clearly faster "
                    "(measured once, remembered in the cache root), else fp32 (fp16 needs CUDA).")
 @layer_score_option
+@query_layer_option
 @protocol_option
 @cache_options
 @masking_options
@@ -173,7 +175,8 @@ def _load(entry, config: TrainConfig):
         return data
     from ..training.data import load_for_run
 
-    return load_for_run(entry, layers=config.layers, shots=config.shots, seed=config.seed)
+    return load_for_run(entry, layers=config.layers, shots=config.shots, seed=config.seed,
+                        query_layers=config.query_layers(entry.num_layers))
 
 
 def _save(result, data, entry, config: TrainConfig, *, out: str, load_seconds: float) -> str:

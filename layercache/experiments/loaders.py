@@ -43,7 +43,8 @@ def load_run(entry, configs: list) -> object:
     """FE, one run (``load_per_run``): exactly what it reads, its sample with its candidate layers
     (all of 1..L for auto:K, to rank them) and dev/test with only the layers it fuses."""
     (config,) = configs
-    return load_for_run(with_labels(entry, configs), layers=config.layers, shots=config.shots, seed=config.seed)
+    return load_for_run(with_labels(entry, configs), layers=config.layers, shots=config.shots, seed=config.seed,
+                        query_layers=config.query_layers(entry.num_layers))
 
 
 def load_live(entry, configs: list) -> object:
@@ -69,5 +70,6 @@ def with_labels(entry, configs: list):
 
 
 def _candidate_layers(entry, configs: list) -> list[int]:
-    """The union of the layers the runs may fuse (auto:K ranks all of 1..L)."""
-    return sorted({x for c in configs for x in parse_layers(c.layers, num_layers=entry.num_layers).candidates})
+    """The union of the layers the runs may fuse (auto:K ranks all of 1..L) or read as z_L."""
+    return sorted({x for c in configs for x in (*parse_layers(c.layers, num_layers=entry.num_layers).candidates,
+                                                   *c.query_layers(entry.num_layers))})

@@ -11,6 +11,9 @@ import inspect
 from dataclasses import dataclass, fields
 
 LAYER_SCORES = ("paper", "scaled", "learned")  # DWAtt's score s(q, k_n): see layercache.fusions.dwatt
+# Where z_L comes from: "fused" = the last fused layer; "top" = a slice of its own after the fused
+# layers (a run puts the backbone's top layer there: `TrainConfig.query_layer`).
+QUERY_LAYERS = ("fused", "top")
 # An MLM head's LayerNorm epsilon and activation when the backbone's config names none: BERT's.
 LM_LAYER_NORM_EPS = 1e-12
 LM_HIDDEN_ACT = "gelu"
@@ -25,6 +28,7 @@ class FusionConfig:
     extra_layers: int = 1  # extra: new encoder layers on top (None = this; training picks 1 or 2 by depth)
     layer_score: str = "scaled"  # dwatt: paper (q.k) | scaled (q.k / sqrt(d)) | learned (q.k * exp(t))
     dropout: float = 0.1  # extra's layers and the dropout before a tagger's classifier
+    query_layer: str = "fused"  # dwatt: z_L is the last fused layer (fused) or one more slice after them (top)
 
     def __post_init__(self):
         if self.extra_layers is None:  # "the default", as a config or a caller leaves it

@@ -8,7 +8,7 @@ from torch import Tensor, nn
 
 from layercache.errors import LayercacheError
 
-from .config import LAYER_SCORES
+from .config import LAYER_SCORES, QUERY_LAYERS
 from .fusion import Fusion
 from .stacked import cast, compute_dtype, layer_norm, linear, wide
 
@@ -33,7 +33,9 @@ class DWAtt(Fusion):
     ``k^pos`` is a buffer: not trained, but saved in the state_dict so a checkpoint reproduces it,
     and drawn from torch's current RNG so the seed fixes it. The L value MLPs are stored as batched
     weights (``[L, d, d/2]`` ...) for one batched product instead of a loop; their parameter count and
-    initialisation equal L separate ``nn.Linear``/``nn.LayerNorm`` modules. The solo forward and
+    initialisation equal L separate ``nn.Linear``/``nn.LayerNorm`` modules. With ``query_layer="top"``
+    the head takes ``L + 1`` slices: the L fused layers (the values), then z_L alone (the query and
+    the residual), which is not fused. The solo forward and
     the stacked one (K heads, `stacked_forward`) share each piece of the equations (``_values``,
     ``_query``, ``_scaled``, ``_over_layers``, ``_mix``); only the products differ (modules here,
     batched over the heads there).
@@ -45,13 +47,16 @@ class DWAtt(Fusion):
     # another was faster.
     shares_evaluation_batch = False
 
-    def __init__(self, *, n_layers: int, dim: int, layer_score: str) -> None:
+    def __init__(self, *, n_layers: int, dim: int, layer_score: str, query_layer: str) -> None:
         super().__init__()
         bottleneck = dim // 2
         if bottleneck < 1:
             raise LayercacheError(f"DWAtt needs dim >= 2 for its d/2 bottleneck, got dim={dim!r}")
         if layer_score not in LAYER_SCORES:
             raise LayercacheError(f"layer_score must be one of {', '.join(LAYER_SCORES)}, got {layer_score!r}")
+        if query_layer not in QUERY_LAYERS:
+            raise LayercacheError(f"query_layer must be one of {', '.join(QUERY_LAYERS)}, got {query_layer!r}")
+        self.query_slices = int(query_layer == "top")
         L, d, m = n_layers, dim, bottleneck
         self.layer_score = layer_score
         if layer_score == "learned":  # log-temperature, starting where "scaled" is
@@ -87,16 +92,16 @@ class DWAtt(Fusion):
         in float32 and every mixed-dtype element-wise op on CPU's slow casting path (together, half
         of a step). Weights and their gradients stay in the parameters' dtype.
         """
-        B, T, L, d = hidden.shape
+        B, T, L, d = hidden.shape[0], hidden.shape[1], len(self.k_pos), hidden.shape[3]
         dtype = compute_dtype(hidden)
         w = {name: p.to(dtype) for name, p in self.named_parameters() if name.startswith("v_")}
         with torch.autocast(hidden.device.type, enabled=False):
-            x = hidden.reshape(B * T, L, d).transpose(0, 1).to(dtype, memory_format=torch.contiguous_format)
+            x = hidden[:, :, :L].reshape(B * T, L, d).transpose(0, 1).to(dtype, memory_format=torch.contiguous_format)
             return _values(x, w)  # [L, BT, d]
 
     def forward(self, hidden: Tensor, mask: Tensor) -> Tensor:
-        # hidden [B, T, L, d], mask [B, T] (unused: attention is over layers, within a token)
-        B, T, L, d = hidden.shape
+        # hidden [B, T, L (+ query_slices), d], mask [B, T] (unused: attention is over layers, within a token)
+        B, T, L, d = hidden.shape[0], hidden.shape[1], len(self.k_pos), hidden.shape[3]
         top = hidden[:, :, -1]  # z_L, [B, T, d]
         values = self.values(hidden)  # [L, BT, d]
         weights = self.layer_weights(hidden).reshape(B * T, L).T.to(values.dtype)  # [L, BT], over layers
@@ -132,12 +137,12 @@ class DWAtt(Fusion):
     @staticmethod
     def stacked_forward(fusion, params: dict, buffers: dict, rows: Tensor, mask: Tensor, *, k: int, shared: bool,
                         lengths) -> Tensor:
-        """`forward` for K heads on their own rows: ``rows [K, N, L, d]`` -> ``[K, N, d]``."""
+        """`forward` for K heads on their own rows: ``rows [K, N, L (+ query_slices), d]`` -> ``[K, N, d]``."""
         w = cast(params, rows.dtype)
-        n, L, d = rows.shape[1:]
+        n, L, d = rows.shape[1], w["v_up_weight"].shape[1], rows.shape[-1]
         top = rows[..., -1, :]  # z_L: [K, N, d]
         # v_n, layer-major [K*L, N, *]: one product per (head, layer).
-        x = rows.transpose(1, 2).reshape(k * L, n, d)
+        x = rows[..., :L, :].transpose(1, 2).reshape(k * L, n, d)
         v = _values(x, {name: t.flatten(0, 1) for name, t in w.items() if name.startswith("v_")}).view(k, L, n, d)
         f = linear(top, w["query_mlp.up.weight"], w["query_mlp.up.bias"])  # f^Q(z_L): [K, N, m]
         f = layer_norm(F.gelu(f), w["query_mlp.norm.weight"][:, None], w["query_mlp.norm.bias"][:, None])

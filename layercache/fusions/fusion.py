@@ -13,6 +13,8 @@ reports no layer usage):
 - ``top_layer_only``: reads z_L alone, so a run holds and batches that one layer;
 - ``reads_query_layer``: has a z_L at all (a query, a residual or an input), so a run may read the
   backbone's top layer as z_L (``--query-layer top``) instead of the last fused one;
+- ``query_slices`` (per module): slices of ``hidden`` after the L fused layers that hold z_L alone
+  and are not fused: 1 for a fusion built with ``query_layer="top"``, else 0;
 - ``stacked_forward(fusion, params, buffers, rows, mask, *, k, shared, lengths) -> [K, N, d]`` or
   None: K heads as one module (``sweep --pack K``; `layercache.fusions.stacked` says what each
   argument holds), None = the fusion trains alone;
@@ -38,6 +40,7 @@ class Fusion(nn.Module):
     reads_query_layer = False
     stacked_forward = None
     shares_evaluation_batch = False
+    query_slices = 0
 
     def layer_usage(self, batches, *, autocast) -> dict | None:
         return None

@@ -120,7 +120,7 @@ class FusedMaskedLM(nn.Module):
                 rows: Tensor | None = None) -> Tensor:
         # hidden [B, T, L, d], mask [B, T] (True = real row); rows [B, T] bool: where to predict
         # (None = every real row); lengths: a packed batch's blocks. -> logits [R, vocab], R = rows.sum()
-        if hidden.dim() != 4 or tuple(hidden.shape[2:]) != (self.n_layers, self.dim):
+        if hidden.dim() != 4 or tuple(hidden.shape[2:]) != (self.n_layers + self.fusion.query_slices, self.dim):
             raise LayercacheError(f"hidden states of shape {tuple(hidden.shape)} do not match the head's "
                                   f"[B, T, n_layers={self.n_layers}, dim={self.dim}]")
         rows = mask if rows is None else rows

@@ -19,7 +19,7 @@ class TokenTagger(nn.Module):
     """``logits = Linear(dropout(fusion(hidden, mask)))``: ``[B, T, L, d] -> [B, T, n_labels]``.
 
     ``fusion_config``: the `FusionConfig` fields as keywords (``n_layers``, ``dim``, ``num_heads``,
-    ``ffn_dim``, and optionally ``extra_layers``, ``layer_score``, ``dropout``), so a checkpoint's
+    ``ffn_dim``, and optionally ``extra_layers``, ``layer_score``, ``dropout``, ``query_layer``), so a checkpoint's
     flat ``tagger`` record rebuilds the head.
     """
 
@@ -35,10 +35,11 @@ class TokenTagger(nn.Module):
 
     def forward(self, hidden: Tensor, mask: Tensor, lengths: Tensor | None = None) -> Tensor:
         # hidden [B, T, L, d], mask [B, T] (True = real token); lengths: a packed batch's sentences
-        if hidden.dim() != 4 or tuple(hidden.shape[2:]) != (self.n_layers, self.dim):
+        slices = self.n_layers + self.fusion.query_slices  # the fused layers, then z_L when it is read apart
+        if hidden.dim() != 4 or tuple(hidden.shape[2:]) != (slices, self.dim):
             raise LayercacheError(
                 f"hidden states of shape {tuple(hidden.shape)} do not match the head's "
-                f"[B, T, n_layers={self.n_layers}, dim={self.dim}]"
+                f"[B, T, n_layers={self.n_layers}{' + z_L' if self.fusion.query_slices else ''}, dim={self.dim}]"
             )
         if lengths is not None and not self.fusion.token_wise:
             h = self.fusion.forward_packed(hidden, lengths)  # [1, R, d]

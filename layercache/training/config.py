@@ -8,7 +8,7 @@ from dataclasses import asdict, dataclass, field
 from ..errors import LayercacheError
 from ..extract.precision import DEFAULT_PRECISION
 from ..extract.precision import PRECISIONS as PRECISION_TABLE
-from ..fusions.config import LAYER_SCORES, LM_HIDDEN_ACT, LM_LAYER_NORM_EPS, FusionConfig
+from ..fusions.config import LAYER_SCORES, LM_HIDDEN_ACT, LM_LAYER_NORM_EPS, QUERY_LAYERS, FusionConfig
 from ..fusions.registry import FUSIONS
 from ..tasks import DEFAULT_TASK, TASKS, task_of
 
@@ -45,6 +45,9 @@ class TrainConfig:
     grad_accum: int = 1  # micro-batches of batch_size per optimizer step
     precision: str = DEFAULT_PRECISION  # autocast for forward passes: fp32 | bf16 | fp16 (fp16: CUDA, loss scaling)
     layer_score: str = FusionConfig.layer_score  # dwatt: paper (q.k) | scaled (q.k / sqrt(d)) | learned (q.k * exp(t))
+    # z_L (DWAtt's query and residual, Base's output, the extra layers' input): the last fused layer
+    # (fused), or the backbone's top layer (top), read even when it is not fused; concat and scalarmix have none.
+    query_layer: str = FusionConfig.query_layer
     task: str = DEFAULT_TASK  # a name in layercache.tasks.TASKS: ner tags words (F1); mlm predicts masked tokens
     # the entry's label set to learn (`layercache.cache.label_sets`): ner, pos, chunk, upos, ...; None = its primary.
     # Span sets score span F1, token sets (POS) token accuracy.
@@ -65,6 +68,11 @@ class TrainConfig:
     def record(self) -> dict:
         """``asdict`` with the learning rate that ran, so a record says what it did."""
         return {**asdict(self), "lr": self.max_lr}
+
+    def query_layers(self, num_layers: int) -> tuple[int, ...]:
+        """The layer a run reads for z_L beyond the layers it fuses: the backbone's top one for
+        ``query_layer="top"`` where the fusion has a z_L (`Fusion.reads_query_layer`), else none."""
+        return (num_layers,) if self.query_layer == "top" and FUSIONS[self.fusion].reads_query_layer else ()
 
     def _checks(self):
         optional_positive = ("shots", "eval_every", "eval_points", "dev_sentences", "extra_layers")
@@ -88,6 +96,7 @@ class TrainConfig:
             yield "labels", self.labels, task_of(self).labels_from_data, f"left out for --task {self.task}"
         yield "precision", self.precision, self.precision in PRECISIONS, "fp32, bf16 or fp16"
         yield "layer_score", self.layer_score, self.layer_score in LAYER_SCORES, "paper, scaled or learned"
+        yield "query_layer", self.query_layer, self.query_layer in QUERY_LAYERS, " or ".join(QUERY_LAYERS)
         yield ("freeze", self.freeze, self.freeze is None or self.freeze == "embeddings" or str(self.freeze).isdigit(),
                "'embeddings' or a number of layers")
 
@@ -163,6 +172,8 @@ def tagger_kwargs(config: TrainConfig, meta: dict, *, n_layers: int) -> dict:
         "extra_layers": config.extra_layers or default_extra_layers(int(meta["num_layers"])),
         "layer_score": config.layer_score,
         "dropout": config.dropout,
+        # written only when set: the checkpoints of heads without a z_L slice stay as they were
+        **({"query_layer": config.query_layer} if config.query_layer != FusionConfig.query_layer else {}),
     }
 
 

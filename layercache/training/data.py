@@ -137,9 +137,11 @@ def load_data(entry, *, layers: Sequence[int] | None = None, eval_layers: Sequen
     return _assemble(entry, train, eval_layers)
 
 
-def load_for_run(entry, *, layers: str | None, shots: int | None, seed: int) -> HeadData:
+def load_for_run(entry, *, layers: str | None, shots: int | None, seed: int,
+                 query_layers: Sequence[int] = ()) -> HeadData:
     """Exactly what one run needs: its sample of train with the candidate layers (all of 1..L for
-    auto:K, to rank them), and dev/test with only the fused layers."""
+    auto:K, to rank them), and dev/test with only the fused layers; each with ``query_layers`` too
+    (the top layer a run reads as z_L: `TrainConfig.query_layers`)."""
     spec = parse_layers(layers, num_layers=entry.num_layers)
     _require_splits(entry)
     train_split = entry.split("train")
@@ -148,9 +150,15 @@ def load_for_run(entry, *, layers: str | None, shots: int | None, seed: int) -> 
         ids = few_shot_sample(train_split.n_sentences, shots=shots, n_types=shot_size(entry.meta), seed=seed)
         ids = np.sort(ids)
     # A few-shot sample is always held; all of train streams when it exceeds the budget.
-    train = (load_split if ids is not None else _open_split)(train_split, sentences=ids, layers=spec.candidates)
+    train = (load_split if ids is not None else _open_split)(train_split, sentences=ids,
+                                                              layers=_with(spec.candidates, query_layers))
     fused, _ = choose_layers(spec, train, seed=seed)
-    return _assemble(entry, train, fused)
+    return _assemble(entry, train, _with(fused, query_layers))
+
+
+def _with(layers: Sequence[int], more: Sequence[int]) -> tuple[int, ...]:
+    """``layers`` and ``more``, each once, in order."""
+    return tuple(sorted({*map(int, layers), *map(int, more)}))
 
 
 def _require_splits(entry) -> None:

@@ -29,7 +29,8 @@ def layer_usage(tagger, split: Split, *, layers, device, batch_size: int, autoca
                                       autocast=autocast)
     if usage is None:
         return None
-    return {"layers": [int(x) for x in layers], **usage}
+    fused = layers[:tagger.n_layers]  # a z_L read apart (`--query-layer top`) comes after them, not fused
+    return {"layers": [int(x) for x in fused], **usage}
 
 
 def _scored(split: Split, *, device, batch_size: int, autocast):

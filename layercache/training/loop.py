@@ -15,7 +15,7 @@ from __future__ import annotations
 import hashlib
 import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import torch
@@ -79,7 +79,7 @@ class Run:
     data: RunData
     device: torch.device
     ids: np.ndarray  # the sample's cache sentence ids
-    layers: tuple[int, ...]
+    layers: tuple[int, ...]  # the layers the head reads: the fused ones, then z_L when it is read apart
     scores: list | None  # auto:K's nu per candidate layer
     train: Split
     dev: Split
@@ -158,10 +158,12 @@ def prepare_run(config: TrainConfig, data: RunData) -> Run:
     """The sample, the fused layers, the splits, the head (seeded), the optimizer and the schedule."""
     device = pick_device(config.device)
     task = training_task(config, data.meta, where=data.path)
-    ids, train, dev, test, layers, scores = select_splits(config, data)
+    ids, train, dev, test, layers, scores, query_layer = select_splits(config, data)
     backbone = data.trainable_backbone(config)  # FT: reset to its pretrained weights, frozen as asked
     torch.manual_seed(config.seed)  # the seed fixes the initialisation (and the dropout masks)
-    head, kwargs = task.head(config, data, n_layers=len(layers), device=device, backbone=backbone)
+    n_fused = len(layers) - 1 if query_layer == "top" else len(layers)  # a z_L read apart is not fused
+    head, kwargs = task.head(replace(config, query_layer=query_layer), data, n_layers=n_fused, device=device,
+                               backbone=backbone)
     model = torch.nn.ModuleList([head] + ([backbone] if backbone is not None else []))
     steps_per_epoch = math.ceil(train.n_sentences / (config.batch_size * config.grad_accum))
     total = config.epochs * steps_per_epoch
@@ -175,25 +177,37 @@ def prepare_run(config: TrainConfig, data: RunData) -> Run:
 
 
 def select_splits(config: TrainConfig, data: RunData):
-    """(sample ids, train, dev, test, fused layers, nu scores): all from memory, fixed by the seed."""
+    """(sample ids, train, dev, test, the layers read, nu scores, the head's query layer): all from
+    memory, fixed by the seed."""
     from ..layers import parse_layers
 
     spec = parse_layers(config.layers, num_layers=data.num_layers)
     ids, train = data.sample(shots=config.shots, seed=config.seed)
     if train.n_sentences == 0:
         raise LayercacheError(f"the training sample of {data.path} is empty")
-    layers, scores = choose_layers(spec, train, seed=config.seed)
-    if FUSIONS[config.fusion].top_layer_only:
-        # Base and the extra layers read z_L alone (the last fused layer): batches of every fused
-        # layer would gather and widen L times the bytes they use.
-        layers = tuple(layers[-1:])
+    fused, scores = choose_layers(spec, train, seed=config.seed)
+    layers, query_layer = layers_read(config, fused, num_layers=data.num_layers)
     dev = data.dev.take_layers(layers)
     if config.dev_sentences and config.dev_sentences < dev.n_sentences:
         # One fixed subset for every run (seed 0, not the run's seed), so runs stay comparable.
         keep = np.sort(np.random.default_rng(0).choice(dev.n_sentences, config.dev_sentences, replace=False))
         dev = dev.select(keep)
     test = data.test.take_layers(layers) if data.test is not None else None
-    return ids, train.take_layers(layers), dev, test, layers, scores
+    return ids, train.take_layers(layers), dev, test, layers, scores, query_layer
+
+
+def layers_read(config: TrainConfig, fused, *, num_layers: int) -> tuple[tuple[int, ...], str]:
+    """(the layers a run holds, z_L last; the query layer its head is built with): the fused layers,
+    then the backbone's top layer apart when ``--query-layer top`` reads it and it is not the last
+    fused one (the head built with ``query_layer="top"``: that slice is z_L alone, not fused)."""
+    z_l = (*config.query_layers(num_layers), fused[-1])[0]
+    if FUSIONS[config.fusion].top_layer_only:
+        # Base and the extra layers read z_L alone: batches of every fused layer would gather and
+        # widen L times the bytes they use.
+        return (z_l,), "fused"
+    if z_l == fused[-1]:
+        return tuple(fused), "fused"
+    return (*fused, z_l), "top"
 
 
 def build_optimizer(config: TrainConfig, model: torch.nn.Module, *, total_steps: int, params: dict | None = None):

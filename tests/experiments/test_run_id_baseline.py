@@ -8,7 +8,7 @@ FIRST_RELEASE_DEFAULTS = {
     "lr": 5e-5, "batch_size": 16, "eval_every": None, "eval_points": None, "dev_sentences": None,
     "layers": None, "extra_layers": None, "dropout": 0.1, "weight_decay": 0.01, "warmup": 0,
     "max_grad_norm": 1.0, "mode": "fe", "freeze": None, "grad_accum": 1, "precision": "fp32",
-    "layer_score": "paper", "task": "ner", "labels": None,
+    "layer_score": "paper", "task": "ner", "labels": None, "query_layer": "fused",
 }
 
 
