@@ -1,8 +1,9 @@
 """What the scripts share: the repository on ``sys.path`` (runnable from a checkout without
 installing), the CoNLL-2003 data and cache they use, where their results go and the header every
-results file starts with (the command, the machine, the dev set), for the grid scripts their common
-options, their grid and how it runs (`layercache.experiments.run_grid`) and the F1 cell of their
-tables, and for the benchmarks the pieces more than one of them times (a CoNLL subset, the forward
+results file starts with (the command, the machine, the dev set), for the grid scripts the one
+recipe each of them is a config of (`run_grid_script`: their common options, their grids run
+through `layercache.experiments.run_grid`, their results file) and the F1 cell of their tables,
+and for the benchmarks the pieces more than one of them times (a CoNLL subset, the forward
 pass alone, a head's training step, a command's peak memory).
 
 A script imports this first (``python scripts/NAME.py`` puts scripts/ on ``sys.path``). The
@@ -117,6 +118,11 @@ def variant_results(out: str, name: str) -> str:
     return f"{stem}.{name}{ext or '.jsonl'}"
 
 
+def in_folder(args, name: str) -> str:
+    """``<out>/<name>.jsonl``: a grid script's --out taken as a folder, one results file per cache."""
+    return os.path.join(args.out, f"{name}.jsonl")
+
+
 def variant_entry(args, **extract_options):
     """The entry of --model and --data made with ``extract_options`` (extracted first when missing)."""
     from layercache.experiments import resolve_entry
@@ -147,11 +153,92 @@ def conll_grid(args, *, axes: dict | None = None, **fields) -> list:
                 trials=args.seeds, base=base, **(axes or {}))
 
 
-def run_conll_grid(args, entry, configs: list, **options) -> list[dict]:
-    """`run_grid` into --out with --workers: the runs not there yet; the records of all ``configs``."""
+def run_conll_grid(args, entry, configs: list, results: str | None = None, **options) -> list[dict]:
+    """`run_grid` into ``results`` (else --out) with --workers: the runs not there yet; the records of
+    all ``configs``."""
     from layercache.experiments import run_grid
 
-    return list(run_grid(entry, configs, results=args.out, workers=args.workers, log=say, **options).values())
+    return list(run_grid(entry, configs, results=results or args.out, workers=args.workers, log=say,
+                         **options).values())
+
+
+# --- A grid script as a config: one recipe reads its options, runs its grids and writes its results ---
+
+def grid_main(config: dict, doc: str):
+    """The ``main(argv=None) -> str`` of the grid script ``config`` describes, ``doc`` its docstring
+    (the first paragraph is its --help): `run_grid_script`."""
+    def main(argv=None) -> str:
+        return run_grid_script(config, doc.split("\n\n")[0], argv)
+
+    return main
+
+
+def run_grid_script(config: dict, description: str, argv: list[str] | None = None) -> str:
+    """A grid script's run: its options (`grid_parser`'s and its own), each of its grids on each of
+    its cache entries through `run_grid` (runs already in the results file skipped), then its text
+    printed and written to --table under the results header (`write_results`). Returns the text.
+
+    ``config`` (only ``name`` and ``text`` are needed):
+      name         the script: its command in the header, --table's default docs/results/<name>.md
+      out          --out's default file under runs/ (<name>.jsonl)
+      fusions, epochs, threads, defaults   option defaults (threads: None leaves torch's; defaults: any)
+      library_defaults   True: train-head's defaults rather than the paper's protocol (`at_library_defaults`)
+      options      [(flag, add_argument keywords)]: its own options
+      check        check(args): the options checked or completed once read
+      entries      entries(args) -> {name: entry}: the caches (default {"": --cache, or --model on --data})
+      results      results(args, name) -> an entry's JSON-lines file (--out; <--out stem>.<name>.jsonl)
+      measure      measure(entry): what the text reads from each entry beside its runs (run.measured)
+      grids        grids(args, entry) -> [(configs, run_grid keywords)] (default: `conll_grid` alone)
+      run          run(args, entry, configs, results, **keywords) -> records (`run_conll_grid`)
+      after        after(run): done with the records before the text (copied beside it, say)
+      text         text(run) -> what is printed and written
+      title        title(run) -> the results file's title
+      dev          dev(run) -> its Dev line (default: the whole dev split of the first entry)
+      note         note(run) -> a paragraph below the text, in the file only
+      write        write(run, text, argv): a results file of another form than `write_results`'
+
+    ``run``: args, entries, entry (the first), by_entry ({name: records}), records (all of them),
+    planned (how many configs), measured, model (the first entry's), device (the runs', else --device).
+    """
+    name = config["name"]
+    p = grid_parser(description, fusions=config.get("fusions", "base"), epochs=config.get("epochs", 10),
+                    threads=config.get("threads"), out=config.get("out", f"{name}.jsonl"), table=name)
+    if config.get("library_defaults"):
+        at_library_defaults(p)
+    p.set_defaults(**config.get("defaults", {}))
+    for flag, options in config.get("options", ()):
+        p.add_argument(flag, **options)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    args = p.parse_args(argv)
+    config.get("check", lambda args: None)(args)
+    results = config.get("results", lambda args, key: variant_results(args.out, key) if key else args.out)
+    run = SimpleNamespace(args=args, by_entry={}, measured={}, planned=0)
+    with torch_threads(args.threads):
+        run.entries = config["entries"](args) if "entries" in config else {"": args_entry(args)}
+        for key, entry in run.entries.items():
+            if "measure" in config:
+                run.measured[key] = config["measure"](entry)
+            run.by_entry[key] = []
+            for configs, options in (config["grids"](args, entry) if "grids" in config else [(conll_grid(args), {})]):
+                run.planned += len(configs)
+                run.by_entry[key] += config.get("run", run_conll_grid)(args, entry, configs, results(args, key),
+                                                                       **options)
+    run.records = [r for records in run.by_entry.values() for r in records]
+    run.entry = next(iter(run.entries.values()))
+    run.model = run.entry.meta.get("model")
+    run.device = next((r["device"] for r in run.records), args.device)
+    config.get("after", lambda run: None)(run)
+    text = config["text"](run)
+    print("\n" + text)
+    if args.table:
+        if "write" in config:
+            config["write"](run, text, argv)
+        else:
+            note = config["note"](run) if "note" in config else ""
+            dev = config["dev"](run) if "dev" in config else dev_line(None, run.entry.split("dev").n_sentences)
+            write_results(args.table, text + (f"\n\n{note}" if note else ""), title=config["title"](run),
+                          script=name, argv=argv, device=run.device, dev=dev)
+    return text
 
 
 @contextmanager
@@ -272,6 +359,15 @@ def write_results(path: str | os.PathLike, text: str, *, title: str, script: str
     text = public_path(text.strip("\n"))  # captions name --model, --data, --out as the script was given them
     Path(path).write_text("\n".join(lines) + "\n\n" + text + "\n", encoding="utf-8")
     return str(path)
+
+
+def publish(table: str | None, text: str, **header) -> str:
+    """``text`` printed, and written to ``table`` (unless it is '' or None) under the results header
+    `write_results` gives it from ``header``; returns ``text``."""
+    print(text)
+    if table:
+        write_results(table, text, **header)
+    return text
 
 
 def beside(path: str | os.PathLike, what: str) -> str:

@@ -17,7 +17,7 @@ import statistics
 import time
 
 import torch
-from _common import results_path, write_results
+from _common import publish, results_path
 
 from layercache.fusions.dropout import dropout
 
@@ -57,10 +57,8 @@ def main():
               "| dropout | ms per call |", "|---|---:|",
               f"| torch.nn.functional.dropout | {torch_ms:.2f} |", f"| layercache.fusions.dropout | {ours_ms:.2f} |"]
     text = "\n".join(lines)
-    print(text)
-    if args.table:
-        write_results(args.table, text, title="CPU kernels: product shapes and dropout masks",
-                      script="bench_cpu_kernels", argv=None)
+    publish(args.table, text, title="CPU kernels: product shapes and dropout masks",
+            script="bench_cpu_kernels", argv=None)
 
 
 if __name__ == "__main__":

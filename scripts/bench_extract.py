@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from _common import CONLL, REPO, cpu_line, results_path, run_floor, write_results, write_subset
+from _common import CONLL, REPO, cpu_line, publish, results_path, run_floor, write_subset
 
 from layercache.cache.manage import bytes_on_disk
 from layercache.cache.writer import WRITES_ENV
@@ -135,9 +135,7 @@ def main():
         lines += ["", "peak RSS of extract by dataset size: "
                   + ", ".join(f"{n} sentences {m:,.0f} MB" for n, m in mem.items())]
     text = "\n".join(lines)
-    print(text)
-    if args.table:
-        write_results(args.table, text, title="Extraction throughput", script="bench_extract", argv=None)
+    publish(args.table, text, title="Extraction throughput", script="bench_extract", argv=None)
     if args.json:
         Path(args.json).write_text(json.dumps({"words": n_words, "times": times, "words_per_s": wps,
                                                "bytes_per_word": stored, "ideal": ideal, "peak_rss_mb": mem}, indent=2))

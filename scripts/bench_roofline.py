@@ -28,7 +28,7 @@ import statistics
 import time
 
 import torch
-from _common import cpu_line, head_step, results_path, write_results
+from _common import cpu_line, head_step, publish, results_path
 
 from layercache.training.memory import keep_freed_memory
 
@@ -167,11 +167,8 @@ def main(argv=None) -> str:
     args = ap.parse_args(argv)
     text = table(args.precision.split(","), steps=args.steps, fusions=args.fusions.split(","),
                  compiled=[f for f in args.compiled.split(",") if f], pack=args.pack)
-    print(text)
-    if args.table:
-        write_results(args.table, text, title="How close each head's training step comes to the peak",
-                      script="bench_roofline", argv=argv)
-    return text
+    return publish(args.table, text, title="How close each head's training step comes to the peak",
+                   script="bench_roofline", argv=argv)
 
 
 if __name__ == "__main__":

@@ -26,7 +26,7 @@ import subprocess
 import sys
 import time
 
-from _common import LENGTHS, head_step, results_path, write_results
+from _common import LENGTHS, head_step, publish, results_path
 
 from layercache.training.runtime import resolve_precision
 
@@ -110,10 +110,8 @@ def main():
         faults = statistics.median(r["faults"] for r in results)
         lines.append(f"| {fusion} | {variant} | {ms:.1f} | {faults:,.0f} |")
     text = "\n".join(lines)
-    print(text)
-    if args.table:
-        write_results(args.table, text, title="One training step per head: freed memory kept or returned",
-                      script="bench_train_step", argv=None)
+    publish(args.table, text, title="One training step per head: freed memory kept or returned",
+            script="bench_train_step", argv=None)
 
 
 if __name__ == "__main__":

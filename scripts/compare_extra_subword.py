@@ -23,46 +23,19 @@ docs/results/compare_extra_subword_special.md unless --table says otherwise.
 
 from __future__ import annotations
 
-import argparse
 import statistics
 
-from _common import (
-    RESULTS,
-    at_library_defaults,
-    conll_grid,
-    f1_cell,
-    grid_parser,
-    run_conll_grid,
-    runs_of,
-    split_list,
-    torch_threads,
-    variant_entry,
-    variant_results,
-    write_results,
-)
+from _common import RESULTS, f1_cell, grid_main, runs_of, split_list, variant_entry, variant_results
 
 from layercache.training.config import default_lr
 
-FUSIONS = "extra,concat,dwatt"
 GRANULARITIES = ("word", "subword")
 
 
-def parse_args(argv=None):
-    p = grid_parser(__doc__.split("\n\n")[0], fusions=FUSIONS, epochs=10, threads=1,
-                    out="compare_extra_subword.jsonl")
-    at_library_defaults(p)
-    p.add_argument("--granularities", default=",".join(GRANULARITIES))
-    p.add_argument("--special-tokens", action="store_true",
-                   help="the subword cache also holds the special tokens' rows (extract --special-tokens)")
-    p.add_argument("--table", default=None,
-                   help="markdown file the table is written to ('' = print only; default: "
-                        "docs/results/compare_extra_subword.md, or compare_extra_subword_special.md with "
-                        "--special-tokens)")
-    args = p.parse_args(argv)
+def check(args) -> None:
     if args.table is None:
         args.table = str(RESULTS / ("compare_extra_subword_special.md" if args.special_tokens
                                     else "compare_extra_subword.md"))
-    return args
 
 
 def with_specials(args, granularity: str) -> bool:
@@ -73,11 +46,12 @@ def out_of(args, granularity: str) -> str:
     return variant_results(args.out, f"{granularity}-special" if with_specials(args, granularity) else granularity)
 
 
-def entry_of(args, granularity: str):
+def entries(args) -> dict:
     if args.cache:
         raise SystemExit("compare_extra_subword: --cache names one entry; this script needs one per granularity")
     # Named either way, so an entry with the special rows is never taken for one without (nor the reverse).
-    return variant_entry(args, granularity=granularity, special_tokens=with_specials(args, granularity))
+    return {g: variant_entry(args, granularity=g, special_tokens=with_specials(args, g))
+            for g in split_list(args.granularities)}
 
 
 def table(records: dict[str, list[dict]], fusions: list[str], shots: list[int]) -> str:
@@ -112,31 +86,22 @@ def caption(args, model: str, rows: dict[str, int], device: str) -> str:
             f"on {device}.")
 
 
-def main(argv=None) -> str:
-    args = parse_args(argv)
-    records, rows, model = {}, {}, args.model
-    with torch_threads(args.threads):
-        for granularity in split_list(args.granularities):
-            entry = entry_of(args, granularity)
-            model = entry.meta.get("model", model)
-            rows[granularity] = int(entry.split("train").n_rows)
-            run_args = argparse_copy(args, out=out_of(args, granularity))
-            records[granularity] = run_conll_grid(run_args, entry, conll_grid(args))
-    device = next((r["device"] for rs in records.values() for r in rs), args.device or "cpu")
-    text = caption(args, model, rows, device) + "\n\n" + table(records, split_list(args.fusions),
-                                                                  split_list(args.shots, int))
-    print("\n" + text)
-    if args.table:
-        write_results(args.table, text + f"\n\nOne JSON line per run in `{out_of(args, '<granularity>')}`.",
-                      title="R+n over words or over subwords" + (" and special tokens" if args.special_tokens else ""),
-                      script="compare_extra_subword", argv=argv,
-                      device=device, dev="all of dev")
-    return text
+def text(run) -> str:
+    rows = {g: int(entry.split("train").n_rows) for g, entry in run.entries.items()}
+    return caption(run.args, run.model or run.args.model, rows, run.device or "cpu") + "\n\n" \
+        + table(run.by_entry, split_list(run.args.fusions), split_list(run.args.shots, int))
 
 
-def argparse_copy(args, **changes):
-    return argparse.Namespace(**{**vars(args), **changes})
-
+GRID = dict(
+    name="compare_extra_subword", fusions="extra,concat,dwatt", epochs=10, threads=1, library_defaults=True,
+    defaults=dict(table=None), check=check, entries=entries, results=out_of, text=text,
+    options=[("--granularities", dict(default=",".join(GRANULARITIES))),
+             ("--special-tokens", dict(action="store_true", help="the subword cache also holds the special tokens' "
+                                       "rows (extract --special-tokens)"))],
+    note=lambda run: f"One JSON line per run in `{out_of(run.args, '<granularity>')}`.",
+    title=lambda run: "R+n over words or over subwords" + (" and special tokens" if run.args.special_tokens else ""),
+    dev=lambda run: "all of dev")
+main = grid_main(GRID, __doc__)
 
 if __name__ == "__main__":
     main()

@@ -13,72 +13,44 @@ The table goes to --table (docs/results/compare_extract_precision.md).
 
 from __future__ import annotations
 
-import argparse
-import os
 import statistics
 
-from _common import CONLL, REPO, conll_data, dev_line, results_path, say, write_results
+from _common import REPO, conll_data, grid_main, in_folder, say, split_list
+
+PRECISIONS = ("fp32", "bf16")
 
 
-def parse_args(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--data", default=CONLL)
-    p.add_argument("--cache-dir", default=str(REPO / "runs" / "extract_precision" / "cache"),
-                   help="a root of its own, so both precisions are extracted side by side in one run")
-    p.add_argument("--fusions", default="concat,dwatt")
-    p.add_argument("--shots", type=int, default=128)
-    p.add_argument("--seeds", type=int, default=3)
-    p.add_argument("--epochs", type=int, default=25)
-    p.add_argument("--workers", type=int, default=None)
-    p.add_argument("--out", default=str(REPO / "runs" / "extract_precision"))
-    p.add_argument("--table", default=results_path("compare_extract_precision"),
-                   help="markdown file written ('' = print only)")
-    return p.parse_args(argv)
-
-
-def cache_of(args, precision: str):
-    """The entry, and the words/s its extraction recorded (train and dev together)."""
+def entries(args) -> dict:
+    """Each precision's entry, extracted first when missing (--cache-dir holds both side by side)."""
     from layercache.cache.reader import open_entry
     from layercache.extract.run import ExtractConfig, extract
 
-    result = extract(ExtractConfig(model="all-MiniLM-L6-v2", dataset=conll_data(args.data),
-                                   precision=precision, cache_dir=args.cache_dir), progress=True, log=say)
-    entry = open_entry(result.path)
+    if args.cache:
+        raise SystemExit("compare_extract_precision: --cache names one entry; this script extracts one per precision")
+    return {precision: open_entry(extract(ExtractConfig(model=args.model, dataset=conll_data(args.data),
+                                                        precision=precision, cache_dir=args.cache_dir),
+                                          progress=True, log=say).path) for precision in PRECISIONS}
+
+
+def words_per_second(entry) -> float:
+    """What `extract` recorded for the entry's train and dev splits together."""
     stats = [entry.split(s).attrs for s in ("train", "dev") if s in entry.splits]
-    words = sum(a["n_words"] for a in stats)
-    seconds = sum(a["seconds"] for a in stats)
-    return entry, words / seconds
+    return sum(a["n_words"] for a in stats) / sum(a["seconds"] for a in stats)
 
 
-def main(argv=None) -> str:
-    from layercache.experiments import grid, run_grid
-    from layercache.training import TrainConfig
-
-    args = parse_args(argv)
+def text(run) -> str:
+    fusions = split_list(run.args.fusions)
     lines = ["| forward | words/s (train + dev) | fusion | dev F1 | test F1 |", "|---|---:|---|---:|---:|"]
-    runs = {}
-    for precision in ("fp32", "bf16"):
-        entry, wps = cache_of(args, precision)
-        base = TrainConfig(fusion="base", shots=args.shots, epochs=args.epochs, seed=0, eval_points=5)
-        configs = grid(fusions=args.fusions.split(","), shots=[args.shots], epochs=[args.epochs], trials=args.seeds,
-                       base=base)
-        results = os.path.join(args.out, f"{precision}.jsonl")
-        runs[precision] = list(run_grid(entry, configs, results=results, workers=args.workers, log=say).values())
-        for fusion in args.fusions.split(","):
-            mine = [r for r in runs[precision] if r["config"]["fusion"] == fusion]
+    for precision, records in run.by_entry.items():
+        for fusion in fusions:
+            mine = [r for r in records if r["config"]["fusion"] == fusion]
             dev = statistics.mean(100 * r["best_dev_f1"] for r in mine)
             test = statistics.mean(100 * r["test_f1_at_best"] for r in mine)
-            lines.append(f"| {precision} | {wps:,.0f} | {fusion} | {dev:.2f} | {test:.2f} |")
+            lines.append(f"| {precision} | {run.measured[precision]:,.0f} | {fusion} | {dev:.2f} | {test:.2f} |")
     lines += ["", "bf16 minus fp32, seed by seed (dev F1 x100): " + ", ".join(
-        f"{f}: " + " ".join(f"{100 * (b['best_dev_f1'] - a['best_dev_f1']):+.2f}" for a, b in _pairs(runs, f))
-        for f in args.fusions.split(","))]
-    text = "\n".join(lines)
-    print(text)
-    if args.table:
-        write_results(args.table, text, title="`extract --precision bf16` against fp32",
-                      script="compare_extract_precision", argv=argv,
-                      dev=dev_line(None, entry.split("dev").n_sentences))
-    return text
+        f"{f}: " + " ".join(f"{100 * (b['best_dev_f1'] - a['best_dev_f1']):+.2f}" for a, b in _pairs(run.by_entry, f))
+        for f in fusions)]
+    return "\n".join(lines)
 
 
 def _pairs(runs: dict, fusion: str):
@@ -87,6 +59,13 @@ def _pairs(runs: dict, fusion: str):
     bf16 = sorted((r for r in runs["bf16"] if r["config"]["fusion"] == fusion), key=key)
     return zip(fp32, bf16)
 
+
+CACHE_DIR = str(REPO / "runs" / "extract_precision" / "cache")  # both precisions side by side
+GRID = dict(
+    name="compare_extract_precision", out="extract_precision", fusions="concat,dwatt", epochs=25,
+    library_defaults=True, defaults=dict(shots="128", workers=None, cache_dir=CACHE_DIR), entries=entries,
+    measure=words_per_second, results=in_folder, text=text, title=lambda run: "`extract --precision bf16` against fp32")
+main = grid_main(GRID, __doc__)
 
 if __name__ == "__main__":
     main()

@@ -24,40 +24,13 @@ from __future__ import annotations
 
 import os
 import statistics
-import sys
 from pathlib import Path
 
-from _common import (
-    REPO,
-    args_entry,
-    at_library_defaults,
-    command_line,
-    conll_grid,
-    f1_cell,
-    grid_parser,
-    public_path,
-    run_conll_grid,
-    runs_of,
-    split_list,
-    torch_threads,
-)
+from _common import REPO, command_line, conll_grid, f1_cell, grid_main, public_path, runs_of, split_list
 
 from layercache.training.config import default_lr
 
-FUSIONS = "base,concat,dwatt"
 MODES = ("fe", "ft")
-
-
-def parse_args(argv=None):
-    p = grid_parser(__doc__.split("\n\n")[0], fusions=FUSIONS, epochs=10, threads=1, out="compare_fe_ft_conll.jsonl")
-    p.add_argument("--modes", default="fe,ft", help="fe, ft or both")
-    at_library_defaults(p)  # Figure 6 at today's defaults
-    p.add_argument("--dev-sentences", type=int, default=1000,
-                   help="evaluate on this fixed random subset of dev (0 = all of dev)")
-    p.add_argument("--note", default="", help="a sentence added to the table's caption (e.g. how busy the machine was)")
-    p.add_argument("--table", default=str(REPO / "docs" / "results" / "compare_fe_ft_conll.md"),
-                   help="markdown file the table is written to ('' = print only)")
-    return p.parse_args(argv)
 
 
 def _seconds(runs: list[dict]) -> str:
@@ -110,38 +83,27 @@ def _lrs(args) -> str:
     return f"lr FE {fe}; FT {default_lr('base', 'ft'):g}"
 
 
-def run_modes(args, entry) -> list[dict]:
+def grids(args, entry) -> list:
     """One grid per mode, FE first (it is quick): each mode loads its own data once."""
     from layercache.experiments import load_cached, load_live
 
     loaders = {"fe": load_cached, "ft": load_live}
-    records = []
-    for mode in split_list(args.modes):
-        configs = conll_grid(args, mode=mode, dev_sentences=args.dev_sentences or None)
-        records += run_conll_grid(args, entry, configs, load=loaders[mode])
-    return records
+    return [(conll_grid(args, mode=mode, dev_sentences=args.dev_sentences or None), dict(load=loaders[mode]))
+            for mode in split_list(args.modes)]
 
 
-def main(argv=None) -> str:
-    """Runs what is not in --out yet, prints the table (and writes it to --table) and returns it."""
+def text(run) -> str:
     from layercache.training.runtime import pick_device
 
-    args = parse_args(argv)
-    with torch_threads(args.threads):
-        entry = args_entry(args)
-        records = run_modes(args, entry)
-    device = records[0]["device"] if records else str(pick_device(args.device))
+    device = run.records[0]["device"] if run.records else str(pick_device(run.args.device))
     # the caption names the model as given (a local folder, on the machine that ran it): shown as PATH/<name>
-    text = public_path(caption(args, entry.meta.get("model"), entry.split("dev").n_sentences, device)) + "\n\n" \
-        + table(records, split_list(args.fusions), split_list(args.shots, int))
-    print("\n" + text)
-    if args.table:
-        write_table(args.table, text, argv=argv if argv is not None else sys.argv[1:], results=args.out)
-    return text
+    return public_path(caption(run.args, run.model, run.entry.split("dev").n_sentences, device)) + "\n\n" \
+        + table(run.records, split_list(run.args.fusions), split_list(run.args.shots, int))
 
 
-def write_table(path: str, text: str, *, argv: list[str], results: str) -> None:
+def write_table(run, text: str, argv: list[str]) -> None:
     """The table with the command that made it and where its runs are."""
+    path, results = run.args.table, run.args.out
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     command = command_line("compare_fe_ft_conll", argv)
     with open(path, "w", encoding="utf-8") as f:
@@ -154,6 +116,16 @@ def _shown(path: str) -> str:
     path = Path(path).resolve()
     return str(path.relative_to(REPO)) if path.is_relative_to(REPO) else public_path(str(path))
 
+
+GRID = dict(
+    name="compare_fe_ft_conll", fusions="base,concat,dwatt", epochs=10, threads=1, library_defaults=True,  # Figure 6
+    grids=grids, text=text, write=write_table,
+    options=[("--modes", dict(default="fe,ft", help="fe, ft or both")),
+             ("--dev-sentences", dict(type=int, default=1000,
+                                      help="evaluate on this fixed random subset of dev (0 = all of dev)")),
+             ("--note", dict(default="", help="a sentence added to the table's caption (e.g. how busy the machine "
+                                              "was)"))])
+main = grid_main(GRID, __doc__)
 
 if __name__ == "__main__":
     main()

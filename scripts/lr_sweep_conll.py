@@ -18,24 +18,10 @@ from __future__ import annotations
 import statistics
 from collections import defaultdict
 
-from _common import args_entry, dev_line, grid_parser, say, split_list, torch_threads, write_results
-
-FUSIONS = "base,concat,dwatt,extra,scalarmix"
+from _common import dev_line, grid_main, split_list
 
 
-def parse_args(argv=None):
-    p = grid_parser(__doc__.split("\n\n")[0], fusions=FUSIONS, epochs=25, threads=None, out="lr_sweep/results.jsonl",
-                    table="lr_sweep_conll")
-    p.set_defaults(shots="8,32,128", workers=2)
-    p.add_argument("--epoch-caps", default="10,25", help="comma-separated epoch caps")
-    p.add_argument("--lrs", default="5e-5,3e-4,1e-3,3e-3,1e-2", help="comma-separated learning rates")
-    p.add_argument("--layer-scores", default="paper,scaled", help="DWAtt's scores to compare")
-    p.add_argument("--dev-sentences", type=int, default=1000, help="fixed random dev subset (0 = all of dev)")
-    p.add_argument("--precision", default="bf16", help="fp32, bf16 or auto")
-    return p.parse_args(argv)
-
-
-def configs_of(args) -> list:
+def grids(args, entry) -> list:
     from layercache.experiments import grid
     from layercache.training import TrainConfig
     from layercache.training.runtime import resolve_precision
@@ -43,9 +29,9 @@ def configs_of(args) -> list:
     base = TrainConfig(fusion="base", shots=None, epochs=1, seed=0, batch_size=args.batch_size,
                        eval_points=args.eval_points or None, dev_sentences=args.dev_sentences or None,
                        precision=resolve_precision(args.precision, args.device), device=args.device)
-    return grid(fusions=split_list(args.fusions), shots=split_list(args.shots, int),
-                epochs=split_list(args.epoch_caps, int), trials=args.seeds, base=base,
-                lr=split_list(args.lrs, float), layer_score=split_list(args.layer_scores))
+    return [(grid(fusions=split_list(args.fusions), shots=split_list(args.shots, int),
+                  epochs=split_list(args.epoch_caps, int), trials=args.seeds, base=base,
+                  lr=split_list(args.lrs, float), layer_score=split_list(args.layer_scores)), {})]
 
 
 def table(records: list[dict], lrs: list[float]) -> str:
@@ -88,24 +74,24 @@ def overall(records: list[dict]) -> str:
     return "\n".join(lines) + f"\nbest on average over all cells: lr {best:g}"
 
 
-def main(argv=None) -> str:
-    from layercache.experiments import run_grid
-
-    args = parse_args(argv)
-    with torch_threads(args.threads):
-        entry = args_entry(args)
-        records = list(run_grid(entry, configs_of(args), results=args.out, workers=args.workers, log=say).values())
-    lrs = split_list(args.lrs, float)
-    text = (f"CoNLL-2003, {entry.meta.get('model')} FE: best dev F1 x100 (mean over seeds 0..{args.seeds - 1}, "
+def text(run) -> str:
+    args = run.args
+    return (f"CoNLL-2003, {run.model} FE: best dev F1 x100 (mean over seeds 0..{args.seeds - 1}, "
             f"{args.dev_sentences or 'all'} dev sentences, {args.eval_points} evaluations per run)\n\n"
-            + table(records, lrs) + "\n\n" + overall(records))
-    print("\n" + text)
-    if args.table:
-        write_results(args.table, text, title=f"Learning-rate sweep on CoNLL-2003 ({entry.meta.get('model')}, FE)",
-                      script="lr_sweep_conll", argv=argv, device=args.device,
-                      dev=dev_line(args.dev_sentences, entry.split("dev").n_sentences))
-    return text
+            + table(run.records, split_list(args.lrs, float)) + "\n\n" + overall(run.records))
 
+
+GRID = dict(
+    name="lr_sweep_conll", out="lr_sweep/results.jsonl", fusions="base,concat,dwatt,extra,scalarmix", epochs=25,
+    defaults=dict(shots="8,32,128", workers=2), grids=grids, text=text,
+    options=[("--epoch-caps", dict(default="10,25", help="comma-separated epoch caps")),
+             ("--lrs", dict(default="5e-5,3e-4,1e-3,3e-3,1e-2", help="comma-separated learning rates")),
+             ("--layer-scores", dict(default="paper,scaled", help="DWAtt's scores to compare")),
+             ("--dev-sentences", dict(type=int, default=1000, help="fixed random dev subset (0 = all of dev)")),
+             ("--precision", dict(default="bf16", help="fp32, bf16 or auto"))],
+    title=lambda run: f"Learning-rate sweep on CoNLL-2003 ({run.model}, FE)",
+    dev=lambda run: dev_line(run.args.dev_sentences, run.entry.split("dev").n_sentences))
+main = grid_main(GRID, __doc__)
 
 if __name__ == "__main__":
     main()

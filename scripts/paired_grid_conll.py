@@ -24,38 +24,18 @@ from pathlib import Path
 
 from _common import (
     against_zero,
-    args_entry,
-    at_library_defaults,
     ci_cell,
     conll_grid,
-    dev_line,
-    grid_parser,
+    grid_main,
     paired_diffs,
     public_path,
     results_path,
     run_conll_grid,
     split_list,
-    torch_threads,
-    write_results,
 )
 
-FUSIONS = "dwatt,concat,extra"
 PAIRS = [("dwatt", "concat"), ("dwatt", "extra"), ("concat", "extra")]
 EPOCHS_SHOWN = (1, 2, 5, 10, 25, 50)
-
-
-def parse_args(argv=None):
-    parser = grid_parser(__doc__.split("\n\n")[0], fusions=FUSIONS, epochs=50, threads=1,
-                         out="paired_grid_conll.jsonl", table="paired_grid_conll")
-    at_library_defaults(parser)
-    parser.set_defaults(shots="8,16,32,64,128", seeds=5, eval_points=0, workers=2)
-    parser.add_argument("--precision", default="auto", choices=["auto", "fp32", "bf16"],
-                        help="autocast of the heads' forward passes (auto: the faster on this machine)")
-    parser.add_argument("--records", default=results_path("paired_grid_conll", ".jsonl"),
-                        help="the grid's per-run records are copied here ('' = not copied)")
-    parser.add_argument("--no-run", action="store_true",
-                        help="run nothing: report the grid's runs already in --out (a grid cut short says how many)")
-    return parser.parse_args(argv)
 
 
 def by_cell(records: list[dict]) -> dict:
@@ -131,7 +111,26 @@ def copy_records(records: list[dict], path: str) -> None:
             f.write(json.dumps(r) + "\n")
 
 
-def report(records: list[dict], args, entry, *, planned: int, argv=None) -> str:
+def grids(args, entry) -> list:
+    """Seed by seed: a grid cut short leaves whole seeds, every head of a seed on its sample."""
+    from layercache.training.runtime import resolve_precision
+
+    configs = conll_grid(args, precision=resolve_precision(args.precision))
+    return [(sorted(configs, key=lambda c: (c.seed, -c.shots, c.fusion)), {})]
+
+
+def run_or_read(args, entry, configs: list, results: str, **options) -> list[dict]:
+    """The grid's runs, or with --no-run those of them already in ``results``."""
+    if not args.no_run:
+        return run_conll_grid(args, entry, configs, results, **options)
+    from layercache.experiments import read_results, run_id
+
+    done = read_results(results) if os.path.exists(results) else {}
+    return [done[run_id(c)] for c in configs if run_id(c) in done]
+
+
+def report(run) -> str:
+    records, args, entry, planned = run.records, run.args, run.entry, run.planned
     fusions, shots = split_list(args.fusions), sorted(split_list(args.shots, int))
     cells = by_cell(records)
     lrs = sorted({f"{r['config']['fusion']} {r['config']['lr']:g}" for r in records})
@@ -155,32 +154,18 @@ def report(records: list[dict], args, entry, *, planned: int, argv=None) -> str:
     return text
 
 
-def main(argv=None) -> str:
-    args = parse_args(argv)
-    from layercache.training.runtime import resolve_precision
-
-    with torch_threads(args.threads):
-        entry = args_entry(args)
-        precision = resolve_precision(args.precision)
-        # seed by seed: a grid cut short leaves whole seeds, every head of a seed on its sample
-        configs = sorted(conll_grid(args, precision=precision), key=lambda c: (c.seed, -c.shots, c.fusion))
-        if args.no_run:
-            from layercache.experiments import read_results, run_id
-
-            done = read_results(args.out) if os.path.exists(args.out) else {}
-            records = [done[run_id(c)] for c in configs if run_id(c) in done]
-        else:
-            records = run_conll_grid(args, entry, configs)
-    if args.records:
-        copy_records(records, args.records)
-    text = report(records, args, entry, planned=len(configs), argv=argv)
-    print("\n" + text)
-    if args.table:
-        write_results(args.table, text, title=f"Figures 2-4 paired by seed: DWAtt, Concat and the extra layers "
-                      f"on CoNLL-2003 ({entry.meta.get('model')})", script="paired_grid_conll", argv=argv,
-                      device=args.device, dev=dev_line(None, entry.split("dev").n_sentences))
-    return text
-
+GRID = dict(
+    name="paired_grid_conll", fusions="dwatt,concat,extra", epochs=50, threads=1, library_defaults=True,
+    defaults=dict(shots="8,16,32,64,128", seeds=5, eval_points=0, workers=2), grids=grids, run=run_or_read,
+    options=[("--precision", dict(default="auto", choices=["auto", "fp32", "bf16"],
+                                  help="autocast of the heads' forward passes (auto: the faster on this machine)")),
+             ("--records", dict(default=results_path("paired_grid_conll", ".jsonl"),
+                                help="the grid's per-run records are copied here ('' = not copied)")),
+             ("--no-run", dict(action="store_true", help="run nothing: report the grid's runs already in --out (a "
+                                                         "grid cut short says how many)"))],
+    after=lambda run: run.args.records and copy_records(run.records, run.args.records), text=report,
+    title=lambda run: f"Figures 2-4 paired by seed: DWAtt, Concat and the extra layers on CoNLL-2003 ({run.model})")
+main = grid_main(GRID, __doc__)
 
 if __name__ == "__main__":
     main()

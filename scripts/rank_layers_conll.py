@@ -14,7 +14,7 @@ import os
 import time
 from pathlib import Path
 
-from _common import CONLL, conll_entry, results_path, say, write_results
+from _common import CONLL, conll_entry, publish, results_path, say
 
 from layercache.experiments.plots import plot_scores
 from layercache.layers import pick_layers
@@ -69,12 +69,9 @@ def main(argv=None) -> str:
     plot_scores(runs, title=title, path=args.plot)
     lines += ["", f"Figure: {os.path.basename(args.plot)} (beside this file)."]
     text = "\n".join(lines)
-    print(text)
     say(f"wrote {args.plot} ({Path(args.plot).stat().st_size / 1024:.0f} KiB)")
-    if args.table:
-        write_results(args.table, text, title="Which layers? nu per layer on CoNLL-2003", script="rank_layers_conll",
-                      argv=argv)
-    return text
+    return publish(args.table, text, title="Which layers? nu per layer on CoNLL-2003", script="rank_layers_conll",
+                   argv=argv)
 
 
 if __name__ == "__main__":

@@ -21,26 +21,7 @@ from __future__ import annotations
 
 import statistics
 
-from _common import (
-    args_entry,
-    conll_grid,
-    dev_line,
-    f1_cell,
-    grid_parser,
-    run_conll_grid,
-    runs_of,
-    split_list,
-    torch_threads,
-    write_results,
-)
-
-FUSIONS = "base,concat,dwatt,extra,scalarmix"
-
-
-def parse_args(argv=None):
-    parser = grid_parser(__doc__.split("\n\n")[0], fusions=FUSIONS, epochs=25, threads=None,
-                         out="heads_conll.jsonl", table="run_heads_conll")
-    return parser.parse_args(argv)
+from _common import f1_cell, grid_main, runs_of, split_list
 
 
 def table(records: list[dict], fusions: list[str], shots: list[int]) -> str:
@@ -58,22 +39,16 @@ def table(records: list[dict], fusions: list[str], shots: list[int]) -> str:
     return "\n".join(lines)
 
 
-def main(argv=None) -> str:
-    """Runs what is not in --out yet, prints the table and returns it."""
-    args = parse_args(argv)
-    with torch_threads(args.threads):
-        entry = args_entry(args)
-        records = run_conll_grid(args, entry, conll_grid(args))
-    text = (f"CoNLL-2003 dev, {entry.meta.get('model')} FE, {args.epochs} epochs, lr {args.lr:g}, "
+def text(run) -> str:
+    args = run.args
+    return (f"CoNLL-2003 dev, {run.model} FE, {args.epochs} epochs, lr {args.lr:g}, "
             f"batch {args.batch_size}, seeds 0..{args.seeds - 1}: best dev F1 x100 (mean ± std (runs)), "
-            f"seconds per run\n\n" + table(records, split_list(args.fusions), sorted(split_list(args.shots, int))))
-    print("\n" + text)
-    if args.table:
-        write_results(args.table, text, title=f"FE heads on CoNLL-2003 ({entry.meta.get('model')})",
-                      script="run_heads_conll", argv=argv, device=args.device,
-                      dev=dev_line(None, entry.split("dev").n_sentences))
-    return text
+            f"seconds per run\n\n" + table(run.records, split_list(args.fusions), sorted(split_list(args.shots, int))))
 
+
+GRID = dict(name="run_heads_conll", out="heads_conll.jsonl", fusions="base,concat,dwatt,extra,scalarmix", epochs=25,
+            text=text, title=lambda run: f"FE heads on CoNLL-2003 ({run.model})")
+main = grid_main(GRID, __doc__)
 
 if __name__ == "__main__":
     main()

@@ -18,7 +18,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from _common import REPO, results_path, say, write_results
+from _common import REPO, publish, results_path, say
 
 SECTION = "## A worked example on the built-in data"
 
@@ -70,11 +70,8 @@ def main(argv=None) -> str:
         *rows,
         f"| | all | {total:,.1f} |",
     ])
-    print(text)
-    if args.table:
-        write_results(args.table, text, title="The worked example, timed", script="time_worked_example",
-                      argv=argv)
-    return text
+    return publish(args.table, text, title="The worked example, timed", script="time_worked_example",
+                   argv=argv)
 
 
 if __name__ == "__main__":
