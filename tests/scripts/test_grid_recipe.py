@@ -38,10 +38,10 @@ def test_a_config_runs_on_each_entry_into_its_own_file(tiny_cache, tmp_path, cap
 def test_extract_precision_on_both_caches(tiny_bert_dir, tiny_conll_dir, tmp_path, load_script):
     script = load_script("compare_extract_precision")
     md, out = tmp_path / "table.md", tmp_path / "runs"
-    argv = ["--model", str(tiny_bert_dir), "--data", str(tiny_conll_dir), "--cache-dir", str(tmp_path / "cache"),
-            "--fusions", "concat", "--shots", "2", "--epochs", "1", "--seeds", "2", "--workers", "0",
-            "--out", str(out), "--table", str(md)]
-    text = script.main(argv)
+    paths = {"--model": tiny_bert_dir, "--data": tiny_conll_dir, "--cache-dir": tmp_path / "cache", "--out": out,
+             "--table": md}
+    text = script.main([str(a) for pair in paths.items() for a in pair]
+                       + "--fusions concat --shots 2 --epochs 1 --seeds 2 --workers 0".split())
 
     runs = {p: [json.loads(line) for line in (out / f"{p}.jsonl").read_text().splitlines()] for p in ("fp32", "bf16")}
     assert len(runs["fp32"]) == len(runs["bf16"]) == 2
