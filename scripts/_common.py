@@ -381,6 +381,16 @@ def beside(path: str | os.PathLike, what: str) -> str:
 LENGTHS = [14, 3, 25, 9, 31, 12, 7, 2, 18, 22, 11, 5, 40, 8, 6, 11]  # a CoNLL batch of the N = 128 sample
 
 
+def call_seconds(fn, calls: int) -> list[float]:
+    """The wall seconds of each of ``calls`` calls of ``fn()``."""
+    times = []
+    for _ in range(calls):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return times
+
+
 def write_subset(data_dir: str, n: int, out: Path) -> list[list[str]]:
     """The first ``n`` sentences of CoNLL-2003 train as ``out/train.txt``; returns their words."""
     from layercache.extract.datasets import load_dataset

@@ -28,7 +28,7 @@ import statistics
 import time
 
 import torch
-from _common import cpu_line, head_step, publish, results_path
+from _common import call_seconds, cpu_line, head_step, publish, results_path
 
 from layercache.training.memory import keep_freed_memory
 
@@ -41,12 +41,7 @@ def peak_gflops(dtype: torch.dtype, *, repeats: int = 7) -> float:
     for m, k, n in ((1024, 1024, 1024), (2048, 384, 1536), (2048, 1536, 384)):
         a, b = torch.randn(m, k, dtype=dtype), torch.randn(k, n, dtype=dtype)
         a @ b
-        times = []
-        for _ in range(repeats):
-            t0 = time.perf_counter()
-            a @ b
-            times.append(time.perf_counter() - t0)
-        best = max(best, 2 * m * k * n / min(times) / 1e9)
+        best = max(best, 2 * m * k * n / min(call_seconds(lambda a=a, b=b: a @ b, repeats)) / 1e9)
     return best
 
 
@@ -65,12 +60,7 @@ def measure(fusion: str, precision: str, *, steps: int, pack: int = 1) -> dict:
 
 
 def median_seconds(step, *, steps: int) -> float:
-    times = []
-    for _ in range(steps):
-        t0 = time.perf_counter()
-        step()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
+    return statistics.median(call_seconds(step, steps))
 
 
 def products_alone(step, *, steps: int) -> float:

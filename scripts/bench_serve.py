@@ -28,7 +28,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
-from _common import cpu_line, results_path, write_results
+from _common import call_seconds, cpu_line, results_path, write_results
 
 from layercache.cache.reader import open_entry
 from layercache.cache.writer import SplitPlan, SplitWriter
@@ -59,12 +59,7 @@ def synthetic_entry(root: Path, *, rows: int, unit_rows: int) -> str:
 def timed(fn, repeats: int) -> float:
     """Median seconds of ``repeats`` calls after one warm-up (page cache, connections)."""
     fn()
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
+    return statistics.median(call_seconds(fn, repeats))
 
 
 def read_files_local(entry: str, files: list[str]) -> int:
