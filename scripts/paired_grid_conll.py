@@ -13,6 +13,8 @@ extra and Concat − extra, seed by seed (the heads of one seed train on the sam
 95% CIs (Student t); and the mean dev F1 after selected epochs (Figure 4's curve, per head and N).
 The heads run at layercache's defaults (each head's own learning rate, DWAtt's scaled score) unless
 --lr or --layer-score say otherwise, under --precision (auto: bf16 where this CPU runs it faster).
+--paper-score-lr adds DWAtt with the paper's unscaled score at its own rate, on the same samples,
+paired with scaled DWAtt and with Concat.
 """
 
 from __future__ import annotations
@@ -34,16 +36,22 @@ from _common import (
     split_list,
 )
 
-PAIRS = [("dwatt", "concat"), ("dwatt", "extra"), ("concat", "extra")]
+PAPER = "dwatt (paper score)"  # DWAtt with the paper's unscaled score, at --paper-score-lr
+PAIRS = [("dwatt", "concat"), ("dwatt", "extra"), ("concat", "extra"), (PAPER, "dwatt"), (PAPER, "concat")]
 EPOCHS_SHOWN = (1, 2, 5, 10, 25, 50)
 
 
+def head_of(config: dict) -> str:
+    """The head a run trained: its fusion, or `PAPER` for DWAtt with the paper's score."""
+    return PAPER if config["fusion"] == "dwatt" and config.get("layer_score") == "paper" else config["fusion"]
+
+
 def by_cell(records: list[dict]) -> dict:
-    """{(fusion, N): {seed: record}}."""
+    """{(head, N): {seed: record}}."""
     cells: dict = {}
     for r in records:
         c = r["config"]
-        cells.setdefault((c["fusion"], c["shots"]), {})[c["seed"]] = r
+        cells.setdefault((head_of(c), c["shots"]), {})[c["seed"]] = r
     return cells
 
 
@@ -116,6 +124,10 @@ def grids(args, entry) -> list:
     from layercache.training.runtime import resolve_precision
 
     configs = conll_grid(args, precision=resolve_precision(args.precision))
+    if args.paper_score_lr:
+        from dataclasses import replace
+
+        configs += [replace(c, layer_score="paper", lr=args.paper_score_lr) for c in configs if c.fusion == "dwatt"]
     return [(sorted(configs, key=lambda c: (c.seed, -c.shots, c.fusion)), {})]
 
 
@@ -133,7 +145,9 @@ def report(run) -> str:
     records, args, entry, planned = run.records, run.args, run.entry, run.planned
     fusions, shots = split_list(args.fusions), sorted(split_list(args.shots, int))
     cells = by_cell(records)
-    lrs = sorted({f"{r['config']['fusion']} {r['config']['lr']:g}" for r in records})
+    if any(head == PAPER for head, _ in cells):
+        fusions = [*fusions, PAPER]
+    lrs = sorted({f"{head_of(r['config'])} {r['config']['lr']:g}" for r in records})
     scores = sorted({r["config"]["layer_score"] for r in records if r["config"]["fusion"] == "dwatt"})
     precisions = sorted({r["config"]["precision"] for r in records})
     seeds = sorted({r["config"]["seed"] for r in records})
@@ -161,6 +175,9 @@ GRID = dict(
                                   help="autocast of the heads' forward passes (auto: the faster on this machine)")),
              ("--records", dict(default=results_path("paired_grid_conll", ".jsonl"),
                                 help="the grid's per-run records are copied here ('' = not copied)")),
+             ("--paper-score-lr", dict(type=float, default=None,
+                                       help="also run DWAtt with the paper's unscaled score at this rate (its own "
+                                            "best in the learning-rate sweep: 3e-3), paired with the others")),
              ("--no-run", dict(action="store_true", help="run nothing: report the grid's runs already in --out (a "
                                                          "grid cut short says how many)"))],
     after=lambda run: run.args.records and copy_records(run.records, run.args.records), text=report,
