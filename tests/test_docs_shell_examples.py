@@ -35,7 +35,9 @@ SCRIPTS = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["scrip
 # filled in per run.
 TINY = [
     (re.compile(r"^extract$"), "extract --model {model} --dataset {data}"),  # the worked example's entry: tiny
+    (re.compile(r"--shots 8 --layers auto:3"), "--shots 2 --layers auto:2"),  # no later command reads this head
     (re.compile(r"--layers auto:3"), "--layers auto:2"),
+    (re.compile(r"--epochs 25 --seed 0$"), "--epochs 2 --seed 0"),
     (re.compile(r"--shots 8,(16,)?32(,64,128)? --epochs (10|25,50,75,100) --trials [35]"),
      "--shots 2,4 --epochs 2 --trials 1"),
     (re.compile(r"--shots 128\b"), "--shots 4"),
