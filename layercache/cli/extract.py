@@ -92,9 +92,10 @@ def main(model, task, dataset, splits, labels, granularity, special_tokens, pool
                            trust_remote_code=trust_remote_code, task=task, block_size=block_size, mask_seed=mask_seed,
                            mlm_probability=mlm_probability, special_tokens=special_tokens,
                            labels=tuple(parse_list(labels, name="labels", cast=str)) if labels else None)
+    if not current_reading().default and (server or task_of(task).masks_inputs):
+        raise LayercacheError("--columns, --tokens-field and --tags-field cannot go with "
+                              + ("--server" if server else f"--task {task}: they name where the tags are"))
     if server:
-        if not current_reading().default:
-            raise LayercacheError("--columns, --tokens-field and --tags-field cannot go with --server")
         _extract_on_server(server, config, token_file=token_file, quiet=quiet,
                            local={"--cache-dir": cache_dir, "--device": device, "--dry-run": dry_run})
         return

@@ -155,3 +155,9 @@ def test_columns_on_a_hf_dataset_is_one_error_line(tmp_path, tiny_bert_dir, opti
 def test_fields_on_conll_files_is_one_error_line(tmp_path, tiny_bert_dir, tag_in_column_1):
     line = one_error_line(_extract(tmp_path, tiny_bert_dir, tag_in_column_1, "--tags-field", "labels"))
     assert "--tokens-field and --tags-field name the fields of a HF dataset" in line
+
+
+@pytest.mark.parametrize("options", [["--task", "mlm"], ["--server", "http://127.0.0.1:9"]])
+def test_reading_options_refuse_raw_text_and_a_server(tmp_path, tiny_bert_dir, tag_in_column_1, options):
+    line = one_error_line(_extract(tmp_path, tiny_bert_dir, tag_in_column_1, "--columns", "word=0,ner=1", *options))
+    assert "--columns, --tokens-field and --tags-field cannot go with " + options[0] in line
