@@ -94,13 +94,17 @@ class SplitWriter:
              create: bool = True) -> SplitWriter:
         """Resume the split if it was started with the same plan, else (re)create it empty.
         With create=False (ranks other than 0) the split must already be there with this plan."""
-        root = _open_root(entry_path, entry_attrs)
+        return cls.in_root(open_root(entry_path, entry_attrs), split, plan, create=create)
+
+    @classmethod
+    def in_root(cls, root: zarr.Group, split: str, plan: SplitPlan, *, create: bool = True) -> SplitWriter:
+        """`open` in an entry already open for writing (`open_root`)."""
         if split in root:
             old = root[split]
             if old.attrs.get("plan_id") == plan.plan_id and old.attrs.get("ready"):
                 return cls(old, plan)
             if not create:
-                raise RuntimeError(f"split {split!r} of {entry_path} was created with another plan")
+                raise RuntimeError(f"split {split!r} of {root.store} was created with another plan")
             del root[split]
         return cls(_create_split(root, split, plan), plan)
 
@@ -152,7 +156,8 @@ def _exists(path: str) -> bool:
     return exists(path)
 
 
-def _open_root(entry_path: str, entry_attrs: dict) -> zarr.Group:
+def open_root(entry_path: str, entry_attrs: dict) -> zarr.Group:
+    """The entry at ``entry_path`` open for writing, created with ``entry_attrs`` if need be."""
     root = open_group(entry_path, mode="a") if _exists(entry_path) else zarr.open_group(entry_path, mode="w")
     if not root.attrs.get("format_version"):
         root.update_attributes(entry_attrs)  # one metadata write (attrs.update writes once per key)
@@ -163,7 +168,11 @@ def record_plan(entry_path: str, entry_attrs: dict, splits) -> list[str]:
     """Add ``splits`` to the entry's plan before any of them is written (creating the entry if need
     be): the entry is complete only once every planned split is, so a run killed between splits
     leaves it incomplete, and the next run finishes it. Returns the plan."""
-    root = _open_root(entry_path, entry_attrs)
+    return plan_splits(open_root(entry_path, entry_attrs), splits)
+
+
+def plan_splits(root: zarr.Group, splits) -> list[str]:
+    """`record_plan` in an entry already open for writing (`open_root`)."""
     plan = list(root.attrs.get(PLAN) or [])
     added = [s for s in splits if s not in plan]
     if added:
@@ -175,7 +184,7 @@ def record_plan(entry_path: str, entry_attrs: dict, splits) -> list[str]:
 def write_entry_arrays(entry_path: str, entry_attrs: dict, name: str, arrays: dict[str, np.ndarray]) -> None:
     """An entry-level group of whole arrays (MLM: ``lm``), flagged ``complete`` only once every
     array is stored, so a run killed half-way rewrites it; a complete one is left alone."""
-    root = _open_root(entry_path, entry_attrs)
+    root = open_root(entry_path, entry_attrs)
     if name in root:
         if root[name].attrs.get("complete"):
             return

@@ -139,25 +139,20 @@ class UnitEncoder:
             if out is None:
                 dtype = storage if weight is None else torch.float32  # mean pooling sums in float32
                 out = torch.zeros((hi - lo, len(hidden), hidden[0].shape[-1]), dtype=dtype, device=self.device)
-            # Each layer narrowed to the storage dtype before stacking: half the bytes for the stack
-            # and the copy into ``out`` (the same bits as converting after).
-            layers, bounds = [], []
-            for h in hidden:
-                picked = h.reshape(-1, h.shape[-1]).index_select(0, pos)
-                if split is not None and weight is None:
-                    # One pass over values still in cache (0.4% of the forward on CPU here), and
-                    # these are the magnitudes an error reports: the narrowed unit holds only inf.
-                    bounds.append(torch.stack(torch.aminmax(picked)))
-                layers.append(picked.to(out.dtype))
-            if bounds:
-                ends.append(torch.stack(bounds))
-            gathered = torch.stack(layers, dim=1)  # [rows of this batch, L+1, d]
+            gathered, bounds = _gather(hidden, pos, out.dtype, bounds=split is not None and weight is None)
+            if bounds is not None:
+                ends.append(bounds)
             if weight is None:
                 out.index_copy_(0, dest, gathered)
             else:
                 out.index_add_(0, dest, gathered * weight[:, None, None])
         if split is None or out is None:
             return out.to(storage)
+        return self._narrowed(out, ends, rows, storage, split)
+
+    def _narrowed(self, out: torch.Tensor, ends: list[torch.Tensor], rows: RowMap, storage: torch.dtype,
+                  split: str) -> torch.Tensor:
+        """The unit in the storage dtype, checked to fit it (`_check_fits`)."""
         if rows.weight is None:  # first/last pooling: the stored values are the ones seen above
             self._check_fits(torch.stack(ends).float().abs().amax(dim=(0, 2)), storage, split)
             return out
@@ -236,6 +231,23 @@ class UnitEncoder:
         empty = np.zeros(0, dtype=np.int64)
         return (np.concatenate(pos).astype(np.int64) if pos else empty,
                 np.concatenate(dest).astype(np.int64) if dest else empty)
+
+
+def _gather(hidden, pos: torch.Tensor, dtype: torch.dtype, *,
+            bounds: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """[rows of the batch, L+1, d] at the flat positions ``pos`` of every layer, in ``dtype``; with
+    ``bounds``, also each layer's [min, max] before narrowing ([L+1, 2])."""
+    # Each layer narrowed to the storage dtype before stacking: half the bytes for the stack
+    # and the copy into the unit (the same bits as converting after).
+    layers, ends = [], []
+    for h in hidden:
+        picked = h.reshape(-1, h.shape[-1]).index_select(0, pos)
+        if bounds:
+            # One pass over values still in cache (0.4% of the forward on CPU here), and
+            # these are the magnitudes an error reports: the narrowed unit holds only inf.
+            ends.append(torch.stack(torch.aminmax(picked)))
+        layers.append(picked.to(dtype))
+    return torch.stack(layers, dim=1), (torch.stack(ends) if ends else None)
 
 
 def _ahead(items, depth: int = 2):

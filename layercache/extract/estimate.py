@@ -27,6 +27,7 @@ from ..cache.store import exists, open_group
 from ..cache.writer import SplitPlan, _create_split, inner_chunk_rows, scale_chunk_rows
 from ..errors import LayercacheError
 from ..tasks import DEFAULT_TASK
+from .entry import default_unit_rows, describe, lm_complete, load_data, special_counts
 
 # What `SplitWriter.finish` adds to a split's zarr.json (run time, rate, counts, device, finish
 # time): about 200 bytes measured; a fixed allowance, since the values are not known before the run.
@@ -93,7 +94,6 @@ def estimate(config, *, rate: bool = True) -> Estimate:
     """The dry run of ``extract(config)``: what it would write, the room it has, how long it takes.
     Loads no weights and writes nothing."""
     from .models import load_tokenizer, model_info
-    from .run import describe, load_data
 
     dataset = load_data(config, splits=list(config.splits) if config.splits else None)
     info = model_info(config.model, trust_remote_code=config.trust_remote_code)
@@ -108,7 +108,6 @@ def estimate(config, *, rate: bool = True) -> Estimate:
 def plan_estimate(config, dataset, info, path: str, attrs: dict, splits: list[str], *, tokenizer=None) -> Estimate:
     """The bytes of ``splits`` of the entry at ``path`` (complete ones reused), and the root's free space."""
     from .models import load_tokenizer
-    from .run import _lm_complete
 
     if tokenizer is None and _needs_tokenizer(config):
         tokenizer = load_tokenizer(info, trust_remote_code=config.trust_remote_code)
@@ -116,7 +115,7 @@ def plan_estimate(config, dataset, info, path: str, attrs: dict, splits: list[st
     root = zarr.open_group(MemoryStore(store), mode="w")
     root.update_attributes(attrs)
     entry = 0 if exists(path) else _stored_bytes(store)
-    if config.task_info.masks_inputs and not _lm_complete(path):
+    if config.task_info.masks_inputs and not lm_complete(path):
         entry += _lm_bytes(info, attrs)
     out = []
     for split in splits:
@@ -153,8 +152,6 @@ def split_plan(config, dataset, split: str, info, *, tokenizer=None) -> SplitPla
     """The `SplitPlan` extraction makes for ``split`` in every field that decides bytes (the plan id
     and token budget are stand-ins of the same size). Word rows need no tokenizer: every word,
     even one of zero subwords, gets a row."""
-    from .run import default_unit_rows, special_counts
-
     n_layers, dim = info.num_layers + 1, info.hidden_size
     unit_rows = config.unit_rows or default_unit_rows(n_layers, dim, codec_of(config.dtype).value_bytes)
     arrays, word_index = {}, None
