@@ -72,7 +72,7 @@ class Extraction:
 
 @dataclass
 class SplitJob:
-    """One split's extraction; `run` goes through the stages in order."""
+    """One split's extraction; `execute` goes through the stages in order."""
 
     run: Extraction
     split: str
@@ -101,8 +101,8 @@ class SplitJob:
                        specials=special_counts(config, tokenizer))
         return cls(run=run, split=split, tokens=tokens, rows=rows, blocks=blocks)
 
-    def execute(self):
-        """Every stage in order; the split's `SplitSummary`."""
+    def execute(self) -> SplitSummary:
+        """Every stage in order; the split's summary."""
         self.plan_rows()
         self.open()
         seconds = self.encode_units()
@@ -238,7 +238,7 @@ class SplitJob:
 
     # -- finish
 
-    def finish(self, seconds: float):
+    def finish(self, seconds: float) -> SplitSummary:
         """Flag the split complete with its statistics (rank 0); its summary, read back from the entry."""
         run, ranks = self.run, self.run.ranks
         n_words = int(self.tokens.word_offsets[-1])
