@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING, Protocol
 import numpy as np
 
 from ..cache.reader import rows_of
-from ..cache.store import bfloat16_to_float32
 from ..errors import LayercacheError
 from . import budget
 
@@ -175,14 +174,10 @@ class SplitArrays(Sentences):
 
     def layer(self, layer: int) -> np.ndarray:
         """[rows, d] of one held cache layer, as numbers (float16 or float32)."""
-        j = self.layers.index(layer)
-        if self.storage == "bfloat16":
-            return bfloat16_to_float32(self.hidden[:, j])
-        if self.scales is not None:
-            from ..cache.int8 import dequantize  # torch, only where an int8 split is read as numbers
+        from ..cache.codec import codec_of  # torch: only where a held split is read as numbers
 
-            return dequantize(self.hidden[:, j], self.scales[:, j])  # float32
-        return self.hidden[:, j]
+        j = self.layers.index(layer)
+        return codec_of(self.storage).decode(self.hidden[:, j], None if self.scales is None else self.scales[:, j])
 
     @property
     def nbytes(self) -> int:
@@ -290,16 +285,18 @@ def stored_tensor(values, storage: str):
     (bfloat16 is held as its uint16 bits: a view)."""
     import torch
 
+    from ..cache.codec import codec_of
+
     tensor = values if isinstance(values, torch.Tensor) else torch.from_numpy(values)
-    return tensor.view(torch.bfloat16) if storage == "bfloat16" else tensor
+    return tensor.view(codec_of(storage).torch_dtype)
 
 
 def widen(values, scales, dtype):
     """Stored values (a slice or gather of `stored_tensor`) as ``dtype`` on their device: int8 times
     its per-vector scale (float32 ``scales [..., L]``, the product in float32), the others cast."""
-    if scales is None:
-        return values.to(dtype)
-    return (values * scales[..., None]).to(dtype)  # int8 * float32 -> float32
+    from ..cache.codec import decode_torch
+
+    return decode_torch(values, scales, dtype)
 
 
 def sentence_rows(split, sentences) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

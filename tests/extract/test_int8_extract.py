@@ -52,7 +52,7 @@ def test_int8_is_the_float32_extraction_quantised(int8_entry, tiny_bert_dir, tin
 
 def test_a_head_trains_on_an_int8_cache(int8_entry):
     data = load_data(open_entry(int8_entry))
-    assert data.train.hidden.dtype == np.float16
+    assert data.train.hidden.dtype == np.int8 and data.train.scales.dtype == np.float32  # held as stored
     result = train_head(TrainConfig(fusion="concat", shots=8, epochs=2, seed=0), data, keep_tagger=False)
     assert math.isfinite(result.best_dev_f1)
 
