@@ -111,7 +111,7 @@ class UnitEncoder:
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, *,
                 grad: bool = False) -> tuple[torch.Tensor, ...]:
         """Every layer's hidden states, embeddings first (HF order); `grad` keeps the graph (FT)."""
-        ctx = self.precision.autocast(self.device.type)
+        ctx = self.precision.autocast(torch.device(self.device).type)  # FT passes the device by name
         with (contextlib.nullcontext() if grad else torch.inference_mode()), ctx:
             out = self.model(input_ids=input_ids, attention_mask=attention_mask, output_hidden_states=True)
         return out.hidden_states
