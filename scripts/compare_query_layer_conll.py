@@ -1,0 +1,129 @@
+"""Where should z_L come from when the fused layers are picked by variability? The last fused layer
+(``--query-layer fused``) against the backbone's top layer (``--query-layer top``), with ``--layers auto:3``.
+
+DWAtt's query and residual, Base's output and the extra layers' input are z_L. With auto:3 the
+fused set is the three layers of lowest variability nu on the run's sample, often low layers, so
+``fused`` takes z_L from the third pick while the DWAtt paper takes it from the top layer; ``top``
+reads the top layer as z_L (apart from the fused set, which stays the auto:3 pick). On CoNLL-2003,
+per backbone (all-MiniLM-L6-v2 and all-mpnet-base-v2 by default), head (dwatt, base, extra) and N
+(8, 128), 3 seeds: the best dev F1 and the test F1 at it for each variant (mean ± 95% CI), and the
+paired per-seed difference top − fused (the two variants of a seed train on the same sample and
+fuse the same layers), at train-head's defaults, 25 epochs, on a fixed 1000-sentence subset of dev.
+
+    python scripts/compare_query_layer_conll.py --data PATH/conll2003
+    python scripts/compare_query_layer_conll.py --models all-MiniLM-L6-v2 --cache-dirs PATH/minilm --seeds 1
+
+Appends one JSON line per run to <--out stem>.<model>.jsonl (reruns skip the runs already there)
+and writes the table to --table (docs/results/compare_query_layer_conll.md).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from _common import (
+    against_zero,
+    ci_cell,
+    conll_entry,
+    conll_grid,
+    dev_line,
+    grid_main,
+    paired_diffs,
+    runs_of,
+    split_list,
+)
+
+MODELS = "all-MiniLM-L6-v2,all-mpnet-base-v2"
+VARIANTS = ("fused", "top")
+
+
+def check(args) -> None:
+    """--cache-dirs: one per model, or one for all of them (none = --cache-dir); --precision resolved
+    once (auto: what this machine runs faster), so every run records the same."""
+    from layercache.training.runtime import resolve_precision
+
+    models, dirs = split_list(args.models), split_list(args.cache_dirs or "")
+    if len(dirs) not in (0, 1, len(models)):
+        raise SystemExit(f"error: --cache-dirs names {len(dirs)} folders for {len(models)} models")
+    args.precision = resolve_precision(args.precision)
+
+
+def entries(args) -> dict:
+    """Each model's CoNLL-2003 entry under its cache folder, by the model's name."""
+    models, dirs = split_list(args.models), split_list(args.cache_dirs or "")
+    dirs = dirs * len(models) if len(dirs) == 1 else dirs or [args.cache_dir] * len(models)
+    return {Path(model).name: conll_entry(args.data, model=model, cache_dir=folder)
+            for model, folder in zip(models, dirs)}
+
+
+def grids(args, entry) -> list:
+    """Both variants of every head, N and seed, on the --layers pick."""
+    fields = dict(layers=args.layers, dev_sentences=args.dev_sentences or None, precision=args.precision)
+    return [(conll_grid(args, axes={"query_layer": list(VARIANTS)}, **fields), {})]
+
+
+def by_seed(records: list[dict], **config) -> dict:
+    return {r["config"]["seed"]: r for r in runs_of(records, **config)}
+
+
+def table(by_entry: dict, fusions: list[str], shots: list[int]) -> str:
+    lines = ["| backbone | head | N | metric | fused | top | top − fused, paired | 95% CI against 0 | per seed |",
+             "|---|---|---:|---|---:|---:|---:|---|---|"]
+    for model, records in by_entry.items():
+        for fusion in fusions:
+            for n in shots:
+                runs = {v: by_seed(records, fusion=fusion, shots=n, query_layer=v) for v in VARIANTS}
+                for metric, key in (("dev F1", "best_dev_f1"), ("test F1", "test_f1_at_best")):
+                    cells = [ci_cell([100 * r[key] for r in runs[v].values() if r.get(key) is not None])
+                             for v in VARIANTS]
+                    diffs, _ = paired_diffs(runs["top"], runs["fused"], key=key)
+                    lines.append(f"| {model} | {fusion} | {n} | {metric} | {cells[0]} | {cells[1]} "
+                                 f"| {ci_cell(diffs, signed=True)} | {against_zero(diffs) if diffs else '-'} "
+                                 f"| {', '.join(f'{d:+.1f}' for d in diffs)} |")
+    return "\n".join(lines)
+
+
+def picks(by_entry: dict, entries: dict) -> str:
+    """The layers fused per N and seed (one sample per N and seed: the same for both variants), read
+    from the DWAtt runs under fused (base and the extra layers hold z_L alone)."""
+    lines = []
+    for model, records in by_entry.items():
+        seen: dict = {}
+        for r in runs_of(records, fusion="dwatt", query_layer="fused"):
+            seen.setdefault(r["config"]["shots"], {})[r["config"]["seed"]] = ",".join(map(str, r["layers"]))
+        for n, by in sorted(seen.items()):
+            lines.append(f"- {model} (L = {entries[model].num_layers}), N = {n}: "
+                         + " / ".join(f"seed {s}: {by[s]}" for s in sorted(by)))
+    return "\n".join(lines)
+
+
+def text(run) -> str:
+    args = run.args
+    caption = (f"CoNLL-2003, FE with `--layers {args.layers}`, {args.epochs} epochs, each head's default learning "
+               f"rate, DWAtt's {args.layer_score} score, batch {args.batch_size}, {args.eval_points} dev evaluations "
+               f"per run, precision {args.precision}, seeds 0..{args.seeds - 1}. Cells: F1 x100, mean ± 95% CI "
+               f"(Student t) over seeds (runs); test F1 at the best dev point. top − fused: per seed, both variants "
+               f"on the same sample and the same fused layers.")
+    layers = (f"Fused layers ({args.layers} on the run's sample; base and the extra layers read z_L alone: the "
+              f"last of them under fused, the top layer under top):")
+    return "\n\n".join([caption, table(run.by_entry, split_list(args.fusions), split_list(args.shots, int)),
+                        layers, picks(run.by_entry, run.entries)])
+
+
+GRID = dict(
+    name="compare_query_layer_conll", fusions="dwatt,base,extra", epochs=25, threads=1, library_defaults=True,
+    defaults=dict(shots="8,128", seeds=3), check=check, entries=entries, grids=grids, text=text,
+    options=[("--models", dict(default=MODELS, help="comma-separated backbones")),
+             ("--layers", dict(default="auto:3", help="the fused layers (a --layers spec)")),
+             ("--cache-dirs", dict(default=None, help="cache folder of each model (comma-separated, or one for "
+                                                      "all; default: --cache-dir)")),
+             ("--dev-sentences", dict(type=int, default=1000, help="fixed random subset of dev (0 = all)")),
+             ("--precision", dict(default="auto", choices=["auto", "fp32", "bf16"],
+                                  help="autocast of the heads (auto: bf16 where this CPU runs it faster)"))],
+    title=lambda run: f"z_L from the last fused layer or the top layer ({run.args.layers}, CoNLL-2003, FE)",
+    dev=lambda run: dev_line(run.args.dev_sentences or None, run.entry.split("dev").n_sentences),
+)
+main = grid_main(GRID, __doc__)
+
+if __name__ == "__main__":
+    main()
