@@ -58,11 +58,18 @@ def ci95(values) -> tuple[float, float]:
 
 
 def label(config: dict) -> str:
-    """A row's name: the fusion, and DWAtt's score when it is not the default (records written
-    before the option existed ran the paper's)."""
-    if config["fusion"] == "dwatt" and config.get("layer_score", "paper") != FusionConfig.layer_score:
-        return f"dwatt ({config.get('layer_score', 'paper')})"
-    return config["fusion"]
+    """A row's name: the fusion, and what sets it apart from the same fusion's other runs: DWAtt's
+    score when it is not the default (records written before the option existed ran the paper's),
+    and ``z_L top`` for a head that read the backbone's top layer as its z_L (`--query-layer top`)."""
+    from ..fusions.registry import FUSIONS
+
+    fusion, parts = config["fusion"], []
+    if fusion == "dwatt" and config.get("layer_score", "paper") != FusionConfig.layer_score:
+        parts.append(config.get("layer_score", "paper"))
+    query = config.get("query_layer", FusionConfig.query_layer)
+    if query != FusionConfig.query_layer and fusion in FUSIONS and FUSIONS[fusion].reads_query_layer:
+        parts.append(f"z_L {query}")
+    return f"{fusion} ({', '.join(parts)})" if parts else fusion
 
 
 def lr_of(record: dict) -> float:

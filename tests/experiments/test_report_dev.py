@@ -23,3 +23,13 @@ def test_whole_dev_and_mixed_sweeps():
     assert dev_note([_record("concat", 0, None)]) == "Dev: the whole dev split."
     mixed = dev_note([_record("concat", 0, None), _record("dwatt", 0, 500), _record("dwatt", 1, 500)])
     assert mixed.startswith("Dev: 1 runs on the whole dev split; 2 runs on a fixed random subset of 500 dev sentences")
+
+
+def test_runs_that_read_the_top_layer_as_z_l_get_their_own_rows():
+    from layercache.experiments.report import label
+
+    assert label({"fusion": "dwatt", "layer_score": "scaled"}) == "dwatt"
+    assert label({"fusion": "dwatt", "layer_score": "scaled", "query_layer": "top"}) == "dwatt (z_L top)"
+    assert label({"fusion": "dwatt", "layer_score": "paper", "query_layer": "top"}) == "dwatt (paper, z_L top)"
+    assert label({"fusion": "base", "query_layer": "top"}) == "base (z_L top)"
+    assert label({"fusion": "concat", "query_layer": "top"}) == "concat"  # no z_L: the same head either way
