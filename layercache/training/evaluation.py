@@ -28,7 +28,7 @@ def score(tagger, split: Split, *, device, label_names, batch_size: int, autocas
     tagger.eval()
     return score_heads(lambda hidden, mask: tagger(hidden, mask)[None], 1, split, device=device,
                        label_names=label_names, batch_size=batch_size, autocast=autocast, kind=kind,
-                       token_wise=getattr(tagger.fusion, "token_wise", False))[0]
+                       token_wise=tagger.fusion.token_wise)[0]
 
 
 def score_heads(forward, n_heads: int, split: Split, *, device, label_names, batch_size: int, autocast=None,

@@ -21,6 +21,7 @@ import numpy as np
 import torch
 
 from ..errors import LayercacheError
+from ..extract.precision import precision_of
 from ..fusions import FUSIONS, count_parameters, packable
 from ..versions import versions
 from .config import RunResult, TrainConfig
@@ -171,7 +172,7 @@ def prepare_run(config: TrainConfig, data: RunData) -> Run:
     eval_at = set()
     if config.eval_points:
         eval_at = {max(1, round(total * k / config.eval_points)) for k in range(1, config.eval_points + 1)}
-    scaler = torch.amp.GradScaler(device.type, enabled=config.precision == "fp16")
+    scaler = torch.amp.GradScaler(device.type, enabled=precision_of(config.precision).scales_loss)
     return Run(config, data, device, ids, layers, scores, train, dev, test, task, head, kwargs, model, optimizer,
                scheduler, scaler, steps_per_epoch, total, eval_at, torch.Generator().manual_seed(config.seed))
 

@@ -32,6 +32,7 @@ import torch
 import torch.nn.functional as F
 
 from ..errors import LayercacheError
+from ..extract.precision import precision_of
 from ..fusions import FUSIONS, TokenTagger
 from ..fusions.registry import fusions_that_pack
 from ..fusions.stacked import compute_dtype, linear, stacked, under
@@ -47,7 +48,8 @@ from .runtime import apply_thread_setting, now
 def can_pack(config: TrainConfig) -> bool:
     """Whether ``config`` may train in a pack (see the module's docstring for why the others may not)."""
     return (config.mode == "fe" and task_of(config).head == TokenTagger.__name__
-            and FUSIONS[config.fusion].packs() and config.grad_accum == 1 and config.precision != "fp16"
+            and FUSIONS[config.fusion].packs() and config.grad_accum == 1
+            and not precision_of(config.precision).scales_loss
             and not str(config.layers or "").startswith("auto"))
 
 
