@@ -175,13 +175,22 @@ def packs_table(summary: dict) -> str:
                               summary["roofline"]])
 
 
-def redraw(docs: str) -> str:
-    """Figure 3 of the committed report in ``docs`` drawn again from its report.md, training nothing."""
-    from layercache.experiments.report import draw_f1_vs_shots, stats_from_table
+def redraw(docs: str, steps_from: str | None = None) -> str:
+    """Figure 3 of the committed report in ``docs`` drawn again from its report.md, training nothing;
+    with ``steps_from`` (per-run records of the cap's runs at the smallest and largest N), its
+    f1_vs_step.png too."""
+    from layercache.experiments import read_results
+    from layercache.experiments.report import draw_f1_vs_shots, plot_f1_vs_step, stats_from_table
 
     text = (Path(docs) / "report.md").read_text(encoding="utf-8")
     title = text.split("\n", 1)[0].removeprefix("# Sweep: ").strip()
-    return draw_f1_vs_shots(stats_from_table(text), str(Path(docs) / "f1_vs_shots.png"), title=title)
+    drawn = [draw_f1_vs_shots(stats_from_table(text), str(Path(docs) / "f1_vs_shots.png"), title=title)]
+    if steps_from:
+        records = list(read_results(steps_from).values())
+        shots = sorted({r["config"]["shots"] for r in records})
+        drawn.append(plot_f1_vs_step(records, str(Path(docs) / "f1_vs_step.png"), shots=[shots[0], shots[-1]],
+                                     title=title))
+    return "\n".join(drawn)
 
 
 def main():
@@ -206,6 +215,8 @@ def main():
     ap.add_argument("--redraw", action="store_true",
                     help="run nothing: redraw f1_vs_shots.png in --docs from the table of its report.md (for a "
                          "report whose per-run results file is not at hand; f1_vs_step.png needs the runs)")
+    ap.add_argument("--steps-from", metavar="JSONL", default=None,
+                    help="with --redraw: per-run records (a sweep's results.jsonl) to draw f1_vs_step.png from")
     ap.add_argument("--no-run", action="store_true",
                     help="run nothing: report, time the live backbone and project from the results already in --out")
     args = ap.parse_args()
@@ -216,7 +227,7 @@ def main():
         return
 
     if args.redraw:
-        print(redraw(args.docs))
+        print(redraw(args.docs, args.steps_from))
         return
 
     entry = conll_entry(args.data)
