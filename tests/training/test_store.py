@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from store_checks import held_and_streamed_dev_f1
 
 from layercache.cache.reader import CacheSplit, open_entry
 from layercache.errors import LayercacheError
@@ -105,14 +106,8 @@ def test_a_second_run_reads_nothing_and_scores_the_same(entry, reads):
 
 def test_held_and_streamed_score_alike(entry, monkeypatch):
     config = TrainConfig(fusion="dwatt", shots=None, epochs=2, seed=0, lr=1e-2, eval_points=2)
-    held = train_head(config, load_data(entry))
-    store.clear()
-    monkeypatch.setattr(budget, "MEMORY_BUDGET_BYTES", 0)
-    monkeypatch.setattr(budget, "BLOCK_ROWS", 1 << 30)  # one block: a streamed epoch draws the held order
-    streamed_data = load_data(entry)
-    assert streamed_data.dev.streamed
-    streamed = train_head(config, streamed_data)
-    assert [e["dev_f1"] for e in streamed.evals] == pytest.approx([e["dev_f1"] for e in held.evals], abs=1e-12)
+    held, streamed = held_and_streamed_dev_f1(entry, config, monkeypatch)
+    assert streamed == pytest.approx(held, abs=1e-12)
 
 
 def test_the_store_keeps_within_its_budget(entry, monkeypatch):

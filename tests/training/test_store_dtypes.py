@@ -7,10 +7,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from store_checks import held_and_streamed_dev_f1
 
 from layercache.cache.reader import open_entry
 from layercache.extract.run import ExtractConfig, extract
-from layercache.training import TrainConfig, budget, load_data, store, train_head
+from layercache.training import TrainConfig, load_data, store
 
 STORED = {"int8": (np.int8, 1), "bfloat16": (np.uint16, 2)}
 
@@ -52,11 +53,5 @@ def test_a_layer_reads_as_numbers(entry):
 
 def test_held_and_streamed_score_alike(entry, monkeypatch):
     config = TrainConfig(fusion="concat", shots=None, epochs=2, seed=0, lr=1e-2, eval_points=2)
-    held = train_head(config, load_data(entry))
-    store.clear()
-    monkeypatch.setattr(budget, "MEMORY_BUDGET_BYTES", 0)
-    monkeypatch.setattr(budget, "BLOCK_ROWS", 1 << 30)  # one block: a streamed epoch draws the held order
-    data = load_data(entry)
-    assert data.dev.streamed
-    streamed = train_head(config, data)
-    assert [e["dev_f1"] for e in streamed.evals] == pytest.approx([e["dev_f1"] for e in held.evals], abs=1e-12)
+    held, streamed = held_and_streamed_dev_f1(entry, config, monkeypatch)
+    assert streamed == pytest.approx(held, abs=1e-12)
