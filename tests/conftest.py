@@ -127,12 +127,13 @@ def split_arrays(path: str, split: str = "train") -> dict:
     return {name: arr[:] for name, arr in zarr.open_group(path, mode="r")[split].arrays()}
 
 
-def write_conll(path: Path, sentences) -> None:
+def write_conll(path: Path, sentences, line=lambda word, tag: f"{word} NN O {tag}") -> None:
+    """A CoNLL-style file of ``sentences`` (words, tags); ``line`` writes one word's columns."""
     with path.open("w", encoding="utf-8") as f:
         f.write("-DOCSTART- -X- -X- O\n\n")
         for words, tags in sentences:
             for w, t in zip(words, tags):
-                f.write(f"{w} NN O {t}\n")
+                f.write(line(w, t) + "\n")
             f.write("\n")
 
 

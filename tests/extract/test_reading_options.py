@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 from cli_output import one_error_line
 from click.testing import CliRunner
+from conftest import write_conll
 
 from layercache.errors import LayercacheError
 from layercache.extract.datasets import Reading, current_reading, load_dataset, parse_columns, reading
@@ -19,12 +20,7 @@ POS = {"O": "NN", "B-PER": "NNP", "I-PER": "NNP", "B-ORG": "NNP", "I-ORG": "NNP"
 
 def _write(path, sentences):
     """Lines ``WORD TAG POS CHUNK``: the tag in column 1, not the last."""
-    with path.open("w", encoding="utf-8") as f:
-        f.write("-DOCSTART- -X- -X- O\n\n")
-        for words, tags in sentences:
-            for w, t in zip(words, tags):
-                f.write(f"{w} {t} {POS[t]} {'O' if t == 'O' else 'B-NP'}\n")
-            f.write("\n")
+    write_conll(path, sentences, line=lambda w, t: f"{w} {t} {POS[t]} {'O' if t == 'O' else 'B-NP'}")
 
 
 @pytest.fixture
