@@ -98,9 +98,39 @@ def prepare(args) -> tuple[object, dict]:
     return entry, {"extract_s": time.perf_counter() - t0, "extract_note": "bf16 forward, float16 cache"}
 
 
+def per_head_table(records: list[dict]) -> str:
+    """Per fusion: the median milliseconds of a training step and seconds of an evaluation pass over
+    its runs (each run's own clocks: its train seconds over its steps, its eval seconds over its
+    passes, dev and test at the best point)."""
+    by_fusion: dict = {}
+    for r in records:
+        passes = len(r["evals"]) + (1 if r.get("test_f1_at_best") is not None else 0)
+        by_fusion.setdefault(r["config"]["fusion"], []).append(
+            (1e3 * r["seconds"]["train"] / r["total_steps"], r["seconds"]["eval"] / passes))
+    lines = ["| fusion | runs | a step, ms (median) | an evaluation pass, s (median) |", "|---|---:|---:|---:|"]
+    for fusion, times in by_fusion.items():
+        lines.append(f"| {fusion} | {len(times)} | {statistics.median(t[0] for t in times):.2f} "
+                     f"| {statistics.median(t[1] for t in times):.3f} |")
+    return "\n".join(lines)
+
+
+def render_per_head(records_path: str, report: str, machine: str | None = None) -> str:
+    """The per-head table of a grid's run records (its grid.jsonl), written under the machine they ran on."""
+    from layercache.experiments import read_results
+
+    records = list(read_results(records_path).values())
+    text = ("Each run's own clocks, from the grid's records (`" + public_path(records_path) + "`); the first run of "
+            "each fusion includes its warm-up.\n\n" + per_head_table(records))
+    machine = machine or f"{records[0]['device']}; torch {records[0]['versions']['torch']}"
+    write_results(report, text, title="The Figure-3 grid at roberta-large shape, per head", script="bench_grid",
+                  argv=None, machine=machine)
+    print(Path(report).read_text())
+    return text
+
+
 def main(argv: list[str] | None = None) -> str:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--out", required=True, help="work folder: encoder, dataset, cache, results file")
+    p.add_argument("--out", default=None, help="work folder: encoder, dataset, cache, results file (required to run)")
     p.add_argument("--data", default=str(CONLL), help="a CoNLL-2003 folder")
     p.add_argument("--cache", default=None, help="an entry extracted before (skips the extract phase)")
     p.add_argument("--model", default=None,
@@ -116,7 +146,14 @@ def main(argv: list[str] | None = None) -> str:
     p.add_argument("--pack", type=int, default=1)
     p.add_argument("--device", default=None)
     p.add_argument("--report", default=None)
+    p.add_argument("--per-head", metavar="JSONL", default=None,
+                   help="run nothing: write the per-head table of a grid's records (its grid.jsonl) to --report")
+    p.add_argument("--machine", default=None, help="with --per-head: the machine line (the records name only 'cuda')")
     args = p.parse_args(argv)
+    if args.per_head:
+        return render_per_head(args.per_head, args.report or results_path("bench_grid_gpu_per_head"), args.machine)
+    if not args.out:
+        p.error("--out is required")
 
     import torch
 
@@ -182,7 +219,7 @@ def main(argv: list[str] | None = None) -> str:
         f"{args.lr:g}, {args.precision}, {args.eval_points} evaluations on all of dev, test at the best, "
         f"pack {args.pack}, on {device}. The entry: {entry.split('train').n_sentences:,} train, "
         f"{entry.split('dev').n_sentences:,} dev and {entry.split('test').n_sentences:,} test sentences.",
-        "", *table, "",
+        "", *table, "", "Per head:", "", per_head_table(records), "",
         f"The hardware's limit for this grid: the heads' {flops / 1e12:,.1f} TFLOP at {peak / 1e12:,.2f} TFLOP/s "
         f"(a {args.precision} 4096^3 matmul here) is {flops / peak:,.1f} s; the {nbytes / 1e9:,.1f} GB of cached "
         f"rows they read, at {bandwidth / 1e9:,.1f} GB/s (a 1 GiB copy here), {nbytes / bandwidth:,.1f} s. "

@@ -155,13 +155,13 @@ def test_streamed_blocks_pass_through_pinned_buffers_allocated_once(entry, monke
     from layercache.training import staging
     from layercache.training.evaluation import score
 
+    monkeypatch.setattr(budget, "BLOCK_ROWS", 64)  # first: held and streamed then batch alike (same numbers)
     result = train_head(TrainConfig(fusion="concat", shots=4, epochs=1, seed=0, lr=1e-2), load_data(entry))
     tagger = result.tagger.to("cuda")
     kw = dict(device="cuda", label_names=entry.label_names, batch_size=4)
     held = score(tagger, load_data(entry).dev.take_layers(result.layers), **kw)
     store.clear()
     monkeypatch.setattr(budget, "MEMORY_BUDGET_BYTES", 0)
-    monkeypatch.setattr(budget, "BLOCK_ROWS", 64)
     streamed = load_data(entry).dev.take_layers(result.layers)
     assert streamed.streamed and score(tagger, streamed, **kw) == held
     buffers = [b.data_ptr() for b in staging.staging()._buffers]
