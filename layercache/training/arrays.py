@@ -197,7 +197,7 @@ class SplitArrays(Sentences):
         import torch
 
         def build():
-            if dtype is not None and ("tensors", str(device), "None") in self._memo:  # already there (a staged block)
+            if dtype is not None and _on(device) in self._memo:  # already there (a staged block)
                 hidden, scales, labels, offsets = self._tensors(device)
                 return widen(hidden, scales, dtype), None, labels, offsets
             hidden = stored_tensor(self.hidden, self.storage).to(device)
@@ -206,7 +206,23 @@ class SplitArrays(Sentences):
                 hidden, scales = widen(hidden, scales, dtype), None
             return hidden, scales, torch.from_numpy(self.labels).to(device), torch.from_numpy(self.offsets).to(device)
 
-        return self.cached(("tensors", str(device), str(dtype)), build)
+        return self.cached(_on(device, dtype), build)
+
+    def place(self, device, tensors, copied) -> None:
+        """What `_tensors` gives on ``device``, already sent there (a streamed block staged for a GPU),
+        and the CUDA event its copy records, which `wait_for_copy` hands to the compute stream."""
+        self._memo[_on(device)] = tensors
+        self._memo["staged"] = (device, copied)
+
+    def wait_for_copy(self) -> None:
+        """For a block staged by `place`, once: the current stream waits for its copy on the device
+        (the host does not), and the allocator learns the tensors are used there."""
+        staged = self._memo.pop("staged", None)
+        if staged is not None:
+            from .staging import ready
+
+            device, copied = staged
+            ready(self._memo[_on(device)][:2], copied)
 
     def row_batch(self, lo: int, hi: int, *, device, dtype=None) -> Batch:
         """The sentences at positions ``lo:hi`` as one ``[1, R, L, d]`` run of their rows, no padding
@@ -231,7 +247,7 @@ class SplitArrays(Sentences):
         narrower = np.dtype(self.hidden.dtype).itemsize < torch.tensor([], dtype=dtype).element_size()
         if dtype in (None, torch.float32) or narrower:
             return False  # float32 batches are widened per batch: a float32 copy would double the split
-        if ("tensors", str(device), str(dtype)) in self._memo:
+        if _on(device, dtype) in self._memo:
             return True
         return self.nbytes <= budget.memory_budget(device)
 
@@ -278,6 +294,11 @@ class SplitArrays(Sentences):
         x.masked_fill_(~mask[:, :, None, None], 0)  # zeros at padding (on the narrow dtype: cheaper)
         y = torch.where(mask, labels[rows], IGNORE)  # [B, T]
         return Batch(widen(x, None if scales is None else scales[rows], torch.float32), mask, y)
+
+
+def _on(device, dtype=None) -> tuple:
+    """The key under which a split keeps its tensors on ``device`` (converted to ``dtype``; None: stored)."""
+    return ("tensors", str(device), str(dtype))
 
 
 def stored_tensor(values, storage: str):

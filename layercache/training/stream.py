@@ -165,11 +165,7 @@ class StreamedSplit(Sentences):
             return self._blocks[key]
         pending = self._pending.pop(key, None)
         self._blocks[key] = pending.result() if pending is not None else self._read_block(key)
-        copied = self._blocks[key][1]._memo.pop("copied", None)
-        if copied is not None:  # staged for a GPU: the compute stream waits for the copy, the host does not
-            from .staging import ready
-
-            ready(self._blocks[key][1]._memo[("tensors", str(self._device), "None")][:2], copied)
+        self._blocks[key][1].wait_for_copy()  # staged for a GPU: the compute stream waits, the host does not
         while len(self._blocks) > 2 * budget.SHUFFLE_WINDOW:  # a step spans at most two windows
             self._blocks.popitem(last=False)
         return self._blocks[key]
@@ -205,8 +201,7 @@ class StreamedSplit(Sentences):
 
 def _stage(block: SplitArrays, device) -> None:
     """Send ``block``'s tensors to the CUDA ``device`` through the process's pinned buffers, without
-    waiting (`staging`): what its batches find (`SplitArrays._tensors`), with the event that the
-    first one waits for on the device."""
+    waiting (`staging`): what its batches find (`SplitArrays.place`)."""
     from ..transfer import to_device
     from .staging import staging
 
@@ -214,6 +209,5 @@ def _stage(block: SplitArrays, device) -> None:
     scales = None
     if block.scales is not None:
         scales, copied = staging().to_device(block.scales, device)  # one copy stream: the later event covers both
-    block._memo[("tensors", str(device), "None")] = (stored_tensor(hidden, block.storage), scales,
-                                                      to_device(block.labels, device), to_device(block.offsets, device))
-    block._memo["copied"] = copied
+    block.place(device, (stored_tensor(hidden, block.storage), scales, to_device(block.labels, device),
+                         to_device(block.offsets, device)), copied)
