@@ -54,3 +54,15 @@ def test_bench_ft_step_script(tiny_cache, tmp_path, load_script):
     ratio = next(line for line in text.splitlines() if line.startswith("| FT step / backbone alone"))
     assert float(ratio.split("|")[2].strip().rstrip("x")) > 0
     assert "Made by `python scripts/bench_ft_step.py" in report.read_text()
+
+
+def test_bench_grid_per_head_table_from_committed_records(load_script, tmp_path):
+    """bench_grid.py --per-head renders the committed GPU grid's records: one row per fusion."""
+    from pathlib import Path
+
+    records = Path(__file__).resolve().parents[2] / "docs" / "results" / "bench_grid_gpu_runs.jsonl"
+    report = tmp_path / "per_head.md"
+    load_script("bench_grid").main(["--per-head", str(records), "--report", str(report), "--machine", "gpu: test"])
+    rows = [r for r in report.read_text().splitlines() if r.startswith("| ") and r[2] != "f"]
+    assert [r.split("|")[1].strip() for r in rows] == ["concat", "dwatt", "extra"]
+    assert all(float(r.split("|")[3]) > 0 and float(r.split("|")[4]) > 0 for r in rows)
