@@ -9,6 +9,8 @@ with the members this sweep got.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from .results import run_id
 
 CUDA_PACK_MAX = 8  # runs per pack on a GPU by default, fewer when its memory cannot hold them
@@ -38,24 +40,46 @@ def default_pack(entry, configs: list, device) -> int:
 
 def pack_runs(configs: list, size: int) -> list[tuple]:
     """``configs`` as packs of at most ``size`` runs that differ only in `packed.OWN`, each pack where
-    its first run was, filled by the next such runs (the grid's cheapest-first order holds, and a pack's
-    runs are as close in length as the grid allows); runs that cannot pack are packs of one."""
+    its first run was. Runs on one schedule (the same run but for its seed: a grid's trials) pack
+    together first, split into packs as even as ``size`` allows: they share one AdamW and end on
+    the same step, which is where a pack wins (`PackOptimizer`). A run left alone by that (a grid of
+    one trial) joins the next such runs in the grid's cheapest-first order, so a pack's runs are as
+    close in length as the grid allows. Runs that cannot pack are packs of one."""
     from ..training.packed import can_pack, pack_key
 
+    if size <= 1:
+        return [(config,) for config in configs]
+    position = {id(config): i for i, config in enumerate(configs)}
+    schedules: dict = {}  # the run but for its seed -> its runs, in grid order
     units: list[list] = []
-    open_units: dict = {}  # pack key -> the pack still filling
     for config in configs:
-        key = pack_key(config) if size > 1 and can_pack(config) else None
-        unit = open_units.get(key) if key is not None else None
+        if can_pack(config):
+            schedules.setdefault(replace(config, seed=0), []).append(config)
+        else:
+            units.append([config])
+    alone = []
+    for runs in schedules.values():
+        n_packs = -(-len(runs) // size)
+        for unit in (_even(runs, n_packs, i) for i in range(n_packs)):
+            (units.append(unit) if len(unit) > 1 else alone.extend(unit))
+    open_units: dict = {}  # pack key -> the pack of lone runs still filling
+    for config in sorted(alone, key=lambda c: position[id(c)]):
+        unit = open_units.get(pack_key(config))
         if unit is None:
-            unit = []
+            unit = open_units[pack_key(config)] = []
             units.append(unit)
-            if key is not None:
-                open_units[key] = unit
         unit.append(config)
-        if key is not None and len(unit) == size:
-            del open_units[key]
+        if len(unit) == size:
+            del open_units[pack_key(config)]
+    units.sort(key=lambda unit: position[id(unit[0])])
     return [tuple(unit) for unit in units]
+
+
+def _even(runs: list, n_packs: int, i: int) -> list:
+    """The ``i``-th of ``n_packs`` consecutive slices of ``runs``, their sizes differing by one at most
+    (the larger first)."""
+    bounds = [-(-len(runs) * j // n_packs) for j in range(n_packs + 1)]
+    return runs[bounds[i]:bounds[i + 1]]
 
 
 def packed(queue, units: list[tuple]):

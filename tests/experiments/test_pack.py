@@ -84,10 +84,23 @@ def test_packs_group_runs_that_differ_in_seed_n_rate_or_cap():
                + _configs(["concat"], trials=3, lr=1e-2, shots=8))
     units = pack_runs(configs, 2)
     ga = configs[6:9]
-    # each run once; a pack sits where its first run was and takes the next runs that may join it
-    # (N=8 at lr 1e-2 joins the third N=4 run); grad_accum 2 trains alone
-    assert units == [tuple(configs[0:2]), (configs[2], configs[9]), tuple(configs[3:5]), (configs[5],),
-                     (ga[0],), (ga[1],), (ga[2],), tuple(configs[10:12])]
+    # each run once, a pack where its first run was; a schedule's seeds pack together first, a run
+    # they leave alone joins the next lone run it may pack with (concat's third seed, the third at
+    # lr 1e-2); grad_accum 2 trains alone
+    assert units == [tuple(configs[0:2]), (configs[2], configs[11]), tuple(configs[3:5]), (configs[5],),
+                     (ga[0],), (ga[1],), (ga[2],), tuple(configs[9:11])]
+
+
+def test_a_schedules_trials_pack_together_before_other_runs():
+    # Figure 3's grid sorts N=8 x 50 epochs and N=16 x 25 epochs (same cost) seed by seed, interleaved;
+    # their packs still hold one schedule each (one shared AdamW, one last step), as even as K allows
+    configs = grid(fusions=["concat"], shots=[8, 16], epochs=[25, 50], trials=5, base=BASE)
+    assert [(c.shots, c.epochs) for c in configs[5:9]] == [(8, 50), (16, 25), (8, 50), (16, 25)]
+    for size, sizes in ((8, [5, 5, 5, 5]), (5, [5, 5, 5, 5]), (3, [3, 2] * 4)):
+        units = pack_runs(configs, size)
+        assert sorted(c.seed for u in units for c in u) == sorted(c.seed for c in configs)
+        assert all(len({(c.shots, c.epochs) for c in u}) == 1 for u in units)
+        assert sorted(len(u) for u in units) == sorted(sizes)
 
 
 @pytest.mark.parametrize("eval_points", [3, None])
