@@ -38,10 +38,11 @@ from ..fusions.registry import fusions_that_pack
 from ..fusions.stacked import compute_dtype, linear, stacked, under
 from ..tasks import task_of
 from .config import RunResult, TrainConfig
-from .data import IGNORE
+from .data import IGNORE, SplitArrays
 from .diagnostics import layer_usage
 from .loop import PACK_MULTIPLE, Book, Run, build_optimizer, lr_schedule, param_groups, prepare_run, train_head
 from .memory import keep_freed_memory
+from .pack_batches import PackRows
 from .runtime import apply_thread_setting, now
 
 
@@ -80,7 +81,7 @@ def train_pack(configs: list[TrainConfig], data, *, log=None, keep_head: bool = 
     lead = runs[0]
     if len({r.layers for r in runs}) > 1:
         raise LayercacheError("the runs of a pack must fuse the same layers")
-    pack = Pack([r.head for r in runs])
+    pack = Pack([r.head for r in runs], [r.train for r in runs])
     step_optimizer = PackOptimizer(pack, runs)
     books = [Book(log=_prefixed(log, r.config)) for r in runs]
     clock = {"train": 0.0, "eval": 0.0}
@@ -163,8 +164,11 @@ class PackOptimizer:
 class Pack:
     """K taggers of one architecture as stacked parameters ``[K, ...]``, run as one module."""
 
-    def __init__(self, taggers: list[torch.nn.Module]):
+    def __init__(self, taggers: list[torch.nn.Module], train: list | None = None):
+        """``train``: the runs' train splits, when every one is held: then each step gathers all the
+        heads' rows at once (`PackRows`); otherwise each head's batch is built apart and padded."""
         self.k = len(taggers)
+        self.rows = PackRows(train) if train and all(isinstance(s, SplitArrays) for s in train) else None
         self.params, self.buffers = torch.func.stack_module_state(taggers)  # leaves the optimizer updates
         self.base = copy.deepcopy(taggers[0]).to("meta")  # the code; its weights come from the stacks
 
@@ -194,10 +198,17 @@ class Pack:
         """One optimizer step, head ``heads[i]`` on its run ``runs[i]``'s sentences ``orders[i]``;
         returns their losses."""
         lead = runs[0]
-        batches = [r.train.batch(o, device=r.device, packed=True, multiple=PACK_MULTIPLE) for r, o in zip(runs, orders)]
         with lead.autocast():
-            hidden, mask, labels = _padded(batches, dtype=compute_dtype(batches[0].hidden))
-        return self.step_on(hidden, mask, labels, [b.lengths for b in batches], heads=heads, optimizer=optimizer,
+            dtype = compute_dtype(torch.empty(0, device=lead.device))  # the heads' compute dtype
+        if self.rows is not None:  # every head's rows in one gather
+            hidden, mask, labels, lengths = self.rows.batch(orders, heads=heads, device=lead.device, dtype=dtype,
+                                                            multiple=PACK_MULTIPLE)
+        else:
+            batches = [r.train.batch(o, device=r.device, packed=True, multiple=PACK_MULTIPLE)
+                       for r, o in zip(runs, orders)]
+            hidden, mask, labels = _padded(batches, dtype=dtype)
+            lengths = [b.lengths for b in batches]
+        return self.step_on(hidden, mask, labels, lengths, heads=heads, optimizer=optimizer,
                             autocast=lead.autocast(), max_grad_norm=lead.config.max_grad_norm)
 
     def step_on(self, hidden, mask, labels, lengths, *, heads: list[int], optimizer: PackOptimizer, autocast,
