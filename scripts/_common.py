@@ -472,7 +472,7 @@ def head_step(fusion: str, precision: str, *, compiled: bool = False, fusion_cla
         heads = Pack(taggers)
         heads.train(True)
         config = TrainConfig(fusion=fusion, shots=None, epochs=1, seed=0, lr=1e-3)
-        optimizer = PackOptimizer(heads, [SimpleNamespace(config=config, tagger=t, total_steps=10**9) for t in taggers])
+        optimizer = PackOptimizer(heads, [SimpleNamespace(config=config, head=t, total_steps=10**9) for t in taggers])
         dtype = torch.bfloat16 if precision == "bf16" else torch.float32
         stacked = (hidden.expand(pack, *hidden.shape).to(dtype), mask.expand(pack, *mask.shape),
                    labels.expand(pack, 1, rows), [lengths] * pack)

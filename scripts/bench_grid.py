@@ -143,7 +143,8 @@ def main(argv: list[str] | None = None) -> str:
     p.add_argument("--eval-points", type=int, default=5)
     p.add_argument("--lr", type=float, default=1e-3)
     p.add_argument("--precision", default="bf16", choices=["fp32", "bf16"])
-    p.add_argument("--pack", type=int, default=1)
+    p.add_argument("--pack", type=int, default=None,
+                   help="runs per pack (default: sweep's, `packs.default_pack`: packs on CUDA, one at a time on a CPU)")
     p.add_argument("--device", default=None)
     p.add_argument("--report", default=None)
     p.add_argument("--per-head", metavar="JSONL", default=None,
@@ -170,7 +171,10 @@ def main(argv: list[str] | None = None) -> str:
                        device=str(device))
     configs = grid(fusions=args.fusions.split(","), shots=[int(x) for x in args.shots.split(",")],
                    epochs=[int(x) for x in args.epochs.split(",")], trials=args.trials, base=base)
-    say(f"{len(configs)} runs on {device}")
+    from layercache.experiments.packs import default_pack
+
+    pack = args.pack or default_pack(entry, configs, device)
+    say(f"{len(configs)} runs on {device}, packs of up to {pack}")
     t0 = time.perf_counter()
     load_cached(entry, configs)  # into this process's activation store: the grid below reads nothing more
     figures["load_s"] = time.perf_counter() - t0
@@ -178,8 +182,9 @@ def main(argv: list[str] | None = None) -> str:
     if os.path.exists(results):
         os.remove(results)  # every invocation times the whole grid
     t0 = time.perf_counter()
-    records = list(run_grid(entry, configs, results=results, workers=0, pack=args.pack, log=say).values())
+    records = list(run_grid(entry, configs, results=results, workers=0, pack=pack, log=say).values())
     figures["runs_s"] = time.perf_counter() - t0
+    figures["pack"] = pack
     figures["wall_s"] = time.perf_counter() - t_all
 
     from layercache.training import load_data
@@ -217,7 +222,8 @@ def main(argv: list[str] | None = None) -> str:
     text = "\n".join([
         f"Grid: {args.fusions} x N = {args.shots} x epoch caps {args.epochs} x {args.trials} trial(s), lr "
         f"{args.lr:g}, {args.precision}, {args.eval_points} evaluations on all of dev, test at the best, "
-        f"pack {args.pack}, on {device}. The entry: {entry.split('train').n_sentences:,} train, "
+        f"packs of up to {pack} (a schedule's trials together), on {device}. "
+        f"The entry: {entry.split('train').n_sentences:,} train, "
         f"{entry.split('dev').n_sentences:,} dev and {entry.split('test').n_sentences:,} test sentences.",
         "", *table, "", "Per head:", "", per_head_table(records), "",
         f"The hardware's limit for this grid: the heads' {flops / 1e12:,.1f} TFLOP at {peak / 1e12:,.2f} TFLOP/s "

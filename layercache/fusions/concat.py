@@ -16,6 +16,7 @@ class Concat(Fusion):
 
     token_wise = True  # each token's output depends on that token alone: batches may be packed
     shares_evaluation_batch = True
+    casts_stacked_weights = True  # stacked_forward: cast(params, rows.dtype) first
 
     def __init__(self, *, n_layers: int, dim: int) -> None:
         super().__init__()

@@ -26,6 +26,7 @@ class ExtraLayers(Fusion):
     top_layer_only = True  # reads z_L alone: a run holds and batches that one layer
     reads_query_layer = True  # z_L is the input of the new layers
     shares_evaluation_batch = True
+    casts_stacked_weights = True  # stacked_forward: cast(params, rows.dtype) first
 
     def __init__(self, *, dim: int, num_heads: int, ffn_dim: int, extra_layers: int, dropout: float) -> None:
         super().__init__()
@@ -117,20 +118,28 @@ def _stacked_layer(layer: nn.TransformerEncoderLayer, p: dict, x: Tensor, groups
                       eps=layer.norm2.eps)
 
 
-def _length_groups(lengths, *, device, starts=None) -> tuple[list[tuple[Tensor, Tensor, Tensor]], Tensor]:
-    """(index [b, T] of rows, mask [b, T], the flat slots of real rows) per group of sentences whose
-    lengths share a power-of-two ceiling (at least 8), T the group's longest rounded up to a multiple
-    of 8; and the rows of all groups' real tokens in group order (where the groups' outputs go,
-    concatenated). Sentence i starts at row ``starts[i]`` (default: back to back from row 0).
+def _length_groups(lengths, *, device, starts=None, one_group: bool | None = None) -> tuple[list, Tensor]:
+    """(index [b, T] of rows, mask [b, T], the flat slots of real rows) per group of sentences, T the
+    group's longest rounded up to a multiple of 8; and the rows of all groups' real tokens in group
+    order (where the groups' outputs go, concatenated). Sentence i starts at row ``starts[i]``
+    (default: back to back from row 0). On a CPU a group holds the sentences whose lengths share a
+    power-of-two ceiling (at least 8): attention's padding costs arithmetic there. On a GPU all
+    sentences are one group: a group costs a dozen kernels a layer, the padding next to nothing
+    (``one_group`` says which; None: by the device).
 
     ``lengths`` and ``starts`` are host arrays (a batch's sentence lengths are known before it is
-    built): the grouping is planned on the host and its index tensors copied over without waiting
-    for the device, so a training step never turns a device tensor into a host value."""
+    built): the grouping is planned on the host and its index tensors copied over in two copies
+    (integers, masks) without waiting for the device, so a training step never turns a device
+    tensor into a host value."""
     lengths = np.asarray(lengths, dtype=np.int64)
     starts = np.cumsum(lengths) - lengths if starts is None else np.asarray(starts, dtype=np.int64)
     real = lengths > 0
+    if one_group is None:
+        one_group = torch.device(device).type == "cuda"
     caps = np.maximum(8, 1 << np.ceil(np.log2(np.maximum(lengths, 1))).astype(np.int64))
-    groups, targets = [], []
+    if one_group:
+        caps[:] = 0
+    plans, targets = [], []
     for cap in dict.fromkeys(caps[real].tolist()):  # in order of first appearance, as before
         members = np.flatnonzero(real & (caps == cap))
         group_starts, group_lengths = starts[members], lengths[members]
@@ -140,10 +149,19 @@ def _length_groups(lengths, *, device, starts=None) -> tuple[list[tuple[Tensor, 
         mask = slots[None, :] < group_lengths[:, None]  # [b, T]
         index = np.where(mask, group_starts[:, None] + slots[None, :], 0)
         # keep: the slots of real rows, as indices (a boolean mask would wait for the device on CUDA)
-        keep = np.flatnonzero(mask.ravel())
-        groups.append((to_device(index, device), to_device(mask, device), to_device(keep, device)))
+        plans.append((index, mask, np.flatnonzero(mask.ravel())))
         targets.append(index[mask])
-    return groups, to_device(np.concatenate(targets) if targets else np.zeros(0, dtype=np.int64), device)
+    targets = np.concatenate(targets) if targets else np.zeros(0, dtype=np.int64)
+    ints = to_device(np.concatenate([targets, *(a.ravel() for index, _, keep in plans for a in (index, keep))]),
+                     device)
+    masks = to_device(np.concatenate([mask.ravel() for _, mask, _ in plans] or [np.zeros(0, dtype=bool)]), device)
+    groups, at, at_mask = [], len(targets), 0  # views of the two copies, group by group
+    for index, mask, keep in plans:
+        n_index, n_keep = index.size, keep.size
+        groups.append((ints[at:at + n_index].view(index.shape), masks[at_mask:at_mask + n_index].view(mask.shape),
+                       ints[at + n_index:at + n_index + n_keep]))
+        at, at_mask = at + n_index + n_keep, at_mask + n_index
+    return groups, ints[:len(targets)]
 
 
 def _packed_layer(layer: nn.TransformerEncoderLayer, x: Tensor, groups) -> Tensor:

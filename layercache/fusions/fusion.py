@@ -18,6 +18,8 @@ reports no layer usage):
 - ``stacked_forward(fusion, params, buffers, rows, mask, *, k, shared, lengths) -> [K, N, d]`` or
   None: K heads as one module (``sweep --pack K``; `layercache.fusions.stacked` says what each
   argument holds), None = the fusion trains alone;
+- ``casts_stacked_weights``: ``stacked_forward`` casts every weight to the rows' dtype before it
+  uses any (`stacked.cast`), so a pack may hand it weights cast already, all in one cast;
 - ``shares_evaluation_batch``: whether ``stacked_forward`` also runs on one evaluation batch that
   every head reads (``shared=True``); otherwise a pack scores its heads one after another;
 - ``layer_usage(batches, *, autocast) -> dict | None``: which fused layers the head uses, as a
@@ -40,6 +42,7 @@ class Fusion(nn.Module):
     reads_query_layer = False
     stacked_forward = None
     shares_evaluation_batch = False
+    casts_stacked_weights = False
     query_slices = 0
 
     def layer_usage(self, batches, *, autocast) -> dict | None:

@@ -211,25 +211,28 @@ def layers_read(config: TrainConfig, fused, *, num_layers: int) -> tuple[tuple[i
     return (*fused, z_l), "top"
 
 
-def build_optimizer(config: TrainConfig, model: torch.nn.Module, *, total_steps: int, params: dict | None = None):
+def build_optimizer(config: TrainConfig, model: torch.nn.Module, *, total_steps: int, groups: list | None = None):
     """AdamW (no decay on biases and norms) and the linear warmup-then-decay-to-zero schedule.
-    ``params``: tensors to optimise in place of ``model``'s parameters, by the same names (a pack's
-    stacked parameters, `layercache.training.packed`): which decay is decided on ``model``'s own."""
-    optimizer = torch.optim.AdamW(param_groups(config, model, params=params), lr=config.max_lr,
+    ``groups``: AdamW's groups in place of ``model``'s (`param_groups`): a pack's flat weights."""
+    optimizer = torch.optim.AdamW(groups or param_groups(config, model), lr=config.max_lr,
                                   fused=True)  # one kernel per step: a third of a small head's step time on CPU
     return optimizer, torch.optim.lr_scheduler.LambdaLR(optimizer, lr_schedule(config, total_steps))
 
 
-def param_groups(config: TrainConfig, model: torch.nn.Module, *, params: dict | None = None) -> list[dict]:
+def param_groups(config: TrainConfig, model: torch.nn.Module) -> list[dict]:
     """AdamW's two groups for ``model`` at ``config``'s rate: weight decay on weights, none on biases
-    and norms (``params``: as in `build_optimizer`)."""
+    and norms (`decays_weight`)."""
     decay, no_decay = [], []
     for name, p in model.named_parameters():
         if p.requires_grad:
-            (no_decay if p.ndim < 2 or "bias" in name or "norm" in name else decay).append(
-                p if params is None else params[name])
+            (decay if decays_weight(name, p) else no_decay).append(p)
     return [{"params": decay, "weight_decay": config.weight_decay, "lr": config.max_lr},
             {"params": no_decay, "weight_decay": 0.0, "lr": config.max_lr}]
+
+
+def decays_weight(name: str, p: torch.Tensor) -> bool:
+    """Whether AdamW decays the parameter ``name`` of a module: weights yes, biases and norms no."""
+    return not (p.ndim < 2 or "bias" in name or "norm" in name)
 
 
 def lr_schedule(config: TrainConfig, total_steps: int):

@@ -40,7 +40,7 @@ from ..tasks import task_of
 from .config import RunResult, TrainConfig
 from .data import IGNORE, SplitArrays
 from .diagnostics import layer_usage
-from .loop import PACK_MULTIPLE, Book, Run, build_optimizer, lr_schedule, param_groups, prepare_run, train_head
+from .loop import PACK_MULTIPLE, Book, Run, build_optimizer, decays_weight, lr_schedule, prepare_run, train_head
 from .memory import keep_freed_memory
 from .pack_batches import PackRows
 from .runtime import apply_thread_setting, now
@@ -89,6 +89,7 @@ def train_pack(configs: list[TrainConfig], data, *, log=None, keep_head: bool = 
         _evaluate(pack, runs, books, not_started, step=0, epochs=[0] * len(runs), clock=clock)
     steps = [r.steps() for r in runs]
     epochs = [0] * len(runs)
+    running = RunningLoss(len(runs), device=lead.device)
     t0 = now(lead.device)
     pack.train(True)
     for step in range(1, max(r.total_steps for r in runs) + 1):
@@ -100,10 +101,10 @@ def train_pack(configs: list[TrainConfig], data, *, log=None, keep_head: bool = 
             if runs[k].eval_due(step) or (ends_epoch and not runs[k].evaluates_per_step):
                 due.append(k)
         losses = pack.step([runs[k] for k in heads], orders, heads=heads, optimizer=step_optimizer)
-        for k, loss in zip(heads, losses):
-            books[k].add_loss(loss)
+        running.add(losses, heads)
         if due:
             clock["train"] += now(lead.device) - t0
+            running.hand_to(books, due)
             _evaluate(pack, runs, books, due, step=step, epochs=epochs, clock=clock)
             pack.train(True)
             t0 = now(lead.device)
@@ -123,6 +124,28 @@ def train_pack(configs: list[TrainConfig], data, *, log=None, keep_head: bool = 
     return results
 
 
+class RunningLoss:
+    """The K heads' training losses summed since each one's last evaluation, on the device: one
+    addition a step for the pack, not one per head; a head's share goes to its `Book` when it is scored."""
+
+    def __init__(self, k: int, *, device):
+        self.total = torch.zeros(k, device=device)
+        self.steps = [0] * k
+
+    def add(self, losses: torch.Tensor, heads: list[int]) -> None:
+        if len(heads) == len(self.steps):
+            self.total += losses
+        else:
+            self.total.index_add_(0, torch.tensor(heads, device=losses.device), losses)
+        for k in heads:
+            self.steps[k] += 1
+
+    def hand_to(self, books: list[Book], heads: list[int]) -> None:
+        for k in heads:
+            books[k].loss_sum, books[k].loss_n = self.total[k].clone(), self.steps[k]
+            self.total[k], self.steps[k] = 0, 0
+
+
 class PackOptimizer:
     """AdamW over a pack's stacked parameters, each head at its own rate and schedule.
 
@@ -138,24 +161,24 @@ class PackOptimizer:
         self.shared = len({(r.total_steps, r.config.max_lr, r.config.warmup) for r in runs}) == 1
         if self.shared:
             self.optimizer, self.scheduler = build_optimizer(lead.config, lead.head, total_steps=lead.total_steps,
-                                                             params=pack.params)
+                                                             groups=pack.param_groups(lead.config))
             return
-        self.slices = [{name: t.detach()[k] for name, t in pack.params.items()} for k in range(pack.k)]
-        groups = [g for r, own in zip(runs, self.slices) for g in param_groups(r.config, r.head, params=own)]
-        schedules = [lr_schedule(r.config, r.total_steps) for r in runs for _ in range(2)]  # two groups a head
+        self.slices = [{group: t.detach()[k] for group, t in pack.flat.items()} for k in range(pack.k)]
+        groups = [g for r, own in zip(runs, self.slices) for g in pack.param_groups(r.config, own)]
+        schedules = [lr_schedule(r.config, r.total_steps) for r in runs for _ in pack.flat]  # a head's groups
         self.optimizer = torch.optim.AdamW(groups, lr=lead.config.max_lr, fused=True)
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, schedules)
 
     def zero_grad(self) -> None:
-        for t in self.pack.params.values():
+        for t in self.pack.flat.values():
             t.grad = None
 
     def step(self, heads: list[int]) -> None:
         """One AdamW step of ``heads`` (the pack's gradients are in the stacks), then the schedule's."""
         if not self.shared:
             for k, own in enumerate(self.slices):
-                for name, t in own.items():
-                    grad = self.pack.params[name].grad
+                for group, t in own.items():
+                    grad = self.pack.flat[group].grad
                     t.grad = grad[k] if k in heads and grad is not None else None
         self.optimizer.step()
         self.scheduler.step()
@@ -169,8 +192,16 @@ class Pack:
         heads' rows at once (`PackRows`); otherwise each head's batch is built apart and padded."""
         self.k = len(taggers)
         self.rows = PackRows(train) if train and all(isinstance(s, SplitArrays) for s in train) else None
-        self.params, self.buffers = torch.func.stack_module_state(taggers)  # leaves the optimizer updates
+        params, self.buffers = torch.func.stack_module_state(taggers)
         self.base = copy.deepcopy(taggers[0]).to("meta")  # the code; its weights come from the stacks
+        # The weights as two flat leaves [K, P] (AdamW's two groups), each weight a view of one: a
+        # step casts, clips and updates two tensors, not two per weight (on a GPU each is a kernel).
+        decays = {name: decays_weight(name, p) for name, p in taggers[0].named_parameters()}
+        self.slots = {group: [(name, params[name].shape[1:]) for name in params if decays[name] == (group == "decay")]
+                      for group in ("decay", "no_decay")}
+        self.flat = {group: torch.cat([params[name].detach().reshape(self.k, -1) for name, _ in slots],
+                                      dim=1).requires_grad_()
+                     for group, slots in self.slots.items() if slots}
 
     def train(self, mode: bool) -> None:
         self.base.train(mode)
@@ -182,12 +213,15 @@ class Pack:
         (evaluation: the batch is built once). ``heads``: only these (K of them), in this order."""
         if shared and not self.base.fusion.shares_evaluation_batch:
             return self.each(hidden, mask, heads=heads)
-        params, buffers = self.params, self.buffers
+        flat, buffers = self.flat, self.buffers
         if heads is not None and len(heads) < self.k:  # indexed: gradients still reach the stacks
-            index = torch.tensor(heads, device=next(iter(params.values())).device)
-            params = {name: t.index_select(0, index) for name, t in params.items()}
+            index = torch.tensor(heads, device=next(iter(flat.values())).device)
+            flat = {group: t.index_select(0, index) for group, t in flat.items()}
             buffers = {name: t.index_select(0, index) for name, t in buffers.items()}
-        k = next(iter(params.values())).shape[0]
+        if self.base.fusion.casts_stacked_weights:  # cast here, once, rather than weight by weight
+            flat = {group: t.to(compute_dtype(hidden)) for group, t in flat.items()}
+        params = self.named(flat)
+        k = next(iter(flat.values())).shape[0]
         h = stacked(self.base.fusion, under(params, "fusion."), under(buffers, "fusion."), hidden, mask, k=k,
                     shared=shared, lengths=lengths)  # [K, B, T, d]
         h = self.base.dropout(h)  # element-wise: each head its own masks (identity in eval)
@@ -221,7 +255,7 @@ class Pack:
         losses = head_losses(logits, labels)
         losses.sum().backward()  # head k's parameters see only its own loss: its solo gradient
         if max_grad_norm > 0:
-            clip_per_head([p.grad for p in self.params.values() if p.grad is not None], max_grad_norm)
+            clip_per_head([t.grad for t in self.flat.values() if t.grad is not None], max_grad_norm)
         optimizer.step(heads)
         return losses.detach()
 
@@ -230,6 +264,27 @@ class Pack:
         after another (each its solo forward, on views of its weights)."""
         return torch.stack([torch.func.functional_call(self.base, self.weights(k), (hidden, mask))
                             for k in (range(self.k) if heads is None else heads)])
+
+    def named(self, flat: dict) -> dict:
+        """Each weight by its name, ``[K', *shape]``: a view of ``flat`` (`flat`, or it cast or indexed)."""
+        named = {}
+        for group, t in flat.items():
+            slots = self.slots[group]
+            pieces = t.split([shape.numel() for _, shape in slots], dim=1)  # one cat in the backward
+            named.update({name: piece.view(t.shape[0], *shape) for (name, shape), piece in zip(slots, pieces)})
+        return named
+
+    @property
+    def params(self) -> dict:
+        """The K heads' weights by name, ``[K, ...]`` float32 views of the flat leaves."""
+        return self.named(self.flat)
+
+    def param_groups(self, config: TrainConfig, flat: dict | None = None) -> list[dict]:
+        """AdamW's two groups (`loop.param_groups`) over ``flat`` (default: the pack's leaves; or one
+        head's slices of them) at ``config``'s rate."""
+        flat = self.flat if flat is None else flat
+        return [{"params": [flat[group]], "weight_decay": config.weight_decay if group == "decay" else 0.0,
+                 "lr": config.max_lr} for group in self.flat]
 
     def weights(self, k: int) -> dict:
         """Head k's parameters and buffers (views of the stacks), keyed as in the tagger."""

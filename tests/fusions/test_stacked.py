@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 
+import numpy as np
 import pytest
 import torch
 
@@ -120,3 +121,21 @@ def test_linear_weight_gradient_keeps_the_weight_layout():
     assert weight.grad.is_contiguous()
     torch.testing.assert_close(linear(x, weight, bias, shared=False)[1], x[1] @ weight[1].T + bias[1])
     torch.testing.assert_close(linear(x[0], weight, bias, shared=True)[2], x[0] @ weight[2].T + bias[2])
+
+
+def test_extra_layers_attention_in_one_group_equals_length_groups():
+    # On a GPU every sentence of a batch attends in one padded group (`_length_groups`); on a CPU,
+    # sentences are grouped by length. The rows that come out are the same.
+    from layercache.fusions.extra import _grouped_attention, _length_groups
+
+    torch.manual_seed(0)
+    lengths = np.array([3, 17, 9, 0, 40, 8, 33])
+    starts = np.cumsum(lengths) - lengths + 5  # rows 0..4: before every sentence (no attention output)
+    qkv = torch.randn(int(lengths.sum()) + 5 + 6, 3 * 32)
+    grouped = _length_groups(lengths, device="cpu", starts=starts, one_group=False)
+    one = _length_groups(lengths, device="cpu", starts=starts, one_group=True)
+    assert len(grouped[0]) == 4 and len(one[0]) == 1  # ceilings 8, 32, 16 and 64
+    by_length = _grouped_attention(qkv, grouped, heads=4, p=0.0)
+    together = _grouped_attention(qkv, one, heads=4, p=0.0)
+    assert torch.allclose(by_length, together, atol=1e-6)
+    assert (together[:5] == 0).all() and (together[-6:] == 0).all() and (together[5:-6] != 0).all()

@@ -39,7 +39,8 @@ def data(tiny_cache):
 
 
 def _run(data, fusion: str, device: str, **options):
-    config = TrainConfig(fusion=fusion, shots=4, epochs=2, seed=0, lr=1e-3, device=device, batch_size=4, **options)
+    config = TrainConfig(**{"fusion": fusion, "shots": 4, "epochs": 2, "seed": 0, "lr": 1e-3, "device": device,
+                            "batch_size": 4, **options})
     run = prepare_run(config, data)
     run.model.train()
     return run
@@ -81,3 +82,51 @@ def test_a_cuda_training_step_never_synchronises(data, fusion):
     finally:
         torch.cuda.set_sync_debug_mode("default")
     assert np.isfinite(float(run.last_loss))
+
+
+def _pack(data, fusion: str, device: str, **options):
+    """Three runs of ``fusion`` (seeds 0..2, one at N=8: its own schedule) as a pack, and a step of it."""
+    from layercache.training.packed import Pack, PackOptimizer
+
+    runs = [_run(data, fusion, device, seed=seed, **options) for seed in (0, 1)]
+    runs.append(_run(data, fusion, device, seed=2, shots=8, **options))
+    pack = Pack([r.head for r in runs], [r.train for r in runs])
+    optimizer = PackOptimizer(pack, runs)
+    pack.train(True)
+    orders = [list(r.epoch_batches()) for r in runs]
+    heads = list(range(len(runs)))
+
+    def step(i: int):
+        return pack.step(runs, [o[i] for o in orders], heads=heads, optimizer=optimizer)
+
+    return pack, step
+
+
+PACKED = sorted(f for f, cls in FUSIONS.items() if cls.packs())
+
+
+@pytest.mark.parametrize("fusion", PACKED)
+def test_a_packed_step_makes_no_tensor_a_host_value(data, fusion):
+    pack, step = _pack(data, fusion, "cpu", precision="bf16")
+    assert pack.rows is not None  # every head's rows gathered at once
+    step(0)
+    with CountToHost() as seen:
+        losses = [step(i) for i in (1, 2)]
+    assert not seen.calls, f"{fusion}: {len(seen.calls)} tensor-to-host conversions in a packed step, the first:\n" \
+                           f"{seen.calls[0][0]} at\n{seen.calls[0][1]}"
+    assert torch.isfinite(losses[-1]).all()
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+@pytest.mark.parametrize("fusion", PACKED)
+def test_a_cuda_packed_step_never_synchronises(data, fusion):
+    _, step = _pack(data, fusion, "cuda", precision="bf16")
+    step(0)
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        losses = [step(i) for i in (1, 2)]
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+    assert torch.isfinite(losses[-1]).all().item()
