@@ -146,6 +146,12 @@ def main(argv: list[str] | None = None) -> str:
     p.add_argument("--pack", type=int, default=None,
                    help="runs per pack (default: sweep's, `packs.default_pack`: packs on CUDA, one at a time on a CPU)")
     p.add_argument("--device", default=None)
+    p.add_argument("--resume", metavar="JSONL", default=None,
+                   help="the run records (grid.jsonl) of an earlier invocation of this grid on the same entry that "
+                        "was stopped: its runs are not run again, and the report counts its wall time "
+                        "(--resume-wall-s) beside this one's")
+    p.add_argument("--resume-wall-s", type=float, default=None,
+                   help="with --resume: the earlier invocation's wall time, all phases (the timeout that stopped it)")
     p.add_argument("--report", default=None)
     p.add_argument("--per-head", metavar="JSONL", default=None,
                    help="run nothing: write the per-head table of a grid's records (its grid.jsonl) to --report")
@@ -180,7 +186,17 @@ def main(argv: list[str] | None = None) -> str:
     figures["load_s"] = time.perf_counter() - t0
     results = str(Path(args.out) / "grid.jsonl")
     if os.path.exists(results):
-        os.remove(results)  # every invocation times the whole grid
+        os.remove(results)  # every invocation times the whole grid, or (--resume) what the earlier one left
+    if args.resume:
+        earlier = Path(args.resume).read_text()
+        keys = {json.loads(line).get("cache_key") for line in earlier.splitlines() if line.strip()}
+        if keys != {entry.meta.get("key")}:
+            p.error(f"--resume {args.resume}: its runs are on entry {sorted(map(str, keys))}, "
+                    f"not {entry.meta.get('key')}")
+        if args.resume_wall_s is None:
+            p.error("--resume needs --resume-wall-s, the earlier invocation's wall time")
+        Path(results).write_text(earlier)
+        figures.update(resumed_runs=len(earlier.splitlines()), resumed_wall_s=args.resume_wall_s)
     t0 = time.perf_counter()
     records = list(run_grid(entry, configs, results=results, workers=0, pack=pack, log=say).values())
     figures["runs_s"] = time.perf_counter() - t0
@@ -204,10 +220,11 @@ def main(argv: list[str] | None = None) -> str:
     train_s = sum(r["seconds"]["train"] for r in records)
     eval_s = sum(r["seconds"]["eval"] for r in records)
     limit_s = flops / peak + nbytes / bandwidth
+    runs_time = figures["runs_s"] if not args.resume else figures["wall_s"] + args.resume_wall_s  # resumed: all
     figures.update(runs=len(records), steps=steps, eval_passes=passes, train_s=train_s, eval_s=eval_s,
                    steps_per_s=steps / train_s if train_s else None, passes_per_s=passes / eval_s if eval_s else None,
                    head_flops=flops, cached_bytes=nbytes, peak_flops=peak, bandwidth=bandwidth, limit_s=limit_s,
-                   fraction_of_limit=limit_s / figures["runs_s"], machine=machine_line(str(device)),
+                   fraction_of_limit=limit_s / runs_time, machine=machine_line(str(device)),
                    mean_best_dev_f1=statistics.mean(r["best_dev_f1"] for r in records))
     rows = [("extract", figures["extract_s"], figures["extract_note"]),
             ("load into the store", figures["load_s"], "train samples, dev and test, layers 1..L"),
@@ -217,6 +234,13 @@ def main(argv: list[str] | None = None) -> str:
             ("the grid", figures["runs_s"], f"{len(records)} runs: train, evaluate, and each run's sample, "
                                             f"set-up and layer-usage pass (`layer_usage`)"),
             ("wall, all phases", figures["wall_s"], "")]
+    if args.resume:
+        figures["wall_both_s"] = figures["wall_s"] + args.resume_wall_s
+        rows[4] = ("the grid", figures["runs_s"], f"the {len(records) - figures['resumed_runs']} runs the earlier "
+                                                  "invocation left: train, evaluate, set-up and layer usage")
+        rows += [("an earlier invocation", args.resume_wall_s, f"stopped after {figures['resumed_runs']} runs "
+                                                                f"(`--resume`): its extract, load and those runs"),
+                 ("wall, both invocations", figures["wall_both_s"], "the whole grid")]
     table = ["| phase | seconds | what |", "|---|---:|---|"]
     table += [f"| {name} | {'-' if s is None else f'{s:,.1f}'} | {what} |" for name, s, what in rows]
     text = "\n".join([
@@ -225,7 +249,10 @@ def main(argv: list[str] | None = None) -> str:
         f"packs of up to {pack} (a schedule's trials together), on {device}. "
         f"The entry: {entry.split('train').n_sentences:,} train, "
         f"{entry.split('dev').n_sentences:,} dev and {entry.split('test').n_sentences:,} test sentences.",
-        "", *table, "", "Per head:", "", per_head_table(records), "",
+        "", *table, "",
+        *([f"Train and evaluate: the runs' own clocks, all {len(records)} runs of both invocations.", ""]
+          if args.resume else []),
+        "Per head:", "", per_head_table(records), "",
         f"The hardware's limit for this grid: the heads' {flops / 1e12:,.1f} TFLOP at {peak / 1e12:,.2f} TFLOP/s "
         f"(a {args.precision} 4096^3 matmul here) is {flops / peak:,.1f} s; the {nbytes / 1e9:,.1f} GB of cached "
         f"rows they read, at {bandwidth / 1e9:,.1f} GB/s (a 1 GiB copy here), {nbytes / bandwidth:,.1f} s. "

@@ -51,8 +51,8 @@ class PackRows:
         x[dst] = widen(hidden[src], None if scales is None else scales[src], dtype)
         y = labels.new_full((k * width,), IGNORE)
         y[dst] = labels[src]
-        mask = torch.zeros(k * width, dtype=torch.bool, device=offsets.device)
-        mask[dst] = True
+        mask = torch.zeros(k * width, dtype=torch.bool, device=offsets.device).index_fill_(0, dst, True)  # a
+        # scalar fill: ``mask[dst] = True`` would copy a host tensor holding True over, and wait for it
         return x.view(k, 1, width, *x.shape[1:]), mask.view(k, 1, width), y.view(k, 1, width), per_head
 
 

@@ -28,6 +28,7 @@ import copy
 import time
 from dataclasses import replace
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 
@@ -37,6 +38,7 @@ from ..fusions import FUSIONS, TokenTagger
 from ..fusions.registry import fusions_that_pack
 from ..fusions.stacked import compute_dtype, linear, stacked, under
 from ..tasks import task_of
+from ..transfer import to_device
 from .config import RunResult, TrainConfig
 from .data import IGNORE, SplitArrays
 from .diagnostics import layer_usage
@@ -136,7 +138,7 @@ class RunningLoss:
         if len(heads) == len(self.steps):
             self.total += losses
         else:
-            self.total.index_add_(0, torch.tensor(heads, device=losses.device), losses)
+            self.total.index_add_(0, to_device(np.asarray(heads), losses.device), losses)
         for k in heads:
             self.steps[k] += 1
 
@@ -215,7 +217,7 @@ class Pack:
             return self.each(hidden, mask, heads=heads)
         flat, buffers = self.flat, self.buffers
         if heads is not None and len(heads) < self.k:  # indexed: gradients still reach the stacks
-            index = torch.tensor(heads, device=next(iter(flat.values())).device)
+            index = to_device(np.asarray(heads), next(iter(flat.values())).device)
             flat = {group: t.index_select(0, index) for group, t in flat.items()}
             buffers = {name: t.index_select(0, index) for name, t in buffers.items()}
         if self.base.fusion.casts_stacked_weights:  # cast here, once, rather than weight by weight
