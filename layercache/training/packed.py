@@ -8,10 +8,13 @@ gives each head its rate and schedule; heads on one schedule share one AdamW ove
 head gets its solo gradient, provided the loss is each head's own mean (summed over heads) and the
 gradient is clipped per head, by that head's global norm, as `clip_grad_norm_` does for a solo run.
 Each head is built by `prepare_run`, exactly as its solo run (its sample, its seeded initialisation,
-its batch order), then stacked (`torch.func.stack_module_state`); at each step each head gets its
-own batch, all padded to one ``[K, 1, R]`` packed shape (padding rows are zeros, their labels
-IGNORE: token-wise heads never see them, and the extra-layer head attends within each head's
-sentences, from their lengths). The fusion runs as `layercache.fusions.stacked` writes it: each
+its batch order), then stacked (`torch.func.stack_module_state`) into two flat ``[K, P]`` leaves,
+AdamW's two groups, every weight a view of one: a step casts, clips and updates two tensors, not
+two per weight. At each step each head gets its own batch, all gathered at once (`PackRows`) in
+one ``[K, 1, R]`` packed shape (padding rows are zeros, their labels IGNORE: token-wise heads
+never see them, and the extra-layer head attends within each head's sentences, from their lengths).
+On a GPU, where a few-shot step is bound by launching kernels, that makes a pack step cost about
+what one head's step costs. The fusion runs as `layercache.fusions.stacked` writes it: each
 product batched over the K heads. The dropouts run on stacked ``[K, ...]`` tensors, so each head
 draws its own masks, from the global RNG in one draw rather than its solo sequence: with dropout a
 packed head is a different, equally valid, draw of its run; without dropout it matches its solo run
@@ -152,9 +155,9 @@ class PackOptimizer:
     """AdamW over a pack's stacked parameters, each head at its own rate and schedule.
 
     Heads on one schedule (the same rate, steps and warmup: runs that differ in seed alone) share one
-    fused AdamW over the stacks (Adam is element-wise, so each head gets its solo update). Otherwise
-    each head's slice of every stack is a parameter of its own, in its own two groups at its own rate
-    and schedule, and a head past its last step gets no gradient, so AdamW leaves it and its moments
+    fused AdamW over the two flat leaves (Adam is element-wise, so each head gets its solo update).
+    Otherwise each head's slice of each leaf is a parameter of its own, in its own group at its own
+    rate and schedule, and a head past its last step gets no gradient, so AdamW leaves it and its moments
     alone, as its solo run would have ended there."""
 
     def __init__(self, pack: Pack, runs: list[Run]):
