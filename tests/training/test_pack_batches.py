@@ -1,0 +1,39 @@
+"""A pack's step gathers every head's rows at once (`PackRows`): the batch equals each head's own
+packed batch padded to one shape, in every storage dtype, for all the heads or some of them."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from layercache.cache.reader import open_entry
+from layercache.extract.run import ExtractConfig, extract
+from layercache.training import load_data
+from layercache.training.pack_batches import PackRows
+from layercache.training.packed import _padded
+
+
+@pytest.fixture(scope="module", params=["float16", "int8", "bfloat16"])
+def entry(request, tmp_path_factory, tiny_bert_dir, tiny_conll_dir):
+    root = tmp_path_factory.mktemp(request.param)
+    config = ExtractConfig(model=str(tiny_bert_dir), dataset=str(tiny_conll_dir), cache_dir=str(root),
+                           unit_rows=256, dtype=request.param)
+    return open_entry(extract(config, progress=False, log=lambda m: None).path)
+
+
+@pytest.mark.parametrize("heads", [[0, 1, 2], [2, 0]])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_one_gather_equals_each_heads_own_batch(entry, heads, dtype):
+    train = load_data(entry).train
+    samples = [train.select(np.arange(a, b)) for a, b in ((0, 5), (5, 12), (12, 15))]  # three runs' samples
+    orders = {0: np.array([2, 0, 4]), 1: np.array([6, 1]), 2: np.array([0, 1, 2])}
+    hidden, mask, labels, lengths = PackRows(samples).batch([orders[k] for k in heads], heads=heads, device="cpu",
+                                                            dtype=dtype, multiple=8)
+    own = [samples[k].batch(orders[k], device="cpu", packed=True, multiple=8) for k in heads]
+    expected = _padded(own, dtype=dtype)
+    assert hidden.dtype == dtype and hidden.shape[:3] == (len(heads), 1, hidden.shape[2])
+    assert hidden.shape[2] % 8 == 0 and mask[:, 0].sum(1).tolist() == [int(b.mask.sum()) for b in own]
+    for got, want in zip((hidden, mask, labels), expected):
+        assert torch.equal(got, want)
+    assert [ls.tolist() for ls in lengths] == [b.lengths.tolist() for b in own]
