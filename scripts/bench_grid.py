@@ -99,18 +99,22 @@ def prepare(args) -> tuple[object, dict]:
 
 
 def per_head_table(records: list[dict]) -> str:
-    """Per fusion: the median milliseconds of a training step and seconds of an evaluation pass over
-    its runs (each run's own clocks: its train seconds over its steps, its eval seconds over its
-    passes, dev and test at the best point)."""
+    """Per fusion: the median milliseconds of a training step, seconds of an evaluation pass, and
+    seconds of the rest of a run over its runs (each run's own clocks: its train seconds over its
+    steps, its eval seconds over its passes, dev and test at the best point; the rest: its total
+    less both, its sample, set-up and layer-usage pass; in a pack each run's share of the pack's)."""
     by_fusion: dict = {}
     for r in records:
         passes = len(r["evals"]) + (1 if r.get("test_f1_at_best") is not None else 0)
+        seconds = r["seconds"]
         by_fusion.setdefault(r["config"]["fusion"], []).append(
-            (1e3 * r["seconds"]["train"] / r["total_steps"], r["seconds"]["eval"] / passes))
-    lines = ["| fusion | runs | a step, ms (median) | an evaluation pass, s (median) |", "|---|---:|---:|---:|"]
+            (1e3 * seconds["train"] / r["total_steps"], seconds["eval"] / passes,
+             seconds["total"] - seconds["train"] - seconds["eval"]))
+    lines = ["| fusion | runs | a step, ms (median) | an evaluation pass, s (median) | the rest of a run, s (median) |",
+             "|---|---:|---:|---:|---:|"]
     for fusion, times in by_fusion.items():
         lines.append(f"| {fusion} | {len(times)} | {statistics.median(t[0] for t in times):.2f} "
-                     f"| {statistics.median(t[1] for t in times):.3f} |")
+                     f"| {statistics.median(t[1] for t in times):.3f} | {statistics.median(t[2] for t in times):.2f} |")
     return "\n".join(lines)
 
 
