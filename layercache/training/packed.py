@@ -13,8 +13,8 @@ AdamW's two groups, every weight a view of one: a step casts, clips and updates 
 two per weight. At each step each head gets its own batch, all gathered at once (`PackRows`) in
 one ``[K, 1, R]`` packed shape (padding rows are zeros, their labels IGNORE: token-wise heads
 never see them, and the extra-layer head attends within each head's sentences, from their lengths).
-On a GPU, where a few-shot step is bound by launching kernels, K heads then step for little more
-than one. The fusion runs as `layercache.fusions.stacked` writes it: each
+On a GPU, where a few-shot step is bound by launching kernels, K heads then step in far less
+than K single steps. The fusion runs as `layercache.fusions.stacked` writes it: each
 product batched over the K heads. The dropouts run on stacked ``[K, ...]`` tensors, so each head
 draws its own masks, from the global RNG in one draw rather than its solo sequence: with dropout a
 packed head is a different, equally valid, draw of its run; without dropout it matches its solo run
