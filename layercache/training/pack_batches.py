@@ -18,11 +18,16 @@ from .arrays import IGNORE, SplitArrays, widen
 
 
 class PackRows:
-    """The train samples of a pack's runs as one held split, head k's sentences after head k-1's."""
+    """The train samples of a pack's runs as one held split, head k's sentences after head k-1's
+    (one copy of a split that several runs share)."""
 
     def __init__(self, splits: list[SplitArrays]):
-        self.first = np.cumsum([0] + [s.n_sentences for s in splits])[:-1]  # head k's first sentence here
-        self.split = concatenated(splits)
+        # Runs that train on one split (all of train: N = all) share it, uncopied; samples are
+        # held side by side.
+        unique = list({id(s): s for s in splits}.values())
+        starts = dict(zip(map(id, unique), np.cumsum([0] + [s.n_sentences for s in unique])[:-1]))
+        self.first = np.array([starts[id(s)] for s in splits], dtype=np.int64)  # head k's first sentence here
+        self.split = unique[0] if len(unique) == 1 else concatenated(unique)
 
     def batch(self, orders: list[np.ndarray], *, heads: list[int], device, dtype: torch.dtype, multiple: int):
         """(hidden ``[K, 1, R, L, d]`` in ``dtype``, mask ``[K, 1, R]``, labels ``[K, 1, R]``, each head's

@@ -37,3 +37,20 @@ def test_one_gather_equals_each_heads_own_batch(entry, heads, dtype):
     for got, want in zip((hidden, mask, labels), expected):
         assert torch.equal(got, want)
     assert [ls.tolist() for ls in lengths] == [b.lengths.tolist() for b in own]
+
+
+def test_runs_on_all_of_train_share_it_uncopied(entry):
+    # N = all: every run's train is the held split itself; a pack must not hold K copies of it
+    from layercache.training import TrainConfig
+    from layercache.training.loop import prepare_run
+
+    data = load_data(entry)
+    runs = [prepare_run(TrainConfig(fusion="concat", shots=None, epochs=1, seed=seed, device="cpu"), data)
+            for seed in (0, 1, 2)]
+    rows = PackRows([r.train for r in runs])
+    assert rows.split is runs[0].train and rows.first.tolist() == [0, 0, 0]
+    order = np.array([4, 1])
+    hidden, mask, labels, _ = rows.batch([order, order], heads=[0, 2], device="cpu", dtype=torch.float32, multiple=8)
+    own = runs[0].train.batch(order, device="cpu", packed=True, multiple=8)
+    assert torch.equal(hidden[0], own.hidden) and torch.equal(hidden[1], own.hidden)
+    assert torch.equal(labels[1], own.labels) and torch.equal(mask[1], own.mask)
