@@ -61,7 +61,10 @@ def pack_runs(configs: list, size: int) -> list[tuple]:
     for runs in schedules.values():
         n_packs = -(-len(runs) // size)
         for unit in (_even(runs, n_packs, i) for i in range(n_packs)):
-            (units.append(unit) if len(unit) > 1 else alone.extend(unit))
+            if len(unit) > 1:
+                units.append(unit)
+            else:
+                alone += unit
     open_units: dict = {}  # pack key -> the pack of lone runs still filling
     for config in sorted(alone, key=lambda c: position[id(c)]):
         unit = open_units.get(pack_key(config))

@@ -136,9 +136,10 @@ def _length_groups(lengths, *, device, starts=None, one_group: bool | None = Non
     real = lengths > 0
     if one_group is None:
         one_group = torch.device(device).type == "cuda"
-    caps = np.maximum(8, 1 << np.ceil(np.log2(np.maximum(lengths, 1))).astype(np.int64))
     if one_group:
-        caps[:] = 0
+        caps = np.zeros_like(lengths)
+    else:
+        caps = np.maximum(8, 1 << np.ceil(np.log2(np.maximum(lengths, 1))).astype(np.int64))
     plans, targets = [], []
     for cap in dict.fromkeys(caps[real].tolist()):  # in order of first appearance, as before
         members = np.flatnonzero(real & (caps == cap))
