@@ -12,8 +12,9 @@ import pytest
 import torch
 from torch.overrides import TorchFunctionMode
 
+from layercache.cache.reader import open_entry
 from layercache.fusions import FUSIONS
-from layercache.training import TrainConfig
+from layercache.training import TrainConfig, load_data
 from layercache.training.loop import prepare_run, train_step
 
 TO_HOST = {"item", "tolist", "cpu", "numpy", "__int__", "__bool__", "__float__", "__index__"}
@@ -30,6 +31,11 @@ class CountToHost(TorchFunctionMode):
         if getattr(func, "__name__", "") in TO_HOST:
             self.calls.append((func.__name__, "".join(traceback.format_stack(limit=4)[:-1])))
         return func(*args, **(kwargs or {}))
+
+
+@pytest.fixture(scope="module")
+def data(tiny_cache):
+    return load_data(open_entry(tiny_cache))
 
 
 def _run(data, fusion: str, device: str, **options):

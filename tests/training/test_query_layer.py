@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 import torch
 
+from layercache.cache.reader import open_entry
 from layercache.fusions import DWAtt, FusionConfig
 from layercache.fusions.stacked import stacked
 from layercache.training import TrainConfig, load_data, train_head
@@ -28,6 +29,16 @@ TOP = 2  # the tiny BERT's top layer
 
 def _numbers(result) -> dict:
     return {"best_dev_f1": result.best_dev_f1, "test_f1_at_best": result.test_f1_at_best, "evals": result.evals}
+
+
+@pytest.fixture(scope="module")
+def entry(tiny_cache):
+    return open_entry(tiny_cache)
+
+
+@pytest.fixture(scope="module")
+def data(entry):
+    return load_data(entry)
 
 
 @pytest.mark.parametrize("fusion", ["dwatt", "base", "extra", "concat"])

@@ -21,6 +21,11 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 BLOCK_ROWS = 64  # the tiny splits span several blocks
 
 
+@pytest.fixture(scope="module")
+def entry(tiny_cache):
+    return open_entry(tiny_cache)
+
+
 @pytest.fixture
 def small_blocks(monkeypatch):
     monkeypatch.setattr(budget, "BLOCK_ROWS", BLOCK_ROWS)

@@ -11,7 +11,7 @@ import pytest
 import torch
 from click.testing import CliRunner
 
-from layercache.cache.reader import CacheSplit
+from layercache.cache.reader import CacheSplit, open_entry
 from layercache.cli.train import main
 from layercache.errors import LayercacheError
 from layercache.fusions import FUSIONS, parameter_budget
@@ -36,6 +36,16 @@ E2E = dict(fusion="dwatt", shots=None, epochs=30, seed=0, lr=1e-2)
 
 
 pytestmark = pytest.mark.usefixtures("one_thread")
+
+
+@pytest.fixture(scope="module")
+def entry(tiny_cache):
+    return open_entry(tiny_cache)
+
+
+@pytest.fixture(scope="module")
+def data(entry):
+    return load_data(entry)
 
 
 @pytest.fixture(scope="module")
