@@ -2,7 +2,7 @@
 installing), the CoNLL-2003 data and cache they use, where their results go and the header every
 results file starts with (the command, the machine, the dev set), for the grid scripts the one
 recipe each of them is a config of (`run_grid_script`: their common options, their grids run
-through `layercache.experiments.run_grid`, their results file) and the F1 cell of their tables,
+through `layerfuse.experiments.run_grid`, their results file) and the F1 cell of their tables,
 and for the benchmarks the pieces more than one of them times (a CoNLL subset, the forward
 pass alone, a head's training step, a command's peak memory).
 
@@ -28,7 +28,7 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-CONLL_ENV = "LAYERCACHE_CONLL2003"
+CONLL_ENV = "LAYERFUSE_CONLL2003"
 # The CoNLL-2003 folder scripts read when --data is not given; unset, a script that needs the data says so.
 CONLL = os.environ.get(CONLL_ENV) or None
 MODEL = "all-MiniLM-L6-v2"
@@ -46,7 +46,7 @@ def say(message: str) -> None:
 
 
 def conll_data(data: str | os.PathLike | None) -> str:
-    """``data`` checked to be a folder: a missing --data (with $LAYERCACHE_CONLL2003 unset) or a path
+    """``data`` checked to be a folder: a missing --data (with $LAYERFUSE_CONLL2003 unset) or a path
     that is not there ends the script with one line saying what to pass."""
     if not data:
         raise SystemExit(f"error: this script reads CoNLL-2003: pass --data PATH/conll2003 (a folder with "
@@ -59,9 +59,9 @@ def conll_data(data: str | os.PathLike | None) -> str:
 def conll_entry(data: str | os.PathLike | None = CONLL, *, cache: str | None = None, model: str = MODEL,
                 cache_dir: str | None = None, log=say):
     """``cache`` if given, else the entry `extract --model MODEL --dataset DATA` makes (train, dev
-    and test: test F1 is reported at the best dev point) under ``cache_dir`` (else $LAYERCACHE_HOME),
+    and test: test F1 is reported at the best dev point) under ``cache_dir`` (else $LAYERFUSE_HOME),
     extracted first when missing."""
-    from layercache.experiments import resolve_entry
+    from layerfuse.experiments import resolve_entry
 
     if cache:
         return resolve_entry(cache=cache, log=log)
@@ -72,14 +72,14 @@ def grid_parser(description: str, *, fusions: str, epochs: int, threads: int | N
                 out: str, table: str | None = None) -> argparse.ArgumentParser:
     """The options every grid script takes; ``out`` is the results file's name under runs/, ``table``
     the script's name when it writes its table to docs/results/<table>.md (--table)."""
-    from layercache.fusions.dwatt import LAYER_SCORES
-    from layercache.training import PAPER_LR
+    from layerfuse.fusions.dwatt import LAYER_SCORES
+    from layerfuse.training import PAPER_LR
 
     p = argparse.ArgumentParser(description=description)
     p.add_argument("--data", default=CONLL, help=f"CoNLL-2003 folder (default: ${CONLL_ENV})")
     p.add_argument("--model", default=MODEL)
     p.add_argument("--cache", default=None, help="a cache entry path (skips the lookup by model and data)")
-    p.add_argument("--cache-dir", default=None, help="cache root (default: $LAYERCACHE_HOME)")
+    p.add_argument("--cache-dir", default=None, help="cache root (default: $LAYERFUSE_HOME)")
     p.add_argument("--fusions", default=fusions)
     p.add_argument("--shots", default="8,128", help="comma-separated N (N x C sentences per run, C entity types)")
     p.add_argument("--epochs", type=int, default=epochs)
@@ -93,7 +93,7 @@ def grid_parser(description: str, *, fusions: str, epochs: int, threads: int | N
                    help="evenly spaced dev evaluations per run (0 = after every epoch)")
     p.add_argument("--device", default=None)
     p.add_argument("--threads", type=int, default=threads,
-                   help="torch threads (sets LAYERCACHE_NUM_THREADS too); 0 leaves torch's default alone")
+                   help="torch threads (sets LAYERFUSE_NUM_THREADS too); 0 leaves torch's default alone")
     p.add_argument("--workers", type=int, default=0,
                    help="worker processes (0 = this process, as the published timings were taken)")
     p.add_argument("--out", default=str(REPO / "runs" / out), help="JSON lines, one per run (reruns skip them)")
@@ -106,7 +106,7 @@ def grid_parser(description: str, *, fusions: str, epochs: int, threads: int | N
 def at_library_defaults(parser: argparse.ArgumentParser) -> None:
     """A grid at train-head's defaults rather than the paper's protocol: each mode's and head's own
     learning rate (``--lr`` None) and DWAtt's default score, unless given."""
-    from layercache.training import TrainConfig
+    from layerfuse.training import TrainConfig
 
     parser.set_defaults(lr=None, layer_score=TrainConfig.__dataclass_fields__["layer_score"].default)
 
@@ -125,7 +125,7 @@ def in_folder(args, name: str) -> str:
 
 def variant_entry(args, **extract_options):
     """The entry of --model and --data made with ``extract_options`` (extracted first when missing)."""
-    from layercache.experiments import resolve_entry
+    from layerfuse.experiments import resolve_entry
 
     return resolve_entry(model=args.model, dataset=conll_data(args.data), cache_dir=args.cache_dir,
                          extract_options=extract_options, log=say)
@@ -143,8 +143,8 @@ def args_entry(args):
 def conll_grid(args, *, axes: dict | None = None, **fields) -> list:
     """The `TrainConfig` of every run of --fusions x --shots x --seeds (x ``axes``, a field and its
     values), at --epochs; ``fields`` fixes more config fields for every run."""
-    from layercache.experiments import grid
-    from layercache.training import TrainConfig
+    from layerfuse.experiments import grid
+    from layerfuse.training import TrainConfig
 
     base = TrainConfig(fusion="base", shots=None, epochs=args.epochs, seed=0, lr=args.lr, batch_size=args.batch_size,
                        eval_points=args.eval_points or None, device=args.device,
@@ -156,7 +156,7 @@ def conll_grid(args, *, axes: dict | None = None, **fields) -> list:
 def run_conll_grid(args, entry, configs: list, results: str | None = None, **options) -> list[dict]:
     """`run_grid` into ``results`` (else --out) with --workers: the runs not there yet; the records of
     all ``configs``."""
-    from layercache.experiments import run_grid
+    from layerfuse.experiments import run_grid
 
     return list(run_grid(entry, configs, results=results or args.out, workers=args.workers, log=say,
                          **options).values())
@@ -243,22 +243,22 @@ def run_grid_script(config: dict, description: str, argv: list[str] | None = Non
 
 @contextmanager
 def torch_threads(n: int | None):
-    """``n`` torch threads here and in `train_head` (LAYERCACHE_NUM_THREADS) for the block, then
+    """``n`` torch threads here and in `train_head` (LAYERFUSE_NUM_THREADS) for the block, then
     both as they were (a test calls main() in its own process); 0 or None changes nothing."""
     import torch
 
-    before, env_before = torch.get_num_threads(), os.environ.get("LAYERCACHE_NUM_THREADS")
+    before, env_before = torch.get_num_threads(), os.environ.get("LAYERFUSE_NUM_THREADS")
     if n:
         torch.set_num_threads(n)
-        os.environ["LAYERCACHE_NUM_THREADS"] = str(n)
+        os.environ["LAYERFUSE_NUM_THREADS"] = str(n)
     try:
         yield
     finally:
         torch.set_num_threads(before)
         if env_before is None:
-            os.environ.pop("LAYERCACHE_NUM_THREADS", None)
+            os.environ.pop("LAYERFUSE_NUM_THREADS", None)
         else:
-            os.environ["LAYERCACHE_NUM_THREADS"] = env_before
+            os.environ["LAYERFUSE_NUM_THREADS"] = env_before
 
 
 def f1_cell(runs: list[dict], metric: str = "best_dev_f1") -> str:
@@ -393,7 +393,7 @@ def call_seconds(fn, calls: int) -> list[float]:
 
 def write_subset(data_dir: str, n: int, out: Path) -> list[list[str]]:
     """The first ``n`` sentences of CoNLL-2003 train as ``out/train.txt``; returns their words."""
-    from layercache.extract.datasets import load_dataset
+    from layerfuse.extract.datasets import load_dataset
 
     sentences = load_dataset(conll_data(data_dir), splits=["train"]).splits["train"][:n]
     out.mkdir(parents=True, exist_ok=True)
@@ -410,10 +410,10 @@ def run_floor(words, model_name, *, precision: str = "fp32") -> float:
     import numpy as np
     import torch
 
-    from layercache.extract.encode import UnitEncoder, row_map
-    from layercache.extract.models import load_model, load_tokenizer, model_info
-    from layercache.extract.run import default_token_budget, default_unit_rows
-    from layercache.extract.tokenize import tokenize_words
+    from layerfuse.extract.encode import UnitEncoder, row_map
+    from layerfuse.extract.models import load_model, load_tokenizer, model_info
+    from layerfuse.extract.run import default_token_budget, default_unit_rows
+    from layerfuse.extract.tokenize import tokenize_words
 
     info = model_info(model_name)
     tok_ = load_tokenizer(info)
@@ -447,10 +447,10 @@ def head_step(fusion: str, precision: str, *, compiled: bool = False, fusion_cla
     import torch
     import torch.nn.functional as F
 
-    from layercache.fusions import TokenTagger
-    from layercache.training import TrainConfig
-    from layercache.training.loop import PACK_MULTIPLE
-    from layercache.training.packed import Pack, PackOptimizer
+    from layerfuse.fusions import TokenTagger
+    from layerfuse.training import TrainConfig
+    from layerfuse.training.loop import PACK_MULTIPLE
+    from layerfuse.training.packed import Pack, PackOptimizer
 
     def tagger_of(seed: int):
         torch.manual_seed(seed)
@@ -532,20 +532,20 @@ class PeakRss:
 
 
 def run_command(args: list[str], env: dict, *, cwd: str | None = None) -> dict:
-    """`python -m layercache ARGS` (the layercache under ``cwd`` when given): stdout, wall seconds,
+    """`python -m layerfuse ARGS` (the layerfuse under ``cwd`` when given): stdout, wall seconds,
     peak RSS (MB) of the process and of its largest child (sweep workers)."""
     import subprocess
 
-    say("$ layercache " + " ".join(args))
+    say("$ layerfuse " + " ".join(args))
     t0 = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, "-m", "layercache", *args], env=env, stdout=subprocess.PIPE,
+    proc = subprocess.Popen([sys.executable, "-m", "layerfuse", *args], env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, cwd=cwd)
     watch = PeakRss(proc.pid)
     out, err = proc.communicate()
     peaks = watch.stop()
     if proc.returncode != 0:
         sys.stderr.write(out + err)
-        raise SystemExit(f"`layercache {' '.join(args)}` exited {proc.returncode}")
+        raise SystemExit(f"`layerfuse {' '.join(args)}` exited {proc.returncode}")
     children = [mb for pid, mb in peaks.items() if pid != proc.pid]
     return {"stdout": out, "stderr": err, "seconds": time.perf_counter() - t0, "peak_mb": peaks.get(proc.pid, 0.0),
             "worker_peak_mb": max(children, default=None)}
@@ -564,7 +564,7 @@ def build_encoder(dest: Path) -> Path:
     import torch
     from transformers import AutoTokenizer, RobertaConfig, RobertaModel
 
-    from layercache.extract.models import model_info
+    from layerfuse.extract.models import model_info
 
     tokenizer = AutoTokenizer.from_pretrained(model_info(None).path)
     config = RobertaConfig(vocab_size=tokenizer.vocab_size, pad_token_id=tokenizer.pad_token_id, **ROBERTA_LARGE)
@@ -576,7 +576,7 @@ def build_encoder(dest: Path) -> Path:
 
 def write_dataset(dest: Path, data: Path, limits: dict[str, int | None]) -> Path:
     """The first ``limits[split]`` sentences of each CoNLL split (None = all) as train/dev/test.txt."""
-    from layercache.extract.datasets import load_dataset
+    from layerfuse.extract.datasets import load_dataset
 
     dataset = load_dataset(str(data))
     dest.mkdir(parents=True, exist_ok=True)
@@ -606,7 +606,7 @@ def paired_diffs(a: dict, b: dict, *, key: str) -> tuple[list[float], list[int]]
 
 def ci_cell(values: list[float], *, signed: bool = False) -> str:
     """'mean ± half-width of its 95% CI (n)' (Student t, n − 1 degrees of freedom); '-' for none."""
-    from layercache.experiments.report import ci95
+    from layerfuse.experiments.report import ci95
 
     if not values:
         return "-"
@@ -616,7 +616,7 @@ def ci_cell(values: list[float], *, signed: bool = False) -> str:
 
 def against_zero(values: list[float]) -> str:
     """Whether the 95% CI of the mean of ``values`` lies above 0, below 0, or contains it ('inside')."""
-    from layercache.experiments.report import ci95
+    from layerfuse.experiments.report import ci95
 
     mean, half = ci95(values)
     return "inside" if len(values) < 2 or abs(mean) <= half else ("above 0" if mean > 0 else "below 0")

@@ -3,7 +3,7 @@
 1. a head-sized matrix product in float32 and bfloat16, with one shape reused and with a new shape
    on every call (oneDNN builds a kernel per new shape; training batches are therefore padded to a
    multiple of 32 rows);
-2. dropout with torch's Bernoulli mask against layercache's 16-bit mask (forward and backward).
+2. dropout with torch's Bernoulli mask against layerfuse's 16-bit mask (forward and backward).
 
     python scripts/bench_cpu_kernels.py
 
@@ -19,7 +19,7 @@ import time
 import torch
 from _common import publish, results_path
 
-from layercache.fusions.dropout import dropout
+from layerfuse.fusions.dropout import dropout
 
 
 def median_ms(fn, calls: int, repeats: int = 5) -> float:
@@ -55,7 +55,7 @@ def main():
     ours_ms = median_ms(lambda i: dropout(x, 0.1).sum().backward(), 20)
     lines += ["", f"dropout p=0.1 on [256, 1536] ({x.numel():,} elements), forward + backward, ms per call", "",
               "| dropout | ms per call |", "|---|---:|",
-              f"| torch.nn.functional.dropout | {torch_ms:.2f} |", f"| layercache.fusions.dropout | {ours_ms:.2f} |"]
+              f"| torch.nn.functional.dropout | {torch_ms:.2f} |", f"| layerfuse.fusions.dropout | {ours_ms:.2f} |"]
     text = "\n".join(lines)
     publish(args.table, text, title="CPU kernels: product shapes and dropout masks",
             script="bench_cpu_kernels", argv=None)

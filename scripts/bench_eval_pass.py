@@ -27,18 +27,18 @@ from pathlib import Path
 
 
 def measure(cache: str, *, repeats: int, precision: str) -> dict:
-    """The figures of the layercache importable here (the child process's ``--code``)."""
+    """The figures of the layerfuse importable here (the child process's ``--code``)."""
     import resource
 
     import numpy as np
     import torch
 
-    import layercache
-    from layercache.cache.reader import CacheSplit, open_entry
-    from layercache.fusions import TokenTagger
-    from layercache.training import load_data
-    from layercache.training.evaluation import score
-    from layercache.training.runtime import autocast
+    import layerfuse
+    from layerfuse.cache.reader import CacheSplit, open_entry
+    from layerfuse.fusions import TokenTagger
+    from layerfuse.training import load_data
+    from layerfuse.training.evaluation import score
+    from layerfuse.training.runtime import autocast
 
     read = {"bytes": 0}
     original = CacheSplit._read_layer
@@ -92,7 +92,7 @@ def measure(cache: str, *, repeats: int, precision: str) -> dict:
     again = load_data(entry, train_sentences=[0])
     score(tagger, again.dev, **kwargs)
     second_s = time.perf_counter() - t0
-    return {"code": str(Path(layercache.__file__).parents[1]), "rows": int(dev.labels.size),
+    return {"code": str(Path(layerfuse.__file__).parents[1]), "rows": int(dev.labels.size),
             "sentences": int(dev.n_sentences), "layers": L, "dim": d, "precision": precision,
             "dev_streamed": bool(getattr(dev, "streamed", False)), "load_s": load_s, "first_read_bytes": first_read,
             "pass_s": passes, "pass_median_s": statistics.median(passes), "product_s": product,
@@ -101,7 +101,7 @@ def measure(cache: str, *, repeats: int, precision: str) -> dict:
 
 
 def run_child(code: Path, args) -> dict:
-    """``measure`` in a fresh process that imports layercache from ``code``."""
+    """``measure`` in a fresh process that imports layerfuse from ``code``."""
     env = dict(os.environ, PYTHONPATH=str(code))
     command = [sys.executable, str(Path(__file__).resolve()), "--child", "--cache", args.cache,
                "--repeats", str(args.repeats),

@@ -25,14 +25,14 @@ import numpy as np
 import torch
 from _common import CONLL, REPO, cpu_line, publish, results_path, run_floor, write_subset
 
-from layercache.cache.manage import bytes_on_disk
-from layercache.cache.writer import WRITES_ENV
-from layercache.extract.models import load_model, load_tokenizer, model_info
-from layercache.extract.run import ExtractConfig, extract
+from layerfuse.cache.manage import bytes_on_disk
+from layerfuse.cache.writer import WRITES_ENV
+from layerfuse.extract.models import load_model, load_tokenizer, model_info
+from layerfuse.extract.run import ExtractConfig, extract
 
 
 def run_extract(data: Path, root: str, model: str | None, *, writing: str = "direct") -> tuple[float, str]:
-    """One `extract` call; ``writing`` (where the time goes, the writer's LAYERCACHE_SHARD_WRITES):
+    """One `extract` call; ``writing`` (where the time goes, the writer's LAYERFUSE_SHARD_WRITES):
     ``direct`` as shipped, ``zarr`` with zarr's own pipeline writing the shards, ``none`` with
     nothing written (the shards' bytes dropped)."""
     before = os.environ.get(WRITES_ENV)
@@ -65,7 +65,7 @@ def run_naive(words, model_name, out_dir: str) -> float:
 def peak_rss_mb(data: Path, root: str, model: str | None) -> float:
     code = (
         f"import resource, sys; sys.path.insert(0, {str(REPO)!r})\n"
-        "from layercache.extract.run import ExtractConfig, extract\n"
+        "from layerfuse.extract.run import ExtractConfig, extract\n"
         f"extract(ExtractConfig(model={model!r}, dataset={str(data)!r}, cache_dir={root!r}), progress=False, "
         "log=lambda m: None)\n"
         "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)\n"

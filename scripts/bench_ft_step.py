@@ -33,13 +33,13 @@ def main(argv: list[str] | None = None) -> str:
 
     import torch
 
-    from layercache.cache.reader import open_entry
-    from layercache.extract.tokenize import tokenize_words
-    from layercache.finetune.data import live_data
-    from layercache.finetune.live import load_live_backbone
-    from layercache.training import TrainConfig
-    from layercache.training.loop import prepare_run, train_step
-    from layercache.training.runtime import autocast, now, pick_device
+    from layerfuse.cache.reader import open_entry
+    from layerfuse.extract.tokenize import tokenize_words
+    from layerfuse.finetune.data import live_data
+    from layerfuse.finetune.live import load_live_backbone
+    from layerfuse.training import TrainConfig
+    from layerfuse.training.loop import prepare_run, train_step
+    from layerfuse.training.runtime import autocast, now, pick_device
 
     device = pick_device(args.device)
     entry = open_entry(args.cache)

@@ -45,7 +45,7 @@ def peak_matmul_flops(device, precision: str, *, n: int = 4096, repeats: int = 5
     """FLOP/s of an n x n x n matmul in the run's precision (median of ``repeats``)."""
     import torch
 
-    from layercache.training.runtime import now
+    from layerfuse.training.runtime import now
 
     dtype = torch.bfloat16 if precision == "bf16" else torch.float32
     a = torch.randn(n, n, device=device, dtype=dtype)
@@ -63,7 +63,7 @@ def copy_bandwidth(device, *, nbytes: int = 1 << 30, repeats: int = 5) -> float:
     """Bytes/s moved by a large copy (read and write counted)."""
     import torch
 
-    from layercache.training.runtime import now
+    from layerfuse.training.runtime import now
 
     src = torch.empty(nbytes // 2, dtype=torch.float16, device=device).normal_()
     dst = torch.empty_like(src)
@@ -79,8 +79,8 @@ def copy_bandwidth(device, *, nbytes: int = 1 << 30, repeats: int = 5) -> float:
 def prepare(args) -> tuple[object, dict]:
     """The entry (extracted here when missing: `resolve_entry` does what `extract` does) and the
     extract phase's figures."""
-    from layercache.cache.manage import list_entries
-    from layercache.experiments.find import resolve_entry
+    from layerfuse.cache.manage import list_entries
+    from layerfuse.experiments.find import resolve_entry
 
     if args.cache:
         return resolve_entry(cache=args.cache), {"extract_s": None, "extract_note": "--cache: extracted before"}
@@ -120,7 +120,7 @@ def per_head_table(records: list[dict]) -> str:
 
 def render_per_head(records_path: str, report: str, machine: str | None = None) -> str:
     """The per-head table of a grid's run records (its grid.jsonl), written under the machine they ran on."""
-    from layercache.experiments import read_results
+    from layerfuse.experiments import read_results
 
     records = list(read_results(records_path).values())
     text = ("Each run's own clocks, from the grid's records (`" + public_path(records_path) + "`); the first run of "
@@ -168,10 +168,10 @@ def main(argv: list[str] | None = None) -> str:
 
     import torch
 
-    from layercache.experiments import grid, run_grid
-    from layercache.experiments.loaders import load_cached
-    from layercache.training import TrainConfig
-    from layercache.training.runtime import pick_device
+    from layerfuse.experiments import grid, run_grid
+    from layerfuse.experiments.loaders import load_cached
+    from layerfuse.training import TrainConfig
+    from layerfuse.training.runtime import pick_device
 
     device = pick_device(args.device)
     t_all = time.perf_counter()
@@ -181,7 +181,7 @@ def main(argv: list[str] | None = None) -> str:
                        device=str(device))
     configs = grid(fusions=args.fusions.split(","), shots=[int(x) for x in args.shots.split(",")],
                    epochs=[int(x) for x in args.epochs.split(",")], trials=args.trials, base=base)
-    from layercache.experiments.packs import default_pack
+    from layerfuse.experiments.packs import default_pack
 
     pack = args.pack or default_pack(entry, configs, device)
     say(f"{len(configs)} runs on {device}, packs of up to {pack}")
@@ -207,7 +207,7 @@ def main(argv: list[str] | None = None) -> str:
     figures["pack"] = pack
     figures["wall_s"] = time.perf_counter() - t_all
 
-    from layercache.training import load_data
+    from layerfuse.training import load_data
 
     dev_rows = load_data(entry, layers=[entry.num_layers]).dev.n_words  # from the store: no read
     test_rows = entry.split("test").n_rows if "test" in entry.splits else 0

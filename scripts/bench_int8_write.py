@@ -25,10 +25,10 @@ import time
 import numpy as np
 from _common import cpu_line, results_path, write_results
 
-from layercache.cache.int8 import quantize
-from layercache.cache.manage import bytes_on_disk
-from layercache.cache.writer import SplitPlan, SplitWriter
-from layercache.extract.run import default_unit_rows
+from layerfuse.cache.int8 import quantize
+from layerfuse.cache.manage import bytes_on_disk
+from layerfuse.cache.writer import SplitPlan, SplitWriter
+from layerfuse.extract.run import default_unit_rows
 
 WAYS = {  # name: (stored dtype, what reaches the writer)
     "float16": ("float16", "float16"),

@@ -27,9 +27,9 @@ from _common import results_path, say, split_list, torch_threads, write_results
 
 
 def main(argv=None) -> str:
-    from layercache.cache.reader import open_entry
-    from layercache.experiments import grid, run_grid
-    from layercache.training import TrainConfig
+    from layerfuse.cache.reader import open_entry
+    from layerfuse.experiments import grid, run_grid
+    from layerfuse.training import TrainConfig
 
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--cache", required=True, help="a cache entry path")

@@ -30,7 +30,7 @@ import time
 import torch
 from _common import call_seconds, cpu_line, head_step, publish, results_path
 
-from layercache.training.memory import keep_freed_memory
+from layerfuse.training.memory import keep_freed_memory
 
 PRODUCTS = ("mm", "addmm", "bmm", "baddbmm", "matmul", "linear", "_scaled_dot_product")
 

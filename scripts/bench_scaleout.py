@@ -40,17 +40,17 @@ def main():
     words = write_subset(args.data, args.sentences, tmp / "data")
     n_words = sum(len(w) for w in words)
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    extract = [sys.executable, "-m", "layercache.cli.extract", "--dataset", str(tmp / "data"), "--quiet"]
+    extract = [sys.executable, "-m", "layerfuse.cli.extract", "--dataset", str(tmp / "data"), "--quiet"]
     one = timed(extract + ["--cache-dir", str(tmp / "one")], env)
     two = timed([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2", "-m",
-                 "layercache.cli.extract", "--dataset", str(tmp / "data"), "--quiet", "--cache-dir", str(tmp / "two")],
+                 "layerfuse.cli.extract", "--dataset", str(tmp / "data"), "--quiet", "--cache-dir", str(tmp / "two")],
                 {**env, "OMP_NUM_THREADS": str(max(1, (os.cpu_count() or 2) // 2))})
     lines = [f"extraction of {args.sentences} sentences ({n_words} words), whole command incl. start-up:",
              f"  1 process : {one:6.1f} s  {n_words / one:8,.0f} words/s",
              f"  2 processes (torchrun, gloo): {two:6.1f} s  {n_words / two:8,.0f} words/s  -> {one / two:.2f}x"]
 
     entry = conll_entry(args.data, log=lambda m: None)
-    sweep = [sys.executable, "-m", "layercache.cli.sweep", "--cache", entry.path, *args.grid.split()]
+    sweep = [sys.executable, "-m", "layerfuse.cli.sweep", "--cache", entry.path, *args.grid.split()]
     local = timed(sweep + ["--out", str(tmp / "local"), "--workers", "2"], env)
     ray = timed(sweep + ["--out", str(tmp / "ray"), "--ray"], env)
     same = (tmp / "local" / "report.md").read_text().split("seconds")[0] == \

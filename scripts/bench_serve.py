@@ -1,4 +1,4 @@
-"""What reading an entry over `layercache serve` costs against reading it from the local disk, in MB/s:
+"""What reading an entry over `layerfuse serve` costs against reading it from the local disk, in MB/s:
 
 - zarr: train-head's read, every layer of a split through zarr (`CacheSplit.hidden`), checksums
   checked; remote is ``http://127.0.0.1:PORT/entries/NAME`` through fsspec's HTTP filesystem;
@@ -7,7 +7,7 @@
 
 The entry is random float16 rows (ROWS x 7 x 384, MiniLM's shape, one shard per UNIT rows) in a
 temporary root, unless --cache names one. The server runs in this process on 127.0.0.1
-(`layercache.serve.threaded`): client and server share the machine's cores, as on one host.
+(`layerfuse.serve.threaded`): client and server share the machine's cores, as on one host.
 
     python scripts/bench_serve.py --rows 16384 --readers 16 --repeats 3
 
@@ -30,10 +30,10 @@ from pathlib import Path
 import numpy as np
 from _common import call_seconds, cpu_line, results_path, write_results
 
-from layercache.cache.reader import open_entry
-from layercache.cache.writer import SplitPlan, SplitWriter
-from layercache.serve.state import ServerState
-from layercache.serve.threaded import BackgroundServer
+from layerfuse.cache.reader import open_entry
+from layerfuse.cache.writer import SplitPlan, SplitWriter
+from layerfuse.serve.state import ServerState
+from layerfuse.serve.threaded import BackgroundServer
 
 LAYERS, WIDTH = 7, 384
 
@@ -130,7 +130,7 @@ def main() -> None:
     ]
     print("\n".join(lines))
     if args.report:
-        write_results(args.report, "\n\n".join(lines[1:]), title="Reading an entry over `layercache serve`",
+        write_results(args.report, "\n\n".join(lines[1:]), title="Reading an entry over `layerfuse serve`",
                       script="bench_serve", argv=None)
 
 

@@ -1,5 +1,5 @@
 """What writing one shard of the cache costs in CPU (user + kernel, every thread of the process), the
-way zarr writes it and the way `extract` writes it now (`layercache/cache/shard.py`).
+way zarr writes it and the way `extract` writes it now (`layerfuse/cache/shard.py`).
 
 A MiniLM unit: 32,768 rows x 7 layers x 384, float16 (176 MB), into a fresh array each time, as
 `extract` writes a new entry. On a 2-core machine this CPU is taken from the forward pass's threads.
@@ -22,8 +22,8 @@ import numpy as np
 import zarr
 from _common import cpu_line, results_path, write_results
 
-from layercache.cache.shard import shard_files
-from layercache.cache.store import CHECKSUM
+from layerfuse.cache.shard import shard_files
+from layerfuse.cache.store import CHECKSUM
 
 ROWS, LAYERS, WIDTH = 32768, 7, 384
 

@@ -33,12 +33,12 @@ import numpy as np
 import torch
 from _common import CONLL, REPO, conll_data, conll_entry, cpu_line, results_path, write_results
 
-from layercache.experiments import RESULTS, grid, read_results, run_grid, run_sweep
-from layercache.experiments.report import render
-from layercache.extract.datasets import load_dataset
-from layercache.extract.models import load_model, load_tokenizer, model_info
-from layercache.training import TrainConfig
-from layercache.training.runtime import resolve_precision
+from layerfuse.experiments import RESULTS, grid, read_results, run_grid, run_sweep
+from layerfuse.experiments.report import render
+from layerfuse.extract.datasets import load_dataset
+from layerfuse.extract.models import load_model, load_tokenizer, model_info
+from layerfuse.training import TrainConfig
+from layerfuse.training.runtime import resolve_precision
 
 
 def live_forward_costs(data_dir: str, *, dev_sentences: int | None, repeats: int = 20) -> dict:
@@ -179,8 +179,8 @@ def redraw(docs: str, steps_from: str | None = None) -> str:
     """Figure 3 of the committed report in ``docs`` drawn again from its report.md, training nothing;
     with ``steps_from`` (per-run records of the cap's runs at the smallest and largest N), its
     f1_vs_step.png too."""
-    from layercache.experiments import read_results
-    from layercache.experiments.report import draw_f1_vs_shots, plot_f1_vs_step, stats_from_table
+    from layerfuse.experiments import read_results
+    from layerfuse.experiments.report import draw_f1_vs_shots, plot_f1_vs_step, stats_from_table
 
     text = (Path(docs) / "report.md").read_text(encoding="utf-8")
     title = text.split("\n", 1)[0].removeprefix("# Sweep: ").strip()

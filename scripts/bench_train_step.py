@@ -3,8 +3,8 @@ precision `sweep` picks here (``--precision auto``: bf16 autocast on a CPU with 
 one thread), in fresh processes run in alternation, so the machine's drift hits every
 variant alike. Variants:
 
-- ``kept``: as shipped (freed memory kept for reuse, `layercache/training/memory.py`);
-- ``returned``: glibc's default (``LAYERCACHE_KEEP_HEAP=0``): freed activations go back to the
+- ``kept``: as shipped (freed memory kept for reuse, `layerfuse/training/memory.py`);
+- ``returned``: glibc's default (``LAYERFUSE_KEEP_HEAP=0``): freed activations go back to the
   kernel and are page-faulted in again next step;
 - ``einsum`` (DWAtt only): the earlier token-major DWAtt forward (einsum over ``[B, T, L, d]``
   under plain autocast), with memory kept, for the layout change alone.
@@ -28,7 +28,7 @@ import time
 
 from _common import LENGTHS, head_step, publish, results_path
 
-from layercache.training.runtime import resolve_precision
+from layerfuse.training.runtime import resolve_precision
 
 
 def einsum_forward(self, hidden, mask):
@@ -52,7 +52,7 @@ def einsum_forward(self, hidden, mask):
 
 def einsum_dwatt():
     """DWAtt with the earlier forward: a subclass, so the library's module stays as it is."""
-    from layercache.fusions import DWAtt
+    from layerfuse.fusions import DWAtt
 
     return type("EinsumDWAtt", (DWAtt,), {"forward": einsum_forward})
 
@@ -61,7 +61,7 @@ def worker(fusion: str, variant: str, steps: int, precision: str) -> dict:
     import numpy as np
     import torch
 
-    from layercache.training.memory import keep_freed_memory
+    from layerfuse.training.memory import keep_freed_memory
 
     keep_freed_memory()
     torch.set_num_threads(1)
@@ -97,7 +97,7 @@ def main():
     runs: dict[tuple[str, str], list[dict]] = {v: [] for v in variants}
     for _ in range(args.rounds):
         for fusion, variant in variants:
-            env = {**os.environ, "LAYERCACHE_KEEP_HEAP": "0" if variant == "returned" else "1"}
+            env = {**os.environ, "LAYERFUSE_KEEP_HEAP": "0" if variant == "returned" else "1"}
             out = subprocess.run([sys.executable, __file__, "--worker", fusion, variant, "--steps", str(args.steps),
                                   "--precision", precision],
                                  env=env, capture_output=True, text=True, check=True)

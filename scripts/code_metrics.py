@@ -2,7 +2,7 @@
 signature of a package folder (``self``/``cls`` not counted), side by side for two commits.
 
     python scripts/code_metrics.py --before 8e657f9                 # against the working tree
-    python scripts/code_metrics.py --before 8e657f9 --after HEAD --package layercache/extract
+    python scripts/code_metrics.py --before 8e657f9 --after HEAD --package layerfuse/extract
 
 Each commit is read from git (`git show`), so nothing is checked out. Prints a markdown table.
 """
@@ -52,7 +52,7 @@ def main(argv=None) -> str:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--before", required=True, help="a commit")
     p.add_argument("--after", default=None, help="a commit (default: the working tree)")
-    p.add_argument("--package", default="layercache/extract", help="a folder of the repository")
+    p.add_argument("--package", default="layerfuse/extract", help="a folder of the repository")
     args = p.parse_args(argv)
     before, after = measure(args.before, args.package), measure(args.after, args.package)
     lines = [f"| | {args.before} | {args.after or 'working tree'} |", "|---|---|---|"]

@@ -24,9 +24,9 @@ FIELDS = ("best_dev_f1", "test_f1_at_best")
 
 
 def train(cache: str, configs: list[dict]) -> list[dict]:
-    """Each config's dev and test F1, trained by the layercache importable here."""
-    from layercache.cache.reader import open_entry
-    from layercache.training import TrainConfig, load_data, train_head
+    """Each config's dev and test F1, trained by the layerfuse importable here."""
+    from layerfuse.cache.reader import open_entry
+    from layerfuse.training import TrainConfig, load_data, train_head
 
     entry = open_entry(cache)
     data = load_data(entry)

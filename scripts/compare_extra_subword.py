@@ -4,7 +4,7 @@ sentence (a subword-granularity cache; tags read at each word's first subword), 
 dwatt beside them on both inputs.
 
 Runs --fusions x --shots x --seeds on each cache of --granularities through
-`layercache.experiments.run_grid` (one JSON-lines file per granularity: <--out stem>.<granularity>.jsonl;
+`layerfuse.experiments.run_grid` (one JSON-lines file per granularity: <--out stem>.<granularity>.jsonl;
 runs already there are skipped), then writes a markdown table of best dev F1 and test F1 at the best
 dev point (x100, mean ± std over seeds) per fusion and N, and the subword − word difference.
 
@@ -13,7 +13,7 @@ dev point (x100, mean ± std over seeds) per fusion and N, and the subword − w
     python scripts/compare_extra_subword.py --special-tokens         # the subword input with [CLS] and [SEP]
 
 The caches are the ones `extract --model all-MiniLM-L6-v2 --dataset <data> [--granularity subword
-[--special-tokens]]` make (extracted here first when missing), under --cache-dir, else $LAYERCACHE_HOME.
+[--special-tokens]]` make (extracted here first when missing), under --cache-dir, else $LAYERFUSE_HOME.
 By default neither cache holds the special tokens ([CLS]/<s>, [SEP]/</s>): the subword sequence the
 extra layers see is the sentence's own subwords. With --special-tokens the subword cache also holds
 their rows, so the extra layers attend over the backbone's whole input as the paper's R26 does (no
@@ -27,7 +27,7 @@ import statistics
 
 from _common import RESULTS, f1_cell, grid_main, runs_of, split_list, variant_entry, variant_results
 
-from layercache.training.config import default_lr
+from layerfuse.training.config import default_lr
 
 GRANULARITIES = ("word", "subword")
 

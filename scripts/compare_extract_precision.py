@@ -1,13 +1,13 @@
 """`extract --precision bf16` as a user's choice: its speed against fp32, and whether heads trained
 on the bf16 cache score like heads trained on the fp32 one (CoNLL-2003, all-MiniLM-L6-v2; concat
-and dwatt, N = 128, 3 seeds, layercache's defaults; test F1 at the best dev point).
+and dwatt, N = 128, 3 seeds, layerfuse's defaults; test F1 at the best dev point).
 
     python scripts/compare_extract_precision.py
 
 Extracts the CoNLL-2003 train, dev and test splits twice (forward in fp32, then under bf16
 autocast; both stored as float16) into --cache-dir, unless already there; the words/s are those
 `extract` itself records for each split. Then runs the heads on each cache through
-`layercache.experiments.run_grid` (results in --out, one file per cache; reruns skip runs done).
+`layerfuse.experiments.run_grid` (results in --out, one file per cache; reruns skip runs done).
 The table goes to --table (docs/results/compare_extract_precision.md).
 """
 
@@ -22,8 +22,8 @@ PRECISIONS = ("fp32", "bf16")
 
 def entries(args) -> dict:
     """Each precision's entry, extracted first when missing (--cache-dir holds both side by side)."""
-    from layercache.cache.reader import open_entry
-    from layercache.extract.run import ExtractConfig, extract
+    from layerfuse.cache.reader import open_entry
+    from layerfuse.extract.run import ExtractConfig, extract
 
     if args.cache:
         raise SystemExit("compare_extract_precision: --cache names one entry; this script extracts one per precision")

@@ -2,7 +2,7 @@
 few-shot samples and the same dev sentences, trained on cached hidden states (FE) or on a live
 backbone fine-tuned end to end with the head (FT).
 
-Runs every fusion at each N for each seed in both modes through `layercache.experiments.run_grid`,
+Runs every fusion at each N for each seed in both modes through `layerfuse.experiments.run_grid`,
 one grid per mode: FE reads the union of its runs' samples from the cache once (`load_cached`), FT
 loads the backbone once (`load_live`; `train_head` resets it to its pretrained weights at the
 start of every FT run). One JSON line per run is appended to --out and runs already there are
@@ -17,7 +17,7 @@ default both modes evaluate on the same fixed random 1,000 sentences of dev (--d
 5 evenly spaced points (--eval-points).
 
 The cache is the one `extract --model all-MiniLM-L6-v2 --dataset <data>` makes (train, dev and test)
-(extracted here first when missing); its root is --cache-dir, else $LAYERCACHE_HOME.
+(extracted here first when missing); its root is --cache-dir, else $LAYERFUSE_HOME.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from pathlib import Path
 
 from _common import REPO, command_line, conll_grid, f1_cell, grid_main, public_path, runs_of, split_list
 
-from layercache.training.config import default_lr
+from layerfuse.training.config import default_lr
 
 MODES = ("fe", "ft")
 
@@ -85,7 +85,7 @@ def _lrs(args) -> str:
 
 def grids(args, entry) -> list:
     """One grid per mode, FE first (it is quick): each mode loads its own data once."""
-    from layercache.experiments import load_cached, load_live
+    from layerfuse.experiments import load_cached, load_live
 
     loaders = {"fe": load_cached, "ft": load_live}
     return [(conll_grid(args, mode=mode, dev_sentences=args.dev_sentences or None), dict(load=loaders[mode]))
@@ -93,7 +93,7 @@ def grids(args, entry) -> list:
 
 
 def text(run) -> str:
-    from layercache.training.runtime import pick_device
+    from layerfuse.training.runtime import pick_device
 
     device = run.records[0]["device"] if run.records else str(pick_device(run.args.device))
     # the caption names the model as given (a local folder, on the machine that ran it): shown as PATH/<name>

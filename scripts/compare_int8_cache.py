@@ -7,7 +7,7 @@ each N over seeds (the same samples on both caches), and nu per layer on train w
     python scripts/compare_int8_cache.py --seeds 1 --shots 8 --epochs 1 --out /tmp/x.jsonl --table /tmp/x.md
 
 The caches are the ones `extract --model all-MiniLM-L6-v2 --dataset <data> --dtype D` makes
-(extracted here first when missing), under --cache-dir, else $LAYERCACHE_HOME. Each dtype's runs go
+(extracted here first when missing), under --cache-dir, else $LAYERFUSE_HOME. Each dtype's runs go
 to <--out stem>.<dtype>.jsonl (run ids do not name the cache).
 """
 
@@ -24,8 +24,8 @@ DTYPES = ("float16", "int8")
 
 def measure(entry) -> dict:
     """Bytes per word (every split), train extraction words/s, seconds to read dev, nu per layer."""
-    from layercache.cache.manage import bytes_on_disk
-    from layercache.layers.scores import score_layers
+    from layerfuse.cache.manage import bytes_on_disk
+    from layerfuse.layers.scores import score_layers
 
     words = sum(entry.split(s).group.attrs["n_words"] for s in entry.splits)
     dev = entry.split("dev")

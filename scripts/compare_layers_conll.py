@@ -9,11 +9,11 @@ of the answer. Appends one JSON line per run to --out and skips runs already the
 run resumes), then prints a markdown table: best dev F1 (mean ± std over seeds), the layers fused,
 median seconds and MB loaded per run; the table goes to --table (docs/results/compare_layers_conll.md).
 
-    LAYERCACHE_HOME=/tmp/lc python scripts/compare_layers_conll.py                # the full grid
-    LAYERCACHE_HOME=/tmp/lc python scripts/compare_layers_conll.py --seeds 1 --shots 8 --out /tmp/x.jsonl
+    LAYERFUSE_HOME=/tmp/lc python scripts/compare_layers_conll.py                # the full grid
+    LAYERFUSE_HOME=/tmp/lc python scripts/compare_layers_conll.py --seeds 1 --shots 8 --out /tmp/x.jsonl
 
 The cache is the one `extract --model all-MiniLM-L6-v2 --dataset <data>` makes (train, dev and test)
-(extracted here first when missing); its root is --cache-dir, else $LAYERCACHE_HOME.
+(extracted here first when missing); its root is --cache-dir, else $LAYERFUSE_HOME.
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ def _layers_text(layers) -> str:
 
 def _choice(choice: str, *, num_layers: int) -> tuple[str, bool]:
     """A layer choice's name in the table, and whether it is auto:K (layers picked per run)."""
-    from layercache.layers import parse_layers
+    from layerfuse.layers import parse_layers
 
     spec = parse_layers(choice, num_layers=num_layers)
     if choice == "all":
@@ -93,7 +93,7 @@ def caption(args, model: str | None, *, num_layers: int) -> str:
 
 def grids(args, entry) -> list:
     """Each run reads what it needs from the cache (its sample, the candidate layers) and records it."""
-    from layercache.experiments import load_run
+    from layerfuse.experiments import load_run
 
     choices = parse_choices(args.choices)
     for choice in choices:

@@ -17,8 +17,8 @@ from pathlib import Path
 
 from _common import CONLL, REPO, conll_entry, dev_line, publish, results_path
 
-from layercache.experiments import grid, run_sweep
-from layercache.training import TrainConfig
+from layerfuse.experiments import grid, run_sweep
+from layerfuse.training import TrainConfig
 
 
 def main():

@@ -40,7 +40,7 @@ VARIANTS = ("fused", "top")
 def check(args) -> None:
     """--cache-dirs: one per model, or one for all of them (none = --cache-dir); --precision resolved
     once (auto: what this machine runs faster), so every run records the same."""
-    from layercache.training.runtime import resolve_precision
+    from layerfuse.training.runtime import resolve_precision
 
     models, dirs = split_list(args.models), split_list(args.cache_dirs or "")
     if len(dirs) not in (0, 1, len(models)):

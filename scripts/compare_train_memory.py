@@ -4,8 +4,8 @@ same cache entry: what streaming evaluation changed at paper scale.
     git worktree add /tmp/before 5821c37
     python scripts/compare_train_memory.py --cache runs/rehearsal/cache/<large entry> --before /tmp/before
 
-Each tree runs `python -m layercache train --cache ENTRY --fusion concat --shots 8 --epochs 1
---eval-points 1` in its own process (``cwd`` = the tree, so its `layercache` is imported), --repeats
+Each tree runs `python -m layerfuse train --cache ENTRY --fusion concat --shots 8 --epochs 1
+--eval-points 1` in its own process (``cwd`` = the tree, so its `layerfuse` is imported), --repeats
 times, before and after alternating; the table gives medians. Writes --report
 (docs/results/compare_train_memory.md).
 """

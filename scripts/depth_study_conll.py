@@ -2,7 +2,7 @@
 against all-mpnet-base-v2 (12 layers, width 768), FE from each backbone's cache.
 
 Heads base, concat, dwatt (scaled and the paper's score), extra; N = 8 and 128; 3 seeds; 25
-epochs; two protocols: layercache's defaults (per-head learning rates, DWAtt scaled) and the
+epochs; two protocols: layerfuse's defaults (per-head learning rates, DWAtt scaled) and the
 paper's (lr 5e-5, DWAtt's unscaled score). Then, on each backbone, the layers picked by the
 variability score (`auto:K`) against the top K layers at equal K (concat and dwatt, N = 128).
 Prints dev and test F1 (mean ± 95% CI) and each head's gain over Base, writes them to --table
@@ -25,9 +25,9 @@ from collections import defaultdict
 import numpy as np
 from _common import MODEL, beside, conll_entry, dev_line, grid_main, in_folder, split_list
 
-from layercache.experiments.report import ci95
+from layerfuse.experiments.report import ci95
 
-PROTOCOLS = {"layercache": {"lr": None, "layer_score": "scaled"},
+PROTOCOLS = {"layerfuse": {"lr": None, "layer_score": "scaled"},
              "paper": {"lr": 5e-5, "layer_score": "paper"}}  # PAPER_LR
 
 
@@ -38,13 +38,13 @@ def entries(args) -> dict:
 
 
 def grids(args, entry) -> list:
-    """Both protocols' grids, plus DWAtt with the paper's score at layercache's rates, plus auto:K
-    against the top K layers (N = 128, layercache's protocol)."""
+    """Both protocols' grids, plus DWAtt with the paper's score at layerfuse's rates, plus auto:K
+    against the top K layers (N = 128, layerfuse's protocol)."""
     from dataclasses import replace
 
-    from layercache.experiments import grid
-    from layercache.training import TrainConfig
-    from layercache.training.runtime import resolve_precision
+    from layerfuse.experiments import grid
+    from layerfuse.training import TrainConfig
+    from layerfuse.training.runtime import resolve_precision
 
     num_layers = entry.num_layers
     base = TrainConfig(fusion="base", shots=None, epochs=args.epochs, seed=0, batch_size=args.batch_size,
@@ -52,7 +52,7 @@ def grids(args, entry) -> list:
                        precision=resolve_precision("auto"), device=args.device)
     axes = dict(fusions=split_list(args.fusions), shots=split_list(args.shots, int), epochs=[args.epochs],
                 trials=args.seeds)
-    configs = grid(base=replace(base, **PROTOCOLS["layercache"]), layer_score=["scaled", "paper"], **axes)
+    configs = grid(base=replace(base, **PROTOCOLS["layerfuse"]), layer_score=["scaled", "paper"], **axes)
     configs += grid(base=replace(base, **PROTOCOLS["paper"]), **axes)
     top = f"{num_layers - args.top_k + 1}..{num_layers}"
     configs += grid(base=base, fusions=["concat", "dwatt"], shots=[max(axes["shots"])], epochs=[args.epochs],
@@ -61,7 +61,7 @@ def grids(args, entry) -> list:
 
 
 def protocol_of(config: dict) -> str:
-    return "paper" if config["lr"] == 5e-5 and config.get("layer_score") == "paper" else "layercache"
+    return "paper" if config["lr"] == 5e-5 and config.get("layer_score") == "paper" else "layerfuse"
 
 
 def head_of(config: dict) -> str:
@@ -127,7 +127,7 @@ def tables(records: dict, entries: dict, *, top_k: int) -> str:
             lines.append(f"| {model} (L={entries[model].num_layers}) | {protocol} | {head} | {n} "
                          f"| {_cell([100 * r['best_dev_f1'] for r in runs])} ({len(runs)}) "
                          f"| {_cell(tests) if tests else '-'} | {gain} |")
-    lines += ["", f"Layers picked by variability (auto:{top_k}) against the top {top_k}, layercache protocol:", "",
+    lines += ["", f"Layers picked by variability (auto:{top_k}) against the top {top_k}, layerfuse protocol:", "",
               "| backbone | head | N | layers | dev F1 | test F1 | layers fused (per seed) |",
               "|---|---|---:|---|---:|---:|---|"]
     for model, recs in records.items():
@@ -152,9 +152,9 @@ def figures(records: dict, entries: dict, *, table: str) -> list[str]:
 def gains_figure(records: dict, path: str) -> str:
     """Paper Figure 7's layout: per backbone (columns) and protocol (rows), each head's dev-F1 gain
     over Base, one bar per N with its 95% CI."""
-    from layercache.experiments.plots import plt
+    from layerfuse.experiments.plots import plt
 
-    models, protocols = list(records), ["layercache", "paper"]
+    models, protocols = list(records), ["layerfuse", "paper"]
     fig, axes = plt.subplots(len(protocols), len(models), figsize=(3.6 * len(models), 2.6 * len(protocols)),
                              dpi=100, squeeze=False, sharey="row")
     for i, protocol in enumerate(protocols):
@@ -182,8 +182,8 @@ def gains_figure(records: dict, path: str) -> str:
 
 def depth_figure(entries: dict, path: str) -> str:
     """`nu` per layer (whole train split, as `rank-layers`) against relative depth layer / L."""
-    from layercache.experiments.plots import plt
-    from layercache.layers.scores import score_layers
+    from layerfuse.experiments.plots import plt
+    from layerfuse.layers.scores import score_layers
 
     fig, ax = plt.subplots(figsize=(4.8, 3.2), dpi=100)
     for model, entry in entries.items():

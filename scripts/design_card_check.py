@@ -19,13 +19,13 @@ from _common import CONLL, MODEL, REPO, conll_entry, dev_line, results_path, say
 
 
 def main(argv=None) -> str:
-    from layercache.experiments import resolve_entry, run_grid
-    from layercache.training import TrainConfig
-    from layercache.training.runtime import resolve_precision
+    from layerfuse.experiments import resolve_entry, run_grid
+    from layerfuse.training import TrainConfig
+    from layerfuse.training.runtime import resolve_precision
 
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--data", default=CONLL, help="CoNLL-2003 directory")
-    p.add_argument("--cache-dir", default=None, help="cache root (default: $LAYERCACHE_HOME)")
+    p.add_argument("--cache-dir", default=None, help="cache root (default: $LAYERFUSE_HOME)")
     p.add_argument("--seeds", type=int, default=3)
     p.add_argument("--out", default=str(REPO / "runs" / "design_card_check"),
                    help="results folder: one JSON-lines file per cache (reruns skip the runs there)")

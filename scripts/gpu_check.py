@@ -1,4 +1,4 @@
-"""The GPU check: every stage of layercache on a CUDA device, as a user runs it, with its figures.
+"""The GPU check: every stage of layerfuse on a CUDA device, as a user runs it, with its figures.
 
 On a machine with CUDA (and `pip install -e ".[offline]"` done), from the repository root:
 
@@ -6,8 +6,8 @@ On a machine with CUDA (and `pip install -e ".[offline]"` done), from the reposi
     python scripts/gpu_check.py --model DIR --dataset PATH/conll2003
 
 It runs the commands themselves, in a fresh cache root: `extract` with fp32 and with bf16 forward
-passes, `train-head` FE (concat, dwatt) and FT (concat), `layercache predict` with the FE head, and
-a 2-worker `layercache sweep`; then prints the GPU's name, extraction words/s, training step and
+passes, `train-head` FE (concat, dwatt) and FT (concat), `layerfuse predict` with the FE head, and
+a 2-worker `layerfuse sweep`; then prints the GPU's name, extraction words/s, training step and
 evaluation times, and writes them as JSON (--json). Every command must exit 0 and every run must reach a finite F1;
 the script exits non-zero otherwise. `--device cpu` runs the same steps on the CPU (a dry rehearsal
 of the script itself; it then says no GPU was used).
@@ -124,7 +124,7 @@ def main(argv=None) -> dict:
     say(figures["device"])
     source = [*(["--model", args.model] if args.model else []), *(["--dataset", args.dataset] if args.dataset else [])]
     with tempfile.TemporaryDirectory() as root:
-        env = dict(os.environ, LAYERCACHE_HOME=os.path.join(root, "cache"))
+        env = dict(os.environ, LAYERFUSE_HOME=os.path.join(root, "cache"))
         device = ["--device", args.device]
         figures["extract"] = {}
         for precision in ("fp32", "bf16"):
@@ -138,10 +138,10 @@ def main(argv=None) -> dict:
             run(["train-head", *common, *extra, "--out", out], env)
             figures["train"][name] = step_figures(newest_record(out))
         head = newest_record(os.path.join(root, "fe-concat"))["checkpoint"]
-        text, seconds = run(["layercache", "predict", "--head", head, *device,
+        text, seconds = run(["layerfuse", "predict", "--head", head, *device,
                              "--text", "John Smith flew to Paris with Lufthansa ."], env)
         figures["predict"] = {"wall_s": round(seconds, 1), "output": text.strip().splitlines()}
-        text, seconds = run(["layercache", "sweep", *source, "--fusions", "concat,scalarmix", "--shots", args.shots,
+        text, seconds = run(["layerfuse", "sweep", *source, "--fusions", "concat,scalarmix", "--shots", args.shots,
                              "--epochs", args.epochs, "--trials", "2", "--workers", "2",
                              "--out", os.path.join(root, "sweep")], env)
         figures["sweep"] = {"workers": 2, "runs": 4, "wall_s": round(seconds, 1)}

@@ -1,4 +1,4 @@
-"""The learning-rate sweep behind layercache's FE defaults: CoNLL-2003, all-MiniLM-L6-v2, every
+"""The learning-rate sweep behind layerfuse's FE defaults: CoNLL-2003, all-MiniLM-L6-v2, every
 fusion (DWAtt with the paper's unscaled score and with the scaled one), N = 8, 32, 128, epoch caps
 10 and 25, 3 seeds, five learning rates. Prints, per fusion, N and epoch cap, the best dev F1 at
 each rate (mean over seeds), the rate chosen on dev and the test F1 there, then the rate that is
@@ -8,7 +8,7 @@ best on average over all cells: the default `train-head` and `sweep` use. The ta
     python scripts/lr_sweep_conll.py                        # 540 runs, ~35 min on 2 cores (bf16)
     python scripts/lr_sweep_conll.py --shots 8 --seeds 1    # a quick look
 
-Same runs, same ids as `layercache sweep --fusions base,concat,dwatt,extra,scalarmix --shots 8,32,128
+Same runs, same ids as `layerfuse sweep --fusions base,concat,dwatt,extra,scalarmix --shots 8,32,128
 --epochs 10,25 --trials 3 --lrs 5e-5,3e-4,1e-3,3e-3,1e-2 --layer-scores paper,scaled
 --dev-sentences 1000 --precision bf16 --out runs/lr_sweep`, so either reuses the other's results.
 """
@@ -22,9 +22,9 @@ from _common import dev_line, grid_main, split_list
 
 
 def grids(args, entry) -> list:
-    from layercache.experiments import grid
-    from layercache.training import TrainConfig
-    from layercache.training.runtime import resolve_precision
+    from layerfuse.experiments import grid
+    from layerfuse.training import TrainConfig
+    from layerfuse.training.runtime import resolve_precision
 
     base = TrainConfig(fusion="base", shots=None, epochs=1, seed=0, batch_size=args.batch_size,
                        eval_points=args.eval_points or None, dev_sentences=args.dev_sentences or None,
@@ -36,7 +36,7 @@ def grids(args, entry) -> list:
 
 def table(records: list[dict], lrs: list[float]) -> str:
     """Markdown: mean best dev F1 per learning rate (the chosen one in bold), test F1 at the chosen."""
-    from layercache.experiments.report import best_lr, by_cell, lr_of
+    from layerfuse.experiments.report import best_lr, by_cell, lr_of
 
     lines = ["| fusion | N | epochs | " + " | ".join(f"lr {lr:g}" for lr in lrs) + " | chosen | test F1 at it |",
              "|---|---:|---:|" + "---:|" * (len(lrs) + 2)]
@@ -56,7 +56,7 @@ def table(records: list[dict], lrs: list[float]) -> str:
 def overall(records: list[dict]) -> str:
     """The rate with the best dev F1 averaged over every (fusion, N, epoch cap) cell, overall and
     per fusion: what the defaults are chosen from."""
-    from layercache.experiments.report import by_cell, lr_of
+    from layerfuse.experiments.report import by_cell, lr_of
 
     per = defaultdict(lambda: defaultdict(list))  # fusion -> lr -> cell means
     for (fusion, _, _), runs in by_cell(records).items():

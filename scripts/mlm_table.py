@@ -1,11 +1,11 @@
-"""The paper's Table 3 on layercache's built-in corpus: masked-token perplexity of Base, +n layers,
+"""The paper's Table 3 on layerfuse's built-in corpus: masked-token perplexity of Base, +n layers,
 Concat and DWAtt (the paper's score and the scaled one), trained FE (from the MLM cache) and FT
 (the backbone fine-tuned end to end with the head), mean ± 95% CI over seeds.
 
 Data: `extract --task mlm --dataset wiki-offline` (English Wikipedia lead sections, blocks of 128
 subwords, 15% of tokens masked once and stored; extracted first when missing). Every run trains
 on the same number of train blocks (--blocks, a seeded sample), batch 8 (the paper's), for
---epochs epochs; FT at the paper's lr 5e-5 with train masks redrawn each epoch, FE at layercache's
+--epochs epochs; FT at the paper's lr 5e-5 with train masks redrawn each epoch, FE at layerfuse's
 per-head defaults. Dev perplexity is scored at the end of every epoch on all dev blocks; the table
 reports the best dev perplexity and the test perplexity of the head at that point, both on the
 cache's fixed masks (the same positions in FE and FT). The reference lines: the backbone with the
@@ -31,7 +31,7 @@ def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--model", default="all-MiniLM-L6-v2")
     p.add_argument("--dataset", default="wiki-offline")
-    p.add_argument("--cache-dir", default=None, help="cache root (default: $LAYERCACHE_HOME)")
+    p.add_argument("--cache-dir", default=None, help="cache root (default: $LAYERFUSE_HOME)")
     p.add_argument("--modes", default="fe,ft")
     p.add_argument("--heads", default=",".join(HEADS))
     p.add_argument("--blocks", type=int, default=256, help="train blocks per run (a seeded sample)")
@@ -44,8 +44,8 @@ def parse_args(argv=None):
 
 
 def configs_of(args, mode: str) -> list:
-    from layercache.training import TrainConfig
-    from layercache.training.runtime import resolve_precision
+    from layerfuse.training import TrainConfig
+    from layerfuse.training.runtime import resolve_precision
 
     precision = resolve_precision("auto")
     return [TrainConfig(task="mlm", mode=mode, fusion=head.split()[0], shots=args.blocks, epochs=args.epochs,
@@ -59,7 +59,7 @@ def head_of(record: dict) -> str:
 
 
 def cell(values: list[float]) -> str:
-    from layercache.experiments.report import ci95
+    from layerfuse.experiments.report import ci95
 
     if not values:
         return "-"
@@ -87,7 +87,7 @@ def table(records: dict, heads: list[str], reference: dict, vocab: int) -> str:
 def main(argv=None) -> str:
     from dataclasses import replace
 
-    from layercache.experiments import load_cached, load_live, resolve_entry, run_grid
+    from layerfuse.experiments import load_cached, load_live, resolve_entry, run_grid
 
     args = parse_args(argv)
     entry = resolve_entry(model=args.model, dataset=args.dataset, cache_dir=args.cache_dir,
@@ -108,7 +108,7 @@ def main(argv=None) -> str:
             f"{entry.split('dev').n_sentences:,} dev, {entry.split('test').n_sentences:,} test blocks of "
             f"{entry.meta['block_size']} subwords; {entry.meta['mlm_probability']:.0%} masked). {args.blocks} train "
             f"blocks per run, batch 8, {args.epochs} epochs, seeds 0..{args.seeds - 1}, precision "
-            f"{first['config']['precision']}; FE at layercache's per-head learning rates, FT at 5e-5. Best dev "
+            f"{first['config']['precision']}; FE at layerfuse's per-head learning rates, FT at 5e-5. Best dev "
             f"perplexity and the test perplexity at that point, mean ± 95% CI over seeds. Median seconds per run: "
             + ", ".join(f"{m.upper()} {statistics.median(r['seconds']['total'] for r in rs):.0f}"
                         for m, rs in records.items())

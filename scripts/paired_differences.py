@@ -22,7 +22,7 @@ from pathlib import Path
 
 from _common import RESULTS, against_zero, paired_diffs, results_path, write_results
 
-from layercache.experiments.report import ci95
+from layerfuse.experiments.report import ci95
 
 FILES = ["gpu/compare_fe_ft_conll.jsonl", "gpu/compare_extra_subword.word.jsonl",
          "gpu/compare_extra_subword.subword.jsonl", "gpu/compare_extra_subword.subword-special.jsonl",

@@ -4,14 +4,14 @@ every epoch (the paper's Figure 4 setting), with the test F1 at each run's best 
 
     python scripts/paired_grid_conll.py --data PATH/conll2003 [--cache PATH/entry]
 
-Runs the grid (3 heads x 5 N x 5 seeds = 75 runs by default) through `layercache.experiments.run_grid`
+Runs the grid (3 heads x 5 N x 5 seeds = 75 runs by default) through `layerfuse.experiments.run_grid`
 into --out (runs/paired_grid_conll.jsonl; resumable: runs already there are skipped), copies the
 grid's records to --records (docs/results/paired_grid_conll.jsonl, so the numbers can be checked
 run by run), and writes --table (docs/results/paired_grid_conll.md): per head and N the mean ± 95% CI
 of the best dev F1 and of the test F1 at it; per N the paired differences DWAtt − Concat, DWAtt −
 extra and Concat − extra, seed by seed (the heads of one seed train on the same sample), with their
 95% CIs (Student t); and the mean dev F1 after selected epochs (Figure 4's curve, per head and N).
-The heads run at layercache's defaults (each head's own learning rate, DWAtt's scaled score) unless
+The heads run at layerfuse's defaults (each head's own learning rate, DWAtt's scaled score) unless
 --lr or --layer-score say otherwise, under --precision (auto: bf16 where this CPU runs it faster).
 --paper-score-lr adds DWAtt with the paper's unscaled score at its own rate, on the same samples,
 paired with scaled DWAtt and with Concat.
@@ -121,7 +121,7 @@ def copy_records(records: list[dict], path: str) -> None:
 
 def grids(args, entry) -> list:
     """Seed by seed: a grid cut short leaves whole seeds, every head of a seed on its sample."""
-    from layercache.training.runtime import resolve_precision
+    from layerfuse.training.runtime import resolve_precision
 
     configs = conll_grid(args, precision=resolve_precision(args.precision))
     if args.paper_score_lr:
@@ -135,7 +135,7 @@ def run_or_read(args, entry, configs: list, results: str, **options) -> list[dic
     """The grid's runs, or with --no-run those of them already in ``results``."""
     if not args.no_run:
         return run_conll_grid(args, entry, configs, results, **options)
-    from layercache.experiments import read_results, run_id
+    from layerfuse.experiments import read_results, run_id
 
     done = read_results(results) if os.path.exists(results) else {}
     return [done[run_id(c)] for c in configs if run_id(c) in done]
@@ -154,7 +154,7 @@ def report(run) -> str:
     done = "" if len(records) == planned else f" **{len(records)} of the {planned} planned runs finished.**"
     text = (f"CoNLL-2003, {entry.meta.get('model')} FE from the cache, {args.epochs} epochs, dev F1 after every "
             f"epoch on the whole dev split, the test F1 of each run's head at its best dev point (whole test "
-            f"split); batch {args.batch_size}; learning rates {', '.join(lrs)} (layercache's defaults unless "
+            f"split); batch {args.batch_size}; learning rates {', '.join(lrs)} (layerfuse's defaults unless "
             f"the command sets --lr); DWAtt's layer score {', '.join(scores) or '-'}; precision "
             f"{', '.join(precisions)}; seeds {', '.join(map(str, seeds))} ({len(records)} runs).{done} "
             f"F1 x100. The heads of one seed train on the same sample (checked by its fingerprint), so "

@@ -1,12 +1,12 @@
 """Per-layer probing on CoNLL-2003 (Tenney et al. 2019; Hewitt and Liang 2019): POS, chunk and NER
 over one cache per model, each model extracted once (its three label sets share the hidden states).
-For every model: `layercache probe` at its defaults on the whole train split (a linear probe per layer
+For every model: `layerfuse probe` at its defaults on the whole train split (a linear probe per layer
 0..L and a ScalarMix probe, control tasks on), several seeds; writes per model
 ``docs/results/probe_conll/<model>/probe.{jsonl,md,png}`` and one summary,
 ``docs/results/probe_conll.md``: extraction and probing seconds, each task's expected layers, and the
 per-task tables.
 
-    LAYERCACHE_HOME=/tmp/lc python scripts/probe_conll.py [--models all-MiniLM-L6-v2,all-mpnet-base-v2]
+    LAYERFUSE_HOME=/tmp/lc python scripts/probe_conll.py [--models all-MiniLM-L6-v2,all-mpnet-base-v2]
         [--seeds 0,1,2] [--data DATA_DIR]
 
 Resumable: a rerun reads each model's probe.jsonl and trains only the probes missing from it.
@@ -20,7 +20,7 @@ import time
 
 from _common import CONLL, MODEL, conll_entry, results_path, say, split_list, write_results
 
-from layercache.probing import run_probes, write_report
+from layerfuse.probing import run_probes, write_report
 
 LABEL_SETS = ("pos", "chunk", "ner")  # Tenney et al.'s order: POS lowest, chunks, then entities
 

@@ -22,7 +22,7 @@ def main(argv=None) -> None:
     p.add_argument("--sentences", type=int, default=3000)
     p.add_argument("--top", type=int, default=35)
     args = p.parse_args(argv)
-    from layercache.extract.run import ExtractConfig, extract
+    from layerfuse.extract.run import ExtractConfig, extract
 
     tmp = Path(tempfile.mkdtemp(prefix="profile_extract_"))
     write_subset(args.data, args.sentences, tmp / "data")

@@ -4,7 +4,7 @@ to check whether the layer ranking survives scarce data. Prints a markdown table
 writes it to --table (docs/results/rank_layers_conll.md) and the figure beside it (--plot,
 docs/results/rank_layers_conll.png).
 
-    LAYERCACHE_HOME=/tmp/lc python scripts/rank_layers_conll.py [--data DATA_DIR]
+    LAYERFUSE_HOME=/tmp/lc python scripts/rank_layers_conll.py [--data DATA_DIR]
 """
 
 from __future__ import annotations
@@ -16,10 +16,10 @@ from pathlib import Path
 
 from _common import CONLL, conll_entry, publish, results_path, say
 
-from layercache.experiments.plots import plot_scores
-from layercache.layers import pick_layers
-from layercache.layers.scores import score_layers
-from layercache.training.sampling import entity_types, few_shot_sample
+from layerfuse.experiments.plots import plot_scores
+from layerfuse.layers import pick_layers
+from layerfuse.layers.scores import score_layers
+from layerfuse.training.sampling import entity_types, few_shot_sample
 
 SEEDS = (0, 1, 2)
 SHOTS = (8, 128)

@@ -40,21 +40,21 @@ from _common import (
     write_results,
 )
 
-from layercache.cache.manage import list_entries
+from layerfuse.cache.manage import list_entries
 
 
 def extract_figures(name: str, data: Path, model: Path, env: dict) -> dict:
-    from layercache.cache.manage import bytes_on_disk
-    from layercache.experiments.find import resolve_entry
-    from layercache.extract.estimate import estimate
-    from layercache.extract.run import ExtractConfig
+    from layerfuse.cache.manage import bytes_on_disk
+    from layerfuse.experiments.find import resolve_entry
+    from layerfuse.extract.estimate import estimate
+    from layerfuse.extract.run import ExtractConfig
 
     base = ["extract", "--model", str(model), "--dataset", str(data), "--precision", "bf16", "--quiet"]
     dry = run_command([*base, "--dry-run"], env)  # what the user sees; the figure comes from the same estimator
     guess = estimate(ExtractConfig(model=str(model), dataset=str(data), precision="bf16",
-                                   cache_dir=env["LAYERCACHE_HOME"]), rate=False)
+                                   cache_dir=env["LAYERFUSE_HOME"]), rate=False)
     done = run_command(base, env)
-    entry = resolve_entry(model=str(model), dataset=str(data), cache_dir=env["LAYERCACHE_HOME"],
+    entry = resolve_entry(model=str(model), dataset=str(data), cache_dir=env["LAYERFUSE_HOME"],
                           extract_options={"precision": "bf16"}, log=say)
     written = bytes_on_disk(entry.path)
     estimate = guess.entry_bytes + sum(s.bytes for s in guess.splits)
@@ -67,8 +67,8 @@ def extract_figures(name: str, data: Path, model: Path, env: dict) -> dict:
 
 def speed_figures(model: Path, data: Path, root: Path, env: dict, *, repeats: int) -> dict:
     """Words/s of `extract` (fp32, bf16) against the forward pass alone on the same batches."""
-    from layercache.extract.datasets import load_dataset
-    from layercache.extract.run import ExtractConfig, extract
+    from layerfuse.extract.datasets import load_dataset
+    from layerfuse.extract.run import ExtractConfig, extract
 
     words = [w for w, _ in load_dataset(str(data)).splits["train"]]
     n = sum(len(w) for w in words)
@@ -160,8 +160,8 @@ def main(argv=None) -> dict:
     p.add_argument("--repeats", type=int, default=3)
     args = p.parse_args(argv)
     out, report = Path(args.out), Path(args.report)
-    env = dict(os.environ, LAYERCACHE_HOME=str(out / "cache"), PYTHONPATH=str(REPO))
-    os.environ["LAYERCACHE_HOME"] = env["LAYERCACHE_HOME"]
+    env = dict(os.environ, LAYERFUSE_HOME=str(out / "cache"), PYTHONPATH=str(REPO))
+    os.environ["LAYERFUSE_HOME"] = env["LAYERFUSE_HOME"]
     model = build_encoder(out / "roberta-large-shape")
     data = Path(conll_data(args.data))
     sets = {"large": write_dataset(out / "data-large", data, {"train": args.train_sentences, "dev": args.eval_sentences,
@@ -175,10 +175,10 @@ def main(argv=None) -> dict:
     fig["speed"] = speed_figures(model, speed_data, out / "speed-cache", env, repeats=args.repeats)
     entries = {e["dataset"]: e["entry"] for e in fig["extract"]}
     # The design card's way in: --model/--dataset with extract's default options finds the bf16 entry.
-    before = len(list_entries(env["LAYERCACHE_HOME"], sizes=False))
+    before = len(list_entries(env["LAYERFUSE_HOME"], sizes=False))
     budget = run_command(["train", "--model", str(model), "--dataset", str(sets["large"]), "--dry-run"], env)
     fig["budget"], fig["reuse_log"] = budget["stdout"], budget["stderr"].strip().splitlines()[-1:]
-    if len(list_entries(env["LAYERCACHE_HOME"], sizes=False)) != before:
+    if len(list_entries(env["LAYERFUSE_HOME"], sizes=False)) != before:
         raise SystemExit("rehearsal: train --model/--dataset wrote a second entry")
     fig["train"] = {"large": train_figures(entries["large"], env, out / "runs-large",
                                            fusions=("concat", "dwatt", "extra"),

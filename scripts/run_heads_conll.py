@@ -1,7 +1,7 @@
 """Few-shot FE heads on CoNLL-2003 with all-MiniLM-L6-v2, for the README table.
 
 Runs every fusion at each N for each seed (25 epochs by default) through
-`layercache.experiments.run_grid` (the cache read once, one JSON line per run appended to --out,
+`layerfuse.experiments.run_grid` (the cache read once, one JSON line per run appended to --out,
 runs already there skipped, so an interrupted run resumes), then prints a markdown table of best
 dev F1 and the test F1 at it (mean ± std over seeds) and seconds per run, and writes it to --table
 (docs/results/run_heads_conll.md).
@@ -10,7 +10,7 @@ dev F1 and the test F1 at it (mean ± std over seeds) and seconds per run, and w
     python scripts/run_heads_conll.py --seeds 1 --shots 8  # a quick check
 
 The cache is the one `extract --model all-MiniLM-L6-v2 --dataset <data>` makes (train, dev and test)
-(extracted here first when missing); its root is --cache-dir, else $LAYERCACHE_HOME.
+(extracted here first when missing); its root is --cache-dir, else $LAYERFUSE_HOME.
 
 Cost on a 2-core AMD EPYC (AVX2, fp32), --threads 1, per run: N=128 base 2.4 s, concat 18 s,
 dwatt 35 s, extra 52 s, scalarmix 4 s; N=8 2, 7, 13, 16, 2 s (the 5 evaluations on all 3,250 dev

@@ -1,4 +1,4 @@
-"""A screenshot of the page `layercache serve` shows, taken in headless Chromium.
+"""A screenshot of the page `layerfuse serve` shows, taken in headless Chromium.
 
     python scripts/screenshot_serve_page.py --cache-dir ROOT --runs runs/sweep \
         [--out docs/results/screenshot_serve_page.png]
@@ -37,7 +37,7 @@ def chromium(*, width: int = WIDTH, height: int = 900):
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
 
-    with tempfile.TemporaryDirectory(prefix="layercache-chromium-") as profile:
+    with tempfile.TemporaryDirectory(prefix="layerfuse-chromium-") as profile:
         options = webdriver.ChromeOptions()
         options.binary_location = CHROMIUM  # with the driver's path too, selenium looks for nothing itself
         for flag in (*CHROMIUM_FLAGS, f"--user-data-dir={profile}", f"--window-size={width},{height}"):
@@ -70,8 +70,8 @@ def main(argv: list[str] | None = None) -> Path:
     parser.add_argument("--out", default=results_path("screenshot_serve_page", ".png"))
     parser.add_argument("--width", type=int, default=WIDTH)
     args = parser.parse_args(argv)
-    from layercache.serve.state import ServerState
-    from layercache.serve.threaded import BackgroundServer
+    from layerfuse.serve.state import ServerState
+    from layerfuse.serve.threaded import BackgroundServer
 
     state = ServerState(root=Path(args.cache_dir), token=secrets.token_urlsafe(), runs=[Path(r) for r in args.runs])
     with BackgroundServer(state) as server, chromium(width=args.width) as driver:

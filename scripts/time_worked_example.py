@@ -3,7 +3,7 @@
     python scripts/time_worked_example.py            # writes docs/results/worked_example_times.md
 
 Each command of the README's first bash block after "A worked example on the built-in data" runs in
-order in bash, in a fresh folder with a fresh cache root (``LAYERCACHE_HOME``), so the first
+order in bash, in a fresh folder with a fresh cache root (``LAYERFUSE_HOME``), so the first
 `extract` pays for everything a new user's does. A command that exits non-zero stops the script with
 one line: the example no longer runs as typed.
 """
@@ -47,7 +47,7 @@ def main(argv=None) -> str:
     steps = commands(Path(args.readme).read_text(encoding="utf-8"))
     rows, total = [], 0.0
     with tempfile.TemporaryDirectory() as work:
-        env = dict(os.environ, LAYERCACHE_HOME=os.path.join(work, "cache"),
+        env = dict(os.environ, LAYERFUSE_HOME=os.path.join(work, "cache"),
                    PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""))
         for step, command in steps:
             say(f"$ {command}")

@@ -14,10 +14,10 @@ import pytest
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-if "LAYERCACHE_HOME" not in os.environ:  # what tests write by default (precision.json, caches) stays out of ~
+if "LAYERFUSE_HOME" not in os.environ:  # what tests write by default (precision.json, caches) stays out of ~
     import tempfile
 
-    os.environ["LAYERCACHE_HOME"] = tempfile.mkdtemp(prefix="layercache-tests-")
+    os.environ["LAYERFUSE_HOME"] = tempfile.mkdtemp(prefix="layerfuse-tests-")
 
 SHARED_CONLL = Path(__file__).resolve().parents[2] / "shared" / "data" / "conll2003"
 
@@ -59,13 +59,13 @@ def slow_extract_child(options: str = "") -> str:
     return textwrap.dedent(
         f"""
         import sys, time
-        from layercache.cache import writer
+        from layerfuse.cache import writer
         original = writer.SplitWriter.write_unit
         def slow(self, unit, rows):
             original(self, unit, rows)
             time.sleep(float(sys.argv[4]))
         writer.SplitWriter.write_unit = slow
-        from layercache.extract.run import ExtractConfig, extract
+        from layerfuse.extract.run import ExtractConfig, extract
         extract(ExtractConfig(model=sys.argv[1], dataset=sys.argv[2], cache_dir=sys.argv[3], unit_rows=256,
                               splits=("train",){options}), progress=False)
         """
@@ -79,8 +79,8 @@ def kill_mid_extraction(child, path: str, *, after_units: int, n_units: int = 5)
     import signal
     import time
 
-    from layercache.cache.reader import open_entry
-    from layercache.errors import IncompleteEntryError
+    from layerfuse.cache.reader import open_entry
+    from layerfuse.errors import IncompleteEntryError
 
     deadline = time.time() + 120
     while units_done(path) < after_units and child.poll() is None and time.time() < deadline:
@@ -218,7 +218,7 @@ def tiny_roberta_dir(tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def tiny_cache(tmp_path_factory, tiny_bert_dir, tiny_conll_dir) -> str:
     """An extracted entry (train/dev/test) of the tiny BERT over the tiny dataset."""
-    from layercache.extract.run import ExtractConfig, extract
+    from layerfuse.extract.run import ExtractConfig, extract
 
     root = tmp_path_factory.mktemp("cache")
     config = ExtractConfig(model=str(tiny_bert_dir), dataset=str(tiny_conll_dir), cache_dir=str(root), unit_rows=256)
@@ -258,9 +258,9 @@ def entry_copy(tiny_cache, tmp_path) -> str:
 
 @pytest.fixture(autouse=True)
 def _fresh_activation_store():
-    """Each test opens its splits anew: the process-wide store (`layercache.training.store`) would
+    """Each test opens its splits anew: the process-wide store (`layerfuse.training.store`) would
     otherwise hand one test the splits another test read, under another memory budget."""
-    from layercache.training import store
+    from layerfuse.training import store
 
     store.clear()
     yield

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from layercache.training import budget, load_data, store, train_head
+from layerfuse.training import budget, load_data, store, train_head
 
 
 def held_and_streamed_dev_f1(entry, config, monkeypatch) -> tuple[list[float], list[float]]:

@@ -39,11 +39,11 @@ def blocks() -> list:
 @pytest.fixture(scope="module")
 def exported_model(tiny_cache, tmp_path_factory) -> Path:
     """A head trained briefly on the tiny entry, exported: what the export guide's block loads."""
-    from layercache.cache.reader import open_entry
-    from layercache.hf.export import export_head
-    from layercache.training import TrainConfig, train_head
-    from layercache.training.checkpoint import save_checkpoint
-    from layercache.training.data import load_data
+    from layerfuse.cache.reader import open_entry
+    from layerfuse.hf.export import export_head
+    from layerfuse.training import TrainConfig, train_head
+    from layerfuse.training.checkpoint import save_checkpoint
+    from layerfuse.training.data import load_data
 
     entry = open_entry(tiny_cache)
     data = load_data(entry)
@@ -68,7 +68,7 @@ def test_block_runs_as_typed(code, tiny_cache, exported_model, tmp_path):
         (tmp_path / EXPORTED).parent.mkdir(parents=True)
         (tmp_path / EXPORTED).symlink_to(exported_model, target_is_directory=True)
     (tmp_path / "example.py").write_text(code + "\n", encoding="utf-8")
-    env = dict(os.environ, LAYERCACHE_HOME=str(Path(tiny_cache).parent), HF_HUB_OFFLINE="1")
+    env = dict(os.environ, LAYERFUSE_HOME=str(Path(tiny_cache).parent), HF_HUB_OFFLINE="1")
     out = subprocess.run([sys.executable, "example.py"], cwd=tmp_path, env=env, capture_output=True, text=True,
                          timeout=600)
     assert out.returncode == 0, out.stderr[-3000:]

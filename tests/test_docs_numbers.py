@@ -118,9 +118,9 @@ def test_the_check_finds_a_figure_that_no_results_file_holds(tmp_path):
 
 
 def test_the_cli_reference_documents_every_command():
-    """docs/reference/cli.md has one generated block per command of the `layercache` group."""
-    from layercache.cli.main import main
+    """docs/reference/cli.md has one generated block per command of the `layerfuse` group."""
+    from layerfuse.cli.main import main
 
     page = (ROOT / "docs" / "reference" / "cli.md").read_text(encoding="utf-8")
-    documented = set(re.findall(r":prog_name: layercache ([\w-]+)", page))
+    documented = set(re.findall(r":prog_name: layerfuse ([\w-]+)", page))
     assert documented == set(main.commands), f"documented {sorted(documented)}, commands {sorted(main.commands)}"

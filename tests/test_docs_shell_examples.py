@@ -2,7 +2,7 @@
 says why not in an HTML comment on the line before it (``<!-- not run by the tests: ... -->``, as the
 Python blocks do: a GPU, the hub, S3, torchrun, a server left running, pip, data the reader downloads).
 
-The blocks of a page run in order, in a folder of their own, with the cache root ($LAYERCACHE_HOME) a
+The blocks of a page run in order, in a folder of their own, with the cache root ($LAYERFUSE_HOME) a
 copy of the root holding the tiny test entry: what the worked example's `extract` writes is the tiny
 entry here (`extract` alone names it), and sizes meant for real data are scaled to it (`TINY`). Each
 command is the console script it names (`[project.scripts]`), invoked in this process (an interpreter
@@ -127,7 +127,7 @@ def _plain(text: str) -> str | None:
         return f"{text!r} needs a shell ({shell.group()!r})"
     verb = shlex.split(text)[0]
     if verb not in SCRIPTS and verb != "ls":
-        return f"{text!r}: {verb!r} is not a layercache command"
+        return f"{text!r}: {verb!r} is not a layerfuse command"
     return None
 
 
@@ -178,7 +178,7 @@ def _run(text: str, comment: str, cwd: Path) -> None:
 
 @pytest.mark.parametrize("page", _pages())
 def test_shell_blocks_run_as_typed(page, tiny_cache, tiny_bert_dir, tiny_conll_dir, tmp_path, monkeypatch):
-    from layercache.experiments import runner
+    from layerfuse.experiments import runner
 
     commands = [c for b in blocks() if b.page == page and b.skip is None for c in b.commands]
     texts = [c.text for c in commands]
@@ -196,7 +196,7 @@ def test_shell_blocks_run_as_typed(page, tiny_cache, tiny_bert_dir, tiny_conll_d
     work = tmp_path / "work"
     work.mkdir()
     monkeypatch.chdir(work)
-    monkeypatch.setenv("LAYERCACHE_HOME", str(root))
+    monkeypatch.setenv("LAYERFUSE_HOME", str(root))
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     for command in commands:
         text = command.text

@@ -11,10 +11,10 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-PACKAGE = Path(__file__).resolve().parents[1] / "layercache"
+PACKAGE = Path(__file__).resolve().parents[1] / "layerfuse"
 
 # Bottom to top. A module may import its own package and any package of a lower layer; packages of
-# one layer are independent of each other. ``layercache`` is the package's own __init__.
+# one layer are independent of each other. ``layerfuse`` is the package's own __init__.
 LAYERS = (
     ("errors", "versions", "display", "hub", "lifeline"),  # imports nothing of the project
     ("tasks", "transfer"),  # the task registry (no torch); host arrays onto the device
@@ -26,12 +26,12 @@ LAYERS = (
     ("hf",),  # trained heads as transformers models
     ("serve",),  # the HTTP service
     ("cli",),  # every command
-    ("__main__", "layercache"),  # ``python -m layercache``; ``import layercache``
+    ("__main__", "layerfuse"),  # ``python -m layerfuse``; ``import layerfuse``
 )
 
 
 def modules() -> dict[str, Path]:
-    """``{"layercache.training.data": path}`` of every module, packages by their __init__."""
+    """``{"layerfuse.training.data": path}`` of every module, packages by their __init__."""
     found = {}
     for path in sorted(PACKAGE.rglob("*.py")):
         parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
@@ -69,7 +69,7 @@ def import_graph() -> dict[str, dict[str, int]]:
             else:
                 continue
             for target in targets:
-                if target != "layercache" and not target.startswith("layercache."):
+                if target != "layerfuse" and not target.startswith("layerfuse."):
                     continue
                 target = known(target)
                 if target and target != name:
@@ -78,7 +78,7 @@ def import_graph() -> dict[str, dict[str, int]]:
 
 
 def layer_of(module: str) -> tuple[str, int]:
-    """(top-level name, layer index) of a module: ``layercache.training.data`` -> ("training", 4)."""
+    """(top-level name, layer index) of a module: ``layerfuse.training.data`` -> ("training", 4)."""
     top = module.split(".")[1] if "." in module else module
     for index, layer in enumerate(LAYERS):
         if top in layer:
@@ -151,5 +151,5 @@ def test_no_lower_layer_imports_a_higher_one():
 def test_the_graph_sees_imports_inside_functions():
     graph = import_graph()
     # `task_of` at module level, the task's head class inside a function
-    assert "layercache.tasks" in graph["layercache.training.tasks"]
-    assert "layercache.finetune.live" in graph["layercache.inference.predictor"]  # inside a method
+    assert "layerfuse.tasks" in graph["layerfuse.training.tasks"]
+    assert "layerfuse.finetune.live" in graph["layerfuse.inference.predictor"]  # inside a method

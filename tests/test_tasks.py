@@ -6,8 +6,8 @@ import sys
 
 import pytest
 
-from layercache.errors import LayercacheError
-from layercache.tasks import DEFAULT_TASK, MLM, NER, TASKS, Task, task_of
+from layerfuse.errors import LayerfuseError
+from layerfuse.tasks import DEFAULT_TASK, MLM, NER, TASKS, Task, task_of
 
 
 def test_names_are_the_persisted_values():
@@ -24,15 +24,15 @@ def test_task_of_names_mappings_and_objects(source, expected):
 
 
 def test_task_of_a_config():
-    from layercache.extract.run import ExtractConfig
-    from layercache.training.config import TrainConfig
+    from layerfuse.extract.run import ExtractConfig
+    from layerfuse.training.config import TrainConfig
 
     assert task_of(TrainConfig(fusion="concat", shots=1, epochs=1, seed=0, task="mlm", layers="1")) is MLM
     assert task_of(ExtractConfig()) is NER and ExtractConfig(task="mlm").task_info is MLM
 
 
 def test_unknown_task_is_named_with_the_choices():
-    with pytest.raises(LayercacheError, match="'pos'.*ner, mlm"):
+    with pytest.raises(LayerfuseError, match="'pos'.*ner, mlm"):
         task_of("pos")
 
 
@@ -44,8 +44,8 @@ def test_what_the_library_asks():
 
 
 def test_heads_and_training_behaviour_are_found_by_the_task():
-    from layercache.fusions import FusedMaskedLM, TokenTagger
-    from layercache.training import tasks as training
+    from layerfuse.fusions import FusedMaskedLM, TokenTagger
+    from layerfuse.training import tasks as training
 
     assert training.head_class(NER) is TokenTagger and training.head_class(MLM) is FusedMaskedLM
     assert isinstance(training.training_of(NER), training.NER) and isinstance(training.training_of("mlm"), training.MLM)
@@ -53,16 +53,16 @@ def test_heads_and_training_behaviour_are_found_by_the_task():
 
 
 def test_extract_config_asks_the_task():
-    from layercache.extract.run import ExtractConfig
+    from layerfuse.extract.run import ExtractConfig
 
     mlm = ExtractConfig(task="mlm", granularity="word")
     assert mlm.granularity == "subword" and mlm.dataset == MLM.default_dataset
     assert ExtractConfig().dataset == NER.default_dataset
-    with pytest.raises(LayercacheError, match="need --task mlm"):
+    with pytest.raises(LayerfuseError, match="need --task mlm"):
         ExtractConfig(block_size=64)
 
 
 def test_the_registry_imports_no_torch():
-    code = "import sys, layercache.tasks; print('torch' in sys.modules)"
+    code = "import sys, layerfuse.tasks; print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "False"

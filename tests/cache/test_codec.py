@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 import torch
 
-from layercache.cache.codec import CODECS, codec_of, decode_torch, first_overflow, wider_dtypes
-from layercache.cache.writer import STORAGE_DTYPES
-from layercache.extract.run import DTYPE_BYTES, DTYPES
+from layerfuse.cache.codec import CODECS, codec_of, decode_torch, first_overflow, wider_dtypes
+from layerfuse.cache.writer import STORAGE_DTYPES
+from layerfuse.extract.run import DTYPE_BYTES, DTYPES
 
 
 def test_one_codec_per_storage_dtype():

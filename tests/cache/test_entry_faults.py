@@ -11,10 +11,10 @@ import pytest
 from cli_output import one_error_line
 from click.testing import CliRunner
 
-from layercache.cache.manage import verify
-from layercache.cache.reader import open_entry
-from layercache.cli.main import main
-from layercache.errors import LayercacheError
+from layerfuse.cache.manage import verify
+from layerfuse.cache.reader import open_entry
+from layerfuse.cli.main import main
+from layerfuse.errors import LayerfuseError
 
 
 # What each lost chunk would have read as without the entry's file list: zeros for hidden states,
@@ -27,7 +27,7 @@ from layercache.errors import LayercacheError
 ])
 def test_a_lost_chunk_file_is_an_error_never_zeros(entry_copy, array, chunk, read):
     os.remove(os.path.join(entry_copy, "train", array, *chunk.split("/")))
-    with pytest.raises(LayercacheError, match=rf"array train/{array}, chunk {chunk} is missing"):
+    with pytest.raises(LayerfuseError, match=rf"array train/{array}, chunk {chunk} is missing"):
         read(open_entry(entry_copy).split("train"))
     problems = verify(entry_copy)
     assert problems == [f"{entry_copy}: array train/{array}, chunk {chunk} is missing (file train/{array}/{chunk})"]

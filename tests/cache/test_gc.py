@@ -1,4 +1,4 @@
-"""`layercache gc`: the least recently used complete entries go first, until the root fits; never
+"""`layerfuse gc`: the least recently used complete entries go first, until the root fits; never
 one being written, open in a reader, or partial; --dry-run removes nothing; sizes parse or fail in
 one line."""
 
@@ -12,13 +12,13 @@ import pytest
 import zarr
 from click.testing import CliRunner
 
-from layercache.cache import usage
-from layercache.cache.gc import collect, parse_size
-from layercache.cache.lock import EntryLock
-from layercache.cache.manage import bytes_on_disk
-from layercache.cache.reader import open_entry
-from layercache.cli.main import main
-from layercache.errors import LayercacheError
+from layerfuse.cache import usage
+from layerfuse.cache.gc import collect, parse_size
+from layerfuse.cache.lock import EntryLock
+from layerfuse.cache.manage import bytes_on_disk
+from layerfuse.cache.reader import open_entry
+from layerfuse.cli.main import main
+from layerfuse.errors import LayerfuseError
 
 HOUR = 3600.0
 
@@ -126,7 +126,7 @@ def test_sizes(text, size):
 
 @pytest.mark.parametrize("text", ["", "G", "-5G", "20X", "twenty", "1e9", "5 G B"])
 def test_a_bad_size_is_a_one_line_error(text, tmp_path):
-    with pytest.raises(LayercacheError, match="is not a size"):
+    with pytest.raises(LayerfuseError, match="is not a size"):
         parse_size(text)
     out = CliRunner().invoke(main, ["gc", "--max-size", text, "--cache-dir", str(tmp_path)])
     assert out.exit_code == 1 and out.output.startswith("error: --max-size") and out.output.count("\n") == 1
@@ -138,8 +138,8 @@ def test_an_object_store_root_is_refused_in_one_line():
 
 
 def test_a_local_read_is_recorded_and_rm_leaves_no_record(make_entry, monkeypatch):
-    from layercache.cache.manage import remove
-    from layercache.cache.reader import open_entry
+    from layerfuse.cache.manage import remove
+    from layerfuse.cache.reader import open_entry
 
     path = make_entry("a")
     monkeypatch.setattr(usage, "_recorded", {})  # no earlier read of this process throttles this one

@@ -10,11 +10,11 @@ import numpy as np
 import pytest
 import zarr
 
-from layercache.cache.int8 import SCALES, dequantize, quantize
-from layercache.cache.manage import verify
-from layercache.cache.reader import open_entry
-from layercache.errors import LayercacheError
-from layercache.extract.run import ExtractConfig, extract
+from layerfuse.cache.int8 import SCALES, dequantize, quantize
+from layerfuse.cache.manage import verify
+from layerfuse.cache.reader import open_entry
+from layerfuse.errors import LayerfuseError
+from layerfuse.extract.run import ExtractConfig, extract
 
 
 def test_round_trip_is_within_half_a_step_of_each_vector():
@@ -78,6 +78,6 @@ def test_verify_checks_int8_chunks_and_scales(int8_cache, tmp_path):
     problems = verify(entry)
     assert any(f"array train/{SCALES}, chunk (1, 0)" in p for p in problems), problems
     assert any("array train/hidden, chunk (2, 0, 0)" in p for p in problems), problems
-    with pytest.raises(LayercacheError, match=f"train/{SCALES}, chunk \\(1, 0\\) fails its crc32c"):
+    with pytest.raises(LayerfuseError, match=f"train/{SCALES}, chunk \\(1, 0\\) fails its crc32c"):
         split = open_entry(entry).split("train")
         split.hidden(sentences=[int(np.searchsorted(split.offsets, 300))], layers=[0])  # rows in the second unit

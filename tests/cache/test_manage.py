@@ -1,4 +1,4 @@
-"""`layercache ls | info | rm | verify`, and corruption detection by the crc32c checksums."""
+"""`layerfuse ls | info | rm | verify`, and corruption detection by the crc32c checksums."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from layercache.cache.manage import latest_complete, list_entries, verify
-from layercache.cache.reader import open_entry
-from layercache.cli.main import main
-from layercache.errors import LayercacheError
+from layerfuse.cache.manage import latest_complete, list_entries, verify
+from layerfuse.cache.reader import open_entry
+from layerfuse.cli.main import main
+from layerfuse.errors import LayerfuseError
 
 
 def test_ls_info_rm(entry_copy):
@@ -51,7 +51,7 @@ def test_flipped_byte_is_caught_by_verify_and_by_reads(entry_copy):
     assert out.exit_code == 1 and "train/hidden" in out.output
     split = open_entry(entry_copy).split("train")
     split.hidden(layers=[1])  # other layers' chunks are intact and still read
-    with pytest.raises(LayercacheError, match=r"train/hidden.*checksum"):
+    with pytest.raises(LayerfuseError, match=r"train/hidden.*checksum"):
         split.hidden(layers=[0])
 
 
@@ -62,6 +62,6 @@ def test_incomplete_split_is_not_listed_as_complete(entry_copy):
     root = os.path.dirname(entry_copy)
     assert latest_complete(root) is None
     assert open_entry(entry_copy).splits == ["train", "test"]
-    with pytest.raises(LayercacheError, match="incomplete"):
+    with pytest.raises(LayerfuseError, match="incomplete"):
         open_entry(entry_copy).split("dev")
     np.testing.assert_equal(open_entry(entry_copy).split("train").n_sentences, 122)

@@ -16,15 +16,15 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from layercache.cache import usage
-from layercache.cache.reader import open_entry
-from layercache.cli.main import main
+from layerfuse.cache import usage
+from layerfuse.cache.reader import open_entry
+from layerfuse.cli.main import main
 
 # Opens the entry, reads a layer, says so, then keeps the entry open until killed.
 READER = textwrap.dedent(
     """
     import sys, time
-    from layercache.cache.reader import open_entry
+    from layerfuse.cache.reader import open_entry
     entry = open_entry(sys.argv[1])
     entry.split("dev").hidden(layers=[1])
     print("open", flush=True)
@@ -100,14 +100,14 @@ def test_a_dropped_reader_releases_the_entry(entry):
 def test_an_entry_removed_while_being_opened_is_an_error_not_an_empty_entry(entry):
     import threading
 
-    from layercache.errors import LayercacheError
+    from layerfuse.errors import LayerfuseError
 
     outcome = []
 
     def reader():
         try:
             outcome.append(open_entry(entry))
-        except LayercacheError as exc:
+        except LayerfuseError as exc:
             outcome.append(exc)
 
     with usage.exclusive(entry):  # what `rm` holds while it deletes
@@ -118,4 +118,4 @@ def test_an_entry_removed_while_being_opened_is_an_error_not_an_empty_entry(entr
         shutil.rmtree(entry)
     thread.join(30)
     [error] = outcome
-    assert isinstance(error, LayercacheError) and "removed" in str(error), error
+    assert isinstance(error, LayerfuseError) and "removed" in str(error), error

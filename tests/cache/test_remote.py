@@ -25,7 +25,7 @@ def s3_root(monkeypatch):
     import s3fs
 
     s3fs.S3FileSystem.clear_instance_cache()
-    bucket = f"layercache-{uuid.uuid4().hex[:8]}"  # moto keeps state per process
+    bucket = f"layerfuse-{uuid.uuid4().hex[:8]}"  # moto keeps state per process
     s3fs.S3FileSystem().mkdir(bucket)
     yield f"s3://{bucket}/cache"
     server.stop()
@@ -34,9 +34,9 @@ def s3_root(monkeypatch):
 def test_entry_round_trips_through_s3(s3_root, tiny_bert_dir, tiny_conll_dir, tiny_cache):
     import s3fs
 
-    from layercache.cache.manage import list_entries, verify
-    from layercache.cache.reader import open_entry
-    from layercache.extract.run import ExtractConfig, extract
+    from layerfuse.cache.manage import list_entries, verify
+    from layerfuse.cache.reader import open_entry
+    from layerfuse.extract.run import ExtractConfig, extract
 
     config = ExtractConfig(model=str(tiny_bert_dir), dataset=str(tiny_conll_dir), cache_dir=s3_root, unit_rows=256)
     first = extract(config, progress=False, log=lambda m: None)
@@ -57,7 +57,7 @@ def test_a_live_lease_makes_a_second_writer_wait(s3_root):
     import threading
     import time
 
-    from layercache.cache.lock import EntryLock
+    from layerfuse.cache.lock import EntryLock
 
     path = s3_root + "/entry"
     order, messages = [], []

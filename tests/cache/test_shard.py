@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 import zarr
 
-from layercache.cache.shard import shard_files
-from layercache.cache.store import CHECKSUM
+from layerfuse.cache.shard import shard_files
+from layerfuse.cache.store import CHECKSUM
 
 
 def _hidden(root, name, *, n_rows, dtype, shard_rows=64, inner_rows=16, layers=3, d=8):
@@ -62,8 +62,8 @@ def test_other_layouts_go_through_zarr(tmp_path):
 @pytest.mark.parametrize("dtype", ["float16", "int8"])
 def test_extract_writes_the_bytes_zarr_would(tiny_bert_dir, tiny_conll_dir, tmp_path, monkeypatch, dtype):
     """`extract` on a local root takes the direct path, and its shards equal those zarr writes."""
-    import layercache.cache.writer as writer
-    from layercache.extract.run import ExtractConfig, extract
+    import layerfuse.cache.writer as writer
+    from layerfuse.extract.run import ExtractConfig, extract
 
     written = []
     files = writer.shard_files

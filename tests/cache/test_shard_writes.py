@@ -1,4 +1,4 @@
-"""LAYERCACHE_SHARD_WRITES, the writer's setting for measuring what writing costs
+"""LAYERFUSE_SHARD_WRITES, the writer's setting for measuring what writing costs
 (scripts/bench_extract.py --where): zarr's own pipeline writes the bytes the direct shard writer
 does; a value it does not know stops the extraction."""
 
@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 from conftest import split_arrays
 
-from layercache.cache.writer import WRITES_ENV
-from layercache.extract.run import ExtractConfig, extract
+from layerfuse.cache.writer import WRITES_ENV
+from layerfuse.extract.run import ExtractConfig, extract
 
 
 def _extract(tiny_bert_dir, tiny_conll_dir, root):

@@ -11,9 +11,9 @@ import pytest
 import zarr
 from click.testing import CliRunner
 
-from layercache.cache.manage import verify
-from layercache.cli.main import main
-from layercache.extract.run import ExtractConfig, extract
+from layerfuse.cache.manage import verify
+from layerfuse.cli.main import main
+from layerfuse.extract.run import ExtractConfig, extract
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,4 @@
-"""One command line: every command is `layercache <verb>` under the console scripts' names, the
+"""One command line: every command is `layerfuse <verb>` under the console scripts' names, the
 group's old names still work without being listed, and the bare `sweep`, `rank-layers` and
 `predict` scripts say they are deprecated and then run the command."""
 
@@ -12,8 +12,8 @@ import pytest
 import tomllib
 from click.testing import CliRunner
 
-from layercache.cli import deprecated
-from layercache.cli.main import COMMANDS, HIDDEN_ALIASES, main
+from layerfuse.cli import deprecated
+from layerfuse.cli.main import COMMANDS, HIDDEN_ALIASES, main
 
 VERBS = ["extract", "train-head", "sweep", "rank-layers", "probe", "predict", "export", "ls", "info", "rm", "verify",
          "gc", "serve"]
@@ -34,21 +34,21 @@ def test_help_lists_every_verb_and_no_old_name():
 
 @pytest.mark.parametrize("old, new", [("train", "train-head"), ("rank", "rank-layers")])
 def test_old_group_names_still_work(old, new):
-    result = CliRunner().invoke(main, [old, "--help"], prog_name="layercache")
+    result = CliRunner().invoke(main, [old, "--help"], prog_name="layerfuse")
     assert result.exit_code == 0, result.output
-    assert result.output.startswith(f"Usage: layercache {new} ")  # usage names the current verb
+    assert result.output.startswith(f"Usage: layerfuse {new} ")  # usage names the current verb
     assert main.get_command(None, old) is main.get_command(None, new)
 
 
 def test_console_scripts():
     scripts = tomllib.loads(PYPROJECT.read_text())["project"]["scripts"]
     assert scripts == {
-        "layercache": "layercache.cli.main:main",
-        "extract": "layercache.cli.extract:main",
-        "train-head": "layercache.cli.train:main",
-        "sweep": "layercache.cli.deprecated:sweep",
-        "rank-layers": "layercache.cli.deprecated:rank_layers",
-        "predict": "layercache.cli.deprecated:predict",
+        "layerfuse": "layerfuse.cli.main:main",
+        "extract": "layerfuse.cli.extract:main",
+        "train-head": "layerfuse.cli.train:main",
+        "sweep": "layerfuse.cli.deprecated:sweep",
+        "rank-layers": "layerfuse.cli.deprecated:rank_layers",
+        "predict": "layerfuse.cli.deprecated:predict",
     }
 
 
@@ -59,8 +59,8 @@ def test_deprecated_script_names_the_new_command_then_runs_it(verb, monkeypatch,
         getattr(deprecated, verb.replace("-", "_"))()
     assert exit_.value.code == 0
     out, err = capsys.readouterr()
-    assert err.splitlines() == [f"`{verb}` is deprecated and will go; use `layercache {verb}`"]
-    assert out.startswith(f"Usage: layercache {verb} ")
+    assert err.splitlines() == [f"`{verb}` is deprecated and will go; use `layerfuse {verb}`"]
+    assert out.startswith(f"Usage: layerfuse {verb} ")
 
 
 def test_deprecated_script_passes_its_arguments_and_exit_code(monkeypatch, capsys):

@@ -7,10 +7,10 @@ from dataclasses import MISSING, fields
 
 import pytest
 
-from layercache.cli import extract, sweep, train
-from layercache.cli.options import default_of
-from layercache.extract.run import ExtractConfig
-from layercache.training.config import TrainConfig
+from layerfuse.cli import extract, sweep, train
+from layerfuse.cli.options import default_of
+from layerfuse.extract.run import ExtractConfig
+from layerfuse.training.config import TrainConfig
 
 # Where the command means another default on purpose: "auto" measures which precision is faster.
 CLI_OWN = {("train-head", "precision")}
@@ -51,9 +51,9 @@ def test_default_of_names_a_missing_field_or_default():
 
 
 def test_options_read_function_defaults_too():
-    from layercache.cli import predict, rank
-    from layercache.inference.fill_mask import MaskFiller
-    from layercache.layers.scores import score_layers
+    from layerfuse.cli import predict, rank
+    from layerfuse.inference.fill_mask import MaskFiller
+    from layerfuse.layers.scores import score_layers
 
     assert default_of(score_layers, "max_per_class") == 2000
     assert {p.name: p.default for p in rank.main.params}["max_per_class"] == default_of(score_layers, "max_per_class")

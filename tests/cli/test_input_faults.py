@@ -7,7 +7,7 @@ import pytest
 from cli_output import one_error_line
 from click.testing import CliRunner
 
-from layercache.cli.extract import main as extract_main
+from layerfuse.cli.extract import main as extract_main
 
 
 def _extract(tmp_path, model, data):

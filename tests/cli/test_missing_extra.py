@@ -11,8 +11,8 @@ import pytest
 SCRIPT = """
 import sys
 sys.modules[sys.argv[1]] = None
-from layercache.cli.main import main
-sys.argv = ["layercache", "serve", "--cache-dir", sys.argv[2], "--port", "0"]
+from layerfuse.cli.main import main
+sys.argv = ["layerfuse", "serve", "--cache-dir", sys.argv[2], "--port", "0"]
 main()
 """
 
@@ -23,14 +23,14 @@ def test_serve_without_the_extra_is_one_line(missing, tmp_path):
                          timeout=120)
     assert out.returncode == 1
     assert out.stderr.strip().splitlines() == [
-        f"error: serve needs the package '{missing}', part of the serve extra: pip install \"layercache[serve]\""]
+        f"error: serve needs the package '{missing}', part of the serve extra: pip install \"layerfuse[serve]\""]
 
 
 SWEEP = """
 import sys
 sys.modules["ray"] = None
-from layercache.cli.main import main
-sys.argv = ["layercache", "sweep", "--cache", sys.argv[1], "--fusions", "concat", "--shots", "2", "--epochs", "1",
+from layerfuse.cli.main import main
+sys.argv = ["layerfuse", "sweep", "--cache", sys.argv[1], "--fusions", "concat", "--shots", "2", "--epochs", "1",
             "--trials", "1", "--ray", "local", "--quiet", "--out", sys.argv[2]]
 main()
 """
@@ -41,5 +41,5 @@ def test_sweep_on_ray_without_the_extra_is_one_line(tiny_cache, tmp_path):
                          text=True, timeout=300)
     assert out.returncode == 1
     assert out.stderr.strip().splitlines()[-1] == (
-        "error: sweeps on Ray need the package 'ray', part of the ray extra: pip install \"layercache[ray]\"")
+        "error: sweeps on Ray need the package 'ray', part of the ray extra: pip install \"layerfuse[ray]\"")
     assert "Traceback" not in out.stderr

@@ -10,11 +10,11 @@ from types import SimpleNamespace
 import pytest
 from click.testing import CliRunner
 
-from layercache.cli.main import main
-from layercache.cli.train import _scores
-from layercache.display import f1_points
-from layercache.experiments.runner import _headline
-from layercache.training.tasks import NER
+from layerfuse.cli.main import main
+from layerfuse.cli.train import _scores
+from layerfuse.display import f1_points
+from layerfuse.experiments.runner import _headline
+from layerfuse.training.tasks import NER
 
 
 def test_f1_reads_in_points():

@@ -7,8 +7,8 @@ import pytest
 from cli_output import one_error_line
 from click.testing import CliRunner
 
-from layercache.cli.extract import main as extract_main
-from layercache.cli.train import main as train_main
+from layerfuse.cli.extract import main as extract_main
+from layerfuse.cli.train import main as train_main
 
 
 @pytest.mark.parametrize("content, needle", [

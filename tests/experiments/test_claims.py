@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import time
 
-from layercache.experiments.claims import Claims
+from layerfuse.experiments.claims import Claims
 
 
 def test_one_owner_per_run(tmp_path):

@@ -3,10 +3,10 @@ free memory on CUDA."""
 
 from __future__ import annotations
 
-from layercache.cache.reader import open_entry
-from layercache.experiments import packs
-from layercache.fusions import parameter_budget
-from layercache.training import TrainConfig, budget
+from layerfuse.cache.reader import open_entry
+from layerfuse.experiments import packs
+from layerfuse.fusions import parameter_budget
+from layerfuse.training import TrainConfig, budget
 
 
 def test_a_cpu_packs_nothing_and_a_gpu_packs_what_its_memory_holds(tiny_cache, monkeypatch):

@@ -8,12 +8,12 @@ import os
 import pytest
 from click.testing import CliRunner
 
-from layercache.cache.manage import list_entries
-from layercache.cli.main import main as cli
-from layercache.cli.train import main as train_head
-from layercache.errors import LayercacheError
-from layercache.experiments import resolve_entry
-from layercache.extract.run import ExtractConfig, extract
+from layerfuse.cache.manage import list_entries
+from layerfuse.cli.main import main as cli
+from layerfuse.cli.train import main as train_head
+from layerfuse.errors import LayerfuseError
+from layerfuse.experiments import resolve_entry
+from layerfuse.extract.run import ExtractConfig, extract
 
 
 def _extract(root, model, data, **options) -> str:
@@ -94,7 +94,7 @@ def test_an_exact_entry_wins(tmp_path, bf16_root, tiny_bert_dir, tiny_conll_dir)
 def test_an_entry_a_head_sees_differently_is_named_not_replaced(tmp_path, tiny_bert_dir, tiny_conll_dir, made,
                                                                  shown):
     other = _extract(tmp_path, tiny_bert_dir, tiny_conll_dir, **made)
-    with pytest.raises(LayercacheError, match="--cache PATH") as err:
+    with pytest.raises(LayerfuseError, match="--cache PATH") as err:
         resolve_entry(model=str(tiny_bert_dir), dataset=str(tiny_conll_dir), cache_dir=str(tmp_path),
                       log=lambda m: None)
     assert f"{other} ({shown}" in str(err.value) and "\n" not in str(err.value)

@@ -1,7 +1,7 @@
 """The grid: every combination once, cheapest first, fields that change one fusion only multiply it alone."""
 
-from layercache.experiments import grid, run_id
-from layercache.training import TrainConfig
+from layerfuse.experiments import grid, run_id
+from layerfuse.training import TrainConfig
 
 
 def test_lr_and_layer_score_axes():
@@ -31,7 +31,7 @@ def test_old_records_keep_their_ids():
 
 
 def test_default_lr_is_per_fusion_and_named_by_its_value():
-    from layercache.training.config import default_lr
+    from layerfuse.training.config import default_lr
 
     base = TrainConfig(fusion="base", shots=None, epochs=1, seed=0)
     configs = {c.fusion: c for c in grid(fusions=["base", "concat", "scalarmix"], shots=[8], epochs=[10], trials=1,

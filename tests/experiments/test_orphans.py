@@ -55,7 +55,7 @@ def _reap(parent: subprocess.Popen) -> None:
 
 @pytest.mark.slow
 def test_killing_a_sweep_kills_its_workers(tiny_cache, tmp_path):
-    cmd = [sys.executable, "-m", "layercache.cli.sweep", "--cache", tiny_cache, "--out", str(tmp_path / "out"),
+    cmd = [sys.executable, "-m", "layerfuse.cli.sweep", "--cache", tiny_cache, "--out", str(tmp_path / "out"),
            "--fusions", "base,concat", "--shots", "2,4", "--epochs", "200", "--trials", "4", "--workers", "2",
            "--quiet"]
     child = subprocess.Popen(cmd, env={**os.environ, "PYTHONPATH": os.getcwd()}, start_new_session=True,
@@ -77,7 +77,7 @@ POOL = textwrap.dedent(
     """
     import multiprocessing, os, sys, time
     from concurrent.futures import ProcessPoolExecutor
-    from layercache import lifeline
+    from layerfuse import lifeline
 
     def init(parent, watcher_only):
         if watcher_only:

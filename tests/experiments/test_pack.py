@@ -10,13 +10,13 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from layercache.cache.reader import open_entry
-from layercache.cli.sweep import main
-from layercache.experiments import grid, run_sweep
-from layercache.experiments.packs import pack_runs, packed
-from layercache.experiments.results import RESULTS, read_results
-from layercache.training import TrainConfig
-from layercache.training.loop import Run
+from layerfuse.cache.reader import open_entry
+from layerfuse.cli.sweep import main
+from layerfuse.experiments import grid, run_sweep
+from layerfuse.experiments.packs import pack_runs, packed
+from layerfuse.experiments.results import RESULTS, read_results
+from layerfuse.training import TrainConfig
+from layerfuse.training.loop import Run
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 from matplotlib.colors import to_rgba
 
-from layercache.experiments import report
-from layercache.experiments.plots import HEAD_STYLES, head_style
+from layerfuse.experiments import report
+from layerfuse.experiments.plots import HEAD_STYLES, head_style
 
 
 def _record(fusion, shots, epochs, seed, *, layer_score="scaled", f1=0.5):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from layercache.experiments.report import dev_note, render
+from layerfuse.experiments.report import dev_note, render
 
 
 def _record(fusion, seed, dev_sentences):
@@ -26,7 +26,7 @@ def test_whole_dev_and_mixed_sweeps():
 
 
 def test_runs_that_read_the_top_layer_as_z_l_get_their_own_rows():
-    from layercache.experiments.report import label
+    from layerfuse.experiments.report import label
 
     assert label({"fusion": "dwatt", "layer_score": "scaled"}) == "dwatt"
     assert label({"fusion": "dwatt", "layer_score": "scaled", "query_layer": "top"}) == "dwatt (z_L top)"

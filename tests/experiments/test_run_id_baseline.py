@@ -2,7 +2,7 @@
 `TrainConfig`, so this pins it: changing a default must add its old value to `FIRST_RELEASE`,
 or every run already in a results file would be renamed."""
 
-from layercache.experiments.results import ID_BASELINE
+from layerfuse.experiments.results import ID_BASELINE
 
 FIRST_RELEASE_DEFAULTS = {
     "lr": 5e-5, "batch_size": 16, "eval_every": None, "eval_points": None, "dev_sentences": None,

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from layercache.cache.reader import open_entry
-from layercache.experiments import grid, load_run, run_grid
-from layercache.training import TrainConfig
+from layerfuse.cache.reader import open_entry
+from layerfuse.experiments import grid, load_run, run_grid
+from layerfuse.training import TrainConfig
 
 LOADS: list[list] = []
 

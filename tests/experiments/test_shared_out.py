@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from layercache.experiments.results import RESULTS
+from layerfuse.experiments.results import RESULTS
 
 pytestmark = pytest.mark.slow  # starts two sweep processes
 
@@ -20,7 +20,7 @@ GRID = ["--fusions", "base,scalarmix", "--shots", "2,4", "--epochs", "20,40", "-
 
 
 def _sweep(tiny_cache, out, pack=1, **env):
-    cmd = [sys.executable, "-m", "layercache.cli.sweep", "--cache", tiny_cache, "--out", str(out), *GRID,
+    cmd = [sys.executable, "-m", "layerfuse.cli.sweep", "--cache", tiny_cache, "--out", str(out), *GRID,
            "--pack", str(pack)]
     return subprocess.Popen(cmd, env={**os.environ, "PYTHONPATH": os.getcwd(), **env}, start_new_session=True,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)

@@ -14,9 +14,9 @@ import time
 import pytest
 from click.testing import CliRunner
 
-from layercache.cli.sweep import main
-from layercache.experiments.report import ci95, table
-from layercache.experiments.results import RESULTS, read_results
+from layerfuse.cli.sweep import main
+from layerfuse.experiments.report import ci95, table
+from layerfuse.experiments.results import RESULTS, read_results
 
 GRID = ["--fusions", "base,concat", "--shots", "2,4", "--epochs", "20,30", "--trials", "2", "--eval-points", "2",
         "--workers", "1"]
@@ -29,7 +29,7 @@ def _lines(path):
 @pytest.mark.slow
 def test_killed_sweep_resumes_without_repeats_or_gaps(tiny_cache, tmp_path):
     out = tmp_path / "killed"
-    cmd = [sys.executable, "-m", "layercache.cli.sweep", "--cache", tiny_cache, "--out", str(out), *GRID]
+    cmd = [sys.executable, "-m", "layerfuse.cli.sweep", "--cache", tiny_cache, "--out", str(out), *GRID]
     child = subprocess.Popen(cmd, env={**os.environ, "PYTHONPATH": os.getcwd()}, start_new_session=True,
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     results = out / RESULTS
@@ -59,7 +59,7 @@ def test_killed_sweep_resumes_without_repeats_or_gaps(tiny_cache, tmp_path):
 
 
 def test_a_line_cut_by_a_kill_is_skipped_and_the_next_starts_fresh(tmp_path):
-    from layercache.experiments.results import append_result
+    from layerfuse.experiments.results import append_result
 
     path = tmp_path / RESULTS
     good = json.dumps({"run_id": "a", "x": 1}) + "\n"

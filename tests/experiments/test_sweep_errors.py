@@ -10,11 +10,11 @@ import sys
 import pytest
 from click.testing import CliRunner
 
-from layercache.cache.reader import open_entry
-from layercache.cli.sweep import main
-from layercache.errors import LayercacheError
-from layercache.experiments.runner import run_grid
-from layercache.training import TrainConfig
+from layerfuse.cache.reader import open_entry
+from layerfuse.cli.sweep import main
+from layerfuse.errors import LayerfuseError
+from layerfuse.experiments.runner import run_grid
+from layerfuse.training import TrainConfig
 
 
 def test_too_many_shots_is_one_line_before_any_worker(tiny_cache, tmp_path):
@@ -32,9 +32,9 @@ def test_too_many_shots_is_one_line_before_any_worker(tiny_cache, tmp_path):
 @pytest.mark.slow
 def test_an_error_while_a_worker_loads_is_raised_as_itself(tiny_cache, tmp_path):
     """Layers outside the entry fail in the worker's loader (the pool's initializer): the caller gets the
-    LayercacheError with its message."""
+    LayerfuseError with its message."""
     config = TrainConfig(fusion="concat", shots=2, epochs=1, seed=0, layers="1,99")
-    with pytest.raises(LayercacheError, match="99"):
+    with pytest.raises(LayerfuseError, match="99"):
         run_grid(open_entry(tiny_cache), [config], results=str(tmp_path / "results.jsonl"), workers=1,
                  progress=False, log=lambda m: None)
 
@@ -42,7 +42,7 @@ def test_an_error_while_a_worker_loads_is_raised_as_itself(tiny_cache, tmp_path)
 @pytest.mark.slow
 def test_sweep_command_prints_one_error_line(tiny_cache, tmp_path):
     """The installed command, in its own process: stderr is the one line and the exit status 1."""
-    out = subprocess.run([sys.executable, "-m", "layercache", "sweep", "--cache", tiny_cache, "--fusions", "concat",
+    out = subprocess.run([sys.executable, "-m", "layerfuse", "sweep", "--cache", tiny_cache, "--fusions", "concat",
                           "--shots", "128", "--epochs", "1", "--trials", "1", "--quiet", "--out", str(tmp_path / "sw")],
                          capture_output=True, text=True, timeout=300)
     assert out.returncode == 1

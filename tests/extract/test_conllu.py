@@ -8,9 +8,9 @@ os.environ["HF_DATASETS_OFFLINE"] = "1"
 
 import pytest
 
-from layercache.errors import LayercacheError
-from layercache.extract.conllu import read_conllu, read_treebank, treebank_files
-from layercache.extract.datasets import load_dataset
+from layerfuse.errors import LayerfuseError
+from layerfuse.extract.conllu import read_conllu, read_treebank, treebank_files
+from layerfuse.extract.datasets import load_dataset
 
 
 def conllu(*rows: str) -> str:
@@ -111,7 +111,7 @@ def test_spaces_inside_a_form_are_kept(tmp_path):
 )
 def test_malformed_line_names_file_line_and_value(tmp_path, rows, line, value):
     path = write(tmp_path, "# c\n" + conllu(*rows))
-    with pytest.raises(LayercacheError) as err:
+    with pytest.raises(LayerfuseError) as err:
         read_conllu(path)
     message = str(err.value)
     assert message.startswith(f"{path}:{line + 1}: ")
@@ -125,7 +125,7 @@ def test_ids_restart_in_each_sentence(tmp_path):
 
 
 def test_file_without_words_is_an_error(tmp_path):
-    with pytest.raises(LayercacheError, match="no sentences"):
+    with pytest.raises(LayerfuseError, match="no sentences"):
         read_conllu(write(tmp_path, "# only a comment\n\n"))
 
 
@@ -145,7 +145,7 @@ def test_treebank_files_ud_names_and_plain_names(tmp_path):
     write(plain, NORMAL, "validation.conllu")
     assert sorted(treebank_files(plain)) == ["dev", "train"]
     write(plain, NORMAL, "x-ud-train.conllu")
-    with pytest.raises(LayercacheError, match="more than one CoNLL-U file for split 'train'"):
+    with pytest.raises(LayerfuseError, match="more than one CoNLL-U file for split 'train'"):
         treebank_files(plain)
 
 
@@ -166,7 +166,7 @@ def test_ud_directory_is_a_dataset_of_syntactic_words_with_three_label_sets(tmp_
     assert len(data.splits["train"]) == 2  # the empty node's sentence keeps its words only
     single = load_dataset(str(ud / "en_toy-ud-dev.conllu"))  # a single .conllu file: train only
     assert list(single.splits) == ["train"] and single.splits["train"][0][0] == words
-    with pytest.raises(LayercacheError, match="label sets upos, xpos, deprel"):
+    with pytest.raises(LayerfuseError, match="label sets upos, xpos, deprel"):
         data.column("ner")
 
 
@@ -174,7 +174,7 @@ def test_ud_directory_with_a_malformed_file_reports_the_line(tmp_path):
     ud = tmp_path / "ud"
     ud.mkdir()
     write(ud, "1 a a X _ _ 0 root _ _\n".replace(" ", "\t") + "3\tb\n", "train.conllu")
-    with pytest.raises(LayercacheError, match=r"train\.conllu:2: .*'3"):
+    with pytest.raises(LayerfuseError, match=r"train\.conllu:2: .*'3"):
         load_dataset(str(ud))
 
 

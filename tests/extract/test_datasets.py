@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from layercache.errors import LayercacheError
-from layercache.extract.datasets import TaggedDataset, load_dataset
+from layerfuse.errors import LayerfuseError
+from layerfuse.extract.datasets import TaggedDataset, load_dataset
 
 CONLL2003 = Path(__file__).resolve().parents[3] / "shared/data/conll2003"
 
@@ -164,7 +164,7 @@ def test_splits_filter(tmp_path):
     assert list(ds.splits) == ["dev"]
     assert ds.label_names == ["O", "B-ORG", "I-ORG", "B-PER", "I-PER"]  # ids do not depend on the filter
     assert ds.unseen_in_train == {"dev": 1}
-    with pytest.raises(LayercacheError, match=r"no split 'test'; available: train, dev"):
+    with pytest.raises(LayerfuseError, match=r"no split 'test'; available: train, dev"):
         load_dataset(str(d), splits=["train", "test"])
 
 
@@ -194,7 +194,7 @@ def test_fingerprint_is_content_based(tmp_path):
 )
 def test_malformed_lines_name_file_and_line(tmp_path, text, line, needle):
     path = write(tmp_path / "bad.txt", text)
-    with pytest.raises(LayercacheError) as info:
+    with pytest.raises(LayerfuseError) as info:
         load_dataset(str(path))
     message = str(info.value)
     assert f"{path}:{line}" in message and needle in message
@@ -203,31 +203,31 @@ def test_malformed_lines_name_file_and_line(tmp_path, text, line, needle):
 
 def test_bad_line_text_is_shortened(tmp_path):
     path = write(tmp_path / "bad.txt", "a O\n" + "x" * 500 + "\n")
-    with pytest.raises(LayercacheError, match=r"bad\.txt:2: .*xxx\.\.\.'$"):
+    with pytest.raises(LayerfuseError, match=r"bad\.txt:2: .*xxx\.\.\.'$"):
         load_dataset(str(path))
 
 
 def test_not_utf8_empty_and_docstart_only(tmp_path):
     latin = tmp_path / "latin.txt"
     latin.write_bytes("a O\nM\u00fcnchen B-LOC\n".encode("latin-1"))
-    with pytest.raises(LayercacheError, match=r"latin\.txt.*not UTF-8"):
+    with pytest.raises(LayerfuseError, match=r"latin\.txt.*not UTF-8"):
         load_dataset(str(latin))
-    with pytest.raises(LayercacheError, match=r"empty\.txt: no sentences"):
+    with pytest.raises(LayerfuseError, match=r"empty\.txt: no sentences"):
         load_dataset(str(write(tmp_path / "empty.txt", "")))
-    with pytest.raises(LayercacheError, match=r"doc\.txt: no sentences"):
+    with pytest.raises(LayerfuseError, match=r"doc\.txt: no sentences"):
         load_dataset(str(write(tmp_path / "doc.txt", "-DOCSTART- -X- -X- O\n\n")))
 
 
 def test_directory_problems(tmp_path):
     no_train = conll_dir(tmp_path / "nt", {"dev.txt": "a O\n"})
-    with pytest.raises(LayercacheError, match=r"nt: no train split.*dev\.txt"):
+    with pytest.raises(LayerfuseError, match=r"nt: no train split.*dev\.txt"):
         load_dataset(str(no_train))
     two = conll_dir(tmp_path / "two", {"train.txt": "a O\n", "train.conll": "a O\n"})
-    with pytest.raises(LayercacheError, match="more than one file for split 'train'"):
+    with pytest.raises(LayerfuseError, match="more than one file for split 'train'"):
         load_dataset(str(two))
-    with pytest.raises(LayercacheError, match="does not exist"):
+    with pytest.raises(LayerfuseError, match="does not exist"):
         load_dataset(str(tmp_path / "missing"))
-    with pytest.raises(LayercacheError, match="unknown tag scheme"):
+    with pytest.raises(LayerfuseError, match="unknown tag scheme"):
         load_dataset(str(no_train), scheme="iob9")
 
 
@@ -273,7 +273,7 @@ def test_hf_save_to_disk_round_trip(tmp_path):
 
     plain = datasets.Dataset.from_dict({"tokens": [["a"]], "ner_tags": [[0]]})
     datasets.DatasetDict({"train": plain}).save_to_disk(str(tmp_path / "noclass"))
-    with pytest.raises(LayercacheError, match="ClassLabel"):
+    with pytest.raises(LayerfuseError, match="ClassLabel"):
         load_dataset(str(tmp_path / "noclass"))
 
 
@@ -281,7 +281,7 @@ def test_hf_save_to_disk_round_trip(tmp_path):
 def test_hub_names_fail_fast_offline(spec):
     pytest.importorskip("datasets")
     start = time.monotonic()
-    with pytest.raises(LayercacheError) as info:
+    with pytest.raises(LayerfuseError) as info:
         load_dataset(spec)
     assert time.monotonic() - start < 5
     assert f"dataset {spec!r} needs the HF hub, which is unreachable" in str(info.value)
@@ -336,6 +336,6 @@ def test_real_conll2003():
 
 
 def test_the_former_name_still_imports():
-    from layercache.extract.datasets import NerDataset
+    from layerfuse.extract.datasets import NerDataset
 
     assert NerDataset is TaggedDataset

@@ -14,8 +14,8 @@ from pathlib import Path
 import numpy as np
 from click.testing import CliRunner
 
-from layercache.cache.reader import open_entry
-from layercache.cli.extract import main
+from layerfuse.cache.reader import open_entry
+from layerfuse.cli.extract import main
 
 
 def _args(model, data, root) -> list[str]:
@@ -28,7 +28,7 @@ def _partials(root: Path) -> list[Path]:
 
 
 def test_a_shard_cut_short_by_a_full_disk_leaves_no_file(tiny_bert_dir, tiny_conll_dir, tmp_path, monkeypatch):
-    import layercache.cache.shard as shard
+    import layerfuse.cache.shard as shard
 
     original = shard._write_file
     writes = {"n": 0}
@@ -57,7 +57,7 @@ def test_a_shard_cut_short_by_a_full_disk_leaves_no_file(tiny_bert_dir, tiny_con
 
 
 def test_partial_files_of_a_killed_run_are_removed_by_the_next(tiny_bert_dir, tiny_conll_dir, tmp_path, monkeypatch):
-    import layercache.cache.shard as shard
+    import layerfuse.cache.shard as shard
 
     original = shard._write_file
     writes = {"n": 0}

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import zarr
 
-from layercache.extract.run import ExtractConfig, extract
+from layerfuse.extract.run import ExtractConfig, extract
 
 pytestmark = pytest.mark.slow  # starts torchrun
 
@@ -19,7 +19,7 @@ def test_two_process_gloo_extraction_equals_single_process(tiny_bert_dir, tiny_c
     single = extract(ExtractConfig(model=str(tiny_bert_dir), dataset=str(tiny_conll_dir),
                                    cache_dir=str(tmp_path / "one"), unit_rows=256), progress=False).path
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
-           "-m", "layercache.cli.extract", "--model", str(tiny_bert_dir), "--dataset", str(tiny_conll_dir),
+           "-m", "layerfuse.cli.extract", "--model", str(tiny_bert_dir), "--dataset", str(tiny_conll_dir),
            "--cache-dir", str(tmp_path / "two"), "--unit-rows", "256", "--quiet"]
     env = {**os.environ, "PYTHONPATH": os.getcwd(), "OMP_NUM_THREADS": "1"}
     out = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)

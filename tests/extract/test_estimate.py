@@ -8,12 +8,12 @@ import os
 import pytest
 from click.testing import CliRunner
 
-from layercache.cache.manage import bytes_on_disk
-from layercache.cli.extract import main as extract_cli
-from layercache.errors import LayercacheError
-from layercache.extract import estimate as estimate_module
-from layercache.extract.estimate import estimate, free_space
-from layercache.extract.run import ExtractConfig, extract
+from layerfuse.cache.manage import bytes_on_disk
+from layerfuse.cli.extract import main as extract_cli
+from layerfuse.errors import LayerfuseError
+from layerfuse.extract import estimate as estimate_module
+from layerfuse.extract.estimate import estimate, free_space
+from layerfuse.extract.run import ExtractConfig, extract
 
 
 def _config(model_dir, data_dir, root, **kw) -> ExtractConfig:
@@ -32,7 +32,7 @@ def _no_weights(monkeypatch):
     def refuse(*args, **kwargs):
         raise AssertionError("the dry run loaded weights")
 
-    monkeypatch.setattr("layercache.extract.run.load_model", refuse)
+    monkeypatch.setattr("layerfuse.extract.run.load_model", refuse)
     monkeypatch.setattr("transformers.AutoModel.from_pretrained", refuse)
 
 
@@ -69,7 +69,7 @@ def test_dry_run_matches_what_extract_writes(tiny_bert_dir, tiny_conll_dir, tmp_
 
 def test_every_word_counts_even_without_subwords(tiny_bert_dir, tiny_conll_dir, tmp_path):
     """The train split holds a zero-width word: it is a row like any other."""
-    from layercache.extract.datasets import load_dataset
+    from layerfuse.extract.datasets import load_dataset
 
     est = estimate(_config(tiny_bert_dir, tiny_conll_dir, tmp_path, splits=("train",)))
     words = sum(len(w) for w, _ in load_dataset(str(tiny_conll_dir)).splits["train"])
@@ -107,7 +107,7 @@ def test_a_run_that_cannot_fit_writes_nothing(tiny_bert_dir, tiny_conll_dir, tmp
     config = _config(tiny_bert_dir, tiny_conll_dir, root, splits=("dev",))
     need = estimate(config).to_write
     monkeypatch.setattr(estimate_module, "free_space", lambda root: need - 1)
-    with pytest.raises(LayercacheError, match=f"needs about .* more at {root} but only") as err:
+    with pytest.raises(LayerfuseError, match=f"needs about .* more at {root} but only") as err:
         extract(config, progress=False, log=lambda m: None)
     assert "\n" not in str(err.value)
     assert not root.exists()  # no entry, no lock file

@@ -8,10 +8,10 @@ import pytest
 import torch
 from transformers import AutoModel, AutoTokenizer
 
-from layercache.cache.reader import open_entry
-from layercache.errors import LayercacheError
-from layercache.extract.datasets import load_dataset
-from layercache.extract.run import ExtractConfig, extract
+from layerfuse.cache.reader import open_entry
+from layerfuse.errors import LayerfuseError
+from layerfuse.extract.datasets import load_dataset
+from layerfuse.extract.run import ExtractConfig, extract
 
 
 def _run(model_dir, data_dir, root, **kw):
@@ -129,11 +129,11 @@ def test_reader_api(tiny_cache, tiny_conll_dir):
     np.testing.assert_array_equal(sub, full[rows][:, [2, 0]])
     t = dev.hidden(sentences=ids, layers=[1], as_torch=True, dtype=np.float32)
     assert isinstance(t, torch.Tensor) and t.dtype == torch.float32
-    with pytest.raises(LayercacheError, match="out of range"):
+    with pytest.raises(LayerfuseError, match="out of range"):
         dev.hidden(layers=[3])
-    with pytest.raises(LayercacheError, match="sentence ids out of range"):
+    with pytest.raises(LayerfuseError, match="sentence ids out of range"):
         dev.hidden(sentences=[40])
-    with pytest.raises(LayercacheError, match="split 'nope'"):
+    with pytest.raises(LayerfuseError, match="split 'nope'"):
         entry.split("nope")
 
 
@@ -166,7 +166,7 @@ def test_layer_read_touches_only_that_layer(tiny_bert_dir, tiny_conll_dir, tmp_p
 
 
 def test_bytes_per_word_near_ideal(tiny_cache):
-    from layercache.cache.manage import bytes_on_disk
+    from layerfuse.cache.manage import bytes_on_disk
 
     entry = open_entry(tiny_cache)
     rows = sum(entry.split(s).n_rows for s in entry.splits)
@@ -175,5 +175,5 @@ def test_bytes_per_word_near_ideal(tiny_cache):
 
 
 def test_offline_hub_name_is_one_clear_error(tiny_conll_dir, tmp_path):
-    with pytest.raises(LayercacheError, match="hub is unreachable"):
+    with pytest.raises(LayerfuseError, match="hub is unreachable"):
         _run("no-such-org/no-such-model", tiny_conll_dir, tmp_path)

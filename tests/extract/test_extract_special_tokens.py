@@ -10,14 +10,14 @@ import torch
 from click.testing import CliRunner
 from transformers import AutoModel, AutoTokenizer
 
-from layercache.cache.layout import entry_key
-from layercache.cache.manage import entry_status, options_label
-from layercache.cache.reader import open_entry
-from layercache.errors import LayercacheError
-from layercache.extract.datasets import load_dataset
-from layercache.extract.estimate import estimate
-from layercache.extract.masking import IGNORE
-from layercache.extract.run import ExtractConfig, describe, extract
+from layerfuse.cache.layout import entry_key
+from layerfuse.cache.manage import entry_status, options_label
+from layerfuse.cache.reader import open_entry
+from layerfuse.errors import LayerfuseError
+from layerfuse.extract.datasets import load_dataset
+from layerfuse.extract.estimate import estimate
+from layerfuse.extract.masking import IGNORE
+from layerfuse.extract.run import ExtractConfig, describe, extract
 
 SPECIAL = dict(granularity="subword", special_tokens=True)
 
@@ -134,9 +134,9 @@ def test_dry_run_counts_the_special_rows(tiny_bert_dir, tiny_conll_dir, tmp_path
 
 
 def test_only_with_subword_granularity(tiny_bert_dir, tiny_conll_dir, tmp_path):
-    with pytest.raises(LayercacheError, match="--special-tokens needs --granularity subword"):
+    with pytest.raises(LayerfuseError, match="--special-tokens needs --granularity subword"):
         ExtractConfig(special_tokens=True)
-    from layercache.cli.extract import main
+    from layerfuse.cli.extract import main
 
     out = CliRunner().invoke(main, ["--model", str(tiny_bert_dir), "--dataset", str(tiny_conll_dir),
                                     "--cache-dir", str(tmp_path), "--special-tokens", "--quiet"])

@@ -10,13 +10,13 @@ import pytest
 import zarr
 from click.testing import CliRunner
 
-from layercache.cache.reader import open_entry
-from layercache.cli.extract import main
-from layercache.errors import IncompleteEntryError
+from layerfuse.cache.reader import open_entry
+from layerfuse.cli.extract import main
+from layerfuse.errors import IncompleteEntryError
 
 
 def test_disk_full_mid_write_then_resume(tiny_bert_dir, tiny_conll_dir, tmp_path, monkeypatch):
-    import layercache.cache.shard as shard
+    import layerfuse.cache.shard as shard
 
     original = shard._write_file  # where every shard of `hidden` goes to disk on a local root
     shard_writes = {"n": 0}

@@ -10,9 +10,9 @@ os.environ["HF_DATASETS_OFFLINE"] = "1"
 
 import pytest
 
-from layercache.errors import LayercacheError
-from layercache.extract import hub_datasets
-from layercache.extract.datasets import load_dataset
+from layerfuse.errors import LayerfuseError
+from layerfuse.extract import hub_datasets
+from layerfuse.extract.datasets import load_dataset
 
 datasets = pytest.importorskip("datasets")
 
@@ -228,7 +228,7 @@ def test_the_export_layout_selects_one_language(online, tmp_path):
 @pytest.mark.parametrize("spec", ["wikiann:", "wikiann:EN", "wikiann:../en", "wikiann:e*"])
 def test_bad_wikiann_language_is_one_line_naming_it(online, spec):
     stand_in = online(lambda args, kwargs: pytest.fail("load_dataset must not be called"))
-    with pytest.raises(LayercacheError) as info:
+    with pytest.raises(LayerfuseError) as info:
         load_dataset(spec)
     message = str(info.value)
     assert "\n" not in message and repr(spec) in message
@@ -261,7 +261,7 @@ def test_offline_is_one_line_naming_the_local_route(monkeypatch, spec, route, ho
     else:  # offline from the start: the local HF cache is asked, and holds nothing
         monkeypatch.setenv("HF_HUB_OFFLINE", "1")
         monkeypatch.setattr(datasets.config, "HF_HUB_OFFLINE", True)
-    with pytest.raises(LayercacheError) as info:
+    with pytest.raises(LayerfuseError) as info:
         load_dataset(spec)
     assert str(info.value) == f"dataset {spec!r} needs the HF hub, which is unreachable; {route}"
     if how == "cache-miss":  # the cache is looked up with the same script-free arguments
@@ -292,7 +292,7 @@ def test_a_missing_language_is_not_called_unreachable(online):
         raise DataFilesNotFoundError("No (supported) data files found in unimelb-nlp/wikiann\nmore")
 
     online(missing)
-    with pytest.raises(LayercacheError) as info:
+    with pytest.raises(LayerfuseError) as info:
         load_dataset("wikiann:xx")
     assert str(info.value) == (
         "could not load dataset 'wikiann:xx' from the HF hub: "
@@ -314,5 +314,5 @@ def test_a_connection_dropped_while_loading_is_unreachable(online, error):
         raise kinds[error]("the connection went away")
 
     online(drop)
-    with pytest.raises(LayercacheError, match=r"^dataset 'conll03' needs the HF hub, which is unreachable; "):
+    with pytest.raises(LayerfuseError, match=r"^dataset 'conll03' needs the HF hub, which is unreachable; "):
         load_dataset("conll03")

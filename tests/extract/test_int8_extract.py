@@ -13,13 +13,13 @@ import pytest
 import zarr
 from conftest import kill_mid_extraction, scaled_bert, slow_extract_child, split_arrays
 
-from layercache.cache.int8 import SCALES
-from layercache.cache.manage import bytes_on_disk
-from layercache.cache.reader import open_entry
-from layercache.extract.estimate import estimate
-from layercache.extract.run import ExtractConfig, extract
-from layercache.training import TrainConfig, train_head
-from layercache.training.data import load_data
+from layerfuse.cache.int8 import SCALES
+from layerfuse.cache.manage import bytes_on_disk
+from layerfuse.cache.reader import open_entry
+from layerfuse.extract.estimate import estimate
+from layerfuse.extract.run import ExtractConfig, extract
+from layerfuse.training import TrainConfig, train_head
+from layerfuse.training.data import load_data
 
 
 def _extract(tiny_bert_dir, tiny_conll_dir, root, **kw):
@@ -38,7 +38,7 @@ def test_int8_is_the_float32_extraction_quantised(int8_entry, tiny_bert_dir, tin
     assert fp32 != int8_entry  # dtype is a key field: another entry
     x = zarr.open_group(fp32, mode="r")["train"]["hidden"][:]
     group = zarr.open_group(int8_entry, mode="r")["train"]
-    # The rule, written out independently of `layercache.cache.int8`.
+    # The rule, written out independently of `layerfuse.cache.int8`.
     s = np.abs(x).max(axis=-1) / np.float32(127)
     s[s == 0] = 1
     q = np.clip(np.round(x / s[..., None]), -127, 127).astype(np.int8)
@@ -92,7 +92,7 @@ def test_killed_int8_extraction_resumes_bit_for_bit(int8_entry, tiny_bert_dir, t
 def test_int8_holds_large_values_and_refuses_non_finite_ones(tiny_bert_dir, tiny_conll_dir, tmp_path):
     from click.testing import CliRunner
 
-    from layercache.cli.extract import main
+    from layerfuse.cli.extract import main
 
     def run(model, root, *extra):
         return CliRunner().invoke(main, ["--model", str(model), "--dataset", str(tiny_conll_dir), "--cache-dir",
@@ -121,7 +121,7 @@ def test_units_quantised_where_they_were_encoded_store_the_same_bytes(int8_entry
                                                                       tmp_path, monkeypatch):
     """On a GPU each int8 unit is quantised on the device and the writer takes (q, scales); here the
     same path runs on the CPU, and every stored array equals the writer-quantised entry's."""
-    from layercache.extract import run
+    from layerfuse.extract import run
 
     monkeypatch.setattr(run._BackgroundWriter, "quantizes_on", lambda self, device: self.writer.plan.dtype == "int8")
     entry = _extract(tiny_bert_dir, tiny_conll_dir, tmp_path, dtype="int8")

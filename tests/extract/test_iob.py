@@ -2,8 +2,8 @@
 
 import pytest
 
-from layercache.errors import LayercacheError
-from layercache.extract.iob import detect_scheme, split_tag, to_iob2
+from layerfuse.errors import LayerfuseError
+from layerfuse.extract.iob import detect_scheme, split_tag, to_iob2
 
 
 def test_iob1_to_iob2():
@@ -48,7 +48,7 @@ def test_detect_scheme_is_per_dataset():
 
 @pytest.mark.parametrize("bad", ["X-PER", "B-", "B-PER X", "PER", "b-PER", "", "B-PER\n"])
 def test_malformed_tags_name_location_and_value(bad):
-    with pytest.raises(LayercacheError) as info:
+    with pytest.raises(LayerfuseError) as info:
         to_iob2(["O", bad], where="data/train.txt:17")
     message = str(info.value)
     assert "data/train.txt:17" in message
@@ -57,5 +57,5 @@ def test_malformed_tags_name_location_and_value(bad):
 
 
 def test_unknown_scheme_name():
-    with pytest.raises(LayercacheError, match="iob3"):
+    with pytest.raises(LayerfuseError, match="iob3"):
         to_iob2(["O"], scheme="iob3")

@@ -13,16 +13,16 @@ import pytest
 import zarr
 from click.testing import CliRunner
 
-from layercache.cache import label_sets
-from layercache.cache.reader import open_entry
-from layercache.cli.main import main as cli
-from layercache.errors import LayercacheError
-from layercache.extract import run as extract_run
-from layercache.extract.datasets import load_dataset
-from layercache.extract.run import ExtractConfig, extract
-from layercache.training.config import TrainConfig
-from layercache.training.data import load_for_run
-from layercache.training.loop import train_head
+from layerfuse.cache import label_sets
+from layerfuse.cache.reader import open_entry
+from layerfuse.cli.main import main as cli
+from layerfuse.errors import LayerfuseError
+from layerfuse.extract import run as extract_run
+from layerfuse.extract.datasets import load_dataset
+from layerfuse.extract.run import ExtractConfig, extract
+from layerfuse.training.config import TrainConfig
+from layerfuse.training.data import load_for_run
+from layerfuse.training.loop import train_head
 
 POS = ["DT", "NN", "VB", "JJ"]
 
@@ -115,7 +115,7 @@ def test_an_entry_from_before_label_sets_opens_unchanged(tiny_cache):
         view = entry.with_labels(None)
         assert view.label_names == stored["label_names"] and view.meta["label_kind"] == "span"
         np.testing.assert_array_equal(view.split("dev").labels, group["dev"]["labels"][:])
-        with pytest.raises(LayercacheError, match="has the label sets ner"):
+        with pytest.raises(LayerfuseError, match="has the label sets ner"):
             entry.with_labels("pos")
     finally:
         group.attrs.clear()
@@ -126,7 +126,7 @@ def test_a_half_written_label_set_is_never_read(tiny_bert_dir, conll4_dir, tmp_p
     path = _extract(tiny_bert_dir, conll4_dir, tmp_path, labels=("ner",)).path
     group = zarr.open_group(path, mode="r+")
     group["train"].create_array("labels.pos", data=np.zeros(group["train"].attrs["n_rows"], dtype=np.int16))
-    with pytest.raises(LayercacheError, match="has the label sets ner"):  # the array alone lists nothing
+    with pytest.raises(LayerfuseError, match="has the label sets ner"):  # the array alone lists nothing
         open_entry(path).with_labels("pos")
     assert _extract(tiny_bert_dir, conll4_dir, tmp_path).label_sets == ["pos", "chunk"]  # the rerun writes it
     assert open_entry(path).with_labels("pos").split("train").labels.max() > 0
@@ -195,10 +195,10 @@ def test_predict_conll_on_a_pos_head_reports_the_training_accuracy(tiny_bert_dir
     back, give the accuracy the training evaluation gives on the same split, and the report says so."""
     import torch
 
-    from layercache.cli.predict import main as predict
-    from layercache.training.checkpoint import save_checkpoint
-    from layercache.training.data import load_data
-    from layercache.training.evaluation import score
+    from layerfuse.cli.predict import main as predict
+    from layerfuse.training.checkpoint import save_checkpoint
+    from layerfuse.training.data import load_data
+    from layerfuse.training.evaluation import score
 
     entry = open_entry(_extract(tiny_bert_dir, conll4_dir, tmp_path).path).with_labels("pos")
     data = load_data(entry)
@@ -261,9 +261,9 @@ def test_a_treebank_is_extracted_with_upos_xpos_and_deprel(tiny_bert_dir, tmp_pa
 
 
 def test_a_packed_sweep_on_a_token_set_scores_accuracy_as_solo(tiny_bert_dir, conll4_dir, tmp_path):
-    from layercache.cache.reader import open_entry
-    from layercache.experiments import grid, run_sweep
-    from layercache.training import TrainConfig
+    from layerfuse.cache.reader import open_entry
+    from layerfuse.experiments import grid, run_sweep
+    from layerfuse.training import TrainConfig
 
     entry = open_entry(_extract(tiny_bert_dir, conll4_dir, tmp_path).path)
     base = TrainConfig(fusion="concat", shots=2, epochs=3, seed=0, batch_size=4, eval_points=2, device="cpu",

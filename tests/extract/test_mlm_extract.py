@@ -13,12 +13,12 @@ import zarr
 from click.testing import CliRunner
 from transformers import AutoModel, AutoTokenizer
 
-from layercache.cache.reader import open_entry
-from layercache.errors import LayercacheError
-from layercache.extract.lm_weights import has_lm_head, lm_head_weights
-from layercache.extract.masking import IGNORE, MaskingSpec, masked_split
-from layercache.extract.run import ExtractConfig, describe, extract
-from layercache.extract.text import load_text
+from layerfuse.cache.reader import open_entry
+from layerfuse.errors import LayerfuseError
+from layerfuse.extract.lm_weights import has_lm_head, lm_head_weights
+from layerfuse.extract.masking import IGNORE, MaskingSpec, masked_split
+from layerfuse.extract.run import ExtractConfig, describe, extract
+from layerfuse.extract.text import load_text
 
 
 def write_corpus(d: Path, *, docs: int = 60, seed: int = 5) -> Path:
@@ -152,20 +152,20 @@ def test_roberta_style_head_names(tmp_path):
 
 
 def test_options_are_checked(tiny_bert_dir, corpus_dir, tmp_path):
-    with pytest.raises(LayercacheError, match="need --task mlm"):
+    with pytest.raises(LayerfuseError, match="need --task mlm"):
         ExtractConfig(dataset=str(corpus_dir), block_size=64)
-    with pytest.raises(LayercacheError, match="--task 'lm'"):
+    with pytest.raises(LayerfuseError, match="--task 'lm'"):
         ExtractConfig(task="lm")
     assert ExtractConfig(task="mlm").dataset == "wiki-offline" and ExtractConfig().dataset == "wnut16"
-    with pytest.raises(LayercacheError, match="--block-size 64 is longer"):
+    with pytest.raises(LayerfuseError, match="--block-size 64 is longer"):
         extract(ExtractConfig(model=str(tiny_bert_dir), dataset=str(corpus_dir), cache_dir=str(tmp_path), task="mlm",
                               block_size=64), progress=False)
-    with pytest.raises(LayercacheError, match="no train text"):
+    with pytest.raises(LayerfuseError, match="no train text"):
         _run(tiny_bert_dir, tmp_path, tmp_path / "c")
 
 
 def test_cli_prints_blocks_and_tokens(tiny_bert_dir, corpus_dir, tmp_path):
-    from layercache.cli.extract import main
+    from layerfuse.cli.extract import main
 
     args = ["--task", "mlm", "--model", str(tiny_bert_dir), "--dataset", str(corpus_dir), "--block-size", "16",
             "--cache-dir", str(tmp_path), "--splits", "dev", "--quiet"]

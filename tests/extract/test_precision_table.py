@@ -7,15 +7,15 @@ import contextlib
 
 import torch
 
-from layercache.extract.precision import DEFAULT_PRECISION, PRECISIONS, autocast, precision_of
+from layerfuse.extract.precision import DEFAULT_PRECISION, PRECISIONS, autocast, precision_of
 
 
 def test_every_user_offers_the_table():
-    from layercache.cli.extract import main as extract_command
-    from layercache.extract.encode import PRECISIONS as autocast_dtypes
-    from layercache.extract.run import ExtractConfig
-    from layercache.training.config import PRECISIONS as train_names
-    from layercache.training.config import TrainConfig
+    from layerfuse.cli.extract import main as extract_command
+    from layerfuse.extract.encode import PRECISIONS as autocast_dtypes
+    from layerfuse.extract.run import ExtractConfig
+    from layerfuse.training.config import PRECISIONS as train_names
+    from layerfuse.training.config import TrainConfig
 
     assert list(PRECISIONS) == ["fp32", "bf16", "fp16"] and DEFAULT_PRECISION == "fp32"
     assert train_names == ("fp32", "bf16", "fp16")

@@ -9,8 +9,8 @@ from cli_output import one_error_line
 from click.testing import CliRunner
 from conftest import write_conll
 
-from layercache.errors import LayercacheError
-from layercache.extract.datasets import Reading, current_reading, load_dataset, parse_columns, reading
+from layerfuse.errors import LayerfuseError
+from layerfuse.extract.datasets import Reading, current_reading, load_dataset, parse_columns, reading
 
 TRAIN = [(["Alice", "met", "Bob", "Smith"], ["B-PER", "O", "B-PER", "I-PER"]),
          (["Acme", "Inc", "is", "in", "Paris"], ["B-ORG", "I-ORG", "O", "O", "B-LOC"])]
@@ -62,7 +62,7 @@ def test_the_reading_block_is_what_every_load_in_it_uses(tag_in_column_1):
     with reading(columns="word=0,ner=1"):
         assert load_dataset(str(tag_in_column_1)).splits["train"] == TRAIN
     assert current_reading().default
-    with pytest.raises(LayercacheError, match="malformed tag 'B-NP'|chunk column"):  # the last column, by default
+    with pytest.raises(LayerfuseError, match="malformed tag 'B-NP'|chunk column"):  # the last column, by default
         load_dataset(str(tag_in_column_1))
 
 
@@ -75,7 +75,7 @@ def test_the_reading_block_is_what_every_load_in_it_uses(tag_in_column_1):
     ("ner=1,ner=2", "ner is given twice"),
 ])
 def test_a_bad_columns_value_is_named(text, message):
-    with pytest.raises(LayercacheError) as err:
+    with pytest.raises(LayerfuseError) as err:
         parse_columns(text)
     assert message in str(err.value)
 
@@ -94,14 +94,14 @@ def _extract(tmp_path, model, data, *options):
 
 
 def _extract_main():
-    from layercache.cli.extract import main
+    from layerfuse.cli.extract import main
 
     return main
 
 
 def test_extract_reads_the_columns_given_and_the_entry_is_found_again(tmp_path, tiny_bert_dir, tag_in_column_1):
-    from layercache.cache.reader import open_entry
-    from layercache.cli.options import resolve
+    from layerfuse.cache.reader import open_entry
+    from layerfuse.cli.options import resolve
 
     out = _extract(tmp_path, tiny_bert_dir, tag_in_column_1, "--columns", "word=0,ner=1,pos=2")
     assert out.exit_code == 0, out.output

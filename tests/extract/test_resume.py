@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 from conftest import kill_mid_extraction, slow_extract_child, split_arrays
 
-from layercache.cache.reader import open_entry
-from layercache.extract.run import ExtractConfig, extract
+from layerfuse.cache.reader import open_entry
+from layerfuse.extract.run import ExtractConfig, extract
 
 pytestmark = pytest.mark.slow  # starts extraction processes
 

@@ -10,12 +10,12 @@ import pytest
 import torch
 from click.testing import CliRunner
 
-from layercache.cache.reader import open_entry
-from layercache.errors import LayercacheError
-from layercache.finetune.data import live_data
-from layercache.finetune.live import load_live_backbone
-from layercache.training import TrainConfig, train_head
-from layercache.training.data import load_data
+from layerfuse.cache.reader import open_entry
+from layerfuse.errors import LayerfuseError
+from layerfuse.finetune.data import live_data
+from layerfuse.finetune.live import load_live_backbone
+from layerfuse.training import TrainConfig, train_head
+from layerfuse.training.data import load_data
 
 FT = dict(fusion="concat", shots=2, epochs=2, seed=0, lr=1e-3, mode="ft", eval_points=1)
 
@@ -47,9 +47,9 @@ def test_fe_leaves_every_backbone_weight_alone(tiny_cache, live):
     train_head(TrainConfig(fusion="concat", shots=2, epochs=2, seed=0, lr=1e-3), data)
     after = _weights(live.backbone)
     assert all(torch.equal(pretrained[k], after[k]) for k in pretrained)
-    with pytest.raises(LayercacheError, match="FE mode"):
+    with pytest.raises(LayerfuseError, match="FE mode"):
         train_head(TrainConfig(fusion="concat", shots=2, epochs=1, seed=0), live)
-    with pytest.raises(LayercacheError, match="FT mode needs the backbone"):
+    with pytest.raises(LayerfuseError, match="FT mode needs the backbone"):
         train_head(TrainConfig(**FT), data)
 
 
@@ -72,8 +72,8 @@ def test_gradient_accumulation_equals_the_big_batch(live):
 
 
 def test_ft_cli_then_predict_uses_the_tuned_backbone(tiny_cache, tmp_path):
-    from layercache.cli.predict import main as predict_main
-    from layercache.cli.train import main as train_main
+    from layerfuse.cli.predict import main as predict_main
+    from layerfuse.cli.train import main as train_main
 
     out = CliRunner().invoke(train_main, ["--cache", tiny_cache, "--mode", "ft", "--fusion", "base", "--shots", "2",
                                           "--epochs", "1", "--lr", "1e-3", "--out", str(tmp_path)])

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 from transformers import AutoTokenizer
 
-from layercache.extract.tokenize import tokenize_words
+from layerfuse.extract.tokenize import tokenize_words
 
 
 def test_a_slice_of_the_tokens_equals_tokenizing_the_slice(tiny_bert_dir):
@@ -20,10 +20,10 @@ def test_a_slice_of_the_tokens_equals_tokenizing_the_slice(tiny_bert_dir):
 
 
 def test_ft_batches_tokenize_the_split_once(tiny_cache, monkeypatch):
-    from layercache.cache.reader import open_entry
-    from layercache.finetune.data import live_data
-    from layercache.finetune.live import load_live_backbone
-    from layercache.training import TrainConfig, train_head
+    from layerfuse.cache.reader import open_entry
+    from layerfuse.finetune.data import live_data
+    from layerfuse.finetune.live import load_live_backbone
+    from layerfuse.training import TrainConfig, train_head
 
     entry = open_entry(tiny_cache)
     backbone = load_live_backbone(entry.meta, device="cpu")

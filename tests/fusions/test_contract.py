@@ -1,4 +1,4 @@
-"""Every fusion declares what it can do (`layercache.fusions.fusion`), and the library reads only
+"""Every fusion declares what it can do (`layerfuse.fusions.fusion`), and the library reads only
 those declarations: each entry of `FUSIONS` keeps the contract, and a fusion defined here, in the
 test alone, trains, trains in a pack and is reported with no other file changed."""
 
@@ -11,16 +11,16 @@ import pytest
 import torch
 from torch import nn
 
-from layercache.cache.reader import open_entry
-from layercache.experiments import load_cached, run_sweep
-from layercache.experiments.report import table, usage_by_label
-from layercache.fusions import FUSIONS, Fusion, FusionConfig, TokenTagger
-from layercache.fusions.fusion import normalised
-from layercache.fusions.stacked import cast, stacked
-from layercache.training import TrainConfig
-from layercache.training.diagnostics import describe
-from layercache.training.loop import train_head
-from layercache.training.packed import can_pack, train_pack
+from layerfuse.cache.reader import open_entry
+from layerfuse.experiments import load_cached, run_sweep
+from layerfuse.experiments.report import table, usage_by_label
+from layerfuse.fusions import FUSIONS, Fusion, FusionConfig, TokenTagger
+from layerfuse.fusions.fusion import normalised
+from layerfuse.fusions.stacked import cast, stacked
+from layerfuse.training import TrainConfig
+from layerfuse.training.diagnostics import describe
+from layerfuse.training.loop import train_head
+from layerfuse.training.packed import can_pack, train_pack
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

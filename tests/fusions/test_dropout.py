@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from layercache.fusions.dropout import Dropout, dropout
+from layerfuse.fusions.dropout import Dropout, dropout
 
 
 @pytest.mark.parametrize("p", [0.1, 0.5])

@@ -6,8 +6,8 @@ import pytest
 import torch
 from torch import nn
 
-from layercache.errors import LayercacheError
-from layercache.fusions import (
+from layerfuse.errors import LayerfuseError
+from layerfuse.fusions import (
     FUSIONS,
     Base,
     Concat,
@@ -136,7 +136,7 @@ def test_dwatt_learned_temperature_starts_at_the_scaled_score():
     assert float(torch.exp(head.log_temperature.detach())) == pytest.approx(D ** -0.5)
     scores = torch.randn(2, 3, L)
     torch.testing.assert_close(head.scale(scores), make(DWAtt).scale(scores))
-    with pytest.raises(LayercacheError, match="layer_score.*'cosine'"):
+    with pytest.raises(LayerfuseError, match="layer_score.*'cosine'"):
         make(DWAtt, layer_score="cosine")
 
 
@@ -260,18 +260,18 @@ def test_seed_makes_construction_deterministic(fusion):
 
 
 def test_unknown_fusion_names_value_and_choices():
-    with pytest.raises(LayercacheError, match="'nope'.*concat.*dwatt"):
+    with pytest.raises(LayerfuseError, match="'nope'.*concat.*dwatt"):
         TokenTagger(fusion="nope", n_labels=3, **SMALL)
 
 
 def test_tagger_rejects_wrong_shape():
     tagger = TokenTagger(fusion="concat", n_labels=3, **SMALL)
-    with pytest.raises(LayercacheError, match="n_layers=4"):
+    with pytest.raises(LayerfuseError, match="n_layers=4"):
         tagger(torch.zeros(B, T, L + 1, D), torch.ones(B, T, dtype=torch.bool))
 
 
 def test_extra_layers_rejects_bad_heads():
-    with pytest.raises(LayercacheError, match="num_heads=3"):
+    with pytest.raises(LayerfuseError, match="num_heads=3"):
         make(ExtraLayers, num_heads=3)
 
 
@@ -293,7 +293,7 @@ def test_roberta_large_budget_matches_table_2():
 @pytest.mark.parametrize("fusion", ["base", "concat", "dwatt", "scalarmix"])
 def test_token_wise_heads_give_the_same_outputs_packed(fusion):
     """Packing a batch's rows into one sequence (no padding) changes nothing for token-wise heads."""
-    from layercache.fusions import TokenTagger
+    from layerfuse.fusions import TokenTagger
 
     torch.manual_seed(0)
     tagger = TokenTagger(fusion=fusion, n_layers=3, dim=8, num_heads=2, ffn_dim=16, n_labels=5).eval()

@@ -1,4 +1,4 @@
-"""`layercache.fusions.stacked`: K heads of a fusion run as one equal each head run alone, on its own
+"""`layerfuse.fusions.stacked`: K heads of a fusion run as one equal each head run alone, on its own
 packed rows (training) and on one shared padded batch (evaluation), outputs and gradients; and in
 bfloat16 they stay within bfloat16's rounding of the solo heads."""
 
@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 import torch
 
-from layercache.fusions import FUSIONS, FusionConfig, TokenTagger
-from layercache.fusions.stacked import linear, stacked
+from layerfuse.fusions import FUSIONS, FusionConfig, TokenTagger
+from layerfuse.fusions.stacked import linear, stacked
 
 K, L, D = 3, 4, 8
 SMALL = dict(n_layers=L, dim=D, num_heads=2, ffn_dim=16, extra_layers=2, dropout=0.0)
@@ -126,7 +126,7 @@ def test_linear_weight_gradient_keeps_the_weight_layout():
 def test_extra_layers_attention_in_one_group_equals_length_groups():
     # On a GPU every sentence of a batch attends in one padded group (`_length_groups`); on a CPU,
     # sentences are grouped by length. The rows that come out are the same.
-    from layercache.fusions.extra import _grouped_attention, _length_groups
+    from layerfuse.fusions.extra import _grouped_attention, _length_groups
 
     torch.manual_seed(0)
     lengths = np.array([3, 17, 9, 0, 40, 8, 33])

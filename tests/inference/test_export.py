@@ -1,4 +1,4 @@
-"""`layercache export`: a head and its backbone as one transformers model. Loaded back with
+"""`layerfuse export`: a head and its backbone as one transformers model. Loaded back with
 `AutoModelForTokenClassification` and used in ``pipeline("token-classification")``, it tags what
 `predict` tags, and its logits at each word's first token are the head's own."""
 
@@ -13,14 +13,14 @@ import pytest
 import torch
 from click.testing import CliRunner
 
-from layercache.cache.reader import open_entry
-from layercache.cli.main import main as cli
-from layercache.extract.run import ExtractConfig, extract
-from layercache.hf.export import export_head
-from layercache.inference import Predictor, entities, split_words
-from layercache.training import TrainConfig, train_head
-from layercache.training.checkpoint import save_checkpoint
-from layercache.training.data import load_data
+from layerfuse.cache.reader import open_entry
+from layerfuse.cli.main import main as cli
+from layerfuse.extract.run import ExtractConfig, extract
+from layerfuse.hf.export import export_head
+from layerfuse.inference import Predictor, entities, split_words
+from layerfuse.training import TrainConfig, train_head
+from layerfuse.training.checkpoint import save_checkpoint
+from layerfuse.training.data import load_data
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -95,7 +95,7 @@ def test_exported_model_tags_as_predict(case, request, tmp_path_factory, exporte
 
     model = AutoModelForTokenClassification.from_pretrained(folder).eval()
     tokenizer = AutoTokenizer.from_pretrained(folder)
-    assert type(model).__name__ == "LayercacheForTokenClassification"
+    assert type(model).__name__ == "LayerfuseForTokenClassification"
     # The first token of each word carries the head's logits for that word, exactly.
     with torch.inference_mode():
         hidden, mask = predictor.backbone(words, predictor.layers)
@@ -136,7 +136,7 @@ def test_round_trip_and_model_card(request, tmp_path_factory, exported, tmp_path
     files = set(os.listdir(folder))
     assert {"config.json", "model.safetensors", "README.md", "tokenizer_config.json"} <= files
     config = json.loads(open(os.path.join(folder, "config.json")).read())
-    assert config["model_type"] == "layercache-tagger" and "auto_map" not in config
+    assert config["model_type"] == "layerfuse-tagger" and "auto_map" not in config
     assert config["id2label"]["0"] in model.config.label2id
     card = open(os.path.join(folder, "README.md")).read()
     record = json.loads(open(run).read())
@@ -145,16 +145,16 @@ def test_round_trip_and_model_card(request, tmp_path_factory, exported, tmp_path
     assert "/tmp" not in card and str(tmp_path_factory.getbasetemp()) not in json.dumps(config)
 
 
-def test_loads_in_a_fresh_process_after_import_layercache(request, tmp_path_factory, exported):
-    """`import layercache` is all it takes: the auto classes learn the model type when transformers loads."""
+def test_loads_in_a_fresh_process_after_import_layerfuse(request, tmp_path_factory, exported):
+    """`import layerfuse` is all it takes: the auto classes learn the model type when transformers loads."""
     _, folder = _exported(("word", "concat"), request, tmp_path_factory, exported)
-    script = ("import layercache, sys\n"
+    script = ("import layerfuse, sys\n"
               "from transformers import pipeline\n"
               "p = pipeline('token-classification', model=sys.argv[1], aggregation_strategy='simple', device='cpu')\n"
               "print(type(p.model).__name__)\n")
     out = subprocess.run([sys.executable, "-c", script, folder], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
-    assert out.stdout.strip().endswith("LayercacheForTokenClassification")
+    assert out.stdout.strip().endswith("LayerfuseForTokenClassification")
 
 
 def test_export_command(request, tmp_path_factory, exported, tmp_path):
@@ -171,14 +171,14 @@ def test_export_command(request, tmp_path_factory, exported, tmp_path):
 
 
 def test_importing_the_model_module_first_registers_it_without_a_warning():
-    """`layercache.hf.modeling` imports transformers' auto classes, which fire the registration hook while
+    """`layerfuse.hf.modeling` imports transformers' auto classes, which fire the registration hook while
     the module is half defined: it must register itself once defined, not warn."""
     script = ("import warnings; warnings.simplefilter('error')\n"
-              "import layercache.hf.modeling\n"
+              "import layerfuse.hf.modeling\n"
               "from transformers.models.auto.configuration_auto import CONFIG_MAPPING\n"
               "from transformers.models.auto.modeling_auto import MODEL_FOR_TOKEN_CLASSIFICATION_MAPPING as M\n"
-              "assert 'layercache-tagger' in CONFIG_MAPPING\n"
-              "assert M[CONFIG_MAPPING['layercache-tagger']].__name__ == 'LayercacheForTokenClassification'\n")
+              "assert 'layerfuse-tagger' in CONFIG_MAPPING\n"
+              "assert M[CONFIG_MAPPING['layerfuse-tagger']].__name__ == 'LayerfuseForTokenClassification'\n")
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
 

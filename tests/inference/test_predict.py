@@ -10,13 +10,13 @@ import pytest
 import torch
 from click.testing import CliRunner
 
-from layercache.cache.reader import open_entry
-from layercache.cli.predict import main
-from layercache.inference import entities, split_words
-from layercache.training import TrainConfig, train_head
-from layercache.training.checkpoint import save_checkpoint
-from layercache.training.data import load_data
-from layercache.training.evaluation import predict_tags as predict
+from layerfuse.cache.reader import open_entry
+from layerfuse.cli.predict import main
+from layerfuse.inference import entities, split_words
+from layerfuse.training import TrainConfig, train_head
+from layerfuse.training.checkpoint import save_checkpoint
+from layerfuse.training.data import load_data
+from layerfuse.training.evaluation import predict_tags as predict
 
 
 @pytest.fixture(scope="module")

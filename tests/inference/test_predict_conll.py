@@ -11,16 +11,16 @@ import torch
 from click.testing import CliRunner
 from seqeval.metrics import classification_report
 
-from layercache.cache.reader import open_entry
-from layercache.cli.predict import main
-from layercache.extract.datasets import load_dataset
-from layercache.extract.run import ExtractConfig, extract
-from layercache.inference.conll_eval import span_report
-from layercache.training import TrainConfig, train_head
-from layercache.training.checkpoint import save_checkpoint
-from layercache.training.data import load_data
-from layercache.training.evaluation import predict_tags, score
-from layercache.training.metrics import Chunker, entity_f1
+from layerfuse.cache.reader import open_entry
+from layerfuse.cli.predict import main
+from layerfuse.extract.datasets import load_dataset
+from layerfuse.extract.run import ExtractConfig, extract
+from layerfuse.inference.conll_eval import span_report
+from layerfuse.training import TrainConfig, train_head
+from layerfuse.training.checkpoint import save_checkpoint
+from layerfuse.training.data import load_data
+from layerfuse.training.evaluation import predict_tags, score
+from layerfuse.training.metrics import Chunker, entity_f1
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

@@ -10,11 +10,11 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from layercache.cache.reader import open_entry
-from layercache.cli.rank import main
-from layercache.layers.scores import score_layers
-from layercache.layers.variability import rank_layers
-from layercache.training.sampling import entity_types
+from layerfuse.cache.reader import open_entry
+from layerfuse.cli.rank import main
+from layerfuse.layers.scores import score_layers
+from layerfuse.layers.variability import rank_layers
+from layerfuse.training.sampling import entity_types
 
 
 def test_score_layers_equals_rank_layers_on_loaded_array(tiny_cache):
@@ -55,7 +55,7 @@ def test_cli_writes_json_and_png_and_prints_every_layer(tiny_cache, tmp_path):
 
 
 def test_cli_shots_scores_the_few_shot_sample(tiny_cache, tmp_path):
-    from layercache.training.sampling import few_shot_sample
+    from layerfuse.training.sampling import few_shot_sample
 
     entry = open_entry(tiny_cache)
     split = entry.split("train")

@@ -7,9 +7,9 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from layercache.cache.reader import open_entry
-from layercache.errors import LayercacheError
-from layercache.layers import parse_layers
+from layerfuse.cache.reader import open_entry
+from layerfuse.errors import LayerfuseError
+from layerfuse.layers import parse_layers
 
 
 @pytest.mark.parametrize("spec, expected", [
@@ -33,7 +33,7 @@ def test_layer_spec_auto():
     ("4..2", "start is after end"),
 ])
 def test_layer_spec_errors(spec, match):
-    with pytest.raises(LayercacheError, match=match):
+    with pytest.raises(LayerfuseError, match=match):
         parse_layers(spec, num_layers=6)
 
 
@@ -45,8 +45,8 @@ def test_last_layer_letter():
 @pytest.mark.parametrize("spec, expected", [("all", [1, 2]), ("0,2", [0, 2]), ("2", [2]), ("0..L", [0, 1, 2])])
 def test_layers_mean_the_same_in_train_head_and_rank_layers(tiny_cache, tmp_path, spec, expected):
     """train-head fuses, and rank-layers scores, exactly the layers the same --layers names."""
-    from layercache.cli.rank import main as rank_main
-    from layercache.cli.train import main as train_main
+    from layerfuse.cli.rank import main as rank_main
+    from layerfuse.cli.train import main as train_main
 
     runner = CliRunner()
     ranked = runner.invoke(rank_main, ["--cache", tiny_cache, "--out", str(tmp_path), "--layers", spec])
@@ -61,8 +61,8 @@ def test_layers_mean_the_same_in_train_head_and_rank_layers(tiny_cache, tmp_path
 
 
 def test_auto_k_marks_in_rank_layers_what_train_head_fuses(tiny_cache, tmp_path):
-    from layercache.cli.rank import main as rank_main
-    from layercache.training.data import load_for_run
+    from layerfuse.cli.rank import main as rank_main
+    from layerfuse.training.data import load_for_run
 
     result = CliRunner().invoke(rank_main, ["--cache", tiny_cache, "--out", str(tmp_path), "--layers", "auto:1",
                                             "--shots", "4", "--seed", "3"])
@@ -75,7 +75,7 @@ def test_auto_k_marks_in_rank_layers_what_train_head_fuses(tiny_cache, tmp_path)
 
 @pytest.mark.parametrize("command", ["rank", "train"])
 def test_bad_spec_is_one_line_in_every_command(tiny_cache, tmp_path, command):
-    from layercache.cli.main import main
+    from layerfuse.cli.main import main
 
     result = CliRunner().invoke(main, [command, "--cache", tiny_cache, "--out", str(tmp_path), "--layers", "2,2"])
     assert result.exit_code == 1

@@ -1,8 +1,8 @@
 import numpy as np
 import pytest
 
-from layercache.errors import LayercacheError
-from layercache.layers.variability import layer_variability, pick_layers, rank_layers, subsample_per_class
+from layerfuse.errors import LayerfuseError
+from layerfuse.layers.variability import layer_variability, pick_layers, rank_layers, subsample_per_class
 
 
 def reference_nu(z, y):
@@ -75,15 +75,15 @@ def test_class_cap_deterministic_and_respected():
 
 def test_errors_and_degenerate():
     z = np.random.default_rng(0).normal(size=(10, 4))
-    with pytest.raises(LayercacheError, match="at least 2 classes"):
+    with pytest.raises(LayerfuseError, match="at least 2 classes"):
         layer_variability(z, np.zeros(10, int))
-    with pytest.raises(LayercacheError, match="at least 2 classes"):
+    with pytest.raises(LayerfuseError, match="at least 2 classes"):
         layer_variability(z, np.array([0] * 5 + [-100] * 5))
-    with pytest.raises(LayercacheError, match="shape"):
+    with pytest.raises(LayerfuseError, match="shape"):
         layer_variability(z, np.zeros(9, int))
-    with pytest.raises(LayercacheError, match="max_per_class"):
+    with pytest.raises(LayerfuseError, match="max_per_class"):
         layer_variability(z, np.arange(10) % 2, max_per_class=0)
-    with pytest.raises(LayercacheError, match=r"\[5\]"):
+    with pytest.raises(LayerfuseError, match=r"\[5\]"):
         rank_layers(z.reshape(10, 1, 4), np.arange(10) % 2, layer_ids=[0, 5])
     const = np.full((10, 4), 0.1)  # identical class means: no between-class direction
     assert layer_variability(const, np.arange(10) % 2) == float("inf")
@@ -96,5 +96,5 @@ def test_pick_layers():
     assert pick_layers(scores, 5) == [0, 1, 2, 3, 4]
     assert pick_layers([(12, 1.0), (6, float("inf")), (9, 0.2)], 2) == [9, 12]
     for k in (0, 6, -1):
-        with pytest.raises(LayercacheError, match=f"k = {k}.*5"):
+        with pytest.raises(LayerfuseError, match=f"k = {k}.*5"):
             pick_layers(scores, k)

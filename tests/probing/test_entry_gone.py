@@ -10,9 +10,9 @@ import shutil
 
 import pytest
 
-from layercache.cache.reader import open_entry
-from layercache.errors import LayercacheError
-from layercache.probing.data import covered_splits
+from layerfuse.cache.reader import open_entry
+from layerfuse.errors import LayerfuseError
+from layerfuse.probing.data import covered_splits
 
 
 def test_an_entry_removed_under_a_reader_is_named_not_empty(tiny_cache, tmp_path):
@@ -21,5 +21,5 @@ def test_an_entry_removed_under_a_reader_is_named_not_empty(tiny_cache, tmp_path
     entry = open_entry(path)
     assert covered_splits(entry, "pos") == ["train", "dev", "test"]  # the first set probes fine
     shutil.rmtree(path)  # `gc` or `rm` meanwhile
-    with pytest.raises(LayercacheError, match="train, dev, test were finished when read and are gone"):
+    with pytest.raises(LayerfuseError, match="train, dev, test were finished when read and are gone"):
         covered_splits(entry, "chunk")

@@ -1,4 +1,4 @@
-"""`layercache probe` end to end on the tiny cache: records, the report, the figure, the errors."""
+"""`layerfuse probe` end to end on the tiny cache: records, the report, the figure, the errors."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import re
 import pytest
 from click.testing import CliRunner
 
-from layercache.cli.main import main
-from layercache.probing.records import FILENAME, read_records
+from layerfuse.cli.main import main
+from layerfuse.probing.records import FILENAME, read_records
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 FAST = ["--epochs", "1", "--min-steps", "20"]
@@ -38,8 +38,8 @@ def test_probe_writes_records_report_and_figure(tiny_cache, tmp_path):
 
 
 def test_probe_defaults_to_every_label_set(tiny_cache, tmp_path):
-    from layercache.cache.reader import open_entry
-    from layercache.probing.data import label_sets
+    from layerfuse.cache.reader import open_entry
+    from layerfuse.probing.data import label_sets
 
     sets = list(label_sets(open_entry(tiny_cache)))
     result = CliRunner().invoke(main, ["probe", "--cache", tiny_cache, "--out", str(tmp_path), "--quiet",

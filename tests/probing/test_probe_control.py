@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from layercache.errors import LayercacheError
-from layercache.probing.control import ControlTask, label_distribution
+from layerfuse.errors import LayerfuseError
+from layerfuse.probing.control import ControlTask, label_distribution
 
 
 def test_a_type_gets_the_same_label_in_every_split_and_in_any_order():
@@ -57,7 +57,7 @@ def test_unscored_tokens_stay_unscored():
 def test_label_distribution_of_train_tokens():
     p = label_distribution(np.array([0, 0, 1, 2, 0, -100, -1]), n_classes=4)
     assert np.allclose(p, [0.6, 0.2, 0.2, 0.0])
-    with pytest.raises(LayercacheError, match="no scored train labels"):
+    with pytest.raises(LayerfuseError, match="no scored train labels"):
         label_distribution(np.array([-100, -100]), n_classes=2)
-    with pytest.raises(LayercacheError, match="label id 5"):
+    with pytest.raises(LayerfuseError, match="label id 5"):
         label_distribution(np.array([5]), n_classes=3)

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from layercache.cache.reader import open_entry
-from layercache.probing.data import label_sets, label_view, scored_tokens
-from layercache.probing.probe import ProbeConfig
-from layercache.probing.run import run_probes
+from layerfuse.cache.reader import open_entry
+from layerfuse.probing.data import label_sets, label_view, scored_tokens
+from layerfuse.probing.probe import ProbeConfig
+from layerfuse.probing.run import run_probes
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 POS = ["DT", "NN", "VB", "JJ"]
@@ -22,7 +22,7 @@ def subword_entry(tmp_path_factory, tiny_bert_dir):
     on the word, so that they are learnable."""
     from conftest import make_sentences
 
-    from layercache.extract.run import ExtractConfig, extract
+    from layerfuse.extract.run import ExtractConfig, extract
 
     d: Path = tmp_path_factory.mktemp("conll_probe")
     for name, n, seed in (("train.txt", 60, 1), ("dev.txt", 20, 2)):

@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 import torch
 
-from layercache.errors import LayercacheError
-from layercache.probing.expected import center_of_gravity, expected_layer, layer_deltas
-from layercache.probing.probe import LinearProbe, ProbeConfig, ScalarMixProbe, predict, score, train_probe
+from layerfuse.errors import LayerfuseError
+from layerfuse.probing.expected import center_of_gravity, expected_layer, layer_deltas
+from layerfuse.probing.probe import LinearProbe, ProbeConfig, ScalarMixProbe, predict, score, train_probe
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 FAST = ProbeConfig(epochs=5, min_steps=300, lr=1e-2)
@@ -64,12 +64,12 @@ def test_training_is_fixed_by_the_seed():
 def test_config_steps_and_checks():
     assert ProbeConfig(epochs=2, batch_size=100, min_steps=0).steps(250) == 6
     assert ProbeConfig(epochs=2, batch_size=100, min_steps=50).steps(250) == 50
-    with pytest.raises(LayercacheError, match="lr = -1"):
+    with pytest.raises(LayerfuseError, match="lr = -1"):
         ProbeConfig(lr=-1)
-    with pytest.raises(LayercacheError, match="batch_size = 0"):
+    with pytest.raises(LayerfuseError, match="batch_size = 0"):
         ProbeConfig(batch_size=0)
     x, y = _separable(10)
-    with pytest.raises(LayercacheError, match="outside 0..1"):
+    with pytest.raises(LayerfuseError, match="outside 0..1"):
         train_probe(LinearProbe.for_data(x, 2), x, y + 2, config=FAST, seed=0)
 
 
@@ -86,7 +86,7 @@ def test_span_scores():
 def test_center_of_gravity_by_hand():
     assert center_of_gravity([0.1, 0.2, 0.3, 0.4]) == pytest.approx(2.0)  # 0.2 + 0.6 + 1.2
     assert center_of_gravity([1, 1]) == pytest.approx(0.5)  # normalised
-    with pytest.raises(LayercacheError):
+    with pytest.raises(LayerfuseError):
         center_of_gravity([0, 0])
 
 

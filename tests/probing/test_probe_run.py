@@ -8,14 +8,14 @@ import json
 import numpy as np
 import pytest
 
-from layercache.cache.reader import open_entry
-from layercache.errors import LayercacheError
-from layercache.probing import run as run_module
-from layercache.probing.data import label_view, scored_tokens
-from layercache.probing.probe import ProbeConfig
-from layercache.probing.records import FILENAME, read_records, record_key
-from layercache.probing.report import summarize
-from layercache.probing.run import MIX, run_probes
+from layerfuse.cache.reader import open_entry
+from layerfuse.errors import LayerfuseError
+from layerfuse.probing import run as run_module
+from layerfuse.probing.data import label_view, scored_tokens
+from layerfuse.probing.probe import ProbeConfig
+from layerfuse.probing.records import FILENAME, read_records, record_key
+from layerfuse.probing.report import summarize
+from layerfuse.probing.run import MIX, run_probes
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 TINY = ProbeConfig(epochs=1, min_steps=20)
@@ -102,7 +102,7 @@ def test_control_labels_agree_across_splits(entry):
 
 
 def test_shots_sample_is_train_heads(entry, tmp_path):
-    from layercache.training.sampling import entity_types, few_shot_sample
+    from layerfuse.training.sampling import entity_types, few_shot_sample
 
     view = label_view(entry, "ner")
     run = run_module._SetRun(entry, name="ner", info={"kind": "span", "names": view.label_names}, shots=2, seed=4,
@@ -127,5 +127,5 @@ def test_report_means_over_seeds(entry, tmp_path):
 
 
 def test_unknown_label_set_is_one_line_error(entry, tmp_path):
-    with pytest.raises(LayercacheError, match="'nope'"):
+    with pytest.raises(LayerfuseError, match="'nope'"):
         run_probes(entry, out=str(tmp_path), label_set_names=["nope"], config=TINY)

@@ -8,5 +8,5 @@ def test_the_table_names_both_sides(load_script):
     for row in rows[2:]:
         _, name, before, after, _ = row.split("|")
         assert before == after and before.strip()  # the same commit measures the same
-    assert any("longest function in layercache/extract/" in row for row in rows)
+    assert any("longest function in layerfuse/extract/" in row for row in rows)
 

@@ -26,7 +26,7 @@ def test_compare_fe_ft_fills_both_columns_and_resumes(tiny_cache, tmp_path, monk
     def no_training(*args, **kwargs):
         raise AssertionError("a run already in the results file was repeated")
 
-    monkeypatch.setattr("layercache.training.loop.train_head", no_training)
+    monkeypatch.setattr("layerfuse.training.loop.train_head", no_training)
     capsys.readouterr()
     again = script.main(argv)  # everything is in the results file: nothing runs
     assert capsys.readouterr().err.count("1 of 1 runs already") == 2  # one grid per mode

@@ -38,7 +38,7 @@ def test_table_has_a_row_per_choice_and_rerun_skips_done_runs(tiny_cache, tmp_pa
 
     size = out.stat().st_size
     with monkeypatch.context() as patch:  # where the runner finds train_head for every run
-        patch.setattr("layercache.training.loop.train_head", no_training)
+        patch.setattr("layerfuse.training.loop.train_head", no_training)
         assert script.main(argv) == text  # the same table, from the file
     assert out.stat().st_size == size
 

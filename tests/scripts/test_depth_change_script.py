@@ -15,13 +15,13 @@ Dev: all 40 dev sentences.
 
 | backbone | protocol | head | N | dev F1 | test F1 | gain over base (dev) |
 |---|---|---|---:|---:|---:|---:|
-| small (L=2) | layercache | concat | 8 | 40.0 ± 4.3 (3) | 38.0 ± 4.3 | 1.0 ± 1.0 |
-| small (L=2) | layercache | extra | 8 | 30.0 ± 0.0 (3) | 29.0 ± 0.0 | - |
-| big (L=4) | layercache | concat | 8 | 50.0 ± 4.3 (3) | 48.0 ± 4.3 | 2.0 ± 1.0 |
-| big (L=4) | layercache | extra | 8 | 30.5 ± 0.0 (3) | 29.0 ± 0.0 | - |
+| small (L=2) | layerfuse | concat | 8 | 40.0 ± 4.3 (3) | 38.0 ± 4.3 | 1.0 ± 1.0 |
+| small (L=2) | layerfuse | extra | 8 | 30.0 ± 0.0 (3) | 29.0 ± 0.0 | - |
+| big (L=4) | layerfuse | concat | 8 | 50.0 ± 4.3 (3) | 48.0 ± 4.3 | 2.0 ± 1.0 |
+| big (L=4) | layerfuse | extra | 8 | 30.5 ± 0.0 (3) | 29.0 ± 0.0 | - |
 | big (L=4) | paper | concat | 8 | 10.0 ± 1.0 (3) | 9.0 ± 1.0 | - |
 
-Layers picked by variability (auto:1) against the top 1, layercache protocol:
+Layers picked by variability (auto:1) against the top 1, layerfuse protocol:
 
 | backbone | head | N | layers | dev F1 | test F1 | layers fused (per seed) |
 |---|---|---:|---|---:|---:|---|
@@ -36,14 +36,14 @@ def test_changes_from_the_table(tmp_path, load_script):
     out = tmp_path / "change.md"
     text = script.main(["--study", str(study), "--table", str(out)])
     rows = {tuple(c.strip() for c in line.split("|")[1:4]): [c.strip() for c in line.split("|")[1:-1]]
-            for line in text.splitlines() if line.startswith("| layercache") or line.startswith("| paper")}
-    assert set(rows) == {("layercache", "concat", "8"), ("layercache", "extra", "8")}  # paper: one backbone only
-    concat = rows["layercache", "concat", "8"]
+            for line in text.splitlines() if line.startswith("| layerfuse") or line.startswith("| paper")}
+    assert set(rows) == {("layerfuse", "concat", "8"), ("layerfuse", "extra", "8")}  # paper: one backbone only
+    concat = rows["layerfuse", "concat", "8"]
     # two cells of half-width 4.3 over 3 seeds: se = 4.3 / t(2) each; Welch df = 4
     from scipy.stats import t
     se = 4.3 / t.ppf(0.975, 2)
     assert concat[5] == f"+10.0 ± {t.ppf(0.975, 4) * se * 2 ** 0.5:.1f}" and concat[6] == "above 0"
-    assert rows["layercache", "extra", "8"][5] == "+0.5 ± 0.0"
+    assert rows["layerfuse", "extra", "8"][5] == "+0.5 ± 0.0"
     assert "Change from small (L=2) to big (L=4)" in text
     assert "\n\nDev: all 40 dev sentences.\n\n" in out.read_text()
 

@@ -13,10 +13,10 @@ def test_depth_study_on_two_depths(tiny_conll_dir, tiny_bert_dir, tiny_roberta_d
     text = script.main(argv)
     rows = [line for line in text.splitlines() if line.startswith(f"| {tiny_bert_dir} (L=2) |")]
     heads = {(r.split("|")[2].strip(), r.split("|")[3].strip()) for r in rows}
-    assert heads == {("layercache", "base"), ("layercache", "concat"), ("layercache", "dwatt (scaled)"),
-                     ("layercache", "dwatt (paper)"), ("paper", "base"), ("paper", "concat"),
+    assert heads == {("layerfuse", "base"), ("layerfuse", "concat"), ("layerfuse", "dwatt (scaled)"),
+                     ("layerfuse", "dwatt (paper)"), ("paper", "base"), ("paper", "concat"),
                      ("paper", "dwatt (paper)")}
-    concat = next(r for r in rows if "| layercache | concat |" in r)
+    concat = next(r for r in rows if "| layerfuse | concat |" in r)
     assert concat.split("|")[7].strip() != "-" and "(2)" in concat  # a gain over base, two seeds
     assert any(line.startswith(f"| {tiny_roberta_dir} | dwatt | 2 | auto:1 |") for line in text.splitlines())
     assert any(line.startswith(f"| {tiny_roberta_dir} | concat | 2 | 3..3 |") for line in text.splitlines())
@@ -27,5 +27,5 @@ def test_depth_study_on_two_depths(tiny_conll_dir, tiny_bert_dir, tiny_roberta_d
     def no_training(*args, **kwargs):
         raise AssertionError("a run already in the results file was repeated")
 
-    monkeypatch.setattr("layercache.training.loop.train_head", no_training)
+    monkeypatch.setattr("layerfuse.training.loop.train_head", no_training)
     assert script.main(argv) == text

@@ -19,14 +19,14 @@ def test_conll_script_resumes(tiny_cache, tmp_path, capsys, monkeypatch, load_sc
     assert header[2].startswith("Machine: cpu: ") and header[3].startswith("Dev: all ")
     assert md.read_text().endswith(load_script("_common").public_path(text) + "\n")  # machine paths as PATH/...
     records = [json.loads(line) for line in out.read_text().splitlines()]
-    for record in records:  # as an older layercache wrote them, before TrainConfig grew a field
+    for record in records:  # as an older layerfuse wrote them, before TrainConfig grew a field
         del record["config"]["warmup"]
     out.write_text("".join(json.dumps(r) + "\n" for r in records))
 
     def no_training(*args, **kwargs):
         raise AssertionError("a run already in the results file was repeated")
 
-    monkeypatch.setattr("layercache.training.loop.train_head", no_training)
+    monkeypatch.setattr("layerfuse.training.loop.train_head", no_training)
     capsys.readouterr()
     assert script.main(args) == text
     assert len(out.read_text().splitlines()) == 8

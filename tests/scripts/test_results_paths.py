@@ -16,10 +16,10 @@ REPO = Path(__file__).resolve().parents[2]
 
 def test_machine_paths_become_placeholders(load_script):
     common = load_script("_common")
-    text = ("CoNLL-2003, .gpu/minilm-fp16: FE; runs in `/root/out/x.<dtype>.jsonl`; LAYERCACHE_HOME=/tmp/lc; "
+    text = ("CoNLL-2003, .gpu/minilm-fp16: FE; runs in `/root/out/x.<dtype>.jsonl`; LAYERFUSE_HOME=/tmp/lc; "
             "see [the guide](../guide/training.md), docs/results/a.md, 1.5/2.0 and 3 km/h")
     assert common.public_path(text) == (
-        "CoNLL-2003, PATH/minilm-fp16: FE; runs in `PATH/x.<dtype>.jsonl`; LAYERCACHE_HOME=PATH/lc; "
+        "CoNLL-2003, PATH/minilm-fp16: FE; runs in `PATH/x.<dtype>.jsonl`; LAYERFUSE_HOME=PATH/lc; "
         "see [the guide](../guide/training.md), docs/results/a.md, 1.5/2.0 and 3 km/h")
     assert common.public_path(str(REPO / "docs" / "results" / "a.md")) == "docs/results/a.md"
 
@@ -43,7 +43,7 @@ def test_committed_results_files_are_clean():
 
 def test_a_script_without_its_data_says_so(load_script, monkeypatch):
     common = load_script("_common")
-    with pytest.raises(SystemExit, match=r"pass --data PATH/conll2003 .* or set LAYERCACHE_CONLL2003"):
+    with pytest.raises(SystemExit, match=r"pass --data PATH/conll2003 .* or set LAYERFUSE_CONLL2003"):
         common.conll_data(None)
     with pytest.raises(SystemExit, match="--data /nowhere/conll2003 is not a folder"):
         common.conll_data("/nowhere/conll2003")

@@ -12,5 +12,5 @@ def test_the_worked_example_commands_are_read_in_order(load_script):
     steps = load_script("time_worked_example").commands(README.read_text(encoding="utf-8"))
     assert steps[0] == ("1", "extract")
     assert [s for s, _ in steps] == sorted(s for s, _ in steps) and {s for s, _ in steps} >= {"1", "2", "3", "4", "5"}
-    assert any(c.startswith("layercache sweep --report") for _, c in steps)
+    assert any(c.startswith("layerfuse sweep --report") for _, c in steps)
     assert not any("#" in c for _, c in steps)  # comments are not commands

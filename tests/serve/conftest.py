@@ -1,5 +1,5 @@
 """A real server for the service's tests: uvicorn on 127.0.0.1, on a free port, in a background
-thread (`layercache.serve.threaded.BackgroundServer`), stopped when the test ends.
+thread (`layerfuse.serve.threaded.BackgroundServer`), stopped when the test ends.
 
 - ``serve(root, **fields)`` starts one over ``root`` with any `ServerState` fields (``token`` is
   `WRITE_TOKEN` unless given) and returns it: ``.url``, ``.state``, ``.app``.
@@ -21,8 +21,8 @@ WRITE_TOKEN = "write-token-of-the-tests"
 
 @pytest.fixture
 def serve():
-    from layercache.serve.state import ServerState
-    from layercache.serve.threaded import BackgroundServer
+    from layerfuse.serve.state import ServerState
+    from layerfuse.serve.threaded import BackgroundServer
 
     started = []
 

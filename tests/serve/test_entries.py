@@ -41,8 +41,8 @@ def entry_files(entry: str) -> list[str]:
 
 @pytest.mark.slow
 def test_train_head_over_http_scores_as_local(served, served_root, tiny_cache, tmp_path):
-    from layercache.cache.usage import last_read
-    from layercache.cli.train import main
+    from layerfuse.cache.usage import last_read
+    from layerfuse.cli.train import main
 
     name = os.path.basename(tiny_cache)
     records = {}
@@ -101,7 +101,7 @@ def test_nothing_outside_a_complete_entry_is_served(serve, served_root, tiny_cac
 def test_reads_need_the_read_token_when_set(served, tiny_cache, monkeypatch):
     import fsspec.config
 
-    from layercache.cache.reader import open_entry
+    from layerfuse.cache.reader import open_entry
 
     name = os.path.basename(tiny_cache)
     paths = ["/api/entries", f"/api/entries/{name}", "/entries/", f"/entries/{name}", f"/entries/{name}/zarr.json"]
@@ -165,8 +165,8 @@ def test_ranges_and_sizes_as_fsspec_asks_for_them(served, served_root, tiny_cach
 
 @pytest.mark.slow
 def test_an_http_root_lists_its_complete_entries(served, tiny_cache):
-    from layercache.cache.manage import list_entries
-    from layercache.experiments.find import resolve_entry
+    from layerfuse.cache.manage import list_entries
+    from layerfuse.experiments.find import resolve_entry
 
     url = f"{served.url}/entries/{os.path.basename(tiny_cache)}"
     (entry,) = list_entries(f"{served.url}/entries")
@@ -176,10 +176,10 @@ def test_an_http_root_lists_its_complete_entries(served, tiny_cache):
 
 @pytest.mark.slow
 def test_api_describes_entries(served, served_root, tiny_cache, monkeypatch):
-    from layercache.cache.manage import OPTION_FIELDS, entry_status
-    from layercache.cache.reader import open_entry
+    from layerfuse.cache.manage import OPTION_FIELDS, entry_status
+    from layerfuse.cache.reader import open_entry
 
-    monkeypatch.setattr("layercache.cache.reader.mark_read", lambda path: None)  # only the server's reads count here
+    monkeypatch.setattr("layerfuse.cache.reader.mark_read", lambda path: None)  # only the server's reads count here
     name = os.path.basename(tiny_cache)
     local = open_entry(str(served_root / name))
     status = entry_status(str(served_root / name))
@@ -201,7 +201,7 @@ def test_api_describes_entries(served, served_root, tiny_cache, monkeypatch):
 def test_serve_keeps_its_token_in_a_private_file_and_never_prints_it(tmp_path, monkeypatch):
     import uvicorn
 
-    from layercache.cli.main import main
+    from layerfuse.cli.main import main
 
     calls = []
     monkeypatch.setattr(uvicorn, "run", lambda app, **kw: calls.append((app.state.server, kw)))

@@ -7,8 +7,8 @@ import os
 
 import pytest
 
-from layercache.cache.reader import open_entry
-from layercache.errors import LayercacheError
+from layerfuse.cache.reader import open_entry
+from layerfuse.errors import LayerfuseError
 
 
 def test_a_chunk_lost_on_the_server_is_an_error_over_http(served, served_root, tiny_cache):
@@ -16,10 +16,10 @@ def test_a_chunk_lost_on_the_server_is_an_error_over_http(served, served_root, t
     remote = open_entry(f"{served.url}/entries/{name}").split("train")
     remote.hidden(layers=[1])  # intact: reads
     os.remove(served_root / name / "train" / "hidden" / "c" / "2" / "0" / "0")
-    with pytest.raises(LayercacheError, match=r"array train/hidden, chunk c/2/0/0 is missing"):
+    with pytest.raises(LayerfuseError, match=r"array train/hidden, chunk c/2/0/0 is missing"):
         open_entry(f"{served.url}/entries/{name}").split("train").hidden(layers=[1])
     os.remove(served_root / name / "train" / "labels" / "c" / "0")
-    with pytest.raises(LayercacheError, match=r"array train/labels, chunk c/0 is missing"):
+    with pytest.raises(LayerfuseError, match=r"array train/labels, chunk c/0 is missing"):
         open_entry(f"{served.url}/entries/{name}").split("train").labels  # noqa: B018
 
 

@@ -9,8 +9,8 @@ import time
 import httpx
 import pytest
 
-from layercache.cache import usage
-from layercache.cache.gc import collect
+from layerfuse.cache import usage
+from layerfuse.cache.gc import collect
 
 BIG = 256 << 20  # more than the sockets between server and client buffer (Linux: up to 32 MiB + 4 MiB)
 

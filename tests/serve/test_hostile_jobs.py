@@ -12,8 +12,8 @@ import time
 import pytest
 from starlette.testclient import TestClient
 
-from layercache.serve.app import create_app
-from layercache.serve.state import ServerState
+from layerfuse.serve.app import create_app
+from layerfuse.serve.state import ServerState
 
 TOKEN = "write-token-of-the-hostile-tests"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
@@ -78,7 +78,7 @@ def test_serve_takes_data_dirs_and_keeps_its_tokens_private(tmp_path, monkeypatc
     import uvicorn
     from click.testing import CliRunner
 
-    from layercache.cli.main import main
+    from layerfuse.cli.main import main
 
     calls = []
     monkeypatch.setattr(uvicorn, "run", lambda app, **kw: calls.append(app.state.server))

@@ -1,4 +1,4 @@
-"""The extraction queue of `layercache serve`: identical requests join one job; refused requests
+"""The extraction queue of `layerfuse serve`: identical requests join one job; refused requests
 create nothing; a job cuts the root down to --max-size but keeps its entry; a server shut down or
 killed mid-job finishes the entry on its next start, bit for bit; and `extract --server` follows a
 job on a real server to the entry's URL."""
@@ -23,12 +23,12 @@ from click.testing import CliRunner
 from conftest import split_arrays, units_done
 from starlette.testclient import TestClient
 
-from layercache.cache.manage import list_entries
-from layercache.cli.extract import main as extract_cli
-from layercache.extract.run import ExtractConfig, extract
-from layercache.serve import jobqueue
-from layercache.serve.app import create_app
-from layercache.serve.state import MAX_BODY_BYTES, ServerState
+from layerfuse.cache.manage import list_entries
+from layerfuse.cli.extract import main as extract_cli
+from layerfuse.extract.run import ExtractConfig, extract
+from layerfuse.serve import jobqueue
+from layerfuse.serve.app import create_app
+from layerfuse.serve.state import MAX_BODY_BYTES, ServerState
 
 TOKEN = "write-me"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
@@ -131,19 +131,19 @@ def test_a_job_cuts_the_root_down_to_max_size_and_spares_its_entry(tiny_cache, b
 
 
 # A server whose writer pauses after each unit (as tests/extract/test_resume.py slows extract), so
-# the test can kill it between units; the product code is the one `layercache serve` runs.
+# the test can kill it between units; the product code is the one `layerfuse serve` runs.
 SLOW_SERVER = textwrap.dedent(
     """
     import sys, time
-    from layercache.cache import writer
+    from layerfuse.cache import writer
     original = writer.SplitWriter.write_unit
     def slow(self, unit, rows):
         original(self, unit, rows)
         time.sleep(1.0)
     writer.SplitWriter.write_unit = slow
     import uvicorn
-    from layercache.serve.app import create_app
-    from layercache.serve.state import ServerState
+    from layerfuse.serve.app import create_app
+    from layerfuse.serve.state import ServerState
     root, token, port, data = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
     state = ServerState(root=root, token=token, data_dirs=[data])
     uvicorn.run(create_app(state), host="127.0.0.1", port=port, log_level="warning")
@@ -199,7 +199,7 @@ def test_server_killed_mid_job_resumes_it_bit_for_bit(tiny_bert_dir, tiny_conll_
 
 def test_shutdown_stops_the_job_between_units_and_the_next_start_finishes_it(tiny_bert_dir, tiny_conll_dir,
                                                                              tmp_path, monkeypatch):
-    from layercache.cache import writer
+    from layerfuse.cache import writer
 
     original = writer.SplitWriter.write_unit
     monkeypatch.setattr(writer.SplitWriter, "write_unit", lambda self, *a: (original(self, *a), time.sleep(0.2)))

@@ -11,8 +11,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from layercache.experiments.report import render, table
-from layercache.serve.state import ServerState
+from layerfuse.experiments.report import render, table
+from layerfuse.serve.state import ServerState
 
 READ_TOKEN = "read-me"
 
@@ -118,7 +118,7 @@ def test_a_folder_of_train_head_records(serve, site, tmp_path):
     heads.mkdir()
     record = _record("scalarmix", 16, 10, 0, 0.5)
     (heads / "scalarmix-n16-e10-s0.json").write_text(json.dumps(record))
-    checkpoint = {"format": "layercache-head", "config": record["config"], "best_dev_f1": 0.9}
+    checkpoint = {"format": "layerfuse-head", "config": record["config"], "best_dev_f1": 0.9}
     (heads / "scalarmix-n16-e10-s0.head.json").write_text(json.dumps(checkpoint))  # not a run: not counted
     page = httpx.get(serve(site[0], runs=[heads]).url + "/").text
     assert "1 run, F1" in page and "<td>scalarmix</td>" in page and "50.0 ± 0.0 (1)" in page
@@ -138,7 +138,7 @@ def test_jobs_with_progress_keep_the_page_reloading(site):
     from starlette.applications import Starlette
     from starlette.testclient import TestClient
 
-    from layercache.serve import page
+    from layerfuse.serve import page
 
     class Queue:
         jobs = [{"id": "j2", "state": "queued", "model": "m2", "dataset": "d", "path": "/root/m2-d-5678",

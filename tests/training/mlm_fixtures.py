@@ -72,7 +72,7 @@ def tiny_mlm_bert_dir(tmp_path_factory, tiny_bert_dir) -> Path:
 
 @pytest.fixture(scope="session")
 def tiny_mlm_cache(tmp_path_factory, tiny_mlm_bert_dir, tiny_text_dir) -> str:
-    from layercache.extract.run import ExtractConfig, extract
+    from layerfuse.extract.run import ExtractConfig, extract
 
     def build():
         config = ExtractConfig(model=str(tiny_mlm_bert_dir), dataset=str(tiny_text_dir), task="mlm", block_size=BLOCK,

@@ -10,9 +10,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from layercache.fusions import TokenTagger
-from layercache.training.data import IGNORE, SplitArrays
-from layercache.training.diagnostics import describe, layer_usage
+from layerfuse.fusions import TokenTagger
+from layerfuse.training.data import IGNORE, SplitArrays
+from layerfuse.training.diagnostics import describe, layer_usage
 
 L, D = 3, 8
 

@@ -13,8 +13,8 @@ pytestmark = pytest.mark.slow  # starts a training process
 STEPS = r"""
 import json, resource, statistics, sys
 import torch
-from layercache.training.memory import keep_freed_memory
-from layercache.fusions.tagger import TokenTagger
+from layerfuse.training.memory import keep_freed_memory
+from layerfuse.fusions.tagger import TokenTagger
 
 kept = keep_freed_memory()
 torch.set_num_threads(1)
@@ -63,6 +63,6 @@ def test_steps_after_warm_up_do_not_page_fault():
 
 @glibc
 def test_the_setting_can_be_turned_off():
-    off = run_steps(LAYERCACHE_KEEP_HEAP="0")
+    off = run_steps(LAYERFUSE_KEEP_HEAP="0")
     assert off["kept"] is False
     assert off["faults_per_step"] > 100, off  # what the setting saves

@@ -4,7 +4,7 @@ an I- after O starting a chunk) for span label sets, token accuracy for token la
 import numpy as np
 import pytest
 
-from layercache.training.metrics import Chunker, entity_f1, token_accuracy
+from layerfuse.training.metrics import Chunker, entity_f1, token_accuracy
 
 NAMES = ["O", "B-NP", "I-NP", "B-VP", "I-VP"]
 ID = {name: i for i, name in enumerate(NAMES)}

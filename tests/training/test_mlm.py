@@ -14,12 +14,12 @@ import torch.nn.functional as F
 from click.testing import CliRunner
 from mlm_fixtures import tiny_mlm_bert_dir, tiny_mlm_cache, tiny_text_dir  # noqa: F401 (fixtures)
 
-from layercache.cache.reader import open_entry
-from layercache.errors import LayercacheError
-from layercache.fusions import FUSIONS, FusedMaskedLM, count_parameters
-from layercache.training import TrainConfig, load_data, load_for_run, train_head
-from layercache.training.checkpoint import load_checkpoint, save_checkpoint
-from layercache.training.data import IGNORE
+from layerfuse.cache.reader import open_entry
+from layerfuse.errors import LayerfuseError
+from layerfuse.fusions import FUSIONS, FusedMaskedLM, count_parameters
+from layerfuse.training import TrainConfig, load_data, load_for_run, train_head
+from layerfuse.training.checkpoint import load_checkpoint, save_checkpoint
+from layerfuse.training.data import IGNORE
 
 MLM = dict(shots=None, seed=0, task="mlm", lr=1e-2, batch_size=8)
 
@@ -102,7 +102,7 @@ def test_training_lowers_dev_perplexity_below_the_reference(reference, trained):
 
 
 def test_test_perplexity_is_scored_once_at_the_lowest_dev_loss(data, monkeypatch):
-    from layercache.training.tasks import MLM as MLMTask
+    from layerfuse.training.tasks import MLM as MLMTask
 
     calls = []
     real = MLMTask.score
@@ -143,7 +143,7 @@ def test_checkpoint_round_trip(tmp_path, entry, data, trained):
                     label_names=[], cache_meta=data.meta, config=trained.config, extra={"task": "mlm"})
     head, meta = load_checkpoint(tmp_path / "head", entry=entry)
     assert isinstance(head, FusedMaskedLM) and meta["format_version"] == 3 and meta["task"] == "mlm"
-    with pytest.raises(LayercacheError, match="not tied"):
+    with pytest.raises(LayerfuseError, match="not tied"):
         _ = head.lm.decoder_weight
     head.lm.freeze_to(torch.as_tensor(data.lm["embeddings"]))
     batch = data.dev.batch(np.arange(6), device="cpu")
@@ -154,14 +154,14 @@ def test_checkpoint_round_trip(tmp_path, entry, data, trained):
 
 
 def test_a_ner_cache_is_refused_for_mlm_and_back(tiny_cache, data):
-    with pytest.raises(LayercacheError, match="task 'mlm' needs a mlm cache entry"):
+    with pytest.raises(LayerfuseError, match="task 'mlm' needs a mlm cache entry"):
         train_head(TrainConfig(fusion="base", epochs=0, **MLM), load_data(open_entry(tiny_cache)))
-    with pytest.raises(LayercacheError, match="task 'ner' needs a ner cache entry"):
+    with pytest.raises(LayerfuseError, match="task 'ner' needs a ner cache entry"):
         train_head(TrainConfig(fusion="base", shots=None, epochs=0, seed=0), data)
 
 
 def test_run_ids(tmp_path):
-    from layercache.experiments.results import run_id
+    from layerfuse.experiments.results import run_id
 
     ner = TrainConfig(fusion="dwatt", shots=8, epochs=25, seed=0, lr=5e-5, layer_score="paper")
     assert run_id(ner) == run_id({**ner.record(), "task": "ner"}) == "dwatt-n8-e25-s0-61f86969dc"  # the first release's
@@ -170,7 +170,7 @@ def test_run_ids(tmp_path):
 
 
 def test_cli_trains_and_prints_perplexity(tiny_mlm_cache, tmp_path):
-    from layercache.cli.train import main
+    from layerfuse.cli.train import main
 
     out = CliRunner().invoke(main, ["--cache", tiny_mlm_cache, "--task", "mlm", "--fusion", "concat", "--epochs", "1",
                                     "--lr", "1e-2", "--out", str(tmp_path)])

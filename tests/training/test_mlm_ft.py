@@ -11,12 +11,12 @@ import pytest
 import torch
 from mlm_fixtures import tiny_mlm_bert_dir, tiny_mlm_cache, tiny_text_dir  # noqa: F401 (fixtures)
 
-from layercache.cache.reader import open_entry
-from layercache.extract.masking import MaskVocab, mask_tokens
-from layercache.finetune.data import live_data
-from layercache.finetune.live import load_live_backbone
-from layercache.training import TrainConfig, load_data, train_head
-from layercache.training.data import IGNORE
+from layerfuse.cache.reader import open_entry
+from layerfuse.extract.masking import MaskVocab, mask_tokens
+from layerfuse.finetune.data import live_data
+from layerfuse.finetune.live import load_live_backbone
+from layerfuse.training import TrainConfig, load_data, train_head
+from layerfuse.training.data import IGNORE
 
 FT = dict(fusion="concat", shots=6, epochs=2, seed=0, lr=1e-3, mode="ft", task="mlm", batch_size=4)
 

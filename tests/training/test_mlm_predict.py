@@ -10,8 +10,8 @@ import torch
 from click.testing import CliRunner
 from mlm_fixtures import tiny_mlm_bert_dir, tiny_mlm_cache, tiny_text_dir  # noqa: F401 (fixtures)
 
-from layercache.cli.predict import main as predict
-from layercache.cli.train import main as train
+from layerfuse.cli.predict import main as predict
+from layerfuse.cli.train import main as train
 
 
 @pytest.fixture(scope="module")
@@ -39,7 +39,7 @@ def test_fill_mask_prints_k_tokens_per_mask(fe_head):
 
 
 def test_fill_mask_ranks_as_the_head_does(fe_head):
-    from layercache.inference import MaskFiller
+    from layerfuse.inference import MaskFiller
 
     filler = MaskFiller(fe_head)
     ids = filler.encode("alice visited [MASK] today.")

@@ -10,9 +10,9 @@ import pytest
 from click.testing import CliRunner
 from mlm_fixtures import tiny_mlm_bert_dir, tiny_mlm_cache, tiny_text_dir  # noqa: F401 (fixtures)
 
-from layercache.cli.sweep import main
-from layercache.experiments.report import table
-from layercache.experiments.results import RESULTS, read_results
+from layerfuse.cli.sweep import main
+from layerfuse.experiments.report import table
+from layerfuse.experiments.results import RESULTS, read_results
 
 
 @pytest.mark.slow

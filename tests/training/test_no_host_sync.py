@@ -12,10 +12,10 @@ import pytest
 import torch
 from torch.overrides import TorchFunctionMode
 
-from layercache.cache.reader import open_entry
-from layercache.fusions import FUSIONS
-from layercache.training import TrainConfig, load_data
-from layercache.training.loop import prepare_run, train_step
+from layerfuse.cache.reader import open_entry
+from layerfuse.fusions import FUSIONS
+from layerfuse.training import TrainConfig, load_data
+from layerfuse.training.loop import prepare_run, train_step
 
 TO_HOST = {"item", "tolist", "cpu", "numpy", "__int__", "__bool__", "__float__", "__index__"}
 
@@ -86,7 +86,7 @@ def test_a_cuda_training_step_never_synchronises(data, fusion):
 
 def _pack(data, fusion: str, device: str, **options):
     """Three runs of ``fusion`` (seeds 0..2, one at N=8: its own schedule) as a pack, and a step of it."""
-    from layercache.training.packed import Pack, PackOptimizer
+    from layerfuse.training.packed import Pack, PackOptimizer
 
     runs = [_run(data, fusion, device, seed=seed, **options) for seed in (0, 1)]
     runs.append(_run(data, fusion, device, seed=2, shots=8, **options))

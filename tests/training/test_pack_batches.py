@@ -7,11 +7,11 @@ import numpy as np
 import pytest
 import torch
 
-from layercache.cache.reader import open_entry
-from layercache.extract.run import ExtractConfig, extract
-from layercache.training import load_data
-from layercache.training.pack_batches import PackRows
-from layercache.training.packed import _padded
+from layerfuse.cache.reader import open_entry
+from layerfuse.extract.run import ExtractConfig, extract
+from layerfuse.training import load_data
+from layerfuse.training.pack_batches import PackRows
+from layerfuse.training.packed import _padded
 
 
 @pytest.fixture(scope="module", params=["float16", "int8", "bfloat16"])
@@ -41,8 +41,8 @@ def test_one_gather_equals_each_heads_own_batch(entry, heads, dtype):
 
 def test_runs_on_all_of_train_share_it_uncopied(entry):
     # N = all: every run's train is the held split itself; a pack must not hold K copies of it
-    from layercache.training import TrainConfig
-    from layercache.training.loop import prepare_run
+    from layerfuse.training import TrainConfig
+    from layerfuse.training.loop import prepare_run
 
     data = load_data(entry)
     runs = [prepare_run(TrainConfig(fusion="concat", shots=None, epochs=1, seed=seed, device="cpu"), data)

@@ -7,8 +7,8 @@ import json
 import pytest
 import torch
 
-from layercache.training import precision
-from layercache.training.runtime import resolve_precision
+from layerfuse.training import precision
+from layerfuse.training.runtime import resolve_precision
 
 
 def test_explicit_precisions_pass_through(tmp_path, monkeypatch):

@@ -11,15 +11,15 @@ import numpy as np
 import pytest
 import torch
 
-from layercache.cache.reader import open_entry
-from layercache.fusions import DWAtt, FusionConfig
-from layercache.fusions.stacked import stacked
-from layercache.training import TrainConfig, load_data, train_head
-from layercache.training.checkpoint import load_checkpoint, save_checkpoint
-from layercache.training.data import load_for_run
-from layercache.training.evaluation import predict_tags
-from layercache.training.loop import prepare_run
-from layercache.training.packed import train_pack
+from layerfuse.cache.reader import open_entry
+from layerfuse.fusions import DWAtt, FusionConfig
+from layerfuse.fusions.stacked import stacked
+from layerfuse.training import TrainConfig, load_data, train_head
+from layerfuse.training.checkpoint import load_checkpoint, save_checkpoint
+from layerfuse.training.data import load_for_run
+from layerfuse.training.evaluation import predict_tags
+from layerfuse.training.loop import prepare_run
+from layerfuse.training.packed import train_pack
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from layercache.errors import LayercacheError
-from layercache.training.sampling import few_shot_sample
+from layerfuse.errors import LayerfuseError
+from layerfuse.training.sampling import few_shot_sample
 
 
 def test_deterministic_per_seed():
@@ -43,11 +43,11 @@ def test_all_means_every_sentence_in_order():
 
 
 def test_too_large_names_both_numbers():
-    with pytest.raises(LayercacheError, match=r"150.*100"):
+    with pytest.raises(LayerfuseError, match=r"150.*100"):
         few_shot_sample(100, shots=50, n_types=3, seed=0)
 
 
 @pytest.mark.parametrize("shots", [0, -1, 2.5, "8", True])
 def test_bad_shots(shots):
-    with pytest.raises(LayercacheError, match="shots"):
+    with pytest.raises(LayerfuseError, match="shots"):
         few_shot_sample(100, shots=shots, n_types=4, seed=0)

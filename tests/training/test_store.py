@@ -8,10 +8,10 @@ import pytest
 import torch
 from store_checks import held_and_streamed_dev_f1
 
-from layercache.cache.reader import CacheSplit, open_entry
-from layercache.errors import LayercacheError
-from layercache.training import TrainConfig, budget, load_data, store, train_head
-from layercache.training.stream import StreamedSplit
+from layerfuse.cache.reader import CacheSplit, open_entry
+from layerfuse.errors import LayerfuseError
+from layerfuse.training import TrainConfig, budget, load_data, store, train_head
+from layerfuse.training.stream import StreamedSplit
 
 
 @pytest.fixture
@@ -60,7 +60,7 @@ def test_the_budget_can_be_set_by_hand(monkeypatch):
     monkeypatch.setenv(budget.ENV, "4096")
     assert budget.memory_budget("cpu") == 4096
     monkeypatch.setenv(budget.ENV, "lots")
-    with pytest.raises(LayercacheError, match="LAYERCACHE_MEMORY_BUDGET='lots'"):
+    with pytest.raises(LayerfuseError, match="LAYERFUSE_MEMORY_BUDGET='lots'"):
         budget.memory_budget("cpu")
 
 
@@ -121,8 +121,8 @@ def test_the_store_keeps_within_its_budget(entry, monkeypatch):
 
 
 def test_a_streamed_pass_reads_the_next_block_while_this_one_computes(entry, monkeypatch):
-    from layercache.training import stream
-    from layercache.training.evaluation import score
+    from layerfuse.training import stream
+    from layerfuse.training.evaluation import score
 
     monkeypatch.setattr(budget, "MEMORY_BUDGET_BYTES", 0)
     monkeypatch.setattr(budget, "BLOCK_ROWS", 64)
@@ -152,8 +152,8 @@ def test_a_streamed_pass_reads_the_next_block_while_this_one_computes(entry, mon
 @pytest.mark.cuda
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 def test_streamed_blocks_pass_through_pinned_buffers_allocated_once(entry, monkeypatch):
-    from layercache.training import staging
-    from layercache.training.evaluation import score
+    from layerfuse.training import staging
+    from layerfuse.training.evaluation import score
 
     monkeypatch.setattr(budget, "BLOCK_ROWS", 64)  # first: held and streamed then batch alike (same numbers)
     result = train_head(TrainConfig(fusion="concat", shots=4, epochs=1, seed=0, lr=1e-2), load_data(entry))

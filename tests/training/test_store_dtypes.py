@@ -9,9 +9,9 @@ import pytest
 import torch
 from store_checks import held_and_streamed_dev_f1
 
-from layercache.cache.reader import open_entry
-from layercache.extract.run import ExtractConfig, extract
-from layercache.training import TrainConfig, load_data, store
+from layerfuse.cache.reader import open_entry
+from layerfuse.extract.run import ExtractConfig, extract
+from layerfuse.training import TrainConfig, load_data, store
 
 STORED = {"int8": (np.int8, 1), "bfloat16": (np.uint16, 2)}
 

@@ -8,13 +8,13 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from layercache.cache.reader import open_entry
-from layercache.cache.writer import SplitPlan, SplitWriter
-from layercache.cli.train import main
-from layercache.training import TrainConfig, budget, load_data, load_for_run, store, train_head
-from layercache.training.data import SplitArrays
-from layercache.training.evaluation import predict_tags, score
-from layercache.training.stream import StreamedSplit
+from layerfuse.cache.reader import open_entry
+from layerfuse.cache.writer import SplitPlan, SplitWriter
+from layerfuse.cli.train import main
+from layerfuse.training import TrainConfig, budget, load_data, load_for_run, store, train_head
+from layerfuse.training.data import SplitArrays
+from layerfuse.training.evaluation import predict_tags, score
+from layerfuse.training.stream import StreamedSplit
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

@@ -11,24 +11,24 @@ import pytest
 import torch
 from click.testing import CliRunner
 
-from layercache.cache.reader import CacheSplit, open_entry
-from layercache.cli.train import main
-from layercache.errors import LayercacheError
-from layercache.fusions import FUSIONS, parameter_budget
-from layercache.layers import parse_layers
-from layercache.training import TrainConfig, train_head
-from layercache.training.checkpoint import load_checkpoint, save_checkpoint
-from layercache.training.data import (
+from layerfuse.cache.reader import CacheSplit, open_entry
+from layerfuse.cli.train import main
+from layerfuse.errors import LayerfuseError
+from layerfuse.fusions import FUSIONS, parameter_budget
+from layerfuse.layers import parse_layers
+from layerfuse.training import TrainConfig, train_head
+from layerfuse.training.checkpoint import load_checkpoint, save_checkpoint
+from layerfuse.training.data import (
     IGNORE,
     SplitArrays,
     choose_layers,
     load_data,
     load_for_run,
 )
-from layercache.training.evaluation import predict_tags as predict
-from layercache.training.evaluation import score as _score
-from layercache.training.metrics import Chunker as _Chunker
-from layercache.training.metrics import entity_f1
+from layerfuse.training.evaluation import predict_tags as predict
+from layerfuse.training.evaluation import score as _score
+from layerfuse.training.metrics import Chunker as _Chunker
+from layerfuse.training.metrics import entity_f1
 
 # dwatt on all 122 tiny train sentences, 30 epochs, lr 1e-2, seed 0: recorded on CPU (torch 2.13).
 PINNED_DEV_F1 = 0.7692
@@ -76,12 +76,12 @@ def test_auto_reads_only_the_chosen_layers_of_dev_and_test(entry, monkeypatch):
 def test_auto_needs_two_tags():
     split = SplitArrays("train", np.zeros((4, 2, 3), np.float16), np.zeros(4, np.int64), np.array([0, 2, 4]),
                         (1, 2), np.array([0, 1]))
-    with pytest.raises(LayercacheError, match="at least 2 tags"):
+    with pytest.raises(LayerfuseError, match="at least 2 tags"):
         choose_layers(parse_layers("auto:1", num_layers=2), split, seed=0)
 
 
 def test_out_of_range_layers_in_a_run(data):
-    with pytest.raises(LayercacheError, match=r"layer 3 .*0\.\.2"):
+    with pytest.raises(LayerfuseError, match=r"layer 3 .*0\.\.2"):
         train_head(TrainConfig(fusion="base", shots=8, epochs=1, seed=0, layers="1,3"), data)
 
 
@@ -135,7 +135,7 @@ def test_all_of_train_or_just_the_sample_give_the_same_run(entry, data):
 
 def test_missing_sample_sentences_are_an_error(entry):
     data = load_data(entry, train_sentences=[0, 1, 2])
-    with pytest.raises(LayercacheError, match="not loaded"):
+    with pytest.raises(LayerfuseError, match="not loaded"):
         data.sample(shots=8, seed=0)
 
 
@@ -215,12 +215,12 @@ def test_checkpoint_against_another_backbone(tmp_path, data, trained):
     save_checkpoint(stem, trained.tagger, tagger_kwargs=trained.tagger_kwargs, layers=trained.layers,
                     label_names=data.label_names, cache_meta=data.meta)
     wider = SimpleNamespace(dim=64, num_layers=2, path="/elsewhere", meta={"model": "other"})
-    with pytest.raises(LayercacheError, match="hidden size 32 .* 64"):
+    with pytest.raises(LayerfuseError, match="hidden size 32 .* 64"):
         load_checkpoint(stem, entry=wider)
     deeper = SimpleNamespace(dim=32, num_layers=12, path="/elsewhere", meta={"model": "other"})
-    with pytest.raises(LayercacheError, match="layer count 2 .* 12"):
+    with pytest.raises(LayerfuseError, match="layer count 2 .* 12"):
         load_checkpoint(stem, entry=deeper)
-    with pytest.raises(LayercacheError, match="does not exist"):
+    with pytest.raises(LayerfuseError, match="does not exist"):
         load_checkpoint(str(tmp_path / "missing"))
 
 
@@ -295,7 +295,7 @@ def test_a_first_release_checkpoint_loads_and_predicts_the_same():
 def test_test_is_scored_once_at_the_best_dev_point(data, monkeypatch):
     """One pass over test per run, with the head at its best dev point: the same number as scoring
     that head by hand, and the same whether or not the head is kept."""
-    from layercache.training import tasks
+    from layerfuse.training import tasks
 
     calls = []
     real = tasks.score  # NER's scorer; the loop reaches it through the task

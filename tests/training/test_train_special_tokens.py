@@ -12,13 +12,13 @@ import pytest
 import torch
 from click.testing import CliRunner
 
-from layercache.cache.reader import open_entry
-from layercache.errors import LayercacheError
-from layercache.extract.run import ExtractConfig, extract
-from layercache.layers.scores import score_layers
-from layercache.training import TrainConfig, train_head
-from layercache.training.data import IGNORE, load_data
-from layercache.training.evaluation import score
+from layerfuse.cache.reader import open_entry
+from layerfuse.errors import LayerfuseError
+from layerfuse.extract.run import ExtractConfig, extract
+from layerfuse.layers.scores import score_layers
+from layerfuse.training import TrainConfig, train_head
+from layerfuse.training.data import IGNORE, load_data
+from layerfuse.training.evaluation import score
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -69,8 +69,8 @@ def test_a_row_wise_head_scores_the_same_with_or_without_special_rows(data, entr
     assert f1_special == pytest.approx(f1_plain, abs=1e-12) and f1_plain > 0
     assert loss_special == pytest.approx(loss_plain, rel=1e-5)
     # Streamed from the cache block by block (a split over the memory budget): the same rows, the same F1.
-    from layercache.training import budget
-    from layercache.training.store import open_split
+    from layerfuse.training import budget
+    from layerfuse.training.store import open_split
 
     monkeypatch.setattr(budget, "MEMORY_BUDGET_BYTES", 0)
     streamed = open_split(entries["special"].split("dev"), sentences=None, layers=data["special"].dev.layers)
@@ -86,16 +86,16 @@ def test_rank_layers_ignores_the_special_rows(entries):
 
 
 def test_live_backbone_is_refused_in_one_line(entries, tmp_path):
-    from layercache.cli.train import main
-    from layercache.finetune.live import load_live_backbone
-    from layercache.inference.predictor import Predictor
+    from layerfuse.cli.train import main
+    from layerfuse.finetune.live import load_live_backbone
+    from layerfuse.inference.predictor import Predictor
 
-    with pytest.raises(LayercacheError, match="special-token rows"):
+    with pytest.raises(LayerfuseError, match="special-token rows"):
         load_live_backbone(entries["special"].meta, device=torch.device("cpu"))
     result = CliRunner().invoke(main, ["--cache", entries["special"].path, "--fusion", "concat", "--shots", "2",
                                        "--epochs", "1", "--out", str(tmp_path)])
     assert result.exit_code == 0, result.output
     head = tmp_path / "concat-n2-e1-s0.head.json"
     assert json.loads(head.read_text())["cache"]["special_tokens"] is True
-    with pytest.raises(LayercacheError, match="special-token rows"):
+    with pytest.raises(LayerfuseError, match="special-token rows"):
         Predictor(str(head))

@@ -1,5 +1,0 @@
-"""`python -m layercache ...` = the `layercache` command."""
-
-from .cli.main import main
-
-main()

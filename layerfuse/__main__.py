@@ -1,0 +1,5 @@
+"""`python -m layerfuse ...` = the `layerfuse` command."""
+
+from .cli.main import main
+
+main()

@@ -1,0 +1,85 @@
+"""Where cache entries live and what they are called.
+
+An entry is one zarr v3 group holding every layer of one backbone over one dataset, with one
+subgroup per split. Its path derives from everything that changes the stored numbers, so a
+changed option makes a new entry and an unchanged one finds the old entry.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import sys
+
+FORMAT_VERSION = 1
+
+# Fields that decide the stored numbers; the entry key hashes exactly these.
+KEY_FIELDS = (
+    "model",
+    "model_revision",
+    "dataset_fingerprint",
+    "granularity",
+    "pooling",
+    "dtype",
+    "max_length",
+    "precision",
+)
+# Fields added later that enter the key only when set (true), so every entry made without them keeps
+# its key: ``special_tokens`` (subword caches that also hold the rows of [CLS]/[SEP], <s>/</s>).
+OPTIONAL_KEY_FIELDS = ("special_tokens",)
+# The entry attribute listing every split an extraction was asked for, written before the first of
+# them: the entry is complete only when each one is.
+PLAN = "planned_splits"
+# The cache-root variable of the package's former name, read when $LAYERFUSE_HOME is unset.
+RENAMED_HOME_ENV = "LAYERCACHE_HOME"
+
+
+def cache_root(cache_dir: str | os.PathLike | None = None) -> str:
+    """`--cache-dir`, else `$LAYERFUSE_HOME`, else `~/.cache/layerfuse`."""
+    if cache_dir:
+        return str(cache_dir)
+    env = os.environ.get("LAYERFUSE_HOME")
+    if env:
+        return env
+    old = os.environ.get(RENAMED_HOME_ENV)
+    if old:  # the variable of the project's former name: still read, once said so
+        sys.stderr.write(f"note: ${RENAMED_HOME_ENV} is read as $LAYERFUSE_HOME (the package was renamed "
+                         "from layercache, a name taken on PyPI by an unrelated project); set $LAYERFUSE_HOME\n")
+        return old
+    return os.path.join(os.path.expanduser("~"), ".cache", "layerfuse")
+
+
+def is_remote(path: str) -> bool:
+    """True for fsspec URLs (s3://, gs://, memory://); file:// counts as local."""
+    return "://" in path and not path.startswith("file://")
+
+
+def local_path(path: str) -> str:
+    return path[len("file://") :] if path.startswith("file://") else path
+
+
+def slug(text: str) -> str:
+    """A short, filesystem-safe rendering of a model or dataset name for the entry's directory."""
+    base = text.rstrip("/\\").replace("\\", "/")
+    if os.sep in base or "/" in base:
+        parts = [p for p in base.split("/") if p]
+        base = "-".join(parts[-2:]) if len(parts) > 1 else parts[-1]
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", base).strip("-")[:48] or "x"
+
+
+def entry_key(fields: dict) -> str:
+    """sha256 over the key fields, as canonical JSON; 16 hex digits are plenty to avoid clashes."""
+    missing = [f for f in KEY_FIELDS if f not in fields]
+    if missing:
+        raise ValueError(f"entry key needs {missing}")
+    keyed = {f: fields[f] for f in KEY_FIELDS}
+    keyed.update({f: fields[f] for f in OPTIONAL_KEY_FIELDS if fields.get(f)})
+    blob = json.dumps(keyed, sort_keys=True)
+    return hashlib.sha256(f"v{FORMAT_VERSION}:{blob}".encode()).hexdigest()[:16]
+
+
+def entry_path(root: str, *, model_name: str, dataset_name: str, key: str) -> str:
+    name = f"{slug(model_name)}__{slug(dataset_name)}__{key}"
+    return root.rstrip("/") + "/" + name

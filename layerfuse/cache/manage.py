@@ -1,0 +1,265 @@
+"""Cache management: list entries, describe one, remove one, verify every chunk's checksum."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..errors import LayerfuseError
+from ..tasks import DEFAULT_TASK
+from . import label_sets
+from .codec import DEFAULT_DTYPE, SCALES, codec_of
+from .layout import KEY_FIELDS, OPTIONAL_KEY_FIELDS, PLAN, is_remote, local_path
+from .store import MissingChunkError, checked_store, open_group
+
+# The key fields that tell two entries of one model and dataset apart: how the rows were made.
+OPTION_FIELDS = ("granularity", "pooling", "dtype", "precision", "max_length")
+
+
+@dataclass
+class EntryStatus:
+    path: str
+    model: str
+    dataset: str
+    splits: dict[str, bool]  # split -> complete
+    finished: str | None  # newest finish time among complete splits
+    bytes_on_disk: int | None
+    fields: dict = field(default_factory=dict)  # the stored key fields, and the task
+
+    @property
+    def complete(self) -> bool:
+        return bool(self.splits) and all(self.splits.values())
+
+    @property
+    def missing(self) -> list[str]:
+        """Splits asked for (the entry's plan, or present) and not finished: what a rerun of
+        `extract` writes."""
+        return [name for name, done in self.splits.items() if not done]
+
+
+class NotAnEntryError(LayerfuseError):
+    """A zarr group under a cache root that layerfuse did not make (no ``format_version``)."""
+
+
+def list_entries(root: str, *, sizes: bool = True, damaged: list[str] | None = None) -> list[EntryStatus]:
+    """Every entry directly under `root` (a path or an fsspec URL), newest first; ``sizes=False``
+    skips walking each entry's files (bytes_on_disk is None), for callers that only match entries.
+    A damaged entry never hides the others: it is left out, and its one-line reason appended to
+    ``damaged`` when given (groups that are not layerfuse entries are passed by in silence)."""
+    out = []
+    for path in _children(root):
+        try:
+            out.append(entry_status(path, size=sizes))
+        except NotAnEntryError:
+            continue
+        except Exception as exc:  # damaged (a corrupt zarr.json, a file gone meanwhile): said, not fatal
+            if damaged is not None:
+                damaged.append(_reason(path, exc))
+    return sorted(out, key=lambda e: e.finished or "", reverse=True)
+
+
+def _reason(path: str, exc: Exception) -> str:
+    """One line on why ``path`` cannot be read: a LayerfuseError names the file already."""
+    if isinstance(exc, LayerfuseError):
+        return str(exc)
+    text = str(exc).splitlines()[0] if str(exc) else ""
+    return f"{path}: unreadable ({type(exc).__name__}: {text})"
+
+
+def _children(root: str) -> list[str]:
+    if is_remote(root):
+        import fsspec
+
+        fs, base = fsspec.core.url_to_fs(root)
+        if not fs.exists(base):
+            return []
+        protocol = root.split("://", 1)[0]
+        paths = [p.rstrip("/") for p in sorted(fs.ls(base, detail=False))]
+        # Object stores list paths without their protocol; HTTP lists whole URLs (links of the listing page).
+        return [p if "://" in p else f"{protocol}://{p}" for p in paths if fs.exists(p + "/zarr.json")]
+    base = local_path(root)
+    if not os.path.isdir(base):
+        return []
+    return [os.path.join(base, n) for n in sorted(os.listdir(base))
+            if os.path.isfile(os.path.join(base, n, "zarr.json"))]
+
+
+def entry_status(path: str, *, size: bool = True) -> EntryStatus:
+    group = open_group(path, mode="r")
+    attrs = dict(group.attrs)
+    if not attrs.get("format_version"):
+        raise NotAnEntryError(f"{path} is not a layerfuse entry")
+    # Planned splits first, in the order asked for; one not even started is missing all the same.
+    splits, finished = {name: False for name in attrs.get(PLAN) or []}, []
+    for name, g in group.groups():
+        if "kind" in g.attrs:  # not a split: the MLM entry's `lm` group (embeddings, LM head)
+            continue
+        done = bool(g.attrs.get("complete"))
+        splits[name] = done
+        if done and g.attrs.get("finished"):
+            finished.append(g.attrs["finished"])
+    fields = {f: attrs[f] for f in KEY_FIELDS + OPTIONAL_KEY_FIELDS if f in attrs}
+    fields["task"] = attrs.get("task", DEFAULT_TASK)
+    return EntryStatus(path=path, model=attrs.get("model", "?"), dataset=attrs.get("dataset", "?"), splits=splits,
+                       finished=max(finished) if finished else None,
+                       bytes_on_disk=bytes_on_disk(path) if size else None, fields=fields)
+
+
+def options_label(fields: dict) -> str:
+    """The options that tell entries apart, compactly: ``word/first float16 fp32-forward max 512``."""
+    rows = fields.get("granularity", "?")
+    if fields.get("pooling") not in (None, "none"):
+        rows += f"/{fields['pooling']}"
+    if fields.get("special_tokens"):
+        rows += "+special"
+    return (f"{rows} {fields.get('dtype', '?')} {fields.get('precision', '?')}-forward "
+            f"max {fields.get('max_length', '?')}")
+
+
+def variants(root: str, fields: dict) -> list[EntryStatus]:
+    """Entries under ``root`` of the same model, revision, dataset content and task as ``fields``
+    (another entry's, or the one `extract` would make), newest first; sizes are not read."""
+    same = ("model", "model_revision", "dataset_fingerprint", "task")
+    want = {f: fields.get(f, DEFAULT_TASK if f == "task" else None) for f in same}
+    return [e for e in list_entries(root, sizes=False) if all(e.fields.get(f) == want[f] for f in same)]
+
+
+def differences(fields: dict, other: dict, names=OPTION_FIELDS + OPTIONAL_KEY_FIELDS) -> dict:
+    """{name: other's value} for each of ``names`` where ``other`` differs from ``fields``."""
+    return {n: other.get(n) for n in names if other.get(n) != fields.get(n)}
+
+
+def latest_complete(root: str) -> EntryStatus | None:
+    for e in list_entries(root):
+        if e.complete:
+            return e
+    return None
+
+
+def bytes_on_disk(path: str) -> int | None:
+    if path.startswith(("http://", "https://")):  # listing pages carry no sizes (`serve` gives them in /api/entries)
+        return None
+    if is_remote(path):
+        import fsspec
+
+        fs, base = fsspec.core.url_to_fs(path)
+        return int(fs.du(base)) if fs.exists(base) else None
+    total = 0
+    for r, _, files in os.walk(local_path(path)):
+        total += sum(os.path.getsize(os.path.join(r, f)) for f in files)
+    return total
+
+
+def remove(path: str) -> None:
+    """Delete the entry ``path``; a local one only while no reader has it open and no `extract`
+    writes it (`usage.exclusive`), else `usage.EntryInUse` says who has it and nothing is deleted."""
+    from .usage import EntryInUse, being_written, exclusive
+
+    entry_status(path)  # refuse to delete anything that is not an entry
+    if is_remote(path):
+        import fsspec
+
+        fs, p = fsspec.core.url_to_fs(path)
+        fs.rm(p, recursive=True)
+        return
+    with exclusive(path):  # held until the directory is gone: a reader opening it meanwhile waits, then fails
+        if being_written(path):
+            raise EntryInUse(path, "being written by an extract")
+        shutil.rmtree(local_path(path))
+    for sidecar in (".lock", ".read"):  # the writer's lock and the record of reads (`usage`)
+        leftover = local_path(path).rstrip("/") + sidecar
+        if os.path.exists(leftover):
+            os.remove(leftover)
+
+
+def verify(path: str, *, progress: bool = False) -> list[str]:
+    """Read every chunk of every array; return one message per unreadable or corrupt chunk, then one
+    per split and layer whose hidden states hold non-finite values (a checksum only proves the bytes
+    are the ones written: an overflow stored as inf passes it), or, in int8 entries, non-finite scales."""
+    from tqdm.auto import tqdm
+
+    group = open_group(path, mode="r")
+    codec = codec_of(group.attrs.get("dtype") or DEFAULT_DTYPE)
+    problems = _missing_files(path, group)
+    problems += [f"{path}: split {name} was asked for and is not finished (rerun `extract` to finish it)"
+                 for name in entry_status(path, size=False).missing]
+    non_finite: dict[tuple[str, int], int] = {}
+    bad_scales: dict[tuple[str, int], int] = {}  # int8 entries
+    arrays = [(split, name, arr) for split, g in group.groups() for name, arr in g.arrays()]
+    for split, name, arr in tqdm(arrays, desc="verify", disable=not progress, leave=False):
+        hidden = name == "hidden" and arr.ndim == 3
+        scales = name == SCALES  # scaled formats (int8): a non-finite scale makes its whole vector non-finite
+        for sel, label in _chunk_selections(arr):
+            try:
+                data = np.asarray(arr[sel])
+            except MissingChunkError:  # reported once per file by `_missing_files`
+                continue
+            except Exception as exc:  # zarr raises codec-specific errors on a checksum mismatch
+                problems.append(f"{path}: array {split}/{name}, chunk {label}: "
+                                f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
+                continue
+            if hidden:
+                n = codec.count_non_finite(data)
+                if n:  # chunks hold one layer each; count per layer all the same in case they ever do not
+                    for layer in range(sel[1].start, sel[1].stop):
+                        k = codec.count_non_finite(data[:, layer - sel[1].start])
+                        if k:
+                            non_finite[split, layer] = non_finite.get((split, layer), 0) + k
+            if scales:
+                bad = np.count_nonzero(~np.isfinite(data), axis=0)  # [layers in the chunk]
+                for layer in np.flatnonzero(bad):
+                    key = split, sel[1].start + int(layer)
+                    bad_scales[key] = bad_scales.get(key, 0) + int(bad[layer])
+    for (split, layer), n in sorted(non_finite.items()):
+        problems.append(f"{path}: split {split}, layer {layer} (0 = embeddings): {n:,} non-finite hidden values "
+                        f"(inf or nan)")
+    for (split, layer), n in sorted(bad_scales.items()):
+        problems.append(f"{path}: split {split}, layer {layer} (0 = embeddings): {n:,} non-finite int8 scales "
+                        f"(inf or nan: those vectors read back non-finite)")
+    return problems
+
+
+def _missing_files(path: str, group) -> list[str]:
+    """One message per array or chunk file that a complete split (or label set, or the ``lm`` group)
+    lists as written and that is gone; registers the lists so reads of those chunks fail, not zero."""
+    from zarr.core.sync import sync
+
+    store = checked_store(group)
+    sets = group.attrs.get(label_sets.LISTING) or {}
+    problems = []
+    for split, g in group.groups():
+        if not g.attrs.get("complete"):
+            continue
+        files = dict(g.attrs.get("files") or {})
+        for name, info in sets.items():
+            if split in (info.get("files") or {}):
+                files[label_sets.ARRAY_PREFIX + name] = info["files"][split]
+        store.expect(split, files)
+        arrays = {name for name, _ in g.arrays()}
+        for name, keys in sorted(files.items()):
+            if name not in arrays:
+                problems.append(f"{path}: array {split}/{name} is missing (no {split}/{name}/zarr.json)")
+                continue
+            for key in keys:
+                if not sync(store.exists(f"{split}/{name}/{key}")):
+                    problems.append(f"{path}: array {split}/{name}, chunk {key} is missing "
+                                    f"(file {split}/{name}/{key})")
+    return problems
+
+
+def _chunk_selections(arr):
+    """One selection per inner chunk, so a corrupt chunk is named exactly."""
+    chunks = arr.chunks
+    shape = arr.shape
+    grids = [range(0, max(s, 1), c) for s, c in zip(shape, chunks)]
+    import itertools
+
+    for starts in itertools.product(*grids):
+        sel = tuple(slice(a, min(a + c, s)) for a, c, s in zip(starts, chunks, shape))
+        label = "(" + ", ".join(str(a // c) for a, c in zip(starts, chunks)) + ")"
+        if any(s == 0 for s in shape):
+            return
+        yield sel, label

@@ -1,0 +1,154 @@
+"""Opening zarr groups on a local path or any fsspec URL zarr accepts."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import numpy as np
+import zarr
+from zarr.codecs import Crc32cCodec, ZstdCodec
+from zarr.storage import WrapperStore
+
+from ..errors import IncompleteEntryError, LayerfuseError
+from .layout import is_remote, local_path
+
+# Every chunk carries a crc32c checksum so a flipped byte is caught on read.
+CHECKSUM = Crc32cCodec()
+SMALL_ARRAY_CODECS = [ZstdCodec(level=3), Crc32cCodec()]
+
+
+class MissingChunkError(LayerfuseError):
+    """A chunk file that a complete entry lists as written is gone (deleted, lost, or a 404)."""
+
+
+class CorruptMetadataError(LayerfuseError):
+    """A zarr.json that is not JSON (a flipped byte, a truncated write)."""
+
+
+class CheckedStore(WrapperStore):
+    """A read-only store that never lets zarr's fill value stand in for data, nor a damaged zarr.json
+    surface as a decoding traceback.
+
+    zarr reads an absent chunk (a deleted file, an HTTP 404) as "never written" and returns the fill
+    value. A complete split lists the chunk files it wrote (`files_of`); once the reader registers
+    that list (`expect`), an absent listed key is a `MissingChunkError` naming array and chunk.
+    Every zarr.json read is checked to be JSON, so a corrupt one is an error naming the file."""
+
+    def __init__(self, store, where: str = "", expected: set | None = None):
+        super().__init__(store)
+        self.where = where.rstrip("/")
+        self.expected = set() if expected is None else expected  # shared with copies (`_with_store`)
+
+    def _with_store(self, store):
+        return type(self)(store, self.where, self.expected)
+
+    def expect(self, prefix: str, files: dict[str, list[str]]) -> None:
+        """Register the chunk keys of arrays under ``prefix`` (``train``): {array: [``c/0/0/0``, ...]}."""
+        self.expected.update(f"{prefix}/{name}/{key}" for name, keys in files.items() for key in keys)
+
+    def _checked(self, key: str, buf):
+        if buf is None:
+            if key in self.expected:
+                array, _, chunk = key.partition("/c/")
+                raise MissingChunkError(f"{self.where}: array {array}, chunk c/{chunk} is missing (file {key}); "
+                                        "the entry lists it as written: run `layerfuse verify` and re-extract")
+            return None
+        if key.endswith("zarr.json"):
+            try:
+                json.loads(buf.to_bytes().decode("utf-8"))
+            except (UnicodeDecodeError, ValueError) as exc:
+                raise CorruptMetadataError(f"{self.where}/{key} is corrupt: not valid JSON "
+                                           f"({str(exc).splitlines()[0]}); re-extract the entry") from None
+        return buf
+
+    async def get(self, key, prototype, byte_range=None):
+        return self._checked(key, await self._store.get(key, prototype, byte_range))
+
+    async def get_partial_values(self, prototype, key_ranges):
+        key_ranges = list(key_ranges)
+        values = await self._store.get_partial_values(prototype, key_ranges)
+        return [self._checked(key, v) for (key, _), v in zip(key_ranges, values)]
+
+    async def _get_many(self, requests):
+        for key, prototype, byte_range in requests:
+            yield key, await self.get(key, prototype, byte_range)
+
+
+def _read_store(path: str):
+    """The store under ``path`` for reading, wrapped in a `CheckedStore`."""
+    if is_remote(path):
+        from zarr.storage import FsspecStore
+
+        base = FsspecStore.from_url(path, read_only=True)
+    else:
+        from zarr.storage import LocalStore
+
+        base = LocalStore(local_path(path), read_only=True)
+    return CheckedStore(base, where=path)
+
+
+def open_group(path: str, *, mode: str = "r") -> zarr.Group:
+    """Open an existing group; a missing one is a LayerfuseError naming the path. Read-only groups
+    sit on a `CheckedStore` (absent listed chunks and corrupt metadata are errors, not fill values)."""
+    target = path if is_remote(path) else local_path(path)
+    try:
+        if mode == "r":
+            if not is_remote(path) and not os.path.isdir(target):
+                raise FileNotFoundError(target)
+            return zarr.open_group(_read_store(path), mode="r")
+        return zarr.open_group(target, mode=mode)
+    except (FileNotFoundError, zarr.errors.GroupNotFoundError) as exc:
+        raise LayerfuseError(f"no cache entry at {path}") from exc
+
+
+def checked_store(group: zarr.Group) -> CheckedStore | None:
+    """The `CheckedStore` under a group opened by `open_group` (None for any other group)."""
+    store = group.store
+    return store if isinstance(store, CheckedStore) else None
+
+
+def exists(path: str) -> bool:
+    if is_remote(path):
+        try:
+            zarr.open_group(path, mode="r")
+            return True
+        except Exception:
+            return False
+    return os.path.exists(os.path.join(local_path(path), "zarr.json"))
+
+
+def bfloat16_to_float32(bits: np.ndarray) -> np.ndarray:
+    """bfloat16 is stored as its uint16 bit pattern (numpy has no bfloat16); widen it exactly."""
+    return (bits.astype(np.uint32) << 16).view(np.float32)
+
+
+def float32_to_bfloat16_bits(x: np.ndarray) -> np.ndarray:
+    """Round-to-nearest-even float32 -> bfloat16 bit pattern, as torch does."""
+    import torch
+
+    return torch.from_numpy(np.ascontiguousarray(x, dtype=np.float32)).to(torch.bfloat16).view(torch.uint16).numpy()
+
+
+def require_complete(group: zarr.Group, where: str) -> None:
+    if not group.attrs.get("complete", False):
+        raise IncompleteEntryError(
+            f"{where} is incomplete (its extraction has not finished); "
+            "rerun `extract` with the same options to resume it"
+        )
+
+
+def files_of(group: zarr.Group, names=None) -> dict[str, list[str]]:
+    """{array: its stored chunk keys (``c/0/0/0``)} for the arrays of ``group`` (all, or ``names``):
+    what a complete split records, so a file lost later is told from a chunk never written (zarr
+    skips chunks that equal the fill value)."""
+    from zarr.core.sync import sync
+
+    async def listed(prefix: str) -> list[str]:
+        return sorted([key[len(prefix) - 2:] async for key in group.store.list_prefix(prefix)])
+
+    out = {}
+    for name, array in group.arrays():
+        if names is None or name in names:
+            out[name] = [k for k in sync(listed(f"{array.path}/c/")) if k.startswith("c/")]
+    return out

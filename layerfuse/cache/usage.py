@@ -1,0 +1,196 @@
+"""Who uses an entry: the record of its last read (what eviction orders by), and the locks that
+keep an entry from being deleted under a reader.
+
+A read is recorded as the modification time of a sidecar file ``<entry>.read`` beside the entry
+(the way ``<entry>.lock`` marks a writer), at most once a minute per entry and process, so a hot
+loop of reads costs no writes. It orders eviction; it protects nothing.
+
+What protects a reader is a lock. A process that has a local entry open (`reader.CacheEntry`, the
+server while it sends one of its files) holds a shared ``flock`` on the entry's directory for as
+long as it is open; `gc` and `rm` take it exclusively, without waiting, and skip the entry (saying
+why) when they cannot. The kernel drops a lock when its holder closes it or dies, so a killed
+reader never blocks a removal. Object-store and HTTP roots hold no locks: their readers are other
+machines.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+import weakref
+
+try:
+    import fcntl
+except ImportError:  # no flock on this platform: entries are held by nobody
+    fcntl = None
+
+from ..errors import LayerfuseError
+from .layout import is_remote, local_path
+
+_RECORD_EVERY = 60.0  # seconds between two recorded reads of one entry by one process
+_recorded: dict[str, float] = {}
+
+
+def _sidecar(path: str) -> str:
+    return local_path(path).rstrip("/") + ".read"
+
+
+def mark_read(path: str) -> None:
+    """Record that ``path`` (an entry) was read now."""
+    if is_remote(path):
+        return
+    now = time.time()
+    if now - _recorded.get(path, 0.0) < _RECORD_EVERY:
+        return
+    _recorded[path] = now
+    try:
+        with open(_sidecar(path), "a"):
+            pass
+        os.utime(_sidecar(path), (now, now))
+    except OSError:  # a read-only root: reading must still work
+        pass
+
+
+def last_read(path: str) -> float | None:
+    """Seconds since the epoch of the last recorded read, None if never (or remote)."""
+    if is_remote(path):
+        return None
+    try:
+        return os.path.getmtime(_sidecar(path))
+    except OSError:
+        return None
+
+
+def being_written(path: str) -> bool:
+    """True while an `extract` holds the entry's lock (`lock.EntryLock`, a file lock beside it)."""
+    from filelock import FileLock, Timeout
+
+    lock_path = local_path(path).rstrip("/") + ".lock"
+    if is_remote(path) or not os.path.exists(lock_path):
+        return False
+    probe = FileLock(lock_path)
+    try:
+        probe.acquire(timeout=0)
+    except Timeout:
+        return True
+    probe.release()
+    return False
+
+
+def in_use(path: str) -> bool:
+    """True while a reader has ``path`` open or an `extract` is writing it."""
+    return busy(path) is not None
+
+
+def busy(path: str) -> str | None:
+    """Why ``path`` may not be removed now (a reader has it open, an `extract` is writing it), or None."""
+    if being_written(path):
+        return "being written by an extract"
+    try:
+        with exclusive(path):
+            return None
+    except EntryInUse as exc:
+        return exc.reason
+
+
+class EntryInUse(LayerfuseError):
+    """An entry that cannot be removed now; ``reason`` says who has it."""
+
+    def __init__(self, path: str, reason: str):
+        super().__init__(f"{path} is {reason}; not removed")
+        self.reason = reason
+
+
+class ReadHold:
+    """A shared lock on an entry's directory, released by `release` or when the hold is garbage
+    collected (whichever comes first): a reader holds the entry for as long as it keeps this."""
+
+    def __init__(self, fd: int | None):
+        self._close = weakref.finalize(self, os.close, fd) if fd is not None else None
+
+    def release(self) -> None:
+        if self._close is not None:
+            self._close()
+
+    @property
+    def held(self) -> bool:
+        return self._close is not None and self._close.alive
+
+    def __deepcopy__(self, memo) -> ReadHold:  # a copy of a reader reads the same open entry
+        return self
+
+    def __reduce__(self):  # a lock does not travel to another process: it arrives released
+        return ReadHold, (None,)
+
+
+def hold(path: str, *, wait: bool = True) -> ReadHold | None:
+    """A shared lock on the local entry ``path`` (None for remote entries, for a path that is no
+    directory, where the platform has no flock). ``wait=False``: raise `EntryInUse` instead of
+    waiting while a removal holds it. Raises `LayerfuseError` when the entry went while waiting."""
+    fd = _open_dir(path)
+    if fd is None:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | (0 if wait else fcntl.LOCK_NB))
+        if os.fstat(fd).st_ino != os.stat(local_path(path)).st_ino:
+            raise FileNotFoundError
+    except BlockingIOError:
+        os.close(fd)
+        raise EntryInUse(path, "being removed") from None
+    except FileNotFoundError:
+        os.close(fd)
+        raise LayerfuseError(f"{path} was removed (gc or rm) while it was being opened") from None
+    except OSError:  # a file system without flock (some network mounts): read unprotected, as before
+        os.close(fd)
+        return None
+    return ReadHold(fd)
+
+
+@contextlib.contextmanager
+def exclusive(path: str):
+    """The entry's lock, exclusively and without waiting, for a removal: raises `EntryInUse` naming
+    the readers' process ids (where the system says) when a reader holds it."""
+    fd = _open_dir(path)
+    if fd is None:
+        yield
+        return
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            pids = readers(fd)
+            who = f" (process {', '.join(map(str, pids))})" if pids else ""
+            raise EntryInUse(path, f"open by a reader{who}") from None
+        except OSError as exc:  # cannot tell who reads it: keep it
+            raise EntryInUse(path, f"not lockable here ({exc.strerror})") from None
+        yield
+    finally:
+        os.close(fd)
+
+
+def readers(fd: int) -> list[int]:
+    """Process ids holding a shared flock on the file of ``fd``, from /proc/locks (Linux; [] elsewhere).
+    The ids are those of the processes that took the locks, as the kernel records them."""
+    st = os.fstat(fd)
+    inode = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
+    try:
+        with open("/proc/locks") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return []
+    pids = set()
+    for line in lines:
+        cols = line.split()
+        if len(cols) >= 6 and cols[1] == "FLOCK" and cols[3] == "READ" and cols[5] == inode:
+            pids.add(int(cols[4]))
+    return sorted(pids)
+
+
+def _open_dir(path: str) -> int | None:
+    if fcntl is None or is_remote(path):
+        return None
+    try:
+        return os.open(local_path(path), os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    except OSError:  # not there (the caller's open says so) or not a directory
+        return None

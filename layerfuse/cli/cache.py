@@ -1,0 +1,167 @@
+"""Cache management: `layerfuse ls | info PATH | rm PATH | verify PATH | gc --max-size SIZE`."""
+
+from __future__ import annotations
+
+import json
+import os
+import posixpath
+import sys
+import time
+
+import click
+
+from ..cache import label_sets
+from ..cache.gc import collect, last_used, parse_size
+from ..cache.layout import cache_root
+from ..cache.manage import (
+    bytes_on_disk,
+    differences,
+    entry_status,
+    list_entries,
+    options_label,
+    remove,
+    variants,
+    verify,
+)
+from ..cache.store import open_group
+from ..display import human_bytes
+from ..errors import LayerfuseError
+from ..tasks import task_of
+from .errors import friendly_errors
+from .options import cache_dir_option, quiet_option
+
+
+@click.command("ls")
+@cache_dir_option
+@friendly_errors
+def ls_cmd(cache_dir):
+    """List entries, newest first, with the options that tell them apart (rows/pooling, storage
+    dtype, forward precision, max length)."""
+    root = cache_root(cache_dir)
+    damaged: list[str] = []
+    entries = list_entries(root, damaged=damaged)
+    if not entries and not damaged:
+        click.echo(f"no entries under {root}")
+        return
+    for e in entries:
+        state = ", ".join(f"{s}{'' if ok else ' (incomplete)'}" for s, ok in e.splits.items())
+        click.echo(f"{e.path}\n    {e.model} on {e.dataset} [{options_label(e.fields)}]: {state}; "
+                   f"{human_bytes(e.bytes_on_disk)}; {e.finished or 'unfinished'}")
+        if e.missing:
+            click.echo(f"    incomplete: {', '.join(e.missing)} not finished; rerun `extract` to finish")
+    for reason in damaged:  # after the readable ones, which it never hides
+        click.echo(f"error: {reason}", err=True)
+    if damaged:
+        sys.exit(1)
+
+
+@click.command("info")
+@click.argument("path")
+@click.option("--json", "as_json", is_flag=True, help="All metadata as JSON.")
+@friendly_errors
+def info_cmd(path, as_json):
+    """Show an entry's metadata and splits."""
+    status = entry_status(path)
+    group = open_group(path, mode="r")
+    meta = dict(group.attrs)
+    splits = {name: {**dict(g.attrs), "hidden_shape": _hidden_shape(path, name, g)} for name, g in group.groups()
+              if "kind" not in g.attrs}  # `kind`: the MLM entry's `lm` group, not a split
+    if as_json:
+        click.echo(json.dumps({"path": path, "meta": meta, "splits": splits}, indent=2, default=str))
+        return
+    click.echo(f"{path}")
+    click.echo(f"  model      {meta['model']} ({meta['model_type']}, revision {meta['model_revision']})")
+    click.echo(f"  layers     {meta['num_layers']} + embeddings, width {meta['hidden_size']}")
+    click.echo(f"  dataset    {meta['dataset']} from {meta['dataset_source']} "
+               f"(fingerprint {meta['dataset_fingerprint'][:12]})")
+    if task_of(meta).masks_inputs:
+        click.echo(f"  task       {meta['task']}: blocks of {meta['block_size']} subwords, "
+                   f"{meta['mlm_probability']:.0%} masked "
+                   f"(seed {meta['mask_seed']}), vocabulary {meta['vocab_size']:,}, LM head: {meta['lm_head']}")
+    else:
+        for name, info in label_sets.listed(meta).items():
+            names = info["names"]
+            shown = ", ".join(names) if len(names) <= 12 else ", ".join(names[:12]) + f", ... ({len(names)} in all)"
+            click.echo(f"  labels     {name} ({info['kind']}): {shown}")
+    click.echo(f"  storage    {meta['granularity']} rows, pooling {meta['pooling']}, {meta['dtype']}, "
+               f"forward {meta['precision']}, max length {meta['max_length']}")
+    click.echo(f"  on disk    {human_bytes(status.bytes_on_disk)}")
+    for other in _variants(path, status):
+        diff = ", ".join(f"{n} {v}" for n, v in differences(status.fields, other.fields).items())
+        click.echo(f"  variant    {other.path} ({diff})")
+    for name, a in splits.items():
+        state = "complete" if a.get("complete") else "INCOMPLETE (rerun extract to resume)"
+        click.echo(f"  {name:<5} {a['n_sentences']:>8,} sentences {a['n_words']:>10,} words  "
+                   f"hidden {a['hidden_shape']}  {state}")
+    for name in (n for n in status.missing if n not in splits):
+        click.echo(f"  {name:<5} MISSING: asked for and not started (rerun extract to finish the entry)")
+
+
+def _hidden_shape(path: str, split: str, group) -> list[int]:
+    if "hidden" not in group:
+        raise LayerfuseError(f"{path}: array {split}/hidden is missing (no {split}/hidden/zarr.json); "
+                              "re-extract the entry")
+    return list(group["hidden"].shape)
+
+
+def _variants(path: str, status):
+    """The other entries of this model and dataset beside ``path``: which one a head reads is a choice."""
+    root, name = posixpath.split(path.rstrip("/"))
+    return [e for e in variants(root or ".", status.fields) if posixpath.basename(e.path.rstrip("/")) != name]
+
+
+@click.command("rm")
+@click.argument("path")
+@click.option("--yes", is_flag=True, help="Do not ask.")
+@friendly_errors
+def rm_cmd(path, yes):
+    """Delete an entry."""
+    entry_status(path)
+    if not yes and not click.confirm(f"delete {path}?", default=False):
+        return
+    remove(path)
+    click.echo(f"removed {path}")
+
+
+@click.command("verify")
+@click.argument("path")
+@quiet_option
+@friendly_errors
+def verify_cmd(path, quiet):
+    """Re-read every chunk, check its crc32c checksum, and count non-finite hidden values."""
+    problems = verify(path, progress=sys.stderr.isatty() and not quiet)
+    for p in problems:
+        click.echo(p, err=True)
+    if problems:
+        click.echo(f"{len(problems)} problems in {path} (corrupt or unreadable chunks, non-finite hidden values)",
+                   err=True)
+        sys.exit(1)
+    click.echo(f"ok: every chunk of {path} reads back and matches its checksum; every hidden value is finite")
+
+
+@click.command("gc")
+@click.option("--max-size", required=True, help="Size the root must fit in: bytes, or with K, M, G or T (500M, 20G).")
+@click.option("--dry-run", is_flag=True, help="Only list the entries that would be removed.")
+@cache_dir_option
+@friendly_errors
+def gc_cmd(max_size, dry_run, cache_dir):
+    """Remove the least recently read complete entries until the cache root fits in --max-size;
+    never a partial entry, nor one being written or open in a reader (each such is named, with why)."""
+    root = cache_root(cache_dir)
+    limit = parse_size(max_size)
+    skip = lambda e, reason: click.echo(f"skipped {e.path}: {reason}", err=True)  # noqa: E731
+    removed = collect(root, max_size=limit, dry_run=dry_run, on_skip=skip)
+    verb = "would remove" if dry_run else "removed"
+    for e in removed:
+        used = time.strftime("%Y-%m-%d %H:%M", time.localtime(last_used(e)))
+        click.echo(f"{verb} {e.path} ({e.model} on {e.dataset}, {human_bytes(e.bytes_on_disk)}, last used {used})")
+    left = bytes_on_disk(root) if os.path.isdir(root) else 0
+    count = f"{len(removed)} {'entry' if len(removed) == 1 else 'entries'}"
+    if dry_run:
+        left -= sum(e.bytes_on_disk or 0 for e in removed)
+        click.echo(f"{count} would be removed; {human_bytes(left)} would be left under {root} "
+                   f"(limit {human_bytes(limit)})")
+    else:
+        click.echo(f"{count} removed; {human_bytes(left)} left under {root} (limit {human_bytes(limit)})")
+    if left > limit:
+        click.echo("still over the limit: what is left is partial, in use, or not an entry", err=True)

@@ -1,0 +1,30 @@
+"""CLI plumbing: turn LayerfuseError (and a few expected OS errors) into one line and exit 1."""
+
+from __future__ import annotations
+
+import functools
+import sys
+
+import click
+
+from ..errors import LayerfuseError
+
+
+def friendly_errors(fn):
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except LayerfuseError as exc:
+            click.echo(f"error: {exc}", err=True)
+            sys.exit(1)
+        except OSError as exc:  # disk full, permissions: name the file, not a traceback
+            where = f" ({exc.filename})" if getattr(exc, "filename", None) else ""
+            click.echo(f"error: {exc.strerror or exc}{where}", err=True)
+            sys.exit(1)
+        except KeyboardInterrupt:
+            click.echo("interrupted; rerun the same command to resume", err=True)
+            sys.exit(130)
+
+    return wrapper
+

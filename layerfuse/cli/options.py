@@ -1,0 +1,216 @@
+"""Click options that several commands share, declared once, and the parsers of their values."""
+
+from __future__ import annotations
+
+import inspect
+from dataclasses import MISSING, fields, is_dataclass
+
+import click
+
+from ..errors import LayerfuseError
+from ..extract.run import ExtractConfig
+from ..fusions.config import QUERY_LAYERS
+from ..fusions.dwatt import LAYER_SCORES
+from ..tasks import TASKS, task_of
+from ..training.config import PAPER_LR, TrainConfig
+
+CACHE_DIR_HELP = "Cache root (path or fsspec URL). Default: $LAYERFUSE_HOME or ~/.cache/layerfuse."
+LAYERS_HELP = ("Layers: all (= 1..L), 4,8,12, 1..6 (0 = embedding output) or auto:K (the K of 1..L with the "
+               "lowest variability nu).")
+
+
+def default_of(owner, name: str):
+    """The default that a config dataclass declares for field ``name`` (or a function for its
+    parameter ``name``): options read it from there, so a default is written once and the CLI
+    cannot drift from the Python API."""
+    if not is_dataclass(owner):
+        parameter = inspect.signature(owner).parameters.get(name)
+        if parameter is None or parameter.default is inspect.Parameter.empty:
+            raise AttributeError(f"{owner.__qualname__} has no parameter {name!r} with a default")
+        return parameter.default
+    field = next((f for f in fields(owner) if f.name == name), None)
+    if field is None:
+        raise AttributeError(f"{owner.__name__} has no field {name!r}")
+    if field.default is not MISSING:
+        return field.default
+    if field.default_factory is not MISSING:
+        return field.default_factory()
+    raise AttributeError(f"{owner.__name__}.{name} has no default")
+
+
+def _stack(*decorators):
+    def apply(fn):
+        for decorator in reversed(decorators):
+            fn = decorator(fn)
+        return fn
+    return apply
+
+
+def _reading(field: str):
+    """The callback of a reading option: every dataset the command loads is read so (the
+    `layerfuse.extract.datasets.reading` block lasts as long as the command's context)."""
+    def callback(ctx, param, value):
+        if value is not None:
+            from ..extract.datasets import reading
+
+            ctx.with_resource(reading(**{field: value}))
+    return callback
+
+
+def dataset_reading_options(fn):
+    """--columns, --tokens-field, --tags-field: which columns of CoNLL-style files, or which fields of a
+    HF dataset, hold the words and the tags of --dataset (a bad value fails when the dataset is read)."""
+    return _stack(
+        click.option("--columns", default=None, metavar="NAME=N,...", expose_value=False, callback=_reading("columns"),
+                     help="CoNLL-style files: the 0-based columns of the words and the tags, e.g. word=0,ner=3; more "
+                          "names are more label sets (pos=1,chunk=2: chunk as spans, any other name as word "
+                          "classes). Default: the word first, the tag last (CoNLL-2003's pos and chunk between)."),
+        click.option("--tokens-field", default=None, metavar="NAME", expose_value=False,
+                     callback=_reading("tokens_field"),
+                     help="HF datasets: the field of the words. Default: tokens."),
+        click.option("--tags-field", default=None, metavar="NAME", expose_value=False, callback=_reading("tags_field"),
+                     help="HF datasets: the field of the tags (a sequence of ClassLabel or of tag strings). "
+                          "Default: ner_tags."),
+    )(fn)
+
+
+def cache_options(fn):
+    """--cache, --model, --dataset (and how it is read), --cache-dir: which cache entry a command reads."""
+    return _stack(
+        click.option("--cache", default=None,
+                     help="Path of a cache entry. Default: the entry for --model/--dataset, "
+                          "else the newest complete one."),
+        click.option("--model", default=None, help="Backbone whose cache to use (extracted first when missing)."),
+        click.option("--dataset", default=None, help="Dataset whose cache to use (as for `extract`)."),
+        dataset_reading_options,
+        cache_dir_option,
+    )(fn)
+
+
+cache_dir_option = click.option("--cache-dir", default=None, help=CACHE_DIR_HELP)
+device_option = click.option("--device", default=None, help="torch device. Default: cuda when present, else cpu.")
+quiet_option = click.option("--quiet", is_flag=True, help="No progress bar.")
+
+
+task_option = click.option(
+    "--task", type=click.Choice(list(TASKS)), default=default_of(TrainConfig, "task"), show_default=True,
+    help="ner: named-entity tagging (F1); mlm: masked language modelling on raw text (perplexity; "
+         "--dataset wiki-offline, wikitext-2 or a WikiText-style directory).")
+
+
+labels_option = click.option(
+    "--labels", default=default_of(TrainConfig, "labels"), metavar="NAME",
+    help="The entry's label set to use (ner, pos, chunk, upos, xpos, deprel; `layerfuse info` lists them): span "
+         "sets score span F1, token sets (POS) token accuracy. Default: the entry's primary set (ner).")
+
+
+def masking_options(fn):
+    """--block-size, --mask-seed, --mlm-probability: the MLM cache's blocks and fixed masks (the
+    entry `extract --task mlm` makes; FT draws its train masks per epoch with the same probability)."""
+    return _stack(
+        click.option("--block-size", type=click.IntRange(min=2), default=default_of(ExtractConfig, "block_size"),
+                     show_default=True, help="MLM: subwords per block, special tokens included."),
+        click.option("--mask-seed", type=int, default=default_of(ExtractConfig, "mask_seed"), show_default=True,
+                     help="MLM: seed of the fixed masks."),
+        click.option("--mlm-probability", type=click.FloatRange(0, 1, min_open=True, max_open=True),
+                     default=default_of(ExtractConfig, "mlm_probability"), show_default=True,
+                     help="MLM: share of tokens chosen for prediction (80% [MASK], 10% random, 10% kept)."),
+    )(fn)
+
+
+MASKING = ("block_size", "mask_seed", "mlm_probability")  # the `masking_options` fields of ExtractConfig
+
+
+def extract_options(task: str, **masking) -> dict:
+    """The `ExtractConfig` fields that find (or make) a task's cache entry; {} for NER, whose
+    entries are found as they always were. ``masking``: the `MASKING` fields given (others: defaults)."""
+    masking = {name: masking.get(name, default_of(ExtractConfig, name)) for name in MASKING}
+    if not task_of(task).masks_inputs:
+        if any(value != default_of(ExtractConfig, name) for name, value in masking.items()):
+            raise LayerfuseError("--block-size, --mask-seed and --mlm-probability need --task mlm")
+        return {}
+    return {"task": task, **masking}
+
+
+def layers_option(default: str | None = None, extra_help: str = ""):
+    return click.option("--layers", default=default, show_default=default is not None,
+                        help=LAYERS_HELP + (" " + extra_help if extra_help else ""))
+
+
+PAPER_PROTOCOL = {"lr": PAPER_LR, "layer_score": "paper"}  # paper §5 and eqs. 3-11, where our defaults differ
+
+
+def protocol_option(fn):
+    return click.option("--protocol", type=click.Choice(["default", "paper"]), default="default", show_default=True,
+                        help="paper: the paper's settings where layerfuse's defaults differ (lr 5e-5, DWAtt's "
+                             "unscaled score); options given explicitly still win.")(fn)
+
+
+layer_score_option = click.option(
+    "--layer-score", type=click.Choice(LAYER_SCORES), default=default_of(TrainConfig, "layer_score"), show_default=True,
+    help="DWAtt's score over layers: paper = q.k (unscaled, eqs. 3-11), scaled = q.k/sqrt(d), learned = "
+         "q.k times a learned temperature.")
+
+
+query_layer_option = click.option(
+    "--query-layer", type=click.Choice(QUERY_LAYERS), default=default_of(TrainConfig, "query_layer"),
+    show_default=True,
+    help="z_L, DWAtt's query and residual, Base's output and the extra layers' input: fused = the last "
+         "layer of --layers; top = the backbone's top layer, read even when it is not fused (the fused "
+         "layers stay --layers). Concat and ScalarMix have no z_L and ignore it.")
+
+
+def apply_protocol(options: dict, protocol: str, *, names: dict | None = None) -> dict:
+    """``options`` with the paper's values for every `PAPER_PROTOCOL` option not given explicitly
+    (``names``: the click parameter of a field, where it differs)."""
+    if protocol != "paper":
+        return options
+    ctx = click.get_current_context()
+    source = lambda name: ctx.get_parameter_source((names or {}).get(name, name))  # noqa: E731
+    given = {name for name in PAPER_PROTOCOL if source(name) == click.core.ParameterSource.COMMANDLINE}
+    return {**options, **{k: v for k, v in PAPER_PROTOCOL.items() if k not in given}}
+
+
+def resolve(cache, model, dataset, cache_dir, *, extract: dict | None = None, quiet: bool = False):
+    """The cache entry the shared cache options name (messages go to stderr); ``extract``: the
+    `extract_options` of a task other than NER; ``quiet``: no progress bar when it must be extracted."""
+    from ..experiments.find import resolve_entry
+
+    return resolve_entry(cache=cache, model=model, dataset=dataset, cache_dir=cache_dir, extract_options=extract,
+                         log=say, progress=not quiet)
+
+
+def say(message: str) -> None:
+    click.echo(message, err=True)
+
+
+def parse_shots(value: str | int | None) -> int | None:
+    """``N`` (sentences = N x entity types) or ``all``."""
+    if value is None or str(value).strip().lower() == "all":
+        return None
+    try:
+        shots = int(value)
+    except ValueError:
+        raise LayerfuseError(f"--shots {value!r} is not a positive integer or 'all'") from None
+    if shots < 1:
+        raise LayerfuseError(f"--shots {value!r} must be >= 1 (or 'all')")
+    return shots
+
+
+def parse_list(text: str, *, name: str, cast=int, what: str | None = None) -> list:
+    """A comma-separated option value (``--shots 8,16``) as a list, each item cast; a bad item is a
+    one-line error naming it (``cast`` raises ValueError or LayerfuseError; ``what``: what an item is)."""
+    values = []
+    for item in (x.strip() for x in str(text).split(",")):
+        if not item:
+            continue
+        try:
+            values.append(cast(item))
+        except ValueError:
+            raise LayerfuseError(f"--{name} {text!r}: {item!r} is not {what or _WHAT.get(cast, 'valid')}") from None
+    if not values:
+        raise LayerfuseError(f"--{name} is empty")
+    return values
+
+
+_WHAT = {int: "an integer", float: "a number"}

@@ -1,0 +1,137 @@
+"""`layerfuse predict`: tag new text with a trained head and its backbone, and print the entities; score it on
+a labelled CoNLL file (`--conll`); or, with an MLM head, fill the masks of `--fill-mask` texts and print the top
+tokens of each."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import click
+
+from ..errors import LayerfuseError
+from ..inference.fill_mask import MaskFiller
+from ..tasks import task_of
+from .errors import friendly_errors
+from .options import default_of
+
+
+@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--head", "--checkpoint", "checkpoint", required=True,
+              help="Head checkpoint (.safetensors/.json or their stem).")
+@click.option("--text", multiple=True, help="A sentence to tag (repeatable).")
+@click.option("--file", "file_", type=click.Path(dir_okay=False, allow_dash=True), default=None,
+              help="One sentence per line ('-' = stdin).")
+@click.option("--fill-mask", "fill_mask", multiple=True,
+              help="MLM heads: a text with [MASK] (or <mask>) to fill (repeatable); "
+                   "--text/--file lines are filled too.")
+@click.option("--top-k", type=click.IntRange(min=1), default=default_of(MaskFiller.fill, "top_k"), show_default=True,
+              help="Tokens printed per mask.")
+@click.option("--conll", "conll", type=click.Path(dir_okay=False), default=None,
+              help="Score the head on a labelled CoNLL file (one word a line, gold tag in the last column, blank "
+                   "lines between sentences, -DOCSTART- lines skipped): writes 'word gold pred' lines (conlleval's "
+                   "input; gold normalised to IOB2) and prints precision, recall, F1 and support per entity type "
+                   "plus the micro average, by the project's own metric (conlleval's chunking, seqeval's default "
+                   "mode), so the micro F1 is what training reports on the same words.")
+@click.option("--out", "out", type=click.Path(dir_okay=False, writable=True), default=None,
+              help="With --conll: write the 'word gold pred' lines here (default: stdout, the report then goes "
+                   "to stderr).")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per sentence (--conll: the report).")
+@click.option("--device", default=None, help="torch device. Default: cuda when present, else cpu.")
+@friendly_errors
+def main(checkpoint, text, file_, fill_mask, top_k, conll, out, as_json, device):
+    """Tag raw sentences with a trained head and print the entities found, or score it on a labelled
+    CoNLL file (--conll); MLM heads: fill masks."""
+    if conll:
+        if text or file_ or fill_mask:
+            raise LayerfuseError("--conll takes no --text, --file or --fill-mask")
+        _score_conll(checkpoint, conll, out=out, as_json=as_json, device=device)
+        return
+    if out:
+        raise LayerfuseError("--out goes with --conll")
+    lines = list(fill_mask) + list(text)
+    if file_:
+        try:
+            with click.open_file(file_, encoding="utf-8") as f:
+                lines += [line.rstrip("\n") for line in f]
+        except UnicodeDecodeError as exc:
+            raise LayerfuseError(f"{file_} is not UTF-8 text (byte {exc.start})") from None
+    lines = [line for line in lines if line.strip()]
+    if not lines:
+        raise LayerfuseError("nothing to tag: pass --text, --file or --fill-mask")
+    if fill_mask or _is_mlm(checkpoint):
+        _fill(checkpoint, lines, top_k=top_k, as_json=as_json, device=device)
+    else:
+        _tag(checkpoint, lines, as_json=as_json, device=device)
+    sys.stdout.flush()
+
+
+def _is_mlm(checkpoint: str) -> bool:
+    from ..training.checkpoint import checkpoint_paths
+
+    try:
+        with open(checkpoint_paths(checkpoint)[1], encoding="utf-8") as f:
+            return task_of(json.load(f)).masks_inputs
+    except (OSError, ValueError, LayerfuseError):
+        return False  # loading it says what is wrong
+
+
+def _fill(checkpoint, lines, *, top_k: int, as_json: bool, device) -> None:
+    filler = MaskFiller(checkpoint, device=device)
+    for line in lines:
+        masks = filler.fill(line, top_k=top_k)
+        if as_json:
+            click.echo(json.dumps({"text": line, "masks": masks}, ensure_ascii=False))
+            continue
+        click.echo(line)
+        for k, m in enumerate(masks, 1):
+            click.echo(f"  mask {k}: " + ", ".join(f"{t['token']} ({t['probability']:.3f})" for t in m["top"]))
+
+
+def _tag(checkpoint, lines, *, as_json: bool, device) -> None:
+    from ..inference import Predictor, entities, split_words
+
+    tagger = Predictor(checkpoint, device=device)
+    words = [split_words(line) for line in lines]
+    tags = tagger.tag([[w for w, _, _ in ws] for ws in words])
+    for line, ws, ts in zip(lines, words, tags):
+        found = entities(ts, ws, line)
+        if as_json:
+            click.echo(json.dumps({"text": line, "words": [w for w, _, _ in ws], "tags": ts, "entities": found},
+                                  ensure_ascii=False))
+            continue
+        click.echo(line)
+        for e in found:
+            click.echo(f"  {e['type']:<8} {e['text']!r}  words {e['words'][0]}-{e['words'][1]}  "
+                       f"chars {e['chars'][0]}-{e['chars'][1]}")
+        if not found:
+            click.echo("  (no entities)")
+
+
+def _score_conll(checkpoint, path: str, *, out, as_json: bool, device) -> None:
+    from ..cache.label_sets import TOKEN
+    from ..inference import Predictor
+    from ..inference import conll_eval as ce
+    from ..training.checkpoint import read_checkpoint_meta
+
+    cache = read_checkpoint_meta(checkpoint).get("cache", {})
+    token_set = cache.get("label_kind") == TOKEN
+    sentences = ce.read_labelled(path, label_set=cache.get("label_set"))  # a bad file fails before the backbone loads
+    tagger = Predictor(checkpoint, device=device)
+    (ce.check_known_tokens if token_set else ce.check_known)(path, sentences, tagger.label_names)
+    pred = tagger.tag([words for words, _ in sentences])
+    lines = ce.conll_lines(sentences, pred)
+    if out:
+        with open(out, "w", encoding="utf-8") as f:
+            f.writelines(line + "\n" for line in lines)
+    else:
+        for line in lines:
+            click.echo(line)
+    gold = [tags for _, tags in sentences]
+    report = ce.token_report(gold, pred) if token_set else ce.span_report(gold, pred, tagger.label_names)
+    text = json.dumps(report) if as_json else (ce.format_token_report if token_set else ce.format_report)(report)
+    click.echo(text, err=not out)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,110 @@
+"""`layerfuse rank-layers`: score every cached layer by its variability nu (training-free, seconds), print a
+table, and write a JSON record and a PNG plot, so that the layers a head should fuse can be chosen
+before any training; with `--shots N --seed S` the score sees only what a few-shot run sees."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+
+import click
+import numpy as np
+
+from ..layers.scores import score_layers
+from ..versions import versions
+from .errors import friendly_errors
+from .options import cache_options, default_of, labels_option, layers_option, quiet_option, resolve
+
+
+def _name(text: str) -> str:
+    """Model and dataset as a reader knows them: a local path shows as its last component."""
+    return os.path.basename(str(text).rstrip("/\\")) or str(text)
+
+
+def _ranks(scores: list[tuple[int, float]]) -> dict[int, int]:
+    order = sorted(scores, key=lambda t: (t[1], t[0]))
+    return {layer: i + 1 for i, (layer, _) in enumerate(order)}
+
+
+@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@cache_options
+@labels_option
+@click.option("--split", default="train", show_default=True, help="Split whose tokens are scored.")
+@click.option("--shots", type=click.IntRange(min=1), default=None,
+              help="Score only the N*C sentences a few-shot run with this N and --seed trains on (C = entity types).")
+@click.option("--seed", type=int, default=0, show_default=True,
+              help="Seed of the few-shot sample and of the per-tag cap.")
+@click.option("--max-per-class", type=click.IntRange(min=1), default=default_of(score_layers, "max_per_class"),
+              show_default=True,
+              help="Tokens kept per tag (random subsample), so that frequent tags do not dominate.")
+@layers_option(default="0..L", extra_help="The layers to score; with auto:K, 1..L are scored and the K that "
+               "train-head --layers auto:K would fuse are marked.")
+@click.option("--top", type=click.IntRange(min=1), default=3, show_default=True,
+              help="Mark this many lowest-nu layers.")
+@click.option("--out", default="runs", show_default=True, help="Folder for the JSON record and the PNG plot.")
+@quiet_option
+@friendly_errors
+def main(cache, model, dataset, cache_dir, labels, split, shots, seed, max_per_class, layers, top, out, quiet):
+    """Rank the cached layers by variability nu = tr(Sigma_w Sigma_b^+)/C (lower = better)."""
+    from ..experiments.plots import plot_scores
+    from ..layers import parse_layers, pick_layers
+    from ..training.sampling import entity_types, few_shot_sample
+
+    entry = resolve(cache, model, dataset, cache_dir, quiet=quiet).with_labels(labels)
+    is_primary = labels is None or labels == next(iter(entry.label_sets))
+    data = entry.split(split)
+    spec_text, spec = layers, parse_layers(layers, num_layers=entry.num_layers)
+    layers = list(spec.candidates)
+    sentences = None
+    if shots is not None:  # the same sample train-head draws for --shots/--seed
+        sentences = few_shot_sample(data.n_sentences, shots=shots, n_types=len(entity_types(entry.meta)), seed=seed)
+    t0 = time.perf_counter()
+    scores = score_layers(data, sentences=sentences, layers=layers, max_per_class=max_per_class, seed=seed)
+    seconds = time.perf_counter() - t0
+
+    labels = data.labels if sentences is None else data.labels[data.rows_of(sentences)]
+    counts = np.bincount(labels[labels >= 0], minlength=len(entry.label_names))
+    tag_counts = {name: int(n) for name, n in zip(entry.label_names, counts) if n}
+    best = list(spec.fused(scores)) if spec.k else pick_layers(scores, min(top, len(scores)))
+    ranks = _ranks(scores)
+    model_name, dataset_name = _name(entry.meta.get("model", "?")), _name(entry.meta.get("dataset", "?"))
+    setting = f"{split}" + (f", N={shots} seed {seed}" if shots is not None else "")
+    n_sent = data.n_sentences if sentences is None else len(sentences)
+
+    click.echo(f"{model_name} on {dataset_name} ({setting}): {n_sent:,} sentences, {len(labels):,} tokens, "
+               f"{len(tag_counts)} tags, <= {max_per_class} tokens per tag")
+    click.echo(f"{'layer':>5}  {'nu':>12}  {'rank':>4}")
+    for layer, nu in scores:
+        click.echo(f"{layer:>5}  {nu:>12.5g}  {ranks[layer]:>4}{'  *' if layer in best else ''}")
+    click.echo(f"best {len(best)}: {', '.join(map(str, best))}   ({seconds:.2f} s)")
+
+    key = entry.meta.get("key") or _name(entry.path)
+    named = "" if is_primary else f"-{entry.meta['label_set']}"  # the primary set's files keep their names
+    stem = os.path.join(out, f"rank-layers-{key}{named}-{split}" + (f"-n{shots}-s{seed}" if shots is not None else ""))
+    os.makedirs(out, exist_ok=True)
+    record = {
+        "command": "rank-layers",
+        "scores": [{"layer": layer, "nu": nu if np.isfinite(nu) else None, "rank": ranks[layer]}
+                   for layer, nu in scores],
+        "best": best,
+        "params": {"split": split, "shots": shots, "seed": seed, "max_per_class": max_per_class,
+                   "layers": layers, "layer_spec": spec_text, "top": top,
+                   "labels": entry.meta["label_set"]},
+        "cache": {"path": entry.path, "key": key, "model": entry.meta.get("model"),
+                  "dataset": entry.meta.get("dataset")},
+        "n_sentences": n_sent,
+        "n_tokens": int(len(labels)),
+        "tag_counts": tag_counts,
+        "sentences": None if sentences is None else [int(s) for s in sentences],
+        "seconds": round(seconds, 4),
+        "versions": versions(),
+    }
+    with open(stem + ".json", "w", encoding="utf-8") as f:
+        json.dump(record, f, indent=2)
+    plot_scores(scores, title=f"{model_name} on {dataset_name} ({setting})", path=stem + ".png")
+    click.echo(f"wrote {stem}.json and {stem}.png")
+
+
+if __name__ == "__main__":
+    main()

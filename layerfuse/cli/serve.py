@@ -1,0 +1,124 @@
+"""`layerfuse serve`: share one cache root over HTTP (see `layerfuse.serve`).
+
+Tokens: every write (a job, a removal) needs the write token. ``--token-file F`` names a file
+holding it; without it the token lives in ``ROOT/.serve-token``, created on first start with 32
+random bytes (`secrets`) and mode 0600, and kept across restarts so clients keep working. The
+command prints where the token is, never the token itself: logs and terminals get copied around.
+``--read-token-file`` makes reads need a token too (the write token also reads); without it,
+reads are open to whoever can reach the address, which by default is this machine only. A client
+sends a read token through fsspec's configuration, e.g. in its environment:
+``FSSPEC_HTTP='{"headers": {"Authorization": "Bearer TOKEN"}}'``.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import secrets
+from pathlib import Path
+
+import click
+
+from ..cache.layout import cache_root, is_remote, local_path
+from ..errors import LayerfuseError
+from ..serve.state import DEFAULT_HOST, DEFAULT_PORT, ServerState
+from .errors import friendly_errors
+from .options import cache_dir_option, device_option, say
+
+SERVE_EXTRA = ("starlette", "uvicorn", "aiohttp")  # pyproject's `serve` extra
+TOKEN_FILE = ".serve-token"  # under the root: hidden, and never served (not an entry)
+TOKEN_BYTES = 32
+
+
+@click.command("serve")
+@cache_dir_option
+@click.option("--host", default=DEFAULT_HOST, show_default=True,
+              help="Address to listen on; 0.0.0.0 opens it to the network.")
+@click.option("--port", type=click.IntRange(0, 65535), default=DEFAULT_PORT, show_default=True,
+              help="Port to listen on.")
+@click.option("--token-file", type=click.Path(dir_okay=False), default=None,
+              help=f"File holding the write token. Default: ROOT/{TOKEN_FILE}, created (mode 0600) when missing.")
+@click.option("--read-token-file", type=click.Path(exists=True, dir_okay=False), default=None,
+              help="File holding a token that reads need too. Default: reads are open.")
+@click.option("--runs", "runs", type=click.Path(file_okay=False), multiple=True,
+              help="A run folder (train-head --out, layerfuse sweep --out) the page shows; repeatable.")
+@click.option("--data-dir", "data_dirs", type=click.Path(exists=True, file_okay=False), multiple=True,
+              help="A directory whose datasets jobs may name by path; repeatable. Default: none (jobs name "
+                   "datasets the readers know, such as wnut16 or conll03).")
+@device_option
+@click.option("--max-size", default=None,
+              help="After each job, remove the least recently read entries until the root fits (500M, 20G).")
+@click.option("--trust-remote-code", is_flag=True,
+              help="Allow model code from the hub to run in jobs (off by default).")
+@friendly_errors
+def main(cache_dir, host, port, token_file, read_token_file, runs, data_dirs, device, max_size, trust_remote_code):
+    """Serve a cache root: complete entries as read-only zarr over HTTP (train-head --cache
+    http://HOST:PORT/entries/NAME), a JSON API, an extraction queue and a web page."""
+    try:
+        import uvicorn
+
+        from ..serve.app import create_app
+    except ModuleNotFoundError as exc:  # the service's packages are an extra, not a dependency
+        package = (exc.name or "").split(".")[0]
+        if package not in SERVE_EXTRA:
+            raise
+        raise LayerfuseError(f"serve needs the package {package!r}, part of the serve extra: "
+                              f'pip install "layerfuse[serve]"') from None
+
+    root = cache_root(cache_dir)
+    if is_remote(root):
+        raise LayerfuseError(f"serve needs a local cache root, not {root}")
+    root = Path(local_path(root)).resolve()
+    root.mkdir(parents=True, exist_ok=True)
+    if token_file:
+        token, where = read_token(token_file), Path(token_file)
+    else:
+        token, where = ensure_token(root / TOKEN_FILE), root / TOKEN_FILE
+    state = ServerState(root=root, token=token, read_token=read_token(read_token_file) if read_token_file else None,
+                        runs=[Path(r).resolve() for r in runs], trust_remote_code=trust_remote_code, device=device,
+                        max_size=_size(max_size), data_dirs=[Path(d).resolve() for d in data_dirs],
+                        private=[Path(p).resolve() for p in (where, read_token_file) if p])
+    say(f"serving {root} on http://{host}:{port}/ (write token in {where}; send it as 'Authorization: Bearer ...')")
+    if state.read_token is None and not _loopback(host):
+        say(f"reads are open to anyone who can reach {host}:{port}; --read-token-file closes them")
+    uvicorn.run(create_app(state), host=host, port=port, log_level="info")
+
+
+def read_token(path: str | os.PathLike) -> str:
+    token = Path(path).read_text(encoding="utf-8").strip()
+    if not token:
+        raise LayerfuseError(f"token file {path} is empty")
+    return token
+
+
+def ensure_token(path: Path) -> str:
+    """The token in ``path``, created first when missing: readable by its owner only from the start
+    (O_EXCL with mode 0600, no window where the umask's mode applies)."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        if os.stat(path).st_mode & 0o077:
+            say(f"warning: {path} is readable by others than its owner (chmod 600 {path})")
+        return read_token(path)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write(secrets.token_urlsafe(TOKEN_BYTES) + "\n")
+    return read_token(path)
+
+
+def _size(text: str | None) -> int | None:
+    if text is None:
+        return None
+    from ..cache.gc import parse_size
+
+    return parse_size(text)
+
+
+def _loopback(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return host == "localhost"
+
+
+if __name__ == "__main__":
+    main()

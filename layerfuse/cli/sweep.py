@@ -1,0 +1,168 @@
+"""`layerfuse sweep`: the few-shot grid from one cache, resumable, then a table and the paper-style plots."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+
+import click
+
+from ..errors import LayerfuseError
+from ..fusions.dwatt import LAYER_SCORES
+from ..fusions.registry import FUSIONS, fusions_that_pack
+from ..tasks import task_of
+from ..training.config import TrainConfig
+from .errors import friendly_errors
+from .options import (
+    apply_protocol,
+    cache_options,
+    default_of,
+    extract_options,
+    labels_option,
+    layers_option,
+    masking_options,
+    parse_list,
+    parse_shots,
+    protocol_option,
+    query_layer_option,
+    quiet_option,
+    resolve,
+    say,
+    task_option,
+)
+
+
+@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@task_option
+@labels_option
+@click.option("--fusions", default="dwatt,concat,extra", show_default=True, help="Comma-separated fusions.")
+@click.option("--shots", default="8,16,32,64,128", show_default=True,
+              help="Comma-separated N (N x C sentences; MLM: N blocks), or all.")
+@click.option("--epochs", default="25,50,75,100", show_default=True, help="Comma-separated epoch caps.")
+@click.option("--trials", type=click.IntRange(min=1), default=5, show_default=True, help="Seeds 0..trials-1.")
+@click.option("--lrs", "--lr", "lrs", default="default", show_default=True,
+              help="Comma-separated max learning rates, a grid dimension (the report picks the best on dev); "
+                   "'default' = each fusion's FE default (as train-head).")
+@click.option("--layer-scores", default=default_of(TrainConfig, "layer_score"), show_default=True,
+              help="Comma-separated DWAtt scores (paper, scaled, learned): a grid dimension for dwatt only.")
+@click.option("--batch-size", type=click.IntRange(min=1), default=default_of(TrainConfig, "batch_size"),
+              show_default=True)
+@layers_option(extra_help="Default: all.")
+@click.option("--extra-layers", type=click.IntRange(min=1), default=None)
+@query_layer_option
+@click.option("--eval-points", type=click.IntRange(min=1), default=5, show_default=True,
+              help="Evenly spaced dev evaluations per run (the last at the end).")
+@click.option("--dev-sentences", type=click.IntRange(min=1), default=None,
+              help="Evaluate on a fixed random subset of dev this size. Default: all of dev.")
+@click.option("--precision", type=click.Choice(["auto", "fp32", "bf16"]), default="auto", show_default=True,
+              help="Autocast of the heads' products; auto = bf16 where this machine multiplies it clearly "
+                   "faster (measured once, remembered in the cache root), else fp32.")
+@click.option("--workers", type=click.IntRange(min=1), default=None, help="Processes. Default: one per core.")
+@click.option("--pack", type=click.IntRange(min=1), default=None,
+              help="Train up to K runs that differ in seed, N, rate or epoch cap together, as one stacked head "
+                   "(one step for all, each at its own rate and schedule; each dev batch read once for all); FE "
+                   f"NER runs of {', '.join(fusions_that_pack())} pack; other fusions, MLM, FT, auto:K, "
+                   "grad_accum > 1 and fp16 runs train alone. "
+                   "1 = one run at a time. Default: 1 on a CPU; on CUDA as many as a quarter of the GPU's free "
+                   "memory holds, at most 8.")
+@click.option("--ray", "ray_address", is_flag=False, flag_value="local", default=None,
+              help="Run every run as a Ray task: --ray alone starts Ray here, --ray ADDRESS joins a cluster.")
+@click.option("--out", default=os.path.join("runs", "sweep"), show_default=True, help="Results folder.")
+@cache_options
+@masking_options
+@click.option("--report", "report_only", is_flag=True, help="Only render the table and plots from the results file.")
+@click.option("--curve-shots", default=None, help="N values for the F1-vs-step plot. Default: smallest and largest.")
+@click.option("--per-lr", is_flag=True, help="Also print one table per learning rate.")
+@protocol_option
+@quiet_option
+@friendly_errors
+def main(task, labels, fusions, shots, epochs, trials, lrs, layer_scores, batch_size, layers, extra_layers, query_layer,
+         eval_points, dev_sentences, precision, workers, pack, ray_address, out, cache, model, dataset, cache_dir,
+         block_size, mask_seed, mlm_probability, report_only, curve_shots, per_lr, protocol, quiet):
+    """Run fusion x N-shot x epoch cap x trial from one cache (skipping runs already done)."""
+    from ..experiments.report import render
+    from ..experiments.results import RESULTS, read_results
+
+    curve = parse_list(curve_shots, name="curve-shots") if curve_shots else None
+    if report_only:
+        records = list(read_results(os.path.join(out, RESULTS)).values())
+        if not records:
+            raise LayerfuseError(f"no results in {os.path.join(out, RESULTS)}")
+    else:
+        from ..experiments.loaders import check_samples
+        from ..experiments.runner import grid, run_sweep
+        from ..training.runtime import resolve_precision
+
+        # Every list is checked before any work starts: a bad item is one line, not a traceback.
+        lists = {"fusions": parse_list(fusions, name="fusions", cast=_one_of(FUSIONS),
+                                       what=f"one of {', '.join(FUSIONS)}"),
+                 "shots": parse_list(shots, name="shots", cast=parse_shots),
+                 "epochs": parse_list(epochs, name="epochs")}
+        axes = apply_protocol({"lr": parse_list(lrs, name="lrs", cast=_lr, what="a number or 'default'"),
+                               "layer_score": parse_list(layer_scores, name="layer-scores", cast=_one_of(LAYER_SCORES),
+                                                         what=f"one of {', '.join(LAYER_SCORES)}")}, protocol,
+                              names={"lr": "lrs", "layer_score": "layer_scores"})
+        masking = extract_options(task, block_size=block_size, mask_seed=mask_seed, mlm_probability=mlm_probability)
+        base = TrainConfig(fusion="base", shots=None, epochs=1, seed=0, batch_size=batch_size, task=task,
+                           labels=labels, layers=layers, extra_layers=extra_layers, eval_points=eval_points,
+                           dev_sentences=dev_sentences, query_layer=query_layer,
+                           precision=resolve_precision(precision, root=cache_dir))
+        configs = grid(**lists, trials=trials, base=base, lr=_listed(axes["lr"]),
+                       layer_score=_listed(axes["layer_score"]))
+        entry = resolve(cache, model, dataset, cache_dir, extract=masking, quiet=quiet).with_labels(labels)
+        check_samples(entry, configs)  # a sample larger than train: one line before anything else is said
+        say(f"precision: {base.precision}")
+        if pack is None:
+            from ..experiments.packs import default_pack
+            from ..training.runtime import pick_device
+
+            pack = default_pack(entry, configs, pick_device(None))
+        records = list(run_sweep(entry, configs, out=out, workers=workers, ray=ray_address, progress=not quiet,
+                                 log=say, pack=pack).values())
+        if task_of(task).labels_from_data:  # nu needs classes; an MLM entry's labels are the vocabulary
+            _save_layer_scores(entry, layers, out)
+    paths = render(records, out, curve_shots=curve, per_lr=per_lr, nu=_layer_scores(out))
+    with open(paths["table"], encoding="utf-8") as f:
+        click.echo(f.read())
+    click.echo("plots: " + ", ".join(p for k, p in paths.items() if k != "table"))
+
+
+def _save_layer_scores(entry, layers: str | None, out: str) -> None:
+    """nu of the fused layers on the whole train split (as `layerfuse rank-layers` computes it, seconds), for
+    the layers-used figure: do the heads use the layers the score calls well specialised?"""
+    from ..layers import parse_layers
+    from ..layers.scores import score_layers
+
+    spec = parse_layers(layers, num_layers=entry.num_layers)
+    scores = score_layers(entry.split("train"), layers=list(spec.candidates))
+    with open(os.path.join(out, "layer_scores.json"), "w", encoding="utf-8") as f:
+        json.dump([[int(layer), nu if math.isfinite(nu) else None] for layer, nu in scores], f)
+
+
+def _layer_scores(out: str) -> list | None:
+    path = os.path.join(out, "layer_scores.json")
+    if not os.path.exists(path):
+        return None
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
+
+
+def _one_of(choices):
+    def check(text: str) -> str:
+        if text not in choices:
+            raise ValueError(text)
+        return text
+    return check
+
+
+def _lr(text: str) -> float | None:
+    return None if text == "default" else float(text)
+
+
+def _listed(value) -> list:
+    return list(value) if isinstance(value, (list, tuple)) else [value]
+
+
+if __name__ == "__main__":
+    main()

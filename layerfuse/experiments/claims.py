@@ -1,0 +1,116 @@
+"""Claims: sweeps that share a results folder share its work.
+
+Before a run starts, its executor claims it by creating ``claims/<run id>`` with ``O_EXCL`` (only
+one creator wins, on any filesystem that honours it: local disks, NFS v3+). The claiming process
+keeps its claims fresh (a heartbeat thread touches them); a claim whose file has not been touched
+for `STALE_S` seconds belongs to a process that died, and the next sweep to look takes it over. On
+the owner's own host a claim is stale at once when its process no longer exists (a sweep killed
+with SIGKILL and rerun does not wait). ``LAYERFUSE_CLAIM_STALE_S`` sets `STALE_S`.
+A claim is removed when its run's record is in the results file, or when its run fails.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import threading
+import time
+
+STALE_S = float(os.environ.get("LAYERFUSE_CLAIM_STALE_S", 90.0))  # no heartbeat for this long: the owner is gone
+HEARTBEAT_S = 15.0
+
+
+class Claims:
+    """The claims of one process in ``folder/claims``; `start()` runs its heartbeat."""
+
+    def __init__(self, folder: str, *, stale_s: float = STALE_S, heartbeat_s: float = HEARTBEAT_S):
+        self.dir = os.path.join(folder, "claims")
+        self.stale_s, self.heartbeat_s = stale_s, heartbeat_s
+        self.mine: set[str] = set()
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        os.makedirs(self.dir, exist_ok=True)
+
+    def claim(self, run_id: str) -> bool:
+        """True when this process now owns ``run_id`` (it was free, or its owner died)."""
+        path = self._path(run_id)
+        for _ in range(2):  # a second try after clearing a dead owner's claim
+            try:
+                fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+            except FileExistsError:
+                if not self._clear_if_stale(path):
+                    return False
+                continue
+            with os.fdopen(fd, "w") as f:
+                json.dump({"host": socket.gethostname(), "pid": os.getpid(), "since": time.time()}, f)
+            with self._lock:
+                self.mine.add(run_id)
+            return True
+        return False
+
+    def release(self, run_id: str) -> None:
+        with self._lock:
+            self.mine.discard(run_id)
+        try:
+            os.remove(self._path(run_id))
+        except FileNotFoundError:
+            pass
+
+    def held_by_others(self, run_id: str) -> bool:
+        """True while another live process holds ``run_id``."""
+        path = self._path(run_id)
+        return run_id not in self.mine and os.path.exists(path) and not self._is_stale(path)
+
+    def start(self) -> Claims:
+        threading.Thread(target=self._beat, daemon=True, name="layerfuse-claims").start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        for run_id in list(self.mine):
+            self.release(run_id)
+
+    def _beat(self) -> None:
+        while not self._stop.wait(self.heartbeat_s):
+            with self._lock:
+                mine = list(self.mine)
+            for run_id in mine:
+                try:
+                    os.utime(self._path(run_id))
+                except FileNotFoundError:  # taken over after a stall: the other owner runs it too
+                    pass
+
+    def _is_stale(self, path: str) -> bool:
+        try:
+            if time.time() - os.path.getmtime(path) > self.stale_s:
+                return True
+            with open(path, encoding="utf-8") as f:
+                owner = json.load(f)
+        except FileNotFoundError:
+            return False
+        except ValueError:  # being written this instant: its owner is alive
+            return False
+        return owner.get("host") == socket.gethostname() and not _alive(owner.get("pid"))
+
+    def _clear_if_stale(self, path: str) -> bool:
+        if not self._is_stale(path):
+            return False
+        try:
+            os.remove(path)
+        except FileNotFoundError:  # another sweep cleared it first; the O_EXCL retry decides
+            pass
+        return True
+
+    def _path(self, run_id: str) -> str:
+        return os.path.join(self.dir, run_id)
+
+
+def _alive(pid) -> bool:
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, TypeError, ValueError):  # someone else's process, or no pid: assume alive
+        return True
+    return True

@@ -1,0 +1,111 @@
+"""Finding the cache entry a head trains on: `--cache PATH`, else the entry that `extract` would
+make for `--model/--dataset` (extracting it first when missing), else the newest complete entry of
+the task.
+
+One model and dataset should need one extraction: when the entry `extract`'s defaults would make is
+missing but a complete one made with another forward precision or storage dtype is there, that one
+is used. One that differs in what a head sees (rows, their pooling, truncation) is not used, and
+neither is a new one extracted beside it without being asked for: the user picks."""
+
+from __future__ import annotations
+
+from ..cache.layout import KEY_FIELDS, OPTIONAL_KEY_FIELDS, cache_root
+from ..cache.manage import EntryStatus, differences, entry_status, list_entries, variants
+from ..cache.reader import CacheEntry, open_entry
+from ..cache.store import exists
+from ..errors import LayerfuseError
+from ..tasks import task_of
+
+# How an entry was made: a head reads the same rows, numerically close, whichever was used.
+RELAXABLE = ("precision", "dtype")
+# What a head sees: another value is another input, so it is never swapped in silently.
+VISIBLE = ("granularity", "pooling", "max_length")
+
+
+def resolve_entry(*, cache: str | None = None, model: str | None = None, dataset: str | None = None,
+                  cache_dir: str | None = None, extract_options: dict | None = None, log=print,
+                  progress: bool = True) -> CacheEntry:
+    """``extract_options``: more `ExtractConfig` fields (MLM: ``task``, ``block_size``, ...); the
+    key fields among them must match exactly, the others may be relaxed (see the module's doc);
+    ``progress``: a bar while an entry is extracted."""
+    if cache:
+        entry = open_entry(cache)
+        entry.require_complete()  # a run killed between splits: never read as if it were whole
+        return entry
+    options = dict(extract_options or {})
+    task = task_of(options)
+    if model or dataset:  # no dataset: the task's default, as `extract` has it
+        return _entry_for(model=model, dataset=dataset, cache_dir=cache_dir, options=options, log=log,
+                          progress=progress)
+    root = cache_root(cache_dir)
+    latest = next((e for e in list_entries(root, sizes=False) if e.complete and e.fields["task"] == task.name), None)
+    if latest is None:
+        raise LayerfuseError(f"no complete {task.name} cache entry under {root}; run `extract{task.flag}` first "
+                              f"or pass --cache PATH")
+    log(f"using the newest {task.name} cache entry: {latest.path}")
+    return open_entry(latest.path)
+
+
+def _entry_for(*, model: str | None, dataset: str | None, cache_dir: str | None, options: dict, log,
+               progress: bool) -> CacheEntry:
+    from ..extract.run import ExtractConfig, describe, extract, load_data  # only this path needs transformers
+
+    config = ExtractConfig(model=model, dataset=dataset, cache_dir=cache_dir, **options)
+    data = load_data(config, splits=list(config.splits) if config.splits else None)
+    path, _, attrs = describe(config, dataset=data)
+    exact = entry_status(path, size=False) if exists(path) else None
+    if exact is not None and exact.missing:
+        log(f"{path} is incomplete: split(s) {', '.join(exact.missing)} not finished; extracting them")
+    if exact is None or not exact.complete:
+        other = _made_otherwise(path, attrs, splits=data.splits,
+                                explicit=set(options) & set(KEY_FIELDS + OPTIONAL_KEY_FIELDS),
+                                resuming=exact is not None, log=log)
+        if other is not None:
+            return open_entry(other)
+    result = extract(config, progress=progress, log=log)
+    if not all(s.reused for s in result.splits):
+        log(f"extracted {result.path}")
+    return open_entry(result.path)
+
+
+def _made_otherwise(path: str, attrs: dict, *, splits, explicit: set, resuming: bool, log) -> str | None:
+    """The newest complete entry that differs from ``attrs`` only in how it was made, or None when
+    extracting is right; raises when the only entries there differ in what a head sees."""
+    root = path.rsplit("/", 1)[0]
+    candidates = [e for e in variants(root, attrs) if e.path != path and _covers(e, splits)
+                  and not differences(attrs, e.fields, sorted(explicit))]
+    relaxable = set(RELAXABLE) - explicit
+    usable = [e for e in candidates if set(differences(attrs, e.fields)) <= relaxable]
+    if usable:
+        log(_using(usable, attrs))
+        return usable[0].path
+    if candidates and not resuming:
+        raise LayerfuseError(_refusal(candidates, attrs))
+    return None
+
+
+def _covers(entry: EntryStatus, splits) -> bool:
+    return entry.complete and set(splits) <= set(entry.splits)
+
+
+def _using(usable: list[EntryStatus], attrs: dict) -> str:
+    first = usable[0]
+    diff = differences(attrs, first.fields)
+    made = ", ".join(f"{v}-forward" if n == "precision" else f"{v}-stored" for n, v in diff.items())
+    defaults = ", ".join(f"{n} ({attrs[n]} by default)" for n in diff)
+    newest = f" (the newest of {len(usable)} such)" if len(usable) > 1 else ""
+    return (f"using the {made} entry {first.path} made {first.finished}{newest}: it differs from the "
+            f"default options only in {defaults}, so it is not extracted again")
+
+
+def _refusal(candidates: list[EntryStatus], attrs: dict) -> str:
+    listed = "; ".join(f"{e.path} ({_options(differences(attrs, e.fields))})" for e in candidates)
+    wanted = _options({n: attrs[n] for n in VISIBLE})
+    task = task_of(attrs).flag
+    return (f"no entry of {attrs['model']} on {attrs['dataset']} with the default options ({wanted}), and the "
+            f"ones there differ in what a head sees: {listed}. Pass --cache PATH for one of them, or run "
+            f"`extract{task}` with the default options first")
+
+
+def _options(values: dict) -> str:
+    return ", ".join(f"{n} {v}" for n, v in values.items())

@@ -1,0 +1,75 @@
+"""What a grid's executors load once before their runs: ``load(entry, configs) -> data`` (or, with
+``run_grid(load_per_run=True)``, before each run: ``load(entry, [config])``).
+
+Loaders are top-level functions, so worker processes and Ray tasks can be handed them by name.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import LayerfuseError
+from ..layers import parse_layers
+from ..training.data import load_data, load_for_run
+from ..training.sampling import few_shot_sample, shot_size
+
+
+def load_cached(entry, configs: list) -> object:
+    """FE: the union of the runs' few-shot samples (all of train if a run uses it all) with the
+    union of their candidate layers, and dev/test with those layers: one cache read."""
+    entry = with_labels(entry, configs)
+    layers = _candidate_layers(entry, configs)
+    sentences = None
+    if configs and all(c.shots is not None for c in configs):
+        n_train, n_types = entry.split("train").n_sentences, shot_size(entry.meta)
+        sentences = np.unique(np.concatenate([few_shot_sample(n_train, shots=c.shots, n_types=n_types, seed=c.seed)
+                                              for c in configs]))
+    return load_data(entry, layers=layers or None, train_sentences=sentences)
+
+
+def check_samples(entry, configs: list) -> None:
+    """Raise the `few_shot_sample` error of the first N whose sample does not fit the train split, before
+    any run or worker starts (in a worker it would surface only as a broken pool)."""
+    shots = sorted({c.shots for c in configs if c.shots is not None}, key=str)
+    if not shots or "train" not in entry.splits:
+        return
+    entry = with_labels(entry, configs)
+    n_train, n_types = entry.split("train").n_sentences, shot_size(entry.meta)
+    for n in shots:
+        few_shot_sample(n_train, shots=n, n_types=n_types, seed=0)
+
+
+def load_run(entry, configs: list) -> object:
+    """FE, one run (``load_per_run``): exactly what it reads, its sample with its candidate layers
+    (all of 1..L for auto:K, to rank them) and dev/test with only the layers it fuses."""
+    (config,) = configs
+    return load_for_run(with_labels(entry, configs), layers=config.layers, shots=config.shots, seed=config.seed,
+                        query_layers=config.query_layers(entry.num_layers))
+
+
+def load_live(entry, configs: list) -> object:
+    """FT: the words and tags of every split around the live backbone, loaded once (every run
+    starts again from its pretrained weights)."""
+    from ..finetune.data import live_data
+    from ..finetune.live import load_live_backbone
+    from ..training.runtime import pick_device
+
+    entry = with_labels(entry, configs)
+    device = pick_device(configs[0].device if configs else None)
+    backbone = load_live_backbone(entry.meta, device=device)
+    return live_data(entry, backbone, layers=_candidate_layers(entry, configs) or range(1, entry.num_layers + 1))
+
+
+def with_labels(entry, configs: list):
+    """The entry seen through the runs' label set (one per grid: records of one results file compare
+    like with like)."""
+    names = {getattr(c, "labels", None) for c in configs}
+    if len(names) > 1:
+        raise LayerfuseError(f"one grid trains one label set, got {', '.join(map(str, sorted(names, key=str)))}")
+    return entry.with_labels(names.pop() if names else None)
+
+
+def _candidate_layers(entry, configs: list) -> list[int]:
+    """The union of the layers the runs may fuse (auto:K ranks all of 1..L) or read as z_L."""
+    return sorted({x for c in configs for x in (*parse_layers(c.layers, num_layers=entry.num_layers).candidates,
+                                                   *c.query_layers(entry.num_layers))})

@@ -1,0 +1,339 @@
+"""Tables and plots of a sweep, rendered from its results file alone.
+
+Table: best dev F1 per (fusion, N-shot, epoch cap), mean and 95% confidence interval over trials
+(Student t, n-1 degrees of freedom). Plots in the style of the DWAtt paper: F1 against N-shot, one
+panel per epoch cap, one line per fusion with its CI band (Figure 3); dev F1 against training step
+for chosen N, averaged over trials (Figure 4). MLM sweeps report perplexity instead (lower is
+better): `Metric` says which numbers a record's task reports.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+from collections import defaultdict
+from typing import NamedTuple
+
+import numpy as np
+from matplotlib.ticker import FuncFormatter
+
+from ..fusions.config import FusionConfig
+from ..tasks import task_of
+from .plots import head_style, legend_handles, plt  # Agg backend, set once there
+
+
+class Metric(NamedTuple):
+    name: str  # in table headers and axis labels
+    dev: str  # the record's best dev value
+    test: str  # the record's test value at the best dev point
+    step: str  # the key of each evaluation's dev value (curves)
+    scale: float  # shown as value * scale (F1 in points)
+    higher_is_better: bool
+
+
+F1 = Metric("F1", "best_dev_f1", "test_f1_at_best", "dev_f1", 100.0, True)
+PERPLEXITY = Metric("perplexity", "best_dev_ppl", "test_ppl_at_best", "dev_ppl", 1.0, False)
+ACCURACY = Metric("accuracy", "best_dev_accuracy", "test_accuracy_at_best", "dev_accuracy", 100.0, True)
+METRICS = {"f1": F1, "ppl": PERPLEXITY}  # by `layerfuse.tasks.Task.headline`
+
+
+def metric_of(records) -> Metric:
+    """The headline metric of the records' task: perplexity for MLM, F1 for NER (records from before
+    tasks existed are NER), token accuracy for a token-level label set (POS)."""
+    records = list(records)
+    if records and records[0].get("best_dev_accuracy") is not None:
+        return ACCURACY
+    return METRICS[task_of(records[0]["config"] if records else None).headline]
+
+
+def ci95(values) -> tuple[float, float]:
+    """(mean, half-width of the 95% CI of the mean); the half-width is 0 for a single value."""
+    from scipy.stats import t
+
+    x = np.asarray(values, dtype=float)
+    if len(x) < 2:
+        return float(x.mean()), 0.0
+    return float(x.mean()), float(t.ppf(0.975, len(x) - 1) * x.std(ddof=1) / math.sqrt(len(x)))
+
+
+def label(config: dict) -> str:
+    """A row's name: the fusion, and what sets it apart from the same fusion's other runs: DWAtt's
+    score when it is not the default (records written before the option existed ran the paper's),
+    and ``z_L top`` for a head that read the backbone's top layer as its z_L (`--query-layer top`)."""
+    from ..fusions.registry import FUSIONS
+
+    fusion, parts = config["fusion"], []
+    if fusion == "dwatt" and config.get("layer_score", "paper") != FusionConfig.layer_score:
+        parts.append(config.get("layer_score", "paper"))
+    query = config.get("query_layer", FusionConfig.query_layer)
+    if query != FusionConfig.query_layer and fusion in FUSIONS and FUSIONS[fusion].reads_query_layer:
+        parts.append(f"z_L {query}")
+    return f"{fusion} ({', '.join(parts)})" if parts else fusion
+
+
+def lr_of(record: dict) -> float:
+    return record["config"].get("lr", 5e-5)  # records of the first release all hold it; tests' may not
+
+
+def by_cell(records) -> dict[tuple, list[dict]]:
+    """All records grouped by (label, shots, epochs)."""
+    out = defaultdict(list)
+    for r in records:
+        c = r["config"]
+        out[(label(c), c["shots"], c["epochs"])].append(r)
+    return dict(out)
+
+
+def best_lr(runs: list[dict]) -> tuple[float, list[dict]]:
+    """(learning rate, its runs) with the best mean best dev score among ``runs`` (the highest F1,
+    the lowest perplexity; chosen on dev only; ties: the lower rate)."""
+    by_lr = defaultdict(list)
+    for r in runs:
+        by_lr[lr_of(r)].append(r)
+    m = metric_of(runs)
+    sign = 1 if m.higher_is_better else -1
+    lr = max(sorted(by_lr), key=lambda x: sign * np.mean([r[m.dev] for r in by_lr[x]]))
+    return lr, by_lr[lr]
+
+
+def cells(records) -> dict[tuple, list[dict]]:
+    """Records by (label, shots, epochs), at each cell's best learning rate on dev."""
+    return {key: best_lr(runs)[1] for key, runs in by_cell(records).items()}
+
+
+def _f1(runs: list[dict], metric: str, scale: float = 100.0) -> str:
+    values = [scale * r[metric] for r in runs if r.get(metric) is not None]
+    if not values:
+        return "-"
+    mean, half = ci95(values)
+    return f"{mean:.1f} ± {half:.1f} ({len(values)})"
+
+
+def table(records) -> str:
+    """Markdown, one row per (fusion, N, epoch cap): the learning rate chosen on dev (mean best dev
+    F1 over trials), and at it the best dev F1 and the test F1 at the best dev point, each
+    'mean ± 95% CI (n)' in F1 points (MLM: perplexities)."""
+    groups = by_cell(records)
+    m = metric_of(records)
+    lines = [f"| fusion | N | epochs | lr (best on dev) | dev {m.name} | test {m.name} |",
+             "|---|---:|---:|---:|---:|---:|"]
+    for key in sorted(groups, key=lambda k: (k[0], k[1] or 10**9, k[2])):
+        lr, runs = best_lr(groups[key])
+        n_lrs = len({lr_of(r) for r in groups[key]})
+        lines.append(f"| {key[0]} | {key[1] or 'all'} | {key[2]} | {lr:g}{f' of {n_lrs}' if n_lrs > 1 else ''} "
+                     f"| {_f1(runs, m.dev, m.scale)} | {_f1(runs, m.test, m.scale)} |")
+    return "\n".join(lines)
+
+
+def dev_note(records) -> str:
+    """What the dev scores were measured on: the whole dev split, or the fixed random subset of
+    ``--dev-sentences`` (the same in every run), per value when the runs differ."""
+    records = list(records)
+    unit = "blocks" if metric_of(records) is PERPLEXITY else "sentences"
+    counts = defaultdict(int)
+    for r in records:
+        counts[r["config"].get("dev_sentences")] += 1
+
+    def what(n) -> str:
+        if not n:
+            return "the whole dev split"
+        return f"a fixed random subset of {n:,} dev {unit}, the same in every run (`--dev-sentences {n}`)"
+
+    if len(counts) == 1:
+        return f"Dev: {what(next(iter(counts)))}."
+    by_size = sorted(counts.items(), key=lambda kv: kv[0] or 0)
+    return "Dev: " + "; ".join(f"{k} runs on {what(n)}" for n, k in by_size) + "."
+
+
+def shots_stats(records) -> dict[tuple, tuple[float, float]]:
+    """(label, N, epoch cap) -> (mean, 95% CI half-width) of the best dev score (x scale), each cell
+    at its best learning rate: what Figure 3 plots. Runs on the whole train split (N = None) are left out."""
+    m = metric_of(records)
+    return {key: ci95([m.scale * r[m.dev] for r in runs]) for key, runs in cells(records).items()
+            if key[1] is not None}
+
+
+TABLE_ROW = re.compile(r"^\|\s*(?P<label>[^|]+?)\s*\|\s*(?P<shots>\d+|all)\s*\|\s*(?P<epochs>\d+)\s*\|[^|]*\|"
+                       r"\s*(?P<mean>-?[\d,]+\.\d+)\s*±\s*(?P<half>[\d,]+\.\d+)", re.M)
+
+
+def stats_from_table(markdown: str) -> dict[tuple, tuple[float, float]]:
+    """`shots_stats` read back from the first table of a report.md that `render` wrote (the rows
+    'fusion | N | epochs | lr | dev mean ± half (n) | ...'): Figure 3 redrawn from a committed report
+    when its per-run results file is not at hand (values rounded as the table shows them)."""
+    # the per-lr tables and the attention table that may follow are not what Figure 3 plots
+    first = markdown.split("\n## ", 1)[0].split("\nAttention over layers", 1)[0]
+    out = {}
+    for row in TABLE_ROW.finditer(first):
+        if row["shots"] == "all":
+            continue
+        key = (row["label"], int(row["shots"]), int(row["epochs"]))
+        out[key] = (float(row["mean"].replace(",", "")), float(row["half"].replace(",", "")))
+    return out
+
+
+def plot_f1_vs_shots(records, path: str, *, title: str = "") -> str:
+    """Figure 3: one panel per epoch cap; x = N-shot (log2), y = best dev F1; CI bands."""
+    return draw_f1_vs_shots(shots_stats(records), path, ylabel=f"best dev {metric_of(records).name}", title=title)
+
+
+def draw_f1_vs_shots(stats: dict[tuple, tuple[float, float]], path: str, *, ylabel: str = "best dev F1",
+                     title: str = "") -> str:
+    """Figure 3 from ``{(label, N, cap): (mean, half-width)}``: one panel per cap, each head in its
+    own `head_style` whichever panels it is in."""
+    caps = sorted({k[2] for k in stats})
+    heads = sorted({k[0] for k in stats})
+    fig, axes = plt.subplots(1, len(caps), figsize=(2.6 * len(caps) + 0.6, 2.8), dpi=100, sharey=True, squeeze=False)
+    for ax, cap in zip(axes[0], caps):
+        for head in heads:
+            shots = sorted(k[1] for k in stats if k[0] == head and k[2] == cap)
+            if not shots:
+                continue
+            mean = np.array([stats[head, n, cap][0] for n in shots])
+            half = np.array([stats[head, n, cap][1] for n in shots])
+            style = head_style(head)
+            ax.plot(shots, mean, markersize=3, linewidth=1.2, label=head, **style)
+            ax.fill_between(shots, mean - half, mean + half, color=style["color"], alpha=0.2, linewidth=0)
+        ax.set_xscale("log", base=2)
+        _style(ax, title=f"{cap} epochs", xlabel="N-shot")
+    return _save(fig, axes, path, ylabel=ylabel, title=title, heads=heads)
+
+
+def plot_f1_vs_step(records, path: str, *, shots: list[int], epochs: int | None = None, title: str = "") -> str:
+    """Figure 4: dev F1 against optimizer step at the largest epoch cap run for each N, mean over trials."""
+    groups = cells(records)
+    m = metric_of(records)
+    heads = sorted({k[0] for k in groups})
+    fig, axes = plt.subplots(1, len(shots), figsize=(3.0 * len(shots) + 0.6, 2.8), dpi=100, squeeze=False)
+    for ax, n in zip(axes[0], shots):
+        cap = epochs or max((k[2] for k in groups if k[1] == n), default=0)  # the longest runs of this N
+        for head in heads:
+            runs = groups.get((head, n, cap), [])
+            if not runs:
+                continue
+            steps = [e["step"] for e in runs[0]["evals"]]
+            curves = np.array([[e[m.step] for e in r["evals"]] for r in runs if len(r["evals"]) == len(steps)])
+            ax.plot(steps, m.scale * curves.mean(0), markersize=2, linewidth=1.2, label=head, **head_style(head))
+        _style(ax, title=f"N = {n}, {cap} epochs", xlabel="step")
+    return _save(fig, axes, path, ylabel=f"dev {m.name}", title=title, heads=heads)
+
+
+def attention_table(records) -> str | None:
+    """Markdown: for the heads that attend over layers (DWAtt), the mean of each token's largest
+    layer weight and of the entropy of its weights (nats; log L = uniform), per cell at its chosen lr."""
+    lines = []
+    for key, runs in sorted(cells(records).items(), key=lambda kv: (kv[0][0], kv[0][1] or 10**9, kv[0][2])):
+        usage = [r["layer_usage"] for r in runs if r.get("layer_usage") and "entropy" in r["layer_usage"]]
+        if usage:
+            top, ent = ci95([u["top_weight"] for u in usage]), ci95([u["entropy"] for u in usage])
+            lines.append(f"| {key[0]} | {key[1] or 'all'} | {key[2]} | {top[0]:.2f} ± {top[1]:.2f} "
+                         f"| {ent[0]:.2f} ± {ent[1]:.2f} | {len(usage)} |")
+    if not lines:
+        return None
+    return "\n".join(["| fusion | N | epochs | a token's largest weight | entropy (nats) | runs |",
+                      "|---|---:|---:|---:|---:|---:|", *lines])
+
+
+def usage_by_label(records) -> dict[str, tuple[list[int], np.ndarray]]:
+    """Mean layer share per row label (over every run at its cell's chosen lr that reports one)."""
+    out = defaultdict(list)
+    for (name, _, _), runs in cells(records).items():
+        out[name] += [r["layer_usage"] for r in runs if r.get("layer_usage")]
+    return {name: (usages[0]["layers"], np.mean([u["share"] for u in usages], axis=0))
+            for name, usages in sorted(out.items()) if usages}
+
+
+def plot_layers_used(records, path: str, *, nu: list | None = None, title: str = "") -> str | None:
+    """Heat map of which layers each fusion uses (share of its attention, mixing weight, or Concat's
+    contribution ||W_n z_n||: block norms in records made before that), and below it the
+    variability nu of the same layers (`rank-layers`; lower = better)."""
+    usage = usage_by_label(records)
+    if not usage:
+        return None
+    layers = sorted({x for ids, _ in usage.values() for x in ids})
+    grid = np.full((len(usage), len(layers)), np.nan)
+    for row, (ids, share) in enumerate(usage.values()):
+        grid[row, [layers.index(x) for x in ids]] = share
+    rows = 2 if nu else 1
+    fig, axes = plt.subplots(rows, 1, figsize=(1.0 + 0.5 * len(layers), 1.2 + 0.35 * len(usage) + 1.6 * (rows - 1)),
+                             dpi=100, squeeze=False, sharex=True,
+                             gridspec_kw={"height_ratios": [len(usage) + 1, 2][:rows]})
+    ax = axes[0][0]
+    ax.imshow(grid, aspect="auto", cmap="viridis", vmin=0, extent=(-0.5, len(layers) - 0.5, len(usage) - 0.5, -0.5))
+    for (i, j), v in np.ndenumerate(grid):
+        if np.isfinite(v):
+            dark = v < grid[np.isfinite(grid)].max() / 2
+            ax.text(j, i, f"{v:.2f}", ha="center", va="center", fontsize=6, color="w" if dark else "k")
+    ax.set_yticks(range(len(usage)), list(usage), fontsize=7)
+    ax.set_title(title + ("\n" if title else "") + "share of each layer in the trained head", fontsize=8)
+    if nu:
+        scored = {int(layer): v for layer, v in nu if v is not None and np.isfinite(v)}
+        xs = [i for i, x in enumerate(layers) if x in scored]
+        axes[1][0].plot(xs, [scored[layers[i]] for i in xs], marker="o", markersize=3)
+        axes[1][0].set_yscale("log")
+        axes[1][0].yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+        axes[1][0].yaxis.set_minor_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+        axes[1][0].tick_params(labelsize=6, which="both")
+        axes[1][0].set_ylabel("ν (rank-layers,\nlower = better)", fontsize=7)
+        axes[1][0].grid(alpha=0.3)
+    axes[-1][0].set_xticks(range(len(layers)), [str(x) for x in layers], fontsize=7)
+    axes[-1][0].set_xlabel("layer", fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return path
+
+
+def _style(ax, *, title: str, xlabel: str) -> None:
+    ax.set_title(title, fontsize=9)
+    ax.set_xlabel(xlabel, fontsize=8)
+    ax.tick_params(labelsize=7)
+    ax.grid(alpha=0.3)
+
+
+def _save(fig, axes, path: str, *, ylabel: str, title: str, heads: list[str]) -> str:
+    """Label, legend (every head of the figure once, drawn from `head_style`), save."""
+    axes[0][0].set_ylabel(ylabel, fontsize=8)
+    drawn = {name for ax in axes[0] for name in ax.get_legend_handles_labels()[1]}
+    handles, names = legend_handles([h for h in heads if h in drawn])
+    if handles:
+        axes[0][-1].legend(handles, names, fontsize=7, loc="lower right")
+    if title:
+        fig.suptitle(title, fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return path
+
+
+def render(records, out: str, *, curve_shots: list[int] | None = None, per_lr: bool = False,
+           nu: list | None = None) -> dict[str, str]:
+    """Write report.md, f1_vs_shots.png and f1_vs_step.png into `out`; returns their paths."""
+    records = list(records)
+    first = records[0]
+    title = f"{first.get('model')} on {first.get('dataset')}"
+    shots_seen = sorted({r["config"]["shots"] for r in records if r["config"]["shots"] is not None})
+    curve_shots = curve_shots or ([shots_seen[0], shots_seen[-1]] if len(shots_seen) > 1 else shots_seen)
+    paths = {"table": os.path.join(out, "report.md"),
+             "shots": plot_f1_vs_shots(records, os.path.join(out, "f1_vs_shots.png"), title=title)}
+    used = plot_layers_used(records, os.path.join(out, "layers_used.png"), nu=nu, title=title)
+    if used:
+        paths["layers"] = used
+    if curve_shots:
+        paths["steps"] = plot_f1_vs_step(records, os.path.join(out, "f1_vs_step.png"), shots=curve_shots, title=title)
+    seconds = [r["seconds"]["total"] for r in records]
+    m = metric_of(records)
+    what = {F1: "F1 (x100)", ACCURACY: "token accuracy (x100)"}.get(m, "masked-token perplexity (lower is better)")
+    text = (f"# Sweep: {title}\n\n{len(records)} runs; {what}, mean ± 95% CI over trials (n); test {m.name} of "
+            f"each run's head at its best dev point\n\n{dev_note(records)}\n\n{table(records)}\n")
+    if per_lr:
+        for lr in sorted({lr_of(r) for r in records}):
+            text += f"\n## lr {lr:g}\n\n{table([r for r in records if lr_of(r) == lr])}\n"
+    attention = attention_table(records)
+    if attention:
+        text += f"\nAttention over layers on dev, at the best dev point (mean ± 95% CI):\n\n{attention}\n"
+    text += f"\nseconds per run: median {np.median(seconds):.1f}, total {sum(seconds):.0f}\n"
+    with open(paths["table"], "w", encoding="utf-8") as f:
+        f.write(text)
+    return paths

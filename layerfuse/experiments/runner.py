@@ -1,0 +1,295 @@
+"""Grids of runs over one cache: the runner behind `sweep` and every script in `scripts/`.
+
+Every run is one `train_head` call. Runs already in the results file are skipped (so a grid
+resumes); the rest run in this process (``workers=0``), in worker processes (one per core by
+default) or as Ray tasks, each of which loads the data once (``load``) and trains run after run
+from it (a part over the memory budget streams from the cache instead of being held, so a worker's
+memory does not grow with the splits: `layerfuse.training.budget`), or, with ``load_per_run``,
+loads each run's own data (when what a run reads is part
+of what is measured). Finished runs are appended by this process alone, each line fsync'ed.
+
+With ``pack`` K > 1, runs that differ in seed, N, rate or epoch cap train K at a time as one
+stacked module (`layerfuse.training.packed`, grouped by `packs.pack_runs`): a pack is one unit of
+work for the executors (a Ray task too), and its runs are appended one by one when it finishes.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, replace
+from itertools import product
+
+from ..display import f1_points
+from ..errors import LayerfuseError
+from ..training.config import TrainConfig
+from .claims import Claims
+from .loaders import check_samples, load_cached
+from .packs import pack_runs, packed
+from .queue import POLL_S, claimed
+from .results import append_result, read_results, run_id
+
+Loader = Callable[[object, list], object]  # (CacheEntry, configs) -> data for train_head
+Annotate = Callable[[TrainConfig, object, dict], None]  # (config, its data, its record): adds to the record
+
+
+def grid(*, fusions, shots, epochs, trials: int, base: TrainConfig, **axes) -> list[TrainConfig]:
+    """Every run of the grid, cheapest first (so early results arrive early); trial t uses seed t.
+    ``axes`` adds more dimensions: a config field name and its values (e.g. ``lr=[5e-5, 1e-3]``).
+    A field that changes one fusion only (DWAtt's ``layer_score``) multiplies that fusion's runs
+    alone: the others run once, at ``base``'s value."""
+    names = ["fusion", "shots", "epochs", "seed", *axes]
+    values = [fusions, shots, epochs, range(trials), *axes.values()]
+    runs = {}
+    for combo in product(*values):
+        config = replace(base, **dict(zip(names, combo)))
+        if config.fusion != "dwatt":
+            config = replace(config, layer_score=base.layer_score)
+        runs.setdefault(run_id(config), config)
+    return sorted(runs.values(), key=lambda c: ((c.shots or 10**9) * c.epochs, c.fusion, c.seed))
+
+
+def run_grid(entry, configs: list[TrainConfig], *, results: str, workers: int | None = None,
+             load: Loader = load_cached, load_per_run: bool = False, annotate: Annotate | None = None,
+             ray: str | None = None, on_record=None, progress: bool = True, log=print,
+             pack: int = 1) -> dict[str, dict]:
+    """Run every config not yet in ``results`` (a JSON-lines file) on ``entry``; returns the records
+    of ``configs`` by run id, in their order. ``workers``: processes (None = one per core, 0 = this
+    process); ``ray``: an address (or "local") to run each run as a Ray task instead.
+    ``load_per_run``: call ``load(entry, [config])`` for every run, not once per executor, and put
+    ``load_seconds`` and ``wall_seconds`` (load and train) in its record. ``annotate(config, data,
+    record)`` runs where the run ran, beside its data (a top-level function, so workers get it by
+    name); ``on_record(config, record)`` runs here as each run finishes. ``pack``: train up to this many
+    runs that differ in seed, N, rate or epoch cap together (`layerfuse.training.packed`; 1 = one run
+    at a time)."""
+    from tqdm.auto import tqdm
+
+    if pack > 1 and load_per_run:
+        raise LayerfuseError("pack > 1 trains runs on data loaded once per executor; load_per_run times each alone")
+
+    done = {rid: r for rid, r in read_results(results).items() if r.get("cache_key") in (None, entry.meta.get("key"))}
+    todo = [c for c in configs if run_id(c) not in done]
+    check_samples(entry, todo)  # before any worker starts: a sample larger than train is one line
+    if len(todo) < len(configs):
+        log(f"{len(configs) - len(todo)} of {len(configs)} runs already in {results}; running the other {len(todo)}")
+    bar = tqdm(total=len(configs), initial=len(configs) - len(todo), unit="run", desc="runs", disable=not progress)
+    job = _Job(entry.path, load, per_run=load_per_run, annotate=annotate)
+    claims = Claims(os.path.dirname(os.path.abspath(results))).start()
+    try:
+        if pack > 1:  # the members of a pack next to each other, claimed one by one, gathered back
+            units = pack_runs(todo, pack)
+            todo = [config for unit in units for config in unit]
+            queue, run = packed(claimed(todo, claims, results=results, done=done), units), _run_pack
+        else:
+            queue, run = claimed(todo, claims, results=results, done=done), _run_one
+        for config, record in _records(_results(job, todo, queue, workers=workers, ray=ray, run=run), pack > 1):
+            record["cache_path"] = entry.path
+            append_result(results, record)
+            claims.release(record["run_id"])  # in the file now: nobody needs the claim
+            done[record["run_id"]] = record
+            if on_record:
+                on_record(config, record)
+            bar.set_postfix_str(f"{config.fusion} n={config.shots} {_headline(record)}")
+            bar.update(1)
+    finally:
+        claims.stop()  # a failed or interrupted run goes back to whoever comes next
+        bar.close()
+    done.update({rid: r for rid, r in read_results(results).items() if rid not in done})  # others' runs
+    return {run_id(c): done[run_id(c)] for c in configs if run_id(c) in done}
+
+
+def _headline(record: dict) -> str:
+    if record.get("best_dev_accuracy") is not None:
+        return f"acc={f1_points(record['best_dev_accuracy'])}"
+    if record.get("best_dev_ppl") is not None:
+        return f"ppl={record['best_dev_ppl']:.2f}"
+    return f"F1={f1_points(record['best_dev_f1'])}"
+
+
+def _records(finished, packs: bool) -> Iterable[tuple]:
+    """(config, record) of each run, from (config, record) or, for packs, (configs, records)."""
+    for item, out in finished:
+        yield from zip(item, out) if packs else ((item, out),)
+
+
+def _results(job: _Job, todo, queue, *, workers: int | None, ray: str | None, run=None) -> Iterable[tuple]:
+    """(item, ``run(job, item)``) as items finish; ``queue`` yields the items (configs, or packs of them)
+    this process claimed, or None while the only runs left are another sweep's (check back later)."""
+    run = run or _run_one
+    if not todo:
+        return iter(())
+    if ray:
+        return _ray_results(job, todo, queue, ray, run)
+    workers = min(os.cpu_count() or 1 if workers is None else workers, len(todo))
+    if workers == 0:
+        return _in_process(job, todo, queue, run)
+    return _local_results(job, todo, queue, workers, run)
+
+
+# ----------------------------------------------------------------------------------------------
+# Each executor loads the data once, then trains run after run from memory (unless per_run).
+
+
+@dataclass(frozen=True)
+class _Job:
+    """What every executor needs besides the configs; picklable (loaders are top-level functions)."""
+
+    cache_path: str
+    load: Loader
+    per_run: bool = False  # load(entry, [config]) for each run, timed into its record
+    annotate: Annotate | None = None
+
+
+_DATA = None
+_DATA_KEY = None
+
+
+def _init_worker(job: _Job, configs: list, threads: int | None) -> None:
+    global _DATA, _DATA_KEY
+    import torch
+
+    from ..cache.reader import open_entry
+
+    if threads:
+        torch.set_num_threads(threads)
+    key = (job.cache_path, job.load, tuple(run_id(c) for c in configs))
+    if not job.per_run and _DATA_KEY != key:  # Ray reuses worker processes across tasks and sweeps
+        _DATA, _DATA_KEY = job.load(open_entry(job.cache_path), configs), key
+
+
+def _init_pool_worker(parent: int, job: _Job, configs: list, threads: int | None) -> None:
+    """A pool worker's initializer: it dies with ``parent`` (a sweep killed with SIGKILL leaves no
+    worker blocked on its queue, holding its data), then loads as `_init_worker`."""
+    from ..lifeline import die_with_parent
+
+    die_with_parent(parent)
+    global _INIT_ERROR
+    try:
+        _init_worker(job, configs, threads)
+    except Exception as exc:  # noqa: BLE001 -- an initializer that raises breaks the pool and loses the message
+        _INIT_ERROR = exc
+
+
+_INIT_ERROR = None  # what a pool worker's initializer raised; its first run raises it, the user sees the message
+
+
+def _after_init(run, job: _Job, item):
+    """``run(job, item)`` in a pool worker, or the error that kept the worker from loading its data."""
+    if _INIT_ERROR is not None:
+        raise _INIT_ERROR
+    return run(job, item)
+
+
+def _run_one(job: _Job, config: TrainConfig) -> dict:
+    from ..cache.reader import open_entry
+    from ..training.loop import train_head
+
+    entry = open_entry(job.cache_path) if job.per_run else None
+    t0 = time.perf_counter()
+    data = job.load(entry, [config]) if job.per_run else _DATA
+    loaded = time.perf_counter()
+    record = train_head(config, data, keep_head=False).to_dict()  # a grid keeps records, not weights
+    record["run_id"] = run_id(config)
+    if job.per_run:  # the run's own reads are part of its cost
+        record.update(load_seconds=loaded - t0, wall_seconds=time.perf_counter() - t0)
+    if job.annotate:
+        job.annotate(config, data, record)
+    return record
+
+
+def _run_pack(job: _Job, configs: tuple) -> list[dict]:
+    """The records of a pack of runs (`train_pack`), in order; a pack of one is `_run_one`."""
+    from ..training.packed import train_pack
+
+    if len(configs) == 1:
+        return [_run_one(job, configs[0])]
+    records = []
+    for config, result in zip(configs, train_pack(list(configs), _DATA, keep_head=False)):
+        record = result.to_dict()
+        record["run_id"] = run_id(config)
+        if job.annotate:
+            job.annotate(config, _DATA, record)
+        records.append(record)
+    return records
+
+
+def _in_process(job: _Job, todo, queue, run):
+    _init_worker(job, todo, None)
+    for item in queue:
+        if item is None:  # another sweep's runs are all that is left: wait for them
+            time.sleep(POLL_S)
+            continue
+        yield item, run(job, item)
+
+
+def _local_results(job: _Job, todo, queue, workers: int, run):
+    import multiprocessing
+    from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+
+    threads = max(1, (os.cpu_count() or 1) // workers)
+    context = multiprocessing.get_context("spawn")  # no fork after torch threads: portable and safe
+    with ProcessPoolExecutor(workers, mp_context=context, initializer=_init_pool_worker,
+                             initargs=(os.getpid(), job, todo, threads)) as pool:
+        submit = lambda item: pool.submit(_after_init, run, job, item)  # noqa: E731
+        futures: dict = {}
+        try:
+            for config, future in _bounded(queue, futures, submit, workers,
+                                           lambda fs: wait(fs, timeout=POLL_S, return_when=FIRST_COMPLETED)[0]):
+                yield config, future.result()
+        except BaseException:
+            for f in futures:
+                f.cancel()
+            raise
+
+
+def _bounded(queue, in_flight: dict, submit, capacity: int, finished):
+    """Keep at most ``capacity`` runs in flight, claiming the next only when one finishes (so sweeps
+    sharing a folder share its work); yields (config, handle) of each finished run.
+    ``finished(handles)`` returns those done, waiting a little."""
+    exhausted = False
+    while in_flight or not exhausted:
+        while not exhausted and len(in_flight) < capacity:
+            config = next(queue, StopIteration)
+            if config is StopIteration:
+                exhausted = True
+            elif config is None:  # only another sweep's runs left for now
+                if not in_flight:
+                    time.sleep(POLL_S)
+                break
+            else:
+                in_flight[submit(config)] = config
+        for handle in finished(list(in_flight)) if in_flight else ():
+            yield in_flight.pop(handle), handle
+
+
+def _ray_task(job: _Job, configs, item, run=_run_one):
+    _init_worker(job, configs, 1)
+    return run(job, item)
+
+
+def _ray_results(job: _Job, todo, queue, address: str, run):
+    """Each run (or pack) a Ray task (one CPU); the cache is read from the shared root by each worker once."""
+    try:
+        import ray
+    except ModuleNotFoundError:  # an extra, not a dependency
+        raise LayerfuseError('sweeps on Ray need the package \'ray\', part of the ray extra: '
+                              'pip install "layerfuse[ray]"') from None
+
+    if not ray.is_initialized():
+        ray.init(address=None if address in (None, "", "local") else address, include_dashboard=False,
+                 log_to_driver=False, ignore_reinit_error=True)
+    task = ray.remote(num_cpus=1)(_ray_task)
+    capacity = max(1, int(ray.cluster_resources().get("CPU", 1)))
+    submit = lambda item: task.remote(job, todo, item, run)  # noqa: E731
+    finished = lambda refs: ray.wait(refs, num_returns=1, timeout=POLL_S)[0]  # noqa: E731
+    for config, ref in _bounded(queue, {}, submit, capacity, finished):
+        yield config, ray.get(ref)
+
+
+def run_sweep(entry, configs: list[TrainConfig], *, out: str, **options) -> dict[str, dict]:
+    """`run_grid` with its results in ``out/results.jsonl`` (the `sweep` command's folder)."""
+    from .results import RESULTS
+
+    os.makedirs(out, exist_ok=True)
+    return run_grid(entry, configs, results=os.path.join(out, RESULTS), **options)

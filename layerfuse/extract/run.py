@@ -1,0 +1,184 @@
+"""`extract`: run the frozen backbone once over a dataset and write every layer into the cache.
+
+Each split is planned up front (tokenized, rows counted), then encoded unit by unit; a unit is a
+fixed range of rows (one zarr shard), encoded from the sentences that overlap it, length-sorted
+within the unit. A background thread writes finished units while the next one is encoded.
+Because a unit's batches depend only on the plan, a resumed run recomputes exactly the same bytes.
+
+Masked language modelling (``task="mlm"``) goes through the same machinery: a raw-text corpus is cut
+into blocks and masked once (masking.py), each block is a "sentence" whose subwords are its words,
+so rows are the content tokens of the masked input; the labels are the original ids of the tokens
+chosen for prediction, and the entry also keeps the input ids and the backbone's LM weights (``lm``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..cache import label_sets
+from ..cache.lock import EntryLock
+from ..cache.store import open_group
+from ..cache.writer import remove_partials, write_entry_arrays
+from ..errors import LayerfuseError
+from .distributed import Ranks
+
+# The options and the entry's description live in `entry` (the dry run, `estimate`, reads them too);
+# these names are offered here as they always were.
+from .entry import (  # noqa: F401
+    DTYPE_BYTES,
+    DTYPES,
+    GRANULARITIES,
+    MASKING_FORMAT,
+    POOLINGS,
+    ExtractConfig,
+    default_token_budget,
+    default_unit_rows,
+    describe,
+    lm_complete,
+    load_data,
+    special_counts,
+    split_complete,
+)
+from .estimate import check_free_space
+from .job import BackgroundWriter as _BackgroundWriter  # noqa: F401 - the name the writer thread had here
+from .job import Extraction, SplitJob, SplitSummary, summary_from_cache
+from .masking import IGNORE
+from .models import ModelInfo, load_model, load_tokenizer, model_info
+
+
+@dataclass
+class ExtractResult:
+    path: str
+    key: str
+    splits: list[SplitSummary] = field(default_factory=list)
+    label_sets: list[str] = field(default_factory=list)  # the label sets this run wrote (beside the primary)
+
+
+def _lm_arrays(info: ModelInfo, model, attrs: dict) -> dict[str, np.ndarray]:
+    """The tied decoder (the input embeddings, as loaded) and the checkpoint's head when it has one."""
+    from .lm_weights import lm_head_weights
+
+    arrays = {"embeddings": model.get_input_embeddings().weight.detach().float().cpu().numpy()}
+    if attrs["lm_head"] == "checkpoint":
+        arrays.update(lm_head_weights(info, embeddings=False))
+    return arrays
+
+
+def extract(config: ExtractConfig, *, progress: bool = True, log=print, on_unit=None) -> ExtractResult:
+    """``on_unit(split, rows_done, rows_total)``: called as each split starts (rows already cached)
+    and after each unit is encoded, for a caller that reports progress its own way; an exception it
+    raises stops the run between units, the units handed to the writer still written."""
+    ranks = Ranks()
+    if not ranks.main:
+        progress, log, on_unit = False, (lambda message: None), None
+    mlm = config.task_info.masks_inputs
+    dataset = load_data(config, splits=list(config.splits) if config.splits else None)
+    info = model_info(config.model, trust_remote_code=config.trust_remote_code)
+    tokenizer = load_tokenizer(info, trust_remote_code=config.trust_remote_code) if mlm else None
+    path, key, attrs = describe(config, dataset=dataset, info=info, tokenizer=tokenizer)
+    result = ExtractResult(path=path, key=key)
+    wanted = _wanted_label_sets(config, dataset)
+    todo = [s for s in dataset.splits if not split_complete(path, s)]
+    result.splits += [summary_from_cache(path, s, reused=True) for s in dataset.splits if s not in todo]
+    if not todo and not (mlm and not lm_complete(path)):
+        if wanted and ranks.main:  # every split is cached: new label sets are labels only, no forward pass
+            with EntryLock(path, log=log):
+                result.label_sets = write_label_sets(path, dataset, wanted, log=log)
+        return result
+    # Files a killed or failed run left half-written hold space this run needs: gone before it is counted.
+    remove_partials(path, todo)
+    # Before the lock file or the entry exists: a run that cannot fit writes nothing at all.
+    check_free_space(config, dataset, info, path, attrs, todo, tokenizer=tokenizer)
+    run = Extraction(config=config, dataset=dataset, info=info, tokenizer=tokenizer, path=path, attrs=attrs,
+                     ranks=ranks, progress=progress, log=log, on_unit=on_unit)
+    with EntryLock(path, log=log) if ranks.main else contextlib.nullcontext():
+        ranks.barrier()  # the other ranks start once rank 0 holds the entry
+        _start_backbone(run)
+        result.splits += _extract_splits(run, todo)
+        if wanted and ranks.main:
+            result.label_sets = write_label_sets(path, dataset, wanted, log=log)
+    order = list(dataset.splits)
+    result.splits.sort(key=lambda s: order.index(s.split))
+    return result
+
+
+def _start_backbone(run: Extraction) -> None:
+    """The run's device and tokenizer, and its model loading in a thread: the model loads (mostly
+    importing its modeling code: a second or more) while the first split is tokenized and planned;
+    `model.result()` waits for it, or raises its error. MLM: the entry's ``lm`` arrays once it loads."""
+    config = run.config
+    run.device = run.ranks.device(config.device)
+    run.tokenizer = run.tokenizer or load_tokenizer(run.info, trust_remote_code=config.trust_remote_code)
+    loader = ThreadPoolExecutor(1, thread_name_prefix="layerfuse-model")
+    run.model = loader.submit(load_model, run.info, device=run.device, trust_remote_code=config.trust_remote_code)
+    loader.shutdown(wait=False)
+    if config.task_info.masks_inputs and run.ranks.main and not lm_complete(run.path):
+        write_entry_arrays(run.path, run.attrs, "lm", _lm_arrays(run.info, run.model.result(), run.attrs))
+
+
+def _extract_splits(run: Extraction, splits: list[str]) -> list[SplitSummary]:
+    """Each split of ``splits`` extracted as a `SplitJob`, or reused where another process finished it
+    while this one waited for the entry."""
+    summaries = []
+    for split in splits:
+        done = split_complete(run.path, split)
+        run.ranks.barrier()
+        if done:
+            summaries.append(summary_from_cache(run.path, split, reused=True))
+        else:
+            summaries.append(SplitJob.tokenized(run, split).execute())
+    return summaries
+
+
+def _wanted_label_sets(config: ExtractConfig, dataset) -> list[str]:
+    """The non-primary label sets to store: ``config.labels`` (checked against the dataset), else all."""
+    if config.task_info.masks_inputs:
+        return []
+    names = dataset.label_set_names if config.labels is None else list(config.labels)
+    for name in names:
+        dataset.column(name)  # a one-line error naming the sets there are
+    return [name for name in names if name != dataset.primary]
+
+
+def write_label_sets(path: str, dataset, names: list[str], *, log=print) -> list[str]:
+    """Store each label set of ``names`` that the entry lacks or holds with other content, over every
+    split of ``dataset`` (all cached by now); returns the names written. Labels only: the hidden
+    states are not read, nor the model loaded."""
+    group = open_group(path, mode="r")
+    meta, splits = dict(group.attrs), list(dataset.splits)
+    written = []
+    for name in names:
+        fingerprint = dataset.label_fingerprint(name)
+        if label_sets.is_current(meta, name, fingerprint=fingerprint, splits=splits):
+            continue
+        column = dataset.column(name)
+        index = {label: i for i, label in enumerate(column.names)}
+        ids = {split: _row_labels(group[split], [np.array([index[t] for t in tags], dtype=np.int16)
+                                                 for tags in column.tags[split]]) for split in splits}
+        label_sets.write_label_set(path, name, kind=column.kind, names=column.names, fingerprint=fingerprint,
+                                   labels=ids)
+        log(f"label set {name!r} ({column.kind}, {len(column.names)} labels) stored for {', '.join(splits)}")
+        written.append(name)
+    return written
+
+
+def _row_labels(split_group, sentence_labels: list[np.ndarray]) -> np.ndarray:
+    """[rows] labels of a cached split from per-sentence word labels: a word row takes its word's label;
+    a subword row its word's (as the primary ``labels`` do), a special token's row IGNORE."""
+    flat = np.concatenate(sentence_labels) if sentence_labels else np.zeros(0, dtype=np.int16)
+    if "word_index" not in split_group:
+        if len(flat) != int(split_group.attrs["n_rows"]):
+            raise LayerfuseError(f"{len(flat)} labels for the {split_group.attrs['n_rows']} rows of a split")
+        return flat
+    offsets = split_group["offsets"][:]
+    word_index = split_group["word_index"][:].astype(np.int64)
+    first_word = np.cumsum([0] + [len(x) for x in sentence_labels])[:-1]  # [sentences]
+    sentence_of_row = np.repeat(np.arange(len(offsets) - 1), np.diff(offsets))
+    out = np.full(len(word_index), IGNORE, dtype=np.int16)
+    real = word_index >= 0
+    out[real] = flat[first_word[sentence_of_row[real]] + word_index[real]]
+    return out

@@ -1,0 +1,98 @@
+"""Hidden states computed on the fly by the backbone, in exactly the layout of the cache: the same
+tokenization, windows and word pooling as `extract` (the same code), so a head sees the same
+inputs live as from the cache. Used by FT mode (with gradients) and by `predict`."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from ..errors import LayerfuseError
+from ..extract.precision import DEFAULT_PRECISION
+
+
+class LiveBackbone(torch.nn.Module):
+    def __init__(self, model, tokenizer, *, granularity: str, pooling: str, max_length: int, device,
+                 precision: str = DEFAULT_PRECISION):
+        super().__init__()
+        from ..extract.encode import UnitEncoder
+
+        self.model, self.tokenizer = model, tokenizer
+        self.granularity, self.pooling = granularity, pooling
+        # One forward per batch of sentences: the budget only has to cover the longest batches.
+        self.encoder = UnitEncoder(model, tokenizer, device=device, precision=precision,
+                                   token_budget=1 << 20, max_length=max_length)
+
+    @property
+    def device(self):
+        return self.encoder.device
+
+    def forward(self, sentences: list[list[str]] | None, layers: list[int], *,
+                tokens=None) -> tuple[torch.Tensor, torch.Tensor]:
+        """(hidden [B, T, len(layers), d] float32, mask [B, T] bool) for the sentences' rows; given
+        ``tokens`` (their `Tokenized`, e.g. a slice of a split tokenized once), nothing is tokenized."""
+        from ..extract.encode import row_map
+        from ..extract.tokenize import tokenize_words
+
+        tok = tokens if tokens is not None else tokenize_words(self.tokenizer, sentences)
+        rows = row_map(tok, granularity=self.granularity, pooling=self.pooling)
+        n_rows = int(rows.row_offsets[-1])
+        flat = self.encoder.encode_unit(tok, rows, 0, n_rows, storage=torch.float32, grad=torch.is_grad_enabled(),
+                                        ahead=False)  # [rows, L+1, d]
+        flat = flat[:, list(layers)]  # [rows, L, d]
+        lengths = torch.as_tensor(np.diff(rows.row_offsets), device=flat.device)
+        T = int(lengths.max()) if len(lengths) else 0
+        steps = torch.arange(T, device=flat.device)
+        mask = steps[None, :] < lengths[:, None]  # [B, T]
+        starts = torch.as_tensor(rows.row_offsets[:-1], device=flat.device)
+        index = torch.where(mask, starts[:, None] + steps[None, :], 0)  # [B, T]
+        hidden = flat[index] * mask[:, :, None, None]  # [B, T, L, d], zeros at padding
+        return hidden, mask
+
+
+    def encode_ids(self, blocks: list[np.ndarray], layers: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
+        """(hidden [B, T, len(layers), d] float32, mask [B, T] bool) for blocks of token ids (MLM):
+        each fed as [CLS] block [SEP] (the tokenizer's own specials), padded, as extraction feeds a
+        block that fits one window, so the rows are the MLM cache's rows."""
+        enc = self.encoder
+        seqs = [enc.prefix_ids + [int(t) for t in block] + enc.suffix_ids for block in blocks]
+        width = max(len(s) for s in seqs)
+        ids = torch.full((len(seqs), width), enc.pad_id, dtype=torch.long)
+        attention = torch.zeros((len(seqs), width), dtype=torch.long)
+        for i, s in enumerate(seqs):
+            ids[i, : len(s)] = torch.as_tensor(s)
+            attention[i, : len(s)] = 1
+        states = enc.forward(ids.to(self.device), attention.to(self.device),
+                             grad=torch.is_grad_enabled())  # L+1 x [B, W, d]
+        lengths = torch.as_tensor([len(b) for b in blocks], device=self.device)
+        T, start = int(lengths.max()), len(enc.prefix_ids)
+        hidden = torch.stack([states[layer][:, start:start + T] for layer in layers], dim=2).float()  # [B, T, L, d]
+        mask = torch.arange(T, device=self.device)[None, :] < lengths[:, None]  # [B, T]
+        return hidden * mask[:, :, None, None], mask  # zeros at padding (the suffix and pad states)
+
+
+def load_live_backbone(meta: dict, *, device, precision: str = DEFAULT_PRECISION, model_path: str | None = None,
+                       trust_remote_code: bool = False) -> LiveBackbone:
+    """The backbone a cache entry (or checkpoint) was made with, checked against its revision."""
+    from ..extract.models import load_model, load_tokenizer, model_info
+
+    if meta.get("special_tokens"):
+        raise LayerfuseError("heads over a cache with special-token rows (extract --special-tokens) run on "
+                              "cached hidden states only: no live backbone for FT or predict")
+    info = model_info(model_path or meta["model"], trust_remote_code=trust_remote_code)
+    if model_path is None and meta.get("model_revision") and info.revision != meta["model_revision"]:
+        raise LayerfuseError(
+            f"model {meta['model']} now has revision {info.revision}, but the cache was made with "
+            f"{meta['model_revision']}; its hidden states would not match"
+        )
+    if info.hidden_size != int(meta["hidden_size"]) or info.num_layers != int(meta["num_layers"]):
+        raise LayerfuseError(
+            f"model {info.name} has {info.num_layers} layers of width {info.hidden_size}, the head expects "
+            f"{meta['num_layers']} of width {meta['hidden_size']}"
+        )
+    tokenizer = load_tokenizer(info, trust_remote_code=trust_remote_code)
+    model = load_model(info, device=device, trust_remote_code=trust_remote_code)
+    return LiveBackbone(model, tokenizer, granularity=meta.get("granularity", "word"),
+                        pooling=meta.get("pooling", "first") if meta.get("pooling") != "none" else "first",
+                        max_length=int(meta.get("max_length") or info.max_length), device=device,
+                        precision=meta.get("precision", precision))

@@ -1,0 +1,205 @@
+"""`export_head`: a head checkpoint plus its backbone written as one transformers model folder
+(``config.json``, ``model.safetensors``, the tokenizer, a model card ``README.md``)."""
+
+from __future__ import annotations
+
+import json
+import os
+
+from ..errors import LayerfuseError
+from ..tasks import task_of
+
+
+def resolve_head(path: str) -> tuple[str, dict | None]:
+    """(head checkpoint stem, its run record or None) for a checkpoint (stem, ``.safetensors`` or
+    ``.json``) or for the run record ``train-head`` writes beside it (``<run>.json``, which names it)."""
+    from ..training.checkpoint import checkpoint_paths
+
+    path = str(path)
+    if path.endswith(".json") and os.path.isfile(path):
+        try:
+            with open(path, encoding="utf-8") as f:
+                record = json.load(f)
+        except json.JSONDecodeError as exc:
+            raise LayerfuseError(f"{path} is not valid JSON (line {exc.lineno}): {exc.msg}") from None
+        if isinstance(record, dict) and record.get("checkpoint"):  # a run record
+            checkpoint = record["checkpoint"]
+            if not os.path.isabs(checkpoint) and not os.path.exists(checkpoint):
+                checkpoint = os.path.join(os.path.dirname(path), os.path.basename(checkpoint))
+            return checkpoint_paths(checkpoint)[0][: -len(".safetensors")], record
+    stem = checkpoint_paths(path)[0][: -len(".safetensors")]
+    run = (stem[: -len(".head")] if stem.endswith(".head") else stem) + ".json"
+    record = None
+    if os.path.isfile(run) and run != checkpoint_paths(stem)[1]:
+        try:
+            with open(run, encoding="utf-8") as f:
+                record = json.load(f)
+        except (OSError, ValueError):
+            record = None  # the card then says less; the model does not depend on it
+    return stem, record
+
+
+def word_start_table(tokenizer, vocab_size: int):
+    """[vocab_size] bool: whether each token id begins a word, from the tokenizer's subword marks
+    (WordPiece's ``##`` continues a word; byte-level BPE's ``Ġ`` and SentencePiece's ``▁`` begin one).
+    A vocabulary with no such marks: every token is a word of its own."""
+    import torch
+
+    n = min(len(tokenizer), vocab_size)
+    tokens = [str(t) for t in tokenizer.convert_ids_to_tokens(list(range(n)))]
+    backend = getattr(getattr(tokenizer, "backend_tokenizer", None), "model", None)
+    prefix = getattr(backend, "continuing_subword_prefix", None)
+    table = torch.ones(vocab_size, dtype=torch.bool)
+    if prefix:
+        starts = [not t.startswith(prefix) for t in tokens]
+    else:
+        marks = [m for m in ("Ġ", "▁") if any(t.startswith(m) for t in tokens)]
+        starts = [t.startswith(marks[0]) for t in tokens] if marks else [True] * n
+    table[:n] = torch.tensor(starts, dtype=torch.bool)
+    return table
+
+
+def export_head(head: str, out: str, *, device: str | None = None) -> str:
+    """Write ``head`` (a checkpoint or its run record) with its backbone as a transformers model in
+    ``out``: loadable by `AutoModelForTokenClassification.from_pretrained` and usable in
+    ``pipeline("token-classification")`` once layerfuse is imported. Returns ``out``.
+
+    The model tags what `predict` tags: the same backbone weights, layers, pooling and head, its
+    logits at a word's first token the head's for that word (`layerfuse.hf.modeling`)."""
+    import transformers
+
+    from ..inference.predictor import load_head
+    from .register import supported
+
+    if not supported(transformers.__version__):
+        raise LayerfuseError(f"export needs transformers 5 or later (installed: {transformers.__version__}): "
+                              f"pip install -U 'transformers>=5'")
+    from transformers.tokenization_utils_base import VERY_LARGE_INTEGER
+
+    from .modeling import LayerfuseForTokenClassification, LayerfuseTaggerConfig
+
+    stem, record = resolve_head(head)
+    tagger, meta, backbone, _ = load_head(stem, device=device or "cpu")
+    task = task_of(meta)
+    if not task.labels_from_data:
+        raise LayerfuseError(f"{stem} is an {meta['task'].upper()} head; only taggers export as token "
+                              f"classification models")
+    if os.path.isfile(out) or (os.path.isdir(out) and os.listdir(out) and
+                               not os.path.isfile(os.path.join(out, "config.json"))):
+        raise LayerfuseError(f"--out {out} exists and is not an exported model folder; name a new folder")
+    labels = list(meta["label_names"])
+    model_config = backbone.model.config
+    config = LayerfuseTaggerConfig(
+        backbone={k: v for k, v in model_config.to_dict().items() if k != "_name_or_path"},  # a local path
+        tagger=dict(meta["tagger"]),
+        layers=[int(x) for x in meta["layers"]],
+        granularity=backbone.granularity,
+        pooling=backbone.pooling,
+        special_ids=sorted(int(i) for i in backbone.tokenizer.all_special_ids),
+        max_length=int(backbone.encoder.max_length),
+        id2label=dict(enumerate(labels)),
+        label2id={name: i for i, name in enumerate(labels)},
+        layerfuse=_provenance(meta, record),
+    )
+    config.architectures = [LayerfuseForTokenClassification.__name__]
+    model = LayerfuseForTokenClassification(config).eval()
+    model.backbone.load_state_dict(backbone.model.cpu().state_dict())
+    model.tagger.load_state_dict(tagger.cpu().state_dict())
+    model.word_start.copy_(word_start_table(backbone.tokenizer, model.word_start.numel()))
+    os.makedirs(out, exist_ok=True)
+    model.save_pretrained(out)
+    tokenizer = backbone.tokenizer
+    # The model windows long inputs itself (config.max_length), as predict does: a pipeline that cut them at
+    # the backbone's positions would drop words, so the saved tokenizer sets no limit.
+    tokenizer.model_max_length = VERY_LARGE_INTEGER
+    tokenizer.save_pretrained(out)
+    with open(os.path.join(out, "README.md"), "w", encoding="utf-8") as f:
+        f.write(model_card(config, meta, record, name=os.path.basename(os.path.normpath(out))))
+    return out
+
+
+def _provenance(meta: dict, record: dict | None) -> dict:
+    """What the card and a reader need to know where the model came from (no local paths)."""
+    cache = meta.get("cache", {})
+    run = meta.get("config") or (record or {}).get("config") or {}
+    out = {
+        "backbone": _public_name(cache.get("model")), "backbone_revision": cache.get("model_revision"),
+        "dataset": _public_name(cache.get("dataset")), "dataset_fingerprint": cache.get("dataset_fingerprint"),
+        "cache_key": cache.get("key"), "fusion": run.get("fusion"), "shots": run.get("shots"),
+        "epochs": run.get("epochs"), "seed": run.get("seed"), "mode": run.get("mode", "fe"),
+    }
+    for name in ("best_dev_f1", "test_f1_at_best", "best_dev_accuracy", "test_accuracy_at_best"):
+        value = (record or {}).get(name, meta.get(name))
+        if value is not None:
+            out[name] = value
+    return {k: v for k, v in out.items() if v is not None}
+
+
+def _public_name(name: str | None) -> str | None:
+    """A hub name as it is; a local folder by its last component (the card travels, the path does not)."""
+    if name and (os.path.isabs(name) or os.path.exists(name) or name.startswith(".")):
+        return os.path.basename(os.path.normpath(name))
+    return name
+
+
+def model_card(config, meta: dict, record: dict | None, *, name: str) -> str:
+    """A model card (README.md with Hub metadata) written from the checkpoint and its run record."""
+    p = config.layerfuse
+    labels = list(config.label2id)
+
+    def points(x):
+        return "-" if x is None else f"{100 * float(x):.1f}"
+
+    shots = p.get("shots")
+    sample = "the whole train split" if not shots else f"N = {shots} shots (N x entity types sentences)"
+    scores = [("dev F1 (best)", p.get("best_dev_f1")), ("test F1 at the best dev point", p.get("test_f1_at_best")),
+              ("dev accuracy (best)", p.get("best_dev_accuracy")),
+              ("test accuracy at the best dev point", p.get("test_accuracy_at_best"))]
+    score_lines = "\n".join(f"| {what} | {points(v)} |" for what, v in scores if v is not None) or "| - | - |"
+    return f"""---
+library_name: transformers
+pipeline_tag: token-classification
+tags:
+- layerfuse
+- token-classification
+- {p.get('fusion', 'head')}
+base_model: {p.get('backbone', 'unknown')}
+---
+
+# {name}
+
+A token classifier exported by [layerfuse](https://pypi.org/project/layerfuse/): the frozen
+backbone `{p.get('backbone')}` (revision `{p.get('backbone_revision', '-')}`), every layer's hidden
+states, and a **{p.get('fusion')}** fusion head with a linear classifier trained on cached hidden
+states ({'fine-tuned end to end' if p.get('mode') == 'ft' else 'feature extraction: backbone frozen'}).
+
+| | |
+|---|---|
+| backbone | `{p.get('backbone')}` |
+| dataset | `{p.get('dataset')}` (fingerprint `{p.get('dataset_fingerprint', '-')}`) |
+| training sample | {sample} |
+| epochs, seed | {p.get('epochs')}, {p.get('seed')} |
+| fused layers (0 = embeddings) | {', '.join(str(x) for x in config.layers)} |
+| rows | {config.granularity}{'' if config.granularity == 'subword' else f' (subword pooling: {config.pooling})'} |
+| labels | {', '.join(f'`{x}`' for x in labels)} |
+
+| score | value |
+|---|---|
+{score_lines}
+
+## Use
+
+The model class is registered with transformers when layerfuse is imported (no
+`trust_remote_code`):
+
+```python
+import layerfuse  # registers the "layerfuse-tagger" model type
+from transformers import pipeline
+
+tagger = pipeline("token-classification", model="{name}", aggregation_strategy="simple")
+print(tagger("Alice visited Paris."))
+```
+
+A word's tag is read off its first token, as layerfuse's `predict` tags it; words are the
+tokenizer's (for WordPiece, whitespace and punctuation).
+"""

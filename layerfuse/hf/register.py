@@ -1,0 +1,70 @@
+"""Registration of the exported model with transformers' auto classes, without importing
+transformers eagerly.
+
+``import layerfuse`` installs a one-shot import hook: when transformers' model auto classes are
+first imported (``from transformers import pipeline``, ``AutoModelForTokenClassification``), the
+layerfuse config and model are registered right after, so an exported folder loads with no
+``trust_remote_code``. Importing transformers costs seconds; `import layerfuse` must not, since
+every command line starts with it. Already imported: registered at once.
+"""
+
+from __future__ import annotations
+
+import importlib.abc
+import importlib.util
+import sys
+import warnings
+
+from .support import supported
+
+TRIGGER = "transformers.models.auto.modeling_auto"
+
+
+def register() -> None:
+    """Add ``layerfuse-tagger`` to `AutoConfig` and `AutoModelForTokenClassification` (idempotent).
+    transformers 4 has no dataclass configs: nothing is registered there (`export_head` says so)."""
+    import transformers
+
+    if not supported(transformers.__version__):
+        return
+    modeling = sys.modules.get(f"{__package__}.modeling")
+    if modeling is not None and not hasattr(modeling, "register_auto_classes"):
+        return  # being imported (its own transformers import fired the hook): it registers when it is done
+    from .modeling import register_auto_classes  # a first import registers them itself
+
+    register_auto_classes()
+
+
+def _register_quietly() -> None:
+    try:
+        register()
+    except Exception as exc:  # a transformers too old or too new must not break its own import
+        warnings.warn(f"layerfuse could not register its token-classification model with transformers: {exc}",
+                      stacklevel=2)
+
+
+class _RegisterAfterImport(importlib.abc.MetaPathFinder):
+    """Finds nothing itself: wraps the real loader of `TRIGGER` so `register` runs once it is loaded."""
+
+    def find_spec(self, fullname, path, target=None):
+        if fullname != TRIGGER:
+            return None
+        sys.meta_path.remove(self)  # one shot, and the lookup below must not come back here
+        spec = importlib.util.find_spec(fullname)
+        if spec is None or spec.loader is None:
+            return spec
+        load = spec.loader.exec_module
+
+        def exec_module(module):
+            load(module)
+            _register_quietly()
+
+        spec.loader.exec_module = exec_module
+        return spec
+
+
+def install() -> None:
+    if TRIGGER in sys.modules:
+        _register_quietly()
+    elif not any(isinstance(f, _RegisterAfterImport) for f in sys.meta_path):
+        sys.meta_path.insert(0, _RegisterAfterImport())

@@ -1,0 +1,84 @@
+"""Tagging new text with a trained head and its backbone: words in, tags and entity spans out."""
+
+from __future__ import annotations
+
+import os
+import re
+
+from ..errors import LayerfuseError
+from ..tasks import task_of
+
+# Words and single punctuation marks, with their character offsets: enough for raw sentences.
+WORD = re.compile(r"\w+(?:[-'’.]\w+)*|[^\w\s]")
+
+
+def split_words(text: str) -> list[tuple[str, int, int]]:
+    return [(m.group(), m.start(), m.end()) for m in WORD.finditer(text)]
+
+
+def entities(tags: list[str], words: list[tuple[str, int, int]], text: str) -> list[dict]:
+    """Entity spans from IOB2 tags (seqeval's chunking), with word and character offsets."""
+    from seqeval.metrics.sequence_labeling import get_entities
+
+    out = []
+    for etype, start, end in get_entities(tags):  # end inclusive
+        lo, hi = words[start][1], words[end][2]
+        out.append({"text": text[lo:hi], "type": etype, "words": [start, end + 1], "chars": [lo, hi]})
+    return out
+
+
+class Predictor:
+    """A checkpoint plus the backbone it needs (the fine-tuned one for an FT head)."""
+
+    def __init__(self, checkpoint: str, *, device=None):
+        self.head, self.meta, self.backbone, self.device = load_head(checkpoint, device=device)
+        if not task_of(self.meta).labels_from_data:
+            raise LayerfuseError(f"{checkpoint} is an {self.meta['task'].upper()} head, not a tagger; use --fill-mask")
+        self.layers = self.meta["layers"]
+        self.label_names = self.meta["label_names"]
+
+    def tag(self, sentences: list[list[str]], *, batch_size: int = 32) -> list[list[str]]:
+        import torch
+
+        out = []
+        with torch.inference_mode():
+            for i in range(0, len(sentences), batch_size):
+                chunk = sentences[i:i + batch_size]
+                hidden, mask = self.backbone(chunk, self.layers)
+                pred = self.head(hidden, mask).argmax(-1).cpu().numpy()  # [B, T]
+                rows = self._word_rows(chunk)
+                out += [[self.label_names[t] for t in pred[b, rows[b]]] for b in range(len(chunk))]
+        return out
+
+    def _word_rows(self, sentences: list[list[str]]) -> list:
+        """The row that tags each word: the word's own, or (a subword cache's head) its first subword's,
+        the row training scores it on."""
+        import numpy as np
+
+        if self.backbone.granularity != "subword":
+            return [np.arange(len(words)) for words in sentences]
+        from ..extract.tokenize import tokenize_words
+
+        tok = tokenize_words(self.backbone.tokenizer, sentences)  # as the backbone tokenizes them
+        rows = []
+        for b in range(len(sentences)):
+            word = tok.word_of_sub[tok.sub_offsets[b]:tok.sub_offsets[b + 1]]  # every word has a subword (or UNK)
+            rows.append(np.flatnonzero(np.concatenate([[True], word[1:] != word[:-1]])))
+        return rows
+
+
+def load_head(checkpoint: str, *, device=None):
+    """(head in eval mode, checkpoint metadata, its live backbone in eval mode, device): the backbone
+    of the cache it was trained on, or the fine-tuned one saved beside an FT head."""
+    from ..finetune.live import load_live_backbone
+    from ..training.checkpoint import checkpoint_paths, load_checkpoint
+    from ..training.runtime import pick_device
+
+    device = pick_device(device)
+    head, meta = load_checkpoint(checkpoint, device=str(device))
+    backbone_dir = meta.get("backbone_path")
+    if backbone_dir and not os.path.isabs(backbone_dir):  # stored relative to the checkpoint
+        backbone_dir = os.path.join(os.path.dirname(checkpoint_paths(checkpoint)[1]), backbone_dir)
+    backbone = load_live_backbone(meta["cache"], device=device, model_path=backbone_dir)
+    backbone.eval()
+    return head, meta, backbone, device

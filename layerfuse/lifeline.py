@@ -1,0 +1,67 @@
+"""Worker processes die with the process that started them.
+
+A worker of a process pool blocks on its call queue; when its parent is killed outright (SIGKILL,
+the OOM killer) nothing ever closes that queue, so the worker, holding a split in memory, waits
+forever. `die_with_parent` is a pool initializer's first call in the worker:
+
+- on Linux, ``prctl(PR_SET_PDEATHSIG, SIGKILL)`` asks the kernel to kill the worker the moment its
+  parent dies (strictly: when the parent's thread that started it ends; pools start workers from
+  the thread that submits, which lives as long as the pool);
+- everywhere, a daemon thread looks every `WATCH_SECONDS` at ``os.getppid()`` (once the parent is
+  gone the worker is re-parented to init or a subreaper, and the id changes) and at the process
+  that made the pool (under forkserver the parent is the fork server, not that process); once
+  either is gone, it exits.
+
+Both hold for every start method (spawn, fork, forkserver): they look only at the worker itself.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import signal
+import sys
+import threading
+
+PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+WATCH_SECONDS = 0.5  # how long an orphan outlives its parent where prctl is not available
+
+
+def die_with_parent(origin: int) -> None:
+    """Make this process exit once its parent dies, or process ``origin`` (the one that made the
+    pool: the parent under spawn and fork, the grandparent under forkserver) is gone."""
+    parent = os.getppid()
+    _kernel_deathsig()
+    if _orphaned(parent, origin):  # it died before the kernel was told
+        os._exit(1)
+    threading.Thread(target=_watch, args=(parent, origin), name="layerfuse-lifeline", daemon=True).start()
+
+
+def _kernel_deathsig() -> None:
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    except (OSError, AttributeError):  # no libc symbol (a static or odd runtime): the watcher remains
+        pass
+
+
+def _watch(parent: int, origin: int) -> None:
+    stop = threading.Event()  # never set: a sleep that the interpreter can end at exit
+    while not stop.wait(WATCH_SECONDS):
+        if _orphaned(parent, origin):
+            os._exit(1)
+
+
+def _orphaned(parent: int, origin: int) -> bool:
+    """Re-parented (the parent's id is no longer ours), or ``origin`` no longer exists."""
+    if os.getppid() != parent:
+        return True
+    try:
+        os.kill(origin, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:  # exists, under another user (pid reuse): not ours to judge
+        return False
+    return False

@@ -1,0 +1,129 @@
+"""Head checkpoints: safetensors weights plus a JSON config, never a pickle.
+
+``<stem>.safetensors`` holds the state dict (DWAtt's fixed ``k_pos`` included, so the head is
+reproduced exactly); ``<stem>.json`` holds what rebuilds and explains it: the TokenTagger
+arguments, the fused layer ids, the label names, the run config and the cache it was trained on.
+Opening someone else's checkpoint therefore runs none of their code.
+
+An MLM head (``"task": "mlm"``, a `FusedMaskedLM`) saves its fusion, transform and decoder bias,
+not the tied embeddings: whoever loads it ties the decoder to the backbone it runs with
+(``head.lm.tie(...)``), which for an FT head is the fine-tuned backbone saved beside it.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+from dataclasses import is_dataclass
+
+from layerfuse.errors import LayerfuseError
+from layerfuse.tasks import task_of
+
+FORMAT = "layerfuse-head"
+FORMAT_VERSION = 3  # 2: the tagger records DWAtt's layer_score (version 1 heads used the paper's); 3: MLM heads
+# Each task writes its own `Task.checkpoint_version`: NER heads still say 2 (nothing in them changed), so
+# older readers keep reading them; MLM heads say 3, which older readers refuse by name instead of failing
+# on the unknown arguments.
+CACHE_FIELDS = ("key", "model", "model_revision", "model_type", "hidden_size", "num_layers", "num_heads",
+                "ffn_dim", "dataset", "dataset_fingerprint", "granularity", "pooling", "dtype", "max_length")
+
+
+def checkpoint_paths(path: str) -> tuple[str, str]:
+    """(weights, config) for a stem or either file of the pair."""
+    path = str(path)
+    for ext in (".safetensors", ".json"):
+        if path.endswith(ext):
+            path = path[: -len(ext)]
+    return path + ".safetensors", path + ".json"
+
+
+def save_checkpoint(path: str, tagger, *, tagger_kwargs: dict, layers, label_names, cache_meta: dict,
+                    cache_path: str | None = None, config=None, extra: dict | None = None) -> tuple[str, str]:
+    """Write ``<stem>.safetensors`` and ``<stem>.json``; returns both paths."""
+    from safetensors.torch import save_model
+
+    from ..versions import versions
+
+    weights, config_path = checkpoint_paths(path)
+    os.makedirs(os.path.dirname(weights) or ".", exist_ok=True)
+    record = {
+        "format": FORMAT,
+        "format_version": task_of(extra or {}).checkpoint_version,
+        "tagger": dict(tagger_kwargs),
+        "layers": [int(x) for x in layers],
+        "label_names": list(label_names),
+        "config": config.record() if is_dataclass(config) else config,
+        "cache": {**{k: cache_meta.get(k) for k in CACHE_FIELDS},
+                  **({"special_tokens": True} if cache_meta.get("special_tokens") else {}),
+                  # a head of another label set than NER (POS, chunk): which one, and how it is scored
+                  **({k: cache_meta[k] for k in ("label_set", "label_kind")} if cache_meta.get("label_set")
+                     not in (None, "ner") else {}),
+                  "path": cache_path},
+        "versions": versions(),
+        **(extra or {}),
+    }
+    save_model(copy.deepcopy(tagger).cpu() if _on_gpu(tagger) else tagger, weights, metadata={"format": FORMAT})
+    with open(config_path, "w", encoding="utf-8") as f:
+        json.dump(record, f, indent=2)
+    return weights, config_path
+
+
+def read_checkpoint_meta(path: str) -> dict:
+    """A checkpoint's JSON metadata, checked (its weights file must exist too); no weights are read."""
+    weights, config_path = checkpoint_paths(path)
+    for f in (weights, config_path):
+        if not os.path.isfile(f):
+            raise LayerfuseError(f"checkpoint file {f} does not exist")
+    try:
+        with open(config_path, encoding="utf-8") as f:
+            meta = json.load(f)
+    except json.JSONDecodeError as exc:
+        raise LayerfuseError(f"{config_path} is not valid JSON (line {exc.lineno}): {exc.msg}") from None
+    if meta.get("format") != FORMAT:
+        raise LayerfuseError(f"{config_path} is not a layerfuse head checkpoint (format {meta.get('format')!r})")
+    if meta.get("format_version", 0) > FORMAT_VERSION:
+        raise LayerfuseError(f"{config_path} has format version {meta['format_version']}; this layerfuse "
+                              f"reads up to {FORMAT_VERSION}")
+    return meta
+
+
+def load_checkpoint(path: str, *, entry=None, device: str = "cpu"):
+    """(TokenTagger in eval mode, metadata dict); an MLM checkpoint gives a `FusedMaskedLM` whose
+    decoder is still to be tied. With a `CacheEntry`, a checkpoint trained on a backbone of another
+    width or depth is refused, naming both."""
+    from safetensors.torch import load_model
+
+    from .tasks import head_class
+
+    weights, config_path = checkpoint_paths(path)
+    meta = read_checkpoint_meta(path)
+    if entry is not None:
+        check_compatible(meta, entry)
+    if meta.get("format_version", 1) < 2:  # written before layer_score existed: the paper's score ran
+        meta["tagger"].setdefault("layer_score", "paper")
+    tagger = head_class(meta)(**meta["tagger"])
+    try:
+        load_model(tagger, weights, strict=True, device=str(device))
+    except (RuntimeError, KeyError, ValueError) as exc:
+        raise LayerfuseError(f"weights in {weights} do not fit the head described in {config_path}: {exc}") from None
+    return tagger.to(device).eval(), meta
+
+
+def check_compatible(meta: dict, entry) -> None:
+    """The checkpoint's backbone width and layer count must be the cache entry's."""
+    cache = meta.get("cache", {})
+    for name, ours, theirs in (("hidden size", cache.get("hidden_size"), entry.dim),
+                               ("layer count", cache.get("num_layers"), entry.num_layers)):
+        if ours is None or int(ours) != int(theirs):
+            raise LayerfuseError(
+                f"checkpoint {name} {ours} does not match the cache entry's {theirs} ({entry.path}); "
+                f"the head was trained on {cache.get('model')!r}, the cache holds {entry.meta.get('model')!r}"
+            )
+    bad = [x for x in meta.get("layers", []) if not 0 <= int(x) <= entry.num_layers]
+    if bad:
+        raise LayerfuseError(f"checkpoint fuses layers {bad}, outside the cache's 0..{entry.num_layers}")
+
+
+def _on_gpu(module) -> bool:
+    return any(p.device.type != "cpu" for p in module.state_dict().values())

@@ -1,0 +1,190 @@
+"""What one run is (`TrainConfig`, one field per `train-head` option) and what it reports
+(`RunResult`, the JSON record). Every result and checkpoint stores ``asdict(config)``."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+from ..errors import LayerfuseError
+from ..extract.precision import DEFAULT_PRECISION
+from ..extract.precision import PRECISIONS as PRECISION_TABLE
+from ..fusions.config import LAYER_SCORES, LM_HIDDEN_ACT, LM_LAYER_NORM_EPS, QUERY_LAYERS, FusionConfig
+from ..fusions.registry import FUSIONS
+from ..tasks import DEFAULT_TASK, TASKS, task_of
+
+PAPER_LR = 5e-5  # the paper's learning rate (§5): AdamW, linear decay to zero; FT's default
+# FE's defaults, from scripts/lr_sweep_conll.py (docs/results/lr_sweep_conll.md): fresh heads on frozen
+# features barely move at 5e-5; the heads with a handful of parameters want ten times more again.
+FE_LR = 1e-3
+FE_LR_BY_FUSION = {"base": 1e-2, "scalarmix": 1e-2}
+PRECISIONS = tuple(PRECISION_TABLE)  # the names (`layerfuse.extract.precision` holds what each means)
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """One run; each field is one `train-head` option. The head's defaults are `FusionConfig`'s."""
+
+    fusion: str
+    shots: int | None  # N of an N-way few-shot sample (N * C sentences; MLM: N blocks); None = all of train
+    epochs: int  # epoch cap; 0 evaluates the untrained head
+    seed: int
+    lr: float | None = None  # None = the default: `default_lr` (FE: per fusion; FT: the paper's)
+    batch_size: int = 16
+    eval_every: int | None = None  # in optimizer steps; None = once per epoch
+    eval_points: int | None = None  # evenly spaced evaluations over the run instead (sweeps); last = the end
+    dev_sentences: int | None = None  # evaluate on this fixed random subset of dev (sweeps); None = all
+    layers: str | None = None  # "4,8,12", "1..6" or "auto:K"; None = 1..L (see layerfuse.layers.spec)
+    extra_layers: int | None = None  # extra: None = 1 if L <= 12 else 2 (paper Table 2)
+    dropout: float = FusionConfig.dropout
+    weight_decay: float = 0.01
+    warmup: int = 0  # optimizer steps of linear warmup
+    device: str | None = None  # None = cuda when available, else cpu
+    max_grad_norm: float = 1.0  # 0 = no clipping
+    mode: str = "fe"  # fe: heads on cached states; ft: the backbone fine-tunes end to end with the head
+    freeze: str | None = None  # ft: "embeddings", or k = the embeddings and the bottom k layers
+    grad_accum: int = 1  # micro-batches of batch_size per optimizer step
+    precision: str = DEFAULT_PRECISION  # autocast for forward passes: fp32 | bf16 | fp16 (fp16: CUDA, loss scaling)
+    layer_score: str = FusionConfig.layer_score  # dwatt: paper (q.k) | scaled (q.k / sqrt(d)) | learned (q.k * exp(t))
+    # z_L (DWAtt's query and residual, Base's output, the extra layers' input): the last fused layer
+    # (fused), or the backbone's top layer (top), read even when it is not fused; concat and scalarmix have none.
+    query_layer: str = FusionConfig.query_layer
+    task: str = DEFAULT_TASK  # a name in layerfuse.tasks.TASKS: ner tags words (F1); mlm predicts masked tokens
+    # the entry's label set to learn (`layerfuse.cache.label_sets`): ner, pos, chunk, upos, ...; None = its primary.
+    # Span sets score span F1, token sets (POS) token accuracy.
+    labels: str | None = None
+
+    def __post_init__(self):
+        if self.fusion not in FUSIONS:
+            raise LayerfuseError(f"unknown fusion {self.fusion!r}; choose one of {', '.join(FUSIONS)}")
+        for name, value, ok, rule in self._checks():
+            if not ok:
+                raise LayerfuseError(f"{name} must be {rule}, got {value!r}")
+
+    @property
+    def max_lr(self) -> float:
+        """The learning rate this run uses: ``lr``, or the default for its fusion and mode."""
+        return self.lr if self.lr is not None else default_lr(self.fusion, self.mode)
+
+    def record(self) -> dict:
+        """``asdict`` with the learning rate that ran, so a record says what it did."""
+        return {**asdict(self), "lr": self.max_lr}
+
+    def query_layers(self, num_layers: int) -> tuple[int, ...]:
+        """The layer a run reads for z_L beyond the layers it fuses: the backbone's top one for
+        ``query_layer="top"`` where the fusion has a z_L (`Fusion.reads_query_layer`), else none."""
+        return (num_layers,) if self.query_layer == "top" and FUSIONS[self.fusion].reads_query_layer else ()
+
+    def _checks(self):
+        optional_positive = ("shots", "eval_every", "eval_points", "dev_sentences", "extra_layers")
+        for name in optional_positive:
+            value = getattr(self, name)
+            yield name, value, value is None or value >= 1, ">= 1" + (" or all" if name == "shots" else "")
+        yield "epochs", self.epochs, self.epochs >= 0, ">= 0"
+        yield "lr", self.lr, self.lr is None or self.lr > 0, "> 0"
+        yield "batch_size", self.batch_size, self.batch_size >= 1, ">= 1"
+        yield "grad_accum", self.grad_accum, self.grad_accum >= 1, ">= 1"
+        yield "dropout", self.dropout, 0 <= self.dropout < 1, "in [0, 1)"
+        for name in ("weight_decay", "warmup", "max_grad_norm"):
+            yield name, getattr(self, name), getattr(self, name) >= 0, ">= 0"
+        yield "mode", self.mode, self.mode in ("fe", "ft"), "fe or ft"
+        yield "task", self.task, self.task in TASKS, " or ".join(TASKS)
+        if self.task in TASKS:  # auto:K ranks layers by tag classes
+            ranked = str(self.layers or "").startswith("auto")
+            yield ("layers", self.layers, task_of(self).labels_from_data or not ranked,
+                   f"explicit for --task {self.task} (auto:K ranks layers by tag classes, which it has none of)")
+        if self.labels is not None and self.task in TASKS:
+            yield "labels", self.labels, task_of(self).labels_from_data, f"left out for --task {self.task}"
+        yield "precision", self.precision, self.precision in PRECISIONS, "fp32, bf16 or fp16"
+        yield "layer_score", self.layer_score, self.layer_score in LAYER_SCORES, "paper, scaled or learned"
+        yield "query_layer", self.query_layer, self.query_layer in QUERY_LAYERS, " or ".join(QUERY_LAYERS)
+        yield ("freeze", self.freeze, self.freeze is None or self.freeze == "embeddings" or str(self.freeze).isdigit(),
+               "'embeddings' or a number of layers")
+
+
+@dataclass
+class RunResult:
+    """What a run reports; `to_dict()` is the JSON record (the trained head itself is not in it)."""
+
+    config: dict
+    cache_key: str | None
+    cache_path: str
+    model: str | None
+    dataset: str | None
+    layers: list[int]
+    layer_scores: list[list] | None  # auto:K: [[layer, nu], ...] on the run's sample
+    n_train_sentences: int
+    n_train_words: int
+    sample_fingerprint: str  # sha1 of the sampled sentence ids, for comparing samples across runs
+    params: int
+    steps_per_epoch: int
+    total_steps: int
+    # Per evaluation point: NER {step, epoch, train_loss, dev_f1, dev_loss[, test_f1]};
+    # MLM {step, epoch, train_loss, dev_loss, dev_ppl[, test_loss, test_ppl]}
+    evals: list[dict]
+    best_dev_f1: float | None  # NER; None for MLM
+    best_step: int
+    best_epoch: int
+    test_f1_at_best: float | None
+    seconds: dict  # {"total", "train", "eval"}
+    device: str
+    versions: dict
+    tagger_kwargs: dict = field(default_factory=dict)  # TokenTagger(**tagger_kwargs) rebuilds the head
+    backbone_params: int | None = None  # FT: the backbone's trainable parameters (beside the head's)
+    layer_usage: dict | None = None  # which layers the head uses, at its best dev point (training.diagnostics)
+    # MLM (lower is better): the best (lowest) dev loss, its perplexity exp(loss), and the test
+    # perplexity of the head at that point; None for NER, and then left out of the record.
+    best_dev_loss: float | None = None
+    best_dev_ppl: float | None = None
+    test_ppl_at_best: float | None = None
+    # Token-level label sets (POS, UPOS, ...): best dev accuracy and test accuracy there, instead of F1.
+    best_dev_accuracy: float | None = None
+    test_accuracy_at_best: float | None = None
+    tagger: object = field(default=None, repr=False, compare=False)  # the head at its best dev point
+
+    def to_dict(self) -> dict:
+        return {k: v for k, v in self.__dict__.items()
+                if k != "tagger" and not (k in OPTIONAL_FIELDS and v is None)}  # NER records keep their old keys
+
+
+MLM_FIELDS = ("best_dev_loss", "best_dev_ppl", "test_ppl_at_best")
+OPTIONAL_FIELDS = (*MLM_FIELDS, "best_dev_accuracy", "test_accuracy_at_best")
+
+
+def default_lr(fusion: str, mode: str = "fe") -> float:
+    """FT: the paper's 5e-5; FE: `FE_LR_BY_FUSION`, else `FE_LR`."""
+    return PAPER_LR if mode == "ft" else FE_LR_BY_FUSION.get(fusion, FE_LR)
+
+
+def default_extra_layers(num_layers: int) -> int:
+    """Paper Table 2: one extra layer on a 12-layer backbone (or smaller), two on a 24-layer one."""
+    return 1 if num_layers <= 12 else 2
+
+
+def tagger_kwargs(config: TrainConfig, meta: dict, *, n_layers: int) -> dict:
+    """The `TokenTagger` arguments of a run on a cache entry with metadata ``meta``."""
+    return {
+        "fusion": config.fusion,
+        "n_layers": n_layers,
+        "dim": int(meta["hidden_size"]),
+        "num_heads": int(meta["num_heads"]),
+        "ffn_dim": int(meta["ffn_dim"]),
+        "n_labels": len(meta["label_names"]),
+        "extra_layers": config.extra_layers or default_extra_layers(int(meta["num_layers"])),
+        "layer_score": config.layer_score,
+        "dropout": config.dropout,
+        # written only when set: the checkpoints of heads without a z_L slice stay as they were
+        **({"query_layer": config.query_layer} if config.query_layer != FusionConfig.query_layer else {}),
+    }
+
+
+def masked_lm_kwargs(config: TrainConfig, meta: dict, *, n_layers: int) -> dict:
+    """The `FusedMaskedLM` arguments of an MLM run on a cache entry with metadata ``meta``: the
+    fusion's, plus the vocabulary and the backbone's LayerNorm epsilon and activation (its MLM head's)."""
+    kwargs = {k: v for k, v in tagger_kwargs(config, {**meta, "label_names": []}, n_layers=n_layers).items()
+              if k != "n_labels"}
+    if not meta.get("vocab_size"):
+        raise LayerfuseError(f"the cache entry {meta.get('key')!r} has no vocab_size: it is not an MLM entry "
+                              f"(extract it with --task mlm)")
+    return {**kwargs, "vocab_size": int(meta["vocab_size"]),
+            "layer_norm_eps": float(meta.get("layer_norm_eps") or LM_LAYER_NORM_EPS),
+            "hidden_act": str(meta.get("hidden_act") or LM_HIDDEN_ACT)}

@@ -1,0 +1,190 @@
+"""The hidden states a head trains on, read from the cache.
+
+A run reads the train sentences it needs (a few-shot sample, a union of samples for a sweep, or the
+whole split) with the layers it needs, and dev (and test) with only the fused layers. A part whose
+fused layers fit the device's memory budget (`budget.memory_budget`) is read once and held in the
+process's activation store (`store`; storage dtype, a batch widened on the fly); a larger one is a
+`stream.StreamedSplit`, read block by block whenever it is used. A sweep builds one `HeadData` and
+calls `train_head` on it many times: the sample of a run is then picked from memory by index (or
+read alone, when train streams).
+
+Layer ids are the cache's (0 = embedding output, 1..L = the transformer layers, as in the paper).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import numpy as np
+
+from ..cache.reader import MetaViews
+from ..errors import LayerfuseError
+from ..layers import LayerSpec, parse_layers, rank_layers
+from ..tasks import task_of
+from .arrays import IGNORE, Batch, Sentences, Split, SplitArrays, load_split, sentence_rows  # noqa: F401 (kept here)
+from .sampling import entity_types, few_shot_sample, shot_size
+
+# ----------------------------------------------------------------------------------------------
+# Everything a run needs
+
+
+class EntryViews(MetaViews):
+    """The entry's metadata views, plus the sentences per shot of an N-way sample (C for NER)."""
+
+    @property
+    def entity_types(self) -> list[str]:
+        return entity_types(self.meta)
+
+    @property
+    def shot_size(self) -> int:
+        return shot_size(self.meta)
+
+
+class RunData(Protocol):
+    """What `train_head` needs: the entry's metadata, the splits, the few-shot sampler, and the
+    backbone that trains with the head (FT) or None (FE)."""
+
+    meta: dict
+    path: str
+    dev: Split
+    test: Split | None
+    label_names: list[str]
+    num_layers: int
+
+    def sample(self, *, shots: int | None, seed: int) -> tuple[np.ndarray, Split]: ...
+    def trainable_backbone(self, config): ...
+
+
+@dataclass(eq=False)
+class HeadData(EntryViews):
+    """Train sentences (some or all) and dev/test splits, held or streamed, plus the entry's metadata."""
+
+    meta: dict  # the cache entry's attributes (model, key, hidden_size, num_layers, label_names, ...)
+    path: str  # the cache entry
+    train: Split  # the train sentences held or streamed, sorted by cache id
+    n_train_total: int  # sentences in the cache's train split: what samples are drawn from
+    dev: Split
+    test: Split | None = None
+    lm: dict = field(default_factory=dict)  # MLM: the cache's lm/* arrays (embeddings [vocab, d], the head's init)
+
+    def trainable_backbone(self, config) -> None:
+        """None: cached hidden states have no backbone to train (FT needs `finetune.live_data`)."""
+        if config.mode != "fe":
+            raise LayerfuseError("FT mode needs the backbone: build the data with layerfuse.finetune.live_data")
+        return None
+
+    def sample(self, *, shots: int | None, seed: int) -> tuple[np.ndarray, SplitArrays]:
+        """(cache ids, train sentences) of the seeded few-shot sample, picked from memory; from a
+        streamed train, the sample alone is read and held (all of train stays streamed)."""
+        ids = few_shot_sample(self.n_train_total, shots=shots, n_types=self.shot_size, seed=seed)
+        held = self.train.sentence_ids  # sorted
+        positions = np.searchsorted(held, ids)
+        ok = positions < len(held)
+        ok[ok] = held[positions[ok]] == ids[ok]
+        if not ok.all():
+            raise LayerfuseError(
+                f"the sample for shots={shots}, seed={seed} needs {int((~ok).sum())} train sentences that were "
+                f"not loaded (e.g. id {int(ids[~ok][0])}); load the data with train_sentences=None or a "
+                f"superset of the samples"
+            )
+        if self.train.streamed and not np.array_equal(positions, np.arange(self.train.n_sentences)):
+            return ids, self.train.hold(positions)
+        return ids, self.train.select(positions)
+
+
+def choose_layers(spec: LayerSpec, train: Split, *, seed: int):
+    """(fused layers, nu scores or None): auto:K ranks the candidates by nu on ``train`` (the run's
+    own sample), with the tags as token classes and at most 2000 tokens per tag (seeded)."""
+    if spec.k is None:
+        return spec.candidates, None
+    labels = train.labels
+    classes = np.unique(labels[labels != IGNORE])
+    if len(classes) < 2:
+        raise LayerfuseError(
+            f"--layers auto:{spec.k} needs at least 2 tags in the training sample to score layers, but its "
+            f"{train.n_sentences} sentences have only {len(classes)}; pass --layers explicitly or use more shots"
+        )
+    train = train.select(np.argsort(train.sentence_ids, kind="stable"))  # order-free: same pick however drawn
+    missing = [x for x in spec.candidates if x not in train.layers]
+    if missing:
+        raise LayerfuseError(f"auto:{spec.k} ranks layers {list(spec.candidates)}, but layers {missing} of the "
+                              f"train sentences are not loaded (held: {list(train.layers)})")
+    scores = rank_layers(train.layer, train.labels,  # one [rows, d] layer at a time
+                         layer_ids=list(spec.candidates), seed=seed, ignore_label=IGNORE)
+    return spec.fused(scores), scores
+
+
+def load_data(entry, *, layers: Sequence[int] | None = None, eval_layers: Sequence[int] | None = None,
+              train_sentences: Sequence[int] | None = None) -> HeadData:
+    """Read a `CacheEntry` once: ``train_sentences`` (None = all) of train with ``layers`` (None =
+    1..L), and all of dev (and test, if cached) with ``eval_layers`` (None = ``layers``); each part
+    larger than the memory budget streams instead (`store.open_split`).
+
+    A sweep loads all of train (or the union of its samples) once and runs `train_head` on it."""
+    L = entry.num_layers
+    layers = tuple(range(1, L + 1)) if layers is None else tuple(int(x) for x in layers)
+    eval_layers = layers if eval_layers is None else tuple(int(x) for x in eval_layers)
+    for name, chosen in (("layers", layers), ("eval_layers", eval_layers)):
+        bad = [x for x in chosen if not 0 <= x <= L]
+        if bad or not chosen:
+            raise LayerfuseError(f"{name} {list(chosen)} out of range: {entry.path} has layers 0..{L}")
+    _require_splits(entry)
+    if train_sentences is not None:
+        train_sentences = np.unique(np.asarray(train_sentences, dtype=np.int64))  # sorted, for lookups
+    train = _open_split(entry.split("train"), sentences=train_sentences, layers=layers)
+    return _assemble(entry, train, eval_layers)
+
+
+def load_for_run(entry, *, layers: str | None, shots: int | None, seed: int,
+                 query_layers: Sequence[int] = ()) -> HeadData:
+    """Exactly what one run needs: its sample of train with the candidate layers (all of 1..L for
+    auto:K, to rank them), and dev/test with only the fused layers; each with ``query_layers`` too
+    (the top layer a run reads as z_L: `TrainConfig.query_layers`)."""
+    spec = parse_layers(layers, num_layers=entry.num_layers)
+    _require_splits(entry)
+    train_split = entry.split("train")
+    ids = None
+    if shots is not None:
+        ids = few_shot_sample(train_split.n_sentences, shots=shots, n_types=shot_size(entry.meta), seed=seed)
+        ids = np.sort(ids)
+    # A few-shot sample is always held; all of train streams when it exceeds the budget.
+    train = (load_split if ids is not None else _open_split)(train_split, sentences=ids,
+                                                              layers=_with(spec.candidates, query_layers))
+    fused, _ = choose_layers(spec, train, seed=seed)
+    return _assemble(entry, train, _with(fused, query_layers))
+
+
+def _with(layers: Sequence[int], more: Sequence[int]) -> tuple[int, ...]:
+    """``layers`` and ``more``, each once, in order."""
+    return tuple(sorted({*map(int, layers), *map(int, more)}))
+
+
+def _require_splits(entry) -> None:
+    for split in ("train", "dev"):
+        if split not in entry.splits:
+            raise LayerfuseError(f"{entry.path} has no finished {split!r} split (it has {entry.splits}); "
+                                  f"extract it first")
+
+
+def _open_split(split, *, sentences, layers: Sequence[int]) -> Split:
+    from .store import open_split  # the store builds on this module's classes
+
+    return open_split(split, sentences=sentences, layers=layers)
+
+
+def _assemble(entry, train: Split, eval_layers: Sequence[int]) -> HeadData:
+    """A `HeadData` around an already-read train part: dev and test with ``eval_layers`` only."""
+    eval_layers = tuple(int(x) for x in eval_layers)
+    test = _open_split(entry.split("test"), sentences=None, layers=eval_layers) if "test" in entry.splits else None
+    return HeadData(meta=dict(entry.meta), path=entry.path, train=train,
+                    n_train_total=entry.split("train").n_sentences,
+                    dev=_open_split(entry.split("dev"), sentences=None, layers=eval_layers), test=test,
+                    lm=lm_arrays(entry))
+
+
+def lm_arrays(entry) -> dict:
+    """An MLM entry's ``lm/*`` arrays by name (``embeddings`` [vocab, d] float32, and the backbone's
+    own MLM head when it has one); {} for NER entries."""
+    return entry.lm() if task_of(entry.meta).masks_inputs else {}

@@ -1,0 +1,329 @@
+"""Training one head: `train_head(config, data) -> RunResult`, a short loop over named steps.
+
+Protocol (paper §5, §9): the seed fixes the few-shot sample, the head's initialisation and the
+batch order; AdamW; the learning rate decays linearly from its maximum to zero over
+``epochs * steps_per_epoch`` (after an optional linear warmup); dev is scored at each evaluation
+point (NER: seqeval micro-F1; MLM: perplexity); the best dev point is reported, with the test score
+of the head at that point when the data has a test split (scored once, at the end, from the best
+state kept in memory). On CPU a run is deterministic for a seed. The same loop trains FE heads on
+cached states and FT heads on a live backbone (`layerfuse.finetune`): the data says which; the
+task (`layerfuse.training.tasks`) says what the head is and how it is scored.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import time
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+import torch
+
+from ..errors import LayerfuseError
+from ..extract.precision import precision_of
+from ..fusions import FUSIONS, count_parameters, packable
+from ..versions import versions
+from .config import RunResult, TrainConfig
+from .data import RunData, Split, choose_layers
+from .diagnostics import layer_usage
+from .memory import keep_freed_memory
+from .runtime import apply_thread_setting, autocast, now, pick_device
+from .tasks import batch_loss, training_task
+
+PACK_MULTIPLE = 32  # training batches are padded to a multiple of this many rows (see SplitArrays.batch)
+
+
+def train_head(config: TrainConfig, data: RunData, *, log=None, keep_head: bool = True,
+               keep_tagger: bool | None = None) -> RunResult:
+    """Sample, build, train and evaluate one head; returns its `RunResult`, with the head at its
+    best dev point in ``.tagger`` unless ``keep_head`` is False (sweeps: no copies kept).
+    ``keep_tagger`` is the former name of ``keep_head`` and still accepted."""
+    if keep_tagger is not None:
+        keep_head = keep_tagger
+    t_start = time.perf_counter()
+    keep_freed_memory()  # process-wide, once: steps reuse freed activations instead of page-faulting
+    apply_thread_setting()
+    run = prepare_run(config, data)
+    book = Book(log=log)
+    if run.total_steps == 0:
+        book.evaluate(run, step=0, epoch=0)
+    step = 0
+    for epoch in range(1, config.epochs + 1):
+        t0 = now(run.device)
+        run.train.begin_epoch(epoch, seed=config.seed)  # FT MLM draws this epoch's masks; otherwise nothing
+        run.model.train()
+        for step_order in run.epoch_batches():
+            train_step(run, step_order)
+            step += 1
+            book.add_loss(run.last_loss)
+            if run.eval_due(step):
+                book.clock["train"] += now(run.device) - t0
+                book.evaluate(run, step=step, epoch=epoch)
+                run.model.train()
+                t0 = now(run.device)
+        book.clock["train"] += now(run.device) - t0
+        if not run.evaluates_per_step:
+            book.evaluate(run, step=step, epoch=epoch)
+    book.restore_best(run)
+    book.score_test_at_best(run)
+    usage = layer_usage(run.head, run.dev, layers=run.layers, device=run.device, batch_size=run.eval_batch_size,
+                        autocast=run.autocast())
+    return run.result(book, seconds=time.perf_counter() - t_start, keep_head=keep_head, usage=usage)
+
+
+@dataclass(eq=False)
+class Run:
+    """Everything one run builds before its first step."""
+
+    config: TrainConfig
+    data: RunData
+    device: torch.device
+    ids: np.ndarray  # the sample's cache sentence ids
+    layers: tuple[int, ...]  # the layers the head reads: the fused ones, then z_L when it is read apart
+    scores: list | None  # auto:K's nu per candidate layer
+    train: Split
+    dev: Split
+    test: Split | None
+    task: object  # layerfuse.training.tasks: NER or MLM
+    head: torch.nn.Module  # a TokenTagger (NER) or a FusedMaskedLM (MLM)
+    head_kwargs: dict  # TokenTagger(**head_kwargs) (FusedMaskedLM for MLM) rebuilds the head
+    model: torch.nn.ModuleList  # the head, and the backbone in FT
+    optimizer: torch.optim.Optimizer
+    scheduler: object
+    scaler: torch.amp.GradScaler
+    steps_per_epoch: int
+    total_steps: int
+    eval_at: set = field(default_factory=set)
+    order_gen: torch.Generator | None = None  # batch order, apart from dropout's RNG
+    last_loss: torch.Tensor | None = None
+
+    @property
+    def per_step(self) -> int:
+        return self.config.batch_size * self.config.grad_accum
+
+    @property
+    def evaluates_per_step(self) -> bool:
+        return bool(self.config.eval_every or self.config.eval_points)
+
+    def autocast(self):
+        return autocast(self.config.precision, self.device)
+
+    def epoch_batches(self):
+        """The sentence positions of each optimizer step of one epoch, in the seeded order (a streamed
+        train split draws it block-wise: `StreamedSplit.epoch_order`)."""
+        order = self.train.epoch_order(self.order_gen)
+        return (order[b * self.per_step:(b + 1) * self.per_step] for b in range(self.steps_per_epoch))
+
+    def steps(self):
+        """(epoch, sentence positions, whether it ends its epoch) of each optimizer step of the run,
+        in order (a pack steps its heads through these side by side)."""
+        for epoch in range(1, self.config.epochs + 1):
+            for b, order in enumerate(self.epoch_batches()):
+                yield epoch, order, b == self.steps_per_epoch - 1
+
+    def eval_due(self, step: int) -> bool:
+        every = self.config.eval_every
+        return bool(every and (step % every == 0 or step == self.total_steps)) or step in self.eval_at
+
+    @property
+    def eval_batch_size(self) -> int:
+        """Sentences per evaluation batch: on CUDA as many as a share of the GPU's free memory holds
+        (`budget.eval_sentences`); on a CPU four training batches (at least 64), which keeps a
+        batch's rows in cache."""
+        if self.device.type == "cuda":
+            from .budget import eval_sentences
+
+            return eval_sentences(self.dev.row_bytes, self.device)
+        return max(64, 4 * self.config.batch_size)
+
+    def result(self, book: Book, *, seconds: float, keep_head: bool, usage: dict | None) -> RunResult:
+        meta = self.data.meta
+        return RunResult(
+            config=self.config.record(), cache_key=meta.get("key"), cache_path=self.data.path,
+            model=meta.get("model"), dataset=meta.get("dataset"), layers=[int(x) for x in self.layers],
+            layer_scores=None if self.scores is None else [[int(layer), float(nu)] for layer, nu in self.scores],
+            n_train_sentences=int(self.train.n_sentences), n_train_words=self.train.n_words,
+            sample_fingerprint=hashlib.sha1(np.asarray(self.ids, dtype=np.int64).tobytes()).hexdigest()[:16],
+            params=count_parameters(self.head), steps_per_epoch=self.steps_per_epoch,
+            total_steps=self.total_steps, evals=book.evals, best_step=book.best["step"],
+            best_epoch=book.best["epoch"], **self.task.summary(book.best["scores"], book.test),
+            seconds={"total": seconds, "train": book.clock["train"], "eval": book.clock["eval"]},
+            device=str(self.device), versions=versions(), tagger_kwargs=self.head_kwargs,
+            backbone_params=count_parameters(self.model[1]) if len(self.model) > 1 else None, layer_usage=usage,
+            tagger=self.head if keep_head else None,
+        )
+
+
+def prepare_run(config: TrainConfig, data: RunData) -> Run:
+    """The sample, the fused layers, the splits, the head (seeded), the optimizer and the schedule."""
+    device = pick_device(config.device)
+    task = training_task(config, data.meta, where=data.path)
+    ids, train, dev, test, layers, scores, query_layer = select_splits(config, data)
+    backbone = data.trainable_backbone(config)  # FT: reset to its pretrained weights, frozen as asked
+    torch.manual_seed(config.seed)  # the seed fixes the initialisation (and the dropout masks)
+    n_fused = len(layers) - 1 if query_layer == "top" else len(layers)  # a z_L read apart is not fused
+    head, kwargs = task.head(replace(config, query_layer=query_layer), data, n_layers=n_fused, device=device,
+                               backbone=backbone)
+    model = torch.nn.ModuleList([head] + ([backbone] if backbone is not None else []))
+    steps_per_epoch = math.ceil(train.n_sentences / (config.batch_size * config.grad_accum))
+    total = config.epochs * steps_per_epoch
+    optimizer, scheduler = build_optimizer(config, model, total_steps=total)
+    eval_at = set()
+    if config.eval_points:
+        eval_at = {max(1, round(total * k / config.eval_points)) for k in range(1, config.eval_points + 1)}
+    scaler = torch.amp.GradScaler(device.type, enabled=precision_of(config.precision).scales_loss)
+    return Run(config, data, device, ids, layers, scores, train, dev, test, task, head, kwargs, model, optimizer,
+               scheduler, scaler, steps_per_epoch, total, eval_at, torch.Generator().manual_seed(config.seed))
+
+
+def select_splits(config: TrainConfig, data: RunData):
+    """(sample ids, train, dev, test, the layers read, nu scores, the head's query layer): all from
+    memory, fixed by the seed."""
+    from ..layers import parse_layers
+
+    spec = parse_layers(config.layers, num_layers=data.num_layers)
+    ids, train = data.sample(shots=config.shots, seed=config.seed)
+    if train.n_sentences == 0:
+        raise LayerfuseError(f"the training sample of {data.path} is empty")
+    fused, scores = choose_layers(spec, train, seed=config.seed)
+    layers, query_layer = layers_read(config, fused, num_layers=data.num_layers)
+    dev = data.dev.take_layers(layers)
+    if config.dev_sentences and config.dev_sentences < dev.n_sentences:
+        # One fixed subset for every run (seed 0, not the run's seed), so runs stay comparable.
+        keep = np.sort(np.random.default_rng(0).choice(dev.n_sentences, config.dev_sentences, replace=False))
+        dev = dev.select(keep)
+    test = data.test.take_layers(layers) if data.test is not None else None
+    return ids, train.take_layers(layers), dev, test, layers, scores, query_layer
+
+
+def layers_read(config: TrainConfig, fused, *, num_layers: int) -> tuple[tuple[int, ...], str]:
+    """(the layers a run holds, z_L last; the query layer its head is built with): the fused layers,
+    then the backbone's top layer apart when ``--query-layer top`` reads it and it is not the last
+    fused one (the head built with ``query_layer="top"``: that slice is z_L alone, not fused)."""
+    z_l = (*config.query_layers(num_layers), fused[-1])[0]
+    if FUSIONS[config.fusion].top_layer_only:
+        # Base and the extra layers read z_L alone: batches of every fused layer would gather and
+        # widen L times the bytes they use.
+        return (z_l,), "fused"
+    if z_l == fused[-1]:
+        return tuple(fused), "fused"
+    return (*fused, z_l), "top"
+
+
+def build_optimizer(config: TrainConfig, model: torch.nn.Module, *, total_steps: int, groups: list | None = None):
+    """AdamW (no decay on biases and norms) and the linear warmup-then-decay-to-zero schedule.
+    ``groups``: AdamW's groups in place of ``model``'s (`param_groups`): a pack's flat weights."""
+    optimizer = torch.optim.AdamW(groups or param_groups(config, model), lr=config.max_lr,
+                                  fused=True)  # one kernel per step: a third of a small head's step time on CPU
+    return optimizer, torch.optim.lr_scheduler.LambdaLR(optimizer, lr_schedule(config, total_steps))
+
+
+def param_groups(config: TrainConfig, model: torch.nn.Module) -> list[dict]:
+    """AdamW's two groups for ``model`` at ``config``'s rate: weight decay on weights, none on biases
+    and norms (`decays_weight`)."""
+    decay, no_decay = [], []
+    for name, p in model.named_parameters():
+        if p.requires_grad:
+            (decay if decays_weight(name, p) else no_decay).append(p)
+    return [{"params": decay, "weight_decay": config.weight_decay, "lr": config.max_lr},
+            {"params": no_decay, "weight_decay": 0.0, "lr": config.max_lr}]
+
+
+def decays_weight(name: str, p: torch.Tensor) -> bool:
+    """Whether AdamW decays the parameter ``name`` of a module: weights yes, biases and norms no."""
+    return not (p.ndim < 2 or "bias" in name or "norm" in name)
+
+
+def lr_schedule(config: TrainConfig, total_steps: int):
+    """The multiplier of the rate after ``step`` optimizer steps: linear warmup, then linear decay to
+    zero at ``total_steps``."""
+    warmup = min(config.warmup, total_steps)
+
+    def schedule(step: int) -> float:
+        if step < warmup:
+            return (step + 1) / warmup
+        return max(0.0, (total_steps - step) / max(1, total_steps - warmup))
+
+    return schedule
+
+
+def train_step(run: Run, step_order: np.ndarray) -> None:
+    """One optimizer step over ``step_order`` (micro-batches of batch_size, gradients accumulated)."""
+    config, packed = run.config, packable(run.head)  # packed: no padding but to a multiple of PACK_MULTIPLE
+    run.optimizer.zero_grad(set_to_none=True)
+    for m in range(0, len(step_order), config.batch_size):
+        micro = step_order[m:m + config.batch_size]
+        with run.autocast():
+            batch = run.train.batch(micro, device=run.device, packed=packed, multiple=PACK_MULTIPLE)
+            logits, targets = run.task.outputs(run.head, batch)  # [N, classes], [N]: the rows the task scores
+        loss = batch_loss(logits, targets)
+        run.scaler.scale(loss * len(micro) / len(step_order)).backward()
+    if config.max_grad_norm > 0:
+        run.scaler.unscale_(run.optimizer)
+        torch.nn.utils.clip_grad_norm_([p for p in run.model.parameters() if p.requires_grad], config.max_grad_norm)
+    run.scaler.step(run.optimizer)
+    run.scaler.update()
+    run.scheduler.step()
+    run.last_loss = loss.detach()
+
+
+@dataclass
+class Book:
+    """The run's record: each evaluation, the best dev point (and its weights), the clock."""
+
+    log: object = None
+    evals: list = field(default_factory=list)
+    # rank: the task's "higher is better" number of the best dev scores (NER: F1; MLM: -loss)
+    best: dict = field(default_factory=lambda: {"rank": -math.inf, "scores": None, "step": 0, "epoch": 0})
+    best_state: dict | None = None
+    test: dict | None = None  # the test scores of the head at its best dev point
+    clock: dict = field(default_factory=lambda: {"train": 0.0, "eval": 0.0})
+    loss_sum: torch.Tensor | None = None
+    loss_n: int = 0
+
+    def add_loss(self, loss: torch.Tensor) -> None:
+        self.loss_sum = loss.clone() if self.loss_sum is None else self.loss_sum + loss
+        self.loss_n += 1
+
+    def evaluate(self, run: Run, *, step: int, epoch: int) -> None:
+        t0 = now(run.device)
+        run.model.eval()
+        scores = _score(run, run.dev)  # NER {f1, loss}; MLM {loss, ppl}
+        self.note(run, scores, step=step, epoch=epoch, state=run.model.state_dict)
+        self.clock["eval"] += now(run.device) - t0
+
+    def note(self, run: Run, scores: dict, *, step: int, epoch: int, state) -> None:
+        """Record one evaluation's ``scores``; ``state()`` (the weights, copied here) when it is the best
+        so far. A pack (`layerfuse.training.packed`) scores its heads together and notes each here."""
+        train_loss = float(self.loss_sum) / self.loss_n if self.loss_n else None
+        self.evals.append({"step": step, "epoch": epoch, "train_loss": train_loss,
+                           **{f"dev_{name}": value for name, value in scores.items()}})
+        self.loss_sum, self.loss_n = None, 0
+        if run.task.rank(scores) > self.best["rank"]:  # first best wins ties
+            self.best.update(rank=run.task.rank(scores), scores=scores, step=step, epoch=epoch,
+                             index=len(self.evals) - 1)
+            # Kept (a copy of the head, and of the backbone in FT): test, layer usage and the returned
+            # head all come from the best dev point.
+            self.best_state = {k: v.detach().clone() for k, v in state().items()}
+        if self.log:
+            self.log(f"step {step} epoch {epoch}: {run.task.describe(scores)}")
+
+    def restore_best(self, run: Run) -> None:
+        if self.best_state is not None:
+            run.model.load_state_dict(self.best_state)
+        run.model.eval()
+
+    def score_test_at_best(self, run: Run) -> None:
+        """Test score of the head at its best dev point, once (the record of that evaluation gets it)."""
+        if run.test is None or self.best_state is None:
+            return
+        t0 = now(run.device)
+        self.test = _score(run, run.test)
+        self.evals[self.best["index"]].update(run.task.test_record(self.test))
+        self.clock["eval"] += now(run.device) - t0
+
+
+def _score(run: Run, split: Split) -> dict:
+    return run.task.score(run.head, split, data=run.data, device=run.device, batch_size=run.eval_batch_size,
+                          autocast=run.autocast())
