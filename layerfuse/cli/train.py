@@ -181,7 +181,7 @@ def _load(entry, config: TrainConfig):
 
 def _save(result, data, entry, config: TrainConfig, *, out: str, load_seconds: float) -> str:
     """The head's checkpoint (and an FT backbone beside it) and the run's JSON record; returns the stem."""
-    from ..training.checkpoint import save_checkpoint
+    from ..training.checkpoint import file_sha256, save_checkpoint
 
     stem = os.path.join(out, run_name(config))
     task = task_of(config)
@@ -201,7 +201,10 @@ def _save(result, data, entry, config: TrainConfig, *, out: str, load_seconds: f
                                  cache_path=entry.path, config=config.record(), extra=extra)
     record = result.to_dict()
     record["seconds"]["load"] = load_seconds
-    record["checkpoint"] = weights
+    # Named beside the record, with the hash of its weights: a copied run folder still names its own head, and
+    # export refuses a head that is not the one this run trained.
+    record["checkpoint"] = os.path.basename(weights)
+    record["head_sha256"] = file_sha256(weights)
     with open(stem + ".json", "w", encoding="utf-8") as f:
         json.dump(record, f, indent=2)
     return stem

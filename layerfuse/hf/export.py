@@ -23,10 +23,11 @@ def resolve_head(path: str) -> tuple[str, dict | None]:
         except json.JSONDecodeError as exc:
             raise LayerfuseError(f"{path} is not valid JSON (line {exc.lineno}): {exc.msg}") from None
         if isinstance(record, dict) and record.get("checkpoint"):  # a run record
-            checkpoint = record["checkpoint"]
-            if not os.path.isabs(checkpoint) and not os.path.exists(checkpoint):
-                checkpoint = os.path.join(os.path.dirname(path), os.path.basename(checkpoint))
-            return checkpoint_paths(checkpoint)[0][: -len(".safetensors")], record
+            # Its head is the one beside it, whatever path an older record stored: a copied run folder must
+            # not export the original's (since retrained) weights under this run's scores.
+            weights = checkpoint_paths(os.path.join(os.path.dirname(path), os.path.basename(record["checkpoint"])))[0]
+            check_record_head(path, record, weights)
+            return weights[: -len(".safetensors")], record
     stem = checkpoint_paths(path)[0][: -len(".safetensors")]
     run = (stem[: -len(".head")] if stem.endswith(".head") else stem) + ".json"
     record = None
@@ -36,7 +37,21 @@ def resolve_head(path: str) -> tuple[str, dict | None]:
                 record = json.load(f)
         except (OSError, ValueError):
             record = None  # the card then says less; the model does not depend on it
+        if isinstance(record, dict) and record.get("checkpoint"):
+            check_record_head(run, record, checkpoint_paths(stem)[0])
     return stem, record
+
+
+def check_record_head(path: str, record: dict, weights: str) -> None:
+    """The head beside run record ``path`` must be the one it trained (its ``head_sha256``; older records
+    carry none)."""
+    from ..training.checkpoint import file_sha256
+
+    if not os.path.isfile(weights):
+        raise LayerfuseError(f"{path} names the head {os.path.basename(weights)}, which is not beside it")
+    if record.get("head_sha256") and file_sha256(weights) != record["head_sha256"]:
+        raise LayerfuseError(f"{weights} is not the head {path} trained (its weights' sha256 differs from the "
+                              "record's): the head was retrained or replaced; export the record written with it")
 
 
 def word_start_table(tokenizer, vocab_size: int):

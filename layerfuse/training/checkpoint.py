@@ -13,6 +13,7 @@ not the tied embeddings: whoever loads it ties the decoder to the backbone it ru
 from __future__ import annotations
 
 import copy
+import hashlib
 import json
 import os
 from dataclasses import is_dataclass
@@ -27,6 +28,15 @@ FORMAT_VERSION = 3  # 2: the tagger records DWAtt's layer_score (version 1 heads
 # on the unknown arguments.
 CACHE_FIELDS = ("key", "model", "model_revision", "model_type", "hidden_size", "num_layers", "num_heads",
                 "ffn_dim", "dataset", "dataset_fingerprint", "granularity", "pooling", "dtype", "max_length")
+CHECKSUM = "weights_sha256"  # the head JSON's hash of its weights file (heads written before it carry none)
+
+
+def file_sha256(path: str) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 def checkpoint_paths(path: str) -> tuple[str, str]:
@@ -64,6 +74,7 @@ def save_checkpoint(path: str, tagger, *, tagger_kwargs: dict, layers, label_nam
         **(extra or {}),
     }
     save_model(copy.deepcopy(tagger).cpu() if _on_gpu(tagger) else tagger, weights, metadata={"format": FORMAT})
+    record[CHECKSUM] = file_sha256(weights)  # what load_checkpoint and a run record compare the weights with
     with open(config_path, "w", encoding="utf-8") as f:
         json.dump(record, f, indent=2)
     return weights, config_path
@@ -92,6 +103,7 @@ def load_checkpoint(path: str, *, entry=None, device: str = "cpu"):
     """(TokenTagger in eval mode, metadata dict); an MLM checkpoint gives a `FusedMaskedLM` whose
     decoder is still to be tied. With a `CacheEntry`, a checkpoint trained on a backbone of another
     width or depth is refused, naming both."""
+    from safetensors import SafetensorError
     from safetensors.torch import load_model
 
     from .tasks import head_class
@@ -102,11 +114,19 @@ def load_checkpoint(path: str, *, entry=None, device: str = "cpu"):
         check_compatible(meta, entry)
     if meta.get("format_version", 1) < 2:  # written before layer_score existed: the paper's score ran
         meta["tagger"].setdefault("layer_score", "paper")
+    if meta.get(CHECKSUM) and file_sha256(weights) != meta[CHECKSUM]:
+        raise LayerfuseError(f"{weights} does not match the checksum in {config_path} (truncated or changed since "
+                              "it was written); retrain the head or restore the file")
     tagger = head_class(meta)(**meta["tagger"])
     try:
         load_model(tagger, weights, strict=True, device=str(device))
-    except (RuntimeError, KeyError, ValueError) as exc:
-        raise LayerfuseError(f"weights in {weights} do not fit the head described in {config_path}: {exc}") from None
+    except (RuntimeError, KeyError, ValueError, SafetensorError) as exc:  # a truncated file is a SafetensorError
+        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise LayerfuseError(f"weights in {weights} do not fit the head described in {config_path}: {first}") from None
+    bad = [name for name, t in tagger.state_dict().items() if t.is_floating_point() and not t.isfinite().all()]
+    if bad:  # a checksum proves the bytes are the ones written, not that they are numbers
+        raise LayerfuseError(f"{weights} holds non-finite weights (nan or inf) in {', '.join(bad[:3])}"
+                              f"{' and more' if len(bad) > 3 else ''}; the head cannot tag anything")
     return tagger.to(device).eval(), meta
 
 
