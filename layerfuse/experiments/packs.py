@@ -13,7 +13,8 @@ from dataclasses import replace
 
 from .results import run_id
 
-CUDA_PACK_MAX = 8  # runs per pack on a GPU by default, fewer when its memory cannot hold them
+CUDA_PACK_MAX = 20  # runs per pack on a GPU by default (a Figure-3 cell: 4 caps x 5 trials), fewer when its
+# memory cannot hold them
 PACK_MEMORY_SHARE = 0.25  # of the GPU's free memory, for the packed heads' weights, gradients and AdamW state
 
 
@@ -40,23 +41,35 @@ def default_pack(entry, configs: list, device) -> int:
 
 def pack_runs(configs: list, size: int) -> list[tuple]:
     """``configs`` as packs of at most ``size`` runs that differ only in `packed.OWN`, each pack where
-    its first run was. Runs on one schedule (the same run but for its seed: a grid's trials) pack
-    together first, split into packs as even as ``size`` allows: they share one AdamW and end on
-    the same step, which is where a pack wins (`PackOptimizer`). A run left alone by that (a grid of
-    one trial) joins the next such runs in the grid's cheapest-first order, so a pack's runs are as
-    close in length as the grid allows. Runs that cannot pack are packs of one."""
-    from ..training.packed import can_pack, pack_key
+    its first run was. A grid's cell (the same run but for its seed and epoch cap) that fits in one
+    pack is one pack: its caps then train in the steps of the longest alone (a pack steps while any
+    head has steps left), where packs by cap would step through every cap's steps one after another
+    (Figure 3's caps 25, 50, 75 and 100: 100 epochs of steps, not 250). Otherwise runs on one
+    schedule (the same run but for its seed: a grid's trials) pack together, split into packs as
+    even as ``size`` allows: they share one AdamW and end on the same step (`PackOptimizer`). A run
+    left alone by that (a grid of one trial) joins the next such runs in the grid's cheapest-first
+    order, so a pack's runs are as close in length as the grid allows. Runs that cannot pack are
+    packs of one."""
+    from ..training.packed import can_pack
 
     if size <= 1:
         return [(config,) for config in configs]
     position = {id(config): i for i, config in enumerate(configs)}
-    schedules: dict = {}  # the run but for its seed -> its runs, in grid order
+    cells: dict = {}  # the run but for its seed and epoch cap -> its runs, in grid order
     units: list[list] = []
     for config in configs:
         if can_pack(config):
-            schedules.setdefault(replace(config, seed=0), []).append(config)
+            cells.setdefault(replace(config, seed=0, epochs=0), []).append(config)
         else:
             units.append([config])
+    schedules: dict = {}  # the run but for its seed -> its runs, in grid order
+    whole = []  # the cells that fit in a pack, each kept whole
+    for runs in cells.values():
+        if len(runs) <= size and len({c.epochs for c in runs}) > 1:
+            whole.append(runs)  # its caps share the longest one's steps (see the docstring)
+            continue
+        for config in runs:
+            schedules.setdefault(replace(config, seed=0), []).append(config)
     alone = []
     for runs in schedules.values():
         n_packs = -(-len(runs) // size)
@@ -65,17 +78,28 @@ def pack_runs(configs: list, size: int) -> list[tuple]:
                 units.append(unit)
             else:
                 alone += unit
-    open_units: dict = {}  # pack key -> the pack of lone runs still filling
-    for config in sorted(alone, key=lambda c: position[id(c)]):
-        unit = open_units.get(pack_key(config))
-        if unit is None:
-            unit = open_units[pack_key(config)] = []
-            units.append(unit)
-        unit.append(config)
-        if len(unit) == size:
-            del open_units[pack_key(config)]
+    units += _filled(whole, size)
+    units += _filled([[c] for c in sorted(alone, key=lambda c: position[id(c)])], size)
     units.sort(key=lambda unit: position[id(unit[0])])
     return [tuple(unit) for unit in units]
+
+
+def _filled(groups: list[list], size: int) -> list[list]:
+    """``groups`` (in order, each kept whole) gathered into packs of at most ``size`` runs of one pack
+    key: a group joins the pack still filling when it fits there, else starts the next one."""
+    from ..training.packed import pack_key
+
+    units, filling = [], {}  # pack key -> the pack still filling
+    for group in groups:
+        key = pack_key(group[0])
+        unit = filling.get(key)
+        if unit is None or len(unit) + len(group) > size:
+            unit = filling[key] = []
+            units.append(unit)
+        unit += group
+        if len(unit) == size:
+            del filling[key]
+    return units
 
 
 def _even(runs: list, n_packs: int, i: int) -> list:

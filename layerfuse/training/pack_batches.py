@@ -22,11 +22,11 @@ class PackRows:
     (one copy of a split that several runs share)."""
 
     def __init__(self, splits: list[SplitArrays]):
-        # Runs that train on one split (all of train: N = all) share it, uncopied; samples are
-        # held side by side.
-        unique = list({id(s): s for s in splits}.values())
-        starts = dict(zip(map(id, unique), np.cumsum([0] + [s.n_sentences for s in unique])[:-1]))
-        self.first = np.array([starts[id(s)] for s in splits], dtype=np.int64)  # head k's first sentence here
+        # Runs that train on one split (all of train: N = all) or on one sample (a seed's epoch caps)
+        # share it, held once; other samples are held side by side.
+        unique = list({_sample_key(s): s for s in splits}.values())
+        starts = dict(zip(map(_sample_key, unique), np.cumsum([0] + [s.n_sentences for s in unique])[:-1]))
+        self.first = np.array([starts[_sample_key(s)] for s in splits], dtype=np.int64)  # head k's first sentence
         self.split = unique[0] if len(unique) == 1 else concatenated(unique)
 
     def batch(self, orders: list[np.ndarray], *, heads: list[int], device, dtype: torch.dtype, multiple: int):
@@ -59,6 +59,12 @@ class PackRows:
         mask = torch.zeros(k * width, dtype=torch.bool, device=offsets.device).index_fill_(0, dst, True)  # a
         # scalar fill: ``mask[dst] = True`` would copy a host tensor holding True over, and wait for it
         return x.view(k, 1, width, *x.shape[1:]), mask.view(k, 1, width), y.view(k, 1, width), per_head
+
+
+def _sample_key(split: SplitArrays) -> tuple:
+    """What makes two of a pack's train splits the same rows: its layers and its sentences (the runs
+    of a pack read one entry; a seed's sample is drawn anew, as another object, for each of its runs)."""
+    return tuple(split.layers), split.sentence_ids.tobytes()
 
 
 def concatenated(splits: list[SplitArrays]) -> SplitArrays:

@@ -83,6 +83,10 @@ def train_pack(configs: list[TrainConfig], data, *, log=None, keep_head: bool = 
     keep_freed_memory()
     apply_thread_setting()
     runs = [prepare_run(config, data) for config in configs]  # each seeded and built as its solo run
+    # Longest first, a schedule's runs side by side: the heads still training are always the first
+    # ones (a slice of the stacks, no gather) and each schedule a slice of the leaves (`PackOptimizer`).
+    placed = sorted(range(len(runs)), key=lambda i: (-runs[i].total_steps, _schedule(runs[i]), i))
+    runs = [runs[i] for i in placed]
     lead = runs[0]
     if len({r.layers for r in runs}) > 1:
         raise LayerfuseError("the runs of a pack must fuse the same layers")
@@ -120,12 +124,12 @@ def train_pack(configs: list[TrainConfig], data, *, log=None, keep_head: bool = 
     usages = [layer_usage(r.head, r.dev, layers=r.layers, device=r.device, batch_size=r.eval_batch_size,
                           autocast=r.autocast()) for r in runs]
     share = (time.perf_counter() - t_start) / len(runs)
-    results = []
-    for run, book, usage in zip(runs, books, usages):
+    results = [None] * len(runs)
+    for i, run, book, usage in zip(placed, runs, books, usages):
         book.clock = {name: seconds / len(runs) for name, seconds in clock.items()}
         result = run.result(book, seconds=share, keep_head=keep_head, usage=usage)
         result.seconds["pack"] = len(runs)
-        results.append(result)
+        results[i] = result  # in the order of ``configs``
     return results
 
 
@@ -154,23 +158,26 @@ class RunningLoss:
 class PackOptimizer:
     """AdamW over a pack's stacked parameters, each head at its own rate and schedule.
 
-    Heads on one schedule (the same rate, steps and warmup: runs that differ in seed alone) share one
-    fused AdamW over the two flat leaves (Adam is element-wise, so each head gets its solo update).
-    Otherwise each head's slice of each leaf is a parameter of its own, in its own group at its own
-    rate and schedule, and a head past its last step gets no gradient, so AdamW leaves it and its moments
-    alone, as its solo run would have ended there."""
+    The heads on one schedule (the same rate, steps and warmup: runs that differ in seed alone) are
+    side by side in the stacks (`train_pack` orders them so), and share one fused AdamW group per
+    leaf over their slice of it (Adam is element-wise, so each head gets its solo update): one
+    schedule, as a grid's trials, is two groups; a Figure-3 cell of four caps is eight, not two a
+    head. A schedule past its last step gets no gradient, so AdamW leaves its heads and their
+    moments alone, as their solo runs would have ended there."""
 
     def __init__(self, pack: Pack, runs: list[Run]):
         lead = runs[0]
         self.pack = pack
-        self.shared = len({(r.total_steps, r.config.max_lr, r.config.warmup) for r in runs}) == 1
+        self.spans = _spans([_schedule(r) for r in runs])  # [(first, end)] of each schedule's heads
+        self.shared = len(self.spans) == 1
         if self.shared:
             self.optimizer, self.scheduler = build_optimizer(lead.config, lead.head, total_steps=lead.total_steps,
                                                              groups=pack.param_groups(lead.config))
             return
-        self.slices = [{group: t.detach()[k] for group, t in pack.flat.items()} for k in range(pack.k)]
-        groups = [g for r, own in zip(runs, self.slices) for g in pack.param_groups(r.config, own)]
-        schedules = [lr_schedule(r.config, r.total_steps) for r in runs for _ in pack.flat]  # a head's groups
+        self.slices = [{group: t.detach()[a:b] for group, t in pack.flat.items()} for a, b in self.spans]
+        firsts = [runs[a] for a, _ in self.spans]
+        groups = [g for r, own in zip(firsts, self.slices) for g in pack.param_groups(r.config, own)]
+        schedules = [lr_schedule(r.config, r.total_steps) for r in firsts for _ in pack.flat]  # a schedule's groups
         self.optimizer = torch.optim.AdamW(groups, lr=lead.config.max_lr, fused=True)
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, schedules)
 
@@ -181,12 +188,28 @@ class PackOptimizer:
     def step(self, heads: list[int]) -> None:
         """One AdamW step of ``heads`` (the pack's gradients are in the stacks), then the schedule's."""
         if not self.shared:
-            for k, own in enumerate(self.slices):
+            for (a, _), own in zip(self.spans, self.slices):
                 for group, t in own.items():
                     grad = self.pack.flat[group].grad
-                    t.grad = grad[k] if k in heads and grad is not None else None
+                    t.grad = grad[a:a + len(t)] if a in heads and grad is not None else None
         self.optimizer.step()
         self.scheduler.step()
+
+
+def _schedule(run: Run) -> tuple:
+    """What a head's updates depend on besides its gradients: its rate, steps and warmup."""
+    return run.total_steps, run.config.max_lr, run.config.warmup
+
+
+def _spans(keys: list) -> list[tuple[int, int]]:
+    """``(first, end)`` of each run of equal neighbours in ``keys``; a key seen again after another
+    starts a span of its own (still correct: one group a span)."""
+    spans, first = [], 0
+    for i in range(1, len(keys) + 1):
+        if i == len(keys) or keys[i] != keys[first]:
+            spans.append((first, i))
+            first = i
+    return spans
 
 
 class Pack:
@@ -219,7 +242,10 @@ class Pack:
         if shared and not self.base.fusion.shares_evaluation_batch:
             return self.each(hidden, mask, heads=heads)
         flat, buffers = self.flat, self.buffers
-        if heads is not None and len(heads) < self.k:  # indexed: gradients still reach the stacks
+        if heads is not None and heads == list(range(len(heads))) and len(heads) < self.k:  # the first ones
+            flat = {group: t[:len(heads)] for group, t in flat.items()}  # a view: no gather, no copy
+            buffers = {name: t[:len(heads)] for name, t in buffers.items()}
+        elif heads is not None and len(heads) < self.k:  # indexed: gradients still reach the stacks
             index = to_device(np.asarray(heads), next(iter(flat.values())).device)
             flat = {group: t.index_select(0, index) for group, t in flat.items()}
             buffers = {name: t.index_select(0, index) for name, t in buffers.items()}

@@ -163,3 +163,51 @@ def test_sweep_pack_command(tiny_cache, tmp_path):
     packs = {r["config"]["fusion"]: r["seconds"].get("pack") for r in records.values()}
     assert packs == {"concat": 2, "extra": 2}
     assert (out / "report.md").exists()
+
+
+def test_a_cell_that_fits_is_one_pack_else_its_schedules_pack():
+    # Figure 3's cells (a fusion and N: 4 caps x 5 trials) train as one pack each when 20 fit: the
+    # caps then take the steps of the longest alone; with fewer a pack holds one schedule, as before
+    configs = grid(fusions=["concat"], shots=[8, 16], epochs=[25, 50, 75, 100], trials=5, base=BASE)
+    units = pack_runs(configs, 20)
+    assert sorted((u[0].shots, len(u)) for u in units) == [(8, 20), (16, 20)]
+    assert all(len({c.shots for c in u}) == 1 and len({c.epochs for c in u}) == 4 for u in units)
+    assert all(len({(c.shots, c.epochs) for c in u}) == 1 for u in pack_runs(configs, 8))
+
+
+@pytest.mark.parametrize("fusion", ["concat", "extra"])
+def test_a_cells_epoch_caps_in_one_pack_match_their_solo_runs(tiny_cache, tmp_path, monkeypatch, fusion):
+    from dataclasses import replace
+
+    from layerfuse.training import packed as packed_module
+
+    spans, held = [], []
+    optimizer_init, rows_init = packed_module.PackOptimizer.__init__, packed_module.PackRows.__init__
+
+    def spy_optimizer(self, pack, runs):
+        optimizer_init(self, pack, runs)
+        spans.append(self.spans)
+
+    def spy_rows(self, splits):
+        rows_init(self, splits)
+        held.append(self.split.n_sentences)
+
+    monkeypatch.setattr(packed_module.PackOptimizer, "__init__", spy_optimizer)
+    monkeypatch.setattr(packed_module.PackRows, "__init__", spy_rows)
+    configs = grid(fusions=[fusion], shots=[4], epochs=[2, 5], trials=3, base=replace(BASE, dropout=0.0))
+    assert len(pack_runs(configs, 6)) == 1  # the cell: two caps x three seeds
+    entry = open_entry(tiny_cache)
+    solo = run_sweep(entry, configs, out=str(tmp_path / "solo"), **QUIET)
+    packed = run_sweep(entry, configs, out=str(tmp_path / "packed"), pack=6, **QUIET)
+    # longest first, each schedule's heads side by side: one AdamW group a schedule and leaf
+    assert spans == [[(0, 3), (3, 6)]]
+    assert held == [3 * 12]  # each seed's sample held once for both its caps (12 sentences a sample)
+    for rid, s in solo.items():
+        p = packed[rid]
+        assert p["seconds"]["pack"] == 6
+        for field in ("sample_fingerprint", "total_steps", "best_step", "best_epoch"):
+            assert p[field] == s[field], field
+        assert [e["dev_f1"] for e in p["evals"]] == pytest.approx([e["dev_f1"] for e in s["evals"]], abs=TOLERANCE)
+        assert [e["train_loss"] for e in p["evals"]] == pytest.approx([e["train_loss"] for e in s["evals"]],
+                                                                      rel=1e-4)
+        assert p["test_f1_at_best"] == pytest.approx(s["test_f1_at_best"], abs=TOLERANCE)
