@@ -18,21 +18,27 @@ from matplotlib.ticker import FuncFormatter  # noqa: E402
 
 Scores = Sequence[tuple[int, float]]
 
-__all__ = ["head_style", "legend_handles", "plot_scores"]
+__all__ = ["BAND_LABEL", "HEAD_STYLES", "band_handle", "head_label", "head_style", "legend_handles", "plot_scores"]
 
-# One colour and marker per head, fixed by its name: a head looks the same in every panel and every
-# figure of a report (and across reports), whichever heads a panel or a figure holds. A palette
-# drawn in the order the heads appear would shift every head after a missing one.
-HEAD_STYLES: dict[str, tuple[str, str]] = {
-    "concat": ("C0", "o"),
-    "dwatt": ("C1", "s"),
-    "dwatt (scaled)": ("C1", "s"),  # the default score, spelt out by scripts that compare both
-    "dwatt (paper)": ("C2", "^"),
-    "extra": ("C3", "D"),
-    "base": ("C4", "v"),
-    "scalarmix": ("C5", "P"),
-    "dwatt (learned)": ("C6", "X"),
+# The style table of every plot: one colour, marker and legend label per head, fixed by its name, so a
+# head looks the same in every panel and every figure of a report (and across reports, and in the
+# figures scripts/ draw), whichever heads a panel or a figure holds. A palette drawn in the order
+# the heads appear would shift every head after a missing one. The colours are the DWAtt paper's:
+# Concat orange, DWAtt blue. The label says what a curve is: "dwatt (paper)" is DWAtt with the
+# paper's unscaled layer score, run at this project's rate, not the paper's result.
+HEAD_STYLES: dict[str, tuple[str, str, str]] = {
+    "concat": ("C1", "o", "concat"),
+    "dwatt": ("C0", "s", "dwatt"),
+    "dwatt (scaled)": ("C0", "s", "dwatt, scaled score"),  # the default score, spelt out where both are drawn
+    "dwatt (paper)": ("C2", "^", "dwatt, paper's score"),
+    "dwatt (paper score)": ("C2", "^", "dwatt, paper's score"),  # scripts/paired_grid_conll.py's name for it
+    "extra": ("C3", "D", "extra layers (R+n)"),
+    "base": ("C4", "v", "base"),
+    "scalarmix": ("C5", "P", "scalarmix"),
+    "dwatt (learned)": ("C6", "X", "dwatt, learned temperature"),
 }
+BAND_LABEL = "95% CI"  # what a shaded band or an error bar is, in every plot that draws one
+BAND_ALPHA = 0.18
 _SPARE_COLOURS = ["C7", "C8", "C9", "#17becf", "#bcbd22", "#393b79", "#8c6d31", "#843c39"]
 _SPARE_MARKERS = ["<", ">", "h", "*", "p", "d", "8", "H"]
 
@@ -41,18 +47,36 @@ def head_style(name: str) -> dict[str, str]:
     """``{"color", "marker"}`` of the head called ``name``: from `HEAD_STYLES` for the known heads,
     else chosen by a hash of the name (stable across processes and runs, unlike Python's ``hash``)."""
     if name in HEAD_STYLES:
-        color, marker = HEAD_STYLES[name]
+        color, marker, _ = HEAD_STYLES[name]
     else:
         h = zlib.crc32(name.encode("utf-8"))
         color, marker = _SPARE_COLOURS[h % len(_SPARE_COLOURS)], _SPARE_MARKERS[(h // 7) % len(_SPARE_MARKERS)]
     return {"color": color, "marker": marker}
 
 
-def legend_handles(names) -> tuple[list, list[str]]:
-    """Legend entries drawn from `head_style` itself, one per name (sorted): the legend cannot
-    disagree with the lines, whichever panel drew them."""
+def head_label(name: str) -> str:
+    """What the legend calls the head ``name`` (`HEAD_STYLES`; an unknown head by its name)."""
+    return HEAD_STYLES[name][2] if name in HEAD_STYLES else name
+
+
+def band_handle(what: str = BAND_LABEL):
+    """A legend entry for the shaded bands (or error bars) of a plot, saying what they are."""
+    from matplotlib.patches import Patch
+
+    return Patch(facecolor="0.5", alpha=BAND_ALPHA * 2, linewidth=0, label=what)
+
+
+def legend_handles(names, *, band: str | None = None) -> tuple[list, list[str]]:
+    """Legend entries drawn from `head_style` itself, one per name (sorted), labelled by `head_label`:
+    the legend cannot disagree with the lines, whichever panel drew them. ``band``: one more entry
+    saying what the shaded bands are (e.g. "95% CI over 5 seeds")."""
     names = sorted(set(names))
-    return [Line2D([], [], linewidth=1.2, markersize=3, **head_style(n)) for n in names], names
+    handles = [Line2D([], [], linewidth=1.2, markersize=3, **head_style(n)) for n in names]
+    labels = [head_label(n) for n in names]
+    if band:
+        handles.append(band_handle(band))
+        labels.append(band)
+    return handles, labels
 
 
 def _finite(scores: Scores) -> tuple[list[int], list[float]]:

@@ -1,0 +1,99 @@
+"""One style table for every plot (`layerfuse.experiments.plots.HEAD_STYLES`): the DWAtt paper's
+colours (Concat orange, DWAtt blue), labels that say what a curve is, bands that say they are 95%
+CIs; and the figures scripts/ draw for the paper page take their styles from it."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+from matplotlib.colors import to_rgba
+
+from layerfuse.experiments import plots
+from layerfuse.experiments.plots import BAND_LABEL, HEAD_STYLES, head_label, head_style, legend_handles
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPTS = ROOT / "scripts"
+
+
+def _script(name: str):
+    """scripts/<name>.py as a module (scripts/ on sys.path, as `python scripts/NAME.py` puts it)."""
+    if str(SCRIPTS) not in sys.path:
+        sys.path.insert(0, str(SCRIPTS))
+    spec = importlib.util.spec_from_file_location(f"_script_{name}", SCRIPTS / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_papers_colours():
+    assert to_rgba(head_style("concat")["color"]) == to_rgba("tab:orange")
+    assert to_rgba(head_style("dwatt")["color"]) == to_rgba("tab:blue")
+
+
+def test_every_entry_is_colour_marker_label_and_distinct_heads_look_distinct():
+    same_head = {"dwatt (scaled)": "dwatt", "dwatt (paper score)": "dwatt (paper)"}  # two names of one head
+    looks = {}
+    for name, (color, marker, label) in HEAD_STYLES.items():
+        assert marker and label
+        look = (to_rgba(color), marker)
+        if name in same_head:
+            assert look == looks.get(same_head[name], look)
+            continue
+        assert look not in looks.values(), f"{name} looks like another head"
+        looks[name] = look
+
+
+def test_labels_say_what_a_curve_is():
+    # "dwatt (paper)" would read as the paper's result; it is DWAtt with the paper's score, at our rate
+    for name in ("dwatt (paper)", "dwatt (paper score)"):
+        assert head_label(name) == "dwatt, paper's score"
+    assert not any(label.endswith("(paper)") for _, _, label in HEAD_STYLES.values())
+    assert head_label("a head not in the table") == "a head not in the table"
+
+
+def test_the_band_says_it_is_a_95_percent_ci():
+    assert BAND_LABEL == "95% CI"
+    handles, labels = legend_handles(["dwatt", "concat"], band=f"{BAND_LABEL} over 5 seeds")
+    assert labels == ["concat", "dwatt", "95% CI over 5 seeds"]
+    assert handles[-1].get_label() == "95% CI over 5 seeds"
+    assert [h.get_color() for h in handles[:2]] == [head_style("concat")["color"], head_style("dwatt")["color"]]
+
+
+@pytest.fixture
+def kept(monkeypatch):
+    """Figures drawn by the scripts, kept open: {file name: figure}."""
+    figures = {}
+    real = plots.plt.Figure.savefig
+
+    def savefig(fig, path, *args, **kwargs):
+        figures[Path(path).name] = fig
+        return real(fig, path, *args, **kwargs)
+
+    monkeypatch.setattr(plots.plt.Figure, "savefig", savefig)
+    monkeypatch.setattr(plots.plt, "close", lambda fig=None: None)
+    return figures
+
+
+def test_figure_4_at_the_papers_setting(kept, tmp_path):
+    """Drawn from the committed per-epoch records: every epoch, both panels on one y-range from 0,
+    the heads in the table's colours, the bands labelled as 95% CIs."""
+    fig4 = _script("figure4_conll")
+    text = fig4.main(["--plot", str(tmp_path / "f4.png"), "--table", str(tmp_path / "f4.md")])
+    assert "| 8 | dwatt − concat |" in text and "| 128 | dwatt − concat |" in text
+    fig = kept["f4.png"]
+    panels = [ax for ax in fig.axes if ax.get_title().startswith("N = ")]
+    assert [ax.get_title().split(" (")[0] for ax in panels] == ["N = 8", "N = 128"]
+    assert {ax.get_ylim() for ax in panels} == {panels[0].get_ylim()} and panels[0].get_ylim()[0] == 0
+    assert "3,250 sentences" in panels[0].get_ylabel()
+    for ax in panels:
+        for line in ax.get_lines():
+            if line.get_label().startswith("_"):
+                continue
+            assert len(line.get_xdata()) == 50  # every epoch
+            assert to_rgba(line.get_color()) == to_rgba(head_style(line.get_label())["color"])
+    legend = [t.get_text() for t in panels[-1].get_legend().get_texts()]
+    assert "95% CI over 5 seeds" in legend
+    assert any(t.startswith("concat") for t in legend) and not any("(paper)" in t for t in legend)
