@@ -557,8 +557,9 @@ ROBERTA_LARGE = dict(hidden_size=1024, num_hidden_layers=24, num_attention_heads
                      max_position_embeddings=514, type_vocab_size=1)
 
 
-def build_encoder(dest: Path) -> Path:
-    """A roberta-large-shaped encoder with random weights and MiniLM's tokenizer, saved once."""
+def build_encoder(dest: Path, tokenizer: str | None = None) -> Path:
+    """A roberta-large-shaped encoder with random weights and MiniLM's tokenizer (the built-in one's,
+    or the one saved in the folder ``tokenizer``), saved once."""
     if (dest / "config.json").exists():
         return dest
     import torch
@@ -566,7 +567,7 @@ def build_encoder(dest: Path) -> Path:
 
     from layerfuse.extract.models import model_info
 
-    tokenizer = AutoTokenizer.from_pretrained(model_info(None).path)
+    tokenizer = AutoTokenizer.from_pretrained(tokenizer or model_info(None).path)
     config = RobertaConfig(vocab_size=tokenizer.vocab_size, pad_token_id=tokenizer.pad_token_id, **ROBERTA_LARGE)
     torch.manual_seed(0)
     RobertaModel(config, add_pooling_layer=False).save_pretrained(dest)

@@ -29,6 +29,11 @@ def main(argv: list[str] | None = None) -> str:
     p.add_argument("--precision", default="fp32", choices=["fp32", "bf16"])
     p.add_argument("--device", default=None)
     p.add_argument("--report", default=None)
+    p.add_argument("--project", action="store_true",
+                   help="add the time of Figure 6's FT runs (N = 8..128, --project-epochs, --project-trials) at "
+                        "the measured step")
+    p.add_argument("--project-epochs", type=int, default=50)
+    p.add_argument("--project-trials", type=int, default=5)
     args = p.parse_args(argv)
 
     import torch
@@ -91,11 +96,30 @@ def main(argv: list[str] | None = None) -> str:
         f"| FT step / backbone alone | {step / alone:.2f}x |",
         f"| tokenizing one step's sentences (once per split now, not per step) | {tok:.1f} |",
     ])
+    if args.project:
+        text += "\n\n" + projection(step / 1000, n_types=run.data.shot_size, epochs=args.project_epochs,
+                                      trials=args.project_trials)
     report = args.report or results_path("bench_ft_step")
     write_results(report, text, title="An FT step against the backbone alone", script="bench_ft_step", argv=argv,
                   device=str(device))
     print(text)
     return text
+
+
+def projection(step_s: float, *, n_types: int, epochs: int, trials: int, batch: int = 16) -> str:
+    """Figure 6's FT runs (one fusion, N = 8..128, ``trials`` seeds, ``epochs`` epochs of batches of
+    ``batch``) timed at ``step_s`` a step: training steps only (evaluation and start-up come on top)."""
+    import math
+
+    rows, total = [], 0.0
+    for n in (8, 16, 32, 64, 128):
+        steps = math.ceil(n * n_types / batch) * epochs
+        seconds = steps * step_s * trials
+        total += seconds
+        rows.append(f"| {n} | {steps:,} | {seconds / 60:.1f} |")
+    return "\n".join([f"Figure 6's FT runs at this step ({epochs} epochs, batches of {batch}, {trials} trials, "
+                      "training steps only):", "", "| N | steps a run | minutes, all trials |", "|---:|---:|---:|",
+                      *rows, f"| all | | {total / 60:.1f} (one fusion) |"])
 
 
 if __name__ == "__main__":

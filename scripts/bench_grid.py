@@ -85,17 +85,18 @@ def prepare(args) -> tuple[object, dict]:
     if args.cache:
         return resolve_entry(cache=args.cache), {"extract_s": None, "extract_note": "--cache: extracted before"}
     work = Path(args.out)
-    model = Path(args.model) if args.model else build_encoder(work / "encoder")
+    model = Path(args.model) if args.model else build_encoder(work / "encoder", args.tokenizer)
     data = write_dataset(work / "conll", Path(args.data),
                          {"train": args.train_sentences, "dev": None, "test": None})
     root = work / "cache"
     before = {e.path for e in list_entries(str(root), sizes=False) if e.complete} if root.exists() else set()
     t0 = time.perf_counter()
     entry = resolve_entry(model=str(model), dataset=str(data), cache_dir=str(root),
-                          extract_options={"precision": "bf16"}, log=say)
+                          extract_options={"precision": args.extract_precision}, log=say)
     if entry.path in before:
         return entry, {"extract_s": None, "extract_note": "already extracted: reused"}
-    return entry, {"extract_s": time.perf_counter() - t0, "extract_note": "bf16 forward, float16 cache"}
+    return entry, {"extract_s": time.perf_counter() - t0,
+                   "extract_note": f"{args.extract_precision} forward, float16 cache"}
 
 
 def per_head_table(records: list[dict]) -> str:
@@ -139,6 +140,12 @@ def main(argv: list[str] | None = None) -> str:
     p.add_argument("--cache", default=None, help="an entry extracted before (skips the extract phase)")
     p.add_argument("--model", default=None,
                    help="an encoder folder (default: a roberta-large-shaped one with random weights, built once)")
+    p.add_argument("--tokenizer", default=None,
+                   help="with no --model: the folder of MiniLM's tokenizer for the built encoder (default: the "
+                        "built-in model's)")
+    p.add_argument("--extract-precision", default="fp32", choices=["fp32", "bf16"],
+                   help="the forward pass of the extraction (fp32, extract's default, is the faster one on a GPU: "
+                        "docs/results/gpu_check.md)")
     p.add_argument("--train-sentences", type=int, default=None, help="the first N train sentences (default: all)")
     p.add_argument("--fusions", default="concat,dwatt,extra")
     p.add_argument("--shots", default="8,16,32,64,128")
@@ -250,7 +257,7 @@ def main(argv: list[str] | None = None) -> str:
     text = "\n".join([
         f"Grid: {args.fusions} x N = {args.shots} x epoch caps {args.epochs} x {args.trials} trial(s), lr "
         f"{args.lr:g}, {args.precision}, {args.eval_points} evaluations on all of dev, test at the best, "
-        f"packs of up to {pack} (a schedule's trials together), on {device}. "
+        f"packs of up to {pack} (a cell's caps and trials together when they fit), on {device}. "
         f"The entry: {entry.split('train').n_sentences:,} train, "
         f"{entry.split('dev').n_sentences:,} dev and {entry.split('test').n_sentences:,} test sentences.",
         "", *table, "",

@@ -1,0 +1,109 @@
+#!/usr/bin/env bash
+# Every GPU measurement in one go, each writing its results file, within one time budget:
+#
+#   scripts/gpu_all.sh [PART ...]     # parts, in this order by default: grid parity ft cuda-tests check
+#
+# grid        scripts/bench_grid.py: the 300-run Figure-3 grid at roberta-large shape, extraction included
+# parity      scripts/compare_cuda_cpu.py on CUDA: every fusion, solo and packed, seeds 0-2, MiniLM over
+#             CoNLL-2003 and over the built-in WNUT-16 (the CPU side runs on any machine, the same command
+#             with --device cpu); and the grid's encoder, extra and concat at N = 8, on CUDA and this CPU
+# ft          scripts/bench_ft_step.py: an FT step against the backbone alone, roberta-large shape and MiniLM
+# cuda-tests  pytest -m cuda
+# check       scripts/gpu_check.py: every command as a user types it, on the built-in default
+#
+# Inputs (environment): ASSETS (default .gpu) holds minilm-fp16/ (all-MiniLM-L6-v2's weights and
+# tokenizer, weights in float16 for the transfer; read in float32) and conll2003/ or conll2003.tgz;
+# WORK (default /tmp/gpu_all) the work folder; RESULTS (default $WORK/results) where every results
+# file goes; BUDGET_S (default 570) the seconds all parts may take together: a part gets at most
+# what is left, less RESERVE_S (default 15) for packing the results. Each part's exit status and
+# seconds are logged; a part that fails or runs out of time does not stop the next.
+set -u
+cd "$(dirname "$0")/.."
+ASSETS=${ASSETS:-.gpu}
+WORK=${WORK:-/tmp/gpu_all}
+RESULTS=${RESULTS:-$WORK/results}
+BUDGET_S=${BUDGET_S:-570}
+RESERVE_S=${RESERVE_S:-15}
+START=$(date +%s)
+mkdir -p "$WORK" "$RESULTS"
+export PYTHONUNBUFFERED=1 LAYERFUSE_HOME="$WORK/home"
+
+left() { echo $(( BUDGET_S - RESERVE_S - ($(date +%s) - START) )); }
+
+# part NAME MAX_S COMMAND...: COMMAND for at most MAX_S seconds (or what is left), logged
+part() {
+    local name=$1 max=$2; shift 2
+    local budget; budget=$(left)
+    (( budget < max )) && max=$budget
+    if (( max < 10 )); then echo "== $name: skipped, ${max}s left"; return; fi
+    echo "== $name: up to ${max}s: $*"
+    local t0; t0=$(date +%s)
+    timeout --signal=INT --kill-after=10 "$max" "$@"
+    local rc=$?
+    echo "== $name: exit $rc after $(( $(date +%s) - t0 ))s"
+}
+
+if [ ! -d "$ASSETS/conll2003" ] && [ -f "$ASSETS/conll2003.tgz" ]; then
+    tar xzf "$ASSETS/conll2003.tgz" -C "$ASSETS"
+fi
+MINILM=$ASSETS/minilm-fp16
+CONLL=$ASSETS/conll2003
+ENCODER=$WORK/encoder
+python3 - <<'EOF'
+import torch
+print("gpu:", torch.cuda.get_device_name(0) if torch.cuda.is_available() else "none", "; torch", torch.__version__)
+EOF
+
+grid() {
+    # the encoder stands in for a downloaded roberta-large: built before the grid's clock starts
+    part encoder 120 python3 -c "import sys; sys.path.insert(0, 'scripts'); from pathlib import Path; \
+from _common import build_encoder; build_encoder(Path('$ENCODER'), '$MINILM')"
+    part grid 360 python3 scripts/bench_grid.py --out "$WORK/grid" --data "$CONLL" --model "$ENCODER" \
+        --report "$RESULTS/bench_grid_gpu.md"
+    cp "$WORK/grid/grid.jsonl" "$RESULTS/bench_grid_gpu_runs.jsonl" 2>/dev/null
+}
+
+parity() {
+    part parity-conll 150 python3 scripts/compare_cuda_cpu.py --model "$MINILM" --data "$CONLL" --device cuda \
+        --out "$WORK/parity/conll-cuda"
+    part parity-wnut 90 python3 scripts/compare_cuda_cpu.py --model "$MINILM" --device cuda \
+        --out "$WORK/parity/wnut-cuda"
+    local entry; entry=$(ls -d "$WORK"/grid/cache/*/ 2>/dev/null | head -1)
+    if [ -n "$entry" ]; then
+        for device in cuda cpu; do
+            part "parity-grid-encoder-$device" 120 python3 scripts/compare_cuda_cpu.py --cache "$entry" \
+                --device $device --fusions extra,concat --shots 8 --epochs 25 --precision bf16 --modes solo \
+                --out "$WORK/parity/roberta-$device"
+        done
+    fi
+    for f in "$WORK"/parity/*/records.jsonl; do
+        [ -f "$f" ] && cp "$f" "$RESULTS/parity_$(basename "$(dirname "$f")").jsonl"
+    done
+}
+
+ft() {
+    local entry; entry=$(ls -d "$WORK"/grid/cache/*/ 2>/dev/null | head -1)
+    for precision in bf16 fp32; do
+        [ -n "$entry" ] && part "ft-roberta-$precision" 60 python3 scripts/bench_ft_step.py --cache "$entry" \
+            --steps 12 --precision $precision --project --report "$RESULTS/bench_ft_step_roberta_$precision.md"
+    done
+    local minilm; minilm=$(ls -d "$WORK"/parity/conll-cuda/cache/*/ 2>/dev/null | head -1)
+    for precision in bf16 fp32; do
+        [ -n "$minilm" ] && part "ft-minilm-$precision" 45 python3 scripts/bench_ft_step.py --cache "$minilm" \
+            --steps 12 --precision $precision --report "$RESULTS/bench_ft_step_minilm_$precision.md"
+    done
+}
+
+cuda_tests() {
+    part cuda-tests 90 python3 -m pytest -q -m cuda -p no:cacheprovider tests
+}
+
+check() {
+    part gpu-check 240 python3 scripts/gpu_check.py --model "$MINILM" --json "$RESULTS/gpu_check_minilm.json"
+}
+
+for p in "${@:-grid parity ft cuda_tests check}"; do
+    for name in $p; do "${name//-/_}"; done
+done
+echo "== all parts: $(( $(date +%s) - START ))s; results in $RESULTS:"
+ls -la "$RESULTS"
