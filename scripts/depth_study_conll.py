@@ -19,11 +19,16 @@ protocols set the learning rate and DWAtt's score: --lr and --layer-score do not
 
 from __future__ import annotations
 
+import argparse
+import json
 import os
+import re
+import sys
 from collections import defaultdict
+from pathlib import Path
 
 import numpy as np
-from _common import MODEL, beside, conll_entry, dev_line, grid_main, in_folder, split_list
+from _common import MODEL, beside, conll_entry, dev_line, grid_main, in_folder, results_path, split_list
 
 from layerfuse.experiments.report import ci95
 
@@ -87,8 +92,33 @@ GRID = dict(
                              max(e.split("dev").n_sentences for e in run.entries.values())),
     options=[("--models", dict(default="all-MiniLM-L6-v2,all-mpnet-base-v2")),
              ("--top-k", dict(type=int, default=3, help="K of the auto:K against top-K comparison")),
-             ("--dev-sentences", dict(type=int, default=1000))])
-main = grid_main(GRID, __doc__)
+             ("--dev-sentences", dict(type=int, default=1000)),
+             ("--redraw", dict(action="store_true",
+                               help="run nothing: draw both figures again beside --table, the gains from that "
+                                    "table and nu from --nu-from")),
+             ("--nu-from", dict(default=results_path("probe_conll", ""), metavar="FOLDER",
+                                help="with --redraw: <FOLDER>/<model>/probe.jsonl per backbone, whose 'ner' nu of seed 0 "
+                                     "is rank-layers' nu on the whole train split (the same sample and cap)"))])
+_grid_main = grid_main(GRID, __doc__)
+
+
+def main(argv=None) -> str:
+    """The grid (`run_grid_script`), or with --redraw the figures alone from the committed files."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if "--redraw" not in argv:
+        return _grid_main(argv)
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--redraw", action="store_true")
+    ap.add_argument("--table", default=results_path("depth_study_conll"))
+    ap.add_argument("--nu-from", default=results_path("probe_conll", ""))
+    ap.add_argument("--models", default="all-MiniLM-L6-v2,all-mpnet-base-v2")
+    args, _ = ap.parse_known_args(argv)
+    text = Path(args.table).read_text(encoding="utf-8")
+    paths = [draw_gains(gains_from_table(text), beside(args.table, "gains_over_base.png"), dev=dev_of_table(text)),
+             draw_nu({m: nu_from_probe(args.nu_from, m) for m in split_list(args.models)},
+                     beside(args.table, "nu_by_relative_depth.png"))]
+    print("\n".join(paths))
+    return "\n".join(paths)
 
 
 # --- Tables and figures, from the records alone (and, for the relative-depth figure, `nu` per layer
@@ -145,55 +175,121 @@ def tables(records: dict, entries: dict, *, top_k: int) -> str:
 
 def figures(records: dict, entries: dict, *, table: str) -> list[str]:
     """The two figures, beside the table."""
-    return [gains_figure(records, beside(table, "gains_over_base.png")),
-            depth_figure(entries, beside(table, "nu_by_relative_depth.png"))]
+    from layerfuse.layers.scores import score_layers
+
+    stats = {}
+    for model, recs in records.items():
+        groups = _groups(recs)
+        for (protocol, head, n), runs in groups.items():
+            base = groups.get((protocol, "base", n), [])
+            if head != "base" and base:
+                g = gains(runs, base)
+                stats[model, protocol, head, n] = (*ci95(g), len(g))
+    nu = {model: (entry.num_layers, score_layers(entry.split("train"))) for model, entry in entries.items()}
+    dev = next(iter(records.values()))[0]["config"].get("dev_sentences") if records else None
+    return [draw_gains(stats, beside(table, "gains_over_base.png"), dev=dev),
+            draw_nu(nu, beside(table, "nu_by_relative_depth.png"))]
 
 
-def gains_figure(records: dict, path: str) -> str:
+GAIN_ROW = re.compile(r"^\|\s*(?P<model>[^|(]+?)\s*\(L=\d+\)\s*\|\s*(?P<protocol>\w+)\s*\|\s*(?P<head>[^|]+?)\s*\|"
+                      r"\s*(?P<n>\d+)\s*\|\s*[-\d.]+ ± [\d.]+ \((?P<seeds>\d+)\)\s*\|[^|]*\|"
+                      r"\s*(?P<mean>-?[\d.]+) ± (?P<half>[\d.]+)\s*\|", re.M)
+
+
+def gains_from_table(text: str) -> dict:
+    """{(model, protocol, head, N): (mean gain, 95% CI half-width, seeds)} read back from the table."""
+    return {(m["model"], m["protocol"], m["head"], int(m["n"])): (float(m["mean"]), float(m["half"]), int(m["seeds"]))
+            for m in GAIN_ROW.finditer(text)}
+
+
+def dev_of_table(text: str) -> int | None:
+    m = re.search(r"subset of ([\d,]+) dev sentences", text)
+    return int(m.group(1).replace(",", "")) if m else None
+
+
+def nu_from_probe(folder: str, model: str) -> tuple[int, list[tuple[int, float]]]:
+    """(L, [(layer, nu)]) of ``model``: the probe's 'ner' nu of seed 0, computed as `rank-layers`
+    computes it on the whole train split (the same token sample and per-tag cap)."""
+    rows = [json.loads(line) for line in Path(folder, model, "probe.jsonl").read_text().splitlines() if line.strip()]
+    nu = sorted((r["probe"], r["nu"]) for r in rows if r["label_set"] == "ner" and not r["control"]
+                and r["seed"] == 0 and isinstance(r["probe"], int))
+    return max(layer for layer, _ in nu), nu
+
+
+def draw_gains(stats: dict, path: str, *, dev: int | None = None) -> str:
     """Paper Figure 7's layout: per backbone (columns) and protocol (rows), each head's dev-F1 gain
-    over Base, one bar per N with its 95% CI."""
-    from layerfuse.experiments.plots import plt
+    over Base, one bar per N (N = 8 hatched, N = 128 solid) in the head's colour from the style
+    table, its 95% CI as the error bar; one y-range for every panel."""
+    from matplotlib.patches import Patch
 
-    models, protocols = list(records), ["layerfuse", "paper"]
-    fig, axes = plt.subplots(len(protocols), len(models), figsize=(3.6 * len(models), 2.6 * len(protocols)),
-                             dpi=100, squeeze=False, sharey="row")
+    from layerfuse.experiments.plots import BAND_LABEL, head_label, head_style, plt
+
+    models = list(dict.fromkeys(k[0] for k in stats))
+    protocols = [p for p in ("layerfuse", "paper") if any(k[1] == p for k in stats)]
+    shots = sorted({k[3] for k in stats})
+    seeds = sorted({v[2] for v in stats.values()})
+    fig, axes = plt.subplots(len(protocols), len(models), figsize=(3.8 * len(models), 2.7 * len(protocols) + 0.5),
+                             dpi=100, squeeze=False, sharey=True)
+    hatches = ["////", ""] if len(shots) == 2 else [""] * len(shots)
     for i, protocol in enumerate(protocols):
         for j, model in enumerate(models):
-            groups, ax = _groups(records[model]), axes[i][j]
-            heads = sorted({h for p, h, _ in groups if p == protocol and h != "base"})
-            shots = sorted({n for p, _, n in groups if p == protocol})
+            ax = axes[i][j]
+            heads = sorted({k[2] for k in stats if k[0] == model and k[1] == protocol})
+            width = 0.8 / len(shots)
             for k, n in enumerate(shots):
-                stats = [ci95(gains(groups.get((protocol, h, n), []), groups.get((protocol, "base", n), [])) or [0.0])
-                         for h in heads]
-                x = np.arange(len(heads)) + (k - (len(shots) - 1) / 2) * 0.38
-                ax.bar(x, [s[0] for s in stats], width=0.36, yerr=[s[1] for s in stats], capsize=2, label=f"N = {n}")
-            ax.set_xticks(range(len(heads)), heads, fontsize=7, rotation=20)
+                x = np.arange(len(heads)) + (k - (len(shots) - 1) / 2) * width
+                for xi, head in zip(x, heads):
+                    if (model, protocol, head, n) not in stats:
+                        continue
+                    mean, half, _ = stats[model, protocol, head, n]
+                    color = head_style(head)["color"]
+                    ax.bar(xi, mean, width=width * 0.95, color=color, alpha=0.55 if hatches[k] else 0.9,
+                           hatch=hatches[k], edgecolor=color, linewidth=0.6)
+                    ax.errorbar(xi, mean, yerr=half, color="k", capsize=2, linewidth=0.8)
+            ax.set_xticks(range(len(heads)), [head_label(h) for h in heads], fontsize=7, rotation=20, ha="right")
             ax.axhline(0, color="k", linewidth=0.6)
             ax.set_title(f"{model}, {protocol} protocol", fontsize=8)
             ax.tick_params(labelsize=7)
             ax.grid(axis="y", alpha=0.3)
-        axes[i][0].set_ylabel("dev F1 gain over Base", fontsize=8)
-    axes[0][-1].legend(fontsize=7)
-    fig.tight_layout()
+        axes[i][0].set_ylabel("dev F1 gain over Base" + (f"\n(dev subset of {dev:,} sentences)" if dev else ""),
+                              fontsize=8)
+    keys = [Patch(facecolor="0.6", alpha=0.55 if hatches[k] else 0.9, hatch=hatches[k], edgecolor="0.3",
+                  label=f"N = {n}") for k, n in enumerate(shots)]
+    from matplotlib.lines import Line2D
+
+    keys.append(Line2D([], [], color="k", marker="_", markersize=8, linewidth=0.8,
+                       label=f"error bar: {BAND_LABEL} over {'/'.join(map(str, seeds))} seeds"))
+    fig.legend(handles=keys, loc="upper center", ncol=len(keys), fontsize=7, frameon=False)
+    fig.tight_layout(rect=(0, 0, 1, 0.95))
     fig.savefig(path)
     plt.close(fig)
     return path
 
 
-def depth_figure(entries: dict, path: str) -> str:
-    """`nu` per layer (whole train split, as `rank-layers`) against relative depth layer / L."""
+def draw_nu(nu: dict, path: str) -> str:
+    """`nu` per layer (whole train split, as `rank-layers`) against relative depth layer / L, for the
+    layers 1..L that `auto:K` chooses from (not the embedding output), on a log axis with plain ticks."""
+    from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
+
     from layerfuse.experiments.plots import plt
-    from layerfuse.layers.scores import score_layers
 
     fig, ax = plt.subplots(figsize=(4.8, 3.2), dpi=100)
-    for model, entry in entries.items():
-        scores = score_layers(entry.split("train"))
-        L = entry.num_layers
-        ax.plot([layer / L for layer, _ in scores], [nu for _, nu in scores], marker="o", markersize=3,
-                label=f"{model} (L = {L})")
+    values = []
+    looks = [("0.15", "o", "-"), ("0.5", "s", "--")]  # backbones in greys: the colours are the heads'
+    for (model, (L, scores)), (color, marker, line) in zip(nu.items(), looks * len(nu)):
+        pts = [(layer, v) for layer, v in scores if layer >= 1 and v is not None and np.isfinite(v)]
+        values += [v for _, v in pts]
+        ax.plot([layer / L for layer, _ in pts], [v for _, v in pts], marker=marker, markersize=3.5, color=color,
+                linestyle=line, label=f"{model} (L = {L})")
     ax.set_yscale("log")
-    ax.set_xlabel("relative depth (layer / L; 0 = embeddings)", fontsize=8)
-    ax.set_ylabel("variability ν (lower = better)", fontsize=8)
+    lo, hi = min(values), max(values)
+    ticks = [t for t in (1, 1.25, 1.5, 1.75, 2, 2.5, 3, 3.5, 4, 5, 6, 8, 10) if lo / 1.1 <= t <= hi * 1.1]
+    ax.yaxis.set_major_locator(FixedLocator(ticks))
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    ax.yaxis.set_minor_locator(NullLocator())
+    ax.set_xlim(0, 1.05)
+    ax.set_xlabel("relative depth (layer / L; layers 1..L, the ones auto:K picks from)", fontsize=8)
+    ax.set_ylabel("variability ν, whole train split\n(log scale; lower = better)", fontsize=8)
     ax.tick_params(labelsize=7)
     ax.grid(True, which="both", alpha=0.3, linewidth=0.5)
     ax.legend(fontsize=7)

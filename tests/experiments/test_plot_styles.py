@@ -97,3 +97,28 @@ def test_figure_4_at_the_papers_setting(kept, tmp_path):
     legend = [t.get_text() for t in panels[-1].get_legend().get_texts()]
     assert "95% CI over 5 seeds" in legend
     assert any(t.startswith("concat") for t in legend) and not any("(paper)" in t for t in legend)
+
+
+def test_figure_7_redrawn_from_the_committed_files(kept, tmp_path):
+    """The depth study's figures from its committed table and the probe's nu records: every head of
+    the table in its style-table colour, one y-range for all panels, the error bars labelled as 95%
+    CIs, and nu drawn for layers 1..L only (auto:K never picks the embedding output)."""
+    depth = _script("depth_study_conll")
+    table = tmp_path / "depth.md"
+    table.write_text((ROOT / "docs/results/depth_study_conll.md").read_text(encoding="utf-8"), encoding="utf-8")
+    stats = depth.gains_from_table(table.read_text(encoding="utf-8"))
+    assert len(stats) == 28  # 2 backbones x (4 heads + 3 under the paper's protocol) x 2 N; Base has no gain
+    assert stats["all-MiniLM-L6-v2", "layerfuse", "concat", 128] == (14.4, 3.7, 3)
+    depth.main(["--redraw", "--table", str(table), "--nu-from", str(ROOT / "docs/results/probe_conll")])
+    gains = kept["depth_gains_over_base.png"]
+    panels = [ax for ax in gains.axes if ax.get_title()]
+    assert len(panels) == 4 and len({ax.get_ylim() for ax in panels}) == 1
+    assert any("95% CI" in t.get_text() for legend in gains.legends for t in legend.get_texts())
+    for ax in panels:
+        for bar in ax.patches:
+            assert to_rgba(bar.get_facecolor())[:3] in {to_rgba(HEAD_STYLES[h][0])[:3] for h in HEAD_STYLES}
+    nu = kept["depth_nu_by_relative_depth.png"]
+    xs = [x for line in nu.axes[0].get_lines() for x in line.get_xdata()]
+    assert min(xs) > 0 and max(xs) == 1
+    labels = [t.get_text() for t in nu.axes[0].get_yticklabels() if t.get_text()]
+    assert len(labels) >= 4 and all("10^" not in t and "times" not in t for t in labels)
