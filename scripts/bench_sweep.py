@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -184,7 +185,9 @@ def redraw(docs: str, steps_from: str | None = None) -> str:
 
     text = (Path(docs) / "report.md").read_text(encoding="utf-8")
     title = text.split("\n", 1)[0].removeprefix("# Sweep: ").strip()
-    drawn = [draw_f1_vs_shots(stats_from_table(text), str(Path(docs) / "f1_vs_shots.png"), title=title)]
+    subset = re.search(r"subset of ([\d,]+) (?:of the [\d,]+ )?dev sentences", text)  # what the dev scores were measured on
+    ylabel = f"best dev F1\n(dev subset of {subset.group(1)} sentences)" if subset else "best dev F1"
+    drawn = [draw_f1_vs_shots(stats_from_table(text), str(Path(docs) / "f1_vs_shots.png"), title=title, ylabel=ylabel)]
     if steps_from:
         records = list(read_results(steps_from).values())
         shots = sorted({r["config"]["shots"] for r in records})
