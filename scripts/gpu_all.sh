@@ -1,14 +1,18 @@
 #!/usr/bin/env bash
 # Every GPU measurement in one go, each writing its results file, within one time budget:
 #
-#   scripts/gpu_all.sh [PART ...]     # parts, in this order by default: grid parity ft cuda-tests check
+#   scripts/gpu_all.sh [PART ...]
+#
+# Parts, by default in this order (by value: what runs out of time is last): grid parity-conll
+# parity-grid-encoder ft parity-wnut cuda-tests check.
 #
 # grid        scripts/bench_grid.py: the 300-run Figure-3 grid at roberta-large shape, extraction included
-# parity      scripts/compare_cuda_cpu.py on CUDA: every fusion, solo and packed, seeds 0-2, MiniLM over
-#             CoNLL-2003 and over the built-in WNUT-16 (the CPU side runs on any machine, the same command
-#             with --device cpu); and the grid's encoder, extra and concat at N = 8, on CUDA and this CPU
+# parity-conll, parity-wnut   scripts/compare_cuda_cpu.py on CUDA: every fusion, solo and packed, seeds
+#             0-2, MiniLM over CoNLL-2003 / the built-in WNUT-16 (the CPU side runs on any machine: the same
+#             command with --device cpu)
+# parity-grid-encoder         the grid's encoder: extra and concat at N = 8, on CUDA and on this CPU
 # ft          scripts/bench_ft_step.py: an FT step against the backbone alone, roberta-large shape and MiniLM
-# cuda-tests  pytest -m cuda
+# cuda-tests  pytest -m cuda, on the modules that hold them
 # check       scripts/gpu_check.py: every command as a user types it, on the built-in default
 #
 # Inputs (environment): ASSETS (default .gpu) holds minilm-fp16/ (all-MiniLM-L6-v2's weights and
@@ -63,19 +67,31 @@ from _common import build_encoder; build_encoder(Path('$ENCODER'), '$MINILM')"
     cp "$WORK/grid/grid.jsonl" "$RESULTS/bench_grid_gpu_runs.jsonl" 2>/dev/null
 }
 
-parity() {
-    part parity-conll 150 python3 scripts/compare_cuda_cpu.py --model "$MINILM" --data "$CONLL" --device cuda \
+parity_conll() {
+    part parity-conll 110 python3 scripts/compare_cuda_cpu.py --model "$MINILM" --data "$CONLL" --device cuda \
         --out "$WORK/parity/conll-cuda"
-    part parity-wnut 90 python3 scripts/compare_cuda_cpu.py --model "$MINILM" --device cuda \
+    keep_parity
+}
+
+parity_wnut() {
+    part parity-wnut 70 python3 scripts/compare_cuda_cpu.py --model "$MINILM" --device cuda \
         --out "$WORK/parity/wnut-cuda"
+    keep_parity
+}
+
+parity_grid_encoder() {
+    # is extra's dev F1 of 0 in the grid the random encoder's or the CUDA path's? the same runs on this CPU
     local entry; entry=$(ls -d "$WORK"/grid/cache/*/ 2>/dev/null | head -1)
-    if [ -n "$entry" ]; then
-        for device in cuda cpu; do
-            part "parity-grid-encoder-$device" 120 python3 scripts/compare_cuda_cpu.py --cache "$entry" \
-                --device $device --fusions extra,concat --shots 8 --epochs 25 --precision bf16 --modes solo \
-                --out "$WORK/parity/roberta-$device"
-        done
-    fi
+    [ -z "$entry" ] && return
+    for device in cuda cpu; do
+        part "parity-grid-encoder-$device" 100 python3 scripts/compare_cuda_cpu.py --cache "$entry" \
+            --device $device --fusions extra,concat --shots 8 --epochs 25 --precision bf16 --modes solo \
+            --out "$WORK/parity/roberta-$device"
+    done
+    keep_parity
+}
+
+keep_parity() {
     for f in "$WORK"/parity/*/records.jsonl; do
         [ -f "$f" ] && cp "$f" "$RESULTS/parity_$(basename "$(dirname "$f")").jsonl"
     done
@@ -84,25 +100,27 @@ parity() {
 ft() {
     local entry; entry=$(ls -d "$WORK"/grid/cache/*/ 2>/dev/null | head -1)
     for precision in bf16 fp32; do
-        [ -n "$entry" ] && part "ft-roberta-$precision" 60 python3 scripts/bench_ft_step.py --cache "$entry" \
+        [ -n "$entry" ] && part "ft-roberta-$precision" 50 python3 scripts/bench_ft_step.py --cache "$entry" \
             --steps 12 --precision $precision --project --report "$RESULTS/bench_ft_step_roberta_$precision.md"
     done
     local minilm; minilm=$(ls -d "$WORK"/parity/conll-cuda/cache/*/ 2>/dev/null | head -1)
     for precision in bf16 fp32; do
-        [ -n "$minilm" ] && part "ft-minilm-$precision" 45 python3 scripts/bench_ft_step.py --cache "$minilm" \
+        [ -n "$minilm" ] && part "ft-minilm-$precision" 35 python3 scripts/bench_ft_step.py --cache "$minilm" \
             --steps 12 --precision $precision --report "$RESULTS/bench_ft_step_minilm_$precision.md"
     done
 }
 
 cuda_tests() {
-    part cuda-tests 90 python3 -m pytest -q -m cuda -p no:cacheprovider tests
+    # the modules that hold the CUDA tests (collecting all of tests/ would import the slow tests' servers)
+    part cuda-tests 90 python3 -m pytest -q -m cuda -p no:cacheprovider tests/training/test_no_host_sync.py \
+        tests/training/test_store.py
 }
 
 check() {
     part gpu-check 240 python3 scripts/gpu_check.py --model "$MINILM" --json "$RESULTS/gpu_check_minilm.json"
 }
 
-for p in "${@:-grid parity ft cuda_tests check}"; do
+for p in "${@:-grid parity-conll parity-grid-encoder ft parity-wnut cuda-tests check}"; do
     for name in $p; do "${name//-/_}"; done
 done
 echo "== all parts: $(( $(date +%s) - START ))s; results in $RESULTS:"
