@@ -3,11 +3,17 @@
 The hidden states of a sentence do not depend on its labels, so one entry serves every labelling of
 its words. The entry's *primary* set is the ``labels`` array of each split, the one its key's
 dataset fingerprint covers (``ner``, or ``upos`` for a UD treebank; entries made before label sets
-existed have only it, and it is ``ner``). Every other set ``NAME`` is an array ``labels.NAME`` in
-each split, listed in the entry attribute ``label_sets`` with its label names, kind, fingerprint and
-the splits it covers. The listing is written last, in one attribute write, after every split's
-array: a set half-written by a killed run is not listed, so it is never read, and the next run
-writes it again. Adding a set writes labels only: no forward pass, hidden bytes untouched.
+existed have only it, and it is ``ner``). Every other set ``NAME`` is an array ``labels.NAME.v<k>``
+in each split, listed in the entry attribute ``label_sets`` with its label names, kind, version,
+array, per-split fingerprints and the splits it covers. The listing is written last, in one atomic
+attribute write, after every split's array: a set half-written by a killed run is not listed, so it
+is never read, and the next run writes it again. Adding a set writes labels only: no forward pass,
+hidden bytes untouched.
+
+A written version is never changed: relabelling writes version k + 1 beside it and switches the
+listing to it, so a reader keeps reading the arrays of the listing it opened. Relabelling some splits
+(``extract --splits test``) carries the other splits over into the new version: a set only grows.
+Versions no listing names are deleted once no reader has the entry open (`usage.readers_of`).
 
 Kinds: ``span`` sets (IOB2: NER, chunks) are scored by span F1 in conlleval's convention,
 ``token`` sets (POS, UPOS, XPOS, DEPREL) by token accuracy.
@@ -18,6 +24,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import LayerfuseError
+from .layout import is_remote
 from .store import SMALL_ARRAY_CODECS, files_of, open_group
 
 SPAN, TOKEN = "span", "token"
@@ -41,8 +48,11 @@ def listed(meta: dict) -> dict[str, dict]:
 
 
 def array_name(meta: dict, name: str) -> str:
-    """The array of set ``name`` in each split: ``labels`` for the primary set."""
-    return "labels" if name == primary_name(meta) else ARRAY_PREFIX + name
+    """The array of set ``name`` in each split: ``labels`` for the primary set, the listed version's for the
+    others (``labels.NAME`` in entries written before versions)."""
+    if name == primary_name(meta):
+        return "labels"
+    return ((meta.get(LISTING) or {}).get(name) or {}).get("array") or ARRAY_PREFIX + name
 
 
 def check_name(meta: dict, name: str, *, where: str) -> dict:
@@ -67,34 +77,59 @@ def view_meta(meta: dict, name: str | None, *, where: str) -> dict:
     return out
 
 
-def is_current(meta: dict, name: str, *, fingerprint: str, splits) -> bool:
-    """Whether set ``name`` is listed with this content and covers ``splits``."""
-    info = (meta.get(LISTING) or {}).get(name)
-    return bool(info) and info.get("fingerprint") == fingerprint and set(splits) <= set(info.get("splits", ()))
+def is_current(meta: dict, name: str, *, fingerprints: dict[str, str]) -> bool:
+    """Whether set ``name`` is listed with this content (``fingerprints``: split -> fingerprint) for every
+    split of ``fingerprints``; a listing from before per-split fingerprints never is (it is rewritten once)."""
+    listed_fps = ((meta.get(LISTING) or {}).get(name) or {}).get("split_fingerprints") or {}
+    return all(listed_fps.get(split) == fp for split, fp in fingerprints.items())
 
 
-def write_label_set(entry_path: str, name: str, *, kind: str, names: list[str], fingerprint: str,
+def write_label_set(entry_path: str, name: str, *, kind: str, names: list[str], fingerprints: dict[str, str],
                     labels: dict[str, np.ndarray]) -> None:
-    """Store set ``name`` (``labels``: split -> [rows] int label ids, negative = no label) and list it
-    once every split's array is written. Only labels are written."""
+    """Store set ``name`` (``labels``: split -> [rows] int label ids, negative = no label; ``fingerprints``:
+    split -> its content's fingerprint) as a new version, carrying over the listed version's other splits,
+    and list it once every split's array is written. Only labels are written."""
     if kind not in KINDS:
         raise LayerfuseError(f"label set {name!r}: kind {kind!r} is not one of {', '.join(KINDS)}")
     root = open_group(entry_path, mode="a")
-    if name == primary_name(dict(root.attrs)):
+    meta = dict(root.attrs)
+    if name == primary_name(meta):
         raise LayerfuseError(f"label set {name!r} is the primary set of {entry_path}: it is written with the rows")
+    old = (meta.get(LISTING) or {}).get(name)
+    labels, fingerprints = dict(labels), dict(fingerprints)
+    if old and old.get("kind") == kind and list(old.get("names", ())) == list(names):
+        for split in old.get("splits", ()):  # splits this run does not relabel keep their labels
+            if split not in labels:
+                labels[split] = root[split][array_name(meta, name)][:]
+                fingerprints[split] = (old.get("split_fingerprints") or {}).get(split)
+    version = int(old.get("version", 1)) + 1 if old else 1
+    key = f"{ARRAY_PREFIX}{name}.v{version}"
     for split, ids in labels.items():
         group = root[split]
         n_rows = int(group.attrs["n_rows"])
         if len(ids) != n_rows:
             raise LayerfuseError(f"label set {name!r}: {len(ids)} labels for the {n_rows} rows of split {split!r}")
-        key = ARRAY_PREFIX + name
-        if key in group:
+        if key in group:  # left unlisted by a killed run: nobody reads it
             del group[key]
         group.create_array(key, data=np.asarray(ids, dtype=np.int16), chunks=(max(1, min(n_rows, 262144)),),
                            compressors=SMALL_ARRAY_CODECS)
-    key = ARRAY_PREFIX + name
     files = {split: files_of(root[split], names=[key])[key] for split in labels}  # what readers must find
-    sets = dict(root.attrs.get(LISTING) or {})
-    sets[name] = {"names": list(names), "kind": kind, "fingerprint": fingerprint, "splits": sorted(labels),
-                  "files": files}
-    root.attrs[LISTING] = sets  # listed last: a set is read only once every split holds it
+    sets = dict(meta.get(LISTING) or {})
+    sets[name] = {"names": list(names), "kind": kind, "version": version, "array": key, "splits": sorted(labels),
+                  "split_fingerprints": fingerprints, "files": files}
+    root.attrs[LISTING] = sets  # listed last, in one atomic write: a set is read only once every split holds it
+    _drop_unlisted(entry_path, root, sets, keep={array_name(meta, name)} if old else set())
+
+
+def _drop_unlisted(entry_path: str, root, sets: dict, *, keep: set[str]) -> None:
+    """Delete label arrays no listing names (but ``keep``, the version just replaced, which an HTTP client
+    that holds no lock may still read), once no local reader has the entry open: one that opened an older
+    listing holds the entry (`usage.hold`) and keeps reading the version it opened."""
+    from .usage import readers_of
+
+    if is_remote(entry_path) or readers_of(entry_path) != []:  # None: cannot tell, so keep them
+        return
+    keep = keep | {info.get("array") or ARRAY_PREFIX + n for n, info in sets.items()}
+    for _, group in root.groups():
+        for key in [k for k, _ in group.arrays() if k.startswith(ARRAY_PREFIX) and k not in keep]:
+            del group[key]

@@ -165,6 +165,8 @@ def remove(path: str) -> None:
         fs, p = fsspec.core.url_to_fs(path)
         fs.rm(p, recursive=True)
         return
+    if being_written(path):  # before the lock: a removal that will not happen never turns a reader away
+        raise EntryInUse(path, "being written by an extract")
     with exclusive(path):  # held until the directory is gone: a reader opening it meanwhile waits, then fails
         if being_written(path):
             raise EntryInUse(path, "being written by an extract")
@@ -236,7 +238,7 @@ def _missing_files(path: str, group) -> list[str]:
         files = dict(g.attrs.get("files") or {})
         for name, info in sets.items():
             if split in (info.get("files") or {}):
-                files[label_sets.ARRAY_PREFIX + name] = info["files"][split]
+                files[label_sets.array_name(dict(group.attrs), name)] = info["files"][split]
         store.expect(split, files)
         arrays = {name for name, _ in g.arrays()}
         for name, keys in sorted(files.items()):

@@ -368,7 +368,7 @@ def expect_files(entry: CacheEntry, split: str, attrs: dict) -> None:
     for name, info in (entry.stored_meta.get(label_sets.LISTING) or {}).items():
         keys = (info.get("files") or {}).get(split)
         if keys is not None:
-            store.expect(split, {label_sets.ARRAY_PREFIX + name: keys})
+            store.expect(split, {label_sets.array_name(entry.stored_meta, name): keys})
 
 
 def rows_of(offsets: np.ndarray, sentences) -> np.ndarray:

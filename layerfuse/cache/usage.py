@@ -84,14 +84,39 @@ def in_use(path: str) -> bool:
 
 
 def busy(path: str) -> str | None:
-    """Why ``path`` may not be removed now (a reader has it open, an `extract` is writing it), or None."""
+    """Why ``path`` may not be removed now (a reader has it open, an `extract` is writing it), or None.
+    Only looks: the kernel's lock table is read, no lock taken, so a reader opening the entry meanwhile
+    is never turned away (where the system keeps no such table, the lock is tried for an instant)."""
     if being_written(path):
         return "being written by an extract"
+    fd = _open_dir(path)
+    held = None if fd is None else _holders(fd)
+    if fd is not None:
+        os.close(fd)
+    if held is None:
+        try:
+            with exclusive(path):
+                return None
+        except EntryInUse as exc:
+            return exc.reason
+    if held["WRITE"]:
+        return "being removed"
+    if held["READ"]:
+        return f"open by a reader (process {', '.join(map(str, held['READ']))})"
+    return None
+
+
+def readers_of(path: str) -> list[int] | None:
+    """Process ids that hold the local entry ``path`` open (its shared lock), read without taking any lock;
+    None where the system does not say (no lock table, a remote entry)."""
+    fd = _open_dir(path)
+    if fd is None:
+        return None
     try:
-        with exclusive(path):
-            return None
-    except EntryInUse as exc:
-        return exc.reason
+        held = _holders(fd)
+    finally:
+        os.close(fd)
+    return None if held is None else held["READ"] + held["WRITE"]
 
 
 class EntryInUse(LayerfuseError):
@@ -172,19 +197,25 @@ def exclusive(path: str):
 def readers(fd: int) -> list[int]:
     """Process ids holding a shared flock on the file of ``fd``, from /proc/locks (Linux; [] elsewhere).
     The ids are those of the processes that took the locks, as the kernel records them."""
+    return (_holders(fd) or {"READ": []})["READ"]
+
+
+def _holders(fd: int) -> dict[str, list[int]] | None:
+    """{"READ": pids, "WRITE": pids} of the flocks held on the file of ``fd``, from /proc/locks; None
+    where it cannot be read (not Linux)."""
     st = os.fstat(fd)
     inode = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
     try:
         with open("/proc/locks") as f:
             lines = f.read().splitlines()
     except OSError:
-        return []
-    pids = set()
+        return None
+    held = {"READ": set(), "WRITE": set()}
     for line in lines:
-        cols = line.split()
-        if len(cols) >= 6 and cols[1] == "FLOCK" and cols[3] == "READ" and cols[5] == inode:
-            pids.add(int(cols[4]))
-    return sorted(pids)
+        cols = line.split()  # a waiter's line reads "N: -> FLOCK ...": it holds nothing and is skipped
+        if len(cols) >= 6 and cols[1] == "FLOCK" and cols[3] in held and cols[5] == inode:
+            held[cols[3]].add(int(cols[4]))
+    return {mode: sorted(pids) for mode, pids in held.items()}
 
 
 def _open_dir(path: str) -> int | None:

@@ -233,15 +233,15 @@ class TaggedDataset:
                                   f"{', '.join(self.label_set_names)}")
         return self.label_sets[name]
 
-    def label_fingerprint(self, name: str) -> str:
-        """sha256 hex of one label set's names and tags over every split read (with the words'
-        fingerprint, so a set is never attached to other words)."""
+    def label_fingerprints(self, name: str) -> dict[str, str]:
+        """{split: sha256 hex of one label set's names and that split's tags} for every split read (with
+        the words' fingerprint, so a set is never attached to other words). Per split, so that reading
+        some splits again (``--splits test``) tells which of a stored set's splits it changes."""
         column = self.column(name)
-        digest = hashlib.sha256(json.dumps({"format": 1, "set": name, "kind": column.kind, "names": column.names,
-                                            "words": self.fingerprint()}).encode())
-        for split, tags in column.tags.items():
-            digest.update(json.dumps({"split": split, "tags": tags}, ensure_ascii=False).encode("utf-8"))
-        return digest.hexdigest()
+        head = json.dumps({"format": 1, "set": name, "kind": column.kind, "names": column.names,
+                           "words": self.fingerprint()}).encode()
+        return {split: hashlib.sha256(head + json.dumps({"split": split, "tags": tags}, ensure_ascii=False)
+                                      .encode("utf-8")).hexdigest() for split, tags in column.tags.items()}
 
     @property
     def entity_types(self) -> list[str]:

@@ -152,14 +152,14 @@ def write_label_sets(path: str, dataset, names: list[str], *, log=print) -> list
     meta, splits = dict(group.attrs), list(dataset.splits)
     written = []
     for name in names:
-        fingerprint = dataset.label_fingerprint(name)
-        if label_sets.is_current(meta, name, fingerprint=fingerprint, splits=splits):
+        fingerprints = dataset.label_fingerprints(name)
+        if label_sets.is_current(meta, name, fingerprints=fingerprints):
             continue
         column = dataset.column(name)
         index = {label: i for i, label in enumerate(column.names)}
         ids = {split: _row_labels(group[split], [np.array([index[t] for t in tags], dtype=np.int16)
                                                  for tags in column.tags[split]]) for split in splits}
-        label_sets.write_label_set(path, name, kind=column.kind, names=column.names, fingerprint=fingerprint,
+        label_sets.write_label_set(path, name, kind=column.kind, names=column.names, fingerprints=fingerprints,
                                    labels=ids)
         log(f"label set {name!r} ({column.kind}, {len(column.names)} labels) stored for {', '.join(splits)}")
         written.append(name)

@@ -119,3 +119,41 @@ def test_an_entry_removed_while_being_opened_is_an_error_not_an_empty_entry(entr
     thread.join(30)
     [error] = outcome
     assert isinstance(error, LayerfuseError) and "removed" in str(error), error
+
+
+def test_checks_never_turn_a_reader_away(entry, monkeypatch):
+    """`gc --dry-run` and `busy` (what `ls`, `info` and `/api/entries` report as in use) only look: they
+    take no exclusive lock, so a reader opening the entry at that instant is never told "being removed"."""
+    import threading
+
+    exclusive, real = [], usage.fcntl.flock
+
+    def flock(fd, op):
+        if op & usage.fcntl.LOCK_EX:
+            exclusive.append(op)
+        return real(fd, op)
+
+    monkeypatch.setattr(usage.fcntl, "flock", flock)
+    gc = CliRunner().invoke(main, ["gc", "--max-size", "0", "--dry-run", "--cache-dir", os.path.dirname(entry)])
+    assert gc.exit_code == 0, gc.output
+    assert usage.busy(entry) is None and exclusive == []
+    with open_entry(entry):
+        assert usage.busy(entry).startswith("open by a reader (process ")
+    turned_away, stop = [], threading.Event()
+
+    def poll():
+        while not stop.is_set():
+            usage.busy(entry)
+
+    poller = threading.Thread(target=poll)
+    poller.start()
+    try:
+        for _ in range(300):  # readers arriving while another process checks the entry in a tight loop
+            try:
+                usage.hold(entry, wait=False).release()
+            except usage.EntryInUse:
+                turned_away.append(1)
+    finally:
+        stop.set()
+        poller.join()
+    assert turned_away == [] and exclusive == []

@@ -296,3 +296,37 @@ def test_hf_pos_and_chunk_columns_become_label_sets(tmp_path):
     assert data.label_set_names == ["ner", "pos", "chunk"]
     assert data.column("pos").tags["dev"] == [["NNP", "VB"]]  # the empty row is skipped, as for the words
     assert data.column("chunk").kind == "span" and data.column("chunk").tags["train"] == [["B-NP", "B-VP"]]
+
+
+def test_extracting_some_splits_adds_to_a_set_never_shrinks_it(tiny_bert_dir, conll4_dir, tmp_path):
+    path = _extract(tiny_bert_dir, conll4_dir, tmp_path).path
+    before = open_entry(path).with_labels("chunk").split("train").labels
+    _extract(tiny_bert_dir, conll4_dir, tmp_path, splits=("test",), labels=("chunk",))
+    entry = open_entry(path)
+    assert entry.label_sets["chunk"]["splits"] == ["dev", "test", "train"]
+    np.testing.assert_array_equal(entry.with_labels("chunk").split("train").labels, before)
+
+
+def test_a_label_set_rewritten_under_a_reader_keeps_the_readers_version(tiny_bert_dir, conll4_dir, tmp_path):
+    data_dir = tmp_path / "data"
+    data_dir.mkdir()
+    for f in conll4_dir.iterdir():
+        (data_dir / f.name).write_text(f.read_text())
+    path = _extract(tiny_bert_dir, data_dir, tmp_path / "root").path
+    reader = open_entry(path).with_labels("chunk")  # holds the names and the version it opened
+    names, ids = reader.label_names, {s: reader.split(s).labels for s in ("train", "dev")}
+    for f in data_dir.iterdir():  # another labelling of the same words: NP and VP swapped
+        f.write_text(f.read_text().replace("I-NP", "I-TMP").replace("I-VP", "I-NP").replace("I-TMP", "I-VP"))
+    assert _extract(tiny_bert_dir, data_dir, tmp_path / "root").label_sets == ["chunk"]
+    fresh = open_entry(path).with_labels("chunk")
+    assert fresh.label_names == names  # the same names, other ids: only a mixed read would hide it
+    assert (fresh.split("train").labels != ids["train"]).any()
+    assert reader.label_names == names
+    for split in ("train", "dev"):  # read again after the rewrite (a fresh split object), still its version's
+        np.testing.assert_array_equal(reader.split(split).labels, ids[split])
+    reader.close(), fresh.close()
+    for f in data_dir.iterdir():  # a third version, no reader left: only the listed and the replaced one stay
+        f.write_text(f.read_text().replace("I-NP", "I-ADJP"))
+    _extract(tiny_bert_dir, data_dir, tmp_path / "root")
+    train = zarr.open_group(path, mode="r")["train"]
+    assert sorted(k for k, _ in train.arrays() if k.startswith("labels.chunk")) == ["labels.chunk.v2", "labels.chunk.v3"]
