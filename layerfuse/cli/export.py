@@ -12,13 +12,24 @@ from .errors import friendly_errors
 @click.option("--out", required=True, type=click.Path(file_okay=False),
               help="Folder to write (config.json, model.safetensors, the tokenizer, README.md).")
 @click.option("--device", default=None, help="torch device for loading. Default: cpu.")
+@click.option("--run", "run", default=None, metavar="RUN_ID",
+              help="HEAD is a sweep's --out folder: the run whose kept head to export (its run_id in results.jsonl).")
+@click.option("--best", is_flag=True,
+              help="HEAD is a sweep's --out folder: the kept head with the best dev score; with --run, the best "
+                   "of that run's cell (the same setting, any seed).")
 @friendly_errors
-def main(head, out, device):
-    """Write HEAD (a run's JSON record or its head checkpoint) with its backbone as a transformers
-    model: AutoModelForTokenClassification.from_pretrained(OUT) and
+def main(head, out, device, run, best):
+    """Write HEAD (a run's JSON record or its head checkpoint, or with --run/--best a sweep's folder)
+    with its backbone as a transformers model: AutoModelForTokenClassification.from_pretrained(OUT) and
     pipeline("token-classification", model=OUT) load it once layerfuse is imported."""
+    import os
+
+    from ..experiments.heads import sweep_head
+    from ..experiments.results import RESULTS
     from ..hf.export import export_head
 
+    if run is not None or best or os.path.isfile(os.path.join(head, RESULTS)):
+        head = sweep_head(head, run=run, best=best)
     folder = export_head(head, out, device=device)
     click.echo(f"exported {head} -> {folder} (load: import layerfuse; "
                f"transformers.pipeline('token-classification', model={folder!r}))")

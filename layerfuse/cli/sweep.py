@@ -9,6 +9,7 @@ import os
 import click
 
 from ..errors import LayerfuseError
+from ..experiments.heads import KEEP_HEADS, SWEEP_KEEPS
 from ..fusions.dwatt import LAYER_SCORES
 from ..fusions.registry import FUSIONS, fusions_that_pack
 from ..tasks import task_of
@@ -69,22 +70,28 @@ from .options import (
 @click.option("--ray", "ray_address", is_flag=False, flag_value="local", default=None,
               help="Run every run as a Ray task: --ray alone starts Ray here, --ray ADDRESS joins a cluster.")
 @click.option("--out", default=os.path.join("runs", "sweep"), show_default=True, help="Results folder.")
+@click.option("--keep-heads", type=click.Choice(KEEP_HEADS), default=SWEEP_KEEPS, show_default=True,
+              help="Heads to keep in OUT/heads, for `layerfuse export OUT --run RUN_ID` or `--best`: the best run "
+                   "of each cell (a setting's trials) by dev score, every run's, or none.")
 @cache_options
 @masking_options
 @click.option("--report", "report_only", is_flag=True, help="Only render the table and plots from the results file.")
-@click.option("--curve-shots", default=None, help="N values for the F1-vs-step plot. Default: smallest and largest.")
+@click.option("--curve-shots", default=None,
+              help="N values (or all) for the F1-vs-step plot. Default: smallest and largest (all when no run "
+                   "has an N).")
 @click.option("--per-lr", is_flag=True, help="Also print one table per learning rate.")
 @protocol_option
 @quiet_option
 @friendly_errors
 def main(task, labels, fusions, shots, epochs, trials, lrs, layer_scores, batch_size, layers, extra_layers, query_layer,
-         eval_points, dev_sentences, precision, workers, pack, ray_address, out, cache, model, dataset, cache_dir,
-         block_size, mask_seed, mlm_probability, report_only, curve_shots, per_lr, protocol, quiet):
+         eval_points, dev_sentences, precision, workers, pack, ray_address, out, keep_heads, cache, model, dataset,
+         cache_dir, block_size, mask_seed, mlm_probability, report_only, curve_shots, per_lr, protocol, quiet):
     """Run fusion x N-shot x epoch cap x trial from one cache (skipping runs already done)."""
     from ..experiments.report import render
     from ..experiments.results import RESULTS, read_results
+    from .progress import show_progress
 
-    curve = parse_list(curve_shots, name="curve-shots") if curve_shots else None
+    curve = parse_list(curve_shots, name="curve-shots", cast=parse_shots) if curve_shots else None
     if report_only:
         records = list(read_results(os.path.join(out, RESULTS)).values())
         if not records:
@@ -118,14 +125,22 @@ def main(task, labels, fusions, shots, epochs, trials, lrs, layer_scores, batch_
             from ..training.runtime import pick_device
 
             pack = default_pack(entry, configs, pick_device(None))
-        records = list(run_sweep(entry, configs, out=out, workers=workers, ray=ray_address, progress=not quiet,
-                                 log=say, pack=pack).values())
+        records = list(run_sweep(entry, configs, out=out, workers=workers, ray=ray_address,
+                                 progress=show_progress(quiet), log=say, pack=pack, keep_heads=keep_heads).values())
+        _say_kept(records, out)
         if task_of(task).labels_from_data:  # nu needs classes; an MLM entry's labels are the vocabulary
             _save_layer_scores(entry, layers, out)
     paths = render(records, out, curve_shots=curve, per_lr=per_lr, nu=_layer_scores(out))
     with open(paths["table"], encoding="utf-8") as f:
         click.echo(f.read())
     click.echo("plots: " + ", ".join(p for k, p in paths.items() if k != "table"))
+
+
+def _say_kept(records: list[dict], out: str) -> None:
+    kept = [r for r in records if r.get("checkpoint")]
+    if kept:
+        say(f"{len(kept)} head{'s' if len(kept) > 1 else ''} kept in {os.path.join(out, 'heads')}; "
+            f"export the best: layerfuse export {out} --best --out models/NAME")
 
 
 def _save_layer_scores(entry, layers: str | None, out: str) -> None:

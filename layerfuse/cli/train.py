@@ -143,8 +143,14 @@ def main(cache, model, dataset, cache_dir, out, dry_run, verbose, quiet, protoco
     data = _load(entry, config)
     load_seconds = time.perf_counter() - t0
     from ..training.loop import train_head
+    from .progress import TrainBar, show_progress
 
-    result = train_head(config, data, log=say if verbose else None)
+    bar = TrainBar(run_name(config)) if show_progress(quiet) else None
+    try:
+        result = train_head(config, data, log=(bar.write if bar else say) if verbose else None, progress=bar)
+    finally:
+        if bar:
+            bar.close()
     stem = _save(result, data, entry, config, out=out, load_seconds=load_seconds)
     click.echo(f"{config.fusion} shots={config.shots or 'all'} epochs={config.epochs} seed={config.seed}: "
                f"{_scores(result)}, {result.params:,} params, {result.seconds['total']:.1f} s -> {stem}.json")

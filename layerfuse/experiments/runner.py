@@ -25,10 +25,11 @@ from ..display import f1_points
 from ..errors import LayerfuseError
 from ..training.config import TrainConfig
 from .claims import Claims
+from .heads import KEEP_HEADS, heads_dir, record_run, save_run_head
 from .loaders import check_samples, load_cached
 from .packs import pack_runs, packed
 from .queue import POLL_S, claimed
-from .results import append_result, read_results, run_id
+from .results import read_results, run_id
 
 Loader = Callable[[object, list], object]  # (CacheEntry, configs) -> data for train_head
 Annotate = Callable[[TrainConfig, object, dict], None]  # (config, its data, its record): adds to the record
@@ -53,7 +54,7 @@ def grid(*, fusions, shots, epochs, trials: int, base: TrainConfig, **axes) -> l
 def run_grid(entry, configs: list[TrainConfig], *, results: str, workers: int | None = None,
              load: Loader = load_cached, load_per_run: bool = False, annotate: Annotate | None = None,
              ray: str | None = None, on_record=None, progress: bool = True, log=print,
-             pack: int = 1) -> dict[str, dict]:
+             pack: int = 1, keep_heads: str = "none") -> dict[str, dict]:
     """Run every config not yet in ``results`` (a JSON-lines file) on ``entry``; returns the records
     of ``configs`` by run id, in their order. ``workers``: processes (None = one per core, 0 = this
     process); ``ray``: an address (or "local") to run each run as a Ray task instead.
@@ -62,11 +63,14 @@ def run_grid(entry, configs: list[TrainConfig], *, results: str, workers: int | 
     record)`` runs where the run ran, beside its data (a top-level function, so workers get it by
     name); ``on_record(config, record)`` runs here as each run finishes. ``pack``: train up to this many
     runs that differ in seed, N, rate or epoch cap together (`layerfuse.training.packed`; 1 = one run
-    at a time)."""
+    at a time). ``keep_heads``: none, best (of each cell) or all: which runs' heads stay in ``heads/``
+    beside ``results``, named by each record's ``checkpoint`` (`layerfuse.experiments.heads`)."""
     from tqdm.auto import tqdm
 
     if pack > 1 and load_per_run:
         raise LayerfuseError("pack > 1 trains runs on data loaded once per executor; load_per_run times each alone")
+    if keep_heads not in KEEP_HEADS:
+        raise LayerfuseError(f"keep_heads {keep_heads!r} is not one of {', '.join(KEEP_HEADS)}")
 
     done = {rid: r for rid, r in read_results(results).items() if r.get("cache_key") in (None, entry.meta.get("key"))}
     todo = [c for c in configs if run_id(c) not in done]
@@ -74,7 +78,8 @@ def run_grid(entry, configs: list[TrainConfig], *, results: str, workers: int | 
     if len(todo) < len(configs):
         log(f"{len(configs) - len(todo)} of {len(configs)} runs already in {results}; running the other {len(todo)}")
     bar = tqdm(total=len(configs), initial=len(configs) - len(todo), unit="run", desc="runs", disable=not progress)
-    job = _Job(entry.path, load, per_run=load_per_run, annotate=annotate)
+    job = _Job(entry.path, load, per_run=load_per_run, annotate=annotate,
+               heads=None if keep_heads == "none" else heads_dir(results))
     claims = Claims(os.path.dirname(os.path.abspath(results))).start()
     try:
         if pack > 1:  # the members of a pack next to each other, claimed one by one, gathered back
@@ -85,7 +90,7 @@ def run_grid(entry, configs: list[TrainConfig], *, results: str, workers: int | 
             queue, run = claimed(todo, claims, results=results, done=done), _run_one
         for config, record in _records(_results(job, todo, queue, workers=workers, ray=ray, run=run), pack > 1):
             record["cache_path"] = entry.path
-            append_result(results, record)
+            record = record_run(results, record, keep=keep_heads)
             claims.release(record["run_id"])  # in the file now: nobody needs the claim
             done[record["run_id"]] = record
             if on_record:
@@ -95,7 +100,9 @@ def run_grid(entry, configs: list[TrainConfig], *, results: str, workers: int | 
     finally:
         claims.stop()  # a failed or interrupted run goes back to whoever comes next
         bar.close()
-    done.update({rid: r for rid, r in read_results(results).items() if rid not in done})  # others' runs
+    for rid, r in read_results(results).items():  # others' runs, and the last word on what each kept
+        if rid not in done or r.get("cache_key") == done[rid].get("cache_key"):
+            done[rid] = r
     return {run_id(c): done[run_id(c)] for c in configs if run_id(c) in done}
 
 
@@ -139,6 +146,7 @@ class _Job:
     load: Loader
     per_run: bool = False  # load(entry, [config]) for each run, timed into its record
     annotate: Annotate | None = None
+    heads: str | None = None  # the folder each run writes its head into (the parent keeps or deletes it)
 
 
 _DATA = None
@@ -189,7 +197,10 @@ def _run_one(job: _Job, config: TrainConfig) -> dict:
     t0 = time.perf_counter()
     data = job.load(entry, [config]) if job.per_run else _DATA
     loaded = time.perf_counter()
-    record = train_head(config, data, keep_head=False).to_dict()  # a grid keeps records, not weights
+    result = train_head(config, data, keep_head=job.heads is not None)
+    if job.heads:
+        save_run_head(result, data, config, folder=job.heads)
+    record = result.to_dict()
     record["run_id"] = run_id(config)
     if job.per_run:  # the run's own reads are part of its cost
         record.update(load_seconds=loaded - t0, wall_seconds=time.perf_counter() - t0)
@@ -205,7 +216,9 @@ def _run_pack(job: _Job, configs: tuple) -> list[dict]:
     if len(configs) == 1:
         return [_run_one(job, configs[0])]
     records = []
-    for config, result in zip(configs, train_pack(list(configs), _DATA, keep_head=False)):
+    for config, result in zip(configs, train_pack(list(configs), _DATA, keep_head=job.heads is not None)):
+        if job.heads:
+            save_run_head(result, _DATA, config, folder=job.heads)
         record = result.to_dict()
         record["run_id"] = run_id(config)
         if job.annotate:

@@ -35,17 +35,21 @@ PACK_MULTIPLE = 32  # training batches are padded to a multiple of this many row
 
 
 def train_head(config: TrainConfig, data: RunData, *, log=None, keep_head: bool = True,
-               keep_tagger: bool | None = None) -> RunResult:
+               keep_tagger: bool | None = None, progress=None) -> RunResult:
     """Sample, build, train and evaluate one head; returns its `RunResult`, with the head at its
     best dev point in ``.tagger`` unless ``keep_head`` is False (sweeps: no copies kept).
-    ``keep_tagger`` is the former name of ``keep_head`` and still accepted."""
+    ``keep_tagger`` is the former name of ``keep_head`` and still accepted. ``progress``: told
+    ``start(total_steps)``, ``step(loss tensor)`` after each step and ``evaluated(record)`` after each
+    dev evaluation (`layerfuse.cli.progress.TrainBar`)."""
     if keep_tagger is not None:
         keep_head = keep_tagger
     t_start = time.perf_counter()
     keep_freed_memory()  # process-wide, once: steps reuse freed activations instead of page-faulting
     apply_thread_setting()
     run = prepare_run(config, data)
-    book = Book(log=log)
+    book = Book(log=log, on_eval=progress.evaluated if progress else None)
+    if progress:
+        progress.start(run.total_steps)
     if run.total_steps == 0:
         book.evaluate(run, step=0, epoch=0)
     step = 0
@@ -57,6 +61,8 @@ def train_head(config: TrainConfig, data: RunData, *, log=None, keep_head: bool 
             train_step(run, step_order)
             step += 1
             book.add_loss(run.last_loss)
+            if progress:
+                progress.step(run.last_loss)
             if run.eval_due(step):
                 book.clock["train"] += now(run.device) - t0
                 book.evaluate(run, step=step, epoch=epoch)
@@ -281,6 +287,7 @@ class Book:
     clock: dict = field(default_factory=lambda: {"train": 0.0, "eval": 0.0})
     loss_sum: torch.Tensor | None = None
     loss_n: int = 0
+    on_eval: object = None  # called with each evaluation's record (a progress bar)
 
     def add_loss(self, loss: torch.Tensor) -> None:
         self.loss_sum = loss.clone() if self.loss_sum is None else self.loss_sum + loss
@@ -308,6 +315,8 @@ class Book:
             self.best_state = {k: v.detach().clone() for k, v in state().items()}
         if self.log:
             self.log(f"step {step} epoch {epoch}: {run.task.describe(scores)}")
+        if self.on_eval:
+            self.on_eval(self.evals[-1])
 
     def restore_best(self, run: Run) -> None:
         if self.best_state is not None:

@@ -1,0 +1,166 @@
+"""The heads a sweep keeps (`sweep --keep-heads`), so that its winners can leave the tool (`export`).
+
+A cell is one setting of the grid but for its seed: the trials of one fusion, N, epoch cap, rate, ...
+``best`` keeps the head of the best run of each cell by its best dev score (F1 or token accuracy,
+higher; perplexity, lower; ties: the run that finished first), ``all`` every run's, ``none`` none.
+
+A kept head lies in the sweep's folder as `train-head` writes one: ``heads/<run id>.head.safetensors``
+and ``.head.json`` (the checkpoint), and ``heads/<run id>.json``, its run record. Paths are relative
+to the file that names them: a line of ``results.jsonl`` says ``"checkpoint": "heads/<id>.head.safetensors"``,
+the run record beside the head ``"<id>.head.safetensors"``; a folder moved or copied whole still
+exports. Each run's head is written where it trained (a worker, a Ray task), then kept or deleted
+here as the run is recorded: at most one head per cell is on disk under ``best``, plus those in flight.
+When a run beats its cell's kept one, the older run's line is appended again with ``checkpoint``
+null and ``superseded_by`` the new run (`read_results` keeps a run's last line), and its files go.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import math
+import os
+from contextlib import contextmanager
+
+from ..errors import LayerfuseError
+from ..tasks import task_of
+from .results import RESULTS, append_result, read_results, run_id
+
+KEEP_HEADS = ("none", "best", "all")
+SWEEP_KEEPS = "best"  # what `sweep` keeps unless told (scripts' grids, `run_grid`, keep none)
+HEADS = "heads"  # the folder of kept heads, beside results.jsonl
+
+
+def heads_dir(results: str) -> str:
+    return os.path.join(os.path.dirname(os.path.abspath(results)), HEADS)
+
+
+def head_files(folder: str, rid: str) -> tuple[str, str, str]:
+    """(weights, checkpoint JSON, run record) of run ``rid``'s head in the heads ``folder``."""
+    stem = os.path.join(folder, rid)
+    return stem + ".head.safetensors", stem + ".head.json", stem + ".json"
+
+
+def save_run_head(result, data, config, *, folder: str) -> None:
+    """Write the head of a finished run (``result.tagger``, at its best dev point) as a checkpoint in
+    ``folder``, named by its run id; where the run trained, so no weights travel between processes."""
+    from ..training.checkpoint import save_checkpoint
+
+    task = task_of(config)
+    best = "best_dev_accuracy" if result.best_dev_accuracy is not None else f"best_dev_{task.headline}"
+    extra = {best: getattr(result, best), "best_step": result.best_step}
+    if not task.is_default:  # NER checkpoints name no task, as train-head writes them
+        extra = {"task": task.name, **extra}
+    weights, _, _ = head_files(folder, run_id(config))
+    save_checkpoint(weights[: -len(".safetensors")], result.tagger, tagger_kwargs=result.tagger_kwargs,
+                    layers=result.layers, label_names=data.label_names, cache_meta=data.meta, cache_path=data.path,
+                    config=config.record(), extra=extra)
+
+
+def cell_of(config: dict) -> str:
+    """A cell's name: the run id its seed-0 trial has (every other field of the setting is in it)."""
+    return run_id({**config, "seed": 0})
+
+
+def dev_rank(record: dict) -> float:
+    """The record's best dev score as "higher is better"."""
+    if record.get("best_dev_accuracy") is not None:
+        return record["best_dev_accuracy"]
+    if record.get("best_dev_ppl") is not None:
+        return -record["best_dev_ppl"]
+    f1 = record.get("best_dev_f1")
+    return -math.inf if f1 is None or math.isnan(f1) else f1
+
+
+@contextmanager
+def _locked(folder: str):
+    """One sweep at a time decides what a folder keeps (sweeps may share an --out)."""
+    os.makedirs(folder, exist_ok=True)
+    fd = os.open(os.path.join(folder, ".lock"), os.O_WRONLY | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+def record_run(results: str, record: dict, *, keep: str) -> dict:
+    """Append ``record`` to ``results``, with its ``checkpoint`` (relative to the results file, or None)
+    unless ``keep`` is none,
+    after keeping or deleting the head its run wrote under ``keep`` (see the module's doc). Returns
+    the record as appended."""
+    folder = heads_dir(results)
+    rid = record["run_id"]
+    if keep == "none":  # the record as it always was: no checkpoint
+        append_result(results, record)
+        return record
+    with _locked(folder):
+        rival = None
+        if keep == "best":
+            cell = cell_of(record["config"])
+            rival = next((r for r in read_results(results).values()
+                          if r.get("checkpoint") and r["run_id"] != rid
+                          and r.get("cache_key") == record.get("cache_key") and cell_of(r["config"]) == cell), None)
+        if rival is not None and dev_rank(record) <= dev_rank(rival):  # the kept one stays: first best wins ties
+            _delete(folder, rid)
+            record = {**record, "checkpoint": None, "superseded_by": rival["run_id"]}
+            append_result(results, record)
+            return record
+        from ..training.checkpoint import file_sha256
+
+        weights, _, run_record = head_files(folder, rid)
+        record = {**record, "head_sha256": file_sha256(weights)}  # export checks it is this run's head
+        with open(run_record, "w", encoding="utf-8") as f:  # beside the head, as train-head writes it
+            json.dump({**record, "checkpoint": os.path.basename(weights)}, f, indent=2)
+        record = {**record, "checkpoint": os.path.relpath(weights, os.path.dirname(os.path.abspath(results)))}
+        append_result(results, record)
+        if rival is not None:
+            append_result(results, {**rival, "checkpoint": None, "head_sha256": None, "superseded_by": rid})
+            _delete(folder, rival["run_id"])
+        return record
+
+
+def _delete(folder: str, rid: str) -> None:
+    for path in head_files(folder, rid):
+        if os.path.exists(path):
+            os.remove(path)
+
+
+def sweep_head(folder: str, *, run: str | None = None, best: bool = False) -> str:
+    """The run record of a head a sweep kept in ``folder`` (its --out), for `export`: run ``run``'s;
+    with ``best``, the best kept run of ``run``'s cell, or without ``run`` the best kept run of the sweep."""
+    results = os.path.join(folder, RESULTS)
+    if not os.path.isfile(results):
+        raise LayerfuseError(f"{folder} holds no {RESULTS}: not the --out folder of a sweep")
+    records = read_results(results)
+    kept = {rid: r for rid, r in records.items() if r.get("checkpoint")}
+    if run is None and not best:
+        raise LayerfuseError(f"{folder} is a sweep's folder: name one of its runs with --run RUN_ID, or --best")
+    if run is not None and run not in records:
+        raise LayerfuseError(f"no run {run!r} in {results}" + _listed(kept))
+    if best:
+        cell = cell_of(records[run]["config"]) if run is not None else None
+        pool = [r for r in kept.values() if cell is None or cell_of(r["config"]) == cell]
+        if not pool:
+            where = f"run {run}'s cell" if run is not None else folder
+            raise LayerfuseError(f"no head kept for {where} (the sweep ran with --keep-heads none?)")
+        record = max(pool, key=dev_rank)
+    else:
+        record = records[run]
+        if not record.get("checkpoint"):
+            better = record.get("superseded_by")
+            why = (f"run {better} of its cell scored better on dev (export it: --run {better}, or --best)" if better
+                   else "the sweep ran with --keep-heads none")
+            raise LayerfuseError(f"run {run} in {folder} kept no head: {why}")
+    weights = os.path.join(folder, record["checkpoint"])
+    beside = weights[: -len(".head.safetensors")] + ".json" if weights.endswith(".head.safetensors") else None
+    if not os.path.isfile(weights):
+        raise LayerfuseError(f"run {record['run_id']}'s head {weights} is missing")
+    return beside if beside and os.path.isfile(beside) else weights
+
+
+def _listed(kept: dict) -> str:
+    ids = sorted(kept)
+    if not ids:
+        return " (it kept no heads)"
+    return f"; runs with a kept head: {', '.join(ids[:5])}{f' and {len(ids) - 5} more' if len(ids) > 5 else ''}"

@@ -1,0 +1,106 @@
+"""A sweep keeps the heads its user wants (`--keep-heads`), named in results.jsonl by paths relative to it,
+and `layerfuse export` takes a sweep's folder with a run id or --best: a sweep's winner leaves the tool as a
+transformers model."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+
+import pytest
+from click.testing import CliRunner
+
+from layerfuse.cli.main import main as cli
+from layerfuse.errors import LayerfuseError
+from layerfuse.experiments.heads import cell_of, head_files, heads_dir, record_run, sweep_head
+from layerfuse.experiments.results import RESULTS, read_results, run_id
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+
+def _config(seed, fusion="concat"):
+    return {"fusion": fusion, "shots": 2, "epochs": 2, "seed": seed, "lr": 1e-3}
+
+
+def _finished(results, seed, f1, fusion="concat"):
+    """A run's record, and the head files its worker would have written."""
+    config = _config(seed, fusion)
+    rid = run_id(config)
+    folder = heads_dir(str(results))
+    os.makedirs(folder, exist_ok=True)
+    for path in head_files(folder, rid)[:2]:
+        open(path, "w").close()
+    return {"run_id": rid, "config": config, "best_dev_f1": f1, "cache_key": "k"}
+
+
+def test_best_keeps_one_head_per_cell_and_records_who_won(tmp_path):
+    results = tmp_path / RESULTS
+    for seed, f1 in ((0, 0.4), (1, 0.7), (2, 0.5)):
+        record_run(str(results), _finished(results, seed, f1), keep="best")
+    record_run(str(results), _finished(results, 0, 0.1, fusion="dwatt"), keep="best")  # another cell
+    records = read_results(str(results))
+    winner, dwatt = run_id(_config(1)), run_id(_config(0, "dwatt"))
+    assert {rid for rid, r in records.items() if r.get("checkpoint")} == {winner, dwatt}
+    assert records[winner]["checkpoint"] == f"heads/{winner}.head.safetensors"  # relative to results.jsonl
+    assert records[run_id(_config(0))]["superseded_by"] == winner  # was kept, then beaten
+    assert records[run_id(_config(2))]["superseded_by"] == winner  # never kept
+    on_disk = sorted(os.listdir(heads_dir(str(results))))
+    assert on_disk == sorted([".lock", *(os.path.basename(p) for rid in (winner, dwatt)
+                                         for p in head_files("", rid))])
+    beside = json.loads(open(head_files(heads_dir(str(results)), winner)[2]).read())
+    assert beside["checkpoint"] == f"{winner}.head.safetensors"  # relative to the run record itself
+    assert cell_of(_config(1)) == cell_of(_config(2)) != cell_of(_config(1, "dwatt"))
+
+
+def test_all_and_none(tmp_path):
+    every = tmp_path / "all" / RESULTS
+    for seed, f1 in ((0, 0.4), (1, 0.3)):
+        record_run(str(every), _finished(every, seed, f1), keep="all")
+    assert all(r["checkpoint"] for r in read_results(str(every)).values())
+    nothing = tmp_path / "none" / RESULTS
+    rid = run_id(_config(0))
+    record_run(str(nothing), {"run_id": rid, "config": _config(0), "best_dev_f1": 0.5}, keep="none")
+    assert read_results(str(nothing))[rid].get("checkpoint") is None
+    with pytest.raises(LayerfuseError, match="kept no head: the sweep ran with --keep-heads none"):
+        sweep_head(str(nothing.parent), run=rid)
+
+
+def test_sweep_then_export_of_its_best_run_loads_in_a_pipeline(tiny_cache, tmp_path):
+    from transformers import pipeline
+
+    import layerfuse  # noqa: F401 -- registers the model type with the auto classes
+
+    out = tmp_path / "sweep"
+    args = ["sweep", "--cache", str(tiny_cache), "--out", str(out), "--fusions", "concat", "--shots", "2",
+            "--epochs", "3", "--trials", "3", "--lrs", "0.01", "--eval-points", "1", "--workers", "1", "--quiet"]
+    run = CliRunner().invoke(cli, args)  # --keep-heads best, the default
+    assert run.exit_code == 0, run.output
+    assert "1 head kept in" in run.stderr
+    records = read_results(str(out / RESULTS))
+    assert len(records) == 3
+    kept = [r for r in records.values() if r.get("checkpoint")]
+    best = max(records.values(), key=lambda r: r["best_dev_f1"])
+    assert [r["run_id"] for r in kept] == [best["run_id"]]
+    assert not os.path.isabs(best["checkpoint"])
+
+    moved = tmp_path / "moved"  # the folder copied elsewhere still exports: nothing names where it was
+    shutil.copytree(out, moved)
+    shutil.rmtree(out)
+    model = tmp_path / "model"
+    export = CliRunner().invoke(cli, ["export", str(moved), "--best", "--out", str(model)])
+    assert export.exit_code == 0, export.output
+    config = json.loads((model / "config.json").read_text())
+    assert config["layerfuse"]["seed"] == best["config"]["seed"]
+    assert config["layerfuse"]["best_dev_f1"] == pytest.approx(best["best_dev_f1"])
+    ner = pipeline("token-classification", model=str(model), aggregation_strategy="simple", device="cpu")
+    assert type(ner.model).__name__ == "LayerfuseForTokenClassification"
+    assert isinstance(ner("Alice met Bobson in Paris."), list)
+
+    loser = next(rid for rid in records if rid != best["run_id"])
+    refused = CliRunner().invoke(cli, ["export", str(moved), "--run", loser, "--out", str(tmp_path / "m2")])
+    assert refused.exit_code == 1 and f"run {best['run_id']} of its cell scored better" in refused.output
+    by_cell = CliRunner().invoke(cli, ["export", str(moved), "--run", loser, "--best", "--out", str(tmp_path / "m3")])
+    assert by_cell.exit_code == 0, by_cell.output
+    unnamed = CliRunner().invoke(cli, ["export", str(moved), "--out", str(tmp_path / "m4")])
+    assert unnamed.exit_code == 1 and "--run RUN_ID, or --best" in unnamed.output
