@@ -78,8 +78,8 @@ def cache_options(fn):
     """--cache, --model, --dataset (and how it is read), --cache-dir: which cache entry a command reads."""
     return _stack(
         click.option("--cache", default=None,
-                     help="Path of a cache entry. Default: the entry for --model/--dataset, "
-                          "else the newest complete one."),
+                     help="Path of a cache entry. Default: the entry for --model/--dataset; without them the "
+                          "built-in default's (as extract), else the root's only complete entry."),
         click.option("--model", default=None, help="Backbone whose cache to use (extracted first when missing)."),
         click.option("--dataset", default=None, help="Dataset whose cache to use (as for `extract`)."),
         dataset_reading_options,

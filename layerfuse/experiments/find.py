@@ -1,6 +1,8 @@
 """Finding the cache entry a head trains on: `--cache PATH`, else the entry that `extract` would
-make for `--model/--dataset` (extracting it first when missing), else the newest complete entry of
-the task.
+make for `--model/--dataset` (extracting it first when missing). With neither, the built-in default
+is meant, as `extract` has it (all-MiniLM-L6-v2 on the task's default dataset) when the root holds an
+entry of it, else the root's only complete entry of the task; a root of several others is ambiguous:
+an error lists them. Which entry was extracted last never decides.
 
 One model and dataset should need one extraction: when the entry `extract`'s defaults would make is
 missing but a complete one made with another forward precision or storage dtype is there, that one
@@ -10,7 +12,7 @@ neither is a new one extracted beside it without being asked for: the user picks
 from __future__ import annotations
 
 from ..cache.layout import KEY_FIELDS, OPTIONAL_KEY_FIELDS, cache_root
-from ..cache.manage import EntryStatus, differences, entry_status, list_entries, variants
+from ..cache.manage import EntryStatus, differences, entry_status, list_entries, options_label, variants
 from ..cache.reader import CacheEntry, open_entry
 from ..cache.store import exists
 from ..errors import LayerfuseError
@@ -37,13 +39,23 @@ def resolve_entry(*, cache: str | None = None, model: str | None = None, dataset
     if model or dataset:  # no dataset: the task's default, as `extract` has it
         return _entry_for(model=model, dataset=dataset, cache_dir=cache_dir, options=options, log=log,
                           progress=progress)
+    from ..extract.models import DEFAULT_MODEL
+
     root = cache_root(cache_dir)
-    latest = next((e for e in list_entries(root, sizes=False) if e.complete and e.fields["task"] == task.name), None)
-    if latest is None:
+    complete = [e for e in list_entries(root, sizes=False) if e.complete and e.fields["task"] == task.name]
+    if not complete:
         raise LayerfuseError(f"no complete {task.name} cache entry under {root}; run `extract{task.flag}` first "
                               f"or pass --cache PATH")
-    log(f"using the newest {task.name} cache entry: {latest.path}")
-    return open_entry(latest.path)
+    if any(e.model == DEFAULT_MODEL and e.dataset == task.default_dataset for e in complete):
+        return _entry_for(model=None, dataset=None, cache_dir=cache_dir, options=options, log=log, progress=progress)
+    if len(complete) == 1:  # nothing to choose between
+        log(f"using the only complete {task.name} cache entry under {root}: {complete[0].model} on "
+            f"{complete[0].dataset} ({complete[0].path})")
+        return open_entry(complete[0].path)
+    listed = "; ".join(f"{e.model} on {e.dataset} [{options_label(e.fields)}]: --cache {e.path}" for e in complete)
+    raise LayerfuseError(f"which entry? {root} holds {len(complete)} complete {task.name} entries, none of the "
+                          f"default ({DEFAULT_MODEL} on {task.default_dataset}); name one with --model/--dataset or "
+                          f"--cache PATH: {listed}")
 
 
 def _entry_for(*, model: str | None, dataset: str | None, cache_dir: str | None, options: dict, log,

@@ -1,0 +1,61 @@
+"""Without --cache, --model or --dataset, `train-head` trains on the built-in default (as `extract` makes
+it), or on the root's only entry; a root of several others is an error listing them. The entry extracted
+last never decides (it once did: after an unrelated extraction the README's command trained on it)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+import pytest
+import zarr
+from cli_output import one_error_line
+from click.testing import CliRunner
+
+from layerfuse.cli.train import main as train_head
+from layerfuse.experiments import find
+
+
+def _copy(tiny_cache, root, name, **attrs) -> str:
+    """A copy of the tiny entry under ``root``, its attributes changed (and the time it finished)."""
+    path = os.path.join(root, name)
+    shutil.copytree(tiny_cache, path)
+    group = zarr.open_group(path, mode="r+")
+    group.attrs.update(attrs.pop("meta", {}))
+    for split in group.group_keys():
+        group[split].attrs["finished"] = attrs["finished"]
+    return path
+
+
+@pytest.fixture
+def two_entries(tiny_cache, tmp_path):
+    root = tmp_path / "root"
+    old = _copy(tiny_cache, root, "a", finished="2001-01-01T00:00:00+0000")
+    new = _copy(tiny_cache, root, "b", finished="2002-01-01T00:00:00+0000", meta={"dataset": "other"})
+    return str(root), old, new
+
+
+def test_several_entries_and_no_default_is_one_line_listing_them(two_entries):
+    root, old, new = two_entries
+    result = CliRunner().invoke(train_head, ["--cache-dir", root, "--dry-run"])
+    line = one_error_line(result)
+    assert "which entry?" in line and f"--cache {old}" in line and f"--cache {new}" in line
+    assert "none of the default (all-MiniLM-L6-v2 on wnut16)" in line
+
+
+def test_the_only_entry_is_used_and_named(tiny_cache, tmp_path):
+    root = tmp_path / "root"
+    only = _copy(tiny_cache, root, "only", finished="2001-01-01T00:00:00+0000")
+    result = CliRunner().invoke(train_head, ["--cache-dir", str(root), "--dry-run"])
+    assert result.exit_code == 0, result.output
+    assert f"using the only complete ner cache entry under {root}" in result.stderr and only in result.stderr
+
+
+def test_the_default_is_meant_even_when_another_entry_is_newer(two_entries, tiny_cache, monkeypatch):
+    root, _, newest = two_entries
+    _copy(tiny_cache, root, "default", finished="2000-01-01T00:00:00+0000",
+          meta={"model": "all-MiniLM-L6-v2", "dataset": "wnut16"})
+    asked = []
+    monkeypatch.setattr(find, "_entry_for", lambda **kw: asked.append(kw) or "the default's entry")
+    assert find.resolve_entry(cache_dir=root, log=lambda m: None) == "the default's entry"
+    assert [(kw["model"], kw["dataset"]) for kw in asked] == [(None, None)]  # what `extract` alone makes
