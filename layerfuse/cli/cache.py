@@ -29,6 +29,7 @@ from ..errors import LayerfuseError
 from ..tasks import task_of
 from .errors import friendly_errors
 from .options import cache_dir_option, quiet_option
+from .roots import checked_root
 
 
 @click.command("ls")
@@ -37,7 +38,7 @@ from .options import cache_dir_option, quiet_option
 def ls_cmd(cache_dir):
     """List entries, newest first, with the options that tell them apart (rows/pooling, storage
     dtype, forward precision, max length)."""
-    root = cache_root(cache_dir)
+    root = checked_root(cache_dir, write=False)
     damaged: list[str] = []
     entries = list_entries(root, damaged=damaged)
     if not entries and not damaged:

@@ -26,6 +26,7 @@ from .options import (
     quiet_option,
     task_option,
 )
+from .roots import checked_root
 
 POLL_SECONDS = 0.5  # --server: how often the job's progress is read back
 
@@ -99,6 +100,7 @@ def main(model, task, dataset, splits, labels, granularity, special_tokens, pool
         _extract_on_server(server, config, token_file=token_file, quiet=quiet,
                            local={"--cache-dir": cache_dir, "--device": device, "--dry-run": dry_run})
         return
+    checked_root(cache_dir, write=not dry_run)
     if dry_run:
         _print_estimate(estimate(config), task=task)
         return

@@ -36,6 +36,7 @@ from .options import (
     say,
     task_option,
 )
+from .roots import checked_root
 
 
 def run_name(config: TrainConfig) -> str:
@@ -131,6 +132,8 @@ def budget_table(entry, *, layers: str | None, extra_layers: int | None, current
 def main(cache, model, dataset, cache_dir, out, dry_run, verbose, quiet, protocol, block_size, mask_seed,
          mlm_probability, **options):
     """Train a fusion head on cached hidden states and report its best dev F1 (MLM: perplexity)."""
+    if cache_dir or not cache:  # the root is read (and written: the measured precision, a missing entry)
+        checked_root(cache_dir, write=True)
     options = apply_protocol({**options, "shots": parse_shots(options["shots"])}, protocol)
     options["precision"] = resolve_precision(options["precision"], options["device"], root=cache_dir)
     config = TrainConfig(**{f.name: options[f.name] for f in fields(TrainConfig)})  # options = fields, one to one

@@ -1,0 +1,33 @@
+"""The cache root a command uses, checked before any work: a root that is a file, that cannot be read, or
+(for a command that writes) cannot be written is one line naming it and what is wrong. Without the check,
+`ls` of a file said "no entries" and exited 0, and `extract` failed deep inside with a bare "File exists"."""
+
+from __future__ import annotations
+
+import os
+
+from ..cache.layout import cache_root, is_remote, local_path
+from ..errors import LayerfuseError
+
+
+def checked_root(cache_dir: str | None, *, write: bool) -> str:
+    """``cache_root(cache_dir)``, refused in one line when it (or, not made yet, the folder it would be
+    made in) is a file, unreadable, or read-only while ``write``. A remote root (fsspec URL) is left to
+    its store, which names its own errors."""
+    root = cache_root(cache_dir)
+    if is_remote(root):
+        return root
+    path = os.path.abspath(local_path(root))
+    name = f"--cache-dir {cache_dir}" if cache_dir else f"the cache root {path}"
+    existing = path
+    while not os.path.lexists(existing) and os.path.dirname(existing) != existing:
+        existing = os.path.dirname(existing)  # the root is made on first write: its nearest existing folder
+    if not os.path.isdir(existing):
+        where = "" if existing == path else f" ({existing} is one)"
+        raise LayerfuseError(f"{name} is not a directory{where}: name a folder, or a path where one can be made")
+    if existing == path and not os.access(path, os.R_OK | os.X_OK):
+        raise LayerfuseError(f"{name} is not readable (permission denied)")
+    if write and not os.access(existing, os.W_OK | os.X_OK):
+        what = "is read-only" if existing == path else f"cannot be made: {existing} is read-only"
+        raise LayerfuseError(f"{name} {what}; this command writes there (name a writable --cache-dir)")
+    return root

@@ -1,0 +1,81 @@
+"""A --cache-dir that is a file, unreadable or read-only: `ls`, `extract` and `train-head` say so in one
+line naming it, and exit 1 (`ls` of a file once said "no entries" and exited 0; `extract` printed a bare
+"File exists"). `ls` only reads: a read-only root lists as any other."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from cli_output import one_error_line
+from click.testing import CliRunner
+
+from layerfuse.cli import roots
+from layerfuse.cli.main import main as cli
+
+AS_ROOT = hasattr(os, "geteuid") and os.geteuid() == 0  # permissions do not stop root
+
+
+def _commands(root, tiny_bert_dir, tiny_conll_dir) -> dict[str, list[str]]:
+    return {"ls": ["ls", "--cache-dir", str(root)],
+            "extract": ["extract", "--model", str(tiny_bert_dir), "--dataset", str(tiny_conll_dir),
+                        "--cache-dir", str(root), "--quiet"],
+            "train-head": ["train-head", "--cache-dir", str(root), "--dry-run"]}
+
+
+@pytest.mark.parametrize("command", ["ls", "extract", "train-head"])
+def test_a_file_as_cache_dir(tmp_path, tiny_bert_dir, tiny_conll_dir, command):
+    root = tmp_path / "notes.txt"
+    root.write_text("not a cache")
+    line = one_error_line(CliRunner().invoke(cli, _commands(root, tiny_bert_dir, tiny_conll_dir)[command]))
+    assert f"--cache-dir {root} is not a directory" in line
+    assert root.read_text() == "not a cache"
+
+
+def test_below_a_file(tmp_path, tiny_bert_dir, tiny_conll_dir):
+    (tmp_path / "f").write_text("")
+    root = tmp_path / "f" / "cache"
+    line = one_error_line(CliRunner().invoke(cli, _commands(root, tiny_bert_dir, tiny_conll_dir)["extract"]))
+    assert f"--cache-dir {root} is not a directory ({tmp_path / 'f'} is one)" in line
+
+
+def _deny(monkeypatch, path, mode):
+    """os.access as an unprivileged user sees ``path`` with ``mode`` bits refused (tests may run as root)."""
+    real = os.access
+    monkeypatch.setattr(roots.os, "access",
+                        lambda p, m: False if os.path.abspath(p) == str(path) and m & mode else real(p, m))
+
+
+@pytest.mark.parametrize("command", ["ls", "extract", "train-head"])
+def test_an_unreadable_cache_dir(tmp_path, tiny_bert_dir, tiny_conll_dir, command, monkeypatch):
+    root = tmp_path / "root"
+    root.mkdir()
+    _deny(monkeypatch, root, os.R_OK)
+    line = one_error_line(CliRunner().invoke(cli, _commands(root, tiny_bert_dir, tiny_conll_dir)[command]))
+    assert f"--cache-dir {root} is not readable" in line
+
+
+@pytest.mark.parametrize("command", ["extract", "train-head"])
+def test_a_read_only_cache_dir(tmp_path, tiny_bert_dir, tiny_conll_dir, command, monkeypatch):
+    root = tmp_path / "root"
+    root.mkdir()
+    _deny(monkeypatch, root, os.W_OK)
+    line = one_error_line(CliRunner().invoke(cli, _commands(root, tiny_bert_dir, tiny_conll_dir)[command]))
+    assert f"--cache-dir {root} is read-only" in line
+    assert os.listdir(root) == []
+    listed = CliRunner().invoke(cli, _commands(root, tiny_bert_dir, tiny_conll_dir)["ls"])
+    assert listed.exit_code == 0 and "no entries" in listed.output  # reading needs no write
+
+
+@pytest.mark.skipif(AS_ROOT, reason="permission bits do not stop root")
+def test_real_permissions(tmp_path, tiny_bert_dir, tiny_conll_dir):
+    root = tmp_path / "root"
+    root.mkdir()
+    root.chmod(0o500)
+    try:
+        extract = CliRunner().invoke(cli, _commands(root, tiny_bert_dir, tiny_conll_dir)["extract"])
+        assert "is read-only" in one_error_line(extract)
+        root.chmod(0o000)
+        assert "is not readable" in one_error_line(CliRunner().invoke(cli, ["ls", "--cache-dir", str(root)]))
+    finally:
+        root.chmod(0o700)
