@@ -16,7 +16,7 @@
 # check       scripts/gpu_check.py: every command as a user types it, on the built-in default
 #
 # Inputs (environment): ASSETS (default .gpu) holds minilm-fp16/ (all-MiniLM-L6-v2's weights and
-# tokenizer, weights in float16 for the transfer; read in float32) and conll2003/ or conll2003.tgz;
+# tokenizer, weights in float16 for the transfer; read in float32) and conll2003/, each folder or a .tgz of it;
 # WORK (default /tmp/gpu_all) the work folder; RESULTS (default $WORK/results) where every results
 # file goes; BUDGET_S (default 570) the seconds all parts may take together: a part gets at most
 # what is left, less RESERVE_S (default 15) for packing the results. Each part's exit status and
@@ -47,9 +47,11 @@ part() {
     echo "== $name: exit $rc after $(( $(date +%s) - t0 ))s"
 }
 
-if [ ! -d "$ASSETS/conll2003" ] && [ -f "$ASSETS/conll2003.tgz" ]; then
-    tar xzf "$ASSETS/conll2003.tgz" -C "$ASSETS"
-fi
+for asset in conll2003 minilm-fp16; do  # each a folder, or a .tgz of it (smaller to carry)
+    if [ ! -d "$ASSETS/$asset" ] && [ -f "$ASSETS/$asset.tgz" ]; then
+        tar xzf "$ASSETS/$asset.tgz" -C "$ASSETS"
+    fi
+done
 MINILM=$ASSETS/minilm-fp16
 CONLL=$ASSETS/conll2003
 ENCODER=$WORK/encoder
