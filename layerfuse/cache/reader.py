@@ -388,7 +388,7 @@ def open_entry(path) -> CacheEntry:
 
     To find an entry by what made it rather than by path, use
     `layerfuse.experiments.find.resolve_entry`: ``resolve_entry(model=..., dataset=...)`` (extracted
-    first when missing), or ``resolve_entry()`` for the latest complete entry in the cache root.
+    first when missing), or ``resolve_entry()`` for the default's entry (or the only one) in the cache root.
 
     Example:
         ```python
