@@ -20,7 +20,7 @@ from matplotlib.ticker import FuncFormatter
 
 from ..fusions.config import FusionConfig
 from ..tasks import task_of
-from .plots import head_style, legend_handles, plt  # Agg backend, set once there
+from .plots import BAND_ALPHA, BAND_LABEL, head_style, legend_handles, plt  # Agg backend, set once there
 
 
 class Metric(NamedTuple):
@@ -30,10 +30,11 @@ class Metric(NamedTuple):
     step: str  # the key of each evaluation's dev value (curves)
     scale: float  # shown as value * scale (F1 in points)
     higher_is_better: bool
+    limits: tuple[float, float] = (0.0, 100.0)  # the range a shown value can take: bands are clipped to it
 
 
 F1 = Metric("F1", "best_dev_f1", "test_f1_at_best", "dev_f1", 100.0, True)
-PERPLEXITY = Metric("perplexity", "best_dev_ppl", "test_ppl_at_best", "dev_ppl", 1.0, False)
+PERPLEXITY = Metric("perplexity", "best_dev_ppl", "test_ppl_at_best", "dev_ppl", 1.0, False, (1.0, math.inf))
 ACCURACY = Metric("accuracy", "best_dev_accuracy", "test_accuracy_at_best", "dev_accuracy", 100.0, True)
 METRICS = {"f1": F1, "ppl": PERPLEXITY}  # by `layerfuse.tasks.Task.headline`
 
@@ -45,6 +46,11 @@ def metric_of(records) -> Metric:
     if records and records[0].get("best_dev_accuracy") is not None:
         return ACCURACY
     return METRICS[task_of(records[0]["config"] if records else None).headline]
+
+
+# Fewer trials than this: the t interval is too wide to mean much (n = 2: 12.7 standard errors each side),
+# and with one trial there is none. Figure 3 draws no band for such a cell, and the report says so.
+MIN_TRIALS = 3
 
 
 def ci95(values) -> tuple[float, float]:
@@ -154,6 +160,21 @@ def shots_stats(records) -> dict[tuple, tuple[float, float]]:
             if key[1] is not None}
 
 
+def shots_trials(records) -> dict[tuple, int]:
+    """(label, N, epoch cap) -> the number of trials behind each `shots_stats` cell."""
+    return {key: len(runs) for key, runs in cells(records).items() if key[1] is not None}
+
+
+def few_trials_note(records) -> str | None:
+    """What the report says when a cell has fewer than `MIN_TRIALS` trials: its ± is only indicative."""
+    n = min((len(runs) for runs in cells(records).values()), default=MIN_TRIALS)
+    if n >= MIN_TRIALS:
+        return None
+    return (f"Some cells have fewer than {MIN_TRIALS} trials (as few as {n}): their ± is only indicative "
+            f"(with 2 trials the 95% interval is 12.7 standard errors each side; with 1 there is none and "
+            f"± 0.0 is shown), and f1_vs_shots.png draws no band for them.")
+
+
 TABLE_ROW = re.compile(r"^\|\s*(?P<label>[^|]+?)\s*\|\s*(?P<shots>\d+|all)\s*\|\s*(?P<epochs>\d+)\s*\|[^|]*\|"
                        r"\s*(?P<mean>-?[\d,]+\.\d+)\s*±\s*(?P<half>[\d,]+\.\d+)", re.M)
 
@@ -173,15 +194,35 @@ def stats_from_table(markdown: str) -> dict[tuple, tuple[float, float]]:
     return out
 
 
-def plot_f1_vs_shots(records, path: str, *, title: str = "") -> str:
-    """Figure 3: one panel per epoch cap; x = N-shot (log2), y = best dev F1; CI bands."""
-    return draw_f1_vs_shots(shots_stats(records), path, ylabel=f"best dev {metric_of(records).name}", title=title)
+def plot_f1_vs_shots(records, path: str, *, title: str = "") -> str | None:
+    """Figure 3: one panel per epoch cap; x = N-shot (log2), y = best dev F1; CI bands (clipped to the
+    metric's range, none for a cell of fewer than `MIN_TRIALS` trials). None when no run has an N (a
+    grid of `--shots all` alone): there is no x axis to draw."""
+    m = metric_of(records)
+    return draw_f1_vs_shots(shots_stats(records), path, ylabel=f"best dev {m.name}{dev_axis(records)}",
+                            title=title, trials=shots_trials(records), limits=m.limits)
+
+
+def dev_axis(records) -> str:
+    """What an axis of dev scores measured, when it is not the whole split: ' (dev subset of 1,000
+    sentences)' for runs made with ``--dev-sentences 1000`` (all the same), else ''."""
+    sizes = {r["config"].get("dev_sentences") for r in records}
+    if len(sizes) != 1 or not next(iter(sizes)):
+        return ""
+    unit = "blocks" if metric_of(records) is PERPLEXITY else "sentences"
+    return f" (dev subset of {next(iter(sizes)):,} {unit})"
 
 
 def draw_f1_vs_shots(stats: dict[tuple, tuple[float, float]], path: str, *, ylabel: str = "best dev F1",
-                     title: str = "") -> str:
+                     title: str = "", trials: dict[tuple, int] | None = None,
+                     limits: tuple[float, float] = F1.limits) -> str | None:
     """Figure 3 from ``{(label, N, cap): (mean, half-width)}``: one panel per cap, each head in its
-    own `head_style` whichever panels it is in."""
+    own `head_style` whichever panels it is in. Bands are clipped to ``limits`` (a mean ± a wide
+    half-width can leave the metric's range); ``trials`` (cell -> n, when known): no band for a cell of
+    fewer than `MIN_TRIALS`, and the figure says so. None, and nothing written, when ``stats`` is empty."""
+    if not stats:
+        return None
+    few = sorted({n for key, n in (trials or {}).items() if key in stats and n < MIN_TRIALS})
     caps = sorted({k[2] for k in stats})
     heads = sorted({k[0] for k in stats})
     fig, axes = plt.subplots(1, len(caps), figsize=(2.6 * len(caps) + 0.6, 2.8), dpi=100, sharey=True, squeeze=False)
@@ -192,16 +233,24 @@ def draw_f1_vs_shots(stats: dict[tuple, tuple[float, float]], path: str, *, ylab
                 continue
             mean = np.array([stats[head, n, cap][0] for n in shots])
             half = np.array([stats[head, n, cap][1] for n in shots])
+            banded = np.array([(trials or {}).get((head, n, cap), MIN_TRIALS) >= MIN_TRIALS for n in shots])
             style = head_style(head)
             ax.plot(shots, mean, markersize=3, linewidth=1.2, label=head, **style)
-            ax.fill_between(shots, mean - half, mean + half, color=style["color"], alpha=0.2, linewidth=0)
+            if banded.any():
+                ax.fill_between(shots, np.clip(mean - half, *limits), np.clip(mean + half, *limits), where=banded,
+                                color=style["color"], alpha=BAND_ALPHA, linewidth=0)
         ax.set_xscale("log", base=2)
         _style(ax, title=f"{cap} epochs", xlabel="N-shot")
-    return _save(fig, axes, path, ylabel=ylabel, title=title, heads=heads)
+    note = (f"no interval drawn where a cell has fewer than {MIN_TRIALS} trials "
+            f"(n = {', '.join(map(str, few))})") if few else ""
+    return _save(fig, axes, path, ylabel=ylabel, title=title, heads=heads, note=note,
+                 band=f"{BAND_LABEL} over trials" if any(ax.collections for ax in axes[0]) else None)
 
 
-def plot_f1_vs_step(records, path: str, *, shots: list[int], epochs: int | None = None, title: str = "") -> str:
-    """Figure 4: dev F1 against optimizer step at the largest epoch cap run for each N, mean over trials."""
+def plot_f1_vs_step(records, path: str, *, shots: list[int | None], epochs: int | None = None,
+                    title: str = "") -> str:
+    """Figure 4: dev F1 against optimizer step at the largest epoch cap run for each N (None: the
+    whole train split, `--shots all`), mean over trials."""
     groups = cells(records)
     m = metric_of(records)
     heads = sorted({k[0] for k in groups})
@@ -215,8 +264,8 @@ def plot_f1_vs_step(records, path: str, *, shots: list[int], epochs: int | None 
             steps = [e["step"] for e in runs[0]["evals"]]
             curves = np.array([[e[m.step] for e in r["evals"]] for r in runs if len(r["evals"]) == len(steps)])
             ax.plot(steps, m.scale * curves.mean(0), markersize=2, linewidth=1.2, label=head, **head_style(head))
-        _style(ax, title=f"N = {n}, {cap} epochs", xlabel="step")
-    return _save(fig, axes, path, ylabel=f"dev {m.name}", title=title, heads=heads)
+        _style(ax, title=f"N = {n or 'all'}, {cap} epochs", xlabel="step")
+    return _save(fig, axes, path, ylabel=f"dev {m.name}{dev_axis(records)}", title=title, heads=heads)
 
 
 def attention_table(records) -> str | None:
@@ -292,15 +341,17 @@ def _style(ax, *, title: str, xlabel: str) -> None:
     ax.grid(alpha=0.3)
 
 
-def _save(fig, axes, path: str, *, ylabel: str, title: str, heads: list[str]) -> str:
-    """Label, legend (every head of the figure once, drawn from `head_style`), save."""
+def _save(fig, axes, path: str, *, ylabel: str, title: str, heads: list[str], band: str | None = None,
+          note: str = "") -> str:
+    """Label, legend (every head of the figure once, drawn from `head_style`), title and ``note`` above
+    the panels, save."""
     axes[0][0].set_ylabel(ylabel, fontsize=8)
     drawn = {name for ax in axes[0] for name in ax.get_legend_handles_labels()[1]}
-    handles, names = legend_handles([h for h in heads if h in drawn])
+    handles, names = legend_handles([h for h in heads if h in drawn], band=band)
     if handles:
         axes[0][-1].legend(handles, names, fontsize=7, loc="lower right")
-    if title:
-        fig.suptitle(title, fontsize=9)
+    if title or note:
+        fig.suptitle("\n".join(t for t in (title, note) if t), fontsize=9)
     fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)
@@ -309,14 +360,19 @@ def _save(fig, axes, path: str, *, ylabel: str, title: str, heads: list[str]) ->
 
 def render(records, out: str, *, curve_shots: list[int] | None = None, per_lr: bool = False,
            nu: list | None = None) -> dict[str, str]:
-    """Write report.md, f1_vs_shots.png and f1_vs_step.png into `out`; returns their paths."""
+    """Write report.md, f1_vs_shots.png (when some run has an N) and f1_vs_step.png into `out`; returns
+    their paths. ``curve_shots``: the N of the step curves (None = the whole train split); by default
+    the smallest and the largest N, or the whole split when no run has an N."""
     records = list(records)
     first = records[0]
     title = f"{first.get('model')} on {first.get('dataset')}"
     shots_seen = sorted({r["config"]["shots"] for r in records if r["config"]["shots"] is not None})
-    curve_shots = curve_shots or ([shots_seen[0], shots_seen[-1]] if len(shots_seen) > 1 else shots_seen)
-    paths = {"table": os.path.join(out, "report.md"),
-             "shots": plot_f1_vs_shots(records, os.path.join(out, "f1_vs_shots.png"), title=title)}
+    if not curve_shots:
+        curve_shots = [shots_seen[0], shots_seen[-1]] if len(shots_seen) > 1 else shots_seen or [None]
+    paths = {"table": os.path.join(out, "report.md")}
+    shots_figure = plot_f1_vs_shots(records, os.path.join(out, "f1_vs_shots.png"), title=title)
+    if shots_figure:
+        paths["shots"] = shots_figure
     used = plot_layers_used(records, os.path.join(out, "layers_used.png"), nu=nu, title=title)
     if used:
         paths["layers"] = used
@@ -327,6 +383,9 @@ def render(records, out: str, *, curve_shots: list[int] | None = None, per_lr: b
     what = {F1: "F1 (x100)", ACCURACY: "token accuracy (x100)"}.get(m, "masked-token perplexity (lower is better)")
     text = (f"# Sweep: {title}\n\n{len(records)} runs; {what}, mean ± 95% CI over trials (n); test {m.name} of "
             f"each run's head at its best dev point\n\n{dev_note(records)}\n\n{table(records)}\n")
+    few = few_trials_note(records)
+    if few:
+        text += f"\n{few}\n"
     if per_lr:
         for lr in sorted({lr_of(r) for r in records}):
             text += f"\n## lr {lr:g}\n\n{table([r for r in records if lr_of(r) == lr])}\n"

@@ -1,0 +1,92 @@
+"""Intervals that do not mislead, and grids of `--shots all`: Figure 3's bands stay inside the metric's
+range, a cell of fewer than 3 trials gets no band and both the figure and the report say why, and a
+grid with no N at all still writes its report (it once crashed in the plot, report.md never written)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from layerfuse.experiments import report
+
+
+def _record(fusion, shots, epochs, seed, f1):
+    return {"run_id": f"{fusion}-{shots}-{epochs}-{seed}",
+            "config": {"fusion": fusion, "shots": shots, "epochs": epochs, "seed": seed, "lr": 1e-3},
+            "best_dev_f1": f1, "test_f1_at_best": f1, "model": "m", "dataset": "d",
+            "evals": [{"step": 1, "dev_f1": f1 / 2}, {"step": 2, "dev_f1": f1}], "seconds": {"total": 1.0}}
+
+
+@pytest.fixture
+def figures(monkeypatch):
+    """Every figure drawn while the test runs, kept open: {file name: figure}."""
+    kept = {}
+    real_savefig = report.plt.Figure.savefig
+
+    def savefig(fig, path, *args, **kwargs):
+        kept[str(path).rsplit("/", 1)[-1]] = fig
+        return real_savefig(fig, path, *args, **kwargs)
+
+    monkeypatch.setattr(report.plt.Figure, "savefig", savefig)
+    monkeypatch.setattr(report.plt, "close", lambda fig=None: None)
+    return kept
+
+
+def _band_ys(fig) -> np.ndarray:
+    return np.concatenate([p.vertices[:, 1] for ax in fig.axes for c in ax.collections for p in c.get_paths()])
+
+
+def test_bands_are_clipped_to_the_metric_range(figures, tmp_path):
+    # Means near both ends with wide intervals: unclipped, the bands would reach 108 and -4.
+    stats = {("concat", 8, 25): (2.0, 6.0), ("concat", 16, 25): (50.0, 10.0), ("concat", 32, 25): (98.0, 10.0)}
+    report.draw_f1_vs_shots(stats, str(tmp_path / "f.png"), trials=dict.fromkeys(stats, 5))
+    ys = _band_ys(figures["f.png"])
+    assert ys.min() == pytest.approx(0.0) and ys.max() == pytest.approx(100.0)
+    assert 40.0 in ys and 60.0 in ys  # inside the range, the interval is drawn as it is
+
+
+def test_a_sweep_of_two_trials_draws_no_band_and_says_so(figures, tmp_path):
+    records = [_record("concat", n, 25, seed, f1) for n in (8, 16) for seed, f1 in ((0, 0.05), (1, 0.6))]
+    mean, half = report.ci95([5.0, 60.0])
+    assert mean - half < -300  # what the band would have shown
+    report.render(records, str(tmp_path))
+    fig = figures["f1_vs_shots.png"]
+    assert not any(ax.collections for ax in fig.axes)
+    assert "no interval drawn where a cell has fewer than 3 trials (n = 2)" in fig._suptitle.get_text()
+    text = (tmp_path / "report.md").read_text()
+    assert "fewer than 3 trials (as few as 2): their ± is only indicative" in text
+
+
+def test_three_trials_get_their_band_and_no_notice(figures, tmp_path):
+    records = [_record("concat", n, 25, seed, 0.5 + 0.01 * seed) for n in (8, 16) for seed in range(3)]
+    report.render(records, str(tmp_path))
+    assert any(ax.collections for ax in figures["f1_vs_shots.png"].axes)
+    assert "no interval" not in figures["f1_vs_shots.png"]._suptitle.get_text()
+    assert "only indicative" not in (tmp_path / "report.md").read_text()
+
+
+def test_a_grid_of_the_whole_train_split_reports_without_an_n_axis(figures, tmp_path):
+    records = [_record(f, None, 25, seed, 0.5) for f in ("concat", "dwatt") for seed in range(3)]
+    paths = report.render(records, str(tmp_path))
+    assert "shots" not in paths and not (tmp_path / "f1_vs_shots.png").exists()
+    assert (tmp_path / "f1_vs_step.png").is_file() and figures["f1_vs_step.png"].axes[0].get_title() == \
+        "N = all, 25 epochs"
+    assert "| concat | all | 25 |" in (tmp_path / "report.md").read_text()
+
+
+@pytest.mark.usefixtures("one_thread")
+def test_sweep_shots_all_writes_its_report_and_report_redraws_it(tiny_cache, tmp_path):
+    from layerfuse.cli.sweep import main
+
+    out = tmp_path / "sweep"
+    args = ["--cache", str(tiny_cache), "--out", str(out), "--fusions", "base", "--shots", "all", "--epochs", "1",
+            "--trials", "1", "--eval-points", "1", "--workers", "1", "--keep-heads", "none", "--quiet"]
+    run = CliRunner().invoke(main, args)
+    assert run.exit_code == 0, run.output
+    assert "| base | all | 1 |" in (out / "report.md").read_text()
+    assert (out / "f1_vs_step.png").is_file() and not (out / "f1_vs_shots.png").exists()
+    (out / "report.md").unlink()
+    again = CliRunner().invoke(main, ["--out", str(out), "--report", "--curve-shots", "all"])
+    assert again.exit_code == 0, again.output
+    assert (out / "report.md").is_file()
