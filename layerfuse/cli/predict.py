@@ -41,7 +41,10 @@ from .options import default_of
 @friendly_errors
 def main(checkpoint, text, file_, fill_mask, top_k, conll, out, as_json, device):
     """Tag raw sentences with a trained head and print the entities found, or score it on a labelled
-    CoNLL file (--conll); MLM heads: fill masks."""
+    CoNLL file (--conll); MLM heads: fill masks.
+
+    Words of raw text: runs of letters and digits; each punctuation mark or symbol is a word of its
+    own (Jean-Claude is Jean, -, Claude), as an exported model's tokenizer splits them."""
     if conll:
         if text or file_ or fill_mask:
             raise LayerfuseError("--conll takes no --text, --file or --fill-mask")

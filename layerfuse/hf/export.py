@@ -8,6 +8,7 @@ import os
 
 from ..errors import LayerfuseError
 from ..tasks import task_of
+from .card import hub_dataset_id, hub_model_id, model_card
 
 
 def resolve_head(path: str) -> tuple[str, dict | None]:
@@ -84,6 +85,7 @@ def export_head(head: str, out: str, *, device: str | None = None) -> str:
     import transformers
 
     from ..inference.predictor import load_head
+    from ..training.checkpoint import same_mode
     from .register import supported
 
     if not supported(transformers.__version__):
@@ -110,7 +112,9 @@ def export_head(head: str, out: str, *, device: str | None = None) -> str:
         layers=[int(x) for x in meta["layers"]],
         granularity=backbone.granularity,
         pooling=backbone.pooling,
-        special_ids=sorted(int(i) for i in backbone.tokenizer.all_special_ids),
+        # the unknown token stands for a word (an emoji, say) that predict tags: it is no special token here
+        special_ids=sorted(int(i) for i in backbone.tokenizer.all_special_ids
+                           if i != backbone.tokenizer.unk_token_id),
         max_length=int(backbone.encoder.max_length),
         id2label=dict(enumerate(labels)),
         label2id={name: i for i, name in enumerate(labels)},
@@ -127,10 +131,34 @@ def export_head(head: str, out: str, *, device: str | None = None) -> str:
     # The model windows long inputs itself (config.max_length), as predict does: a pipeline that cut them at
     # the backbone's positions would drop words, so the saved tokenizer sets no limit.
     tokenizer.model_max_length = VERY_LARGE_INTEGER
-    tokenizer.save_pretrained(out)
-    with open(os.path.join(out, "README.md"), "w", encoding="utf-8") as f:
-        f.write(model_card(config, meta, record, name=os.path.basename(os.path.normpath(out))))
+    _save_tokenizer(tokenizer, out)
+    card = os.path.join(out, "README.md")
+    with open(card, "w", encoding="utf-8") as f:
+        f.write(model_card(config, name=os.path.basename(os.path.normpath(out))))
+    for file in os.listdir(out):  # safetensors writes 0600: every file as readable as the card (the umask)
+        if os.path.isfile(os.path.join(out, file)):
+            same_mode(os.path.join(out, file), like=card)
     return out
+
+
+def _save_tokenizer(tokenizer, out: str) -> None:
+    """The backbone's tokenizer, splitting raw text into `predict`'s words first (`split_words_first`), saved
+    as transformers' generic fast tokenizer: the backbone's own class would rebuild its pre-tokenizer
+    on load. Its inputs stay the backbone's (no ``token_type_ids`` for a model that takes none)."""
+    from ..inference.words import split_words_first
+
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if backend is None:
+        raise LayerfuseError(f"export needs a fast (tokenizers) tokenizer; {type(tokenizer).__name__} is not one")
+    inputs = list(tokenizer.model_input_names)
+    split_words_first(backend)
+    tokenizer.save_pretrained(out)
+    path = os.path.join(out, "tokenizer_config.json")
+    with open(path, encoding="utf-8") as f:
+        config = json.load(f)
+    config.update(tokenizer_class="PreTrainedTokenizerFast", model_input_names=inputs)
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(config, f, indent=2, ensure_ascii=False)
 
 
 def _provenance(meta: dict, record: dict | None) -> dict:
@@ -139,7 +167,9 @@ def _provenance(meta: dict, record: dict | None) -> dict:
     run = meta.get("config") or (record or {}).get("config") or {}
     out = {
         "backbone": _public_name(cache.get("model")), "backbone_revision": cache.get("model_revision"),
+        "base_model": hub_model_id(cache.get("model"), cache.get("model_revision")),
         "dataset": _public_name(cache.get("dataset")), "dataset_fingerprint": cache.get("dataset_fingerprint"),
+        "datasets": hub_dataset_id(cache.get("dataset"), cache.get("dataset_source")),
         "cache_key": cache.get("key"), "fusion": run.get("fusion"), "shots": run.get("shots"),
         "epochs": run.get("epochs"), "seed": run.get("seed"), "mode": run.get("mode", "fe"),
     }
@@ -155,66 +185,3 @@ def _public_name(name: str | None) -> str | None:
     if name and (os.path.isabs(name) or os.path.exists(name) or name.startswith(".")):
         return os.path.basename(os.path.normpath(name))
     return name
-
-
-def model_card(config, meta: dict, record: dict | None, *, name: str) -> str:
-    """A model card (README.md with Hub metadata) written from the checkpoint and its run record."""
-    p = config.layerfuse
-    labels = list(config.label2id)
-
-    def points(x):
-        return "-" if x is None else f"{100 * float(x):.1f}"
-
-    shots = p.get("shots")
-    sample = "the whole train split" if not shots else f"N = {shots} shots (N x entity types sentences)"
-    scores = [("dev F1 (best)", p.get("best_dev_f1")), ("test F1 at the best dev point", p.get("test_f1_at_best")),
-              ("dev accuracy (best)", p.get("best_dev_accuracy")),
-              ("test accuracy at the best dev point", p.get("test_accuracy_at_best"))]
-    score_lines = "\n".join(f"| {what} | {points(v)} |" for what, v in scores if v is not None) or "| - | - |"
-    return f"""---
-library_name: transformers
-pipeline_tag: token-classification
-tags:
-- layerfuse
-- token-classification
-- {p.get('fusion', 'head')}
-base_model: {p.get('backbone', 'unknown')}
----
-
-# {name}
-
-A token classifier exported by [layerfuse](https://pypi.org/project/layerfuse/): the frozen
-backbone `{p.get('backbone')}` (revision `{p.get('backbone_revision', '-')}`), every layer's hidden
-states, and a **{p.get('fusion')}** fusion head with a linear classifier trained on cached hidden
-states ({'fine-tuned end to end' if p.get('mode') == 'ft' else 'feature extraction: backbone frozen'}).
-
-| | |
-|---|---|
-| backbone | `{p.get('backbone')}` |
-| dataset | `{p.get('dataset')}` (fingerprint `{p.get('dataset_fingerprint', '-')}`) |
-| training sample | {sample} |
-| epochs, seed | {p.get('epochs')}, {p.get('seed')} |
-| fused layers (0 = embeddings) | {', '.join(str(x) for x in config.layers)} |
-| rows | {config.granularity}{'' if config.granularity == 'subword' else f' (subword pooling: {config.pooling})'} |
-| labels | {', '.join(f'`{x}`' for x in labels)} |
-
-| score | value |
-|---|---|
-{score_lines}
-
-## Use
-
-The model class is registered with transformers when layerfuse is imported (no
-`trust_remote_code`):
-
-```python
-import layerfuse  # registers the "layerfuse-tagger" model type
-from transformers import pipeline
-
-tagger = pipeline("token-classification", model="{name}", aggregation_strategy="simple")
-print(tagger("Alice visited Paris."))
-```
-
-A word's tag is read off its first token, as layerfuse's `predict` tags it; words are the
-tokenizer's (for WordPiece, whitespace and punctuation).
-"""

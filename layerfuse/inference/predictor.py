@@ -3,17 +3,9 @@
 from __future__ import annotations
 
 import os
-import re
 
 from ..errors import LayerfuseError
 from ..tasks import task_of
-
-# Words and single punctuation marks, with their character offsets: enough for raw sentences.
-WORD = re.compile(r"\w+(?:[-'’.]\w+)*|[^\w\s]")
-
-
-def split_words(text: str) -> list[tuple[str, int, int]]:
-    return [(m.group(), m.start(), m.end()) for m in WORD.finditer(text)]
 
 
 def entities(tags: list[str], words: list[tuple[str, int, int]], text: str) -> list[dict]:

