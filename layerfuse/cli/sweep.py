@@ -91,7 +91,8 @@ def main(task, labels, fusions, shots, epochs, trials, lrs, layer_scores, batch_
     from ..experiments.results import RESULTS, read_results
     from .progress import show_progress
 
-    curve = parse_list(curve_shots, name="curve-shots", cast=parse_shots) if curve_shots else None
+    curve = parse_list(curve_shots, name="curve-shots", cast=_curve_shots,
+                       what="a positive integer or 'all'") if curve_shots else None
     if report_only:
         records = list(read_results(os.path.join(out, RESULTS)).values())
         if not records:
@@ -173,6 +174,13 @@ def _one_of(choices):
             raise ValueError(text)
         return text
     return check
+
+
+def _curve_shots(text: str) -> int | None:
+    try:
+        return parse_shots(text)
+    except LayerfuseError:  # named as --curve-shots by parse_list, not as --shots
+        raise ValueError(text) from None
 
 
 def _lr(text: str) -> float | None:

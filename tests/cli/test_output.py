@@ -46,7 +46,10 @@ GRID = ["--fusions", "base", "--shots", "2", "--epochs", "1", "--trials", "1", "
 
 
 @pytest.mark.parametrize("quiet", [False, True])
-def test_sweep_quiet_draws_no_bar(tiny_cache, tmp_path, quiet):
+def test_sweep_quiet_draws_no_bar(tiny_cache, tmp_path, quiet, monkeypatch):
+    from layerfuse.cli import progress
+
+    monkeypatch.setattr(progress, "stderr_is_terminal", lambda: True)  # a bar is drawn on a terminal only
     args = ["sweep", "--cache", tiny_cache, "--out", str(tmp_path / "sweep"), *GRID] + (["--quiet"] if quiet else [])
     result = CliRunner().invoke(main, args)
     assert result.exit_code == 0, result.output
@@ -62,7 +65,7 @@ def test_sweep_quiet_draws_no_bar(tiny_cache, tmp_path, quiet):
     ("--lrs", "abc", "--lrs 'abc': 'abc' is not a number or 'default'"),
     ("--fusions", "dwatt,foo", "--fusions 'dwatt,foo': 'foo' is not one of base, concat, dwatt, extra, scalarmix"),
     ("--layer-scores", "paper,x", "--layer-scores 'paper,x': 'x' is not one of paper, scaled, learned"),
-    ("--curve-shots", "8,x", "--curve-shots '8,x': 'x' is not an integer"),
+    ("--curve-shots", "8,x", "--curve-shots '8,x': 'x' is not a positive integer or 'all'"),
     ("--shots", ",", "--shots is empty"),
 ])
 def test_a_bad_list_item_is_one_line(tmp_path, option, value, message):
