@@ -40,6 +40,8 @@ from _common import (
     write_results,
 )
 
+ADAM_BYTES_PER_WEIGHT = 28  # float32 weight, gradient, two moments read (16); weight, two moments written (12)
+
 
 def peak_matmul_flops(device, precision: str, *, n: int = 4096, repeats: int = 5) -> float:
     """FLOP/s of an n x n x n matmul in the run's precision (median of ``repeats``)."""
@@ -124,8 +126,11 @@ def render_per_head(records_path: str, report: str, machine: str | None = None) 
     from layerfuse.experiments import read_results
 
     records = list(read_results(records_path).values())
+    seconds = {part: sum(r["seconds"][part] for r in records) for part in ("train", "eval", "total")}
     text = ("Each run's own clocks, from the grid's records (`" + public_path(records_path) + "`); the first run of "
-            "each fusion includes its warm-up.\n\n" + per_head_table(records))
+            f"each fusion includes its warm-up. {len(records)} runs, {sum(r['total_steps'] for r in records):,} "
+            f"steps; their clocks add up to {seconds['train']:,.1f} s training, {seconds['eval']:,.1f} s evaluating "
+            f"and {seconds['total']:,.1f} s in all.\n\n" + per_head_table(records))
     machine = machine or f"{records[0]['device']}; torch {records[0]['versions']['torch']}"
     write_results(report, text, title="The Figure-3 grid at roberta-large shape, per head", script="bench_grid",
                   argv=None, machine=machine)
@@ -226,7 +231,11 @@ def main(argv: list[str] | None = None) -> str:
     flops = sum(6 * r["params"] * r["n_train_words"] * r["config"]["epochs"]
                 + 2 * r["params"] * (len(r["evals"]) * dev_rows + test_rows) for r in records)
     row_bytes = entry.num_layers * entry.dim * 2  # float16 cache rows over layers 1..L
-    nbytes = (train_rows + eval_rows) * row_bytes
+    rows_bytes = (train_rows + eval_rows) * row_bytes
+    # AdamW's least traffic a step: weights, gradients and both moments read, weights and moments
+    # written, float32 (a roberta-large-shaped head has 25M weights: 0.7 GB a step, more than its rows)
+    adam_bytes = sum(ADAM_BYTES_PER_WEIGHT * r["params"] * r["total_steps"] for r in records)
+    nbytes = rows_bytes + adam_bytes
     peak, bandwidth = peak_matmul_flops(device, args.precision), copy_bandwidth(device)
     train_s = sum(r["seconds"]["train"] for r in records)
     eval_s = sum(r["seconds"]["eval"] for r in records)
@@ -234,7 +243,8 @@ def main(argv: list[str] | None = None) -> str:
     runs_time = figures["runs_s"] if not args.resume else figures["wall_s"] + args.resume_wall_s  # resumed: all
     figures.update(runs=len(records), steps=steps, eval_passes=passes, train_s=train_s, eval_s=eval_s,
                    steps_per_s=steps / train_s if train_s else None, passes_per_s=passes / eval_s if eval_s else None,
-                   head_flops=flops, cached_bytes=nbytes, peak_flops=peak, bandwidth=bandwidth, limit_s=limit_s,
+                   head_flops=flops, cached_bytes=rows_bytes, adam_bytes=adam_bytes, peak_flops=peak,
+                   bandwidth=bandwidth, limit_s=limit_s,
                    fraction_of_limit=limit_s / runs_time, machine=machine_line(str(device)),
                    mean_best_dev_f1=statistics.mean(r["best_dev_f1"] for r in records))
     rows = [("extract", figures["extract_s"], figures["extract_note"]),
@@ -265,8 +275,10 @@ def main(argv: list[str] | None = None) -> str:
           if args.resume else []),
         "Per head:", "", per_head_table(records), "",
         f"The hardware's limit for this grid: the heads' {flops / 1e12:,.1f} TFLOP at {peak / 1e12:,.2f} TFLOP/s "
-        f"(a {args.precision} 4096^3 matmul here) is {flops / peak:,.1f} s; the {nbytes / 1e9:,.1f} GB of cached "
-        f"rows they read, at {bandwidth / 1e9:,.1f} GB/s (a 1 GiB copy here), {nbytes / bandwidth:,.1f} s. "
+        f"(a {args.precision} 4096^3 matmul here) is {flops / peak:,.1f} s; the {rows_bytes / 1e9:,.1f} GB of cached "
+        f"rows they read and the {adam_bytes / 1e9:,.1f} GB AdamW reads and writes at least "
+        f"({ADAM_BYTES_PER_WEIGHT} bytes a weight a step), at {bandwidth / 1e9:,.1f} GB/s (a 1 GiB copy here), "
+        f"{nbytes / bandwidth:,.1f} s. "
         f"Together {limit_s:,.1f} s: the grid ran at {100 * figures['fraction_of_limit']:.0f}% of that limit.",
     ])
     cuda = device.type == "cuda"
