@@ -130,7 +130,9 @@ def render_per_head(records_path: str, report: str, machine: str | None = None) 
     text = ("Each run's own clocks, from the grid's records (`" + public_path(records_path) + "`); the first run of "
             f"each fusion includes its warm-up. {len(records)} runs, {sum(r['total_steps'] for r in records):,} "
             f"steps; their clocks add up to {seconds['train']:,.1f} s training, {seconds['eval']:,.1f} s evaluating "
-            f"and {seconds['total']:,.1f} s in all.\n\n" + per_head_table(records))
+            f"and {seconds['total']:,.1f} s in all. AdamW read and wrote at least "
+            f"{sum(ADAM_BYTES_PER_WEIGHT * r['params'] * r['total_steps'] for r in records) / 1e12:,.1f} TB for them "
+            f"({ADAM_BYTES_PER_WEIGHT} bytes a weight a step).\n\n" + per_head_table(records))
     machine = machine or f"{records[0]['device']}; torch {records[0]['versions']['torch']}"
     write_results(report, text, title="The Figure-3 grid at roberta-large shape, per head", script="bench_grid",
                   argv=None, machine=machine)
