@@ -58,6 +58,7 @@ def main(cache_dir, host, port, token_file, read_token_file, runs, data_dirs, de
         import uvicorn
 
         from ..serve.app import create_app
+        from ..serve.guard import server_options
     except ModuleNotFoundError as exc:  # the service's packages are an extra, not a dependency
         package = (exc.name or "").split(".")[0]
         if package not in SERVE_EXTRA:
@@ -81,7 +82,7 @@ def main(cache_dir, host, port, token_file, read_token_file, runs, data_dirs, de
     say(f"serving {root} on http://{host}:{port}/ (write token in {where}; send it as 'Authorization: Bearer ...')")
     if state.read_token is None and not _loopback(host):
         say(f"reads are open to anyone who can reach {host}:{port}; --read-token-file closes them")
-    uvicorn.run(create_app(state), host=host, port=port, log_level="info")
+    uvicorn.run(create_app(state), **server_options(host=host, port=port))
 
 
 def read_token(path: str | os.PathLike) -> str:

@@ -34,7 +34,9 @@ class ServerState:
 
 
 def _bearer_matches(header: str | None, token: str) -> bool:
-    """Constant-time comparison of an ``Authorization: Bearer ...`` header with ``token``."""
-    if not header or not header.startswith("Bearer "):
+    """Constant-time comparison of an ``Authorization: Bearer ...`` header with ``token``; the scheme's
+    name in any case (RFC 9110 makes it case-insensitive)."""
+    scheme, _, credentials = (header or "").strip().partition(" ")
+    if scheme.lower() != "bearer":
         return False
-    return hmac.compare_digest(header[len("Bearer "):].encode(), token.encode())
+    return hmac.compare_digest(credentials.strip().encode(), token.encode())
