@@ -19,6 +19,7 @@ LAYERS = (
     ("errors", "versions", "display", "hub", "lifeline"),  # imports nothing of the project
     ("tasks", "transfer"),  # the task registry (no torch); host arrays onto the device
     ("cache", "fusions", "layers"),  # the on-disk format; the heads (torch only); the layer specs
+    ("precision",),  # the forward-pass precisions: one table for extraction and training
     ("extract",),  # datasets in, the backbone's forward, writes the cache
     ("training",),  # one run from the cache
     ("finetune",),  # the live backbone for the same loop

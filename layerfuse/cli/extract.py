@@ -12,8 +12,8 @@ from ..display import human_bytes
 from ..errors import LayerfuseError
 from ..extract.datasets import current_reading
 from ..extract.estimate import Estimate, estimate
-from ..extract.precision import PRECISIONS
 from ..extract.run import DTYPES, GRANULARITIES, POOLINGS, ExtractConfig, extract
+from ..precision import PRECISIONS
 from ..tasks import task_of
 from .errors import friendly_errors
 from .options import (

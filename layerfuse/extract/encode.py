@@ -11,8 +11,8 @@ import torch
 
 from ..cache.codec import first_overflow, wider_dtypes
 from ..errors import LayerfuseError
-from .precision import PRECISIONS as _TABLE
-from .precision import precision_of
+from ..precision import PRECISIONS as _TABLE
+from ..precision import precision_of
 from .tokenize import Tokenized, special_tokens, subword_layout, windows
 
 PRECISIONS = {name: p.autocast_dtype for name, p in _TABLE.items()}  # the earlier name: precision -> autocast dtype

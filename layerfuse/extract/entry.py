@@ -18,12 +18,12 @@ from ..cache.codec import CODECS, DEFAULT_DTYPE
 from ..cache.layout import cache_root, entry_key, entry_path
 from ..cache.store import exists, open_group
 from ..errors import LayerfuseError
+from ..precision import DEFAULT_PRECISION, PRECISIONS
 from ..tasks import DEFAULT_TASK, TASKS, Task, task_of
 from ..versions import versions
 from .datasets import TaggedDataset, load_dataset
 from .masking import MaskingSpec, MaskVocab, content_size
 from .models import ModelInfo, load_config, load_tokenizer, model_info
-from .precision import DEFAULT_PRECISION, PRECISIONS
 from .text import TextCorpus, load_text
 from .tokenize import special_tokens
 

@@ -8,7 +8,7 @@ import numpy as np
 import torch
 
 from ..errors import LayerfuseError
-from ..extract.precision import DEFAULT_PRECISION
+from ..precision import DEFAULT_PRECISION
 
 
 class LiveBackbone(torch.nn.Module):

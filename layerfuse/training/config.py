@@ -6,10 +6,10 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 
 from ..errors import LayerfuseError
-from ..extract.precision import DEFAULT_PRECISION
-from ..extract.precision import PRECISIONS as PRECISION_TABLE
 from ..fusions.config import LAYER_SCORES, LM_HIDDEN_ACT, LM_LAYER_NORM_EPS, QUERY_LAYERS, FusionConfig
 from ..fusions.registry import FUSIONS
+from ..precision import DEFAULT_PRECISION
+from ..precision import PRECISIONS as PRECISION_TABLE
 from ..tasks import DEFAULT_TASK, TASKS, task_of
 
 PAPER_LR = 5e-5  # the paper's learning rate (§5): AdamW, linear decay to zero; FT's default
@@ -17,7 +17,7 @@ PAPER_LR = 5e-5  # the paper's learning rate (§5): AdamW, linear decay to zero;
 # features barely move at 5e-5; the heads with a handful of parameters want ten times more again.
 FE_LR = 1e-3
 FE_LR_BY_FUSION = {"base": 1e-2, "scalarmix": 1e-2}
-PRECISIONS = tuple(PRECISION_TABLE)  # the names (`layerfuse.extract.precision` holds what each means)
+PRECISIONS = tuple(PRECISION_TABLE)  # the names (`layerfuse.precision` holds what each means)
 
 
 @dataclass(frozen=True)

@@ -21,8 +21,8 @@ import numpy as np
 import torch
 
 from ..errors import LayerfuseError
-from ..extract.precision import precision_of
 from ..fusions import FUSIONS, count_parameters, packable
+from ..precision import precision_of
 from ..versions import versions
 from .config import RunResult, TrainConfig
 from .data import RunData, Split, choose_layers

@@ -36,10 +36,10 @@ import torch
 import torch.nn.functional as F
 
 from ..errors import LayerfuseError
-from ..extract.precision import precision_of
 from ..fusions import FUSIONS, TokenTagger
 from ..fusions.registry import fusions_that_pack
 from ..fusions.stacked import compute_dtype, linear, stacked, under
+from ..precision import precision_of
 from ..tasks import task_of
 from ..transfer import to_device
 from .config import RunResult, TrainConfig

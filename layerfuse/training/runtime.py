@@ -17,10 +17,10 @@ def pick_device(name: str | None = None) -> torch.device:
 
 def resolve_precision(precision: str, device: str | None = None, *, root: str | None = None) -> str:
     """``auto`` -> ``bf16`` or ``fp32``, whichever this machine runs a head's products faster in
-    (measured once and remembered: `layerfuse.training.precision`); other values pass through."""
+    (measured once and remembered: `layerfuse.precision`); other values pass through."""
     if precision != "auto":
         return precision
-    from .precision import auto_precision
+    from ..precision import auto_precision
 
     dev = pick_device(device)
     if dev.type not in ("cpu", "cuda") or (dev.type == "cuda" and not torch.cuda.is_bf16_supported()):
@@ -29,8 +29,8 @@ def resolve_precision(precision: str, device: str | None = None, *, root: str | 
 
 
 def autocast(precision: str, device: torch.device):
-    """The autocast context of a precision (fp32: none), from the one table (`extract.precision`)."""
-    from ..extract.precision import autocast as precision_autocast
+    """The autocast context of a precision (fp32: none), from the one table (`layerfuse.precision`)."""
+    from ..precision import autocast as precision_autocast
 
     return precision_autocast(precision, device)
 

@@ -7,7 +7,7 @@ import contextlib
 
 import torch
 
-from layerfuse.extract.precision import DEFAULT_PRECISION, PRECISIONS, autocast, precision_of
+from layerfuse.precision import DEFAULT_PRECISION, PRECISIONS, autocast, precision_of
 
 
 def test_every_user_offers_the_table():

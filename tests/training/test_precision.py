@@ -7,7 +7,7 @@ import json
 import pytest
 import torch
 
-from layerfuse.training import precision
+from layerfuse import precision
 from layerfuse.training.runtime import resolve_precision
 
 

@@ -1,24 +1,67 @@
-"""``--precision auto``: bf16 where this machine multiplies it clearly faster than fp32, decided by
-measuring rather than by a list of CPU flags.
+"""The forward-pass precisions, one table for extraction, training, fine-tuning and the CLI: each
+``--precision`` name with the dtype autocast computes in (none for fp32) and whether the backward
+pass scales the loss (fp16's narrow range would flush small gradients to zero).
 
-The probe times a head-sized product (``[2048, 384] x [384, 1536]``, the size of a DWAtt or FFN
-product in a training step) in float32 and in bfloat16, a fraction of a second, and picks bf16 when
-it takes at most `BF16_WINS` of the float32 time: CPUs with AMX or AVX512-BF16 and recent GPUs
-pass, CPUs that emulate bf16 (AVX2) do not. The decision is remembered per machine (CPU model,
-flags, torch version, device) in ``<cache root>/precision.json``, so it is measured once; delete
-the file to measure again, or pass ``--precision fp32|bf16`` to override it. Every run records the
-precision it actually ran at (``config.precision``).
+``--precision auto`` (`auto_precision`): bf16 where this machine multiplies it clearly faster than
+fp32, decided by measuring rather than by a list of CPU flags. The probe times a head-sized product
+(``[2048, 384] x [384, 1536]``, the size of a DWAtt or FFN product in a training step) in float32
+and in bfloat16, a fraction of a second, and picks bf16 when it takes at most `BF16_WINS` of the
+float32 time: CPUs with AMX or AVX512-BF16 and recent GPUs pass, CPUs that emulate bf16 (AVX2) do
+not. The decision is remembered per machine (CPU model, flags, torch version, device) in
+``<cache root>/precision.json``, so it is measured once; delete the file to measure again, or pass
+``--precision fp32|bf16`` to override it. Every run records the precision it actually ran at
+(``config.precision``).
+
+One module below extraction and training alike, so that both read the same table and neither
+imports the other for it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 import platform
 import time
+from dataclasses import dataclass
 
 import torch
+
+
+@dataclass(frozen=True)
+class Precision:
+    name: str  # the ``--precision`` value, recorded in entries and runs
+    autocast_dtype: torch.dtype | None  # None: no autocast, everything in float32
+    scales_loss: bool = False  # fp16 training multiplies the loss (torch.amp.GradScaler)
+
+    def autocast(self, device_type: str):
+        """The autocast context of this precision on a device of ``device_type`` (fp32: none)."""
+        if self.autocast_dtype is None:
+            return contextlib.nullcontext()
+        return torch.autocast(device_type=device_type, dtype=self.autocast_dtype)
+
+
+PRECISIONS: dict[str, Precision] = {p.name: p for p in (
+    Precision("fp32", None),
+    Precision("bf16", torch.bfloat16),
+    Precision("fp16", torch.float16, scales_loss=True),
+)}
+DEFAULT_PRECISION = "fp32"
+
+
+def precision_of(name: str) -> Precision:
+    """The precision called ``name``."""
+    try:
+        return PRECISIONS[name]
+    except KeyError:
+        raise ValueError(f"precision {name!r} is not one of {', '.join(PRECISIONS)}") from None
+
+
+def autocast(name: str, device: torch.device):
+    """The autocast context of precision ``name`` on ``device`` (fp32: none)."""
+    return precision_of(name).autocast(device.type)
+
 
 BF16_WINS = 0.7  # bf16 must take at most this fraction of fp32's time: a clear gain, not noise
 SHAPE = (2048, 384, 1536)
@@ -74,7 +117,7 @@ def _cpu_model_and_flags() -> str:
 
 
 def _local_root(root: str | None) -> str:
-    from ..cache.layout import cache_root, is_remote
+    from .cache.layout import cache_root, is_remote
 
     root = cache_root(root)
     return os.path.join(os.path.expanduser("~"), ".cache", "layerfuse") if is_remote(root) else root
