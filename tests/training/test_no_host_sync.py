@@ -96,7 +96,8 @@ def _pack(data, fusion: str, device: str, **options):
     orders = [list(r.epoch_batches()) for r in runs]
     heads = list(range(len(runs)))
 
-    def step(i: int, heads=heads):  # heads: fewer when the others are past their last step
+    def step(i: int, heads=heads):  # heads: fewer when the others are past their last step (the first
+        # ones when a pack is ordered longest first, as `train_pack` orders it: a slice of the stacks)
         return pack.step([runs[k] for k in heads], [orders[k][i] for k in heads], heads=heads, optimizer=optimizer)
 
     return pack, step
@@ -111,7 +112,7 @@ def test_a_packed_step_makes_no_tensor_a_host_value(data, fusion):
     assert pack.rows is not None  # every head's rows gathered at once
     step(0)
     with CountToHost() as seen:
-        losses = [step(1), step(2), step(0, heads=[0, 2])]
+        losses = [step(1), step(2), step(0, heads=[0, 2]), step(1, heads=[0, 1])]  # indexed, then the first
     assert not seen.calls, f"{fusion}: {len(seen.calls)} tensor-to-host conversions in a packed step, the first:\n" \
                            f"{seen.calls[0][0]} at\n{seen.calls[0][1]}"
     assert torch.isfinite(losses[-1]).all()
@@ -126,7 +127,7 @@ def test_a_cuda_packed_step_never_synchronises(data, fusion):
     torch.cuda.synchronize()
     torch.cuda.set_sync_debug_mode("error")
     try:
-        losses = [step(1), step(2), step(0, heads=[0, 2])]
+        losses = [step(1), step(2), step(0, heads=[0, 2]), step(1, heads=[0, 1])]  # indexed, then the first
     finally:
         torch.cuda.set_sync_debug_mode("default")
     assert torch.isfinite(losses[-1]).all().item()
