@@ -20,7 +20,9 @@
 # WORK (default /tmp/gpu_all) the work folder; RESULTS (default $WORK/results) where every results
 # file goes; BUDGET_S (default 570) the seconds all parts may take together: a part gets at most
 # what is left, less RESERVE_S (default 15) for packing the results. Each part's exit status and
-# seconds are logged; a part that fails or runs out of time does not stop the next.
+# seconds are logged; a part that fails or runs out of time does not stop the next. GRID_S (default
+# 360) caps the grid part: the whole 300-run grid took more than that on an H100
+# (docs/performance.md), so a call that must finish it runs `grid` alone with GRID_S=570.
 set -u
 cd "$(dirname "$0")/.."
 ASSETS=${ASSETS:-.gpu}
@@ -60,11 +62,17 @@ import torch
 print("gpu:", torch.cuda.get_device_name(0) if torch.cuda.is_available() else "none", "; torch", torch.__version__)
 EOF
 
+# entry_in ROOT: the (first) entry under a cache root; entries of a model given by a relative path
+# are named from it and may start with a dot, which a shell glob would pass by
+entry_in() {
+    find "$1" -mindepth 1 -maxdepth 1 -type d 2>/dev/null | sort | head -1
+}
+
 grid() {
     # the encoder stands in for a downloaded roberta-large: built before the grid's clock starts
     part encoder 120 python3 -c "import sys; sys.path.insert(0, 'scripts'); from pathlib import Path; \
 from _common import build_encoder; build_encoder(Path('$ENCODER'), '$MINILM')"
-    part grid 360 python3 scripts/bench_grid.py --out "$WORK/grid" --data "$CONLL" --model "$ENCODER" \
+    part grid "${GRID_S:-360}" python3 scripts/bench_grid.py --out "$WORK/grid" --data "$CONLL" --model "$ENCODER" \
         --report "$RESULTS/bench_grid_gpu.md"
     cp "$WORK/grid/grid.jsonl" "$RESULTS/bench_grid_gpu_runs.jsonl" 2>/dev/null
 }
@@ -83,7 +91,7 @@ parity_wnut() {
 
 parity_grid_encoder() {
     # is extra's dev F1 of 0 in the grid the random encoder's or the CUDA path's? the same runs on this CPU
-    local entry; entry=$(ls -d "$WORK"/grid/cache/*/ 2>/dev/null | head -1)
+    local entry; entry=$(entry_in "$WORK/grid/cache")
     [ -z "$entry" ] && return
     for device in cuda cpu; do
         part "parity-grid-encoder-$device" 100 python3 scripts/compare_cuda_cpu.py --cache "$entry" \
@@ -100,12 +108,12 @@ keep_parity() {
 }
 
 ft() {
-    local entry; entry=$(ls -d "$WORK"/grid/cache/*/ 2>/dev/null | head -1)
+    local entry; entry=$(entry_in "$WORK/grid/cache")
     for precision in bf16 fp32; do
         [ -n "$entry" ] && part "ft-roberta-$precision" 50 python3 scripts/bench_ft_step.py --cache "$entry" \
             --steps 12 --precision $precision --project --report "$RESULTS/bench_ft_step_roberta_$precision.md"
     done
-    local minilm; minilm=$(ls -d "$WORK"/parity/conll-cuda/cache/*/ 2>/dev/null | head -1)
+    local minilm; minilm=$(entry_in "$WORK/parity/conll-cuda/cache")
     for precision in bf16 fp32; do
         [ -n "$minilm" ] && part "ft-minilm-$precision" 35 python3 scripts/bench_ft_step.py --cache "$minilm" \
             --steps 12 --precision $precision --report "$RESULTS/bench_ft_step_minilm_$precision.md"

@@ -66,7 +66,8 @@ def slug(text: str) -> str:
     if os.sep in base or "/" in base:
         parts = [p for p in base.split("/") if p]
         base = "-".join(parts[-2:]) if len(parts) > 1 else parts[-1]
-    return re.sub(r"[^A-Za-z0-9._-]+", "-", base).strip("-")[:48] or "x"
+    # no leading dot: a model in a hidden folder (``.models/x``) must not make a hidden entry
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", base).lstrip(".-").rstrip("-")[:48] or "x"
 
 
 def entry_key(fields: dict) -> str:
