@@ -24,6 +24,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import LayerfuseError
+from . import manifest
 from .layout import is_remote
 from .store import SMALL_ARRAY_CODECS, files_of, open_group
 
@@ -69,6 +70,7 @@ def view_meta(meta: dict, name: str | None, *, where: str) -> dict:
     ``entity_types`` (a token set's are its classes: C of an N-way sample), ``label_set`` and ``label_kind``."""
     name = name or primary_name(meta)
     info = check_name(meta, name, where=where)
+    manifest.check(manifest.names_problem(where, f"label set {name!r}", info["names"], info.get(manifest.NAMES)))
     out = {**meta, "label_set": name, "label_kind": info["kind"], "label_names": list(info["names"])}
     if info["kind"] == TOKEN:
         out["entity_types"] = list(info["names"])
@@ -115,8 +117,9 @@ def write_label_set(entry_path: str, name: str, *, kind: str, names: list[str], 
                            compressors=SMALL_ARRAY_CODECS)
     files = {split: files_of(root[split], names=[key])[key] for split in labels}  # what readers must find
     sets = dict(meta.get(LISTING) or {})
-    sets[name] = {"names": list(names), "kind": kind, "version": version, "array": key, "splits": sorted(labels),
-                  "split_fingerprints": fingerprints, "files": files}
+    sets[name] = {"names": list(names), manifest.NAMES: manifest.names_digest(names), "kind": kind,
+                  "version": version, "array": key, "splits": sorted(labels), "split_fingerprints": fingerprints,
+                  "files": files}
     root.attrs[LISTING] = sets  # listed last, in one atomic write: a set is read only once every split holds it
     _drop_unlisted(entry_path, root, sets, keep={array_name(meta, name)} if old else set())
 

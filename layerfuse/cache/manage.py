@@ -10,7 +10,7 @@ import numpy as np
 
 from ..errors import LayerfuseError
 from ..tasks import DEFAULT_TASK
-from . import label_sets
+from . import label_sets, manifest
 from .codec import DEFAULT_DTYPE, SCALES, codec_of
 from .layout import KEY_FIELDS, OPTIONAL_KEY_FIELDS, PLAN, is_remote, local_path
 from .store import MissingChunkError, checked_store, open_group
@@ -185,7 +185,7 @@ def verify(path: str, *, progress: bool = False) -> list[str]:
 
     group = open_group(path, mode="r")
     codec = codec_of(group.attrs.get("dtype") or DEFAULT_DTYPE)
-    problems = _missing_files(path, group)
+    problems = _missing_files(path, group) + manifest.problems(path, group)
     problems += [f"{path}: split {name} was asked for and is not finished (rerun `extract` to finish it)"
                  for name in entry_status(path, size=False).missing]
     non_finite: dict[tuple[str, int], int] = {}

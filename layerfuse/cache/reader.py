@@ -16,7 +16,7 @@ import zarr
 
 from ..errors import IncompleteEntryError, LayerfuseError
 from ..tasks import DEFAULT_TASK
-from . import label_sets
+from . import label_sets, manifest
 from .codec import SCALES, codec_of
 from .layout import PLAN
 from .store import checked_store, open_group, require_complete
@@ -145,6 +145,8 @@ class CacheSplit:
         require_complete(self.group, f"split {name!r} of {entry.path}")
         self.attrs = dict(self.group.attrs)
         expect_files(self.entry, name, self.attrs)
+        manifest.check(manifest.names_problem(entry.path, f"split {name}", entry.stored_meta.get("label_names") or [],
+                                              self.attrs.get(manifest.NAMES)))
         self._hidden = self.array("hidden")
         # The entry's storage format; an entry that names none is read as its array is stored.
         self.codec = codec_of(self.entry.meta.get("dtype") or str(self._hidden.dtype))
@@ -157,10 +159,12 @@ class CacheSplit:
     def array(self, name: str) -> zarr.Array:
         """Array ``name`` of the split; one whose zarr.json is gone is an error naming it."""
         try:
-            return self.group[name]
+            array = self.group[name]
         except KeyError:
             raise LayerfuseError(f"{self.entry.path}: array {self.name}/{name} is missing (no "
                                   f"{self.name}/{name}/zarr.json); re-extract the entry") from None
+        manifest.check(manifest.array_problem(self.entry.path, self.name, name, array, self.attrs))
+        return array
 
     def read_whole(self, name: str) -> np.ndarray:
         """A small array of the split (offsets, labels, words, ...) whole; a chunk failing its checksum

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import zarr
 
+from . import manifest
 from .codec import CODECS, SCALES, Codec, codec_of
 from .layout import PLAN, is_remote, local_path
 from .shard import remove_stale_partials, shard_files
@@ -136,8 +137,12 @@ class SplitWriter:
         # The chunk files written, so readers and `verify` tell a lost file from a chunk never stored
         # (label sets, written later, list theirs in their own record).
         files = {name: keys for name, keys in files_of(self.group).items() if not name.startswith(LABEL_SET_PREFIX)}
+        # And how its arrays are to be read, and the entry's label names: metadata edited later is caught.
+        arrays = {name: manifest.describe(a) for name, a in self.group.arrays() if not name.startswith(LABEL_SET_PREFIX)}
+        names = zarr.open_group(self.group.store, mode="r").attrs.get("label_names") or []
         # One write: the split turns complete together with its stats and files, never before them.
-        self.group.update_attributes({**stats, "files": files, "complete": True,
+        self.group.update_attributes({**stats, "files": files, manifest.ARRAYS: arrays,
+                                      manifest.NAMES: manifest.names_digest(names), "complete": True,
                                       "finished": time.strftime("%Y-%m-%dT%H:%M:%S%z")})
 
 

@@ -78,3 +78,36 @@ def test_a_corrupt_split_metadata_is_one_line_and_hides_no_other_entry(entry_cop
     assert message in one_error_line(train_head(entry_copy, tmp_path))
     assert message in one_error_line(CliRunner().invoke(main, ["info", entry_copy]))
     assert message in one_error_line(CliRunner().invoke(main, ["verify", entry_copy]))
+
+
+def _edit_json(path: str, edit) -> None:
+    import json
+
+    with open(path, encoding="utf-8") as f:
+        meta = json.load(f)
+    edit(meta)
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(meta, f)
+
+
+def _grow(meta, by):
+    meta["shape"][0] += by
+
+
+def _rename_label(meta):
+    names = meta["attributes"]["label_names"]
+    names[1] = names[1] + "X"
+
+
+# Metadata that stays valid JSON but lies: the hidden array one row longer, the offsets one shorter, a label
+# name edited. The chunks' checksums hold; the split's completion record tells.
+@pytest.mark.parametrize("file, edit, needle", [
+    ("train/hidden/zarr.json", lambda m: _grow(m, 1), "array train/hidden has shape"),
+    ("dev/offsets/zarr.json", lambda m: _grow(m, -1), "array dev/offsets has shape"),
+    ("zarr.json", _rename_label, "label names of split"),
+], ids=["hidden-shape", "offsets-shape", "label-name"])
+def test_metadata_that_lies_is_one_line_in_verify_and_train_head(entry_copy, tmp_path, file, edit, needle):
+    _edit_json(os.path.join(entry_copy, file), edit)
+    problems = verify(entry_copy)
+    assert len(problems) >= 1 and all(needle in p for p in problems), problems
+    assert needle in one_error_line(train_head(entry_copy, tmp_path))
