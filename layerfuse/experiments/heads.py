@@ -11,7 +11,8 @@ the run record beside the head ``"<id>.head.safetensors"``; a folder moved or co
 exports. Each run's head is written where it trained (a worker, a Ray task), then kept or deleted
 here as the run is recorded: at most one head per cell is on disk under ``best``, plus those in flight.
 When a run beats its cell's kept one, the older run's line is appended again with ``checkpoint``
-null and ``superseded_by`` the new run (`read_results` keeps a run's last line), and its files go.
+null, ``superseded_by`` the new run and ``rewrite`` true (a line that replaces an earlier one of the
+same run, not another training: `read_results` keeps a run's last line), and its files go.
 """
 
 from __future__ import annotations
@@ -115,7 +116,8 @@ def record_run(results: str, record: dict, *, keep: str) -> dict:
         record = {**record, "checkpoint": os.path.relpath(weights, os.path.dirname(os.path.abspath(results)))}
         append_result(results, record)
         if rival is not None:
-            append_result(results, {**rival, "checkpoint": None, "head_sha256": None, "superseded_by": rid})
+            append_result(results, {**rival, "checkpoint": None, "head_sha256": None, "superseded_by": rid,
+                                    "rewrite": True})
             _delete(folder, rival["run_id"])
         return record
 

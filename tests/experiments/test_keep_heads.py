@@ -45,6 +45,8 @@ def test_best_keeps_one_head_per_cell_and_records_who_won(tmp_path):
     assert records[winner]["checkpoint"] == f"heads/{winner}.head.safetensors"  # relative to results.jsonl
     assert records[run_id(_config(0))]["superseded_by"] == winner  # was kept, then beaten
     assert records[run_id(_config(2))]["superseded_by"] == winner  # never kept
+    lines = [json.loads(line) for line in results.read_text().splitlines()]
+    assert len(lines) == 5 and [r["run_id"] for r in lines if r.get("rewrite")] == [run_id(_config(0))]
     on_disk = sorted(os.listdir(heads_dir(str(results))))
     assert on_disk == sorted([".lock", *(os.path.basename(p) for rid in (winner, dwatt)
                                          for p in head_files("", rid))])
