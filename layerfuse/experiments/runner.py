@@ -228,19 +228,29 @@ def _run_pack(job: _Job, configs: tuple) -> list[dict]:
 
 
 def _in_process(job: _Job, todo, queue, run):
-    _init_worker(job, todo, None)
-    for item in queue:
-        if item is None:  # another sweep's runs are all that is left: wait for them
-            time.sleep(POLL_S)
-            continue
-        yield item, run(job, item)
+    import torch
+
+    from ..training.runtime import run_threads
+
+    before = torch.get_num_threads()
+    _init_worker(job, todo, run_threads())  # as a pool worker runs: the same numbers
+    try:
+        for item in queue:
+            if item is None:  # another sweep's runs are all that is left: wait for them
+                time.sleep(POLL_S)
+                continue
+            yield item, run(job, item)
+    finally:
+        torch.set_num_threads(before)
 
 
 def _local_results(job: _Job, todo, queue, workers: int, run):
     import multiprocessing
     from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 
-    threads = max(1, (os.cpu_count() or 1) // workers)
+    from ..training.runtime import run_threads
+
+    threads = run_threads()  # not the cores divided by the workers: a run's numbers never depend on the worker count
     context = multiprocessing.get_context("spawn")  # no fork after torch threads: portable and safe
     with ProcessPoolExecutor(workers, mp_context=context, initializer=_init_pool_worker,
                              initargs=(os.getpid(), job, todo, threads)) as pool:

@@ -35,6 +35,15 @@ def autocast(precision: str, device: torch.device):
     return precision_autocast(precision, device)
 
 
+RUN_THREADS = 1  # intra-op threads of each run of a sweep, unless LAYERFUSE_NUM_THREADS says otherwise
+
+
+def run_threads() -> int:
+    """The intra-op threads every run of a sweep uses, whatever its worker count: a float sum's order, and so
+    a run's numbers, may depend on the thread count, and a run must depend on its config and seed alone."""
+    return int(os.environ.get("LAYERFUSE_NUM_THREADS") or RUN_THREADS)
+
+
 def apply_thread_setting() -> None:
     """``LAYERFUSE_NUM_THREADS`` sets torch's intra-op threads, for sweeps that run several
     processes side by side; unset, torch's default is left alone."""
