@@ -411,8 +411,8 @@ def run_floor(words, model_name, *, precision: str = "fp32") -> float:
     import torch
 
     from layerfuse.extract.encode import UnitEncoder, row_map
+    from layerfuse.extract.entry import default_token_budget, default_unit_rows
     from layerfuse.extract.models import load_model, load_tokenizer, model_info
-    from layerfuse.extract.run import default_token_budget, default_unit_rows
     from layerfuse.extract.tokenize import tokenize_words
 
     info = model_info(model_name)

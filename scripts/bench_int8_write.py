@@ -25,10 +25,10 @@ import time
 import numpy as np
 from _common import cpu_line, results_path, write_results
 
-from layerfuse.cache.int8 import quantize
+from layerfuse.cache.codec import CODECS
 from layerfuse.cache.manage import bytes_on_disk
 from layerfuse.cache.writer import SplitPlan, SplitWriter
-from layerfuse.extract.run import default_unit_rows
+from layerfuse.extract.entry import default_unit_rows
 
 WAYS = {  # name: (stored dtype, what reaches the writer)
     "float16": ("float16", "float16"),
@@ -74,7 +74,7 @@ def main(argv=None) -> str:
     # Hidden states are heavy-tailed (a few outlier dimensions): a t distribution, not a normal one.
     source = [rng.standard_t(4, (unit_rows, args.layers, args.dim)).astype(np.float32) for _ in range(args.units)]
     given = {"float16": [u.astype(np.float16) for u in source], "float32": source,
-             "int8": [quantize(u) for u in source]}
+             "int8": [CODECS["int8"].encode(u) for u in source]}
     seconds = {name: [] for name in WAYS}
     per_row = {}
     with tempfile.TemporaryDirectory() as tmp:

@@ -11,9 +11,10 @@ import click
 from ..display import human_bytes
 from ..errors import LayerfuseError
 from ..extract.datasets import current_reading
+from ..extract.entry import DTYPES, GRANULARITIES, POOLINGS, ExtractConfig
 from ..extract.estimate import Estimate, estimate
 from ..extract.formats import help_text as dataset_formats_help
-from ..extract.run import DTYPES, GRANULARITIES, POOLINGS, ExtractConfig, extract
+from ..extract.run import extract
 from ..precision import PRECISIONS
 from ..tasks import task_of
 from .errors import friendly_errors

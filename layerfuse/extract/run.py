@@ -23,31 +23,21 @@ from ..cache import label_sets
 from ..cache.lock import EntryLock
 from ..cache.store import open_group
 from ..cache.writer import remove_partials, write_entry_arrays
-from ..errors import LayerfuseError
+from ..errors import LayerfuseError, removed_names
 from .distributed import Ranks
-
-# The options and the entry's description live in `entry` (the dry run, `estimate`, reads them too);
-# these names are offered here as they always were.
-from .entry import (  # noqa: F401
-    DTYPE_BYTES,
-    DTYPES,
-    GRANULARITIES,
-    MASKING_FORMAT,
-    POOLINGS,
-    ExtractConfig,
-    default_token_budget,
-    default_unit_rows,
-    describe,
-    lm_complete,
-    load_data,
-    special_counts,
-    split_complete,
-)
+from .entry import ExtractConfig, describe, lm_complete, load_data, split_complete
 from .estimate import check_free_space
-from .job import BackgroundWriter as _BackgroundWriter  # noqa: F401 - the name the writer thread had here
 from .job import Extraction, SplitJob, SplitSummary, summary_from_cache
 from .masking import IGNORE
 from .models import ModelInfo, load_model, load_tokenizer, model_info
+
+# The options and the entry's description moved to `entry` (the dry run reads them too).
+__getattr__ = removed_names(__name__, {
+    **{name: f"layerfuse.extract.entry.{name}" for name in (
+        "DTYPE_BYTES", "DTYPES", "GRANULARITIES", "MASKING_FORMAT", "POOLINGS", "default_token_budget",
+        "default_unit_rows", "special_counts")},
+    "_BackgroundWriter": "layerfuse.extract.job.BackgroundWriter",
+})
 
 
 @dataclass

@@ -14,7 +14,8 @@ import numpy as np
 
 from ..errors import LayerfuseError
 from ..tasks import task_of
-from ..training.data import IGNORE, Batch, EntryViews
+from ..training.arrays import IGNORE, Batch
+from ..training.data import EntryViews
 from ..training.sampling import few_shot_sample
 from .freeze import freeze
 from .states import LiveStates

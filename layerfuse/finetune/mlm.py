@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import LayerfuseError
-from ..training.data import IGNORE, Batch
+from ..training.arrays import IGNORE, Batch
 from .states import LiveStates
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..errors import LayerfuseError
-from ..training.data import Sentences
+from ..training.arrays import Sentences
 
 
 class LiveStates(Sentences):

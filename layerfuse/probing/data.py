@@ -3,7 +3,7 @@ of a split with their labels and word strings.
 
 A probe is token-level: sentences matter only for drawing an N-shot sample and for span F1. A row is
 scored when its label is non-negative (unscored rows carry -100 or -1); on a subword cache only a
-word's first subword is scored, as `train-head` scores it (`layerfuse.training.data.sentence_rows`).
+word's first subword is scored, as `train-head` scores it (`layerfuse.training.arrays.sentence_rows`).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import numpy as np
 
 from ..errors import LayerfuseError
 from ..tasks import task_of
-from ..training.data import sentence_rows
+from ..training.arrays import sentence_rows
 from ..training.sampling import entity_types, few_shot_sample
 
 

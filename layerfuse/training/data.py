@@ -20,11 +20,15 @@ from typing import Protocol
 import numpy as np
 
 from ..cache.reader import MetaViews
-from ..errors import LayerfuseError
+from ..errors import LayerfuseError, removed_names
 from ..layers import LayerSpec, parse_layers, rank_layers
 from ..tasks import task_of
-from .arrays import IGNORE, Batch, Sentences, Split, SplitArrays, load_split, sentence_rows  # noqa: F401 (kept here)
+from .arrays import IGNORE, Split, SplitArrays, load_split
 from .sampling import entity_types, few_shot_sample, shot_size
+
+# The arrays' own names live in `arrays`.
+__getattr__ = removed_names(__name__, {name: f"layerfuse.training.arrays.{name}"
+                                       for name in ("Batch", "Sentences", "sentence_rows")})
 
 # ----------------------------------------------------------------------------------------------
 # Everything a run needs

@@ -19,7 +19,7 @@ hold ``block_norm`` and no ``contribution``, and their ``share`` is of the block
 
 from __future__ import annotations
 
-from .data import IGNORE, Split
+from .arrays import IGNORE, Split
 from .evaluation import eval_batches, rows_in_order
 
 

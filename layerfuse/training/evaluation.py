@@ -14,7 +14,7 @@ import torch.nn.functional as F
 from ..cache.label_sets import SPAN, TOKEN
 from ..cache.reader import rows_of
 from . import budget
-from .data import IGNORE, Split
+from .arrays import IGNORE, Split
 from .metrics import Chunker, entity_f1, token_accuracy
 
 

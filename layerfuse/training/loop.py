@@ -24,8 +24,9 @@ from ..errors import LayerfuseError
 from ..fusions import FUSIONS, count_parameters, packable
 from ..precision import precision_of
 from ..versions import versions
+from .arrays import Split
 from .config import RunResult, TrainConfig
-from .data import RunData, Split, choose_layers
+from .data import RunData, choose_layers
 from .diagnostics import layer_usage
 from .memory import keep_freed_memory
 from .runtime import apply_thread_setting, autocast, now, pick_device

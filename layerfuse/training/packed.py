@@ -42,8 +42,8 @@ from ..fusions.stacked import compute_dtype, linear, stacked, under
 from ..precision import precision_of
 from ..tasks import task_of
 from ..transfer import to_device
+from .arrays import IGNORE, SplitArrays
 from .config import RunResult, TrainConfig
-from .data import IGNORE, SplitArrays
 from .diagnostics import layer_usage
 from .loop import PACK_MULTIPLE, Book, Run, build_optimizer, decays_weight, lr_schedule, prepare_run, train_head
 from .memory import keep_freed_memory

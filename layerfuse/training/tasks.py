@@ -23,8 +23,8 @@ from ..cache.label_sets import SPAN, TOKEN
 from ..display import f1_points
 from ..errors import LayerfuseError
 from ..tasks import task_of
+from .arrays import IGNORE
 from .config import TrainConfig, masked_lm_kwargs, tagger_kwargs
-from .data import IGNORE
 from .evaluation import eval_batches, score, score_heads
 
 

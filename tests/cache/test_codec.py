@@ -9,7 +9,7 @@ import torch
 
 from layerfuse.cache.codec import CODECS, codec_of, decode_torch, first_overflow, wider_dtypes
 from layerfuse.cache.writer import STORAGE_DTYPES
-from layerfuse.extract.run import DTYPE_BYTES, DTYPES
+from layerfuse.extract.entry import DTYPE_BYTES, DTYPES
 
 
 def test_one_codec_per_storage_dtype():

@@ -10,11 +10,13 @@ import numpy as np
 import pytest
 import zarr
 
-from layerfuse.cache.int8 import SCALES, dequantize, quantize
+from layerfuse.cache.codec import CODECS, SCALES
 from layerfuse.cache.manage import verify
 from layerfuse.cache.reader import open_entry
 from layerfuse.errors import LayerfuseError
 from layerfuse.extract.run import ExtractConfig, extract
+
+INT8 = CODECS["int8"]
 
 
 def test_round_trip_is_within_half_a_step_of_each_vector():
@@ -22,18 +24,18 @@ def test_round_trip_is_within_half_a_step_of_each_vector():
     x = rng.standard_normal((50, 4, 64)).astype(np.float32) * rng.uniform(1e-4, 1e3, (50, 4, 1)).astype(np.float32)
     x[3, 1] = 0  # an all-zero vector: scale 1, stored as zeros
     x[7, 2, 5] = -40.0  # one outlier sets its vector's scale
-    q, s = quantize(x)
+    q, s = INT8.encode(x)
     assert q.dtype == np.int8 and s.dtype == np.float32 and s.shape == (50, 4)
     assert s[3, 1] == 1 and not q[3, 1].any()
     assert np.abs(q).max() <= 127 and (np.abs(q).max(axis=-1)[np.arange(50) != 3] == 127).all()
     bound = np.abs(x).max(axis=-1, keepdims=True) / 254  # = s / 2
-    err = np.abs(x - dequantize(q, s))
+    err = np.abs(x - INT8.decode(q, s))
     assert (err <= bound * (1 + 1e-4)).all(), float((err / np.maximum(bound, 1e-30)).max())
 
 
 def test_the_rule_is_symmetric_absmax_round_half_even():
     x = np.array([[[127.0, -63.5, 0.49, -127.0, 64.5]]], np.float32)  # max |x| = 127: s = 1
-    q, s = quantize(x)
+    q, s = INT8.encode(x)
     assert s.tolist() == [[1.0]] and q.tolist() == [[[127, -64, 0, -127, 64]]]
 
 
@@ -50,7 +52,7 @@ def test_the_reader_returns_float16_dequantised(int8_cache):
     group = zarr.open_group(int8_cache, mode="r")["train"]
     q, s = group["hidden"][:], group[SCALES][:]
     assert q.dtype == np.int8 and s.dtype == np.float32 and s.shape == q.shape[:2]
-    exact = dequantize(q, s)
+    exact = INT8.decode(q, s)
     h = split.hidden()
     assert h.dtype == np.float16
     np.testing.assert_array_equal(h, exact.astype(np.float16))

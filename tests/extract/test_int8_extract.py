@@ -13,7 +13,7 @@ import pytest
 import zarr
 from conftest import kill_mid_extraction, scaled_bert, slow_extract_child, split_arrays
 
-from layerfuse.cache.int8 import SCALES
+from layerfuse.cache.codec import SCALES
 from layerfuse.cache.manage import bytes_on_disk
 from layerfuse.cache.reader import open_entry
 from layerfuse.extract.estimate import estimate
@@ -38,7 +38,7 @@ def test_int8_is_the_float32_extraction_quantised(int8_entry, tiny_bert_dir, tin
     assert fp32 != int8_entry  # dtype is a key field: another entry
     x = zarr.open_group(fp32, mode="r")["train"]["hidden"][:]
     group = zarr.open_group(int8_entry, mode="r")["train"]
-    # The rule, written out independently of `layerfuse.cache.int8`.
+    # The rule, written out independently of `layerfuse.cache.codec`.
     s = np.abs(x).max(axis=-1) / np.float32(127)
     s[s == 0] = 1
     q = np.clip(np.round(x / s[..., None]), -127, 127).astype(np.int8)
@@ -121,9 +121,9 @@ def test_units_quantised_where_they_were_encoded_store_the_same_bytes(int8_entry
                                                                       tmp_path, monkeypatch):
     """On a GPU each int8 unit is quantised on the device and the writer takes (q, scales); here the
     same path runs on the CPU, and every stored array equals the writer-quantised entry's."""
-    from layerfuse.extract import run
+    from layerfuse.extract.job import BackgroundWriter
 
-    monkeypatch.setattr(run._BackgroundWriter, "quantizes_on", lambda self, device: self.writer.plan.dtype == "int8")
+    monkeypatch.setattr(BackgroundWriter, "quantizes_on", lambda self, device: self.writer.plan.dtype == "int8")
     entry = _extract(tiny_bert_dir, tiny_conll_dir, tmp_path, dtype="int8")
     got, want = {s: split_arrays(entry.path, s) for s in ("train", "dev")}, {
         s: split_arrays(int8_entry, s) for s in ("train", "dev")}
