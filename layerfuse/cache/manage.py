@@ -185,7 +185,7 @@ def verify(path: str, *, progress: bool = False) -> list[str]:
 
     group = open_group(path, mode="r")
     codec = codec_of(group.attrs.get("dtype") or DEFAULT_DTYPE)
-    problems = _missing_files(path, group) + manifest.problems(path, group)
+    problems = _missing_files(path, group) + manifest.problems(path, group, group.attrs.get(label_sets.LISTING) or {})
     problems += [f"{path}: split {name} was asked for and is not finished (rerun `extract` to finish it)"
                  for name in entry_status(path, size=False).missing]
     non_finite: dict[tuple[str, int], int] = {}

@@ -52,10 +52,9 @@ def check(problem: str | None) -> None:
         raise LayerfuseError(problem)
 
 
-def problems(path: str, group) -> list[str]:
-    """Every recorded array and label-name digest of the entry ``group`` that no longer matches."""
-    from . import label_sets
-
+def problems(path: str, group, sets: dict) -> list[str]:
+    """Every recorded array and label-name digest of the entry ``group`` (its label sets' listing ``sets``)
+    that no longer matches."""
     attrs = dict(group.attrs)
     out = []
     for split, g in group.groups():
@@ -66,6 +65,6 @@ def problems(path: str, group) -> list[str]:
         arrays = dict(g.arrays())
         out += [array_problem(path, split, name, arrays[name], split_attrs)
                 for name in (split_attrs.get(ARRAYS) or {}) if name in arrays]
-    for name, info in (attrs.get(label_sets.LISTING) or {}).items():
+    for name, info in sets.items():
         out.append(names_problem(path, f"label set {name!r}", info.get("names") or [], info.get(NAMES)))
     return [p for p in out if p is not None]

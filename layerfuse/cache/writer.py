@@ -138,7 +138,8 @@ class SplitWriter:
         # (label sets, written later, list theirs in their own record).
         files = {name: keys for name, keys in files_of(self.group).items() if not name.startswith(LABEL_SET_PREFIX)}
         # And how its arrays are to be read, and the entry's label names: metadata edited later is caught.
-        arrays = {name: manifest.describe(a) for name, a in self.group.arrays() if not name.startswith(LABEL_SET_PREFIX)}
+        arrays = {name: manifest.describe(a) for name, a in self.group.arrays()
+                  if not name.startswith(LABEL_SET_PREFIX)}
         names = zarr.open_group(self.group.store, mode="r").attrs.get("label_names") or []
         # One write: the split turns complete together with its stats and files, never before them.
         self.group.update_attributes({**stats, "files": files, manifest.ARRAYS: arrays,
