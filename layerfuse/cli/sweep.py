@@ -132,7 +132,7 @@ def main(task, labels, fusions, shots, epochs, trials, lrs, layer_scores, batch_
             pack = default_pack(entry, configs, pick_device(None))
         records = list(run_sweep(entry, configs, out=out, workers=workers, ray=ray_address,
                                  progress=show_progress(quiet), log=say, pack=pack, keep_heads=keep_heads).values())
-        _say_kept(records, out)
+        _say_kept(out)
         if task_of(task).labels_from_data:  # nu needs classes; an MLM entry's labels are the vocabulary
             _save_layer_scores(entry, layers, out)
     paths = render(records, out, curve_shots=curve, per_lr=per_lr, nu=_layer_scores(out))
@@ -141,8 +141,10 @@ def main(task, labels, fusions, shots, epochs, trials, lrs, layer_scores, batch_
     click.echo("plots: " + ", ".join(p for k, p in paths.items() if k != "table"))
 
 
-def _say_kept(records: list[dict], out: str) -> None:
-    kept = [r for r in records if r.get("checkpoint")]
+def _say_kept(out: str) -> None:
+    from ..experiments.heads import kept_heads
+
+    kept = kept_heads(os.path.join(out, "heads"))
     if kept:
         say(f"{len(kept)} head{'s' if len(kept) > 1 else ''} kept in {os.path.join(out, 'heads')}; "
             f"export the best: layerfuse export {out} --best --out models/NAME")

@@ -5,14 +5,14 @@ A cell is one setting of the grid but for its seed: the trials of one fusion, N,
 higher; perplexity, lower; ties: the run that finished first), ``all`` every run's, ``none`` none.
 
 A kept head lies in the sweep's folder as `train-head` writes one: ``heads/<run id>.head.safetensors``
-and ``.head.json`` (the checkpoint), and ``heads/<run id>.json``, its run record. Paths are relative
-to the file that names them: a line of ``results.jsonl`` says ``"checkpoint": "heads/<id>.head.safetensors"``,
-the run record beside the head ``"<id>.head.safetensors"``; a folder moved or copied whole still
-exports. Each run's head is written where it trained (a worker, a Ray task), then kept or deleted
-here as the run is recorded: at most one head per cell is on disk under ``best``, plus those in flight.
-When a run beats its cell's kept one, the older run's line is appended again with ``checkpoint``
-null, ``superseded_by`` the new run and ``rewrite`` true (a line that replaces an earlier one of the
-same run, not another training: `read_results` keeps a run's last line), and its files go.
+and ``.head.json`` (the checkpoint), and ``heads/<run id>.json``, its run record, which names the head
+relatively (``"<id>.head.safetensors"``) and carries its weights' hash: a folder moved or copied whole
+still exports. The heads folder is the one account of what is kept. Each run's line in
+``results.jsonl`` is written once, when it finishes, and never again: under ``all`` it names its head
+(``"checkpoint": "heads/<id>.head.safetensors"``, relative to results.jsonl: that head stays); under
+``best`` it names none, since a later run of its cell may still beat it, and says ``"keep_heads":
+"best"``. Each run's head is written where it trained (a worker, a Ray task), then kept or deleted here
+as the run is recorded: at most one head per cell is on disk under ``best``, plus those in flight.
 """
 
 from __future__ import annotations
@@ -86,40 +86,52 @@ def _locked(folder: str):
 
 
 def record_run(results: str, record: dict, *, keep: str) -> dict:
-    """Append ``record`` to ``results``, with its ``checkpoint`` (relative to the results file, or None)
-    unless ``keep`` is none,
-    after keeping or deleting the head its run wrote under ``keep`` (see the module's doc). Returns
-    the record as appended."""
+    """Append ``record`` to ``results`` once, after keeping or deleting the head its run wrote under
+    ``keep`` (see the module's doc). Returns the record as appended."""
     folder = heads_dir(results)
     rid = record["run_id"]
     if keep == "none":  # the record as it always was: no checkpoint
         append_result(results, record)
         return record
     with _locked(folder):
-        rival = None
-        if keep == "best":
-            cell = cell_of(record["config"])
-            rival = next((r for r in read_results(results).values()
-                          if r.get("checkpoint") and r["run_id"] != rid
-                          and r.get("cache_key") == record.get("cache_key") and cell_of(r["config"]) == cell), None)
+        rival = _kept_rival(folder, record) if keep == "best" else None
         if rival is not None and dev_rank(record) <= dev_rank(rival):  # the kept one stays: first best wins ties
             _delete(folder, rid)
-            record = {**record, "checkpoint": None, "superseded_by": rival["run_id"]}
+            record = {**record, "checkpoint": None, "keep_heads": keep}
             append_result(results, record)
             return record
         from ..training.checkpoint import file_sha256
 
         weights, _, run_record = head_files(folder, rid)
-        record = {**record, "head_sha256": file_sha256(weights)}  # export checks it is this run's head
+        record = {**record, "head_sha256": file_sha256(weights), "keep_heads": keep}  # export checks the hash
         with open(run_record, "w", encoding="utf-8") as f:  # beside the head, as train-head writes it
             json.dump({**record, "checkpoint": os.path.basename(weights)}, f, indent=2)
-        record = {**record, "checkpoint": os.path.relpath(weights, os.path.dirname(os.path.abspath(results)))}
-        append_result(results, record)
         if rival is not None:
-            append_result(results, {**rival, "checkpoint": None, "head_sha256": None, "superseded_by": rid,
-                                    "rewrite": True})
             _delete(folder, rival["run_id"])
+        # only a head that stays is named here: under best a later run of the cell may replace it
+        here = os.path.relpath(weights, os.path.dirname(os.path.abspath(results))) if keep == "all" else None
+        record = {**record, "checkpoint": here}
+        append_result(results, record)
         return record
+
+
+def kept_heads(folder: str) -> dict[str, dict]:
+    """The run records of the heads kept in a heads ``folder``, by run id."""
+    kept = {}
+    for name in sorted(os.listdir(folder)) if os.path.isdir(folder) else []:
+        if name.endswith(".json") and not name.endswith(".head.json"):
+            with open(os.path.join(folder, name), encoding="utf-8") as f:
+                record = json.load(f)
+            kept[record["run_id"]] = record
+    return kept
+
+
+def _kept_rival(folder: str, record: dict) -> dict | None:
+    """The kept head of ``record``'s cell (on the same entry), if any."""
+    cell = cell_of(record["config"])
+    return next((r for rid, r in kept_heads(folder).items()
+                 if rid != record["run_id"] and r.get("cache_key") == record.get("cache_key")
+                 and cell_of(r["config"]) == cell), None)
 
 
 def _delete(folder: str, rid: str) -> None:
@@ -135,30 +147,29 @@ def sweep_head(folder: str, *, run: str | None = None, best: bool = False) -> st
     if not os.path.isfile(results):
         raise LayerfuseError(f"{folder} holds no {RESULTS}: not the --out folder of a sweep")
     records = read_results(results)
-    kept = {rid: r for rid, r in records.items() if r.get("checkpoint")}
+    heads = os.path.join(folder, HEADS)
+    kept = kept_heads(heads)
     if run is None and not best:
         raise LayerfuseError(f"{folder} is a sweep's folder: name one of its runs with --run RUN_ID, or --best")
     if run is not None and run not in records:
         raise LayerfuseError(f"no run {run!r} in {results}" + _listed(kept))
+    cell = cell_of(records[run]["config"]) if run is not None else None
+    in_cell = [r for r in kept.values() if cell is None or cell_of(r["config"]) == cell]
     if best:
-        cell = cell_of(records[run]["config"]) if run is not None else None
-        pool = [r for r in kept.values() if cell is None or cell_of(r["config"]) == cell]
-        if not pool:
+        if not in_cell:
             where = f"run {run}'s cell" if run is not None else folder
             raise LayerfuseError(f"no head kept for {where} (the sweep ran with --keep-heads none?)")
-        record = max(pool, key=dev_rank)
+        record = max(in_cell, key=dev_rank)
+    elif run in kept:
+        record = kept[run]
     else:
-        record = records[run]
-        if not record.get("checkpoint"):
-            better = record.get("superseded_by")
-            why = (f"run {better} of its cell scored better on dev (export it: --run {better}, or --best)" if better
-                   else "the sweep ran with --keep-heads none")
-            raise LayerfuseError(f"run {run} in {folder} kept no head: {why}")
-    weights = os.path.join(folder, record["checkpoint"])
-    beside = weights[: -len(".head.safetensors")] + ".json" if weights.endswith(".head.safetensors") else None
-    if not os.path.isfile(weights):
-        raise LayerfuseError(f"run {record['run_id']}'s head {weights} is missing")
-    return beside if beside and os.path.isfile(beside) else weights
+        why = (f"run {in_cell[0]['run_id']} of its cell scored better on dev (export it: --run "
+               f"{in_cell[0]['run_id']}, or --best)" if in_cell else "the sweep ran with --keep-heads none")
+        raise LayerfuseError(f"run {run} in {folder} kept no head: {why}")
+    beside = head_files(heads, record["run_id"])[2]
+    if not os.path.isfile(os.path.join(heads, record["checkpoint"])):
+        raise LayerfuseError(f"run {record['run_id']}'s head {os.path.join(heads, record['checkpoint'])} is missing")
+    return beside
 
 
 def _listed(kept: dict) -> str:

@@ -64,7 +64,7 @@ def run_grid(entry, configs: list[TrainConfig], *, results: str, workers: int | 
     name); ``on_record(config, record)`` runs here as each run finishes. ``pack``: train up to this many
     runs that differ in seed, N, rate or epoch cap together (`layerfuse.training.packed`; 1 = one run
     at a time). ``keep_heads``: none, best (of each cell) or all: which runs' heads stay in ``heads/``
-    beside ``results``, named by each record's ``checkpoint`` (`layerfuse.experiments.heads`)."""
+    beside ``results`` (`layerfuse.experiments.heads`)."""
     from tqdm.auto import tqdm
 
     if pack > 1 and load_per_run:

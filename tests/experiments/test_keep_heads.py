@@ -13,7 +13,7 @@ from click.testing import CliRunner
 
 from layerfuse.cli.main import main as cli
 from layerfuse.errors import LayerfuseError
-from layerfuse.experiments.heads import cell_of, head_files, heads_dir, record_run, sweep_head
+from layerfuse.experiments.heads import cell_of, head_files, heads_dir, kept_heads, record_run, sweep_head
 from layerfuse.experiments.results import RESULTS, read_results, run_id
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -41,12 +41,11 @@ def test_best_keeps_one_head_per_cell_and_records_who_won(tmp_path):
     record_run(str(results), _finished(results, 0, 0.1, fusion="dwatt"), keep="best")  # another cell
     records = read_results(str(results))
     winner, dwatt = run_id(_config(1)), run_id(_config(0, "dwatt"))
-    assert {rid for rid, r in records.items() if r.get("checkpoint")} == {winner, dwatt}
-    assert records[winner]["checkpoint"] == f"heads/{winner}.head.safetensors"  # relative to results.jsonl
-    assert records[run_id(_config(0))]["superseded_by"] == winner  # was kept, then beaten
-    assert records[run_id(_config(2))]["superseded_by"] == winner  # never kept
+    assert set(kept_heads(heads_dir(str(results)))) == {winner, dwatt}  # the heads folder: what is kept
     lines = [json.loads(line) for line in results.read_text().splitlines()]
-    assert len(lines) == 5 and [r["run_id"] for r in lines if r.get("rewrite")] == [run_id(_config(0))]
+    assert [r["run_id"] for r in lines] == list(records) and len(lines) == 4  # each run once, never rewritten
+    assert all(r["checkpoint"] is None and r["keep_heads"] == "best" for r in lines)  # a later run may replace it
+    assert records[winner]["head_sha256"] and records[run_id(_config(0))]["head_sha256"]  # both kept when recorded
     on_disk = sorted(os.listdir(heads_dir(str(results))))
     assert on_disk == sorted([".lock", *(os.path.basename(p) for rid in (winner, dwatt)
                                          for p in head_files("", rid))])
@@ -80,11 +79,11 @@ def test_sweep_then_export_of_its_best_run_loads_in_a_pipeline(tiny_cache, tmp_p
     assert run.exit_code == 0, run.output
     assert "1 head kept in" in run.stderr
     records = read_results(str(out / RESULTS))
-    assert len(records) == 3
-    kept = [r for r in records.values() if r.get("checkpoint")]
+    assert len(records) == 3 and len((out / RESULTS).read_text().splitlines()) == 3
     best = max(records.values(), key=lambda r: r["best_dev_f1"])
-    assert [r["run_id"] for r in kept] == [best["run_id"]]
-    assert not os.path.isabs(best["checkpoint"])
+    kept = kept_heads(str(out / "heads"))
+    assert list(kept) == [best["run_id"]]
+    assert not os.path.isabs(kept[best["run_id"]]["checkpoint"])
 
     moved = tmp_path / "moved"  # the folder copied elsewhere still exports: nothing names where it was
     shutil.copytree(out, moved)

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from layerfuse.experiments.heads import cell_of
+from layerfuse.experiments.heads import cell_of, kept_heads
 from layerfuse.experiments.results import RESULTS, read_results
 
 pytestmark = pytest.mark.slow  # starts two sweep processes
@@ -28,11 +28,10 @@ def _sweep(tiny_cache, out, pack=1, **env):
 
 
 def _ids(out):
-    """The run id of each run's training: a line that rewrites a run's record (its head superseded by a
-    better run of its cell, `--keep-heads best`) is not another training."""
+    """The run id of each run's training, line by line."""
     path = out / RESULTS
     lines = [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
-    return [r["run_id"] for r in lines if not r.get("rewrite")]
+    return [r["run_id"] for r in lines]
 
 
 def test_two_sweeps_on_one_out_run_every_run_once(tiny_cache, tmp_path):
@@ -43,9 +42,9 @@ def test_two_sweeps_on_one_out_run_every_run_once(tiny_cache, tmp_path):
     assert not os.listdir(tmp_path / "claims")  # every claim released
     # The two sweeps kept one head per cell between them (the best of its 2 trials), and only those.
     records = read_results(str(tmp_path / RESULTS))
-    kept = [r for r in records.values() if r.get("checkpoint")]
+    kept = list(kept_heads(str(tmp_path / "heads")).values())
     assert sorted(cell_of(r["config"]) for r in kept) == sorted({cell_of(r["config"]) for r in records.values()})
-    assert len(kept) == 8 and all((tmp_path / r["checkpoint"]).is_file() for r in kept)
+    assert len(kept) == 8 and all((tmp_path / "heads" / r["checkpoint"]).is_file() for r in kept)
     assert len(list((tmp_path / "heads").glob("*.head.safetensors"))) == 8
 
 
