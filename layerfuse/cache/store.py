@@ -152,3 +152,31 @@ def files_of(group: zarr.Group, names=None) -> dict[str, list[str]]:
         if names is None or name in names:
             out[name] = [k for k in sync(listed(f"{array.path}/c/")) if k.startswith("c/")]
     return out
+
+
+def settle_reads(timeout: float = 5.0) -> None:
+    """Cancel the reads still in flight on zarr's event loop and wait for them to end.
+
+    A read of many chunks that fails on one (a missing chunk) leaves its other chunks' reads pending;
+    a process that then exits closes the loop under them, and asyncio prints "Task was destroyed but
+    it is pending" and "Event loop is closed" for each, after the one line that says what is wrong.
+    Called before a command exits on an error."""
+    import asyncio
+
+    from zarr.core import sync as zarr_sync
+
+    loop = zarr_sync.loop[0]
+    if loop is None or loop.is_closed() or not loop.is_running():
+        return
+
+    async def cancel_the_rest():
+        me = asyncio.current_task()
+        rest = [task for task in asyncio.all_tasks() if task is not me]
+        for task in rest:
+            task.cancel()
+        await asyncio.gather(*rest, return_exceptions=True)
+
+    try:
+        asyncio.run_coroutine_threadsafe(cancel_the_rest(), loop).result(timeout)
+    except Exception:  # noqa: BLE001 - leaving on an error already: the error is the message
+        pass

@@ -10,15 +10,26 @@ import click
 from ..errors import LayerfuseError
 
 
+def settle_reads() -> None:
+    """zarr's reads still in flight, cancelled before exiting on an error (`cache.store.settle_reads`):
+    only where zarr was used, so a command that never read the cache does not import it."""
+    if "zarr" in sys.modules:
+        from ..cache.store import settle_reads as settle
+
+        settle()
+
+
 def friendly_errors(fn):
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
         try:
             return fn(*args, **kwargs)
         except LayerfuseError as exc:
+            settle_reads()
             click.echo(f"error: {exc}", err=True)
             sys.exit(1)
         except OSError as exc:  # disk full, permissions: name the file, not a traceback
+            settle_reads()
             where = f" ({exc.filename})" if getattr(exc, "filename", None) else ""
             click.echo(f"error: {exc.strerror or exc}{where}", err=True)
             sys.exit(1)

@@ -111,3 +111,33 @@ def test_metadata_that_lies_is_one_line_in_verify_and_train_head(entry_copy, tmp
     problems = verify(entry_copy)
     assert len(problems) >= 1 and all(needle in p for p in problems), problems
     assert needle in one_error_line(train_head(entry_copy, tmp_path))
+
+
+_SLOW_READS = """
+import asyncio, sys
+from zarr.storage import LocalStore
+real = LocalStore.get
+async def slow(self, key, *args, **kwargs):  # a large entry: other chunks still on their way
+    if "/c/" in key:
+        await asyncio.sleep(0.3)
+    return await real(self, key, *args, **kwargs)
+LocalStore.get = slow
+from layerfuse.cli.main import main
+main(sys.argv[1:])
+"""
+
+
+def test_a_lost_chunk_under_reads_in_flight_is_one_line_without_asyncio_noise(entry_copy, tmp_path):
+    """Reads still in flight when one chunk is found missing were destroyed with the event loop at exit:
+    hundreds of "Task was destroyed but it is pending" / "Event loop is closed" lines after the error."""
+    import subprocess
+    import sys
+
+    os.remove(os.path.join(entry_copy, "train", "hidden", "c", "0", "0", "0"))
+    env = {**os.environ, "ZARR_ASYNC__CONCURRENCY": "2"}
+    done = subprocess.run([sys.executable, "-c", _SLOW_READS, "train-head", "--cache", entry_copy, "--fusion", "concat",
+                           "--shots", "all", "--epochs", "1", "--quiet", "--out", str(tmp_path / "run")],
+                          capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode == 1
+    lines = [line for line in (done.stdout + done.stderr).splitlines() if line.strip()]
+    assert len(lines) == 1 and "array train/hidden, chunk c/0/0/0 is missing" in lines[0], lines[:20]
