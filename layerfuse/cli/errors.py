@@ -19,7 +19,15 @@ def settle_reads() -> None:
         settle()
 
 
-def friendly_errors(fn):
+RESUMES = "interrupted; rerun the same command to resume"
+
+
+def friendly_errors(fn=None, *, interrupted: str = RESUMES):
+    """``@friendly_errors`` or ``@friendly_errors(interrupted=...)``: ``interrupted`` is what Ctrl-C prints,
+    true of the command (a command that keeps no partial work must not promise a resume)."""
+    if fn is None:
+        return functools.partial(friendly_errors, interrupted=interrupted)
+
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
         try:
@@ -34,7 +42,7 @@ def friendly_errors(fn):
             click.echo(f"error: {exc.strerror or exc}{where}", err=True)
             sys.exit(1)
         except KeyboardInterrupt:
-            click.echo("interrupted; rerun the same command to resume", err=True)
+            click.echo(interrupted, err=True)
             sys.exit(130)
 
     return wrapper
