@@ -33,7 +33,7 @@ def commands(page: str) -> list[str]:
     return found
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def help_text(program: tuple[str, ...]) -> str:
     """The --help of a script (run as the page says) or of a `layerfuse` command."""
     if program[0] == "layerfuse":

@@ -13,6 +13,7 @@ import os
 from dataclasses import MISSING
 from dataclasses import fields as dataclass_fields
 
+from ..fusions.registry import owned_options
 from ..training.config import PAPER_LR, TrainConfig, default_lr
 
 RESULTS = "results.jsonl"
@@ -26,7 +27,6 @@ FIRST_RELEASE = {"lr": PAPER_LR, "layer_score": "paper"}
 ID_BASELINE = {**{f.name: f.default for f in dataclass_fields(TrainConfig) if f.default is not MISSING
                   and f.name != "device"}, **FIRST_RELEASE}
 LEGACY = {"layer_score": FIRST_RELEASE["layer_score"]}  # what records written before a field existed ran with
-ONLY_FOR = {"layer_score": "dwatt"}  # fields that change only one fusion's result
 
 
 def run_id(config: TrainConfig | dict) -> str:
@@ -35,8 +35,9 @@ def run_id(config: TrainConfig | dict) -> str:
     given = {**LEGACY, **(config.record() if not isinstance(config, dict) else config)}
     if given.get("lr") is None:  # the default rate of its fusion: named by its value
         given["lr"] = default_lr(given["fusion"], given.get("mode", "fe"))
+    owners = owned_options()  # a setting some fusions own changes only their runs' results
     fields = {f.name: given[f.name] for f in dataclass_fields(TrainConfig)
-              if f.name in given and f.name != "device" and ONLY_FOR.get(f.name, given["fusion"]) == given["fusion"]
+              if f.name in given and f.name != "device" and given["fusion"] in owners.get(f.name, {given["fusion"]})
               and (f.default is MISSING or given[f.name] != ID_BASELINE.get(f.name, f.default))}
     digest = hashlib.sha1(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:10]
     return f"{given['fusion']}-n{given['shots'] or 'all'}-e{given['epochs']}-s{given['seed']}-{digest}"

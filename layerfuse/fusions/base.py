@@ -12,6 +12,7 @@ class Base(Fusion):
     top_layer_only = True  # reads z_L alone: a run holds and batches that one layer
     reads_query_layer = True  # z_L is the output
     shares_evaluation_batch = True
+    fe_lr = 1e-2  # a handful of weights: ten times FE's default (docs/results/lr_sweep_conll.md)
 
     def __init__(self) -> None:
         super().__init__()

@@ -44,6 +44,7 @@ class DWAtt(Fusion):
     token_wise = True  # each token's output depends on that token alone: batches may be packed
     casts_stacked_weights = True  # stacked_forward: cast(params, rows.dtype) first
     reads_query_layer = True  # z_L is the query and the residual
+    options = ("layer_score",)
     # K heads' per-layer tensors on one shared evaluation batch outgrew the caches: one head after
     # another was faster.
     shares_evaluation_batch = False

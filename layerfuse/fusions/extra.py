@@ -25,6 +25,7 @@ class ExtraLayers(Fusion):
     token_wise = False  # attends across the sentence: packed batches need the sentence lengths
     top_layer_only = True  # reads z_L alone: a run holds and batches that one layer
     reads_query_layer = True  # z_L is the input of the new layers
+    options = ("extra_layers",)
     shares_evaluation_batch = True
     casts_stacked_weights = True  # stacked_forward: cast(params, rows.dtype) first
 

@@ -22,6 +22,10 @@ reports no layer usage):
   uses any (`stacked.cast`), so a pack may hand it weights cast already, all in one cast;
 - ``shares_evaluation_batch``: whether ``stacked_forward`` also runs on one evaluation batch that
   every head reads (``shared=True``); otherwise a pack scores its heads one after another;
+- ``options``: the run's settings (fields of `TrainConfig` and `FusionConfig`) that this fusion alone
+  reads: they enter its runs' ids and report rows, a grid varies them for its runs alone, and other
+  fusions' runs keep their defaults (DWAtt's ``layer_score``, the extra layers' ``extra_layers``);
+- ``fe_lr``: its learning rate in FE by default;
 - ``layer_usage(batches, *, autocast) -> dict | None``: which fused layers the head uses, as a
   record ending with ``share`` (non-negative, summing to 1 over the fused layers), computed from
   ``batches`` (an iterable of ``(hidden [B, T, L, d], scored [B, T])`` over dev) when it needs the
@@ -31,6 +35,10 @@ reports no layer usage):
 from __future__ import annotations
 
 from torch import nn
+
+# FE's default rate, from scripts/lr_sweep_conll.py (docs/results/lr_sweep_conll.md): fresh heads on
+# frozen features barely move at the paper's 5e-5; heads of a handful of weights declare ten times more.
+FE_LR = 1e-3
 
 
 class Fusion(nn.Module):
@@ -44,6 +52,8 @@ class Fusion(nn.Module):
     shares_evaluation_batch = False
     casts_stacked_weights = False
     query_slices = 0
+    options: tuple[str, ...] = ()
+    fe_lr = FE_LR
 
     def layer_usage(self, batches, *, autocast) -> dict | None:
         return None

@@ -24,6 +24,15 @@ FUSIONS = {
 }
 
 
+def owned_options() -> dict[str, set[str]]:
+    """Each setting some fusion owns (`Fusion.options`) -> the fusions that read it."""
+    owners: dict[str, set[str]] = {}
+    for name, cls in FUSIONS.items():
+        for option in cls.options:
+            owners.setdefault(option, set()).add(name)
+    return owners
+
+
 def fusions_that_pack() -> list[str]:
     """The fusions whose K heads train as one module (``sweep --pack K``): those declaring a stacked forward."""
     return [name for name, cls in FUSIONS.items() if cls.packs()]

@@ -15,6 +15,7 @@ class ScalarMix(Fusion):
 
     token_wise = True  # each token's output depends on that token alone: batches may be packed
     shares_evaluation_batch = True
+    fe_lr = 1e-2  # a handful of weights: ten times FE's default (docs/results/lr_sweep_conll.md)
 
     def __init__(self, *, n_layers: int) -> None:
         super().__init__()

@@ -7,16 +7,14 @@ from dataclasses import asdict, dataclass, field
 
 from ..errors import LayerfuseError
 from ..fusions.config import LAYER_SCORES, LM_HIDDEN_ACT, LM_LAYER_NORM_EPS, QUERY_LAYERS, FusionConfig
+from ..fusions.fusion import FE_LR
 from ..fusions.registry import FUSIONS
 from ..precision import DEFAULT_PRECISION
 from ..precision import PRECISIONS as PRECISION_TABLE
 from ..tasks import DEFAULT_TASK, TASKS, task_of
 
 PAPER_LR = 5e-5  # the paper's learning rate (§5): AdamW, linear decay to zero; FT's default
-# FE's defaults, from scripts/lr_sweep_conll.py (docs/results/lr_sweep_conll.md): fresh heads on frozen
-# features barely move at 5e-5; the heads with a handful of parameters want ten times more again.
-FE_LR = 1e-3
-FE_LR_BY_FUSION = {"base": 1e-2, "scalarmix": 1e-2}
+FE_LR_BY_FUSION = {name: cls.fe_lr for name, cls in FUSIONS.items() if cls.fe_lr != FE_LR}  # the exceptions, for help
 PRECISIONS = tuple(PRECISION_TABLE)  # the names (`layerfuse.precision` holds what each means)
 
 
@@ -151,8 +149,8 @@ OPTIONAL_FIELDS = (*MLM_FIELDS, "best_dev_accuracy", "test_accuracy_at_best")
 
 
 def default_lr(fusion: str, mode: str = "fe") -> float:
-    """FT: the paper's 5e-5; FE: `FE_LR_BY_FUSION`, else `FE_LR`."""
-    return PAPER_LR if mode == "ft" else FE_LR_BY_FUSION.get(fusion, FE_LR)
+    """FT: the paper's 5e-5; FE: the fusion's own (`Fusion.fe_lr`)."""
+    return PAPER_LR if mode == "ft" else FUSIONS[fusion].fe_lr
 
 
 def default_extra_layers(num_layers: int) -> int:
