@@ -31,3 +31,21 @@ def checked_root(cache_dir: str | None, *, write: bool) -> str:
         what = "is read-only" if existing == path else f"cannot be made: {existing} is read-only"
         raise LayerfuseError(f"{name} {what}; this command writes there (name a writable --cache-dir)")
     return root
+
+
+def checked_out(out: str, *, option: str = "--out") -> str:
+    """The folder a command writes its results to, checked before any work: one that is a file (or below
+    one), or that cannot be written (or made), is refused in one line naming it. Without the check,
+    `train-head` trained, then died writing the head (a 32-line SafetensorError, a bare "File exists")."""
+    path = os.path.abspath(out)
+    existing = path
+    while not os.path.lexists(existing) and os.path.dirname(existing) != existing:
+        existing = os.path.dirname(existing)  # made on first write: its nearest existing folder
+    if not os.path.isdir(existing):
+        where = "" if existing == path else f" ({existing} is one)"
+        raise LayerfuseError(f"{option} {out} is a file, not a folder{where}: name a folder, or a path where one "
+                             "can be made")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        what = "is read-only" if existing == path else f"cannot be made: {existing} is read-only"
+        raise LayerfuseError(f"{option} {out} {what}; name a writable {option}")
+    return out

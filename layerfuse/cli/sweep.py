@@ -93,6 +93,9 @@ def main(task, labels, fusions, shots, epochs, trials, lrs, layer_scores, batch_
 
     curve = parse_list(curve_shots, name="curve-shots", cast=_curve_shots,
                        what="a positive integer or 'all'") if curve_shots else None
+    from .roots import checked_out
+
+    checked_out(out)  # results, heads and the report go there: a file or read-only is one line before any run
     if report_only:
         records = list(read_results(os.path.join(out, RESULTS)).values())
         if not records:

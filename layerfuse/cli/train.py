@@ -12,6 +12,7 @@ from dataclasses import fields
 import click
 
 from ..display import f1_points
+from ..errors import LayerfuseError
 from ..fusions.registry import FUSIONS
 from ..tasks import task_of
 from ..training.config import FE_LR, FE_LR_BY_FUSION, PAPER_LR, PRECISIONS, TrainConfig, default_extra_layers
@@ -36,7 +37,7 @@ from .options import (
     say,
     task_option,
 )
-from .roots import checked_root
+from .roots import checked_out, checked_root
 
 
 def run_name(config: TrainConfig) -> str:
@@ -135,6 +136,8 @@ def main(cache, model, dataset, cache_dir, out, dry_run, verbose, quiet, protoco
     """Train a fusion head on cached hidden states and report its best dev F1 (MLM: perplexity)."""
     if cache_dir or not cache:  # the root is read (and written: the measured precision, a missing entry)
         checked_root(cache_dir, write=True)
+    if not dry_run:
+        checked_out(out)  # a file, or read-only: one line now, not after the training
     options = apply_protocol({**options, "shots": parse_shots(options["shots"])}, protocol)
     options["precision"] = resolve_precision(options["precision"], options["device"], root=cache_dir)
     config = TrainConfig(**{f.name: options[f.name] for f in fields(TrainConfig)})  # options = fields, one to one
@@ -155,7 +158,7 @@ def main(cache, model, dataset, cache_dir, out, dry_run, verbose, quiet, protoco
     finally:
         if bar:
             bar.close()
-    stem = _save(result, data, entry, config, out=out, load_seconds=load_seconds)
+    stem = _save_somewhere(result, data, entry, config, out=out, load_seconds=load_seconds)
     click.echo(f"{config.fusion} shots={config.shots or 'all'} epochs={config.epochs} seed={config.seed}: "
                f"{_scores(result)}, {result.params:,} params, {result.seconds['total']:.1f} s -> {stem}.json")
     click.echo(describe(result.layer_usage))
@@ -187,6 +190,28 @@ def _load(entry, config: TrainConfig):
 
     return load_for_run(entry, layers=config.layers, shots=config.shots, seed=config.seed,
                         query_layers=config.query_layers(entry.num_layers))
+
+
+def _save_somewhere(result, data, entry, config: TrainConfig, *, out: str, load_seconds: float) -> str:
+    """`_save` to ``out``; when that fails late (the disk filled, the folder was made read-only during the
+    training) the trained head is not lost: it is saved to a new folder of the system's temporary folder,
+    and the one line names both."""
+    try:
+        return _save(result, data, entry, config, out=out, load_seconds=load_seconds)
+    except Exception as exc:  # noqa: BLE001 - OSError, or safetensors' own error type for the same faults
+        reason = getattr(exc, "strerror", None) or (str(exc).splitlines() or [type(exc).__name__])[0]
+        if getattr(exc, "filename", None):
+            reason += f": {exc.filename}"
+        import tempfile
+
+        try:
+            elsewhere = tempfile.mkdtemp(prefix=f"layerfuse-{run_name(config)}-")
+            stem = _save(result, data, entry, config, out=elsewhere, load_seconds=load_seconds)
+        except Exception:  # noqa: BLE001 - nowhere to put it: say where it failed
+            raise LayerfuseError(f"could not write the head to --out {out} ({reason}); nothing was saved") from None
+        raise LayerfuseError(f"could not write the head to --out {out} ({reason}); it is saved in {elsewhere} "
+                             f"instead ({os.path.basename(stem)}.json and its head): move it where you want "
+                             "it") from None
 
 
 def _save(result, data, entry, config: TrainConfig, *, out: str, load_seconds: float) -> str:

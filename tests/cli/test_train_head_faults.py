@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 
+from cli_output import one_error_line
 from click.testing import CliRunner
 
 from layerfuse.cli.main import main
@@ -28,3 +29,68 @@ def test_ctrl_c_in_train_head_does_not_promise_a_resume(tiny_cache, tmp_path, mo
     assert out.exit_code == 130
     assert "resume" not in out.output and "from the start" in out.output
     assert not os.path.exists(tmp_path / "runs") or os.listdir(tmp_path / "runs") == []
+
+
+def _no_training(monkeypatch):
+    """Training would be the work the check must come before: any call to it fails the test."""
+    from layerfuse.training import loop
+
+    def trained(*args, **kwargs):
+        raise AssertionError("trained before the --out check")
+
+    monkeypatch.setattr(loop, "train_head", trained)
+
+
+def _deny_writes(monkeypatch, path):
+    """os.access as an unprivileged user sees ``path`` read-only (tests may run as root)."""
+    from layerfuse.cli import roots
+
+    real = os.access
+    monkeypatch.setattr(roots.os, "access",
+                        lambda p, m: False if os.path.abspath(p) == str(path) and m & os.W_OK else real(p, m))
+
+
+def test_out_that_is_a_file_or_read_only_is_refused_before_training(tiny_cache, tmp_path, monkeypatch):
+    _no_training(monkeypatch)
+    notes = tmp_path / "notes.txt"
+    notes.write_text("mine")
+    line = one_error_line(CliRunner().invoke(main, _train_head(tiny_cache, notes)))
+    assert f"--out {notes} is a file, not a folder" in line
+    line = one_error_line(CliRunner().invoke(main, _train_head(tiny_cache, notes / "runs")))
+    assert f"--out {notes / 'runs'} is a file, not a folder ({notes} is one)" in line
+    assert notes.read_text() == "mine"
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    _deny_writes(monkeypatch, locked)
+    line = one_error_line(CliRunner().invoke(main, _train_head(tiny_cache, locked)))
+    assert f"--out {locked} is read-only" in line
+    sweep = ["sweep", "--cache", tiny_cache, "--fusions", "concat", "--shots", "2", "--epochs", "1", "--quiet"]
+    assert f"--out {notes} is a file" in one_error_line(CliRunner().invoke(main, [*sweep, "--out", str(notes)]))
+    assert f"--out {locked} is read-only" in one_error_line(CliRunner().invoke(main, [*sweep, "--out", str(locked)]))
+
+
+def test_a_head_that_cannot_be_written_at_the_end_is_saved_elsewhere(tiny_cache, tmp_path, monkeypatch):
+    """The folder passes the check, then the write fails (made read-only, or the disk filled, during the
+    training): the head is saved in a folder of its own and the one line names it."""
+    from layerfuse.training import checkpoint
+
+    runs = tmp_path / "runs"
+    real = checkpoint.save_checkpoint
+
+    def failing(path, *args, **kwargs):
+        if str(path).startswith(str(runs)):
+            raise PermissionError(13, "Permission denied", str(path) + ".safetensors")
+        return real(path, *args, **kwargs)
+
+    monkeypatch.setattr(checkpoint, "save_checkpoint", failing)
+    monkeypatch.setenv("TMPDIR", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", None)
+    line = one_error_line(CliRunner().invoke(main, _train_head(tiny_cache, runs)))
+    assert f"could not write the head to --out {runs} (Permission denied: {runs}" in line
+    (elsewhere,) = os.listdir(tmp_path / "tmp")
+    assert str(tmp_path / "tmp" / elsewhere) in line
+    saved = sorted(os.listdir(tmp_path / "tmp" / elsewhere))
+    assert [f for f in saved if f.endswith(".head.safetensors")] and [f for f in saved if ".head" not in f]
