@@ -1,0 +1,40 @@
+"""The package's one name: `layerfuse` from install to import. Its former name is taken on PyPI by an
+unrelated project, so it appears only where the old cache-root variable is still read, with a notice."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from layerfuse.cache.layout import cache_root
+
+REPO = Path(__file__).resolve().parents[1]
+OLD = "layer" + "cache"  # spelt in two so that this file does not name it
+TEXT = (".py", ".md", ".toml", ".yml", ".yaml", ".cff", ".txt", ".sh", ".cfg", ".json", ".html", ".css", ".js")
+NOTICE = REPO / "layerfuse" / "cache" / "layout.py"  # the variable's notice: the one place allowed
+
+
+SKIP = {".git", ".venv", "venv", "site", "build", "dist", "runs", "models", "node_modules", "__pycache__"}
+
+
+def test_the_former_name_appears_only_in_the_notice():
+    found = []
+    for folder, dirs, files in os.walk(REPO):
+        rel = Path(folder).relative_to(REPO)
+        dirs[:] = [d for d in dirs if d not in SKIP and (d == ".ci" or not d.startswith(".")) and not d.endswith(".egg-info")
+                   and (rel / d).parts != ("docs", "results")]  # results files quote earlier releases' commands
+        for name in files:
+            path = Path(folder) / name
+            if path.suffix in TEXT and path != NOTICE and OLD in path.read_text(encoding="utf-8",
+                                                                               errors="replace").lower():
+                found.append(str(path.relative_to(REPO)))
+    assert not found, f"the former name in {found}"
+
+
+def test_the_former_variable_is_still_read_and_said_so(monkeypatch, tmp_path, capsys):
+    monkeypatch.delenv("LAYERFUSE_HOME", raising=False)
+    monkeypatch.setenv(OLD.upper() + "_HOME", str(tmp_path))
+    assert cache_root() == str(tmp_path)
+    assert "LAYERFUSE_HOME" in capsys.readouterr().err
+    monkeypatch.setenv("LAYERFUSE_HOME", str(tmp_path / "new"))
+    assert cache_root() == str(tmp_path / "new")
