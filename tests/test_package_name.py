@@ -21,7 +21,8 @@ def test_the_former_name_appears_only_in_the_notice():
     found = []
     for folder, dirs, files in os.walk(REPO):
         rel = Path(folder).relative_to(REPO)
-        dirs[:] = [d for d in dirs if d not in SKIP and (d == ".ci" or not d.startswith(".")) and not d.endswith(".egg-info")
+        dirs[:] = [d for d in dirs if d not in SKIP and (d == ".ci" or not d.startswith("."))
+                   and not d.endswith(".egg-info")
                    and (rel / d).parts != ("docs", "results")]  # results files quote earlier releases' commands
         for name in files:
             path = Path(folder) / name
