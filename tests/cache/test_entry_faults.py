@@ -141,3 +141,16 @@ def test_a_lost_chunk_under_reads_in_flight_is_one_line_without_asyncio_noise(en
     assert done.returncode == 1
     lines = [line for line in (done.stdout + done.stderr).splitlines() if line.strip()]
     assert len(lines) == 1 and "array train/hidden, chunk c/0/0/0 is missing" in lines[0], lines[:20]
+
+
+def test_verify_of_a_deleted_array_metadata_prints_no_zarr_warning(entry_copy):
+    """zarr warns of the folder left without its zarr.json ("Object at hidden is not recognized as a
+    component of a Zarr hierarchy", two lines on stderr); verify names that array in its own line."""
+    import warnings
+
+    os.remove(os.path.join(entry_copy, "train", "hidden", "zarr.json"))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        problems = verify(entry_copy)
+    assert [str(w.message) for w in caught] == []
+    assert f"{entry_copy}: array train/hidden is missing (no train/hidden/zarr.json)" in problems
