@@ -12,13 +12,14 @@ import click
 
 from ..cache import label_sets
 from ..cache.gc import collect, last_used, parse_size
-from ..cache.layout import cache_root
+from ..cache.layout import cache_root, is_remote
 from ..cache.manage import (
     bytes_on_disk,
     differences,
     entry_status,
     list_entries,
     options_label,
+    quick_check,
     remove,
     variants,
     verify,
@@ -44,12 +45,20 @@ def ls_cmd(cache_dir):
     if not entries and not damaged:
         click.echo(f"no entries under {root}")
         return
+    remote = is_remote(root)
     for e in entries:
         state = ", ".join(f"{s}{'' if ok else ' (incomplete)'}" for s, ok in e.splits.items())
         click.echo(f"{e.path}\n    {e.model} on {e.dataset} [{options_label(e.fields)}]: {state}; "
                    f"{human_bytes(e.bytes_on_disk)}; {e.finished or 'unfinished'}")
         if e.missing:
             click.echo(f"    incomplete: {', '.join(e.missing)} not finished; rerun `extract` to finish")
+        # Listed as complete only once its files are there and its metadata is as recorded (no chunk is
+        # read: `verify` does that); over a remote root, a request per file is not cheap: not checked.
+        problems = [] if remote else _quick_problems(e.path)
+        if problems:
+            click.echo(f"    damaged: {len(problems)} problem{'s' if len(problems) > 1 else ''} found without "
+                       "reading a chunk; `layerfuse verify` lists them")
+            damaged.append(_first_of(problems))
     for reason in damaged:  # after the readable ones, which it never hides
         click.echo(f"error: {reason}", err=True)
     if damaged:
@@ -90,12 +99,31 @@ def info_cmd(path, as_json):
     for other in _variants(path, status):
         diff = ", ".join(f"{n} {v}" for n, v in differences(status.fields, other.fields).items())
         click.echo(f"  variant    {other.path} ({diff})")
+    problems = _quick_problems(path)  # files there, metadata as recorded; chunks unread (`verify` reads them)
     for name, a in splits.items():
         state = "complete" if a.get("complete") else "INCOMPLETE (rerun extract to resume)"
+        if a.get("complete") and any(f": array {name}/" in p for p in problems):
+            state = "DAMAGED (see below)"
         click.echo(f"  {name:<5} {a['n_sentences']:>8,} sentences {a['n_words']:>10,} words  "
                    f"hidden {a['hidden_shape']}  {state}")
     for name in (n for n in status.missing if n not in splits):
         click.echo(f"  {name:<5} MISSING: asked for and not started (rerun extract to finish the entry)")
+    if problems:
+        raise LayerfuseError(_first_of(problems))
+    click.echo("  checked    every file listed is there, metadata as recorded; chunks not read "
+               "(`layerfuse verify` reads them)")
+
+
+def _quick_problems(path: str) -> list[str]:
+    try:
+        return quick_check(path)
+    except LayerfuseError as exc:
+        return [str(exc)]
+
+
+def _first_of(problems: list[str]) -> str:
+    more = len(problems) - 1
+    return problems[0] + (f" (and {more} more: `layerfuse verify` lists them)" if more else "")
 
 
 def _hidden_shape(path: str, split: str, group) -> list[int]:

@@ -154,3 +154,21 @@ def test_verify_of_a_deleted_array_metadata_prints_no_zarr_warning(entry_copy):
         problems = verify(entry_copy)
     assert [str(w.message) for w in caught] == []
     assert f"{entry_copy}: array train/hidden is missing (no train/hidden/zarr.json)" in problems
+
+
+def test_ls_and_info_never_call_an_entry_verify_fails_complete(entry_copy):
+    """A chunk file lost: `ls` and `info` once listed every split as complete; they check, without
+    reading a chunk, that every listed file is there, and say what they did not check."""
+    root = os.path.dirname(entry_copy)
+    intact = os.path.join(root, "intact")
+    shutil.copytree(entry_copy, intact)
+    info = CliRunner().invoke(main, ["info", intact])
+    assert info.exit_code == 0 and "chunks not read (`layerfuse verify` reads them)" in info.output
+    os.remove(os.path.join(entry_copy, "train", "hidden", "c", "1", "0", "0"))
+    message = "array train/hidden, chunk c/1/0/0 is missing"
+    info = CliRunner().invoke(main, ["info", entry_copy])
+    assert message in one_error_line(info)
+    train_line = next(line for line in info.output.splitlines() if line.lstrip().startswith("train "))
+    assert "DAMAGED" in train_line and "complete" not in train_line
+    ls = CliRunner().invoke(main, ["ls", "--cache-dir", root])
+    assert message in one_error_line(ls) and intact in ls.output and "damaged: 1 problem" in ls.output
