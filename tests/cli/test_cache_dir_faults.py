@@ -79,3 +79,27 @@ def test_real_permissions(tmp_path, tiny_bert_dir, tiny_conll_dir):
         assert "is not readable" in one_error_line(CliRunner().invoke(cli, ["ls", "--cache-dir", str(root)]))
     finally:
         root.chmod(0o700)
+
+
+def test_train_head_never_picks_a_damaged_entry(tmp_path, tiny_cache):
+    """`train-head --cache-dir` once took the newest complete entry, a damaged one, and stopped instead
+    of using the intact one. No entry is chosen by age any more: beside an entry with a lost chunk it asks
+    which (one line naming each), and an entry it cannot read is never a candidate."""
+    import shutil
+
+    root = tmp_path / "root"
+    intact, lost, corrupt = root / "intact", root / "lost", tmp_path / "corrupt"
+    shutil.copytree(tiny_cache, intact)
+    shutil.copytree(tiny_cache, lost)
+    os.remove(lost / "train" / "hidden" / "c" / "0" / "0" / "0")
+    os.utime(lost / "zarr.json")  # the newest
+    line = one_error_line(CliRunner().invoke(cli, ["train-head", "--cache-dir", str(root), "--dry-run"]))
+    assert line.startswith("error: which entry?") and f"--cache {intact}" in line and f"--cache {lost}" in line
+    shutil.rmtree(lost)
+    shutil.copytree(tiny_cache, corrupt)
+    meta = bytearray((corrupt / "zarr.json").read_bytes())
+    meta[20] = 0xFF
+    (corrupt / "zarr.json").write_bytes(bytes(meta))
+    shutil.move(corrupt, root / "corrupt")
+    out = CliRunner().invoke(cli, ["train-head", "--cache-dir", str(root), "--dry-run"])
+    assert out.exit_code == 0 and f"({intact})" in out.output
