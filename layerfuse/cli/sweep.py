@@ -97,7 +97,7 @@ def main(task, labels, fusions, shots, epochs, trials, lrs, layer_scores, batch_
 
     checked_out(out)  # results, heads and the report go there: a file or read-only is one line before any run
     if report_only:
-        records = list(read_results(os.path.join(out, RESULTS)).values())
+        records = list(read_results(os.path.join(out, RESULTS), skipped=say).values())
         if not records:
             raise LayerfuseError(f"no results in {os.path.join(out, RESULTS)}")
     else:

@@ -43,19 +43,28 @@ def run_id(config: TrainConfig | dict) -> str:
     return f"{given['fusion']}-n{given['shots'] or 'all'}-e{given['epochs']}-s{given['seed']}-{digest}"
 
 
-def read_results(path: str) -> dict[str, dict]:
+def read_results(path: str, *, skipped=None) -> dict[str, dict]:
     """Records by run id. A line cut short by a kill (bad JSON, or no newline yet) is skipped, not
-    cut from the file: another sweep sharing the file may be appending it this very moment."""
+    cut from the file: another sweep sharing the file may be appending it this very moment.
+    ``skipped`` (a callable), when given, is told of each finished line (one that ends in a newline) that
+    is skipped, in one line naming the file and line number; the last line, without its newline yet, may
+    be another sweep's being written, and is passed by in silence."""
     if not os.path.exists(path):
         return {}
     records = {}
     with open(path, "rb") as f:
-        for raw in f:
+        for number, raw in enumerate(f, start=1):
             try:
                 record = json.loads(raw)
             except ValueError:
+                record = None
+            if not raw.endswith(b"\n"):
                 continue
-            if not raw.endswith(b"\n") or not isinstance(record, dict):
+            if not isinstance(record, dict):
+                if skipped is not None and raw.strip():
+                    shown = raw.strip()[:40].decode("utf-8", "replace")
+                    skipped(f"{path}:{number}: skipped: not a JSON record ({shown!r}: cut short by a kill, "
+                            "or edited)")
                 continue
             if "config" in record:  # recomputed, so the ids of records from older versions still match
                 record["run_id"] = run_id(record["config"])

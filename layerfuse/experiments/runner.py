@@ -73,7 +73,8 @@ def run_grid(entry, configs: list[TrainConfig], *, results: str, workers: int | 
     if keep_heads not in KEEP_HEADS:
         raise LayerfuseError(f"keep_heads {keep_heads!r} is not one of {', '.join(KEEP_HEADS)}")
 
-    done = {rid: r for rid, r in read_results(results).items() if r.get("cache_key") in (None, entry.meta.get("key"))}
+    done = {rid: r for rid, r in read_results(results, skipped=log).items()
+            if r.get("cache_key") in (None, entry.meta.get("key"))}
     todo = [c for c in configs if run_id(c) not in done]
     check_samples(entry, todo)  # before any worker starts: a sample larger than train is one line
     if len(todo) < len(configs):

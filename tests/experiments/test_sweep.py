@@ -73,6 +73,23 @@ def test_a_line_cut_by_a_kill_is_skipped_and_the_next_starts_fresh(tmp_path):
     assert path.read_text().endswith('"x"\n' + json.dumps({"run_id": "c", "x": 3}) + "\n")
 
 
+def test_a_skipped_line_is_reported_naming_file_and_line(tmp_path):
+    """A finished line that is not a record (cut by a kill, then followed by others; or edited) was
+    skipped in silence: the run it held was redone or left out of the report with nothing said."""
+    path = tmp_path / RESULTS
+    records = [_record("concat", 8, 25, s, 0.5) for s in range(3)]
+    path.write_text(json.dumps(records[0]) + "\n" + '{"run_id": "b", "x"\n' + json.dumps(records[1]) + "\n"
+                    + "\n" + json.dumps(records[2]))  # the last line unfinished: maybe being written
+    told = []
+    assert len(read_results(str(path), skipped=told.append)) == 2
+    assert told == [f"{path}:2: skipped: not a JSON record ('{{\"run_id\": \"b\", \"x\"': cut short by a kill, "
+                    "or edited)"]
+    path.write_text(path.read_text() + "\n")
+    out = CliRunner().invoke(main, ["--report", "--out", str(tmp_path)])
+    assert out.exit_code == 0, out.output
+    assert [line for line in out.output.splitlines() if ": skipped: " in line] == [told[0]]
+
+
 def _record(fusion, shots, epochs, seed, f1):
     return {"run_id": f"{fusion}-{shots}-{epochs}-{seed}", "config": {"fusion": fusion, "shots": shots,
             "epochs": epochs, "seed": seed}, "best_dev_f1": f1, "model": "m", "dataset": "d",
