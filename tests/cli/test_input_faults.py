@@ -36,3 +36,20 @@ def test_malformed_chunk_tag_names_file_and_line(tmp_path, tiny_bert_dir):
     line = one_error_line(_extract(tmp_path, tiny_bert_dir, data))
     assert "train.txt:4: chunk column" in line and "'Z-VP'" in line
     assert not (tmp_path / "cache").exists()
+
+
+def test_a_none_token_in_a_hf_dataset_is_one_line(tmp_path, tiny_bert_dir):
+    """A null in a HF dataset's tokens was stored as the word "None" and encoded; it is refused in one
+    line naming the split, sentence and position, nothing written."""
+    datasets = pytest.importorskip("datasets")
+    datasets.disable_progress_bars()
+    features = datasets.Features({"tokens": datasets.Sequence(datasets.Value("string")),
+                                  "ner_tags": datasets.Sequence(datasets.ClassLabel(names=["O", "B-PER"]))})
+    rows = {"tokens": [["John", "went"], ["to", None, "Paris"]], "ner_tags": [[1, 0], [0, 0, 0]]}
+    datasets.DatasetDict({"train": datasets.Dataset.from_dict(rows, features=features)}).save_to_disk(
+        str(tmp_path / "hf"))
+    out = CliRunner().invoke(extract_main, ["--model", str(tiny_bert_dir), "--dataset", str(tmp_path / "hf"),
+                                    "--cache-dir", str(tmp_path / "cache"), "--quiet"])
+    line = one_error_line(out)
+    assert "split 'train' sentence 1 (row 1), position 1: tokens holds a missing token (None)" in line
+    assert not (tmp_path / "cache").exists() or not any((tmp_path / "cache").iterdir())

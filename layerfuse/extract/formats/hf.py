@@ -108,6 +108,16 @@ def _hf_split(table, *, where: str, read: Reading) -> list[Sentence]:
                 tags = [names[i] for i in ids]
             except KeyError as err:
                 raise LayerfuseError(f"{where} row {row}: {tags_field} id {err.args[0]} is not a label") from None
+        # A missing token (None, a null in the Arrow column) is refused, not stored as the word "None" nor
+        # dropped: either would train and score on a sentence the dataset does not hold, and dropping it
+        # would also part the words from their tags. The dataset is to be fixed where it was made.
+        for position, word in enumerate(words):
+            if word is None:
+                raise LayerfuseError(f"{where} sentence {row} (row {row}), position {position}: {tokens} holds "
+                                     "a missing token (None); fix or drop that sentence in the dataset")
+        if label_names is None and None in ids:
+            raise LayerfuseError(f"{where} sentence {row} (row {row}), position {list(ids).index(None)}: "
+                                 f"{tags_field} holds a missing tag (None)")
         if words:
             sentences.append(([str(w) for w in words], tags))
     for tag, row in first_row.items():
