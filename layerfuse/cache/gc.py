@@ -5,21 +5,28 @@ time: a stale read left beside a re-extracted entry of the same name must not ma
 look old. An entry a reader has open (it holds the entry's shared lock, `usage.hold`, however long
 ago it last read), one being written, and partial entries are never removed, even if the root then
 stays over the size: the first two are skipped and reported through ``on_skip``.
+
+Garbage goes first, whatever the size (`leftovers`): what a removal killed half-way left (a folder
+renamed by `manage.remove`, or an entry's folder without its ``zarr.json`` that no extract is
+writing). Entries whose metadata cannot be read (`damaged`) cannot be used, and go before any
+readable entry once the root is over its size.
 """
 
 from __future__ import annotations
 
 import os
 import re
+import shutil
 from datetime import datetime
 
 from ..errors import LayerfuseError
 from .layout import is_remote
-from .manage import EntryStatus, bytes_on_disk, list_entries, remove
-from .usage import EntryInUse, busy, last_read
+from .manage import REMOVING, EntryStatus, NotAnEntryError, bytes_on_disk, entry_status, list_entries, remove
+from .usage import EntryInUse, being_written, busy, last_read
 
 FINISHED_FORMAT = "%Y-%m-%dT%H:%M:%S%z"  # how the writer stamps a split's "finished"
 _UNITS = {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4}  # binary, as `ls` prints sizes
+_ENTRY_NAME = re.compile(r"^.+__.+__[0-9a-f]{16}$")  # `layout.entry_path`'s folder names
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?)(?:I?B)?\s*$", re.IGNORECASE)
 
 
@@ -39,15 +46,25 @@ def last_used(entry: EntryStatus) -> float:
     return max(last_read(entry.path) or 0.0, finished)
 
 
-def collect(root: str, *, max_size: int, dry_run: bool = False, on_skip=None) -> list[EntryStatus]:
+def collect(root: str, *, max_size: int, dry_run: bool = False, on_skip=None,
+            on_damaged=None) -> list[EntryStatus]:
     """Remove the least recently used complete entries not in use until ``root`` holds at most
     ``max_size`` bytes; returns the entries removed (``dry_run``: those that would be), oldest first.
-    ``on_skip(entry, reason)`` hears of each entry it would have removed but a reader or writer has."""
+    ``on_skip(entry, reason)`` hears of each entry it would have removed but a reader or writer has;
+    ``on_damaged(path, bytes)`` of each unreadable entry removed first (`damaged`)."""
     if is_remote(root):  # reads of an object store are not recorded: the order would be a guess
         raise LayerfuseError(f"gc works on local cache roots only, not {root}")
     if not os.path.isdir(root):
         return []
     total = bytes_on_disk(root)  # the whole root: partial entries and sidecars count toward the size
+    for path in damaged(root):
+        if total <= max_size:
+            break
+        size = bytes_on_disk(path)
+        if _removal(path, dry_run=dry_run, readable=False) is None:
+            total -= size
+            if on_damaged is not None:
+                on_damaged(path, size)
     removed = []
     for entry in sorted((e for e in list_entries(root) if e.complete), key=last_used):
         if total <= max_size:
@@ -62,12 +79,54 @@ def collect(root: str, *, max_size: int, dry_run: bool = False, on_skip=None) ->
     return removed
 
 
-def _removal(path: str, *, dry_run: bool) -> str | None:
-    """Remove ``path`` (``dry_run``: only look); why not, when a reader or writer has it."""
+def leftovers(root: str, *, dry_run: bool = False) -> list[tuple[str, int]]:
+    """Remove (``dry_run``: only find) what killed removals left under a local ``root``: folders
+    `manage.remove` renamed, and entry folders without ``zarr.json`` that no extract is writing.
+    Returns ``(path, bytes)`` of each."""
+    if is_remote(root) or not os.path.isdir(root):
+        return []
+    found = []
+    for name in sorted(os.listdir(root)):
+        path = os.path.join(root, name)
+        if not os.path.isdir(path):
+            continue
+        renamed = name.startswith(".") and REMOVING in name
+        orphan = (_ENTRY_NAME.match(name) and not os.path.exists(os.path.join(path, "zarr.json"))
+                  and not being_written(path))
+        if renamed or orphan:
+            found.append((path, bytes_on_disk(path)))
+            if not dry_run:
+                shutil.rmtree(path, ignore_errors=True)
+                for sidecar in (".lock", ".read"):
+                    if os.path.exists(path + sidecar) and not renamed:
+                        os.remove(path + sidecar)
+    return found
+
+
+def damaged(root: str) -> list[str]:
+    """The entries under a local ``root`` whose metadata cannot be read (oldest first)."""
+    if is_remote(root) or not os.path.isdir(root):
+        return []
+    paths = []
+    for name in sorted(os.listdir(root)):
+        path = os.path.join(root, name)
+        if _ENTRY_NAME.match(name) and os.path.isfile(os.path.join(path, "zarr.json")):
+            try:
+                entry_status(path, size=False)
+            except NotAnEntryError:  # a zarr group of someone else's: not ours to remove
+                continue
+            except Exception:  # noqa: BLE001 - whatever makes it unreadable: it cannot be used
+                paths.append(path)
+    return sorted(paths, key=os.path.getmtime)
+
+
+def _removal(path: str, *, dry_run: bool, readable: bool = True) -> str | None:
+    """Remove ``path`` (``dry_run``: only look); why not, when a reader or writer has it.
+    ``readable``: False for an entry whose metadata cannot be read (`damaged`)."""
     if dry_run:
         return busy(path)
     try:
-        remove(path)  # takes the entry's lock exclusively, or raises
+        remove(path, readable=readable)  # takes the entry's lock exclusively, or raises
     except EntryInUse as exc:
         return exc.reason
     return None

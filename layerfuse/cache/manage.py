@@ -84,7 +84,7 @@ def _children(root: str) -> list[str]:
     if not os.path.isdir(base):
         return []
     return [os.path.join(base, n) for n in sorted(os.listdir(base))
-            if os.path.isfile(os.path.join(base, n, "zarr.json"))]
+            if os.path.isfile(os.path.join(base, n, "zarr.json")) and not _being_removed(n)]
 
 
 def entry_status(path: str, *, size: bool = True) -> EntryStatus:
@@ -153,12 +153,14 @@ def bytes_on_disk(path: str) -> int | None:
     return total
 
 
-def remove(path: str) -> None:
+def remove(path: str, *, readable: bool = True) -> None:
     """Delete the entry ``path``; a local one only while no reader has it open and no `extract`
-    writes it (`usage.exclusive`), else `usage.EntryInUse` says who has it and nothing is deleted."""
+    writes it (`usage.exclusive`), else `usage.EntryInUse` says who has it and nothing is deleted.
+    ``readable``: False for an entry whose metadata cannot be read (`gc.damaged` found it one)."""
     from .usage import EntryInUse, being_written, exclusive
 
-    entry_status(path)  # refuse to delete anything that is not an entry
+    if readable:
+        entry_status(path)  # refuse to delete anything that is not an entry
     if is_remote(path):
         import fsspec
 
@@ -170,11 +172,29 @@ def remove(path: str) -> None:
     with exclusive(path):  # held until the directory is gone: a reader opening it meanwhile waits, then fails
         if being_written(path):
             raise EntryInUse(path, "being written by an extract")
-        shutil.rmtree(local_path(path))
+        # renamed first, in one step: a removal killed half-way leaves a folder `gc` knows for garbage,
+        # never an entry missing some files that `ls` passes by in silence
+        trash = removal_folder(path)
+        os.rename(local_path(path), trash)
+        shutil.rmtree(trash)
     for sidecar in (".lock", ".read"):  # the writer's lock and the record of reads (`usage`)
         leftover = local_path(path).rstrip("/") + sidecar
         if os.path.exists(leftover):
             os.remove(leftover)
+
+
+REMOVING = ".removing-"  # the name a local entry takes while `remove` deletes it: `.NAME.removing-PID`
+
+
+def _being_removed(name: str) -> bool:
+    """Whether a folder under a root is an entry `remove` renamed to delete it (see `removal_folder`)."""
+    return name.startswith(".") and REMOVING in name
+
+
+def removal_folder(path: str) -> str:
+    """Where ``remove`` moves a local entry before deleting it: a hidden name beside it."""
+    folder, name = os.path.split(local_path(path).rstrip("/"))
+    return os.path.join(folder, f".{name}{REMOVING}{os.getpid()}")
 
 
 def verify(path: str, *, progress: bool = False) -> list[str]:

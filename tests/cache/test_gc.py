@@ -148,3 +148,47 @@ def test_a_local_read_is_recorded_and_rm_leaves_no_record(make_entry, monkeypatc
     assert usage.last_read(path) == pytest.approx(time.time(), abs=5)
     remove(path)
     assert not os.path.exists(path) and not os.path.exists(path + ".read") and usage.last_read(path) is None
+
+
+KEY = "0123456789abcdef"  # entry folders are named model__dataset__<16 hex> (`layout.entry_path`)
+
+
+def test_gc_reclaims_what_killed_removals_left_and_unreadable_entries(make_entry, root, monkeypatch):
+    from layerfuse.cache import manage
+
+    keep = make_entry(f"m__d__{'1' * 16}")
+    # a removal killed after the rename: the hidden folder `remove` deletes from
+    renamed = make_entry(f"m__d__{'2' * 16}")
+    os.rename(renamed, manage.removal_folder(renamed))
+    # a removal killed half-way through deleting the folder in place (as it did before the rename)
+    orphan = make_entry(f"m__d__{'3' * 16}")
+    os.remove(os.path.join(orphan, "zarr.json"))
+    # an entry whose metadata no longer parses
+    broken = make_entry(f"m__d__{KEY}")
+    with open(os.path.join(broken, "zarr.json"), "w") as f:
+        f.write("{not json")
+    assert [e.path for e in manage.list_entries(str(root))] == [keep]  # ls sees only the intact one
+    limit = bytes_on_disk(keep) + 4096  # the intact entry fits; nothing else should stay
+
+    runner = CliRunner()
+    dry = runner.invoke(main, ["gc", "--max-size", str(limit), "--dry-run", "--cache-dir", str(root)])
+    assert dry.exit_code == 0, dry.output
+    assert "what a removal that was killed left" in dry.output and orphan in dry.output
+    assert f"would remove {broken} (" in dry.output and "cannot be read" in dry.output
+    assert len(dirs(root)) == 4  # a dry run removes nothing
+
+    real = runner.invoke(main, ["gc", "--max-size", str(limit), "--cache-dir", str(root)])
+    assert real.exit_code == 0, real.output
+    assert dirs(root) == [os.path.basename(keep)]
+    assert bytes_on_disk(str(root)) <= limit
+
+
+def test_rm_renames_the_entry_before_deleting_it(make_entry, root, monkeypatch):
+    from layerfuse.cache import manage
+
+    path = make_entry(f"m__d__{KEY}")
+    seen = []
+    real_rmtree = manage.shutil.rmtree
+    monkeypatch.setattr(manage.shutil, "rmtree", lambda p, *a, **k: seen.append(p) or real_rmtree(p, *a, **k))
+    manage.remove(path)
+    assert seen == [manage.removal_folder(path)] and not os.path.exists(path)
