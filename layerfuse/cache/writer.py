@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import os
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import numpy as np
 import zarr
 
+from ..errors import LayerfuseError
 from . import manifest
 from .codec import CODECS, SCALES, Codec, codec_of
 from .layout import PLAN, is_remote, local_path
@@ -107,7 +109,8 @@ class SplitWriter:
             if not create:
                 raise RuntimeError(f"split {split!r} of {root.store} was created with another plan")
             del root[split]
-        return cls(_create_split(root, split, plan), plan)
+        with named_writes(root, f"split {split}'s metadata and small arrays"):
+            return cls(_create_split(root, split, plan), plan)
 
     def pending_units(self) -> list[int]:
         done = self.done[:]
@@ -142,9 +145,25 @@ class SplitWriter:
                   if not name.startswith(LABEL_SET_PREFIX)}
         names = zarr.open_group(self.group.store, mode="r").attrs.get("label_names") or []
         # One write: the split turns complete together with its stats and files, never before them.
-        self.group.update_attributes({**stats, "files": files, manifest.ARRAYS: arrays,
-                                      manifest.NAMES: manifest.names_digest(names), "complete": True,
-                                      "finished": time.strftime("%Y-%m-%dT%H:%M:%S%z")})
+        with named_writes(self.group, "the split's completion record"):
+            self.group.update_attributes({**stats, "files": files, manifest.ARRAYS: arrays,
+                                          manifest.NAMES: manifest.names_digest(names), "complete": True,
+                                          "finished": time.strftime("%Y-%m-%dT%H:%M:%S%z")})
+
+
+@contextmanager
+def named_writes(group: zarr.Group, what: str):
+    """Metadata writes that name their place when they fail: a full disk met while zarr writes a
+    zarr.json comes up from a file's ``write`` with no file name, so the error would name nothing."""
+    try:
+        yield
+    except OSError as exc:
+        if getattr(exc, "filename", None) or isinstance(exc, LayerfuseError):
+            raise
+        root = getattr(group.store, "root", group.store)
+        where = os.path.join(str(root), group.path, "zarr.json") if group.path else os.path.join(str(root), "zarr.json")
+        raise LayerfuseError(f"{exc.strerror or exc} writing {what} ({where} or an array's beside it); "
+                             "free space and rerun the same command to resume") from None
 
 
 def remove_partials(entry_path: str, splits) -> int:
@@ -166,7 +185,8 @@ def open_root(entry_path: str, entry_attrs: dict) -> zarr.Group:
     """The entry at ``entry_path`` open for writing, created with ``entry_attrs`` if need be."""
     root = open_group(entry_path, mode="a") if _exists(entry_path) else zarr.open_group(entry_path, mode="w")
     if not root.attrs.get("format_version"):
-        root.update_attributes(entry_attrs)  # one metadata write (attrs.update writes once per key)
+        with named_writes(root, "the entry's metadata"):
+            root.update_attributes(entry_attrs)  # one metadata write (attrs.update writes once per key)
     return root
 
 
@@ -183,7 +203,8 @@ def plan_splits(root: zarr.Group, splits) -> list[str]:
     added = [s for s in splits if s not in plan]
     if added:
         plan += added
-        root.attrs[PLAN] = plan
+        with named_writes(root, "the entry's plan of splits"):
+            root.attrs[PLAN] = plan
     return plan
 
 

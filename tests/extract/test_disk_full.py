@@ -82,3 +82,21 @@ def test_partial_files_of_a_killed_run_are_removed_by_the_next(tiny_bert_dir, ti
     assert _partials(tmp_path) == []
     (entry,) = [p for p in tmp_path.iterdir() if p.is_dir()]
     assert open_entry(str(entry)).split("train").n_rows == 1116
+
+
+def test_a_full_disk_met_writing_metadata_names_the_file(tiny_bert_dir, tiny_conll_dir, tmp_path, monkeypatch):
+    from zarr.storage import LocalStore
+
+    original = LocalStore.set
+
+    async def full_at_completion(self, key, value, *args, **kwargs):
+        if key == "train/zarr.json" and b'"complete": true' in value.to_bytes():
+            raise OSError(errno.ENOSPC, "No space left on device")  # as a file's write raises it: no name
+        return await original(self, key, value, *args, **kwargs)
+
+    monkeypatch.setattr(LocalStore, "set", full_at_completion)
+    out = CliRunner().invoke(main, _args(tiny_bert_dir, tiny_conll_dir, tmp_path))
+    assert out.exit_code == 1 and "Traceback" not in out.output
+    (error,) = [line for line in out.output.splitlines() if line.startswith("error:")]
+    assert "No space left on device writing the split's completion record" in error
+    assert "/train/zarr.json" in error and str(tmp_path) in error
