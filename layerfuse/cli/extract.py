@@ -101,10 +101,8 @@ def main(model, task, dataset, splits, labels, granularity, special_tokens, pool
                            precision=precision, cache_dir=cache_dir, device=device, unit_rows=unit_rows,
                            trust_remote_code=trust_remote_code, task=task, block_size=block_size, mask_seed=mask_seed,
                            mlm_probability=mlm_probability, special_tokens=special_tokens,
-                           labels=tuple(parse_list(labels, name="labels", cast=str)) if labels else None)
-    if not current_reading().default and (server or task_of(task).masks_inputs):
-        raise LayerfuseError("--columns, --tokens-field and --tags-field cannot go with "
-                              + ("--server" if server else f"--task {task}: they name where the tags are"))
+                           labels=tuple(parse_list(labels, name="labels", cast=str)) if labels else None,
+                           **_reading_fields(current_reading()))
     if server:
         _extract_on_server(server, config, token_file=token_file, quiet=quiet,
                            local={"--cache-dir": cache_dir, "--device": device, "--dry-run": dry_run})
@@ -134,6 +132,17 @@ def main(model, task, dataset, splits, labels, granularity, special_tokens, pool
         )
     if result.label_sets:
         click.echo(f"  label sets written (labels only): {', '.join(result.label_sets)}")
+
+
+def _reading_fields(read) -> dict:
+    """The --columns, --tokens-field and --tags-field a command was given, as `ExtractConfig` fields (a
+    server's job gets them with the rest of the config)."""
+    default = type(read)()
+    given = {name: getattr(read, name) for name in ("tokens_field", "tags_field")
+             if getattr(read, name) != getattr(default, name)}
+    if read.columns is not None:
+        given["columns"] = ",".join(f"{name}={column}" for name, column in read.column_map().items())
+    return given
 
 
 def _extract_on_server(server: str, config: ExtractConfig, *, token_file: str | None, quiet: bool,

@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..cache import label_sets
 from ..cache.codec import CODECS, DEFAULT_DTYPE
@@ -21,13 +21,14 @@ from ..errors import LayerfuseError
 from ..precision import DEFAULT_PRECISION, PRECISIONS
 from ..tasks import DEFAULT_TASK, TASKS, Task, task_of
 from ..versions import versions
-from .datasets import TaggedDataset, load_dataset
+from .datasets import Reading, TaggedDataset, current_reading, load_dataset
 from .masking import MaskingSpec, MaskVocab, content_size
 from .models import ModelInfo, load_config, load_tokenizer, model_info
 from .text import TextCorpus, load_text
 from .tokenize import special_tokens
 
 GRANULARITIES = ("word", "subword")
+READING_FIELDS = ("columns", "tokens_field", "tags_field")  # `ExtractConfig`'s fields of a `Reading`
 POOLINGS = ("first", "mean", "last")
 DTYPES = tuple(CODECS)  # the storage formats (`layerfuse.cache.codec`)
 DTYPE_BYTES = {name: codec.value_bytes for name, codec in CODECS.items()}  # int8: plus its scales (`Codec.scale_bytes`)
@@ -59,6 +60,12 @@ class ExtractConfig:
     # label sets to store beside the primary one (`layerfuse.cache.label_sets`); None = every set the reader
     # finds (CoNLL-2003: ner, pos, chunk; a UD treebank: upos, xpos, deprel). The primary set is always kept.
     labels: tuple[str, ...] | None = None
+    # How the dataset's fields are read (`reading.Reading`); None = as the command's reading block has it
+    # (--columns, --tokens-field, --tags-field), else the defaults. Held here so that they travel with
+    # the config, to a server's job as well.
+    columns: str | None = None
+    tokens_field: str | None = None
+    tags_field: str | None = None
 
     def __post_init__(self):
         task = self.task_info
@@ -86,6 +93,14 @@ class ExtractConfig:
             raise LayerfuseError(f"--labels needs a task with word labels, not --task {self.task}")
         if self.token_budget is not None and self.token_budget < 8:
             raise LayerfuseError(f"--token-budget {self.token_budget} is too small")
+        if task.masks_inputs and not self.read().default:
+            raise LayerfuseError(f"--columns, --tokens-field and --tags-field name where the tags are: "
+                                 f"--task {self.task} has none")
+
+    def read(self) -> Reading:
+        """How the dataset is read: this config's reading fields over the enclosing reading block's."""
+        given = {name: getattr(self, name) for name in READING_FIELDS if getattr(self, name) is not None}
+        return replace(current_reading(), **given)
 
     @property
     def task_info(self) -> Task:
@@ -101,7 +116,7 @@ def load_data(config: ExtractConfig, *, splits: list[str] | None = None) -> Tagg
     """The task's data: NER sentences, or the raw-text corpus of MLM."""
     if config.task_info.masks_inputs:
         return load_text(config.dataset, splits=splits)
-    return load_dataset(config.dataset, splits=splits)
+    return load_dataset(config.dataset, splits=splits, read=config.read())
 
 
 def describe(config: ExtractConfig, *, dataset: TaggedDataset | TextCorpus | None = None,

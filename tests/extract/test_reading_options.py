@@ -153,7 +153,8 @@ def test_fields_on_conll_files_is_one_error_line(tmp_path, tiny_bert_dir, tag_in
     assert "--tokens-field and --tags-field name the fields of a HF dataset" in line
 
 
-@pytest.mark.parametrize("options", [["--task", "mlm"], ["--server", "http://127.0.0.1:9"]])
-def test_reading_options_refuse_raw_text_and_a_server(tmp_path, tiny_bert_dir, tag_in_column_1, options):
-    line = one_error_line(_extract(tmp_path, tiny_bert_dir, tag_in_column_1, "--columns", "word=0,ner=1", *options))
-    assert "--columns, --tokens-field and --tags-field cannot go with " + options[0] in line
+def test_reading_options_refuse_raw_text(tmp_path, tiny_bert_dir, tag_in_column_1):
+    # (a server's job takes them: tests/serve/test_jobs.py::test_extract_server_reads_the_columns_it_is_given)
+    line = one_error_line(_extract(tmp_path, tiny_bert_dir, tag_in_column_1, "--columns", "word=0,ner=1",
+                                   "--task", "mlm"))
+    assert "--columns, --tokens-field and --tags-field name where the tags are: --task mlm has none" in line

@@ -240,3 +240,29 @@ def test_extract_server_prints_the_entry_url(serve, tiny_bert_dir, tiny_conll_di
     assert failed.exit_code == 1, failed.output
     assert failed.stderr.strip().splitlines()[-1].startswith("error: job "), failed.stderr
     assert "failed" in failed.stderr.strip().splitlines()[-1]
+
+
+def test_extract_server_reads_the_columns_it_is_given(serve, tiny_bert_dir, tmp_path):
+    """--columns (and the HF fields) travel with the job: the server reads the dataset as the command
+    says, and makes the entry a local extract with the same columns makes."""
+    from conftest import make_sentences, write_conll
+
+    from layerfuse.cache.reader import open_entry
+
+    data = tmp_path / "tags-in-column-1"  # word, tag, then a column of O the default (the last) would read
+    data.mkdir()
+    for split, seed in (("train", 1), ("dev", 2)):
+        write_conll(data / f"{split}.txt", make_sentences(20, seed=seed), line=lambda word, tag: f"{word} {tag} O")
+    root, token_file = tmp_path / "root", tmp_path / "token"
+    token_file.write_text(TOKEN + "\n")
+    url = serve(root, token=TOKEN, data_dirs=[data]).url
+    args = ["--model", str(tiny_bert_dir), "--dataset", str(data), "--splits", "dev", "--columns", "word=0,ner=1",
+            "--quiet"]
+    done = CliRunner().invoke(extract_cli, ["--server", url, "--token-file", str(token_file), *args])
+    assert done.exit_code == 0, done.output
+    [served] = list_entries(str(root))
+    assert "PER" in {name.split("-", 1)[-1] for name in open_entry(served.path).label_names}  # not only O
+    local = CliRunner().invoke(extract_cli, [*args, "--cache-dir", str(tmp_path / "local")])
+    assert local.exit_code == 0, local.output
+    [here] = list_entries(str(tmp_path / "local"))
+    assert Path(here.path).name == Path(served.path).name  # the same entry, read the same way
