@@ -127,6 +127,22 @@ def split_arrays(path: str, split: str = "train") -> dict:
     return {name: arr[:] for name, arr in zarr.open_group(path, mode="r")[split].arrays()}
 
 
+def kept_figures(monkeypatch) -> dict:
+    """Every figure the report saves while the test runs, kept open: {file name: figure}."""
+    from layerfuse.experiments import report
+
+    kept = {}
+    real_savefig = report.plt.Figure.savefig
+
+    def savefig(fig, path, *args, **kwargs):
+        kept[str(path).rsplit("/", 1)[-1]] = fig
+        return real_savefig(fig, path, *args, **kwargs)
+
+    monkeypatch.setattr(report.plt.Figure, "savefig", savefig)
+    monkeypatch.setattr(report.plt, "close", lambda fig=None: None)
+    return kept
+
+
 def write_conll(path: Path, sentences, line=lambda word, tag: f"{word} NN O {tag}") -> None:
     """A CoNLL-style file of ``sentences`` (words, tags); ``line`` writes one word's columns."""
     with path.open("w", encoding="utf-8") as f:

@@ -160,8 +160,7 @@ def named_writes(group: zarr.Group, what: str):
     except OSError as exc:
         if getattr(exc, "filename", None) or isinstance(exc, LayerfuseError):
             raise
-        root = getattr(group.store, "root", group.store)
-        where = os.path.join(str(root), group.path, "zarr.json") if group.path else os.path.join(str(root), "zarr.json")
+        where = os.path.join(str(getattr(group.store, "root", group.store)), group.path, "zarr.json")
         raise LayerfuseError(f"{exc.strerror or exc} writing {what} ({where} or an array's beside it); "
                              "free space and rerun the same command to resume") from None
 

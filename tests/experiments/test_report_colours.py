@@ -5,6 +5,7 @@ committed Figure 3 once drew the extra layers in the colour its legend gave to D
 from __future__ import annotations
 
 import pytest
+from conftest import kept_figures
 from matplotlib.colors import to_rgba
 
 from layerfuse.experiments import report
@@ -35,15 +36,7 @@ def _records():
 @pytest.fixture
 def figures(monkeypatch, tmp_path):
     """Every figure `render` draws, kept open: {file name: figure}."""
-    kept = {}
-    real_savefig = report.plt.Figure.savefig
-
-    def savefig(fig, path, *args, **kwargs):
-        kept[str(path).rsplit("/", 1)[-1]] = fig
-        return real_savefig(fig, path, *args, **kwargs)
-
-    monkeypatch.setattr(report.plt.Figure, "savefig", savefig)
-    monkeypatch.setattr(report.plt, "close", lambda fig=None: None)
+    kept = kept_figures(monkeypatch)
     report.render(_records(), str(tmp_path), curve_shots=[8, 32])
     return kept
 

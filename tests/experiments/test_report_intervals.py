@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from click.testing import CliRunner
+from conftest import kept_figures
 
 from layerfuse.experiments import report
 
@@ -21,16 +22,7 @@ def _record(fusion, shots, epochs, seed, f1):
 @pytest.fixture
 def figures(monkeypatch):
     """Every figure drawn while the test runs, kept open: {file name: figure}."""
-    kept = {}
-    real_savefig = report.plt.Figure.savefig
-
-    def savefig(fig, path, *args, **kwargs):
-        kept[str(path).rsplit("/", 1)[-1]] = fig
-        return real_savefig(fig, path, *args, **kwargs)
-
-    monkeypatch.setattr(report.plt.Figure, "savefig", savefig)
-    monkeypatch.setattr(report.plt, "close", lambda fig=None: None)
-    return kept
+    return kept_figures(monkeypatch)
 
 
 def _band_ys(fig) -> np.ndarray:

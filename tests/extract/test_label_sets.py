@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -132,11 +133,14 @@ def test_a_half_written_label_set_is_never_read(tiny_bert_dir, conll4_dir, tmp_p
     assert open_entry(path).with_labels("pos").split("train").labels.max() > 0
 
 
+def _copy_of(data_dir, dest):
+    """A copy of a dataset folder to edit."""
+    shutil.copytree(data_dir, dest)
+    return dest
+
+
 def test_a_changed_column_is_written_again(tiny_bert_dir, conll4_dir, tmp_path):
-    data_dir = tmp_path / "data"
-    data_dir.mkdir()
-    for f in conll4_dir.iterdir():
-        (data_dir / f.name).write_text(f.read_text())
+    data_dir = _copy_of(conll4_dir, tmp_path / "data")
     path = _extract(tiny_bert_dir, data_dir, tmp_path / "root").path
     text = (data_dir / "dev.txt").read_text().replace(" DT ", " XX ")
     (data_dir / "dev.txt").write_text(text)
@@ -309,10 +313,7 @@ def test_extracting_some_splits_adds_to_a_set_never_shrinks_it(tiny_bert_dir, co
 
 
 def test_a_label_set_rewritten_under_a_reader_keeps_the_readers_version(tiny_bert_dir, conll4_dir, tmp_path):
-    data_dir = tmp_path / "data"
-    data_dir.mkdir()
-    for f in conll4_dir.iterdir():
-        (data_dir / f.name).write_text(f.read_text())
+    data_dir = _copy_of(conll4_dir, tmp_path / "data")
     path = _extract(tiny_bert_dir, data_dir, tmp_path / "root").path
     reader = open_entry(path).with_labels("chunk")  # holds the names and the version it opened
     names, ids = reader.label_names, {s: reader.split(s).labels for s in ("train", "dev")}
