@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -201,13 +203,17 @@ def verify(path: str, *, progress: bool = False) -> list[str]:
     """Read every chunk of every array; return one message per unreadable or corrupt chunk, then one
     per split and layer whose hidden states hold non-finite values (a checksum only proves the bytes
     are the ones written: an overflow stored as inf passes it), or, in int8 entries, non-finite scales."""
-    import warnings
-
-    with warnings.catch_warnings():
-        # zarr warns of a folder left without its zarr.json ("Object at hidden is not recognized as a
-        # component of a Zarr hierarchy"), two lines on stderr; `_missing_files` names that array in one.
-        warnings.filterwarnings("ignore", message="Object at .* is not recognized", category=UserWarning)
+    with _unlisted_folders_named_by_us():
         return _verify(path, progress=progress)
+
+
+@contextlib.contextmanager
+def _unlisted_folders_named_by_us():
+    """zarr warns of a folder left without its zarr.json ("Object at hidden is not recognized as a
+    component of a Zarr hierarchy"), two lines on stderr; `_missing_files` names that array in one."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="Object at .* is not recognized", category=UserWarning)
+        yield
 
 
 def _verify(path: str, *, progress: bool) -> list[str]:
@@ -259,11 +265,8 @@ def quick_check(path: str) -> list[str]:
     written is there, and every array's metadata is what was recorded when it was written. Cheap (a stat
     per chunk file, the metadata files read): what `ls` and `info` check before calling an entry complete;
     a flipped byte inside a chunk, or a non-finite value, is left to `verify`."""
-    import warnings
-
     group = open_group(path, mode="r")
-    with warnings.catch_warnings():  # an array folder left without its zarr.json: named by _missing_files
-        warnings.filterwarnings("ignore", message="Object at .* is not recognized", category=UserWarning)
+    with _unlisted_folders_named_by_us():
         return _missing_files(path, group) + manifest.problems(path, group,
                                                                group.attrs.get(label_sets.LISTING) or {})
 
