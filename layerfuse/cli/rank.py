@@ -38,8 +38,8 @@ def _ranks(scores: list[tuple[int, float]]) -> dict[int, int]:
 @click.option("--max-per-class", type=click.IntRange(min=1), default=default_of(score_layers, "max_per_class"),
               show_default=True,
               help="Tokens kept per tag (random subsample), so that frequent tags do not dominate.")
-@layers_option(default="0..L", extra_help="The layers to score; with auto:K, 1..L are scored and the K that "
-               "train-head --layers auto:K would fuse are marked.")
+@layers_option(default="0..L", extra_help="The layers to score; with auto:K or xie[:K], 1..L are scored and the "
+               "layers train-head --layers with that spec would fuse are marked.")
 @click.option("--top", type=click.IntRange(min=1), default=3, show_default=True,
               help="Mark this many lowest-nu layers.")
 @click.option("--out", default="runs", show_default=True, help="Folder for the JSON record and the PNG plot.")

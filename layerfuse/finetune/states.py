@@ -13,7 +13,7 @@ class LiveStates(Sentences):
 
     @property
     def hidden(self):
-        raise LayerfuseError("FT mode computes hidden states live; --layers auto:K needs a cache (use FE)")
+        raise LayerfuseError("FT mode computes hidden states live; --layers auto:K and xie need a cache (use FE)")
 
     @property
     def row_bytes(self) -> int:

@@ -6,10 +6,14 @@ paper and in HF ``output_hidden_states``). A spec is
 - ``all`` (or nothing): 1..L, the layers the paper's heads fuse;
 - ``4,8,12``, ``1..6``, ``2-4,6``, ``0..L``: the layers named (ranges inclusive; 0 allowed when
   named; ``L`` is the last layer; a layer named twice is an error, since it is almost always a typo);
-- ``auto:K``: the K of 1..L with the lowest variability nu, scored on the run's own sample.
+- ``auto:K``: the K of 1..L with the lowest variability nu, scored on the run's own sample;
+- ``xie`` or ``xie:K``: Xie et al.'s rule: the classifier sits on the lowest-nu layer k of 1..L
+  (scored on the run's own sample) and the layers above it are dropped; the head reads the K
+  layers ending at k (K = 1: layer k alone; fewer when k < K, never a layer above k). Compare it
+  with ``L-K+1..L``, as many top layers.
 
 `train-head`, `sweep` and `predict` fuse ``fused(...)``; `rank-layers` scores ``candidates`` and
-marks the auto:K pick when one is asked for.
+marks the auto:K (or xie:K) pick when one is asked for.
 """
 
 from __future__ import annotations
@@ -19,28 +23,38 @@ from dataclasses import dataclass
 from ..errors import LayerfuseError
 from .variability import pick_layers
 
+# The specs that rank 1..L by nu on the run's sample, and their K when none is given (auto alone
+# has none: it asks for one).
+RANKED = {"auto": "", "xie": "1"}
+
 
 @dataclass(frozen=True)
 class LayerSpec:
-    """A parsed spec: the layers to hold (``candidates``, sorted) and ``k`` for ``auto:K``."""
+    """A parsed spec: the layers to hold (``candidates``, sorted), and for a ranked spec its
+    ``rule`` (``auto`` or ``xie``) and ``k``."""
 
     candidates: tuple[int, ...]
     k: int | None = None
+    rule: str = "auto"
 
     @property
     def n_fused(self) -> int:
+        """The layers a head fuses (for ``xie:K`` at most: fewer when the pick is below layer K)."""
         return self.k or len(self.candidates)
 
     def fused(self, scores: list[tuple[int, float]] | None = None) -> tuple[int, ...]:
-        """The layers a head fuses: the candidates, or the auto:K pick from their ``scores``."""
+        """The layers a head fuses: the candidates, or the ranked pick from their ``scores``."""
         if self.k is None:
             return self.candidates
         if scores is None:
-            raise LayerfuseError(f"auto:{self.k} needs layer scores from the training sample")
+            raise LayerfuseError(f"{self.rule}:{self.k} needs layer scores from the training sample")
+        if self.rule == "xie":
+            (top,) = pick_layers(scores, 1)
+            return tuple(x for x in range(top - self.k + 1, top + 1) if x in self.candidates)
         return tuple(pick_layers(scores, self.k))
 
     def describe(self, num_layers: int) -> str:
-        return f"auto:{self.k} of 1..{num_layers}" if self.k else ",".join(map(str, self.candidates))
+        return f"{self.rule}:{self.k} of 1..{num_layers}" if self.k else ",".join(map(str, self.candidates))
 
 
 def parse_layers(spec: str | None, *, num_layers: int) -> LayerSpec:
@@ -53,8 +67,9 @@ def parse_layers(spec: str | None, *, num_layers: int) -> LayerSpec:
     text = "" if spec is None else str(spec).strip().lower()
     if text in ("", "all"):
         return LayerSpec(tuple(range(1, L + 1)))
-    if text == "auto" or text.startswith("auto:"):
-        return LayerSpec(tuple(range(1, L + 1)), _auto_k(spec, text[5:], L))
+    rule, _, k_text = text.partition(":")
+    if rule in RANKED:
+        return LayerSpec(tuple(range(1, L + 1)), _ranked_k(spec, rule, k_text or RANKED[rule], L), rule)
     out: list[int] = []
     for part in text.split(","):
         for x in _ids(spec, part.strip().replace("l", str(L))):
@@ -67,13 +82,13 @@ def parse_layers(spec: str | None, *, num_layers: int) -> LayerSpec:
     return LayerSpec(tuple(sorted(out)))
 
 
-def _auto_k(spec: str, k_text: str, L: int) -> int:
+def _ranked_k(spec: str, rule: str, k_text: str, L: int) -> int:
     try:
         k = int(k_text.strip())
     except ValueError:
-        raise LayerfuseError(f"bad layer spec {spec!r}: use auto:K with K an integer in 1..{L}") from None
+        raise LayerfuseError(f"bad layer spec {spec!r}: use {rule}:K with K an integer in 1..{L}") from None
     if not 1 <= k <= L:
-        raise LayerfuseError(f"auto:{k} is out of range: K must be in 1..{L} (the backbone's layers)")
+        raise LayerfuseError(f"{rule}:{k} is out of range: K must be in 1..{L} (the backbone's layers)")
     return k
 
 
@@ -83,7 +98,8 @@ def _ids(spec: str, part: str) -> list[int]:
     try:
         ids = list(range(int(lo), int(hi) + 1)) if sep and lo else [int(part)]
     except ValueError:
-        raise LayerfuseError(f"bad layer spec {spec!r} at {part!r}: use all, 4,8,12, 1..6, 0..L or auto:K") from None
+        raise LayerfuseError(f"bad layer spec {spec!r} at {part!r}: use all, 4,8,12, 1..6, 0..L, auto:K or "
+                              f"xie[:K]") from None
     if sep and lo and int(lo) > int(hi):
         raise LayerfuseError(f"bad layer range {part!r} in {spec!r}: start is after end")
     return ids

@@ -9,6 +9,7 @@ from ..errors import LayerfuseError
 from ..fusions.config import LAYER_SCORES, LM_HIDDEN_ACT, LM_LAYER_NORM_EPS, QUERY_LAYERS, FusionConfig
 from ..fusions.fusion import FE_LR
 from ..fusions.registry import FUSIONS
+from ..layers.spec import RANKED
 from ..precision import DEFAULT_PRECISION
 from ..precision import PRECISIONS as PRECISION_TABLE
 from ..tasks import DEFAULT_TASK, TASKS, task_of
@@ -31,7 +32,7 @@ class TrainConfig:
     eval_every: int | None = None  # in optimizer steps; None = once per epoch
     eval_points: int | None = None  # evenly spaced evaluations over the run instead (sweeps); last = the end
     dev_sentences: int | None = None  # evaluate on this fixed random subset of dev (sweeps); None = all
-    layers: str | None = None  # "4,8,12", "1..6" or "auto:K"; None = 1..L (see layerfuse.layers.spec)
+    layers: str | None = None  # "4,8,12", "1..6", "auto:K" or "xie:K"; None = 1..L (see layerfuse.layers.spec)
     extra_layers: int | None = None  # extra: None = 1 if L <= 12 else 2 (paper Table 2)
     dropout: float = FusionConfig.dropout
     weight_decay: float = 0.01
@@ -67,6 +68,12 @@ class TrainConfig:
         """``asdict`` with the learning rate that ran, so a record says what it did."""
         return {**asdict(self), "lr": self.max_lr}
 
+    @property
+    def ranked_by(self) -> str | None:
+        """The rule that ranks layers by nu for this run (``auto`` or ``xie``), or None."""
+        rule = str(self.layers or "").strip().lower().partition(":")[0]
+        return rule if rule in RANKED else None
+
     def query_layers(self, num_layers: int) -> tuple[int, ...]:
         """The layer a run reads for z_L beyond the layers it fuses: the backbone's top one for
         ``query_layer="top"`` where the fusion has a z_L (`Fusion.reads_query_layer`), else none."""
@@ -87,14 +94,16 @@ class TrainConfig:
         yield "mode", self.mode, self.mode in ("fe", "ft"), "fe or ft"
         yield "task", self.task, self.task in TASKS, " or ".join(TASKS)
         if self.task in TASKS:  # auto:K ranks layers by tag classes
-            ranked = str(self.layers or "").startswith("auto")
-            yield ("layers", self.layers, task_of(self).labels_from_data or not ranked,
-                   f"explicit for --task {self.task} (auto:K ranks layers by tag classes, which it has none of)")
+            yield ("layers", self.layers, task_of(self).labels_from_data or not self.ranked_by,
+                   f"explicit for --task {self.task} (auto:K and xie rank layers by tag classes, which it has none of)")
         if self.labels is not None and self.task in TASKS:
             yield "labels", self.labels, task_of(self).labels_from_data, f"left out for --task {self.task}"
         yield "precision", self.precision, self.precision in PRECISIONS, "fp32, bf16 or fp16"
         yield "layer_score", self.layer_score, self.layer_score in LAYER_SCORES, "paper, scaled or learned"
         yield "query_layer", self.query_layer, self.query_layer in QUERY_LAYERS, " or ".join(QUERY_LAYERS)
+        # Xie's rule drops the layers above its pick, the backbone's top layer among them.
+        yield ("query_layer", self.query_layer, not (self.query_layer == "top" and self.ranked_by == "xie"),
+               "fused with --layers xie (the layers above the classifier's are dropped)")
         yield ("freeze", self.freeze, self.freeze is None or self.freeze == "embeddings" or str(self.freeze).isdigit(),
                "'embeddings' or a number of layers")
 

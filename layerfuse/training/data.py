@@ -99,21 +99,21 @@ class HeadData(EntryViews):
 
 
 def choose_layers(spec: LayerSpec, train: Split, *, seed: int):
-    """(fused layers, nu scores or None): auto:K ranks the candidates by nu on ``train`` (the run's
-    own sample), with the tags as token classes and at most 2000 tokens per tag (seeded)."""
+    """(fused layers, nu scores or None): auto:K and xie:K rank the candidates by nu on ``train`` (the
+    run's own sample), with the tags as token classes and at most 2000 tokens per tag (seeded)."""
     if spec.k is None:
         return spec.candidates, None
     labels = train.labels
     classes = np.unique(labels[labels != IGNORE])
     if len(classes) < 2:
         raise LayerfuseError(
-            f"--layers auto:{spec.k} needs at least 2 tags in the training sample to score layers, but its "
+            f"--layers {spec.rule}:{spec.k} needs at least 2 tags in the training sample to score layers, but its "
             f"{train.n_sentences} sentences have only {len(classes)}; pass --layers explicitly or use more shots"
         )
     train = train.select(np.argsort(train.sentence_ids, kind="stable"))  # order-free: same pick however drawn
     missing = [x for x in spec.candidates if x not in train.layers]
     if missing:
-        raise LayerfuseError(f"auto:{spec.k} ranks layers {list(spec.candidates)}, but layers {missing} of the "
+        raise LayerfuseError(f"{spec.rule}:{spec.k} ranks layers {list(spec.candidates)}, but layers {missing} of the "
                               f"train sentences are not loaded (held: {list(train.layers)})")
     scores = rank_layers(train.layer, train.labels,  # one [rows, d] layer at a time
                          layer_ids=list(spec.candidates), seed=seed, ignore_label=IGNORE)

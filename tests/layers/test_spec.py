@@ -27,10 +27,28 @@ def test_layer_spec_auto():
     assert parsed.fused([(1, 3.0), (2, 1.0), (3, 2.0), (4, 5.0), (5, 0.5), (6, 9.0)]) == (2, 5)
 
 
+def test_layer_spec_xie_puts_the_classifier_on_the_lowest_nu_layer_and_drops_those_above():
+    scores = [(1, 3.0), (2, 1.0), (3, 2.0), (4, 0.9), (5, 0.5), (6, 9.0)]
+    assert parse_layers("xie", num_layers=6).fused(scores) == (5,)  # classifier on layer 5, 6 dropped
+    assert parse_layers("xie:3", num_layers=6).fused(scores) == (3, 4, 5)  # the 3 layers ending there
+    assert parse_layers("auto:3", num_layers=6).fused(scores) == (2, 4, 5)  # not the same rule
+    low = [(1, 0.1), (2, 1.0), (3, 2.0)]
+    assert parse_layers("xie:2", num_layers=3).fused(low) == (1,)  # fewer, never a layer above the pick
+    assert parse_layers("xie:2", num_layers=3).describe(3) == "xie:2 of 1..3"
+
+
+def test_xie_keeps_the_classifier_layer_as_the_query():
+    from layerfuse.training import TrainConfig
+
+    with pytest.raises(LayerfuseError, match="query_layer"):
+        TrainConfig(fusion="dwatt", shots=8, epochs=1, seed=0, layers="xie:2", query_layer="top")
+    assert TrainConfig(fusion="dwatt", shots=8, epochs=1, seed=0, layers="xie:2").ranked_by == "xie"
+
+
 @pytest.mark.parametrize("spec, match", [
     ("7", r"layer 7 .*0\.\.6"), ("-1", r"layer -1 .*0\.\.6"), ("auto:0", r"auto:0 .*1\.\.6"),
     ("auto:7", r"auto:7 .*1\.\.6"), ("auto:x", "auto:K"), ("a,b", "bad layer spec"), ("3,3", "layer 3 is named twice"),
-    ("4..2", "start is after end"),
+    ("4..2", "start is after end"), ("xie:0", r"xie:0 .*1\.\.6"), ("xie:x", "xie:K"), ("xi", "bad layer spec"),
 ])
 def test_layer_spec_errors(spec, match):
     with pytest.raises(LayerfuseError, match=match):
@@ -60,16 +78,17 @@ def test_layers_mean_the_same_in_train_head_and_rank_layers(tiny_cache, tmp_path
     assert run["layers"] == expected
 
 
-def test_auto_k_marks_in_rank_layers_what_train_head_fuses(tiny_cache, tmp_path):
+@pytest.mark.parametrize("spec", ["auto:1", "xie", "xie:2"])
+def test_a_ranked_spec_marks_in_rank_layers_what_train_head_fuses(tiny_cache, tmp_path, spec):
     from layerfuse.cli.rank import main as rank_main
     from layerfuse.training.data import load_for_run
 
-    result = CliRunner().invoke(rank_main, ["--cache", tiny_cache, "--out", str(tmp_path), "--layers", "auto:1",
+    result = CliRunner().invoke(rank_main, ["--cache", tiny_cache, "--out", str(tmp_path), "--layers", spec,
                                             "--shots", "4", "--seed", "3"])
     assert result.exit_code == 0, result.output
     record = json.loads(next(tmp_path.glob("rank-layers-*.json")).read_text())
     assert [s["layer"] for s in record["scores"]] == [1, 2]  # auto:K ranks 1..L
-    data = load_for_run(open_entry(tiny_cache), layers="auto:1", shots=4, seed=3)
+    data = load_for_run(open_entry(tiny_cache), layers=spec, shots=4, seed=3)
     assert record["best"] == list(data.dev.layers)
 
 
