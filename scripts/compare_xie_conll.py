@@ -1,0 +1,186 @@
+"""Xie et al.'s rule against as many top layers, and the deeper baseline on the best single layer:
+Base and the extra layers (R+n) on the MiniLM cache of CoNLL-2003, each on the backbone's top layer
+and on the layer `--layers xie` picks (the lowest-nu layer of the run's own sample, the layers above
+it dropped), N = 8 to 128, 50 epochs, dev F1 after every epoch on the whole dev split, paired by seed.
+
+    python scripts/compare_xie_conll.py --data PATH/conll2003 [--cache PATH/entry]
+
+Writes --table (docs/results/compare_xie_conll.md): per head and N the paired difference xie − top
+(dev and test F1 at the best dev point); the fusion heads of the paired grid (--grid, the records of
+scripts/paired_grid_conll.py, same samples) against R+n on the picked layer; the pick itself per N
+and seed beside the pick on the whole train split (its stability over N and seeds); and each run's
+layers, copied run by run to --records.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+
+from _common import (
+    against_zero,
+    ci_cell,
+    conll_grid,
+    grid_main,
+    paired_diffs,
+    public_path,
+    results_path,
+    split_list,
+)
+
+XIE = "xie"  # the --layers spec of Xie's rule with the classifier's layer alone (K = 1)
+FUSION_HEADS = ("concat", "dwatt")  # the paired grid's fusion heads, set against R+n on the picked layer
+
+
+def head_of(record: dict) -> str:
+    """'base' or 'extra' on the top layer, or '<fusion> (xie)' on the picked one."""
+    c = record["config"]
+    return f"{c['fusion']} ({XIE})" if c.get("layers") == XIE else c["fusion"]
+
+
+def by_cell(records: list[dict]) -> dict:
+    """{(head, N): {seed: record}}."""
+    cells: dict = {}
+    for r in records:
+        cells.setdefault((head_of(r), r["config"]["shots"]), {})[r["config"]["seed"]] = r
+    return cells
+
+
+def pair_row(n: int, a: str, b: str, cells: dict, *, note: str = "") -> str | None:
+    if (a, n) not in cells or (b, n) not in cells:
+        return None
+    dev, _ = paired_diffs(cells[a, n], cells[b, n], key="best_dev_f1")
+    if not dev:
+        return None
+    test, _ = paired_diffs(cells[a, n], cells[b, n], key="test_f1_at_best")
+    return (f"| {n} | {a} − {b}{note} | {ci_cell(dev, signed=True)} | {against_zero(dev)} "
+            f"| {', '.join(f'{d:+.1f}' for d in dev)} | {ci_cell(test, signed=True)} "
+            f"| {against_zero(test) if test else '-'} |")
+
+
+PAIR_HEADER = ["| N | difference | dev F1, paired: mean ± 95% CI (seeds) | 95% CI against 0 | per seed (dev) "
+               "| test F1 at best, paired | test: 95% CI against 0 |", "|---:|---|---:|---|---|---:|---|"]
+
+
+def xie_table(cells: dict, fusions: list[str], shots: list[int]) -> str:
+    rows = [pair_row(n, f"{f} ({XIE})", f, cells) for f in fusions for n in shots]
+    return "\n".join(PAIR_HEADER + [r for r in rows if r])
+
+
+def grid_table(cells: dict, grid: dict, shots: list[int]) -> str:
+    """The paired grid's fusion heads (their precision) against R+n on the picked layer and on the top."""
+    both = {**cells, **{k: v for k, v in grid.items() if k[0] in FUSION_HEADS}}
+    precision = {k[0]: next(iter(v.values()))["config"]["precision"] for k, v in both.items()}
+    rows = []
+    for n in shots:
+        for fusion in FUSION_HEADS:
+            for extra in (f"extra ({XIE})", "extra"):
+                mixed = precision.get(fusion) != precision.get(extra)
+                note = f" ({precision.get(fusion)} against {precision.get(extra)})" if mixed else ""
+                rows.append(pair_row(n, fusion, extra, both, note=note))
+    return "\n".join(PAIR_HEADER + [r for r in rows if r])
+
+
+def heads_table(cells: dict, heads: list[str], shots: list[int]) -> str:
+    lines = ["| head | N | best dev F1: mean ± 95% CI (seeds) | test F1 at best | layer (per seed) | s/run |",
+             "|---|---:|---:|---:|---|---:|"]
+    for head in heads:
+        for n in shots:
+            runs = [r for _, r in sorted(cells.get((head, n), {}).items())]
+            if not runs:
+                continue
+            test = [100 * r["test_f1_at_best"] for r in runs if r.get("test_f1_at_best") is not None]
+            layers = " / ".join(",".join(map(str, r["layers"])) for r in runs)
+            seconds = sum(r["seconds"]["total"] for r in runs) / len(runs)
+            lines.append(f"| {head} | {n} | {ci_cell([100 * r['best_dev_f1'] for r in runs])} | {ci_cell(test)} "
+                         f"| {layers} | {seconds:.0f} |")
+    return "\n".join(lines)
+
+
+def picks_table(cells: dict, shots: list[int], whole: list[tuple[int, float]]) -> str:
+    """The xie pick per N and seed (each run's own sample), against the pick on the whole train split."""
+    best_whole = min(whole, key=lambda t: (t[1], t[0]))[0]
+    seeds = sorted({s for (head, _), runs in cells.items() if head.endswith(f"({XIE})") for s in runs})
+    lines = ["| N | " + " | ".join(f"seed {s}" for s in seeds) + " | most frequent | seeds on the whole-split pick |",
+             "|---:|" + "---:|" * len(seeds) + "---:|---:|"]
+    for n in shots:
+        picks = {}
+        for head in (f"{f} ({XIE})" for f in ("base", "extra")):
+            for seed, r in cells.get((head, n), {}).items():
+                picks.setdefault(seed, r["layers"][-1])
+                assert picks[seed] == r["layers"][-1], "one sample, one pick"  # both heads rank the same sample
+        if not picks:
+            continue
+        common, count = Counter(picks.values()).most_common(1)[0]
+        lines.append(f"| {n} | " + " | ".join(str(picks.get(s, "-")) for s in seeds)
+                     + f" | {common} ({count} of {len(picks)}) | {sum(p == best_whole for p in picks.values())} "
+                       f"of {len(picks)} |")
+    nu = ", ".join(f"{layer}: {v:.3g}" for layer, v in whole)
+    return "\n".join(lines) + (f"\n\nThe whole train split picks layer {best_whole} (nu per layer, at most 2,000 "
+                               f"tokens per tag, seed 0: {nu}).")
+
+
+def grids(args, entry) -> list:
+    configs = conll_grid(args, axes={"layers": [None, XIE]})
+    return [(sorted(configs, key=lambda c: (c.seed, -c.shots, c.fusion)), {})]
+
+
+def read_grid(path: str) -> dict:
+    if not path or not Path(path).exists():
+        return {}
+    return by_cell([json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()])
+
+
+def copy_records(run) -> None:
+    if not run.args.records:
+        return
+    Path(run.args.records).parent.mkdir(parents=True, exist_ok=True)
+    with open(run.args.records, "w", encoding="utf-8") as f:
+        for r in sorted(run.records, key=lambda r: (head_of(r), r["config"]["shots"], r["config"]["seed"])):
+            f.write(json.dumps(dict(r, cache_path=public_path(str(r.get("cache_path", ""))))) + "\n")
+
+
+def report(run) -> str:
+    from layerfuse.layers.scores import score_layers
+
+    args, records = run.args, run.records
+    fusions, shots = split_list(args.fusions), sorted(split_list(args.shots, int))
+    cells = by_cell(records)
+    heads = [h for f in fusions for h in (f, f"{f} ({XIE})")]
+    whole = score_layers(run.entry.split("train"), layers=range(1, run.entry.num_layers + 1))
+    precisions = sorted({r["config"]["precision"] for r in records})
+    lrs = sorted({f"{r['config']['fusion']} {r['config']['lr']:g}" for r in records})
+    seeds = sorted({r["config"]["seed"] for r in records})
+    done = "" if len(records) == run.planned else f" **{len(records)} of the {run.planned} planned runs finished.**"
+    return (f"CoNLL-2003, {run.model} FE from the cache, {args.epochs} epochs, dev F1 after every epoch on the "
+            f"whole dev split, the test F1 of each run's head at its best dev point; batch {args.batch_size}; "
+            f"learning rates {', '.join(lrs)} (layerfuse's defaults); precision {', '.join(precisions)}; seeds "
+            f"{', '.join(map(str, seeds))} ({len(records)} runs).{done} F1 x100. '{XIE}': `--layers {XIE}`, the "
+            f"head on the lowest-nu layer of 1..{run.entry.num_layers} on the run's own sample (Xie et al.'s "
+            f"classifier layer; the layers above it unused); without it the head reads the top layer "
+            f"{run.entry.num_layers}, as many top layers (one). Each interval is the 95% CI of the mean "
+            f"(Student t, n − 1 degrees of freedom). Per-run records: `{public_path(args.records or args.out)}`."
+            "\n\nXie's pick against the top layer, paired by seed (a − b):\n\n" + xie_table(cells, fusions, shots)
+            + "\n\nThe fusion heads of the paired grid (`" + public_path(args.grid) + "`, the same samples) "
+            "against R+n on the picked layer and on the top layer, paired by seed (a − b); where the two "
+            "ran under different precisions the row says so:\n\n" + grid_table(cells, read_grid(args.grid), shots)
+            + "\n\nEach head (unpaired), with the layer it read, seed by seed:\n\n" + heads_table(cells, heads, shots)
+            + "\n\nThe picked layer per N and seed (the training sample of that seed; N sentences per entity "
+            "type):\n\n" + picks_table(cells, shots, whole))
+
+
+GRID = dict(
+    name="compare_xie_conll", fusions="base,extra", epochs=50, threads=1, library_defaults=True,
+    defaults=dict(shots="8,16,32,64,128", seeds=5, eval_points=0, workers=2), grids=grids,
+    options=[("--grid", dict(default=results_path("paired_grid_conll", ".jsonl"),
+                             help="the paired grid's per-run records (scripts/paired_grid_conll.py), "
+                                  "whose fusion heads are set against R+n ('' = none)")),
+             ("--records", dict(default=results_path("compare_xie_conll", ".jsonl"),
+                                help="the runs' records are copied here ('' = not copied)"))],
+    after=copy_records, text=report,
+    title=lambda run: f"Xie et al.'s rule against the top layer, and R+n on the best layer ({run.model}, CoNLL-2003)")
+main = grid_main(GRID, __doc__)
+
+if __name__ == "__main__":
+    main()
