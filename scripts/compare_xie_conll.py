@@ -68,11 +68,19 @@ def xie_table(cells: dict, fusions: list[str], shots: list[int]) -> str:
     return "\n".join(PAIR_HEADER + [r for r in rows if r])
 
 
+GRID_EXTRA = "extra, paired grid"  # the paired grid's own R+n on the top layer: the same runs, its precision
+
+
 def grid_table(cells: dict, grid: dict, shots: list[int]) -> str:
-    """The paired grid's fusion heads (their precision) against R+n on the picked layer and on the top."""
-    both = {**cells, **{k: v for k, v in grid.items() if k[0] in FUSION_HEADS}}
+    """The paired grid's fusion heads (their precision) against R+n on the picked layer and on the top;
+    first R+n on the top layer here against the grid's, which differ in precision alone."""
+    both = {**cells, **{k: v for k, v in grid.items() if k[0] in FUSION_HEADS},
+            **{(GRID_EXTRA, n): v for (head, n), v in grid.items() if head == "extra"}}
     precision = {k[0]: next(iter(v.values()))["config"]["precision"] for k, v in both.items()}
     rows = []
+    for n in shots:
+        note = f" ({precision.get('extra')} against {precision.get(GRID_EXTRA)})"
+        rows.append(pair_row(n, "extra", GRID_EXTRA, both, note=note))
     for n in shots:
         for fusion in FUSION_HEADS:
             for extra in (f"extra ({XIE})", "extra"):
@@ -164,7 +172,8 @@ def report(run) -> str:
             "\n\nXie's pick against the top layer, paired by seed (a − b):\n\n" + xie_table(cells, fusions, shots)
             + "\n\nThe fusion heads of the paired grid (`" + public_path(args.grid) + "`, the same samples) "
             "against R+n on the picked layer and on the top layer, paired by seed (a − b); where the two "
-            "ran under different precisions the row says so:\n\n" + grid_table(cells, read_grid(args.grid), shots)
+            "ran under different precisions the row says so, and the first rows measure that difference alone "
+            "(the same head and samples under the two precisions):\n\n" + grid_table(cells, read_grid(args.grid), shots)
             + "\n\nEach head (unpaired), with the layer it read, seed by seed:\n\n" + heads_table(cells, heads, shots)
             + "\n\nThe picked layer per N and seed (the training sample of that seed; N sentences per entity "
             "type):\n\n" + picks_table(cells, shots, whole))
