@@ -1,10 +1,12 @@
 """The nu profile of all-MiniLM-L6-v2 on CoNLL-2003 train: the full split against the few-shot
 samples (N = 8 and N = 128 sentences per entity type, 3 seeds each) that train-head would see,
-to check whether the layer ranking survives scarce data. Prints a markdown table (layer x setting),
-writes it to --table (docs/results/rank_layers_conll.md) and the figure beside it (--plot,
-docs/results/rank_layers_conll.png).
+to check whether the layer ranking survives scarce data. Prints a markdown table (layer x setting)
+with the layers `--layers auto:3` and `--layers xie` would pick from each column, writes it to --table
+(docs/results/rank_layers_conll.md) and the figure beside it (--plot, docs/results/rank_layers_conll.png).
+Layer 0 (the embeddings) is scored and kept in the table, marked, but it is no candidate of
+`auto:K` or `xie`, which pick from 1..L, so the figure draws layers 1..L only.
 
-    LAYERFUSE_HOME=/tmp/lc python scripts/rank_layers_conll.py [--data DATA_DIR]
+    LAYERFUSE_HOME=/tmp/lc python scripts/rank_layers_conll.py --data PATH/conll2003
 """
 
 from __future__ import annotations
@@ -23,6 +25,12 @@ from layerfuse.training.sampling import entity_types, few_shot_sample
 
 SEEDS = (0, 1, 2)
 SHOTS = (8, 128)
+K = 3  # the auto:K of the table's pick row (the depth study's auto:3)
+
+
+def candidates(run: list[tuple[int, float]]) -> list[tuple[int, float]]:
+    """The scores of layers 1..L: what `--layers auto:K` and `--layers xie` pick from (never layer 0)."""
+    return [(layer, nu) for layer, nu in run if layer > 0]
 
 
 def main(argv=None) -> str:
@@ -62,11 +70,17 @@ def main(argv=None) -> str:
              "| layer | " + " | ".join(name for name, _ in columns) + " |",
              "|---:|" + "---:|" * len(columns)]
     for i, layer in enumerate(layers):
-        lines.append(f"| {layer} | " + " | ".join(f"{run[i][1]:.4g}" for _, run in columns) + " |")
-    lines.append("| best 3 | " + " | ".join(",".join(map(str, pick_layers(run, 3))) for _, run in columns) + " |")
+        name = f"{layer} (embeddings, not a candidate)" if layer == 0 else str(layer)
+        lines.append(f"| {name} | " + " | ".join(f"{run[i][1]:.4g}" for _, run in columns) + " |")
+    lines.append(f"| auto:{K} pick (of 1..L) | "
+                 + " | ".join(",".join(map(str, pick_layers(candidates(run), K))) for _, run in columns) + " |")
+    lines.append("| xie pick (lowest nu of 1..L) | "
+                 + " | ".join(str(pick_layers(candidates(run), 1)[0]) for _, run in columns) + " |")
 
-    title = f"{entry.meta.get('model')} on CoNLL-2003 train; N = sentences per type, {len(SEEDS)} seeds (band: min-max)"
-    plot_scores(runs, title=title, path=args.plot)
+    title = (f"{entry.meta.get('model')} on CoNLL-2003 train, layers 1..L (the candidates of auto:K and xie); "
+             f"N = sentences per type, {len(SEEDS)} seeds (band: min-max)")
+    plot_scores({name: [candidates(run) for run in seeds] for name, seeds in runs.items()}, title=title,
+                path=args.plot)
     lines += ["", f"Figure: {os.path.basename(args.plot)} (beside this file)."]
     text = "\n".join(lines)
     say(f"wrote {args.plot} ({Path(args.plot).stat().st_size / 1024:.0f} KiB)")

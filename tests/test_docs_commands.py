@@ -1,6 +1,8 @@
-"""Every command the paper page and the layer-selection guide quote can be typed as written: the
-script or `layerfuse` command exists, and its --help names every flag the quoted command passes
-(a renamed or dropped option would otherwise leave the page quoting a command that fails)."""
+"""Every command the paper page, the layer-selection guide and the paper page's table of figure costs
+quote can be typed as written: the script or `layerfuse` command exists, and its --help names every
+flag the quoted command passes (a renamed or dropped option would otherwise leave the page quoting a
+command that fails). And every results file and figure the paper page shows has its row, with its
+command, in that table (docs/results/figure_costs.md, written by scripts/figure_costs.py)."""
 
 from __future__ import annotations
 
@@ -16,7 +18,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PAGES = [ROOT / "docs" / "paper.md", ROOT / "docs" / "guide" / "layers.md"]
+COSTS = ROOT / "docs" / "results" / "figure_costs.md"
+PAGES = [ROOT / "docs" / "paper.md", ROOT / "docs" / "guide" / "layers.md", COSTS]
 FENCE = re.compile(r"^```(?:bash|sh|console)?\n(.*?)^```", re.S | re.M)
 INLINE = re.compile(r"`((?:python scripts/|layerfuse )[^`]+)`")
 FLAG = re.compile(r"(?<![\w-])--[a-z0-9][a-z0-9-]*")
@@ -101,6 +104,19 @@ def test_each_quoted_command_parses(page, command):
     passed = {w.split("=", 1)[0] for w in words if FLAG.fullmatch(w.split("=", 1)[0])}
     unknown = sorted(passed - known)
     assert not unknown, f"{page}: `{command}` passes {unknown}, which {' '.join(program)} --help does not name"
+
+
+def test_every_figure_of_the_paper_page_has_its_command_machine_and_time():
+    """Each results file the page includes and each figure it draws is named in a row of the cost
+    table (the table itself aside); a new one needs its row in scripts/figure_costs.py, rerun."""
+    page = (ROOT / "docs" / "paper.md").read_text("utf-8")
+    shown = set(re.findall(r'^\s*--8<--\s+"([^"]+)"', page, re.M)) - {COSTS.name}
+    shown |= {Path(p).name for p in re.findall(r"!\[[^\]]*\]\(results/([^)\s]+)\)", page)}
+    rows = [line for line in COSTS.read_text("utf-8").splitlines() if line.startswith("| ") and "`" in line]
+    missing = sorted(name for name in shown if not any(name in row for row in rows))
+    assert not missing, f"docs/paper.md shows {missing} with no row in {COSTS.name}: add them to scripts/figure_costs.py"
+    for row in rows:
+        assert row.count(" | ") == 3 and all(cell.strip() for cell in row.strip("|").split(" | ")), row
 
 
 def test_the_check_finds_a_flag_a_script_does_not_take(tmp_path):
