@@ -93,6 +93,17 @@ def render(paths: list[str]) -> str:
     return "\n".join(lines)
 
 
+def machines(paths: list[str]) -> str:
+    """Every device the checks of ``paths`` ran on, each with the columns (files) it made, in order."""
+    columns: dict[str, list[str]] = {}
+    for path in paths:
+        with open(path, encoding="utf-8") as f:
+            columns.setdefault(json.load(f)["device"], []).append(os.path.basename(path))
+    if len(columns) == 1:
+        return next(iter(columns))
+    return "; ".join(f"{device} ({', '.join(names)})" for device, names in columns.items())
+
+
 def _words_per_s(report: list[str], split: str) -> str:
     line = next((text for text in report if text.split()[:1] == [split]), "")
     found = re.search(r"([\d,]+) words/s", line)
@@ -116,7 +127,7 @@ def main(argv=None) -> dict:
         if args.report:
             write_results(args.report, text, title="The GPU check", script="gpu_check",
                           argv=argv if argv is not None else sys.argv[1:],
-                          machine=json.load(open(args.render[0]))["device"])
+                          machine=machines(args.render))
         print(text)
         return {}
     figures = {"device": gpu_line(args.device),
