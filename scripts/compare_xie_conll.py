@@ -5,11 +5,12 @@ it dropped), N = 8 to 128, 50 epochs, dev F1 after every epoch on the whole dev 
 
     python scripts/compare_xie_conll.py --data PATH/conll2003 [--cache PATH/entry]
 
-Writes --table (docs/results/compare_xie_conll.md): per head and N the paired difference xie − top
-(dev and test F1 at the best dev point); the fusion heads of the paired grid (--grid, the records of
-scripts/paired_grid_conll.py, same samples) against R+n on the picked layer; the pick itself per N
-and seed beside the pick on the whole train split (its stability over N and seeds); and each run's
-layers, copied run by run to --records.
+Each fusion runs on the picked layer; on the top layer those of --top (default base), the others'
+top-layer runs being the paired grid's (--grid, the records of scripts/paired_grid_conll.py, the same
+samples). Writes --table (docs/results/compare_xie_conll.md): per head and N the paired difference
+xie − top (dev and test F1 at the best dev point); the paired grid's fusion heads against R+n on the
+picked layer; the pick itself per N and seed beside the pick on the whole train split (its stability
+over N and seeds); and each run's layers, copied run by run to --records.
 """
 
 from __future__ import annotations
@@ -63,8 +64,17 @@ PAIR_HEADER = ["| N | difference | dev F1, paired: mean ± 95% CI (seeds) | 95% 
                "| test F1 at best, paired | test: 95% CI against 0 |", "|---:|---|---:|---|---|---:|---|"]
 
 
-def xie_table(cells: dict, fusions: list[str], shots: list[int]) -> str:
-    rows = [pair_row(n, f"{f} ({XIE})", f, cells) for f in fusions for n in shots]
+def xie_table(cells: dict, grid: dict, fusions: list[str], shots: list[int]) -> str:
+    """Each fusion on Xie's pick against the top layer: its top-layer runs here, else the paired grid's
+    (the same samples; a precision that differs is named)."""
+    rows = []
+    for f in fusions:
+        both = {**{k: v for k, v in grid.items() if k[0] == f}, **cells}
+        precision = {k: next(iter(v.values()))["config"]["precision"] for k, v in both.items()}
+        for n in shots:
+            a, b = precision.get((f"{f} ({XIE})", n)), precision.get((f, n))
+            note = f" ({a} against the paired grid's {b})" if (f, n) not in cells and b else ""
+            rows.append(pair_row(n, f"{f} ({XIE})", f, both, note=note))
     return "\n".join(PAIR_HEADER + [r for r in rows if r])
 
 
@@ -78,7 +88,7 @@ def grid_table(cells: dict, grid: dict, shots: list[int]) -> str:
             **{(GRID_EXTRA, n): v for (head, n), v in grid.items() if head == "extra"}}
     precision = {k[0]: next(iter(v.values()))["config"]["precision"] for k, v in both.items()}
     rows = []
-    for n in shots:
+    for n in shots:  # where R+n ran on the top layer here too
         note = f" ({precision.get('extra')} against {precision.get(GRID_EXTRA)})"
         rows.append(pair_row(n, "extra", GRID_EXTRA, both, note=note))
     for n in shots:
@@ -130,7 +140,10 @@ def picks_table(cells: dict, shots: list[int], whole: list[tuple[int, float]]) -
 
 
 def grids(args, entry) -> list:
-    configs = conll_grid(args, axes={"layers": [None, XIE]})
+    """Every fusion on Xie's pick; on the top layer those of --top (the others' top-layer runs are the
+    paired grid's). Seed by seed: a grid cut short leaves whole seeds."""
+    configs = [c for c in conll_grid(args, axes={"layers": [None, XIE]})
+               if c.layers == XIE or c.fusion in split_list(args.top)]
     return [(sorted(configs, key=lambda c: (c.seed, -c.shots, c.fusion)), {})]
 
 
@@ -154,7 +167,7 @@ def report(run) -> str:
 
     args, records = run.args, run.records
     fusions, shots = split_list(args.fusions), sorted(split_list(args.shots, int))
-    cells = by_cell(records)
+    cells, grid = by_cell(records), read_grid(args.grid)
     heads = [h for f in fusions for h in (f, f"{f} ({XIE})")]
     whole = score_layers(run.entry.split("train"), layers=range(1, run.entry.num_layers + 1))
     precisions = sorted({r["config"]["precision"] for r in records})
@@ -169,11 +182,11 @@ def report(run) -> str:
             f"classifier layer; the layers above it unused); without it the head reads the top layer "
             f"{run.entry.num_layers}, as many top layers (one). Each interval is the 95% CI of the mean "
             f"(Student t, n − 1 degrees of freedom). Per-run records: `{public_path(args.records or args.out)}`."
-            "\n\nXie's pick against the top layer, paired by seed (a − b):\n\n" + xie_table(cells, fusions, shots)
+            "\n\nXie's pick against the top layer, paired by seed (a − b):\n\n" + xie_table(cells, grid, fusions, shots)
             + "\n\nThe fusion heads of the paired grid (`" + public_path(args.grid) + "`, the same samples) "
             "against R+n on the picked layer and on the top layer, paired by seed (a − b); where the two "
             "ran under different precisions the row says so, and the first rows measure that difference alone "
-            "(the same head and samples under the two precisions):\n\n" + grid_table(cells, read_grid(args.grid), shots)
+            "(the same head and samples under the two precisions):\n\n" + grid_table(cells, grid, shots)
             + "\n\nEach head (unpaired), with the layer it read, seed by seed:\n\n" + heads_table(cells, heads, shots)
             + "\n\nThe picked layer per N and seed (the training sample of that seed; N sentences per entity "
             "type):\n\n" + picks_table(cells, shots, whole))
@@ -185,6 +198,8 @@ GRID = dict(
     options=[("--grid", dict(default=results_path("paired_grid_conll", ".jsonl"),
                              help="the paired grid's per-run records (scripts/paired_grid_conll.py), "
                                   "whose fusion heads are set against R+n ('' = none)")),
+             ("--top", dict(default="base", help="the fusions that also run on the top layer here (the others' "
+                                                "top-layer runs are --grid's, on the same samples)")),
              ("--records", dict(default=results_path("compare_xie_conll", ".jsonl"),
                                 help="the runs' records are copied here ('' = not copied)"))],
     after=copy_records, text=report,
