@@ -1,4 +1,5 @@
-"""Training one head: `train_head(config, data) -> RunResult`, a short loop over named steps.
+"""Training heads: `train_head(config, data) -> RunResult`, one run; `train_runs`, the one loop that
+every run goes through, alone or in a pack (`layerfuse.training.packed`).
 
 Protocol (paper §5, §9): the seed fixes the few-shot sample, the head's initialisation and the
 batch order; AdamW; the learning rate decays linearly from its maximum to zero over
@@ -8,6 +9,12 @@ of the head at that point when the data has a test split (scored once, at the en
 state kept in memory). On CPU a run is deterministic for a seed. The same loop trains FE heads on
 cached states and FT heads on a live backbone (`layerfuse.finetune`): the data says which; the
 task (`layerfuse.training.tasks`) says what the head is and how it is scored.
+
+`train_runs` steps K >= 1 prepared runs side by side (each its own sample, order, schedule and
+evaluation points), records each evaluation, keeps each run's best dev point, scores test there
+and reports. How the heads compute a step, a dev evaluation and the test score is the one thing it
+leaves to its `Heads`: `Solo`, a run's own module as it is (any run: FT, MLM, gradient
+accumulation, fp16, every fusion), or `packed.Stacked`, K heads as one stacked module.
 """
 
 from __future__ import annotations
@@ -16,6 +23,7 @@ import hashlib
 import math
 import time
 from dataclasses import dataclass, field, replace
+from typing import Protocol
 
 import numpy as np
 import torch
@@ -23,6 +31,7 @@ import torch
 from ..errors import LayerfuseError
 from ..fusions import FUSIONS, count_parameters, packable
 from ..precision import precision_of
+from ..transfer import to_device
 from ..versions import versions
 from .arrays import Split
 from .config import RunResult, TrainConfig
@@ -45,38 +54,145 @@ def train_head(config: TrainConfig, data: RunData, *, log=None, keep_head: bool 
     if keep_tagger is not None:
         keep_head = keep_tagger
     t_start = time.perf_counter()
-    keep_freed_memory()  # process-wide, once: steps reuse freed activations instead of page-faulting
-    apply_thread_setting()
+    prepare_process()
     run = prepare_run(config, data)
-    book = Book(log=log, on_eval=progress.evaluated if progress else None)
+    return train_runs([run], Solo(run), t_start=t_start, keep_head=keep_head, logs=[log], progress=progress)[0]
+
+
+def prepare_process() -> None:
+    """Process-wide, once: steps reuse freed activations instead of page-faulting; the thread setting."""
+    keep_freed_memory()
+    apply_thread_setting()
+
+
+class Heads(Protocol):
+    """How the K heads of `train_runs` compute: the one thing a run alone (`Solo`) and a pack
+    (`packed.Stacked`) do differently. ``heads``: indices of the loop's runs, in increasing order.
+    ``step``: one optimizer step of each of ``heads`` on its sentence positions ``orders[i]``, their
+    losses ``[len(heads)]`` on the device; ``evaluate``: their dev scores now (NER {f1, loss}; MLM
+    {loss, ppl}); ``test_at_best``: their test scores, their runs' modules restored to their best dev
+    point; ``state(k)``: head k's weights, keyed as its run's ``model.state_dict()``."""
+
+    def train(self, mode: bool) -> None: ...
+    def step(self, heads: list[int], orders: list[np.ndarray]) -> torch.Tensor: ...
+    def evaluate(self, heads: list[int]) -> list[dict]: ...
+    def test_at_best(self, heads: list[int]) -> list[dict]: ...
+    def state(self, k: int) -> dict: ...
+
+
+def train_runs(runs: list[Run], heads: Heads, *, t_start: float, keep_head: bool, logs: list,
+               progress=None) -> list[RunResult]:
+    """Train the prepared ``runs`` side by side, their heads computed by ``heads``; one `RunResult` a
+    run, in order, its ``seconds`` the loop's divided by K.
+
+    The loop steps while any run has steps left, each run on its own next batch until its own last
+    step; each run scores dev at its own evaluation points (after the step that reaches one, or at
+    the end of each epoch without them; at step 0 when it has no steps) and keeps its best dev
+    point (`Book`). At the end each run is restored to that point, test is scored there, and its
+    layer usage is read. ``logs``: each run's logger (or None); ``progress``: see `train_head`."""
+    lead = runs[0]
+    books = [Book(log=log, on_eval=progress.evaluated if progress else None) for log in logs]
+    clock = {"train": 0.0, "eval": 0.0}
+    total = max(r.total_steps for r in runs)
+    epochs = [0] * len(runs)
+
+    def evaluate(due: list[int], step: int) -> None:
+        t0 = now(lead.device)
+        heads.train(False)
+        for k, scores in zip(due, heads.evaluate(due)):
+            books[k].note(runs[k], scores, step=step, epoch=epochs[k], state=lambda k=k: heads.state(k))
+        clock["eval"] += now(lead.device) - t0
+
     if progress:
-        progress.start(run.total_steps)
-    if run.total_steps == 0:
-        book.evaluate(run, step=0, epoch=0)
-    step = 0
-    for epoch in range(1, config.epochs + 1):
-        t0 = now(run.device)
-        run.train.begin_epoch(epoch, seed=config.seed)  # FT MLM draws this epoch's masks; otherwise nothing
-        run.model.train()
-        for step_order in run.epoch_batches():
-            train_step(run, step_order)
-            step += 1
-            book.add_loss(run.last_loss)
-            if progress:
-                progress.step(run.last_loss)
-            if run.eval_due(step):
-                book.clock["train"] += now(run.device) - t0
-                book.evaluate(run, step=step, epoch=epoch)
-                run.model.train()
-                t0 = now(run.device)
-        book.clock["train"] += now(run.device) - t0
-        if not run.evaluates_per_step:
-            book.evaluate(run, step=step, epoch=epoch)
-    book.restore_best(run)
-    book.score_test_at_best(run)
-    usage = layer_usage(run.head, run.dev, layers=run.layers, device=run.device, batch_size=run.eval_batch_size,
-                        autocast=run.autocast())
-    return run.result(book, seconds=time.perf_counter() - t_start, keep_head=keep_head, usage=usage)
+        progress.start(total)
+    if not_started := [k for k, r in enumerate(runs) if r.total_steps == 0]:
+        evaluate(not_started, 0)
+    steps = [r.steps() for r in runs]
+    running = RunningLoss(len(runs), device=lead.device)
+    heads.train(True)
+    t0 = now(lead.device)
+    for step in range(1, total + 1):
+        active = [k for k, r in enumerate(runs) if step <= r.total_steps]  # a run stops after its last step
+        due, orders = [], []
+        for k in active:
+            epochs[k], order, ends_epoch = next(steps[k])
+            orders.append(order)
+            if runs[k].eval_due(step) or (ends_epoch and not runs[k].evaluates_per_step):
+                due.append(k)
+        losses = heads.step(active, orders)
+        running.add(losses, active)
+        if progress:
+            progress.step(losses[0])
+        if due:
+            clock["train"] += now(lead.device) - t0
+            running.hand_to(books, due)
+            evaluate(due, step)
+            heads.train(True)
+            t0 = now(lead.device)
+    clock["train"] += now(lead.device) - t0
+    for run, book in zip(runs, books):
+        book.restore_best(run)  # each head in its own module, at its best dev point
+    best = [k for k, book in enumerate(books) if book.best_state is not None]
+    if lead.test is not None and best:
+        t0 = now(lead.device)
+        for k, test in zip(best, heads.test_at_best(best)):
+            books[k].test = test
+            books[k].evals[books[k].best["index"]].update(runs[k].task.test_record(test))
+        clock["eval"] += now(lead.device) - t0
+    usages = [layer_usage(r.head, r.dev, layers=r.layers, device=r.device, batch_size=r.eval_batch_size,
+                          autocast=r.autocast()) for r in runs]
+    share = (time.perf_counter() - t_start) / len(runs)
+    results = []
+    for run, book, usage in zip(runs, books, usages):
+        book.clock = {name: seconds / len(runs) for name, seconds in clock.items()}
+        results.append(run.result(book, seconds=share, keep_head=keep_head, usage=usage))
+    return results
+
+
+class Solo:
+    """One run's own module (the head, and the backbone in FT) stepped as it is, by `train_step`:
+    the loop's heads for a run alone, whatever it trains (K = 1)."""
+
+    def __init__(self, run: Run):
+        self.run = run
+
+    def train(self, mode: bool) -> None:
+        self.run.model.train(mode)
+
+    def step(self, heads: list[int], orders: list[np.ndarray]) -> torch.Tensor:
+        train_step(self.run, orders[0])
+        return self.run.last_loss.reshape(1)
+
+    def evaluate(self, heads: list[int]) -> list[dict]:
+        return [_score(self.run, self.run.dev)]
+
+    def state(self, k: int) -> dict:
+        return self.run.model.state_dict()
+
+    def test_at_best(self, heads: list[int]) -> list[dict]:
+        return [_score(self.run, self.run.test)]
+
+
+class RunningLoss:
+    """The K heads' training losses summed since each one's last evaluation, on the device: one
+    addition a step, not one per head; a head's share goes to its `Book` when it is scored."""
+
+    def __init__(self, k: int, *, device):
+        self.total = torch.zeros(k, device=device)
+        self.steps = [0] * k
+
+    def add(self, losses: torch.Tensor, heads: list[int]) -> None:
+        if len(heads) == len(self.steps):
+            self.total += losses
+        else:
+            self.total.index_add_(0, to_device(np.asarray(heads), losses.device), losses)
+        for k in heads:
+            self.steps[k] += 1
+
+    def hand_to(self, books: list[Book], heads: list[int]) -> None:
+        for k in heads:
+            books[k].loss_sum, books[k].loss_n = self.total[k].clone(), self.steps[k]
+            self.total[k], self.steps[k] = 0, 0
 
 
 @dataclass(eq=False)
@@ -124,8 +240,10 @@ class Run:
 
     def steps(self):
         """(epoch, sentence positions, whether it ends its epoch) of each optimizer step of the run,
-        in order (a pack steps its heads through these side by side)."""
+        in order (`train_runs` steps its runs through these side by side). Each epoch begins with
+        ``train.begin_epoch`` (FT MLM draws that epoch's masks; otherwise nothing)."""
         for epoch in range(1, self.config.epochs + 1):
+            self.train.begin_epoch(epoch, seed=self.config.seed)
             for b, order in enumerate(self.epoch_batches()):
                 yield epoch, order, b == self.steps_per_epoch - 1
 
@@ -290,20 +408,9 @@ class Book:
     loss_n: int = 0
     on_eval: object = None  # called with each evaluation's record (a progress bar)
 
-    def add_loss(self, loss: torch.Tensor) -> None:
-        self.loss_sum = loss.clone() if self.loss_sum is None else self.loss_sum + loss
-        self.loss_n += 1
-
-    def evaluate(self, run: Run, *, step: int, epoch: int) -> None:
-        t0 = now(run.device)
-        run.model.eval()
-        scores = _score(run, run.dev)  # NER {f1, loss}; MLM {loss, ppl}
-        self.note(run, scores, step=step, epoch=epoch, state=run.model.state_dict)
-        self.clock["eval"] += now(run.device) - t0
-
     def note(self, run: Run, scores: dict, *, step: int, epoch: int, state) -> None:
         """Record one evaluation's ``scores``; ``state()`` (the weights, copied here) when it is the best
-        so far. A pack (`layerfuse.training.packed`) scores its heads together and notes each here."""
+        so far."""
         train_loss = float(self.loss_sum) / self.loss_n if self.loss_n else None
         self.evals.append({"step": step, "epoch": epoch, "train_loss": train_loss,
                            **{f"dev_{name}": value for name, value in scores.items()}})
@@ -323,15 +430,6 @@ class Book:
         if self.best_state is not None:
             run.model.load_state_dict(self.best_state)
         run.model.eval()
-
-    def score_test_at_best(self, run: Run) -> None:
-        """Test score of the head at its best dev point, once (the record of that evaluation gets it)."""
-        if run.test is None or self.best_state is None:
-            return
-        t0 = now(run.device)
-        self.test = _score(run, run.test)
-        self.evals[self.best["index"]].update(run.task.test_record(self.test))
-        self.clock["eval"] += now(run.device) - t0
 
 
 def _score(run: Run, split: Split) -> dict:

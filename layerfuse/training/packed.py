@@ -1,8 +1,9 @@
 """Training a pack of heads at once: `train_pack(configs, data) -> [RunResult]` trains K runs that
-differ in seed, N, learning rate or epoch cap (`OWN`) as one stacked module (``sweep --pack K``).
+differ in seed, N, learning rate or epoch cap (`OWN`) as one stacked module (``sweep --pack K``),
+through the loop every run goes through (`loop.train_runs`), with `Stacked` as its heads.
 
 A few-shot head is tiny, so one run's step is mostly per-call overhead; K heads in one call share it.
-Each head keeps its own schedule: the pack steps while any head has steps left, each head on its own
+Each head keeps its own schedule: the loop steps while any head has steps left, each head on its own
 next batch, until its own last step, and scores dev at its own evaluation points (`PackOptimizer`
 gives each head its rate and schedule; heads on one schedule share one AdamW over the stacks). Each
 head gets its solo gradient, provided the loss is each head's own mean (summed over heads) and the
@@ -44,11 +45,17 @@ from ..tasks import task_of
 from ..transfer import to_device
 from .arrays import IGNORE, SplitArrays
 from .config import RunResult, TrainConfig
-from .diagnostics import layer_usage
-from .loop import PACK_MULTIPLE, Book, Run, build_optimizer, decays_weight, lr_schedule, prepare_run, train_head
-from .memory import keep_freed_memory
+from .loop import (
+    PACK_MULTIPLE,
+    Run,
+    build_optimizer,
+    decays_weight,
+    lr_schedule,
+    prepare_process,
+    prepare_run,
+    train_runs,
+)
 from .pack_batches import PackRows
-from .runtime import apply_thread_setting, now
 
 
 def can_pack(config: TrainConfig) -> bool:
@@ -71,88 +78,67 @@ OWN = {"seed": 0, "shots": None, "lr": None, "epochs": 0}
 
 def train_pack(configs: list[TrainConfig], data, *, log=None, keep_head: bool = False,
                keep_tagger: bool | None = None) -> list[RunResult]:
-    """Train ``configs`` (the same run but for `OWN`) together; one `RunResult` per config, in order,
-    as `train_head` would report it, but ``seconds``: the pack's, divided by K, with ``pack`` = K.
+    """Train ``configs`` (the same run but for `OWN`) together, as one stacked module (a pack of one
+    too: its numbers are its solo run's, dropout off); one `RunResult` per config, in order, as
+    `train_head` would report it, but ``seconds``: the pack's, divided by K, with ``pack`` = K.
     ``keep_tagger`` is the former name of ``keep_head`` and still accepted."""
     if keep_tagger is not None:
         keep_head = keep_tagger
-    if len(configs) == 1:
-        return [train_head(configs[0], data, log=log, keep_head=keep_head)]
     _check(configs)
     t_start = time.perf_counter()
-    keep_freed_memory()
-    apply_thread_setting()
+    prepare_process()
     runs = [prepare_run(config, data) for config in configs]  # each seeded and built as its solo run
     # Longest first, a schedule's runs side by side: the heads still training are always the first
     # ones (a slice of the stacks, no gather) and each schedule a slice of the leaves (`PackOptimizer`).
     placed = sorted(range(len(runs)), key=lambda i: (-runs[i].total_steps, _schedule(runs[i]), i))
     runs = [runs[i] for i in placed]
-    lead = runs[0]
     if len({r.layers for r in runs}) > 1:
         raise LayerfuseError("the runs of a pack must fuse the same layers")
-    pack = Pack([r.head for r in runs], [r.train for r in runs])
-    step_optimizer = PackOptimizer(pack, runs)
-    books = [Book(log=_prefixed(log, r.config)) for r in runs]
-    clock = {"train": 0.0, "eval": 0.0}
-    if not_started := [k for k, r in enumerate(runs) if r.total_steps == 0]:
-        _evaluate(pack, runs, books, not_started, step=0, epochs=[0] * len(runs), clock=clock)
-    steps = [r.steps() for r in runs]
-    epochs = [0] * len(runs)
-    running = RunningLoss(len(runs), device=lead.device)
-    t0 = now(lead.device)
-    pack.train(True)
-    for step in range(1, max(r.total_steps for r in runs) + 1):
-        heads = [k for k, r in enumerate(runs) if step <= r.total_steps]  # a head stops after its last step
-        due, orders = [], []
-        for k in heads:
-            epochs[k], order, ends_epoch = next(steps[k])
-            orders.append(order)
-            if runs[k].eval_due(step) or (ends_epoch and not runs[k].evaluates_per_step):
-                due.append(k)
-        losses = pack.step([runs[k] for k in heads], orders, heads=heads, optimizer=step_optimizer)
-        running.add(losses, heads)
-        if due:
-            clock["train"] += now(lead.device) - t0
-            running.hand_to(books, due)
-            _evaluate(pack, runs, books, due, step=step, epochs=epochs, clock=clock)
-            pack.train(True)
-            t0 = now(lead.device)
-    clock["train"] += now(lead.device) - t0
-    for run, book in zip(runs, books):
-        book.restore_best(run)  # each head unstacked into its own module, at its best dev point
-    _score_test_at_best(runs, books, clock)
-    usages = [layer_usage(r.head, r.dev, layers=r.layers, device=r.device, batch_size=r.eval_batch_size,
-                          autocast=r.autocast()) for r in runs]
-    share = (time.perf_counter() - t_start) / len(runs)
+    trained = train_runs(runs, Stacked(runs), t_start=t_start, keep_head=keep_head,
+                         logs=[_prefixed(log, r.config) for r in runs])
     results = [None] * len(runs)
-    for i, run, book, usage in zip(placed, runs, books, usages):
-        book.clock = {name: seconds / len(runs) for name, seconds in clock.items()}
-        result = run.result(book, seconds=share, keep_head=keep_head, usage=usage)
+    for i, result in zip(placed, trained):
         result.seconds["pack"] = len(runs)
         results[i] = result  # in the order of ``configs``
     return results
 
 
-class RunningLoss:
-    """The K heads' training losses summed since each one's last evaluation, on the device: one
-    addition a step for the pack, not one per head; a head's share goes to its `Book` when it is scored."""
+class Stacked:
+    """The loop's heads for a pack (`loop.Heads`): the runs' heads stacked as one module (`Pack`),
+    each at its own rate and schedule (`PackOptimizer`), each dev (and test) batch built once and
+    every head due scored on it (on the lead run's split: the same sentences for all)."""
 
-    def __init__(self, k: int, *, device):
-        self.total = torch.zeros(k, device=device)
-        self.steps = [0] * k
+    def __init__(self, runs: list[Run]):
+        self.runs = runs
+        self.pack = Pack([r.head for r in runs], [r.train for r in runs])
+        self.optimizer = PackOptimizer(self.pack, runs)
 
-    def add(self, losses: torch.Tensor, heads: list[int]) -> None:
-        if len(heads) == len(self.steps):
-            self.total += losses
-        else:
-            self.total.index_add_(0, to_device(np.asarray(heads), losses.device), losses)
-        for k in heads:
-            self.steps[k] += 1
+    def train(self, mode: bool) -> None:
+        self.pack.train(mode)
 
-    def hand_to(self, books: list[Book], heads: list[int]) -> None:
-        for k in heads:
-            books[k].loss_sum, books[k].loss_n = self.total[k].clone(), self.steps[k]
-            self.total[k], self.steps[k] = 0, 0
+    def step(self, heads: list[int], orders: list[np.ndarray]) -> torch.Tensor:
+        return self.pack.step([self.runs[k] for k in heads], orders, heads=heads, optimizer=self.optimizer)
+
+    def evaluate(self, heads: list[int]) -> list[dict]:
+        lead = self.runs[0]
+        return _scores(lead, lambda h, m: self.pack.logits(h, m, shared=True, heads=heads), len(heads), lead.dev)
+
+    def state(self, k: int) -> dict:
+        return self.pack.state(k)
+
+    def test_at_best(self, heads: list[int]) -> list[dict]:
+        """All of ``heads`` on each test batch at once, stacked again from their restored modules."""
+        lead = self.runs[0]
+        best = Pack([self.runs[k].head for k in heads])
+        best.train(False)
+        return _scores(lead, lambda h, m: best.logits(h, m, shared=True), best.k, lead.test)
+
+
+def _scores(lead: Run, forward, n_heads: int, split) -> list[dict]:
+    """The task's scores of the ``n_heads`` heads whose stacked logits ``forward`` computes, on ``split``."""
+    return lead.task.score_heads(forward, n_heads, split, data=lead.data, device=lead.device,
+                                 batch_size=lead.eval_batch_size, autocast=lead.autocast(),
+                                 token_wise=lead.head.fusion.token_wise)
 
 
 class PackOptimizer:
@@ -358,42 +344,6 @@ def _padded(batches, *, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor,
         n = b.hidden.shape[1]
         hidden[k, :, :n], mask[k, :, :n], labels[k, :, :n] = b.hidden, b.mask, b.labels
     return hidden, mask, labels
-
-
-def _evaluate(pack: Pack, runs: list[Run], books: list[Book], heads: list[int], *, step: int, epochs: list[int],
-              clock: dict) -> None:
-    """``heads`` scored on the lead run's dev split (the same sentences for all), each batch once."""
-    lead = runs[0]
-    t0 = now(lead.device)
-    pack.train(False)
-    scores = lead.task.score_heads(lambda h, m: pack.logits(h, m, shared=True, heads=heads), len(heads), lead.dev,
-                                   data=lead.data, device=lead.device, batch_size=lead.eval_batch_size,
-                                   autocast=lead.autocast(), token_wise=_token_wise(lead))
-    for k, score in zip(heads, scores):
-        books[k].note(runs[k], score, step=step, epoch=epochs[k], state=lambda k=k: pack.state(k))
-    clock["eval"] += now(lead.device) - t0
-
-
-def _score_test_at_best(runs: list[Run], books: list[Book], clock: dict) -> None:
-    """Each head's test score at its best dev point (restored), all heads on each test batch at once."""
-    lead = runs[0]
-    if lead.test is None:
-        return
-    t0 = now(lead.device)
-    best = Pack([r.head for r in runs])
-    best.train(False)
-    scores = lead.task.score_heads(lambda h, m: best.logits(h, m, shared=True), best.k, lead.test, data=lead.data,
-                                   device=lead.device, batch_size=lead.eval_batch_size, autocast=lead.autocast(),
-                                   token_wise=_token_wise(lead))
-    for run, book, test in zip(runs, books, scores):
-        book.test = test
-        book.evals[book.best["index"]].update(run.task.test_record(test))
-    clock["eval"] += now(lead.device) - t0
-
-
-def _token_wise(run: Run) -> bool:
-    """Whether the pack's heads are token-wise: scored on the held rows in order, as one head is."""
-    return run.head.fusion.token_wise
 
 
 def _check(configs: list[TrainConfig]) -> None:

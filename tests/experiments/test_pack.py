@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 
 import pytest
+import torch
 from click.testing import CliRunner
 
 from layerfuse.cache.reader import open_entry
@@ -211,3 +212,48 @@ def test_a_cells_epoch_caps_in_one_pack_match_their_solo_runs(tiny_cache, tmp_pa
         assert [e["train_loss"] for e in p["evals"]] == pytest.approx([e["train_loss"] for e in s["evals"]],
                                                                       rel=1e-4)
         assert p["test_f1_at_best"] == pytest.approx(s["test_f1_at_best"], abs=TOLERANCE)
+
+
+@pytest.mark.parametrize("fusion", ["concat", "dwatt", "scalarmix", "base", "extra"])
+def test_a_solo_run_equals_a_pack_of_one(tiny_cache, fusion):
+    # One loop trains both (`loop.train_runs`): the run's own module (`Solo`) or one stacked head
+    # (`Stacked`); dropout off, the same weights at the best dev point, the same outputs and F1
+    from dataclasses import replace
+
+    import numpy as np
+
+    from layerfuse.training import load_data, train_head
+    from layerfuse.training.packed import train_pack
+
+    config = replace(BASE, fusion=fusion, dropout=0.0)
+    data = load_data(open_entry(tiny_cache))
+    solo = train_head(config, data)
+    (one,) = train_pack([config], data, keep_head=True)
+    assert one.seconds["pack"] == 1 and "pack" not in solo.seconds
+    for field in ("sample_fingerprint", "total_steps", "best_step", "best_epoch", "params", "layers"):
+        assert getattr(one, field) == getattr(solo, field), field
+    weights, solo_weights = one.tagger.state_dict(), solo.tagger.state_dict()
+    assert list(weights) == list(solo_weights)
+    for name, value in solo_weights.items():
+        torch.testing.assert_close(_but_key_biases(name, weights[name]), _but_key_biases(name, value), rtol=1e-5,
+                                   atol=1e-6, msg=name)
+    batch = data.dev.take_layers(solo.layers).batch(np.arange(16), device="cpu")
+    with torch.no_grad():
+        torch.testing.assert_close(one.tagger(batch.hidden, batch.mask), solo.tagger(batch.hidden, batch.mask),
+                                   rtol=1e-5, atol=1e-5)
+    assert one.best_dev_f1 == pytest.approx(solo.best_dev_f1, abs=TOLERANCE)
+    assert one.test_f1_at_best == pytest.approx(solo.test_f1_at_best, abs=TOLERANCE)
+    assert [e["dev_f1"] for e in one.evals] == pytest.approx([e["dev_f1"] for e in solo.evals], abs=TOLERANCE)
+    assert [e["train_loss"] for e in one.evals] == pytest.approx([e["train_loss"] for e in solo.evals], rel=1e-4)
+
+
+def _but_key_biases(name: str, value):
+    """``value`` with an attention's key bias zeroed: its gradient is rounding alone (a softmax ignores
+    a shift every key shares), which AdamW scales to steps of the rate, so the solo and stacked sums'
+    rounding moves it apart with no effect on the head's output (compared apart)."""
+    if name.endswith("key.bias"):  # DWAtt
+        return value * 0
+    if name.endswith("in_proj_bias"):  # nn.MultiheadAttention: query, key, value
+        query, _, values = value.chunk(3)
+        return torch.cat([query, query * 0, values])
+    return value
