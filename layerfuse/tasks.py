@@ -45,7 +45,7 @@ class Task:
 NER = Task(
     name="ner", labels_from_data=True, masks_inputs=False, granularity=None, headline="f1",
     default_dataset="wnut16", units=("sentences", "words"), head="TokenTagger",
-    checkpoint_version=2,  # unchanged since the tagger recorded DWAtt's layer_score
+    checkpoint_version=2,  # unchanged since the tagger recorded the fusions' own settings
 )
 MLM = Task(
     name="mlm", labels_from_data=False, masks_inputs=True, granularity="subword", headline="ppl",

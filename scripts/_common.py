@@ -106,9 +106,9 @@ def grid_parser(description: str, *, fusions: str, epochs: int, threads: int | N
 def at_library_defaults(parser: argparse.ArgumentParser) -> None:
     """A grid at train-head's defaults rather than the paper's protocol: each mode's and head's own
     learning rate (``--lr`` None) and DWAtt's default score, unless given."""
-    from layerfuse.training import TrainConfig
+    from layerfuse.fusions.dwatt import LAYER_SCORE
 
-    parser.set_defaults(lr=None, layer_score=TrainConfig.__dataclass_fields__["layer_score"].default)
+    parser.set_defaults(lr=None, layer_score=LAYER_SCORE.default)
 
 
 def variant_results(out: str, name: str) -> str:

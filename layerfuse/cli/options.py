@@ -10,7 +10,8 @@ import click
 from ..errors import LayerfuseError
 from ..extract.run import ExtractConfig
 from ..fusions.config import QUERY_LAYERS
-from ..fusions.dwatt import LAYER_SCORES
+from ..fusions.options import UNSET, Option
+from ..fusions.registry import declared_options, owned_options
 from ..tasks import TASKS, task_of
 from ..training.config import PAPER_LR, TrainConfig
 
@@ -155,19 +156,97 @@ def layers_option(default: str | None = None, extra_help: str = ""):
                         help=LAYERS_HELP + (" " + extra_help if extra_help else ""))
 
 
-PAPER_PROTOCOL = {"lr": PAPER_LR, "layer_score": "paper"}  # paper §5 and eqs. 3-11, where our defaults differ
+def paper_protocol() -> dict:
+    """The paper's settings where our defaults differ (§5 and eqs. 3-11): its rate, and each fusion's
+    setting that declares the paper's value (`Option.paper`)."""
+    return {"lr": PAPER_LR, **{name: option.paper for name, option in declared_options().items()
+                               if option.paper is not UNSET}}
 
 
 def protocol_option(fn):
+    differ = ", ".join(f"{name.replace('_', '-')} {value:g}" if isinstance(value, float) else
+                       f"{name.replace('_', '-')} {value}" for name, value in paper_protocol().items())
     return click.option("--protocol", type=click.Choice(["default", "paper"]), default="default", show_default=True,
-                        help="paper: the paper's settings where layerfuse's defaults differ (lr 5e-5, DWAtt's "
-                             "unscaled score); options given explicitly still win.")(fn)
+                        help=f"paper: the paper's settings where layerfuse's defaults differ ({differ}); options "
+                             "given explicitly still win.")(fn)
 
 
-layer_score_option = click.option(
-    "--layer-score", type=click.Choice(LAYER_SCORES), default=default_of(TrainConfig, "layer_score"), show_default=True,
-    help="DWAtt's score over layers: paper = q.k (unscaled, eqs. 3-11), scaled = q.k/sqrt(d), learned = "
-         "q.k times a learned temperature.")
+def fusion_option_flags(*, grid: bool = False):
+    """A flag for each fusion's own setting (`Fusion.options`), made from its declaration, and
+    ``--fusion-opt NAME=VALUE`` (repeatable) for any of them, those declared later too; `fusion_settings`
+    reads what was given. ``grid``: each takes comma-separated values, a grid dimension (`sweep`)."""
+    flags = [_grid_flag(option) if grid else _flag(option) for option in declared_options().values()]
+    generic = click.option(
+        "--fusion-opt", "fusion_opt", multiple=True, metavar="NAME=VALUE" + (",..." if grid else ""),
+        help="A fusion's own setting by name, as its flag sets it (repeatable; wins over the flag): "
+             f"{', '.join(declared_options()) or 'none'}.")
+    return _stack(*flags, generic)
+
+
+def _flag(option: Option):
+    kind = click.Choice(list(option.choices)) if option.choices else _ranged(option)
+    return click.option(option.flag, option.name, type=kind, default=option.default,
+                        show_default=option.default is not None, help=option.help)
+
+
+def _grid_flags(option: Option) -> list[str]:
+    """A setting's flags in a grid: the plural first (``--<name>s``, unless it ends in s), then the singular."""
+    return [option.flag] if option.flag.endswith("s") else [option.flag + "s", option.flag]
+
+
+def _grid_flag(option: Option):
+    owners = ", ".join(sorted(owned_options()[option.name]))
+    return click.option(*_grid_flags(option), option.name,
+                        default=None if option.default is None else str(option.default),
+                        show_default=option.default is not None,
+                        help=f"{option.help} Comma-separated: a grid dimension for {owners} only.")
+
+
+def _ranged(option: Option):
+    if option.minimum is None or option.type not in (int, float):
+        return option.type
+    return (click.IntRange if option.type is int else click.FloatRange)(min=option.minimum)
+
+
+def fusion_settings(params: dict, *, grid: bool = False) -> dict:
+    """The fusions' settings a command was given, by name, taken out of its ``params``: each flag of
+    `fusion_option_flags`, then every ``--fusion-opt`` (which wins). ``grid``: a list of values each."""
+    declared = declared_options()
+    settings = {name: params.pop(name) for name in declared if name in params}
+    if grid:  # comma-separated text, or values the protocol set
+        settings = {name: value if isinstance(value, list) else
+                    _values(declared[name], value, _grid_flags(declared[name])[0], grid=True)
+                    for name, value in settings.items()}
+    for pair in params.pop("fusion_opt", None) or ():
+        name, _, text = pair.partition("=")
+        name = name.strip().replace("-", "_")
+        if name not in declared:
+            raise LayerfuseError(f"--fusion-opt {pair!r}: no fusion has an option {name!r} (the fusions' "
+                                 f"options: {', '.join(declared) or 'none'})")
+        settings[name] = _values(declared[name], text, f"--fusion-opt {name}", grid=grid)
+    return settings
+
+
+def _values(option: Option, text, flag: str, *, grid: bool):
+    """``text`` as a value of ``option`` (``grid``: comma-separated values, a list); None (the default
+    left as it is) stays None, [None] in a grid. ``flag`` names it in an error."""
+    if text is None:
+        return [None] if grid else None
+    what = (f"one of {', '.join(map(str, option.choices))}" if option.choices else
+            _WHAT.get(option.type, "valid") + (f" >= {option.minimum:g}" if option.minimum is not None else ""))
+
+    def cast(item: str):
+        try:
+            return option.parse(item)
+        except LayerfuseError:
+            raise ValueError(item) from None
+
+    if grid:
+        return parse_list(text, name=flag.removeprefix("--"), cast=cast, what=what)
+    try:
+        return cast(str(text).strip())
+    except ValueError:
+        raise LayerfuseError(f"{flag} {text!r} is not {what}") from None
 
 
 query_layer_option = click.option(
@@ -179,14 +258,15 @@ query_layer_option = click.option(
 
 
 def apply_protocol(options: dict, protocol: str, *, names: dict | None = None) -> dict:
-    """``options`` with the paper's values for every `PAPER_PROTOCOL` option not given explicitly
+    """``options`` with the paper's values for every `paper_protocol` option not given explicitly
     (``names``: the click parameter of a field, where it differs)."""
     if protocol != "paper":
         return options
     ctx = click.get_current_context()
     source = lambda name: ctx.get_parameter_source((names or {}).get(name, name))  # noqa: E731
-    given = {name for name in PAPER_PROTOCOL if source(name) == click.core.ParameterSource.COMMANDLINE}
-    return {**options, **{k: v for k, v in PAPER_PROTOCOL.items() if k not in given}}
+    paper = paper_protocol()
+    given = {name for name in paper if source(name) == click.core.ParameterSource.COMMANDLINE}
+    return {**options, **{k: v for k, v in paper.items() if k not in given}}
 
 
 def resolve(cache, model, dataset, cache_dir, *, extract: dict | None = None, quiet: bool = False):

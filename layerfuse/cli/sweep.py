@@ -10,7 +10,6 @@ import click
 
 from ..errors import LayerfuseError
 from ..experiments.heads import KEEP_HEADS, SWEEP_KEEPS
-from ..fusions.dwatt import LAYER_SCORES
 from ..fusions.registry import FUSIONS, fusions_that_pack
 from ..tasks import task_of
 from ..training.config import TrainConfig
@@ -20,6 +19,8 @@ from .options import (
     cache_options,
     default_of,
     extract_options,
+    fusion_option_flags,
+    fusion_settings,
     labels_option,
     layers_option,
     masking_options,
@@ -45,12 +46,10 @@ from .options import (
 @click.option("--lrs", "--lr", "lrs", default="default", show_default=True,
               help="Comma-separated max learning rates, a grid dimension (the report picks the best on dev); "
                    "'default' = each fusion's FE default (as train-head).")
-@click.option("--layer-scores", default=default_of(TrainConfig, "layer_score"), show_default=True,
-              help="Comma-separated DWAtt scores (paper, scaled, learned): a grid dimension for dwatt only.")
+@fusion_option_flags(grid=True)
 @click.option("--batch-size", type=click.IntRange(min=1), default=default_of(TrainConfig, "batch_size"),
               show_default=True)
 @layers_option(extra_help="Default: all.")
-@click.option("--extra-layers", type=click.IntRange(min=1), default=None)
 @query_layer_option
 @click.option("--eval-points", type=click.IntRange(min=1), default=5, show_default=True,
               help="Evenly spaced dev evaluations per run (the last at the end).")
@@ -83,9 +82,9 @@ from .options import (
 @protocol_option
 @quiet_option
 @friendly_errors
-def main(task, labels, fusions, shots, epochs, trials, lrs, layer_scores, batch_size, layers, extra_layers, query_layer,
-         eval_points, dev_sentences, precision, workers, pack, ray_address, out, keep_heads, cache, model, dataset,
-         cache_dir, block_size, mask_seed, mlm_probability, report_only, curve_shots, per_lr, protocol, quiet):
+def main(task, labels, fusions, shots, epochs, trials, lrs, batch_size, layers, query_layer, eval_points,
+         dev_sentences, precision, workers, pack, ray_address, out, keep_heads, cache, model, dataset, cache_dir,
+         block_size, mask_seed, mlm_probability, report_only, curve_shots, per_lr, protocol, quiet, **fusion_flags):
     """Run fusion x N-shot x epoch cap x trial from one cache (skipping runs already done)."""
     from ..experiments.report import render
     from ..experiments.results import RESULTS, read_results
@@ -115,16 +114,15 @@ def main(task, labels, fusions, shots, epochs, trials, lrs, layer_scores, batch_
                  "shots": parse_list(shots, name="shots", cast=parse_shots),
                  "epochs": parse_list(epochs, name="epochs")}
         axes = apply_protocol({"lr": parse_list(lrs, name="lrs", cast=_lr, what="a number or 'default'"),
-                               "layer_score": parse_list(layer_scores, name="layer-scores", cast=_one_of(LAYER_SCORES),
-                                                         what=f"one of {', '.join(LAYER_SCORES)}")}, protocol,
-                              names={"lr": "lrs", "layer_score": "layer_scores"})
+                               **fusion_flags}, protocol, names={"lr": "lrs"})
+        settings = fusion_settings(axes, grid=True)  # each fusion's setting: a grid dimension for its runs
         masking = extract_options(task, block_size=block_size, mask_seed=mask_seed, mlm_probability=mlm_probability)
         base = TrainConfig(fusion="base", shots=None, epochs=1, seed=0, batch_size=batch_size, task=task,
-                           labels=labels, layers=layers, extra_layers=extra_layers, eval_points=eval_points,
+                           labels=labels, layers=layers, eval_points=eval_points,
                            dev_sentences=dev_sentences, query_layer=query_layer,
                            precision=resolve_precision(precision, root=cache_dir))
         configs = grid(**lists, trials=trials, base=base, lr=_listed(axes["lr"]),
-                       layer_score=_listed(axes["layer_score"]))
+                       **{name: _listed(values) for name, values in settings.items()})
         entry = resolve(cache, model, dataset, cache_dir, extract=masking, quiet=quiet).with_labels(labels)
         check_samples(entry, configs)  # a sample larger than train: one line before anything else is said
         say(f"precision: {base.precision}")

@@ -15,7 +15,7 @@ from ..display import f1_points
 from ..errors import LayerfuseError
 from ..fusions.registry import FUSIONS
 from ..tasks import task_of
-from ..training.config import FE_LR, FE_LR_BY_FUSION, PAPER_LR, PRECISIONS, TrainConfig, default_extra_layers
+from ..training.config import FE_LR, FE_LR_BY_FUSION, PAPER_LR, PRECISIONS, TrainConfig
 from ..training.diagnostics import describe
 from ..training.runtime import resolve_precision
 from .errors import friendly_errors
@@ -25,8 +25,9 @@ from .options import (
     default_of,
     device_option,
     extract_options,
+    fusion_option_flags,
+    fusion_settings,
     labels_option,
-    layer_score_option,
     layers_option,
     masking_options,
     parse_shots,
@@ -52,17 +53,16 @@ def run_name(config: TrainConfig) -> str:
     return name
 
 
-def budget_table(entry, *, layers: str | None, extra_layers: int | None, current: str | None = None) -> str:
+def budget_table(entry, *, layers: str | None, options: dict, current: str | None = None) -> str:
     """Trainable parameters (fusion + classifier, or + LM head for MLM) of every fusion on this
-    cache's backbone."""
+    cache's backbone, each with its own settings from ``options`` (`TrainConfig.head_options`)."""
     from ..fusions import masked_lm_budget, parameter_budget
     from ..layers import parse_layers
 
     meta = entry.meta
     spec = parse_layers(layers, num_layers=entry.num_layers)
-    extra = extra_layers or default_extra_layers(entry.num_layers)
     shape = dict(n_layers=spec.n_fused, dim=entry.dim, num_heads=int(meta["num_heads"]), ffn_dim=int(meta["ffn_dim"]),
-                 extra_layers=extra)
+                 **options)
     if task_of(meta).masks_inputs:  # the tied decoder is the backbone's embeddings: not counted
         budget = masked_lm_budget(**shape, vocab_size=int(meta["vocab_size"]))
         outputs = f"an LM head over {int(meta['vocab_size']):,} tokens (decoder tied to the embeddings)"
@@ -72,7 +72,7 @@ def budget_table(entry, *, layers: str | None, extra_layers: int | None, current
     lines = [
         f"{meta.get('model')}: L={entry.num_layers}, d={entry.dim}, {meta['num_heads']} heads, "
         f"ffn {meta['ffn_dim']}; fusing {spec.n_fused} layers ({spec.describe(entry.num_layers)}); "
-        f"{outputs}; extra = {extra} layer{'s' if extra > 1 else ''}",
+        f"{outputs}" + "".join(f"; {name.replace('_', ' ')} {value}" for name, value in options.items()),
         f"  {'fusion':<10} {'trainable params':>16}",
     ]
     for fusion, n in budget.items():
@@ -101,8 +101,6 @@ def budget_table(entry, *, layers: str | None, extra_layers: int | None, current
 @click.option("--dev-sentences", type=click.IntRange(min=1), default=None,
               help="Evaluate on a fixed random subset of dev this size. Default: all of dev.")
 @layers_option(extra_help="Default: all.")
-@click.option("--extra-layers", type=click.IntRange(min=1), default=None,
-              help="Layers of the extra head. Default: 1 if L <= 12 else 2.")
 @click.option("--dropout", type=click.FloatRange(0, 1, max_open=True), default=default_of(TrainConfig, "dropout"),
               show_default=True)
 @click.option("--weight-decay", type=click.FloatRange(min=0), default=default_of(TrainConfig, "weight_decay"),
@@ -120,7 +118,7 @@ def budget_table(entry, *, layers: str | None, extra_layers: int | None, current
 @click.option("--precision", type=click.Choice(["auto", *PRECISIONS]), default="auto", show_default=True,
               help="Autocast for forward passes; auto = bf16 where this machine multiplies it clearly faster "
                    "(measured once, remembered in the cache root), else fp32 (fp16 needs CUDA).")
-@layer_score_option
+@fusion_option_flags()
 @query_layer_option
 @protocol_option
 @cache_options
@@ -140,11 +138,14 @@ def main(cache, model, dataset, cache_dir, out, dry_run, verbose, quiet, protoco
         checked_out(out)  # a file, or read-only: one line now, not after the training
     options = apply_protocol({**options, "shots": parse_shots(options["shots"])}, protocol)
     options["precision"] = resolve_precision(options["precision"], options["device"], root=cache_dir)
-    config = TrainConfig(**{f.name: options[f.name] for f in fields(TrainConfig)})  # options = fields, one to one
+    settings = fusion_settings(options)  # the fusions' own settings, by name
+    config = TrainConfig(**{f.name: options[f.name] for f in fields(TrainConfig) if f.name != "options"},
+                         options=settings)  # the other options = the fields, one to one
     masking = extract_options(config.task, block_size=block_size, mask_seed=mask_seed, mlm_probability=mlm_probability)
     entry = resolve(cache, model, dataset, cache_dir, extract=masking, quiet=quiet).with_labels(config.labels)
     if dry_run:
-        click.echo(budget_table(entry, layers=config.layers, extra_layers=config.extra_layers, current=config.fusion))
+        click.echo(budget_table(entry, layers=config.layers, options=config.head_options(entry.num_layers),
+                                current=config.fusion))
         return
     t0 = time.perf_counter()
     data = _load(entry, config)

@@ -26,15 +26,14 @@ def default_pack(entry, configs: list, device) -> int:
 
     from ..fusions import parameter_budget
     from ..training.budget import free_bytes
-    from ..training.config import default_extra_layers
 
     if torch.device(device).type != "cuda" or not configs:
         return 1
     meta = entry.meta
     shape = dict(n_layers=entry.num_layers, dim=entry.dim, num_heads=int(meta["num_heads"]),
-                 ffn_dim=int(meta["ffn_dim"]), n_labels=len(entry.label_names),
-                 extra_layers=default_extra_layers(entry.num_layers))
-    params = max(parameter_budget(**shape)[c.fusion] for c in configs)
+                 ffn_dim=int(meta["ffn_dim"]), n_labels=len(entry.label_names))
+    heads = {(c.fusion, tuple(c.head_options(entry.num_layers).items())) for c in configs}  # each head once
+    params = max(parameter_budget(**shape, **dict(options))[fusion] for fusion, options in heads)
     fits = int(PACK_MEMORY_SHARE * free_bytes(device) // (16 * max(params, 1)))
     return max(1, min(CUDA_PACK_MAX, fits))
 

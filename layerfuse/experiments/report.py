@@ -65,18 +65,16 @@ def ci95(values) -> tuple[float, float]:
 
 def label(config: dict) -> str:
     """A row's name: the fusion, and what sets it apart from the same fusion's other runs: each of its
-    own settings (`Fusion.options`) away from its default (DWAtt's score: records written before the
-    option existed ran the paper's, `results.LEGACY`), and ``z_L top`` for a head that read the
-    backbone's top layer as its z_L (`--query-layer top`)."""
+    own settings (`Fusion.options`) away from its default (a record written before a setting existed
+    ran `Option.before`), and ``z_L top`` for a head that read the backbone's top layer as its z_L
+    (`--query-layer top`)."""
     from ..fusions.registry import FUSIONS
-    from ..training.config import TrainConfig
-    from .results import LEGACY
 
     fusion, parts = config["fusion"], []
-    for option in FUSIONS[fusion].options if fusion in FUSIONS else ():
-        value = config.get(option, LEGACY.get(option, getattr(TrainConfig, option)))
-        if value != getattr(TrainConfig, option):  # a word names itself ("paper"); a number says what it is
-            parts.append(value if isinstance(value, str) else f"{option.replace('_', ' ')} {value}")
+    for option in getattr(FUSIONS.get(fusion), "options", ()):
+        value = config.get(option.name, option.legacy)
+        if option.names_row and value != option.default:  # a word names itself ("paper"); a number says what it is
+            parts.append(value if isinstance(value, str) else f"{option.name.replace('_', ' ')} {value}")
     query = config.get("query_layer", FusionConfig.query_layer)
     if query != FusionConfig.query_layer and fusion in FUSIONS and FUSIONS[fusion].reads_query_layer:
         parts.append(f"z_L {query}")

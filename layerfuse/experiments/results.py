@@ -13,32 +13,41 @@ import os
 from dataclasses import MISSING
 from dataclasses import fields as dataclass_fields
 
-from ..fusions.registry import owned_options
+from ..fusions.registry import FUSIONS, declared_options
 from ..training.config import PAPER_LR, TrainConfig, default_lr
 
 RESULTS = "results.jsonl"
+UNNAMED = ("device", "options")  # fields that name no run: where it ran; the settings, named one by one
 
 
-# Run ids name the fields that differ from ID_BASELINE: the defaults of the first release, so that
+# Run ids name the fields that differ from `id_baseline`: the defaults of the first release, so that
 # changing a default later does not rename every run already in a results file. They are today's
 # `TrainConfig` defaults but for FIRST_RELEASE: whoever changes a default adds its old value there
-# (tests/experiments/test_run_id_baseline.py pins the whole baseline).
-FIRST_RELEASE = {"lr": PAPER_LR, "layer_score": "paper"}
-ID_BASELINE = {**{f.name: f.default for f in dataclass_fields(TrainConfig) if f.default is not MISSING
-                  and f.name != "device"}, **FIRST_RELEASE}
-LEGACY = {"layer_score": FIRST_RELEASE["layer_score"]}  # what records written before a field existed ran with
+# (tests/experiments/test_run_id_baseline.py pins the whole baseline); a fusion's own setting is
+# named against what ran before it existed (`Option.before`), and only in its fusion's runs.
+FIRST_RELEASE = {"lr": PAPER_LR}
+
+
+def id_baseline() -> dict:
+    """Each field and fusion's setting -> the value a run id leaves unnamed."""
+    fields = {f.name: f.default for f in dataclass_fields(TrainConfig) if f.default is not MISSING
+              and f.name not in UNNAMED}
+    return {**fields, **FIRST_RELEASE, **{name: option.legacy for name, option in declared_options().items()}}
 
 
 def run_id(config: TrainConfig | dict) -> str:
-    """Names a run by everything that changes its result: the fields that differ from
-    `ID_BASELINE`, device aside (a field added later, at its baseline value, keeps old ids)."""
-    given = {**LEGACY, **(config.record() if not isinstance(config, dict) else config)}
+    """Names a run by everything that changes its result: the fields and its fusion's own settings
+    that differ from `id_baseline`, device aside (a field or a setting added later, at its baseline
+    value, keeps old ids; a record without it ran that value)."""
+    given = config.record() if not isinstance(config, dict) else config
     if given.get("lr") is None:  # the default rate of its fusion: named by its value
-        given["lr"] = default_lr(given["fusion"], given.get("mode", "fe"))
-    owners = owned_options()  # a setting some fusions own changes only their runs' results
-    fields = {f.name: given[f.name] for f in dataclass_fields(TrainConfig)
-              if f.name in given and f.name != "device" and given["fusion"] in owners.get(f.name, {given["fusion"]})
-              and (f.default is MISSING or given[f.name] != ID_BASELINE.get(f.name, f.default))}
+        given = {**given, "lr": default_lr(given["fusion"], given.get("mode", "fe"))}
+    fusion = FUSIONS.get(given["fusion"])
+    names = [f.name for f in dataclass_fields(TrainConfig) if f.name not in UNNAMED]
+    names += [option.name for option in getattr(fusion, "options", ()) if option.names_run]
+    baseline = id_baseline()
+    fields = {name: given[name] for name in names
+              if name in given and (name not in baseline or given[name] != baseline[name])}
     digest = hashlib.sha1(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:10]
     return f"{given['fusion']}-n{given['shots'] or 'all'}-e{given['epochs']}-s{given['seed']}-{digest}"
 

@@ -39,14 +39,14 @@ Annotate = Callable[[TrainConfig, object, dict], None]  # (config, its data, its
 def grid(*, fusions, shots, epochs, trials: int, base: TrainConfig, **axes) -> list[TrainConfig]:
     """Every run of the grid, cheapest first (so early results arrive early); trial t uses seed t.
     ``axes`` adds more dimensions: a config field name and its values (e.g. ``lr=[5e-5, 1e-3]``).
-    A setting some fusions own (`Fusion.options`: DWAtt's ``layer_score``) multiplies their runs
-    alone: the others run once, at ``base``'s value."""
+    A setting some fusions own (`Fusion.options`) multiplies their runs alone: the others run once,
+    at ``base``'s value."""
     names = ["fusion", "shots", "epochs", "seed", *axes]
     values = [fusions, shots, epochs, range(trials), *axes.values()]
     runs = {}
     for combo in product(*values):
         config = replace(base, **dict(zip(names, combo)))
-        config = replace(config, **{option: getattr(base, option) for option, owners in owned_options().items()
+        config = replace(config, **{option: base.fusion_option(option) for option, owners in owned_options().items()
                                     if config.fusion not in owners})
         runs.setdefault(run_id(config), config)
     return sorted(runs.values(), key=lambda c: ((c.shots or 10**9) * c.epochs, c.fusion, c.seed))

@@ -8,18 +8,18 @@ Imports torch and nothing of the project above `layerfuse.errors`.
 
 from .base import Base
 from .concat import Concat
-from .config import LAYER_SCORES, FusionConfig
+from .config import FusionConfig
 from .dwatt import DWAtt
 from .extra import ExtraLayers
 from .fusion import Fusion
 from .masked_lm import FusedMaskedLM, MaskedLMHead, masked_lm_budget
+from .options import Option
 from .registry import FUSIONS
 from .scalarmix import ScalarMix
 from .tagger import TokenTagger, count_parameters, packable, parameter_budget
 
 __all__ = [
     "FUSIONS",
-    "LAYER_SCORES",
     "Base",
     "Concat",
     "DWAtt",
@@ -28,6 +28,7 @@ __all__ = [
     "FusionConfig",
     "FusedMaskedLM",
     "MaskedLMHead",
+    "Option",
     "ScalarMix",
     "TokenTagger",
     "count_parameters",

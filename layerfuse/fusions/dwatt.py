@@ -8,11 +8,17 @@ from torch import Tensor, nn
 
 from layerfuse.errors import LayerfuseError
 
-from .config import LAYER_SCORES, QUERY_LAYERS
+from .config import QUERY_LAYERS
 from .fusion import Fusion
+from .options import Option
 from .stacked import cast, compute_dtype, layer_norm, linear, wide
 
 POS_DIM = 24  # d_pos: width of the fixed random layer-position vectors k^pos_n
+LAYER_SCORES = ("paper", "scaled", "learned")  # the score s(q, k_n): see `DWAtt`
+LAYER_SCORE = Option(
+    "layer_score", "scaled", choices=LAYER_SCORES, before="paper", paper="paper",
+    help="DWAtt's score over layers: paper = q.k (unscaled, eqs. 3-11), scaled = q.k/sqrt(d), learned = "
+         "q.k times a learned temperature.")
 
 
 class DWAtt(Fusion):
@@ -44,7 +50,7 @@ class DWAtt(Fusion):
     token_wise = True  # each token's output depends on that token alone: batches may be packed
     casts_stacked_weights = True  # stacked_forward: cast(params, rows.dtype) first
     reads_query_layer = True  # z_L is the query and the residual
-    options = ("layer_score",)
+    options = (LAYER_SCORE,)  # runs before it existed, and the paper, ran the unscaled score
     # K heads' per-layer tensors on one shared evaluation batch outgrew the caches: one head after
     # another was faster.
     shares_evaluation_batch = False
@@ -54,8 +60,7 @@ class DWAtt(Fusion):
         bottleneck = dim // 2
         if bottleneck < 1:
             raise LayerfuseError(f"DWAtt needs dim >= 2 for its d/2 bottleneck, got dim={dim!r}")
-        if layer_score not in LAYER_SCORES:
-            raise LayerfuseError(f"layer_score must be one of {', '.join(LAYER_SCORES)}, got {layer_score!r}")
+        LAYER_SCORE.check(layer_score)
         if query_layer not in QUERY_LAYERS:
             raise LayerfuseError(f"query_layer must be one of {', '.join(QUERY_LAYERS)}, got {query_layer!r}")
         self.query_slices = int(query_layer == "top")

@@ -10,7 +10,18 @@ from layerfuse.transfer import to_device
 
 from .dropout import Dropout, dropout
 from .fusion import Fusion
+from .options import Option
 from .stacked import cast, layer_norm, linear, under
+
+
+def paper_depth(num_layers: int | None) -> int:
+    """Paper Table 2: one extra layer on a 12-layer backbone (or smaller, or of unknown depth), two on
+    a 24-layer one."""
+    return 1 if num_layers is None or num_layers <= 12 else 2
+
+
+EXTRA_LAYERS = Option("extra_layers", None, type=int, minimum=1, by_depth=paper_depth,
+                      help="Layers of the extra head. Default: 1 if L <= 12 else 2.")
 
 
 class ExtraLayers(Fusion):
@@ -25,14 +36,13 @@ class ExtraLayers(Fusion):
     token_wise = False  # attends across the sentence: packed batches need the sentence lengths
     top_layer_only = True  # reads z_L alone: a run holds and batches that one layer
     reads_query_layer = True  # z_L is the input of the new layers
-    options = ("extra_layers",)
+    options = (EXTRA_LAYERS,)
     shares_evaluation_batch = True
     casts_stacked_weights = True  # stacked_forward: cast(params, rows.dtype) first
 
     def __init__(self, *, dim: int, num_heads: int, ffn_dim: int, extra_layers: int, dropout: float) -> None:
         super().__init__()
-        if extra_layers < 1:
-            raise LayerfuseError(f"extra_layers must be >= 1, got {extra_layers!r}")
+        EXTRA_LAYERS.check(extra_layers)
         if num_heads < 1 or dim % num_heads != 0:
             raise LayerfuseError(f"num_heads={num_heads!r} must be >= 1 and divide dim={dim!r}")
         self.layers = nn.ModuleList(

@@ -22,9 +22,10 @@ reports no layer usage):
   uses any (`stacked.cast`), so a pack may hand it weights cast already, all in one cast;
 - ``shares_evaluation_batch``: whether ``stacked_forward`` also runs on one evaluation batch that
   every head reads (``shared=True``); otherwise a pack scores its heads one after another;
-- ``options``: the run's settings (fields of `TrainConfig` and `FusionConfig`) that this fusion alone
-  reads: they enter its runs' ids and report rows, a grid varies them for its runs alone, and other
-  fusions' runs keep their defaults (DWAtt's ``layer_score``, the extra layers' ``extra_layers``);
+- ``options``: its own settings, each an `Option` (`layerfuse.fusions.options`: its default, values,
+  help text, ...), passed to its constructor by name: they get a command-line flag each, enter its
+  runs' ids and report rows, a grid varies them for its runs alone, and other fusions' runs keep
+  their defaults;
 - ``fe_lr``: its learning rate in FE by default;
 - ``layer_usage(batches, *, autocast) -> dict | None``: which fused layers the head uses, as a
   record ending with ``share`` (non-negative, summing to 1 over the fused layers), computed from
@@ -35,6 +36,8 @@ reports no layer usage):
 from __future__ import annotations
 
 from torch import nn
+
+from .options import Option
 
 # FE's default rate, from scripts/lr_sweep_conll.py (docs/results/lr_sweep_conll.md): fresh heads on
 # frozen features barely move at the paper's 5e-5; heads of a handful of weights declare ten times more.
@@ -52,7 +55,7 @@ class Fusion(nn.Module):
     shares_evaluation_batch = False
     casts_stacked_weights = False
     query_slices = 0
-    options: tuple[str, ...] = ()
+    options: tuple[Option, ...] = ()
     fe_lr = FE_LR
 
     def layer_usage(self, batches, *, autocast) -> dict | None:

@@ -135,9 +135,10 @@ class FusedMaskedLM(nn.Module):
 
 
 def masked_lm_budget(*, n_layers: int, dim: int, num_heads: int, ffn_dim: int, vocab_size: int,
-                     extra_layers: int | None) -> dict[str, int]:
+                     **options) -> dict[str, int]:
     """Trainable parameters of a `FusedMaskedLM` (fusion + transform + decoder bias; the tied
-    embeddings are the backbone's) for every fusion, built on the meta device."""
+    embeddings are the backbone's) for every fusion, each with its own settings from ``options``,
+    built on the meta device."""
     from .tagger import count_parameters
 
     budget = {}
@@ -145,6 +146,5 @@ def masked_lm_budget(*, n_layers: int, dim: int, num_heads: int, ffn_dim: int, v
         with torch.device("meta"):
             budget[fusion] = count_parameters(FusedMaskedLM(fusion=fusion, n_layers=n_layers, dim=dim,
                                                             num_heads=num_heads,
-                                                            ffn_dim=ffn_dim, vocab_size=vocab_size,
-                                                            extra_layers=extra_layers))
+                                                            ffn_dim=ffn_dim, vocab_size=vocab_size, **options))
     return budget

@@ -2,8 +2,9 @@
 
 Each entry is a `Fusion` subclass that declares what it can do (its forward, whether it is
 token-wise, its stacked forward for packs, whether that runs on a shared evaluation batch, its
-layer usage: the contract is in `layerfuse.fusions.fusion`); whoever needs one of those reads the
-declaration. A new fusion is one class and one entry here.
+layer usage, its own settings: the contract is in `layerfuse.fusions.fusion`); whoever needs one of
+those reads the declaration. A new fusion is one class and one entry here; a new setting of a fusion
+is one `Option` in its class.
 """
 
 from layerfuse.errors import LayerfuseError
@@ -13,6 +14,7 @@ from .concat import Concat
 from .config import FusionConfig
 from .dwatt import DWAtt
 from .extra import ExtraLayers
+from .options import Option
 from .scalarmix import ScalarMix
 
 FUSIONS = {
@@ -29,8 +31,25 @@ def owned_options() -> dict[str, set[str]]:
     owners: dict[str, set[str]] = {}
     for name, cls in FUSIONS.items():
         for option in cls.options:
-            owners.setdefault(option, set()).add(name)
+            owners.setdefault(option.name, set()).add(name)
     return owners
+
+
+def declared_options() -> dict[str, Option]:
+    """Each setting some fusion owns, by name -> its declaration (the first fusion's to declare it)."""
+    declared: dict[str, Option] = {}
+    for cls in FUSIONS.values():
+        for option in cls.options:
+            declared.setdefault(option.name, option)
+    return declared
+
+
+def check_option_names(names) -> None:
+    """Each of ``names`` must be a setting some fusion owns."""
+    unknown = sorted(set(names) - set(declared_options()))
+    if unknown:
+        raise LayerfuseError(f"unknown fusion option{'s' if len(unknown) > 1 else ''} {', '.join(unknown)}; "
+                             f"the fusions' options are {', '.join(sorted(declared_options())) or 'none'}")
 
 
 def fusions_that_pack() -> list[str]:
@@ -46,5 +65,6 @@ def build_fusion(fusion: str, config: FusionConfig):
     for name in ("n_layers", "dim"):
         if getattr(config, name) < 1:
             raise LayerfuseError(f"{name} must be >= 1, got {getattr(config, name)!r}")
+    check_option_names(name for name, _ in config.options)
     cls = FUSIONS[fusion]
     return cls(**config.arguments_for(cls))

@@ -19,8 +19,8 @@ class TokenTagger(nn.Module):
     """``logits = Linear(dropout(fusion(hidden, mask)))``: ``[B, T, L, d] -> [B, T, n_labels]``.
 
     ``fusion_config``: the `FusionConfig` fields as keywords (``n_layers``, ``dim``, ``num_heads``,
-    ``ffn_dim``, and optionally ``extra_layers``, ``layer_score``, ``dropout``, ``query_layer``), so a checkpoint's
-    flat ``tagger`` record rebuilds the head.
+    ``ffn_dim``, and optionally ``dropout``, ``query_layer`` and the fusions' own settings), so a
+    checkpoint's flat ``tagger`` record rebuilds the head.
     """
 
     def __init__(self, *, fusion: str, n_labels: int, **fusion_config) -> None:
@@ -60,14 +60,14 @@ def parameter_budget(
     num_heads: int,
     ffn_dim: int,
     n_labels: int,
-    extra_layers: int | None,
+    **options,
 ) -> dict[str, int]:
-    """Trainable parameters of a ``TokenTagger`` (fusion + classifier) for every fusion.
+    """Trainable parameters of a ``TokenTagger`` (fusion + classifier) for every fusion, each with its
+    own settings from ``options`` (by name; left out: the default).
 
     Built on the meta device, so no weights are allocated and no RNG state is consumed.
     """
-    shape = dict(n_layers=n_layers, dim=dim, num_heads=num_heads, ffn_dim=ffn_dim, n_labels=n_labels,
-                 extra_layers=extra_layers)
+    shape = dict(n_layers=n_layers, dim=dim, num_heads=num_heads, ffn_dim=ffn_dim, n_labels=n_labels, **options)
     budget = {}
     for fusion in FUSIONS:
         with torch.device("meta"):

@@ -1,8 +1,8 @@
 """One run: its config, its data from the cache, the few-shot sample, the loop, metrics, checkpoints."""
 
-from .config import PAPER_LR, RunResult, TrainConfig, default_extra_layers
+from .config import PAPER_LR, RunResult, TrainConfig
 from .data import HeadData, load_data, load_for_run
 from .loop import train_head
 
-__all__ = ["PAPER_LR", "RunResult", "TrainConfig", "default_extra_layers", "HeadData", "load_data", "load_for_run",
+__all__ = ["PAPER_LR", "RunResult", "TrainConfig", "HeadData", "load_data", "load_for_run",
            "train_head"]

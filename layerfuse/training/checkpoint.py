@@ -22,7 +22,7 @@ from layerfuse.errors import LayerfuseError
 from layerfuse.tasks import task_of
 
 FORMAT = "layerfuse-head"
-FORMAT_VERSION = 3  # 2: the tagger records DWAtt's layer_score (version 1 heads used the paper's); 3: MLM heads
+FORMAT_VERSION = 3  # 2: the tagger records every fusion's own settings (version 1 heads lack one); 3: MLM heads
 # Each task writes its own `Task.checkpoint_version`: NER heads still say 2 (nothing in them changed), so
 # older readers keep reading them; MLM heads say 3, which older readers refuse by name instead of failing
 # on the unknown arguments.
@@ -121,8 +121,7 @@ def load_checkpoint(path: str, *, entry=None, device: str = "cpu"):
     meta = read_checkpoint_meta(path)
     if entry is not None:
         check_compatible(meta, entry)
-    if meta.get("format_version", 1) < 2:  # written before layer_score existed: the paper's score ran
-        meta["tagger"].setdefault("layer_score", "paper")
+    legacy_options(meta["tagger"])
     if meta.get(CHECKSUM) and file_sha256(weights) != meta[CHECKSUM]:
         raise LayerfuseError(f"{weights} does not match the checksum in {config_path} (truncated or changed since "
                               "it was written); retrain the head or restore the file")
@@ -137,6 +136,15 @@ def load_checkpoint(path: str, *, entry=None, device: str = "cpu"):
         raise LayerfuseError(f"{weights} holds non-finite weights (nan or inf) in {', '.join(bad[:3])}"
                               f"{' and more' if len(bad) > 3 else ''}; the head cannot tag anything")
     return tagger.to(device).eval(), meta
+
+
+def legacy_options(tagger: dict) -> None:
+    """Fill in, in a checkpoint's ``tagger`` record, each of its fusion's own settings that it lacks
+    with the value that ran before the setting existed (`Option.before`)."""
+    from ..fusions.registry import FUSIONS
+
+    for option in getattr(FUSIONS.get(tagger.get("fusion")), "options", ()):
+        tagger.setdefault(option.name, option.legacy)
 
 
 def check_compatible(meta: dict, entry) -> None:

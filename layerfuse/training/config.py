@@ -1,14 +1,16 @@
-"""What one run is (`TrainConfig`, one field per `train-head` option) and what it reports
-(`RunResult`, the JSON record). Every result and checkpoint stores ``asdict(config)``."""
+"""What one run is (`TrainConfig`, one field per `train-head` option, and the fusions' own settings)
+and what it reports (`RunResult`, the JSON record). Every result and checkpoint stores
+`TrainConfig.record`: the fields, and every fusion's setting, by name."""
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
 from ..errors import LayerfuseError
-from ..fusions.config import LAYER_SCORES, LM_HIDDEN_ACT, LM_LAYER_NORM_EPS, QUERY_LAYERS, FusionConfig
+from ..fusions.config import LM_HIDDEN_ACT, LM_LAYER_NORM_EPS, QUERY_LAYERS, FusionConfig
 from ..fusions.fusion import FE_LR
-from ..fusions.registry import FUSIONS
+from ..fusions.options import takes_options
+from ..fusions.registry import FUSIONS, check_option_names, declared_options
 from ..layers.spec import RANKED
 from ..precision import DEFAULT_PRECISION
 from ..precision import PRECISIONS as PRECISION_TABLE
@@ -19,9 +21,12 @@ FE_LR_BY_FUSION = {name: cls.fe_lr for name, cls in FUSIONS.items() if cls.fe_lr
 PRECISIONS = tuple(PRECISION_TABLE)  # the names (`layerfuse.precision` holds what each means)
 
 
+@takes_options
 @dataclass(frozen=True)
 class TrainConfig:
-    """One run; each field is one `train-head` option. The head's defaults are `FusionConfig`'s."""
+    """One run; each field is one `train-head` option. The head's defaults are `FusionConfig`'s and
+    the fusions' declarations (`Fusion.options`): a fusion's setting is a keyword of the constructor
+    (``TrainConfig(..., name=value)``) and an attribute (``config.name``), kept in ``options``."""
 
     fusion: str
     shots: int | None  # N of an N-way few-shot sample (N * C sentences; MLM: N blocks); None = all of train
@@ -33,7 +38,6 @@ class TrainConfig:
     eval_points: int | None = None  # evenly spaced evaluations over the run instead (sweeps); last = the end
     dev_sentences: int | None = None  # evaluate on this fixed random subset of dev (sweeps); None = all
     layers: str | None = None  # "4,8,12", "1..6", "auto:K" or "xie:K"; None = 1..L (see layerfuse.layers.spec)
-    extra_layers: int | None = None  # extra: None = 1 if L <= 12 else 2 (paper Table 2)
     dropout: float = FusionConfig.dropout
     weight_decay: float = 0.01
     warmup: int = 0  # optimizer steps of linear warmup
@@ -43,7 +47,6 @@ class TrainConfig:
     freeze: str | None = None  # ft: "embeddings", or k = the embeddings and the bottom k layers
     grad_accum: int = 1  # micro-batches of batch_size per optimizer step
     precision: str = DEFAULT_PRECISION  # autocast for forward passes: fp32 | bf16 | fp16 (fp16: CUDA, loss scaling)
-    layer_score: str = FusionConfig.layer_score  # dwatt: paper (q.k) | scaled (q.k / sqrt(d)) | learned (q.k * exp(t))
     # z_L (DWAtt's query and residual, Base's output, the extra layers' input): the last fused layer
     # (fused), or the backbone's top layer (top), read even when it is not fused; concat and scalarmix have none.
     query_layer: str = FusionConfig.query_layer
@@ -51,6 +54,9 @@ class TrainConfig:
     # the entry's label set to learn (`layerfuse.cache.label_sets`): ner, pos, chunk, upos, ...; None = its primary.
     # Span sets score span F1, token sets (POS) token accuracy.
     labels: str | None = None
+    # the fusions' own settings given away from their defaults, (name, value) pairs (`fusion_option`
+    # reads one, the default included)
+    options: tuple = ()
 
     def __post_init__(self):
         if self.fusion not in FUSIONS:
@@ -58,6 +64,33 @@ class TrainConfig:
         for name, value, ok, rule in self._checks():
             if not ok:
                 raise LayerfuseError(f"{name} must be {rule}, got {value!r}")
+        check_option_names(name for name, _ in self.options)
+        declared = declared_options()
+        for name, value in self.options:
+            declared[name].check(value)
+        object.__setattr__(self, "options", tuple((name, value) for name, value in self.options
+                                                  if value != declared[name].default))
+
+    def fusion_option(self, name: str):
+        """The value of the fusions' setting ``name``: as given, else its declared default."""
+        check_option_names([name])
+        return dict(self.options).get(name, declared_options()[name].default)
+
+    def fusion_options(self) -> dict:
+        """Every fusion's setting, by name, as this run has it."""
+        return {name: self.fusion_option(name) for name in declared_options()}
+
+    def head_options(self, num_layers: int) -> dict:
+        """The settings a head is built with on a backbone of ``num_layers`` layers (a default picked
+        by depth, picked)."""
+        given = dict(self.options)
+        return {name: option.value(given, num_layers=num_layers) for name, option in declared_options().items()}
+
+    def __getattr__(self, name: str):
+        """A fusion's setting, as an attribute (``config.name``); called for no other name."""
+        if name.startswith("_") or name not in declared_options():
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        return self.fusion_option(name)
 
     @property
     def max_lr(self) -> float:
@@ -65,8 +98,10 @@ class TrainConfig:
         return self.lr if self.lr is not None else default_lr(self.fusion, self.mode)
 
     def record(self) -> dict:
-        """``asdict`` with the learning rate that ran, so a record says what it did."""
-        return {**asdict(self), "lr": self.max_lr}
+        """``asdict`` with every fusion's setting by name (instead of ``options``) and the learning rate
+        that ran, so a record says what it did."""
+        fields = {k: v for k, v in asdict(self).items() if k != "options"}
+        return {**fields, **self.fusion_options(), "lr": self.max_lr}
 
     @property
     def ranked_by(self) -> str | None:
@@ -80,7 +115,7 @@ class TrainConfig:
         return (num_layers,) if self.query_layer == "top" and FUSIONS[self.fusion].reads_query_layer else ()
 
     def _checks(self):
-        optional_positive = ("shots", "eval_every", "eval_points", "dev_sentences", "extra_layers")
+        optional_positive = ("shots", "eval_every", "eval_points", "dev_sentences")
         for name in optional_positive:
             value = getattr(self, name)
             yield name, value, value is None or value >= 1, ">= 1" + (" or all" if name == "shots" else "")
@@ -99,7 +134,6 @@ class TrainConfig:
         if self.labels is not None and self.task in TASKS:
             yield "labels", self.labels, task_of(self).labels_from_data, f"left out for --task {self.task}"
         yield "precision", self.precision, self.precision in PRECISIONS, "fp32, bf16 or fp16"
-        yield "layer_score", self.layer_score, self.layer_score in LAYER_SCORES, "paper, scaled or learned"
         yield "query_layer", self.query_layer, self.query_layer in QUERY_LAYERS, " or ".join(QUERY_LAYERS)
         # Xie's rule drops the layers above its pick, the backbone's top layer among them.
         yield ("query_layer", self.query_layer, not (self.query_layer == "top" and self.ranked_by == "xie"),
@@ -162,11 +196,6 @@ def default_lr(fusion: str, mode: str = "fe") -> float:
     return PAPER_LR if mode == "ft" else FUSIONS[fusion].fe_lr
 
 
-def default_extra_layers(num_layers: int) -> int:
-    """Paper Table 2: one extra layer on a 12-layer backbone (or smaller), two on a 24-layer one."""
-    return 1 if num_layers <= 12 else 2
-
-
 def tagger_kwargs(config: TrainConfig, meta: dict, *, n_layers: int) -> dict:
     """The `TokenTagger` arguments of a run on a cache entry with metadata ``meta``."""
     return {
@@ -176,8 +205,7 @@ def tagger_kwargs(config: TrainConfig, meta: dict, *, n_layers: int) -> dict:
         "num_heads": int(meta["num_heads"]),
         "ffn_dim": int(meta["ffn_dim"]),
         "n_labels": len(meta["label_names"]),
-        "extra_layers": config.extra_layers or default_extra_layers(int(meta["num_layers"])),
-        "layer_score": config.layer_score,
+        **config.head_options(int(meta["num_layers"])),
         "dropout": config.dropout,
         # written only when set: the checkpoints of heads without a z_L slice stay as they were
         **({"query_layer": config.query_layer} if config.query_layer != FusionConfig.query_layer else {}),

@@ -10,6 +10,7 @@ import pytest
 from layerfuse.cli import extract, sweep, train
 from layerfuse.cli.options import default_of
 from layerfuse.extract.run import ExtractConfig
+from layerfuse.fusions.registry import declared_options
 from layerfuse.training.config import TrainConfig
 
 # Where the command means another default on purpose: "auto" measures which precision is faster.
@@ -35,10 +36,17 @@ def test_options_default_to_the_config_fields(name, command, config_class):
             assert param.default == declared[param.name], f"{name} --{param.name}"
 
 
+def test_a_fusions_setting_defaults_to_its_declaration():
+    by_name = {p.name: p.default for p in train.main.params}
+    for name, option in declared_options().items():
+        assert by_name[name] == option.default, name
+
+
 def test_shared_options_of_the_sweep_read_the_same_fields():
     by_name = {p.name: p.default for p in sweep.main.params}
     assert by_name["batch_size"] == default_of(TrainConfig, "batch_size")
-    assert by_name["layer_scores"] == default_of(TrainConfig, "layer_score")
+    for name, option in declared_options().items():  # a grid dimension each: comma-separated text
+        assert by_name[name] == (None if option.default is None else str(option.default)), name
     assert by_name["block_size"] == default_of(ExtractConfig, "block_size")
 
 

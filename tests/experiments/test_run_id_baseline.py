@@ -1,8 +1,9 @@
-"""Run ids are named against the first release's defaults; `ID_BASELINE` is derived from
-`TrainConfig`, so this pins it: changing a default must add its old value to `FIRST_RELEASE`,
-or every run already in a results file would be renamed."""
+"""Run ids are named against the first release's defaults; `id_baseline` is derived from
+`TrainConfig` and the fusions' declared settings, so this pins it: changing a default must add its
+old value to `FIRST_RELEASE` (or to the setting's `Option.before`), or every run already in a
+results file would be renamed."""
 
-from layerfuse.experiments.results import ID_BASELINE
+from layerfuse.experiments.results import id_baseline
 
 FIRST_RELEASE_DEFAULTS = {
     "lr": 5e-5, "batch_size": 16, "eval_every": None, "eval_points": None, "dev_sentences": None,
@@ -13,4 +14,4 @@ FIRST_RELEASE_DEFAULTS = {
 
 
 def test_id_baseline_is_the_first_releases_defaults():
-    assert ID_BASELINE == FIRST_RELEASE_DEFAULTS
+    assert id_baseline() == FIRST_RELEASE_DEFAULTS

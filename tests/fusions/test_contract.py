@@ -1,9 +1,11 @@
 """Every fusion declares what it can do (`layerfuse.fusions.fusion`), and the library reads only
 those declarations: each entry of `FUSIONS` keeps the contract, and a fusion defined here, in the
-test alone, trains, trains in a pack and is reported with no other file changed."""
+test alone, with a setting of its own, trains, trains in a pack, sweeps, is reported, saves and
+loads its head and exports as a transformers model with no other file changed."""
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import replace
 
@@ -12,12 +14,17 @@ import torch
 from torch import nn
 
 from layerfuse.cache.reader import open_entry
+from layerfuse.cli.options import fusion_settings
+from layerfuse.errors import LayerfuseError
 from layerfuse.experiments import load_cached, run_sweep
-from layerfuse.experiments.report import table, usage_by_label
-from layerfuse.fusions import FUSIONS, Fusion, FusionConfig, TokenTagger
+from layerfuse.experiments.report import label, table, usage_by_label
+from layerfuse.experiments.results import run_id
+from layerfuse.experiments.runner import grid
+from layerfuse.fusions import FUSIONS, Fusion, FusionConfig, Option, TokenTagger
 from layerfuse.fusions.fusion import normalised
 from layerfuse.fusions.stacked import cast, stacked
 from layerfuse.training import TrainConfig
+from layerfuse.training.checkpoint import load_checkpoint, save_checkpoint
 from layerfuse.training.diagnostics import describe
 from layerfuse.training.loop import train_head
 from layerfuse.training.packed import can_pack, train_pack
@@ -29,23 +36,29 @@ SHAPE = dict(n_layers=L, dim=D, num_heads=2, ffn_dim=16, extra_layers=1, dropout
 DECLARED = ("token_wise", "top_layer_only", "reads_query_layer", "shares_evaluation_batch")
 
 
+GAIN = Option("toy_gain", 1.0, type=float, minimum=0.0, help="The toy's output gain.")
+
+
 class Toy(Fusion):
-    """``h = sum_n w_n z_n`` with free weights ``w`` (not a softmax): a fusion unknown to the library."""
+    """``h = g sum_n w_n z_n`` with free weights ``w`` (not a softmax) and a gain ``g``, a setting of
+    its own: a fusion unknown to the library."""
 
     token_wise = True
     shares_evaluation_batch = True
+    options = (GAIN,)
 
-    def __init__(self, *, n_layers: int) -> None:
+    def __init__(self, *, n_layers: int, toy_gain: float) -> None:
         super().__init__()
+        self.gain = toy_gain
         self.w = nn.Parameter(torch.full((n_layers,), 1.0 / n_layers))
 
     def forward(self, hidden, mask):
-        return torch.einsum("btld,l->btd", hidden, self.w.to(hidden.dtype))
+        return self.gain * torch.einsum("btld,l->btd", hidden, self.w.to(hidden.dtype))
 
     @staticmethod
     def stacked_forward(fusion, params, buffers, rows, mask, *, k, shared, lengths):
         w = cast(params, rows.dtype)["w"]  # [K, L]
-        return torch.einsum("nld,kl->knd" if shared else "knld,kl->knd", rows, w)
+        return fusion.gain * torch.einsum("nld,kl->knd" if shared else "knld,kl->knd", rows, w)
 
     def layer_usage(self, batches, *, autocast):
         weight = self.w.detach().abs().tolist()
@@ -103,12 +116,14 @@ def toy(monkeypatch):
 
 def test_a_new_fusion_trains_packs_and_is_reported(toy, tiny_cache, tmp_path):
     entry = open_entry(tiny_cache)
-    config = TrainConfig(fusion=toy, shots=4, epochs=2, seed=0, batch_size=4, device="cpu", dropout=0.0)
+    config = TrainConfig(fusion=toy, shots=4, epochs=2, seed=0, batch_size=4, device="cpu", dropout=0.0,
+                         toy_gain=0.5)
     configs = [config, replace(config, seed=1)]
     data = load_cached(entry, configs)
 
     alone = train_head(config, data)
     assert isinstance(alone.tagger, TokenTagger) and isinstance(alone.tagger.fusion, Toy)
+    assert alone.tagger.fusion.gain == 0.5 and alone.config["toy_gain"] == 0.5
     assert alone.layer_usage["layers"] == [1, 2] and describe(alone.layer_usage).startswith("layers used (share)")
 
     assert can_pack(config)
@@ -118,7 +133,64 @@ def test_a_new_fusion_trains_packs_and_is_reported(toy, tiny_cache, tmp_path):
 
     records = run_sweep(entry, configs, out=str(tmp_path / "sweep"), workers=0, pack=K, progress=False,
                         log=lambda m: None)
-    rows = [line for line in table(records.values()).splitlines() if line.startswith("| toy |")]
+    rows = [line for line in table(records.values()).splitlines() if line.startswith("| toy (toy gain 0.5) |")]
     assert len(rows) == 1 and rows[0].endswith("(2) |")
-    layers, share = usage_by_label(records.values())["toy"]
+    layers, share = usage_by_label(records.values())["toy (toy gain 0.5)"]
     assert layers == [1, 2] and share.sum() == pytest.approx(1.0)
+
+
+def test_a_new_fusions_setting_is_a_run_setting(toy):
+    config = TrainConfig(fusion=toy, shots=4, epochs=2, seed=0, toy_gain=0.5)
+    assert config.toy_gain == 0.5 and config.record()["toy_gain"] == 0.5
+    assert replace(config, toy_gain=GAIN.default) == TrainConfig(fusion=toy, shots=4, epochs=2, seed=0)
+    with pytest.raises(LayerfuseError, match="toy_gain must be >= 0"):
+        TrainConfig(fusion=toy, shots=4, epochs=2, seed=0, toy_gain=-1.0)
+
+    # it names its fusion's runs alone, and a record without it (written before it existed) ran the default
+    assert run_id(config) != run_id(replace(config, toy_gain=GAIN.default))
+    assert run_id(replace(config, toy_gain=GAIN.default)) == run_id({**config.record(), "toy_gain": GAIN.default})
+    before = {k: v for k, v in replace(config, toy_gain=GAIN.default).record().items() if k != "toy_gain"}
+    assert run_id(before) == run_id(replace(config, toy_gain=GAIN.default))
+    concat = TrainConfig(fusion="concat", shots=4, epochs=2, seed=0)
+    assert run_id(replace(concat, toy_gain=0.5)) == run_id(concat)
+
+    configs = grid(fusions=[toy, "concat"], shots=[4], epochs=[2], trials=1, base=concat, toy_gain=[0.5, 2.0])
+    assert sorted((c.fusion, c.toy_gain) for c in configs) == [("concat", 1.0), (toy, 0.5), (toy, 2.0)]
+    assert label(config.record()) == "toy (toy gain 0.5)" and label(concat.record()) == "concat"
+    assert fusion_settings({"fusion_opt": ("toy_gain=0.5",)}) == {"toy_gain": 0.5}  # the command line's
+    assert fusion_settings({"fusion_opt": ("toy-gain=0.5,2",)}, grid=True) == {"toy_gain": [0.5, 2.0]}
+
+
+def test_a_new_fusions_head_saves_loads_and_exports(toy, tiny_cache, tmp_path):
+    from transformers import AutoModelForTokenClassification
+
+    from layerfuse.hf.export import export_head
+
+    entry = open_entry(tiny_cache)
+    config = TrainConfig(fusion=toy, shots=4, epochs=1, seed=0, batch_size=4, device="cpu", toy_gain=0.5)
+    data = load_cached(entry, [config])
+    result = train_head(config, data)
+    assert result.tagger_kwargs["toy_gain"] == 0.5
+    stem = str(tmp_path / "toy.head")
+    weights, meta_path = save_checkpoint(stem, result.tagger, tagger_kwargs=result.tagger_kwargs,
+                                         layers=result.layers, label_names=data.label_names, cache_meta=data.meta,
+                                         cache_path=entry.path, config=config)
+    head, meta = load_checkpoint(stem)
+    assert isinstance(head.fusion, Toy) and head.fusion.gain == 0.5 and meta["config"]["toy_gain"] == 0.5
+    hidden = torch.randn(2, 5, len(result.layers), entry.dim)
+    mask = torch.ones(2, 5, dtype=torch.bool)
+    with torch.no_grad():
+        torch.testing.assert_close(head(hidden, mask), result.tagger.eval()(hidden, mask))
+
+    record = tmp_path / "toy.json"
+    record.write_text(json.dumps({"config": config.record(), "checkpoint": weights}))
+    model = AutoModelForTokenClassification.from_pretrained(export_head(str(record), str(tmp_path / "exported")))
+    assert isinstance(model.tagger.fusion, Toy) and model.tagger.fusion.gain == 0.5
+    with torch.no_grad():
+        torch.testing.assert_close(model.tagger.eval()(hidden, mask), head(hidden, mask))
+
+    written = json.loads(open(meta_path).read())  # a head written before the setting existed ran its default
+    del written["tagger"]["toy_gain"]
+    with open(meta_path, "w") as f:
+        json.dump(written, f)
+    assert load_checkpoint(stem)[0].fusion.gain == GAIN.legacy == 1.0

@@ -19,6 +19,7 @@ from layerfuse.fusions import (
     count_parameters,
     parameter_budget,
 )
+from layerfuse.fusions.dwatt import LAYER_SCORE
 
 B, T, L, D = 2, 5, 4, 8
 SMALL = dict(n_layers=L, dim=D, num_heads=2, ffn_dim=16, extra_layers=2, dropout=0.1)
@@ -226,7 +227,7 @@ def test_extra_layers_ignore_padded_positions(train):
 
 
 def test_extra_layers_default_and_all_padding_sentence():
-    assert len(make(ExtraLayers, extra_layers=None).layers) == FusionConfig.extra_layers == 1
+    assert len(make(ExtraLayers, extra_layers=None).layers) == 1  # a backbone of unknown depth: 12 layers
     hidden, mask = inputs()
     mask[0] = False  # a sentence with no real token must not produce NaN for the batch
     out = build(ExtraLayers)(hidden, mask)
@@ -358,12 +359,12 @@ def test_tagger_uses_the_packed_path_of_extra_layers():
 
 @pytest.mark.parametrize("fusion", sorted(FUSIONS))
 def test_fusions_declare_only_config_fields_and_no_defaults(fusion):
-    """Each fusion takes only the `FusionConfig` fields it uses, with no defaults of its own: the
-    defaults are the config's alone."""
+    """Each fusion takes only the `FusionConfig` fields it uses and its own settings, with no defaults
+    of its own: the defaults are the config's and the settings' declarations alone."""
     import dataclasses
     import inspect
 
-    names = {f.name for f in dataclasses.fields(FusionConfig)}
+    names = {f.name for f in dataclasses.fields(FusionConfig)} | {o.name for o in FUSIONS[fusion].options}
     params = inspect.signature(FUSIONS[fusion]).parameters.values()
     assert {p.name for p in params} <= names
     assert all(p.default is inspect.Parameter.empty for p in params)
@@ -372,5 +373,5 @@ def test_fusions_declare_only_config_fields_and_no_defaults(fusion):
 def test_tagger_defaults_are_the_fusion_configs():
     tagger = TokenTagger(fusion="extra", n_labels=3, n_layers=L, dim=D, num_heads=2, ffn_dim=16)
     assert tagger.dropout.p == FusionConfig.dropout
-    assert len(tagger.fusion.layers) == FusionConfig.extra_layers
-    assert make(DWAtt).layer_score == FusionConfig.layer_score == "scaled"
+    assert len(tagger.fusion.layers) == 1  # the extra layers' default on a backbone of unknown depth
+    assert make(DWAtt).layer_score == LAYER_SCORE.default == "scaled"

@@ -317,7 +317,9 @@ def test_test_is_scored_once_at_the_best_dev_point(data, monkeypatch):
 
 
 @pytest.mark.parametrize("extra, lr, score", [([], 1e-3, "scaled"), (["--protocol", "paper"], 5e-5, "paper"),
-                                              (["--protocol", "paper", "--lr", "0.01"], 1e-2, "paper")])
+                                              (["--protocol", "paper", "--lr", "0.01"], 1e-2, "paper"),
+                                              (["--protocol", "paper", "--layer-score", "learned"], 5e-5, "learned"),
+                                              (["--fusion-opt", "layer_score=learned"], 1e-3, "learned")])
 def test_protocol_paper_restores_the_papers_settings(tiny_cache, tmp_path, extra, lr, score):
     result = CliRunner().invoke(main, ["--cache", tiny_cache, "--fusion", "dwatt", "--shots", "2", "--epochs", "1",
                                        "--out", str(tmp_path), *extra])
