@@ -7,9 +7,10 @@ into the object. Entries, checkpoints and records from before tasks existed carr
 are NER (`DEFAULT_TASK`).
 
 A new task (POS or chunk tagging, say) is one more `Task` in `TASKS`, plus its training behaviour
-in `layerfuse.training.tasks` (`training_of`, keyed by the task's name; the head's class is
-`head_class` there). This module imports nothing heavy, nor anything of the project but
-`layerfuse.errors`, so the command line can list the tasks without loading torch.
+in `layerfuse.training.tasks`: the one registry where a task meets its head, the head's class
+itself (`head_class`), which this module cannot see. This module imports nothing heavy, nor
+anything of the project but `layerfuse.errors`, so the command line can list the tasks without
+loading torch.
 """
 
 from __future__ import annotations
@@ -28,7 +29,6 @@ class Task:
     headline: str  # the metric a run reports: "f1" (higher is better) or "ppl" (perplexity, lower is better)
     default_dataset: str  # the dataset extract uses when none is named
     units: tuple[str, str]  # what a cache entry's sequences and rows are called in messages
-    head: str  # the `layerfuse.fusions` class its heads are
     checkpoint_version: int  # the format version its head checkpoints are written with
 
     @property
@@ -44,12 +44,12 @@ class Task:
 
 NER = Task(
     name="ner", labels_from_data=True, masks_inputs=False, granularity=None, headline="f1",
-    default_dataset="wnut16", units=("sentences", "words"), head="TokenTagger",
+    default_dataset="wnut16", units=("sentences", "words"),
     checkpoint_version=2,  # unchanged since the tagger recorded the fusions' own settings
 )
 MLM = Task(
     name="mlm", labels_from_data=False, masks_inputs=True, granularity="subword", headline="ppl",
-    default_dataset="wiki-offline", units=("blocks", "tokens"), head="FusedMaskedLM",
+    default_dataset="wiki-offline", units=("blocks", "tokens"),
     checkpoint_version=3,  # older readers refuse it by name
 )
 TASKS = {task.name: task for task in (NER, MLM)}

@@ -151,6 +151,6 @@ def test_no_lower_layer_imports_a_higher_one():
 
 def test_the_graph_sees_imports_inside_functions():
     graph = import_graph()
-    # `task_of` at module level, the task's head class inside a function
-    assert "layerfuse.tasks" in graph["layerfuse.training.tasks"]
+    assert "layerfuse.tasks" in graph["layerfuse.training.tasks"]  # at module level
+    assert "layerfuse.training.tasks" in graph["layerfuse.training.checkpoint"]  # the head class, inside a function
     assert "layerfuse.finetune.live" in graph["layerfuse.inference.predictor"]  # inside a method

@@ -16,6 +16,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.ticker import FuncFormatter  # noqa: E402
 
+from ..fusions.registry import FUSIONS  # noqa: E402
+
 Scores = Sequence[tuple[int, float]]
 
 __all__ = ["BAND_LABEL", "HEAD_STYLES", "band_handle", "head_label", "head_style", "legend_handles", "plot_scores"]
@@ -23,40 +25,69 @@ __all__ = ["BAND_LABEL", "HEAD_STYLES", "band_handle", "head_label", "head_style
 # The style table of every plot: one colour, marker and legend label per head, fixed by its name, so a
 # head looks the same in every panel and every figure of a report (and across reports, and in the
 # figures scripts/ draw), whichever heads a panel or a figure holds. A palette drawn in the order
-# the heads appear would shift every head after a missing one. The colours are the DWAtt paper's:
-# Concat orange, DWAtt blue. The label says what a curve is: "dwatt (paper)" is DWAtt with the
-# paper's unscaled layer score, run at this project's rate, not the paper's result.
-HEAD_STYLES: dict[str, tuple[str, str, str]] = {
-    "concat": ("C1", "o", "concat"),
-    "dwatt": ("C0", "s", "dwatt"),
-    "dwatt (scaled)": ("C0", "s", "dwatt, scaled score"),  # the default score, spelt out where both are drawn
-    "dwatt (paper)": ("C2", "^", "dwatt, paper's score"),
-    "dwatt (paper score)": ("C2", "^", "dwatt, paper's score"),  # scripts/paired_grid_conll.py's name for it
-    "extra": ("C3", "D", "extra layers (R+n)"),
-    "base": ("C4", "v", "base"),
-    "scalarmix": ("C5", "P", "scalarmix"),
-    "dwatt (learned)": ("C6", "X", "dwatt, learned temperature"),
-}
+# the heads appear would shift every head after a missing one. Each fusion declares its own look
+# (`Fusion.style`) and that of its runs at some values of its settings (`Option.styles`, named as a
+# report's row names them: "FUSION (VALUE)"); the label says what a curve is. A head declared by
+# none gets a look from a hash of its name.
 BAND_LABEL = "95% CI"  # what a shaded band or an error bar is, in every plot that draws one
 BAND_ALPHA = 0.18
 _SPARE_COLOURS = ["C7", "C8", "C9", "#17becf", "#bcbd22", "#393b79", "#8c6d31", "#843c39"]
 _SPARE_MARKERS = ["<", ">", "h", "*", "p", "d", "8", "H"]
 
 
-def head_style(name: str) -> dict[str, str]:
-    """``{"color", "marker"}`` of the head called ``name``: from `HEAD_STYLES` for the known heads,
-    else chosen by a hash of the name (stable across processes and runs, unlike Python's ``hash``)."""
+def _spare(name: str) -> tuple[str, str]:
+    """(colour, marker) chosen by a hash of ``name`` (stable across processes and runs, unlike Python's ``hash``)."""
+    h = zlib.crc32(name.encode("utf-8"))
+    return _SPARE_COLOURS[h % len(_SPARE_COLOURS)], _SPARE_MARKERS[(h // 7) % len(_SPARE_MARKERS)]
+
+
+def _declared_styles() -> dict[str, tuple[str, str, str]]:
+    """{head name: (colour, marker, label)} of every fusion and of each value of its settings that
+    declares a style, as the declarations say (what one leaves out: the fusion's, else the hash's)."""
+    table = {}
+    for fusion, cls in FUSIONS.items():
+        own, spare = cls.style, _spare(fusion)
+        colour, marker, label = own.colour or spare[0], own.marker or spare[1], own.label or fusion
+        table[fusion] = (colour, marker, label)
+        for option in cls.options:
+            for value, style in option.styles:
+                table[f"{fusion} ({value})"] = (style.colour or colour, style.marker or marker,
+                                                f"{label}, {style.label or value}")
+    return table
+
+
+HEAD_STYLES: dict[str, tuple[str, str, str]] = _declared_styles()
+
+
+def _declared_name(name: str) -> str | None:
+    """The `HEAD_STYLES` name of the head called ``name``: itself, or "FUSION (VALUE)" for "FUSION (VALUE
+    NOUN)", NOUN the last word of the setting's name, or "FUSION (SETTING VALUE)", the setting's name
+    in words; None for a head no declaration names."""
     if name in HEAD_STYLES:
-        color, marker, _ = HEAD_STYLES[name]
-    else:
-        h = zlib.crc32(name.encode("utf-8"))
-        color, marker = _SPARE_COLOURS[h % len(_SPARE_COLOURS)], _SPARE_MARKERS[(h // 7) % len(_SPARE_MARKERS)]
+        return name
+    fusion, _, rest = name.partition(" (")
+    if not rest.endswith(")") or fusion not in FUSIONS:
+        return None
+    word = rest[:-1]
+    for option in FUSIONS[fusion].options:
+        for value, _ in option.styles:
+            if word in (f"{value} {option.name.rpartition('_')[2]}", f"{option.name.replace('_', ' ')} {value}"):
+                return f"{fusion} ({value})"
+    return None
+
+
+def head_style(name: str) -> dict[str, str]:
+    """``{"color", "marker"}`` of the head called ``name``: from `HEAD_STYLES` for the declared heads,
+    else chosen by a hash of the name."""
+    declared = _declared_name(name)
+    color, marker = HEAD_STYLES[declared][:2] if declared else _spare(name)
     return {"color": color, "marker": marker}
 
 
 def head_label(name: str) -> str:
-    """What the legend calls the head ``name`` (`HEAD_STYLES`; an unknown head by its name)."""
-    return HEAD_STYLES[name][2] if name in HEAD_STYLES else name
+    """What the legend calls the head ``name`` (`HEAD_STYLES`; an undeclared head by its name)."""
+    declared = _declared_name(name)
+    return HEAD_STYLES[declared][2] if declared else name
 
 
 def band_handle(what: str = BAND_LABEL):

@@ -13,7 +13,7 @@ from .dwatt import DWAtt
 from .extra import ExtraLayers
 from .fusion import Fusion
 from .masked_lm import FusedMaskedLM, MaskedLMHead, masked_lm_budget
-from .options import Option
+from .options import Option, Style
 from .registry import FUSIONS
 from .scalarmix import ScalarMix
 from .tagger import TokenTagger, count_parameters, packable, parameter_budget
@@ -30,6 +30,7 @@ __all__ = [
     "MaskedLMHead",
     "Option",
     "ScalarMix",
+    "Style",
     "TokenTagger",
     "count_parameters",
     "masked_lm_budget",

@@ -3,12 +3,14 @@
 from torch import Tensor
 
 from .fusion import Fusion
+from .options import Style
 
 
 class Base(Fusion):
     """``h = z_L``: no parameters; only the classifier on top trains."""
 
     token_wise = True  # each token's output depends on that token alone: batches may be packed
+    style = Style("C4", "v")
     top_layer_only = True  # reads z_L alone: a run holds and batches that one layer
     reads_query_layer = True  # z_L is the output
     shares_evaluation_batch = True

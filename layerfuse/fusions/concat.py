@@ -4,6 +4,7 @@ import torch
 from torch import Tensor, nn
 
 from .fusion import Fusion, normalised
+from .options import Style
 from .stacked import cast, linear
 
 
@@ -15,6 +16,7 @@ class Concat(Fusion):
     """
 
     token_wise = True  # each token's output depends on that token alone: batches may be packed
+    style = Style("C1", "o")  # the DWAtt paper's colour for Concat: orange
     shares_evaluation_batch = True
     casts_stacked_weights = True  # stacked_forward: cast(params, rows.dtype) first
 

@@ -10,7 +10,7 @@ from layerfuse.errors import LayerfuseError
 
 from .config import QUERY_LAYERS
 from .fusion import Fusion
-from .options import Option
+from .options import Option, Style
 from .stacked import cast, compute_dtype, layer_norm, linear, wide
 
 POS_DIM = 24  # d_pos: width of the fixed random layer-position vectors k^pos_n
@@ -18,7 +18,11 @@ LAYER_SCORES = ("paper", "scaled", "learned")  # the score s(q, k_n): see `DWAtt
 LAYER_SCORE = Option(
     "layer_score", "scaled", choices=LAYER_SCORES, before="paper", paper="paper",
     help="DWAtt's score over layers: paper = q.k (unscaled, eqs. 3-11), scaled = q.k/sqrt(d), learned = "
-         "q.k times a learned temperature.")
+         "q.k times a learned temperature.",
+    # "paper" is the paper's score at this project's rate, not the paper's result: the label says so
+    styles=(("scaled", Style(label="scaled score")),  # the default, spelt out where both scores are drawn
+            ("paper", Style("C2", "^", "paper's score")),
+            ("learned", Style("C6", "X", "learned temperature"))))
 
 
 class DWAtt(Fusion):
@@ -51,6 +55,7 @@ class DWAtt(Fusion):
     casts_stacked_weights = True  # stacked_forward: cast(params, rows.dtype) first
     reads_query_layer = True  # z_L is the query and the residual
     options = (LAYER_SCORE,)  # runs before it existed, and the paper, ran the unscaled score
+    style = Style("C0", "s")  # the DWAtt paper's colour for DWAtt: blue
     # K heads' per-layer tensors on one shared evaluation batch outgrew the caches: one head after
     # another was faster.
     shares_evaluation_batch = False

@@ -10,7 +10,7 @@ from layerfuse.transfer import to_device
 
 from .dropout import Dropout, dropout
 from .fusion import Fusion
-from .options import Option
+from .options import Option, Style
 from .stacked import cast, layer_norm, linear, under
 
 
@@ -34,6 +34,7 @@ class ExtraLayers(Fusion):
     """
 
     token_wise = False  # attends across the sentence: packed batches need the sentence lengths
+    style = Style("C3", "D", "extra layers (R+n)")
     top_layer_only = True  # reads z_L alone: a run holds and batches that one layer
     reads_query_layer = True  # z_L is the input of the new layers
     options = (EXTRA_LAYERS,)

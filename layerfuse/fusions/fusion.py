@@ -27,6 +27,8 @@ reports no layer usage):
   runs' ids and report rows, a grid varies them for its runs alone, and other fusions' runs keep
   their defaults;
 - ``fe_lr``: its learning rate in FE by default;
+- ``style``: how every plot draws its runs (a `Style`: colour, marker, legend label), the same in
+  every panel and figure; its options' values may declare their own (`Option.styles`);
 - ``layer_usage(batches, *, autocast) -> dict | None``: which fused layers the head uses, as a
   record ending with ``share`` (non-negative, summing to 1 over the fused layers), computed from
   ``batches`` (an iterable of ``(hidden [B, T, L, d], scored [B, T])`` over dev) when it needs the
@@ -37,7 +39,7 @@ from __future__ import annotations
 
 from torch import nn
 
-from .options import Option
+from .options import Option, Style
 
 # FE's default rate, from scripts/lr_sweep_conll.py (docs/results/lr_sweep_conll.md): fresh heads on
 # frozen features barely move at the paper's 5e-5; heads of a handful of weights declare ten times more.
@@ -57,6 +59,7 @@ class Fusion(nn.Module):
     query_slices = 0
     options: tuple[Option, ...] = ()
     fe_lr = FE_LR
+    style = Style()  # no colour or marker declared: plots pick them from a hash of its name
 
     def layer_usage(self, batches, *, autocast) -> dict | None:
         return None

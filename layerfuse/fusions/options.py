@@ -1,6 +1,6 @@
 """A fusion's own settings (`Fusion.options`): each one an `Option`, declared once, in its fusion's
-class, with its default, the values it takes, its help text, what ran before it existed and whether
-it names a run and a report's row.
+class, with its default, the values it takes, its help text, what ran before it existed, whether
+it names a run and a report's row, and how plots draw the runs at some of its values (`Style`).
 
 The rest of the library reads the declarations alone: a run's config and a head's config carry the
 values by name (`takes_options`), the command line makes a flag of each, run ids and report rows
@@ -26,6 +26,21 @@ UNSET = _Unset()  # an `Option`'s ``before`` or ``paper`` not declared
 
 
 @dataclass(frozen=True)
+class Style:
+    """How every plot draws a head: a matplotlib colour and marker, and what its legend calls it.
+
+    A fusion's own (`Fusion.style`) is its runs' look; an option's, for one of its values
+    (`Option.styles`), is that of the fusion's runs at the value: None there keeps the fusion's
+    colour or marker, and its label follows the fusion's ("dwatt, paper's score"). A fusion that
+    declares none gets a look from a hash of its name (`layerfuse.experiments.plots.head_style`).
+    """
+
+    colour: str | None = None
+    marker: str | None = None
+    label: str | None = None  # None: the fusion's name; an option value's: the value
+
+
+@dataclass(frozen=True)
 class Option:
     """One setting of a fusion: a keyword of its constructor, a key of run records and checkpoints."""
 
@@ -43,6 +58,9 @@ class Option:
     paper: object = UNSET  # the paper's value, where the default differs (`--protocol paper`)
     names_run: bool = True  # a value away from ``before`` enters the run id
     names_row: bool = True  # a value away from the default names the report's row
+    # (value, Style) pairs: how plots draw the fusion's runs at the value (its report row, "dwatt (paper)";
+    # the default's where it is spelt out); a value without one is drawn as the fusion is
+    styles: tuple[tuple[object, Style], ...] = ()
 
     @property
     def legacy(self):

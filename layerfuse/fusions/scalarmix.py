@@ -4,6 +4,7 @@ import torch
 from torch import Tensor, nn
 
 from .fusion import Fusion, normalised
+from .options import Style
 from .stacked import wide
 
 
@@ -14,6 +15,7 @@ class ScalarMix(Fusion):
     """
 
     token_wise = True  # each token's output depends on that token alone: batches may be packed
+    style = Style("C5", "P")
     shares_evaluation_batch = True
     fe_lr = 1e-2  # a handful of weights: ten times FE's default (docs/results/lr_sweep_conll.md)
 

@@ -41,7 +41,6 @@ from ..fusions import FUSIONS, TokenTagger
 from ..fusions.registry import fusions_that_pack
 from ..fusions.stacked import compute_dtype, linear, stacked, under
 from ..precision import precision_of
-from ..tasks import task_of
 from ..transfer import to_device
 from .arrays import IGNORE, SplitArrays
 from .config import RunResult, TrainConfig
@@ -56,11 +55,12 @@ from .loop import (
     train_runs,
 )
 from .pack_batches import PackRows
+from .tasks import head_class
 
 
 def can_pack(config: TrainConfig) -> bool:
     """Whether ``config`` may train in a pack (see the module's docstring for why the others may not)."""
-    return (config.mode == "fe" and task_of(config).head == TokenTagger.__name__
+    return (config.mode == "fe" and head_class(config) is TokenTagger
             and FUSIONS[config.fusion].packs() and config.grad_accum == 1
             and not precision_of(config.precision).scales_loss
             and not str(config.layers or "").startswith("auto"))

@@ -1,8 +1,9 @@
-"""What differs between the heads' objectives in training, so one training loop serves both: how a
-head is built, which rows of a batch are scored, how a split is scored, and which evaluation is best.
-The tasks themselves (their names and what the rest of the library asks of them) are
-`layerfuse.tasks`; `training_of(task)` is one of the objects here, found by the task's name (the
-registry below imports nothing of training, so it never names these objects itself).
+"""What differs between the heads' objectives in training, so one training loop serves both: which
+head a task trains (its class itself, `head_class`), how it is built, which rows of a batch are
+scored, how a split is scored, and which evaluation is best. The tasks themselves (their names and
+what the rest of the library asks of them) are `layerfuse.tasks`, which lies below the heads and
+cannot name them; `TRAINING` is the one registry where a task meets its head, keyed by the
+`layerfuse.tasks.Task` object, each entry holding its task (`training_of(task)` finds it).
 
 - ``ner``: a `TokenTagger` over every word; dev/test seqeval micro-F1, higher is better.
 - ``mlm``: a `FusedMaskedLM` over the masked rows only (labels != IGNORE), its decoder tied to the
@@ -22,6 +23,7 @@ from .. import tasks
 from ..cache.label_sets import SPAN, TOKEN
 from ..display import f1_points
 from ..errors import LayerfuseError
+from ..fusions import FusedMaskedLM, TokenTagger
 from ..tasks import task_of
 from .arrays import IGNORE
 from .config import TrainConfig, masked_lm_kwargs, tagger_kwargs
@@ -41,14 +43,12 @@ def training_task(config: TrainConfig, meta: dict, *, where: str | None = None):
 
 def training_of(task):
     """What differs in the training loop for ``task`` (a `Task`, or anything `task_of` reads)."""
-    return TRAINING[task_of(task).name]
+    return TRAINING[task_of(task)]
 
 
 def head_class(task) -> type:
-    """The `layerfuse.fusions` class of ``task``'s heads (a `Task`, or anything `task_of` reads)."""
-    from .. import fusions
-
-    return getattr(fusions, task_of(task).head)
+    """The class of ``task``'s heads (a `Task`, or anything `task_of` reads), as its entry declares."""
+    return training_of(task).head_class
 
 
 def batch_loss(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
@@ -61,11 +61,12 @@ def batch_loss(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
 class NER:
     """Tagging: the headline is F1 (best_dev_f1, test_f1_at_best)."""
 
-    def head(self, config: TrainConfig, data, *, n_layers: int, device, backbone) -> tuple[torch.nn.Module, dict]:
-        from ..fusions import TokenTagger
+    task = tasks.NER
+    head_class = TokenTagger
 
+    def head(self, config: TrainConfig, data, *, n_layers: int, device, backbone) -> tuple[torch.nn.Module, dict]:
         kwargs = tagger_kwargs(config, data.meta, n_layers=n_layers)
-        return TokenTagger(**kwargs).to(device), kwargs
+        return self.head_class(**kwargs).to(device), kwargs
 
     def outputs(self, head, batch) -> tuple[torch.Tensor, torch.Tensor]:
         """(logits [B*T, n_labels], tags [B*T]) of every row; padding and non-first subwords are IGNORE."""
@@ -115,13 +116,14 @@ def _metric(scores: dict) -> str:
 class MLM:
     """Masked language modelling: the headline is perplexity (best_dev_ppl, test_ppl_at_best)."""
 
+    task = tasks.MLM
+    head_class = FusedMaskedLM
+
     def head(self, config: TrainConfig, data, *, n_layers: int, device, backbone) -> tuple[torch.nn.Module, dict]:
         """A `FusedMaskedLM` starting from the backbone's own MLM head when the cache holds one;
         the decoder is the backbone's embedding parameter (FT) or a frozen copy of it (FE)."""
-        from ..fusions import FusedMaskedLM
-
         kwargs = masked_lm_kwargs(config, data.meta, n_layers=n_layers)
-        head = FusedMaskedLM(**kwargs)
+        head = self.head_class(**kwargs)
         head.lm.load_pretrained(data.lm)
         head = head.to(device)
         if backbone is not None:
@@ -172,4 +174,4 @@ def _exp(loss: float) -> float:
     return math.exp(loss) if loss < 700 else float("inf")  # a diverged head: inf, not an OverflowError
 
 
-TRAINING = {tasks.NER.name: NER(), tasks.MLM.name: MLM()}  # by `layerfuse.tasks.Task.name`
+TRAINING = {entry.task: entry for entry in (NER(), MLM())}  # by the `layerfuse.tasks.Task` itself

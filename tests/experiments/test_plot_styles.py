@@ -1,6 +1,7 @@
-"""One style table for every plot (`layerfuse.experiments.plots.HEAD_STYLES`): the DWAtt paper's
-colours (Concat orange, DWAtt blue), labels that say what a curve is, bands that say they are 95%
-CIs; and the figures scripts/ draw for the paper page take their styles from it."""
+"""One style table for every plot (`layerfuse.experiments.plots.HEAD_STYLES`, from the fusions'
+declarations): the DWAtt paper's colours (Concat orange, DWAtt blue), labels that say what a curve
+is, bands that say they are 95% CIs; and the figures scripts/ draw for the paper page take their
+styles from it."""
 
 from __future__ import annotations
 
@@ -52,6 +53,26 @@ def test_labels_say_what_a_curve_is():
         assert head_label(name) == "dwatt, paper's score"
     assert not any(label.endswith("(paper)") for _, _, label in HEAD_STYLES.values())
     assert head_label("a head not in the table") == "a head not in the table"
+
+
+def test_the_table_is_the_fusions_declarations():
+    """Each fusion declares its look (`Fusion.style`) and its settings' values theirs (`Option.styles`);
+    plots.py spells no fusion, no setting and no value of one."""
+    from layerfuse.fusions.registry import FUSIONS
+
+    source = (ROOT / "layerfuse/experiments/plots.py").read_text(encoding="utf-8")
+    for name, cls in FUSIONS.items():
+        assert HEAD_STYLES[name][:2] == (cls.style.colour, cls.style.marker)
+        assert f'"{name}' not in source
+        for option in cls.options:
+            assert option.name not in source
+            for value, style in option.styles:
+                assert HEAD_STYLES[f"{name} ({value})"][:2] == (style.colour or cls.style.colour,
+                                                                style.marker or cls.style.marker)
+                assert f'"{value}' not in source
+    # a value spelt with its setting's last word names the same head ("dwatt (paper score)", as scripts/ say)
+    assert head_style("dwatt (paper score)") == head_style("dwatt (paper)")
+    assert head_label("dwatt (paper score)") == head_label("dwatt (paper)")
 
 
 def test_the_band_says_it_is_a_95_percent_ci():
