@@ -10,7 +10,6 @@ import click
 
 from ..display import human_bytes
 from ..errors import LayerfuseError
-from ..extract.datasets import current_reading
 from ..extract.entry import DTYPES, GRANULARITIES, POOLINGS, ExtractConfig
 from ..extract.estimate import Estimate, estimate
 from ..extract.formats import help_text as dataset_formats_help
@@ -91,7 +90,7 @@ def _splits(value: str | None):
 @click.option("--token-file", type=click.Path(dir_okay=False), default=None,
               help="With --server: a file holding the server's write token.")
 @friendly_errors
-def main(model, task, dataset, splits, labels, granularity, special_tokens, pooling, dtype, precision, max_length,
+def main(model, task, dataset, read, splits, labels, granularity, special_tokens, pooling, dtype, precision, max_length,
          token_budget, cache_dir, device, unit_rows, block_size, mask_seed, mlm_probability, trust_remote_code, quiet,
          dry_run, server, token_file):
     """Run a frozen encoder once over a dataset and cache every layer's hidden states."""
@@ -102,7 +101,7 @@ def main(model, task, dataset, splits, labels, granularity, special_tokens, pool
                            trust_remote_code=trust_remote_code, task=task, block_size=block_size, mask_seed=mask_seed,
                            mlm_probability=mlm_probability, special_tokens=special_tokens,
                            labels=tuple(parse_list(labels, name="labels", cast=str)) if labels else None,
-                           **_reading_fields(current_reading()))
+                           **read)
     if server:
         _extract_on_server(server, config, token_file=token_file, quiet=quiet,
                            local={"--cache-dir": cache_dir, "--device": device, "--dry-run": dry_run})
@@ -132,17 +131,6 @@ def main(model, task, dataset, splits, labels, granularity, special_tokens, pool
         )
     if result.label_sets:
         click.echo(f"  label sets written (labels only): {', '.join(result.label_sets)}")
-
-
-def _reading_fields(read) -> dict:
-    """The --columns, --tokens-field and --tags-field a command was given, as `ExtractConfig` fields (a
-    server's job gets them with the rest of the config)."""
-    default = type(read)()
-    given = {name: getattr(read, name) for name in ("tokens_field", "tags_field")
-             if getattr(read, name) != getattr(default, name)}
-    if read.columns is not None:
-        given["columns"] = ",".join(f"{name}={column}" for name, column in read.column_map().items())
-    return given
 
 
 def _extract_on_server(server: str, config: ExtractConfig, *, token_file: str | None, quiet: bool,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import inspect
 from dataclasses import MISSING, fields, is_dataclass
 
@@ -65,32 +66,27 @@ def _stack(*decorators):
     return apply
 
 
-def _reading(field: str):
-    """The callback of a reading option: every dataset the command loads is read so (the
-    `layerfuse.extract.datasets.reading` block lasts as long as the command's context)."""
-    def callback(ctx, param, value):
-        if value is not None:
-            from ..extract.datasets import reading
-
-            ctx.with_resource(reading(**{field: value}))
-    return callback
-
-
 def dataset_reading_options(fn):
     """--columns, --tokens-field, --tags-field: which columns of CoNLL-style files, or which fields of a
-    HF dataset, hold the words and the tags of --dataset (a bad value fails when the dataset is read)."""
+    HF dataset, hold the words and the tags of --dataset (a bad value fails when the dataset is read).
+    The command gets them as one ``read`` argument: the `ExtractConfig` fields given ({} for none), which
+    travel in the config that finds or makes the entry."""
+    @functools.wraps(fn)
+    def with_reading(*args, columns=None, tokens_field=None, tags_field=None, **kwargs):
+        given = {"columns": columns, "tokens_field": tokens_field, "tags_field": tags_field}
+        return fn(*args, read={name: value for name, value in given.items() if value is not None}, **kwargs)
+
     return _stack(
-        click.option("--columns", default=None, metavar="NAME=N,...", expose_value=False, callback=_reading("columns"),
+        click.option("--columns", default=None, metavar="NAME=N,...",
                      help="CoNLL-style files: the 0-based columns of the words and the tags, e.g. word=0,ner=3; more "
                           "names are more label sets (pos=1,chunk=2: chunk as spans, any other name as word "
                           "classes). Default: the word first, the tag last (CoNLL-2003's pos and chunk between)."),
-        click.option("--tokens-field", default=None, metavar="NAME", expose_value=False,
-                     callback=_reading("tokens_field"),
+        click.option("--tokens-field", default=None, metavar="NAME",
                      help="HF datasets: the field of the words. Default: tokens."),
-        click.option("--tags-field", default=None, metavar="NAME", expose_value=False, callback=_reading("tags_field"),
+        click.option("--tags-field", default=None, metavar="NAME",
                      help="HF datasets: the field of the tags (a sequence of ClassLabel or of tag strings). "
                           "Default: ner_tags."),
-    )(fn)
+    )(with_reading)
 
 
 def cache_options(fn):
@@ -269,13 +265,15 @@ def apply_protocol(options: dict, protocol: str, *, names: dict | None = None) -
     return {**options, **{k: v for k, v in paper.items() if k not in given}}
 
 
-def resolve(cache, model, dataset, cache_dir, *, extract: dict | None = None, quiet: bool = False):
-    """The cache entry the shared cache options name (messages go to stderr); ``extract``: the
-    `extract_options` of a task other than NER; ``quiet``: no progress bar when it must be extracted."""
+def resolve(cache, model, dataset, cache_dir, *, read: dict | None = None, extract: dict | None = None,
+            quiet: bool = False):
+    """The cache entry the shared cache options name (messages go to stderr); ``read``: how --dataset
+    is read (`dataset_reading_options`); ``extract``: the `extract_options` of a task other than NER;
+    ``quiet``: no progress bar when it must be extracted."""
     from ..experiments.find import resolve_entry
 
-    return resolve_entry(cache=cache, model=model, dataset=dataset, cache_dir=cache_dir, extract_options=extract,
-                         log=say, progress=not quiet)
+    return resolve_entry(cache=cache, model=model, dataset=dataset, cache_dir=cache_dir,
+                         extract_options={**(extract or {}), **(read or {})}, log=say, progress=not quiet)
 
 
 def say(message: str) -> None:

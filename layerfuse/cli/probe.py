@@ -58,8 +58,8 @@ def _title(entry) -> str:
 @device_option
 @quiet_option
 @friendly_errors
-def main(cache, model, dataset, cache_dir, labels, shots, seeds, trials, control, epochs, lr, min_steps, batch_size,
-         max_train_tokens, out, device, quiet):
+def main(cache, model, dataset, cache_dir, read, labels, shots, seeds, trials, control, epochs, lr, min_steps,
+         batch_size, max_train_tokens, out, device, quiet):
     """Probe every cached layer with a linear classifier, per label set, with control tasks."""
     from ..probing.data import label_sets
     from ..probing.report import task_table, write_report
@@ -69,7 +69,7 @@ def main(cache, model, dataset, cache_dir, labels, shots, seeds, trials, control
     seed_list = parse_seeds(seeds, trials)
     config = ProbeConfig(epochs=epochs, lr=lr, min_steps=min_steps, batch_size=batch_size,
                          max_train_tokens=max_train_tokens)
-    entry = resolve(cache, model, dataset, cache_dir, quiet=quiet)
+    entry = resolve(cache, model, dataset, cache_dir, read=read, quiet=quiet)
     sets = label_sets(entry)
     names = list(sets) if labels is None else parse_list(labels, name="labels", cast=str)
     unknown = [n for n in names if n not in sets]

@@ -45,13 +45,13 @@ def _ranks(scores: list[tuple[int, float]]) -> dict[int, int]:
 @click.option("--out", default="runs", show_default=True, help="Folder for the JSON record and the PNG plot.")
 @quiet_option
 @friendly_errors
-def main(cache, model, dataset, cache_dir, labels, split, shots, seed, max_per_class, layers, top, out, quiet):
+def main(cache, model, dataset, cache_dir, read, labels, split, shots, seed, max_per_class, layers, top, out, quiet):
     """Rank the cached layers by variability nu = tr(Sigma_w Sigma_b^+)/C (lower = better)."""
     from ..experiments.plots import plot_scores
     from ..layers import parse_layers, pick_layers
     from ..training.sampling import entity_types, few_shot_sample
 
-    entry = resolve(cache, model, dataset, cache_dir, quiet=quiet).with_labels(labels)
+    entry = resolve(cache, model, dataset, cache_dir, read=read, quiet=quiet).with_labels(labels)
     is_primary = labels is None or labels == next(iter(entry.label_sets))
     data = entry.split(split)
     spec_text, spec = layers, parse_layers(layers, num_layers=entry.num_layers)

@@ -83,7 +83,7 @@ from .options import (
 @quiet_option
 @friendly_errors
 def main(task, labels, fusions, shots, epochs, trials, lrs, batch_size, layers, query_layer, eval_points,
-         dev_sentences, precision, workers, pack, ray_address, out, keep_heads, cache, model, dataset, cache_dir,
+         dev_sentences, precision, workers, pack, ray_address, out, keep_heads, cache, model, dataset, cache_dir, read,
          block_size, mask_seed, mlm_probability, report_only, curve_shots, per_lr, protocol, quiet, **fusion_flags):
     """Run fusion x N-shot x epoch cap x trial from one cache (skipping runs already done)."""
     from ..experiments.report import render
@@ -123,7 +123,7 @@ def main(task, labels, fusions, shots, epochs, trials, lrs, batch_size, layers, 
                            precision=resolve_precision(precision, root=cache_dir))
         configs = grid(**lists, trials=trials, base=base, lr=_listed(axes["lr"]),
                        **{name: _listed(values) for name, values in settings.items()})
-        entry = resolve(cache, model, dataset, cache_dir, extract=masking, quiet=quiet).with_labels(labels)
+        entry = resolve(cache, model, dataset, cache_dir, read=read, extract=masking, quiet=quiet).with_labels(labels)
         check_samples(entry, configs)  # a sample larger than train: one line before anything else is said
         say(f"precision: {base.precision}")
         if pack is None:

@@ -129,7 +129,7 @@ def budget_table(entry, *, layers: str | None, options: dict, current: str | Non
 @quiet_option
 @friendly_errors(interrupted="interrupted; nothing was saved (a head is written only once trained): "
                              "rerun the same command to train it from the start")
-def main(cache, model, dataset, cache_dir, out, dry_run, verbose, quiet, protocol, block_size, mask_seed,
+def main(cache, model, dataset, cache_dir, read, out, dry_run, verbose, quiet, protocol, block_size, mask_seed,
          mlm_probability, **options):
     """Train a fusion head on cached hidden states and report its best dev F1 (MLM: perplexity)."""
     if cache_dir or not cache:  # the root is read (and written: the measured precision, a missing entry)
@@ -142,7 +142,8 @@ def main(cache, model, dataset, cache_dir, out, dry_run, verbose, quiet, protoco
     config = TrainConfig(**{f.name: options[f.name] for f in fields(TrainConfig) if f.name != "options"},
                          options=settings)  # the other options = the fields, one to one
     masking = extract_options(config.task, block_size=block_size, mask_seed=mask_seed, mlm_probability=mlm_probability)
-    entry = resolve(cache, model, dataset, cache_dir, extract=masking, quiet=quiet).with_labels(config.labels)
+    entry = resolve(cache, model, dataset, cache_dir, read=read, extract=masking,
+                    quiet=quiet).with_labels(config.labels)
     if dry_run:
         click.echo(budget_table(entry, layers=config.layers, options=config.head_options(entry.num_layers),
                                 current=config.fusion))

@@ -16,11 +16,11 @@ from __future__ import annotations
 from layerfuse.errors import removed_names
 from layerfuse.extract.formats import Request, find_format
 from layerfuse.extract.iob import normalise_scheme
-from layerfuse.extract.reading import Reading, current_reading, parse_columns, reading
+from layerfuse.extract.reading import Reading, parse_columns
 from layerfuse.extract.tagged import LabelColumn, TaggedDataset
 
 __getattr__ = removed_names(__name__, {"NerDataset": "layerfuse.extract.datasets.TaggedDataset"})
-__all__ = ["LabelColumn", "Reading", "TaggedDataset", "current_reading", "load_dataset", "parse_columns", "reading"]
+__all__ = ["LabelColumn", "Reading", "TaggedDataset", "load_dataset", "parse_columns"]
 
 
 def load_dataset(spec: str, *, splits: list[str] | None = None, scheme: str = "auto",
@@ -30,10 +30,10 @@ def load_dataset(spec: str, *, splits: list[str] | None = None, scheme: str = "a
     ``splits`` keeps only the named splits (aliases such as ``validation`` allowed); label names
     and ``unseen_in_train`` are still computed over every split, so label ids do not depend on
     the filter. ``scheme`` forces the source tag scheme instead of detecting it. ``read``: which
-    columns or fields hold words and tags (default: the enclosing :func:`reading` block's choice).
+    columns or fields hold words and tags (default: `Reading()`, the word first and the tag last).
     """
     normalise_scheme(scheme)  # fail on a bad name before reading anything
-    read = read or current_reading()
+    read = read or Reading()
     read.column_map()  # a bad --columns fails before anything is read
     request = Request(spec, read, splits, scheme)
     return find_format(request).load(request)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from ..cache import label_sets
 from ..cache.codec import CODECS, DEFAULT_DTYPE
@@ -21,7 +21,7 @@ from ..errors import LayerfuseError
 from ..precision import DEFAULT_PRECISION, PRECISIONS
 from ..tasks import DEFAULT_TASK, TASKS, Task, task_of
 from ..versions import versions
-from .datasets import Reading, TaggedDataset, current_reading, load_dataset
+from .datasets import Reading, TaggedDataset, load_dataset
 from .masking import MaskingSpec, MaskVocab, content_size
 from .models import ModelInfo, load_config, load_tokenizer, model_info
 from .text import TextCorpus, load_text
@@ -98,9 +98,8 @@ class ExtractConfig:
                                  f"--task {self.task} has none")
 
     def read(self) -> Reading:
-        """How the dataset is read: this config's reading fields over the enclosing reading block's."""
-        given = {name: getattr(self, name) for name in READING_FIELDS if getattr(self, name) is not None}
-        return replace(current_reading(), **given)
+        """How the dataset is read: this config's reading fields (the defaults where None)."""
+        return Reading(**{name: getattr(self, name) for name in READING_FIELDS if getattr(self, name) is not None})
 
     @property
     def task_info(self) -> Task:

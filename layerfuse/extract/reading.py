@@ -1,14 +1,11 @@
 """How a dataset's fields are read: which columns of a CoNLL-style file, which fields of a HF dataset
-hold the words and the tags (:class:`Reading`), and the :func:`reading` block a command sets once for
-every load it makes."""
+hold the words and the tags (:class:`Reading`). It travels in the extraction's config
+(`ExtractConfig.read`), never beside it."""
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
-from contextlib import contextmanager
-from contextvars import ContextVar
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from layerfuse.errors import LayerfuseError
 
@@ -44,26 +41,6 @@ class Reading:
         if (self.tokens_field, self.tags_field) != ("tokens", "ner_tags"):
             return f" (fields {self.tokens_field}, {self.tags_field})"
         return ""
-
-
-_READING: ContextVar[Reading | None] = ContextVar("layerfuse_reading", default=None)  # None: Reading()
-
-
-@contextmanager
-def reading(**changes) -> Iterator[Reading]:
-    """Within the block, :func:`load_dataset` reads fields as ``changes`` (`Reading` fields) say,
-    on top of the enclosing block's choice: what the CLI's --columns, --tokens-field and
-    --tags-field set for a whole command."""
-    token = _READING.set(replace(current_reading(), **changes))
-    try:
-        yield current_reading()
-    finally:
-        _READING.reset(token)
-
-
-def current_reading() -> Reading:
-    """The `Reading` in effect (the defaults outside any :func:`reading` block)."""
-    return _READING.get() or Reading()
 
 
 def parse_columns(spec: str | dict[str, int]) -> dict[str, int]:

@@ -10,7 +10,7 @@ from click.testing import CliRunner
 from conftest import write_conll
 
 from layerfuse.errors import LayerfuseError
-from layerfuse.extract.datasets import Reading, current_reading, load_dataset, parse_columns, reading
+from layerfuse.extract.datasets import Reading, load_dataset, parse_columns
 
 TRAIN = [(["Alice", "met", "Bob", "Smith"], ["B-PER", "O", "B-PER", "I-PER"]),
          (["Acme", "Inc", "is", "in", "Paris"], ["B-ORG", "I-ORG", "O", "O", "B-LOC"])]
@@ -58,10 +58,8 @@ def test_columns_name_the_word_the_tag_and_more_label_sets(tag_in_column_1):
     assert only.splits["train"] == TRAIN and only.label_set_names == ["ner"]
 
 
-def test_the_reading_block_is_what_every_load_in_it_uses(tag_in_column_1):
-    with reading(columns="word=0,ner=1"):
-        assert load_dataset(str(tag_in_column_1)).splits["train"] == TRAIN
-    assert current_reading().default
+def test_a_load_reads_as_its_reading_says_and_nothing_else(tag_in_column_1):
+    assert load_dataset(str(tag_in_column_1), read=Reading(columns="word=0,ner=1")).splits["train"] == TRAIN
     with pytest.raises(LayerfuseError, match="malformed tag 'B-NP'|chunk column"):  # the last column, by default
         load_dataset(str(tag_in_column_1))
 
@@ -109,8 +107,8 @@ def test_extract_reads_the_columns_given_and_the_entry_is_found_again(tmp_path, 
     entry = open_entry(path)
     assert entry.meta["entity_types"] == ["LOC", "ORG", "PER"]
     assert entry.meta["dataset_source"].endswith("(columns word=0,ner=1,pos=2)")
-    with reading(columns="word=0,ner=1,pos=2"):  # what --columns on train-head, sweep, rank-layers sets
-        found = resolve(None, str(tiny_bert_dir), str(tag_in_column_1), str(tmp_path / "cache"), quiet=True)
+    found = resolve(None, str(tiny_bert_dir), str(tag_in_column_1), str(tmp_path / "cache"), quiet=True,
+                    read={"columns": "word=0,ner=1,pos=2"})  # what --columns on train-head, sweep, rank-layers give
     assert found.path == entry.path
 
 
