@@ -15,7 +15,7 @@ import numpy as np
 from ..errors import LayerfuseError
 from ..tasks import task_of
 from ..training.arrays import IGNORE, Batch
-from ..training.data import EntryViews
+from ..training.data import RunData
 from ..training.sampling import few_shot_sample
 from .freeze import freeze
 from .states import LiveStates
@@ -63,7 +63,7 @@ class LiveSplit(LiveStates):
 
 
 @dataclass(eq=False)
-class LiveData(EntryViews):
+class LiveData(RunData):
     meta: dict
     path: str
     train: LiveSplit

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from ..errors import LayerfuseError
-from ..training.arrays import Sentences
+from ..training.arrays import Split
 
 
-class LiveStates(Sentences):
+class LiveStates(Split):
     """What every live split shares: hidden states come from the backbone per batch, never kept."""
 
     static = False  # hidden states change while the backbone trains: never cache eval batches

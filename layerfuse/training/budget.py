@@ -3,7 +3,7 @@
 A split (train sentences, dev, test) whose fused layers fit the budget is read once and held in the
 storage dtype (float16, bfloat16, int8) **on the compute device**, and every run and pack of the
 process shares it (`layerfuse.training.store`); a batch is gathered and widened there. A larger
-split is streamed from the cache in blocks of ``BLOCK_ROWS`` rows (`layerfuse.training.stream`).
+split is streamed from the cache in blocks of ``BLOCK_ROWS`` rows (`layerfuse.training.arrays.SplitArrays`).
 
 The budget is ``BUDGET_FRACTION`` of what the device has free when the data is loaded: on CUDA
 ``torch.cuda.mem_get_info`` (free bytes of the GPU), on a CPU the kernel's ``MemAvailable`` (within

@@ -3,10 +3,10 @@
 A run reads the train sentences it needs (a few-shot sample, a union of samples for a sweep, or the
 whole split) with the layers it needs, and dev (and test) with only the fused layers. A part whose
 fused layers fit the device's memory budget (`budget.memory_budget`) is read once and held in the
-process's activation store (`store`; storage dtype, a batch widened on the fly); a larger one is a
-`stream.StreamedSplit`, read block by block whenever it is used. A sweep builds one `HeadData` and
-calls `train_head` on it many times: the sample of a run is then picked from memory by index (or
-read alone, when train streams).
+process's activation store (`store`; storage dtype, a batch widened on the fly); a larger one is
+streamed, read block by block whenever it is used (an `arrays.SplitArrays` either way). A sweep
+builds one `HeadData` and calls `train_head` on it many times: the sample of a run is then picked
+from memory by index (or read alone, when train streams).
 
 Layer ids are the cache's (0 = embedding output, 1..L = the transformer layers, as in the paper).
 """
@@ -15,7 +15,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
 
 import numpy as np
 
@@ -27,15 +26,25 @@ from .arrays import IGNORE, Split, SplitArrays, load_split
 from .sampling import entity_types, few_shot_sample, shot_size
 
 # The arrays' own names live in `arrays`.
-__getattr__ = removed_names(__name__, {name: f"layerfuse.training.arrays.{name}"
-                                       for name in ("Batch", "Sentences", "sentence_rows")})
+__getattr__ = removed_names(__name__, {"Batch": "layerfuse.training.arrays.Batch",
+                                       "Sentences": "layerfuse.training.arrays.Split",
+                                       "sentence_rows": "layerfuse.training.arrays.sentence_rows",
+                                       "EntryViews": "layerfuse.training.data.RunData"})
 
 # ----------------------------------------------------------------------------------------------
 # Everything a run needs
 
 
-class EntryViews(MetaViews):
-    """The entry's metadata views, plus the sentences per shot of an N-way sample (C for NER)."""
+class RunData(MetaViews):
+    """What `train_head` trains on: the entry's metadata (``meta``, and its views: `MetaViews`) and
+    path, the sentences per shot of an N-way sample (C for NER), the dev and test splits, the
+    few-shot sampler, and the backbone that trains with the head (FT) or None (FE). Held or streamed
+    hidden states of the cache (`HeadData`) or a live backbone's (`layerfuse.finetune.data.LiveData`)."""
+
+    meta: dict
+    path: str
+    dev: Split
+    test: Split | None
 
     @property
     def entity_types(self) -> list[str]:
@@ -45,24 +54,17 @@ class EntryViews(MetaViews):
     def shot_size(self) -> int:
         return shot_size(self.meta)
 
+    def sample(self, *, shots: int | None, seed: int) -> tuple[np.ndarray, Split]:
+        """(cache ids, train sentences) of the seeded few-shot sample."""
+        raise NotImplementedError
 
-class RunData(Protocol):
-    """What `train_head` needs: the entry's metadata, the splits, the few-shot sampler, and the
-    backbone that trains with the head (FT) or None (FE)."""
-
-    meta: dict
-    path: str
-    dev: Split
-    test: Split | None
-    label_names: list[str]
-    num_layers: int
-
-    def sample(self, *, shots: int | None, seed: int) -> tuple[np.ndarray, Split]: ...
-    def trainable_backbone(self, config): ...
+    def trainable_backbone(self, config):
+        """The backbone that trains with the head (FT), or None (FE)."""
+        raise NotImplementedError
 
 
 @dataclass(eq=False)
-class HeadData(EntryViews):
+class HeadData(RunData):
     """Train sentences (some or all) and dev/test splits, held or streamed, plus the entry's metadata."""
 
     meta: dict  # the cache entry's attributes (model, key, hidden_size, num_layers, label_names, ...)
@@ -93,9 +95,7 @@ class HeadData(EntryViews):
                 f"not loaded (e.g. id {int(ids[~ok][0])}); load the data with train_sentences=None or a "
                 f"superset of the samples"
             )
-        if self.train.streamed and not np.array_equal(positions, np.arange(self.train.n_sentences)):
-            return ids, self.train.hold(positions)
-        return ids, self.train.select(positions)
+        return ids, self.train.hold(positions)
 
 
 def choose_layers(spec: LayerSpec, train: Split, *, seed: int):

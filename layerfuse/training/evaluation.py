@@ -1,5 +1,5 @@
 """Scoring a head on a split: seqeval micro-F1 and mean token cross-entropy, forward passes in
-length-sorted batches within blocks of the cache (`Sentences.eval_groups`), the same batches
+length-sorted batches within blocks of the cache (`Split.eval_groups`), the same batches
 whether the split is held or streamed. What never changes for a split (its gold entities, and for
 held splits their padded batches) is built once and kept by the split (`cached`)."""
 
@@ -13,7 +13,6 @@ import torch.nn.functional as F
 
 from ..cache.label_sets import SPAN, TOKEN
 from ..cache.reader import rows_of
-from . import budget
 from .arrays import IGNORE, Split
 from .metrics import Chunker, entity_f1, token_accuracy
 
@@ -75,14 +74,12 @@ def rows_in_order(split: Split, *, device, batch_size: int, autocast=None):
     row alone."""
     dtype = getattr(autocast, "fast_dtype", None) if autocast is not None else None
     chunks = row_chunks(split, rows=batch_size * ROWS_PER_SENTENCE)
-    if split.streamed:
-        return chunks, split.row_batches(chunks, device=device, dtype=dtype)
-    return chunks, (split.row_batch(int(c[0]), int(c[-1]) + 1, device=device, dtype=dtype) for c in chunks)
+    return chunks, split.row_batches(chunks, device=device, dtype=dtype)
 
 
 def row_chunks(split: Split, *, rows: int) -> list[np.ndarray]:
     """Runs of consecutive sentence positions of about ``rows`` rows each (a sentence is never cut),
-    never spanning an evaluation block (`Sentences.block_keys`), so a streamed split needs one block
+    never spanning an evaluation block (`Split.block_keys`), so a streamed split needs one block
     at a time and a held one reads exactly the same runs (same numbers)."""
     keys, lengths = split.block_keys(), split.lengths
     chunks, start, size = [], 0, 0
@@ -138,21 +135,9 @@ def _gold_entities(split: Split, chunker: Chunker) -> set:
 
 
 def eval_batches(split: Split, *, device, batch_size: int):
-    """The batches of ``split.eval_groups``. A held split's padded, widened batches are kept across
-    evaluations when they take at most ``budget.EVAL_CACHE_SHARE`` of the memory budget (MiniLM's
-    CoNLL dev: 0.5 GB), since padding and widening the same dev set 25 times per run is wasted work;
-    larger ones (roberta-large's dev: 5 GB in float32, twice what the store holds) are built batch by
-    batch from the store on the device. A streamed split reads one block at a time."""
-    groups = split.eval_groups(batch_size)
-    if split.streamed:
-        return split.eval_batches(groups, device=device)
-    if not split.static:  # live (FT) states change as the backbone trains
-        return (split.batch(group, device=device) for group in groups)
-    padded = sum(len(group) * int(split.lengths[group].max(initial=0)) for group in groups)
-    if padded * split.row_bytes > budget.EVAL_CACHE_SHARE * budget.memory_budget(device):
-        return (split.batch(group, device=device) for group in groups)
-    return split.cached(("eval batches", str(device), batch_size, budget.BLOCK_ROWS),
-                        lambda: [split.batch(group, device=device) for group in groups])
+    """The batches of ``split.eval_groups``, as the split hands them out (`SplitArrays.eval_batches`:
+    a held split keeps them when they are small; a streamed one reads one block at a time)."""
+    return split.eval_batches(batch_size, device=device)
 
 
 def predict_tags(tagger, split: Split, *, device, batch_size: int = 64) -> list[np.ndarray]:

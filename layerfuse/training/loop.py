@@ -234,7 +234,7 @@ class Run:
 
     def epoch_batches(self):
         """The sentence positions of each optimizer step of one epoch, in the seeded order (a streamed
-        train split draws it block-wise: `StreamedSplit.epoch_order`)."""
+        train split draws it block-wise: `SplitArrays.epoch_order`)."""
         order = self.train.epoch_order(self.order_gen)
         return (order[b * self.per_step:(b + 1) * self.per_step] for b in range(self.steps_per_epoch))
 

@@ -205,7 +205,8 @@ class Pack:
         """``train``: the runs' train splits, when every one is held: then each step gathers all the
         heads' rows at once (`PackRows`); otherwise each head's batch is built apart and padded."""
         self.k = len(taggers)
-        self.rows = PackRows(train) if train and all(isinstance(s, SplitArrays) for s in train) else None
+        held = train and all(isinstance(s, SplitArrays) and not s.streamed for s in train)
+        self.rows = PackRows(train) if held else None
         params, self.buffers = torch.func.stack_module_state(taggers)
         self.base = copy.deepcopy(taggers[0]).to("meta")  # the code; its weights come from the stacks
         # The weights as two flat leaves [K, P] (AdamW's two groups), each weight a view of one: a

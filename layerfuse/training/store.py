@@ -6,9 +6,9 @@ again and again. The store answers a repeated request from what it already holds
 in the same process reads no hidden states from the cache. A request for fewer layers of a held
 split is a view of it (`take_layers`), not a read.
 
-A split is held (`data.SplitArrays`, storage dtype, moved once to the compute device when a batch
-first needs it) when it fits `budget.memory_budget` (read from the device), else streamed
-(`stream.StreamedSplit`), which holds only its bookkeeping. What the store keeps is bounded by the
+A split (`arrays.SplitArrays`) is held (storage dtype, moved once to the compute device when a batch
+first needs it) when it fits `budget.memory_budget` (read from the device), else streamed, holding
+only its bookkeeping: the store's choice, not its callers'. What the store keeps is bounded by the
 same budget, read when the store was first used: the least recently used splits are let go first.
 """
 
@@ -50,7 +50,7 @@ def clear() -> None:
 
 def held_bytes() -> int:
     """Bytes of hidden states the store holds (streamed splits hold none)."""
-    return sum(_nbytes(s) for s in _HELD.values())
+    return sum(s.nbytes for s in _HELD.values())
 
 
 def _where(split, sentences) -> tuple:
@@ -72,8 +72,7 @@ def _superset(where: tuple, layers: tuple[int, ...]):
 
 
 def _read(split, *, sentences, layers: tuple[int, ...]):
-    from .arrays import load_split, sentence_rows
-    from .stream import StreamedSplit
+    from .arrays import SplitArrays, load_split, sentence_rows
 
     if sentences is None:
         rows = split.n_rows
@@ -83,7 +82,8 @@ def _read(split, *, sentences, layers: tuple[int, ...]):
     if split.stored_nbytes(rows=rows, layers=len(layers)) <= budget.memory_budget():
         return load_split(split, sentences=sentences, layers=layers)
     ids, offsets, labels = sentence_rows(split, sentences)
-    return StreamedSplit(split.name, split, labels, offsets, layers, ids, split.offsets[ids].astype(np.int64))
+    return SplitArrays(split.name, None, labels, offsets, layers, ids, split.offsets[ids].astype(np.int64),
+                       storage=split.storage, source=split)  # streamed
 
 
 def _keep(key: tuple, opened) -> None:
@@ -92,7 +92,3 @@ def _keep(key: tuple, opened) -> None:
     _HELD[key] = opened
     while len(_HELD) > 1 and held_bytes() > _LIMIT[0]:
         _HELD.popitem(last=False)  # the least recently used; runs that still use it keep their reference
-
-
-def _nbytes(split) -> int:
-    return 0 if split.streamed else split.nbytes

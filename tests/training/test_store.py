@@ -11,7 +11,7 @@ from store_checks import held_and_streamed_dev_f1
 from layerfuse.cache.reader import CacheSplit, open_entry
 from layerfuse.errors import LayerfuseError
 from layerfuse.training import TrainConfig, budget, load_data, store, train_head
-from layerfuse.training.stream import StreamedSplit
+from layerfuse.training.arrays import SplitArrays
 
 
 @pytest.fixture
@@ -79,7 +79,8 @@ def test_splits_that_fit_are_held_and_the_rest_stream(entry, monkeypatch):
     store.clear()
     monkeypatch.setattr(budget, "host_available_bytes", lambda: 0)
     streamed = load_data(entry)
-    assert isinstance(streamed.dev, StreamedSplit) and isinstance(streamed.train, StreamedSplit)
+    assert streamed.dev.streamed and streamed.train.streamed  # the same type, held or streamed
+    assert isinstance(streamed.dev, SplitArrays) and isinstance(held.dev, SplitArrays)
 
 
 def test_a_second_load_in_the_process_reads_no_hidden_states(entry, reads):
@@ -121,7 +122,6 @@ def test_the_store_keeps_within_its_budget(entry, monkeypatch):
 
 
 def test_a_streamed_pass_reads_the_next_block_while_this_one_computes(entry, monkeypatch):
-    from layerfuse.training import stream
     from layerfuse.training.evaluation import score
 
     monkeypatch.setattr(budget, "MEMORY_BUDGET_BYTES", 0)
@@ -130,13 +130,13 @@ def test_a_streamed_pass_reads_the_next_block_while_this_one_computes(entry, mon
     streamed = load_data(entry).dev.take_layers(held_result.layers)
     assert streamed.streamed
     ahead = []
-    real = stream.StreamedSplit._read_block
+    real = SplitArrays._read_block
 
     def read_block(self, key):
         ahead.append(key)
         return real(self, key)
 
-    monkeypatch.setattr(stream.StreamedSplit, "_read_block", read_block)
+    monkeypatch.setattr(SplitArrays, "_read_block", read_block)
     kw = dict(device="cpu", label_names=entry.label_names, batch_size=4)
     for tagger in (held_result.tagger,):
         f1, loss = score(tagger, streamed, **kw)

@@ -14,7 +14,6 @@ from layerfuse.cli.train import main
 from layerfuse.training import TrainConfig, budget, load_data, load_for_run, store, train_head
 from layerfuse.training.data import SplitArrays
 from layerfuse.training.evaluation import predict_tags, score
-from layerfuse.training.stream import StreamedSplit
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -41,8 +40,8 @@ def test_streamed_evaluation_equals_held(entry, small_blocks, monkeypatch):
     tagger = train_head(TrainConfig(fusion="concat", shots=None, epochs=8, seed=0, lr=1e-2), held).tagger
     _streaming(monkeypatch)
     streamed = load_data(entry)
-    assert isinstance(streamed.dev, StreamedSplit) and isinstance(streamed.train, StreamedSplit)
-    assert isinstance(held.dev, SplitArrays)
+    assert streamed.dev.streamed and streamed.train.streamed and not held.dev.streamed
+    assert isinstance(streamed.dev, SplitArrays) and isinstance(held.dev, SplitArrays)
     assert len(np.unique(streamed.dev.block_keys())) > 2
     for a, b in ((held.dev, streamed.dev), (held.test, streamed.test)):
         kw = dict(device="cpu", label_names=entry.label_names, batch_size=16)
@@ -73,7 +72,7 @@ def test_a_few_shot_run_is_the_same_streamed(entry, small_blocks, monkeypatch, l
     held = train_head(config, data(), keep_tagger=False)
     _streaming(monkeypatch)
     streamed_data = data()
-    assert isinstance(streamed_data.dev, StreamedSplit)
+    assert streamed_data.dev.streamed
     streamed = train_head(config, streamed_data, keep_tagger=False)
     assert streamed.evals == held.evals and streamed.layers == held.layers
     assert (streamed.best_dev_f1, streamed.test_f1_at_best) == (held.best_dev_f1, held.test_f1_at_best)
