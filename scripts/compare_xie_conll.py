@@ -8,8 +8,8 @@ it dropped), N = 8 to 128, 50 epochs, dev F1 after every epoch on the whole dev 
 Each fusion runs on the picked layer; on the top layer those of --top (default base), the others'
 top-layer runs being the paired grid's (--grid, the records of scripts/paired_grid_conll.py, the same
 samples). Writes --table (docs/results/compare_xie_conll.md): per head and N the paired difference
-xie − top (dev and test F1 at the best dev point); the paired grid's fusion heads against R+n on the
-picked layer; the pick itself per N and seed beside the pick on the whole train split (its stability
+xie − top (dev and test F1 at the best dev point); the paired grid's fusion heads against R+n and
+Base on the picked layer; the pick itself per N and seed beside the pick on the whole train split (its stability
 over N and seeds); and each run's layers, copied run by run to --records.
 """
 
@@ -81,23 +81,21 @@ def xie_table(cells: dict, grid: dict, fusions: list[str], shots: list[int]) -> 
 GRID_EXTRA = "extra, paired grid"  # the paired grid's own R+n on the top layer: the same runs, its precision
 
 
-def grid_table(cells: dict, grid: dict, shots: list[int]) -> str:
-    """The paired grid's fusion heads (their precision) against R+n on the picked layer and on the top;
-    first R+n on the top layer here against the grid's, which differ in precision alone."""
-    both = {**cells, **{k: v for k, v in grid.items() if k[0] in FUSION_HEADS},
+def grid_table(cells: dict, grid: dict, checks: dict, shots: list[int]) -> tuple[str, bool]:
+    """(the paired grid's fusion heads against Base and R+n on the picked layer, paired by seed; whether
+    its first rows set R+n on the top layer here (``checks``) against the grid's, which differ in
+    precision alone)."""
+    both = {**cells, **checks, **{k: v for k, v in grid.items() if k[0] in FUSION_HEADS},
             **{(GRID_EXTRA, n): v for (head, n), v in grid.items() if head == "extra"}}
     precision = {k[0]: next(iter(v.values()))["config"]["precision"] for k, v in both.items()}
-    rows = []
-    for n in shots:  # where R+n ran on the top layer here too
-        note = f" ({precision.get('extra')} against {precision.get(GRID_EXTRA)})"
-        rows.append(pair_row(n, "extra", GRID_EXTRA, both, note=note))
-    for n in shots:
-        for fusion in FUSION_HEADS:
-            for extra in (f"extra ({XIE})", "extra"):
-                mixed = precision.get(fusion) != precision.get(extra)
-                note = f" ({precision.get(fusion)} against {precision.get(extra)})" if mixed else ""
-                rows.append(pair_row(n, fusion, extra, both, note=note))
-    return "\n".join(PAIR_HEADER + [r for r in rows if r])
+
+    def row(n, a, b):
+        mixed = precision.get(a) != precision.get(b)
+        return pair_row(n, a, b, both, note=f" ({precision.get(a)} against {precision.get(b)})" if mixed else "")
+
+    same_head = [r for r in (row(n, "extra", GRID_EXTRA) for n in shots) if r]
+    rows = [row(n, fusion, f"{head} ({XIE})") for n in shots for fusion in FUSION_HEADS for head in ("extra", "base")]
+    return "\n".join(PAIR_HEADER + same_head + [r for r in rows if r]), bool(same_head)
 
 
 def heads_table(cells: dict, heads: list[str], shots: list[int]) -> str:
@@ -153,12 +151,23 @@ def read_grid(path: str) -> dict:
     return by_cell([json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()])
 
 
+def precision_checks(args) -> list[dict]:
+    """R+n on the top layer in --out beyond the planned runs (a rerun with --top base,extra on a few N
+    and seeds): the paired grid's runs again under this machine's precision."""
+    from layerfuse.experiments import read_results
+
+    return [r for r in read_results(args.out).values()
+            if r["config"]["fusion"] == "extra" and r["config"].get("layers") is None
+            and "extra" not in split_list(args.top)]
+
+
 def copy_records(run) -> None:
     if not run.args.records:
         return
     Path(run.args.records).parent.mkdir(parents=True, exist_ok=True)
     with open(run.args.records, "w", encoding="utf-8") as f:
-        for r in sorted(run.records, key=lambda r: (head_of(r), r["config"]["shots"], r["config"]["seed"])):
+        every = run.records + precision_checks(run.args)
+        for r in sorted(every, key=lambda r: (head_of(r), r["config"]["shots"], r["config"]["seed"])):
             f.write(json.dumps(dict(r, cache_path=public_path(str(r.get("cache_path", ""))))) + "\n")
 
 
@@ -168,6 +177,7 @@ def report(run) -> str:
     args, records = run.args, run.records
     fusions, shots = split_list(args.fusions), sorted(split_list(args.shots, int))
     cells, grid = by_cell(records), read_grid(args.grid)
+    fused, same_head = grid_table(cells, grid, by_cell(precision_checks(args)), shots)
     heads = [h for f in fusions for h in (f, f"{f} ({XIE})")]
     whole = score_layers(run.entry.split("train"), layers=range(1, run.entry.num_layers + 1))
     precisions = sorted({r["config"]["precision"] for r in records})
@@ -184,9 +194,10 @@ def report(run) -> str:
             f"(Student t, n − 1 degrees of freedom). Per-run records: `{public_path(args.records or args.out)}`."
             "\n\nXie's pick against the top layer, paired by seed (a − b):\n\n" + xie_table(cells, grid, fusions, shots)
             + "\n\nThe fusion heads of the paired grid (`" + public_path(args.grid) + "`, the same samples) "
-            "against R+n on the picked layer and on the top layer, paired by seed (a − b); where the two "
-            "ran under different precisions the row says so, and the first rows measure that difference alone "
-            "(the same head and samples under the two precisions):\n\n" + grid_table(cells, grid, shots)
+            "against R+n and Base on the picked layer, paired by seed (a − b); where the two ran under different "
+            "precisions the row says so" + (", and the first rows measure that difference alone (the same head "
+                                             "and samples under the two precisions)" if same_head else "")
+            + ":\n\n" + fused
             + "\n\nEach head (unpaired), with the layer it read, seed by seed:\n\n" + heads_table(cells, heads, shots)
             + "\n\nThe picked layer per N and seed (the training sample of that seed; N sentences per entity "
             "type):\n\n" + picks_table(cells, shots, whole))
