@@ -19,7 +19,7 @@ import json
 import statistics
 from pathlib import Path
 
-from _common import REPO, against_zero, ci_cell, public_path, results_path, say, write_results
+from _common import against_zero, ci_cell, public_path, results_path, say, write_results
 
 PAPER = "dwatt (paper score)"  # DWAtt with the paper's unscaled score (scripts/paired_grid_conll.py)
 ORDER = ["concat", "dwatt", "extra", PAPER]
@@ -72,8 +72,8 @@ def lr_of(runs: dict) -> str:
 def tables(cells: dict, shots: list[int], *, near: float) -> str:
     epochs = max(len(curve(r)) for runs in cells.values() for r in runs.values())
     shown = [e for e in EPOCHS if e <= epochs]
-    lines = [f"Paired per-seed differences in dev F1 after each epoch shown (a − b, mean ± 95% CI (seeds); "
-             f"'above', 'below': the interval lies above or below 0, 'inside': it contains 0):", "",
+    lines = ["Paired per-seed differences in dev F1 after each epoch shown (a − b, mean ± 95% CI (seeds); "
+             "'above', 'below': the interval lies above or below 0, 'inside': it contains 0):", "",
              "| N | a − b | " + " | ".join(f"epoch {e}" for e in shown) + " |",
              "|---:|---|" + "---:|" * len(shown)]
     for n in shots:
@@ -85,7 +85,7 @@ def tables(cells: dict, shots: list[int], *, near: float) -> str:
                 d = paired_at(cells[a, n], cells[b, n], e)
                 row.append(f"{ci_cell(d, signed=True)} {against_zero(d).replace(' 0', '')}" if d else "-")
             lines.append(f"| {n} | {a} − {b} | " + " | ".join(row) + " |")
-    lines += ["", f"Mean dev F1 after each epoch shown, mean ± 95% CI (seeds):", "",
+    lines += ["", "Mean dev F1 after each epoch shown, mean ± 95% CI (seeds):", "",
               "| head | lr | N | " + " | ".join(f"epoch {e}" for e in shown) + " |",
               "|---|---:|---:|" + "---:|" * len(shown)]
     for n in shots:

@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import json
 import re
-from pathlib import Path
 
 from _common import RESULTS, publish, results_path
 
