@@ -429,7 +429,7 @@ def test_mpnet_goes_through_extract_and_train_head(tiny_mpnet_dir, tiny_conll_di
     dry = runner.invoke(train_main, ["--cache", result.path, "--fusion", "concat", "--shots", "2", "--epochs", "1",
                                      "--dry-run"])
     assert dry.exit_code == 0, dry.output
-    assert "L=2, d=32" in dry.output and "extra = 1 layer" in dry.output
+    assert "L=2, d=32" in dry.output and "extra layers 1" in dry.output
     run = runner.invoke(train_main, ["--cache", result.path, "--fusion", "concat", "--shots", "2", "--epochs", "1",
                                      "--precision", "fp32", "--out", str(tmp_path / "runs")])
     assert run.exit_code == 0, run.output
