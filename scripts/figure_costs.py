@@ -112,6 +112,11 @@ FIGURES = [
     ("Figure 4: dev F1 after every epoch (figure4_conll.md, figure4_conll.png)",
      ["python scripts/figure4_conll.py --records docs/results/paired_grid_conll.jsonl --shots 8,128"],
      "figure4_conll.md", lambda: "the drawing trains nothing (its time is not recorded); its runs are the paired grid's"),
+    ("Xie's rule and R+n on the picked layer (compare_xie_conll.md)",
+     ["python scripts/compare_xie_conll.py --data PATH/conll2003 --shots 128 --seeds 2 --top base,extra",
+      "python scripts/compare_xie_conll.py --data PATH/conll2003"],
+     "compare_xie_conll.md", lambda: summed("compare_xie_conll.jsonl") + ", 2 workers; the fusion heads' runs are "
+                                     "the paired grid's"),
     ("Learning-rate sweep (lr_sweep_conll.md)", ["python scripts/lr_sweep_conll.py --data PATH/conll2003"],
      "lr_sweep_conll.md", lr_sweep_time),
     ("Figure 6: FE against FT (compare_fe_ft_conll.md)",
