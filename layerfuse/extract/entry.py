@@ -60,9 +60,8 @@ class ExtractConfig:
     # label sets to store beside the primary one (`layerfuse.cache.label_sets`); None = every set the reader
     # finds (CoNLL-2003: ner, pos, chunk; a UD treebank: upos, xpos, deprel). The primary set is always kept.
     labels: tuple[str, ...] | None = None
-    # How the dataset's fields are read (`reading.Reading`); None = as the command's reading block has it
-    # (--columns, --tokens-field, --tags-field), else the defaults. Held here so that they travel with
-    # the config, to a server's job as well.
+    # How the dataset's fields are read (`reading.Reading`: --columns, --tokens-field, --tags-field);
+    # None = the default. Held here so that they travel with the config, to a server's job as well.
     columns: str | None = None
     tokens_field: str | None = None
     tags_field: str | None = None
