@@ -56,6 +56,15 @@ class DWAtt(Fusion):
     reads_query_layer = True  # z_L is the query and the residual
     options = (LAYER_SCORE,)  # runs before it existed, and the paper, ran the unscaled score
     style = Style("C0", "s")  # the DWAtt paper's colour for DWAtt: blue
+    citation = """@inproceedings{elnokrashy-etal-2024-dwatt,
+  title = {Depth-Wise Attention ({DWAtt}): A Layer Fusion Method for Data-Efficient Classification},
+  author = {ElNokrashy, Muhammad and AlKhamissi, Badr and Diab, Mona},
+  booktitle = {Proceedings of the 2024 Joint International Conference on Computational Linguistics,
+               Language Resources and Evaluation (LREC-COLING 2024)},
+  pages = {4665--4674},
+  year = {2024},
+  url = {https://aclanthology.org/2024.lrec-main.417},
+}"""
     # K heads' per-layer tensors on one shared evaluation batch outgrew the caches: one head after
     # another was faster.
     shares_evaluation_batch = False

@@ -27,6 +27,7 @@ reports no layer usage):
   runs' ids and report rows, a grid varies them for its runs alone, and other fusions' runs keep
   their defaults;
 - ``fe_lr``: its learning rate in FE by default;
+- ``citation``: the BibTeX of the paper it comes from, or None (a model card cites it);
 - ``style``: how every plot draws its runs (a `Style`: colour, marker, legend label), the same in
   every panel and figure; its options' values may declare their own (`Option.styles`);
 - ``layer_usage(batches, *, autocast) -> dict | None``: which fused layers the head uses, as a
@@ -59,6 +60,7 @@ class Fusion(nn.Module):
     query_slices = 0
     options: tuple[Option, ...] = ()
     fe_lr = FE_LR
+    citation: str | None = None
     style = Style()  # no colour or marker declared: plots pick them from a hash of its name
 
     def layer_usage(self, batches, *, autocast) -> dict | None:

@@ -12,17 +12,6 @@ from ..versions import versions
 TITLE = "layerfuse: cache every layer of a frozen encoder once, train few-shot layer-fusion heads from the cache"
 AUTHORS = "The layerfuse authors"
 LICENSE = "mit"
-DWATT = """@inproceedings{elnokrashy-etal-2024-dwatt,
-  title = {Depth-Wise Attention ({DWAtt}): A Layer Fusion Method for Data-Efficient Classification},
-  author = {ElNokrashy, Muhammad and AlKhamissi, Badr and Diab, Mona},
-  booktitle = {Proceedings of the 2024 Joint International Conference on Computational Linguistics,
-               Language Resources and Evaluation (LREC-COLING 2024)},
-  pages = {4665--4674},
-  year = {2024},
-  url = {https://aclanthology.org/2024.lrec-main.417},
-}"""
-
-
 def hub_model_id(name: str | None, revision: str | None) -> str | None:
     """The Hub id of the backbone a cache was extracted with, or None for a local folder. The PyPI
     copies layerfuse installs offline are Hub models (all-MiniLM-L6-v2, all-mpnet-base-v2); a folder
@@ -144,7 +133,11 @@ an emoji is one word). A word's tag is read off its first token.
 
 
 def _citation(p: dict) -> str:
-    dwatt = f"\n\nThe DWAtt fusion:\n\n```bibtex\n{DWATT}\n```" if p.get("fusion") == "dwatt" else ""
+    from ..fusions import FUSIONS
+
+    fusion = FUSIONS.get(p.get("fusion"))
+    cited = fusion is not None and fusion.citation
+    source = f"\n\nThe {fusion.__name__} fusion:\n\n```bibtex\n{fusion.citation}\n```" if cited else ""
     return f"""## Citation
 
 ```bibtex
@@ -155,5 +148,5 @@ def _citation(p: dict) -> str:
   license = {{MIT}},
   url = {{https://pypi.org/project/layerfuse/}},
 }}
-```{dwatt}
+```{source}
 """

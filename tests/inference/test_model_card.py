@@ -111,3 +111,18 @@ def test_files_follow_the_umask(trained, tmp_path, umask):
 def test_the_repository_has_its_license():
     text = (REPO / "LICENSE").read_text(encoding="utf-8")
     assert text.startswith("MIT License") and "Copyright (c) 2026 the layerfuse authors" in text
+
+
+def test_a_card_cites_the_paper_its_fusion_declares(monkeypatch):
+    from layerfuse.fusions import FUSIONS
+    from layerfuse.fusions.concat import Concat
+    from layerfuse.hf.card import _citation
+
+    assert "elnokrashy-etal-2024-dwatt" in _citation({"fusion": "dwatt"})
+    assert "fusion:" not in _citation({"fusion": "concat"})  # Concat declares no paper
+
+    class Cited(Concat):
+        citation = "@misc{cited-2026, title = {A fusion}}"
+
+    monkeypatch.setitem(FUSIONS, "cited", Cited)
+    assert "The Cited fusion:" in _citation({"fusion": "cited"}) and "cited-2026" in _citation({"fusion": "cited"})
