@@ -10,7 +10,7 @@ import click
 
 from ..errors import LayerfuseError
 from ..experiments.heads import KEEP_HEADS, SWEEP_KEEPS
-from ..fusions.registry import FUSIONS, fusions_that_pack
+from ..fusions.registry import DEFAULT_SWEEP_FUSIONS, FUSIONS, fusions_that_pack
 from ..tasks import task_of
 from ..training.config import TrainConfig
 from .errors import friendly_errors
@@ -38,7 +38,7 @@ from .options import (
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
 @task_option
 @labels_option
-@click.option("--fusions", default="dwatt,concat,extra", show_default=True, help="Comma-separated fusions.")
+@click.option("--fusions", default=",".join(DEFAULT_SWEEP_FUSIONS), show_default=True, help="Comma-separated fusions.")
 @click.option("--shots", default="8,16,32,64,128", show_default=True,
               help="Comma-separated N (N x C sentences; MLM: N blocks), or all.")
 @click.option("--epochs", default="25,50,75,100", show_default=True, help="Comma-separated epoch caps.")

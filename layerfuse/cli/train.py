@@ -13,7 +13,7 @@ import click
 
 from ..display import f1_points
 from ..errors import LayerfuseError
-from ..fusions.registry import FUSIONS
+from ..fusions.registry import DEFAULT_FUSION, FUSIONS
 from ..tasks import task_of
 from ..training.config import FE_LR, FE_LR_BY_FUSION, PAPER_LR, PRECISIONS, TrainConfig
 from ..training.diagnostics import describe
@@ -82,7 +82,7 @@ def budget_table(entry, *, layers: str | None, options: dict, current: str | Non
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
-@click.option("--fusion", type=click.Choice(list(FUSIONS)), default="dwatt", show_default=True)
+@click.option("--fusion", type=click.Choice(list(FUSIONS)), default=DEFAULT_FUSION, show_default=True)
 @task_option
 @labels_option
 @click.option("--shots", default="all", show_default=True,

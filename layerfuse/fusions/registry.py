@@ -26,6 +26,12 @@ FUSIONS = {
 }
 
 
+# The head `train-head` trains and the heads `sweep` compares when none is named: the paper's method,
+# its strongest alternative, and its deeper baseline.
+DEFAULT_FUSION = "dwatt"
+DEFAULT_SWEEP_FUSIONS = ("dwatt", "concat", "extra")
+
+
 def owned_options() -> dict[str, set[str]]:
     """Each setting some fusion owns (`Fusion.options`) -> the fusions that read it."""
     owners: dict[str, set[str]] = {}
