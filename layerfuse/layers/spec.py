@@ -57,6 +57,12 @@ class LayerSpec:
         return f"{self.rule}:{self.k} of 1..{num_layers}" if self.k else ",".join(map(str, self.candidates))
 
 
+def ranking_rule(spec: str | None) -> str | None:
+    """The rule (``auto`` or ``xie``) of a spec that ranks layers by nu, or None for one that names them."""
+    rule = "" if spec is None else str(spec).strip().lower().partition(":")[0]
+    return rule if rule in RANKED else None
+
+
 def parse_layers(spec: str | None, *, num_layers: int) -> LayerSpec:
     """Parse a ``--layers`` value against a backbone of ``num_layers`` layers (see the module doc).
 
@@ -67,8 +73,8 @@ def parse_layers(spec: str | None, *, num_layers: int) -> LayerSpec:
     text = "" if spec is None else str(spec).strip().lower()
     if text in ("", "all"):
         return LayerSpec(tuple(range(1, L + 1)))
-    rule, _, k_text = text.partition(":")
-    if rule in RANKED:
+    rule, k_text = ranking_rule(text), text.partition(":")[2]
+    if rule:
         return LayerSpec(tuple(range(1, L + 1)), _ranked_k(spec, rule, k_text or RANKED[rule], L), rule)
     out: list[int] = []
     for part in text.split(","):

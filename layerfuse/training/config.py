@@ -11,7 +11,7 @@ from ..fusions.config import LM_HIDDEN_ACT, LM_LAYER_NORM_EPS, QUERY_LAYERS, Fus
 from ..fusions.fusion import FE_LR
 from ..fusions.options import takes_options
 from ..fusions.registry import FUSIONS, check_option_names, declared_options
-from ..layers.spec import RANKED
+from ..layers.spec import ranking_rule
 from ..precision import DEFAULT_PRECISION
 from ..precision import PRECISIONS as PRECISION_TABLE
 from ..tasks import DEFAULT_TASK, TASKS, task_of
@@ -106,8 +106,7 @@ class TrainConfig:
     @property
     def ranked_by(self) -> str | None:
         """The rule that ranks layers by nu for this run (``auto`` or ``xie``), or None."""
-        rule = str(self.layers or "").strip().lower().partition(":")[0]
-        return rule if rule in RANKED else None
+        return ranking_rule(self.layers)
 
     def query_layers(self, num_layers: int) -> tuple[int, ...]:
         """The layer a run reads for z_L beyond the layers it fuses: the backbone's top one for
