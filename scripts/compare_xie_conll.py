@@ -116,7 +116,9 @@ def heads_table(cells: dict, heads: list[str], shots: list[int]) -> str:
 
 def picks_table(cells: dict, shots: list[int], whole: list[tuple[int, float]]) -> str:
     """The xie pick per N and seed (each run's own sample), against the pick on the whole train split."""
-    best_whole = min(whole, key=lambda t: (t[1], t[0]))[0]
+    from layerfuse.layers import pick_layers
+
+    (best_whole,) = pick_layers(whole, 1)  # the rule's own pick, ties to the lower layer
     seeds = sorted({s for (head, _), runs in cells.items() if head.endswith(f"({XIE})") for s in runs})
     lines = ["| N | " + " | ".join(f"seed {s}" for s in seeds) + " | most frequent | seeds on the whole-split pick |",
              "|---:|" + "---:|" * len(seeds) + "---:|---:|"]
