@@ -148,7 +148,8 @@ def main(argv=None) -> dict:
             out = os.path.join(root, name.replace(" ", "-"))
             run(["train-head", *common, *extra, "--out", out], env)
             figures["train"][name] = step_figures(newest_record(out))
-        head = newest_record(os.path.join(root, "fe-concat"))["checkpoint"]
+        # a record names its checkpoint relative to the run's folder
+        head = os.path.join(root, "fe-concat", newest_record(os.path.join(root, "fe-concat"))["checkpoint"])
         text, seconds = run(["layerfuse", "predict", "--head", head, *device,
                              "--text", "John Smith flew to Paris with Lufthansa ."], env)
         figures["predict"] = {"wall_s": round(seconds, 1), "output": text.strip().splitlines()}

@@ -131,7 +131,9 @@ def profile(step, device, *, steps: int, rows: int) -> tuple[str, str, float, fl
             torch.cuda.synchronize(device)
         wall = 1e3 * (time.perf_counter() - t0) / steps
     averages = prof.key_averages()
-    busy = sum(e.self_device_time_total for e in averages) / 1e3 / steps if device.type == "cuda" else 0.0
+    # the kernels' own time (an operator's device time is its kernels', counted once, as the table's total)
+    busy = sum(e.self_device_time_total for e in averages
+               if e.device_type == torch.autograd.DeviceType.CUDA) / 1e3 / steps
     by_device = averages.table(sort_by="self_device_time_total", row_limit=rows) if device.type == "cuda" else ""
     by_host = averages.table(sort_by="self_cpu_time_total", row_limit=rows)
     return by_device, by_host, busy, wall
