@@ -73,13 +73,16 @@ def conll_entry(data: str | os.PathLike | None = CONLL, *, cache: str | None = N
 
 class Study(NamedTuple):
     """A grid script's settings. ``name`` is the script (its command in the results header, --table's
-    default docs/results/<name>.md); ``out`` the default of --out under runs/ (<name>.jsonl);
-    ``threads`` None leaves torch's; ``library_defaults`` trains at train-head's defaults (each head's
-    learning rate, DWAtt's default score) rather than the paper's protocol; ``defaults`` sets any other
-    option's default; ``options`` are the script's own, as (flag, add_argument keywords)."""
+    default docs/results/<name>.md); ``fusions``, ``shots``, ``epochs`` and ``seeds`` its grid's defaults;
+    ``out`` the default of --out under runs/ (<name>.jsonl); ``threads`` None leaves torch's;
+    ``library_defaults`` trains at train-head's defaults (each head's learning rate, DWAtt's default
+    score) rather than the paper's protocol; ``defaults`` sets any other option's default; ``options``
+    are the script's own, as (flag, add_argument keywords)."""
     name: str
     fusions: str = "base"
+    shots: str = "8,128"
     epochs: int = 10
+    seeds: int = 3
     threads: int | None = None
     out: str = ""
     library_defaults: bool = False
@@ -97,9 +100,10 @@ class Study(NamedTuple):
         p.add_argument("--cache", default=None, help="a cache entry path (skips the lookup by model and data)")
         p.add_argument("--cache-dir", default=None, help="cache root (default: $LAYERFUSE_HOME)")
         p.add_argument("--fusions", default=self.fusions)
-        p.add_argument("--shots", default="8,128", help="comma-separated N (N x C sentences per run, C entity types)")
+        p.add_argument("--shots", default=self.shots,
+                       help="comma-separated N (N x C sentences per run, C entity types)")
         p.add_argument("--epochs", type=int, default=self.epochs)
-        p.add_argument("--seeds", type=int, default=3, help="seeds 0..S-1")
+        p.add_argument("--seeds", type=int, default=self.seeds, help="seeds 0..S-1")
         p.add_argument("--lr", type=float, default=PAPER_LR,
                        help="default: the paper's (these scripts reproduce its protocol)")
         p.add_argument("--layer-score", default="paper", choices=LAYER_SCORES,

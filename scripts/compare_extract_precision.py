@@ -20,7 +20,7 @@ from _common import REPO, Study, conll_data, conll_grid, run_conll_grid, say, sp
 PRECISIONS = ("fp32", "bf16")
 CACHE_DIR = str(REPO / "runs" / "extract_precision" / "cache")  # both precisions side by side
 STUDY = Study("compare_extract_precision", out="extract_precision", fusions="concat,dwatt", epochs=25,
-              library_defaults=True, defaults=dict(shots="128", workers=None, cache_dir=CACHE_DIR))
+              library_defaults=True, shots="128", defaults=dict(workers=None, cache_dir=CACHE_DIR))
 
 
 def extracted(args, precision: str):

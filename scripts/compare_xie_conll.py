@@ -37,7 +37,7 @@ XIE = "xie"  # the --layers spec of Xie's rule with the classifier's layer alone
 FUSION_HEADS = ("concat", "dwatt")  # the paired grid's fusion heads, set against R+n on the picked layer
 STUDY = Study(
     "compare_xie_conll", fusions="base,extra", epochs=50, threads=1, library_defaults=True,
-    defaults=dict(shots="8,16,32,64,128", seeds=5, eval_points=0, workers=2),
+    shots="8,16,32,64,128", seeds=5, defaults=dict(eval_points=0, workers=2),
     options=(("--grid", dict(default=results_path("paired_grid_conll", ".jsonl"),
                              help="the paired grid's per-run records (scripts/paired_grid_conll.py), "
                                   "whose fusion heads are set against R+n ('' = none)")),

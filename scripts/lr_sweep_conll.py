@@ -22,7 +22,7 @@ from _common import Study, args_entry, dev_line, run_conll_grid, split_list, tor
 
 STUDY = Study(
     "lr_sweep_conll", out="lr_sweep/results.jsonl", fusions="base,concat,dwatt,extra,scalarmix", epochs=25,
-    defaults=dict(shots="8,32,128", workers=2),
+    shots="8,32,128", defaults=dict(workers=2),
     options=(("--epoch-caps", dict(default="10,25", help="comma-separated epoch caps")),
              ("--lrs", dict(default="5e-5,3e-4,1e-3,3e-3,1e-2", help="comma-separated learning rates")),
              ("--layer-scores", dict(default="paper,scaled", help="DWAtt's scores to compare")),

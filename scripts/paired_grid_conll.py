@@ -43,7 +43,7 @@ PAIRS = [("dwatt", "concat"), ("dwatt", "extra"), ("concat", "extra"), (PAPER, "
 EPOCHS_SHOWN = (1, 2, 5, 10, 25, 50)
 STUDY = Study(
     "paired_grid_conll", fusions="dwatt,concat,extra", epochs=50, threads=1, library_defaults=True,
-    defaults=dict(shots="8,16,32,64,128", seeds=5, eval_points=0, workers=2),
+    shots="8,16,32,64,128", seeds=5, defaults=dict(eval_points=0, workers=2),
     options=(("--precision", dict(default="auto", choices=["auto", "fp32", "bf16"],
                                   help="autocast of the heads' forward passes (auto: the faster on this machine)")),
              ("--records", dict(default=results_path("paired_grid_conll", ".jsonl"),
