@@ -315,6 +315,17 @@ def publish(table: str | None, text: str, **header) -> str:
     return text
 
 
+def copy_records(records: list[dict], path: str, *, head) -> None:
+    """Per-run records one JSON line each, by ``head(record)``, N and seed, so the numbers can be checked
+    run by run; the cache's machine path shown as PATH/<its name>."""
+    import json
+
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w", encoding="utf-8") as f:
+        for r in sorted(records, key=lambda r: (head(r), r["config"]["shots"], r["config"]["seed"])):
+            f.write(json.dumps(dict(r, cache_path=public_path(str(r.get("cache_path", ""))))) + "\n")
+
+
 def beside(path: str | os.PathLike, what: str) -> str:
     """A file that goes with the results file ``path``: docs/results/NAME.md -> docs/results/NAME_<what>."""
     path = Path(path)

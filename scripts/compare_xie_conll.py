@@ -25,6 +25,7 @@ from _common import (
     args_entry,
     ci_cell,
     conll_grid,
+    copy_records,
     paired_diffs,
     public_path,
     results_path,
@@ -176,14 +177,6 @@ def precision_checks(args) -> list[dict]:
             and "extra" not in split_list(args.top)]
 
 
-def copy_records(args, records: list[dict]) -> None:
-    Path(args.records).parent.mkdir(parents=True, exist_ok=True)
-    with open(args.records, "w", encoding="utf-8") as f:
-        every = records + precision_checks(args)
-        for r in sorted(every, key=lambda r: (head_of(r), r["config"]["shots"], r["config"]["seed"])):
-            f.write(json.dumps(dict(r, cache_path=public_path(str(r.get("cache_path", ""))))) + "\n")
-
-
 def report(args, entry, records: list[dict], planned: int) -> str:
     from layerfuse.layers.scores import score_layers
 
@@ -222,7 +215,7 @@ def main(argv: list[str] | None = None) -> str:
         entry, planned = args_entry(args), configs(args)
         records = run_conll_grid(args, entry, planned)
     if args.records:
-        copy_records(args, records)
+        copy_records(records + precision_checks(args), args.records, head=head_of)
     return STUDY.publish(args, argv, report(args, entry, records, len(planned)), records=records, entry=entry,
                          title=f"Xie et al.'s rule against the top layer, and R+n on the best layer "
                                f"({entry.meta.get('model')}, CoNLL-2003)")

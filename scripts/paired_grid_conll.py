@@ -19,10 +19,8 @@ paired with scaled DWAtt and with Concat.
 
 from __future__ import annotations
 
-import json
 import os
 import statistics
-from pathlib import Path
 
 from _common import (
     Study,
@@ -30,6 +28,7 @@ from _common import (
     args_entry,
     ci_cell,
     conll_grid,
+    copy_records,
     paired_diffs,
     public_path,
     results_path,
@@ -124,15 +123,6 @@ def curve_table(cells: dict, fusions: list[str], shots: list[int], epochs: int) 
     return "\n".join(lines)
 
 
-def copy_records(records: list[dict], path: str) -> None:
-    """The grid's records, one JSON line each, the cache's machine path shown as PATH/<its name>."""
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w", encoding="utf-8") as f:
-        for r in sorted(records, key=lambda r: (r["config"]["fusion"], r["config"]["shots"], r["config"]["seed"])):
-            r = dict(r, cache_path=public_path(str(r.get("cache_path", ""))))
-            f.write(json.dumps(r) + "\n")
-
-
 def configs(args) -> list:
     """Seed by seed: a grid cut short leaves whole seeds, every head of a seed on its sample."""
     from dataclasses import replace
@@ -159,7 +149,7 @@ def main(argv: list[str] | None = None) -> str:
         entry, planned = args_entry(args), configs(args)
         records = already_run(planned, args.out) if args.no_run else run_conll_grid(args, entry, planned)
     if args.records:
-        copy_records(records, args.records)
+        copy_records(records, args.records, head=lambda r: r["config"]["fusion"])
     text = report(args, entry, records, len(planned))
     return STUDY.publish(args, argv, text, records=records, entry=entry, title="Figures 2-4 paired by seed: DWAtt, "
                          f"Concat and the extra layers on CoNLL-2003 ({entry.meta.get('model')})")
