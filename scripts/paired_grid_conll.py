@@ -4,17 +4,10 @@ every epoch (the paper's Figure 4 setting), with the test F1 at each run's best 
 
     python scripts/paired_grid_conll.py --data PATH/conll2003 [--cache PATH/entry]
 
-Runs the grid (3 heads x 5 N x 5 seeds = 75 runs by default) through `layerfuse.experiments.run_grid`
-into --out (runs/paired_grid_conll.jsonl; resumable: runs already there are skipped), copies the
-grid's records to --records (docs/results/paired_grid_conll.jsonl, so the numbers can be checked
-run by run), and writes --table (docs/results/paired_grid_conll.md): per head and N the mean ± 95% CI
-of the best dev F1 and of the test F1 at it; per N the paired differences DWAtt − Concat, DWAtt −
-extra and Concat − extra, seed by seed (the heads of one seed train on the same sample), with their
-95% CIs (Student t); and the mean dev F1 after selected epochs (Figure 4's curve, per head and N).
-The heads run at layerfuse's defaults (each head's own learning rate, DWAtt's scaled score) unless
---lr or --layer-score say otherwise, under --precision (auto: bf16 where this CPU runs it faster).
---paper-score-lr adds DWAtt with the paper's unscaled score at its own rate, on the same samples,
-paired with scaled DWAtt and with Concat.
+Runs the grid seed by seed into --out, copies its records to --records and writes per head and N
+the mean ± 95% CI of dev and test F1, per N the paired differences seed by seed (the heads of one
+seed train on the same sample) with their 95% CIs, and the mean dev F1 after selected epochs.
+--paper-score-lr adds DWAtt with the paper's unscaled score at its own rate, on the same samples.
 """
 
 from __future__ import annotations
