@@ -8,7 +8,9 @@ prepares it; its first steps are timed one by one (after two warm-up steps), eac
 backbone alone, forward (every hidden state) and backward on the same sentences (tokenized before
 the clock starts) with the same autocast: medians of both, measured side by side. The time to
 tokenize one step's sentences, which FT no longer spends per step (a split is tokenized once), is
-timed too. Writes ``--report`` (docs/results/bench_ft_step.md).
+timed too. ``--profile``: the operators that took the most time in one FT step and in the backbone
+alone (`torch.profiler`, device time on CUDA), side by side. Writes ``--report``
+(docs/results/bench_ft_step.md).
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ def main(argv: list[str] | None = None) -> str:
                         "the measured step")
     p.add_argument("--project-epochs", type=int, default=50)
     p.add_argument("--project-trials", type=int, default=5)
+    p.add_argument("--profile", action="store_true", help="add the top operators of an FT step and of the backbone")
     args = p.parse_args(argv)
 
     import torch
@@ -57,7 +60,7 @@ def main(argv: list[str] | None = None) -> str:
     orders = [order for _, order, _ in run.steps()][:args.steps + 2]
     model = backbone.model
 
-    def alone(order) -> float:
+    def backbone_alone(order) -> float:
         """The backbone's forward (every hidden state) and backward on the step's sentences."""
         enc = backbone.tokenizer([run.train.words[p] for p in order], is_split_into_words=True, padding=True,
                                  truncation=True, return_tensors="pt")
@@ -78,7 +81,7 @@ def main(argv: list[str] | None = None) -> str:
         t0 = now(device)
         train_step(run, order)
         took = now(device) - t0
-        other = alone(order)
+        other = backbone_alone(order)
         t0 = time.perf_counter()
         tokenize_words(backbone.tokenizer, [run.train.words[p] for p in order])
         tokenized = time.perf_counter() - t0
@@ -96,6 +99,9 @@ def main(argv: list[str] | None = None) -> str:
         f"| FT step / backbone alone | {step / alone:.2f}x |",
         f"| tokenizing one step's sentences (once per split now, not per step) | {tok:.1f} |",
     ])
+    if args.profile:
+        text += "\n\n" + profiles({"an FT step": lambda: train_step(run, orders[-1]),
+                                    "the backbone alone": lambda: backbone_alone(orders[-1])}, device)
     if args.project:
         text += "\n\n" + projection(step / 1000, n_types=run.data.shot_size, epochs=args.project_epochs,
                                       trials=args.project_trials)
@@ -104,6 +110,26 @@ def main(argv: list[str] | None = None) -> str:
                   device=str(device))
     print(text)
     return text
+
+
+def profiles(calls: dict, device, *, rows: int = 15) -> str:
+    """Each of ``calls`` run once under `torch.profiler`: its top operators by self device time on
+    CUDA (by self host time on a CPU), as the profiler's table."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    cuda = device.type == "cuda"
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+    parts = []
+    for name, call in calls.items():
+        with profile(activities=activities) as prof:
+            call()
+            if cuda:
+                torch.cuda.synchronize(device)
+        table = prof.key_averages().table(sort_by="self_device_time_total" if cuda else "self_cpu_time_total",
+                                          row_limit=rows)
+        parts.append(f"Where {name}'s time goes:\n\n```\n{table}\n```")
+    return "\n\n".join(parts)
 
 
 def projection(step_s: float, *, n_types: int, epochs: int, trials: int, batch: int = 16) -> str:

@@ -113,7 +113,7 @@ ft() {
     local entry; entry=$(entry_in "$WORK/grid/cache")
     for precision in bf16 fp32; do
         [ -n "$entry" ] && part "ft-roberta-$precision" 50 python3 scripts/bench_ft_step.py --cache "$entry" \
-            --steps 12 --precision $precision --project --report "$RESULTS/bench_ft_step_roberta_$precision.md"
+            --steps 12 --precision $precision --project --profile --report "$RESULTS/bench_ft_step_roberta_$precision.md"
     done
     local minilm; minilm=$(entry_in "$WORK/parity/conll-cuda/cache")
     for precision in bf16 fp32; do
