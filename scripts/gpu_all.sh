@@ -15,7 +15,7 @@
 # cuda-tests  pytest -m cuda, on the modules that hold them
 # check       scripts/gpu_check.py: every command as a user types it, on the built-in default
 # profile     scripts/profile_pack_step.py: a Figure-3 cell's pack step at roberta-large shape, by phase
-#             and operator (FUSIONS, default concat,dwatt,extra)
+#             and operator, on batches of CoNLL-2003's sentence lengths (FUSIONS, default concat,dwatt,extra)
 #
 # Inputs (environment): ASSETS (default .gpu) holds minilm-fp16/ (all-MiniLM-L6-v2's weights and
 # tokenizer, weights in float16 for the transfer; read in float32) and conll2003/, each folder or a .tgz of it;
@@ -136,7 +136,7 @@ check() {
 
 profile() {
     part profile 120 python3 scripts/profile_pack_step.py --fusions "${FUSIONS:-concat,dwatt,extra}" \
-        --report "$RESULTS/profile_pack_step_gpu.md"
+        --data "$CONLL" --report "$RESULTS/profile_pack_step_gpu_conll.md"
 }
 
 for p in "${@:-grid parity-conll parity-grid-encoder ft parity-wnut cuda-tests check}"; do

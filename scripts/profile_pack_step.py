@@ -3,10 +3,13 @@ together at roberta-large shape, timed whole and phase by phase, and profiled op
 
     python scripts/profile_pack_step.py                      # on CUDA: concat, dwatt, extra
     python scripts/profile_pack_step.py --shape minilm --device cpu --steps 3 --report ''
+    python scripts/profile_pack_step.py --data PATH/conll2003   # each head 16 random train sentences
 
 Each head gets its own random batch of the CoNLL-like sentence lengths (`_common.LENGTHS`, 224
-words), in bf16, stepped by `Pack.step_on` with `PackOptimizer` over 4 schedules (the cell's caps),
-the gradient clipped per head, as `sweep` trains a cell. Per fusion: the median step (device clock)
+words; with ``--data``, the lengths of 16 train sentences of CoNLL-2003 drawn for each head, as a
+grid's batches come: the padded attention of the extra layers grows with the longest), in bf16,
+stepped by `Pack.step_on` with `PackOptimizer` over 4 schedules (the cell's caps), the gradient
+clipped per head, as `sweep` trains a cell. Per fusion: the median step (device clock)
 for the cell (K = 20), the same with one schedule, without the clip, and with K = 5 and 1 (how the
 step scales with K); the step's phases, each closed by a device sync (zero_grad, forward and loss,
 backward, clip, AdamW); and the operators that took the most device time and the most host time
@@ -29,9 +32,24 @@ SHAPES = {"roberta-large": dict(n_layers=24, dim=1024, num_heads=16, ffn_dim=409
 CAPS = (100, 75, 50, 25)  # the cell's epoch caps, longest first as `train_pack` orders them
 
 
-def build(fusion: str, shape: dict, *, k: int, schedules: int, device, dtype):
-    """A pack of ``k`` heads of ``fusion`` over ``schedules`` schedules, and one stacked batch."""
+def batch_lengths(data: str | None, k: int, *, seed: int = 0) -> list:
+    """Each of ``k`` heads' sentence lengths: `LENGTHS`, or 16 of CoNLL-2003's train sentences at random."""
     import numpy as np
+
+    if data is None:
+        return [np.asarray(LENGTHS, dtype=np.int64)] * k
+    from pathlib import Path
+
+    from layerfuse.extract.formats.conll import read_conll
+
+    lengths = np.array([len(words) for words, _ in read_conll(Path(data) / "eng.train")])
+    rng = np.random.default_rng(seed)
+    return [rng.choice(lengths, len(LENGTHS), replace=False) for _ in range(k)]
+
+
+def build(fusion: str, shape: dict, *, k: int, schedules: int, device, dtype, lengths: list):
+    """A pack of ``k`` heads of ``fusion`` over ``schedules`` schedules, and one stacked batch of
+    each head's sentences of ``lengths``."""
     import torch
 
     from layerfuse.fusions import TokenTagger
@@ -50,13 +68,15 @@ def build(fusion: str, shape: dict, *, k: int, schedules: int, device, dtype):
     pack = Pack(taggers)
     pack.train(True)
     optimizer = PackOptimizer(pack, runs)
-    lengths = np.asarray(LENGTHS, dtype=np.int64)
-    rows = int(lengths.sum()) + (-int(lengths.sum()) % PACK_MULTIPLE)
+    lengths = lengths[:k]
+    widest = max(int(ls.sum()) for ls in lengths)
+    rows = widest + (-widest % PACK_MULTIPLE)
     hidden = torch.randn(k, 1, rows, shape["n_layers"], shape["dim"], device=device).to(dtype)
     mask = torch.zeros(k, 1, rows, dtype=torch.bool, device=device)
-    mask[..., :int(lengths.sum())] = True
+    for i, ls in enumerate(lengths):
+        mask[i, :, :int(ls.sum())] = True
     labels = torch.randint(0, 9, (k, 1, rows), device=device).masked_fill(~mask, -100)
-    return pack, optimizer, (hidden, mask, labels, [lengths] * k)
+    return pack, optimizer, (hidden, mask, labels, lengths)
 
 
 def stepper(pack, optimizer, batch, *, autocast, clip: float):
@@ -147,6 +167,7 @@ def main(argv: list[str] | None = None) -> str:
     p.add_argument("--steps", type=int, default=20)
     p.add_argument("--rows", type=int, default=12, help="operators listed per table")
     p.add_argument("--device", default=None)
+    p.add_argument("--data", default=None, help="a CoNLL-2003 folder: batches of its train sentences' lengths")
     p.add_argument("--report", default=None, help="markdown file written ('' for none)")
     args = p.parse_args(argv)
 
@@ -160,13 +181,15 @@ def main(argv: list[str] | None = None) -> str:
     dtype = torch.bfloat16
     autocast = lambda: torch.autocast(device.type, dtype=dtype)  # noqa: E731
     shape = SHAPES[args.shape]
+    lengths = batch_lengths(args.data, max(args.k, 5))  # the variants step up to 5 heads too
     table = ["| fusion | K | schedules | clip | ms a pack step (median) | ms a head step |",
              "|---|---:|---:|---|---:|---:|"]
     sections = []
     for fusion in args.fusions.split(","):
         for k, schedules, clip in ((args.k, len(CAPS), 1.0), (args.k, 1, 1.0), (args.k, len(CAPS), 0.0),
                                    (5, 1, 1.0), (1, 1, 1.0)):
-            pack, optimizer, batch = build(fusion, shape, k=k, schedules=schedules, device=device, dtype=dtype)
+            pack, optimizer, batch = build(fusion, shape, k=k, schedules=schedules, device=device, dtype=dtype,
+                                           lengths=lengths)
             ms = median_ms(stepper(pack, optimizer, batch, autocast=autocast, clip=clip), device, steps=args.steps)
             table.append(f"| {fusion} | {k} | {schedules} | {'yes' if clip else 'no'} | {ms:.2f} | {ms / k:.3f} |")
             print(table[-1], flush=True)
@@ -185,7 +208,10 @@ def main(argv: list[str] | None = None) -> str:
             with contextlib.suppress(Exception):
                 torch.cuda.empty_cache()
     text = (f"{args.shape} shape ({shape['n_layers']} layers x {shape['dim']}), bf16 autocast, on {device.type}; a "
-            f"pack of K heads, each its own batch of {len(LENGTHS)} sentences ({sum(LENGTHS)} words); schedules: "
+            f"pack of K heads, each its own batch of {len(LENGTHS)} sentences ("
+            + (f"{sum(LENGTHS)} words" if args.data is None else
+               f"CoNLL-2003 train sentences, {min(map(sum, lengths))} to {max(map(sum, lengths))} words, the "
+               f"longest {max(int(ls.max()) for ls in lengths)}") + "); schedules: "
             f"the cell's epoch caps {', '.join(map(str, CAPS))} (4) or one.\n\n" + "\n".join(table) + "\n\n"
             + "\n\n".join(sections))
     report = args.report if args.report is not None else results_path(
