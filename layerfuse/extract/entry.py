@@ -204,7 +204,11 @@ def lm_complete(path: str) -> bool:
     """Whether the entry at ``path`` holds a finished ``lm`` group (MLM)."""
     if not exists(path):
         return False
-    group = open_group(path, mode="r")
+    return lm_finished(open_group(path, mode="r"))
+
+
+def lm_finished(group) -> bool:
+    """Whether the opened entry ``group`` holds a finished ``lm`` group (MLM)."""
     return "lm" in group and bool(group["lm"].attrs.get("complete"))
 
 
