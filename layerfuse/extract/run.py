@@ -21,11 +21,11 @@ import numpy as np
 
 from ..cache import label_sets
 from ..cache.lock import EntryLock
-from ..cache.store import open_group
+from ..cache.store import exists, open_group
 from ..cache.writer import remove_partials, write_entry_arrays
 from ..errors import LayerfuseError, removed_names
 from .distributed import Ranks
-from .entry import ExtractConfig, describe, lm_complete, lm_finished, load_data, split_complete
+from .entry import ExtractConfig, describe, lm_complete, lm_finished, load_data, split_complete, split_finished
 from .estimate import check_free_space
 from .job import Extraction, SplitJob, SplitSummary, summary_from_cache
 from .masking import IGNORE
@@ -72,9 +72,10 @@ def extract(config: ExtractConfig, *, progress: bool = True, log=print, on_unit=
     path, key, attrs = describe(config, dataset=dataset, info=info, tokenizer=tokenizer)
     result = ExtractResult(path=path, key=key)
     wanted = _wanted_label_sets(config, dataset)
-    todo = [s for s in dataset.splits if not split_complete(path, s)]
-    result.splits += [summary_from_cache(path, s, reused=True) for s in dataset.splits if s not in todo]
-    if not todo and not (mlm and not lm_complete(path)):
+    cached = open_group(path, mode="r") if exists(path) else None  # what is there already, read once
+    todo = [s for s in dataset.splits if not split_finished(cached, s)]
+    result.splits += [summary_from_cache(path, s, reused=True, group=cached) for s in dataset.splits if s not in todo]
+    if not todo and not (mlm and not lm_finished(cached)):
         if wanted and ranks.main:  # every split is cached: new label sets are labels only, no forward pass
             with EntryLock(path, log=log):
                 result.label_sets = write_label_sets(path, dataset, wanted, log=log)
