@@ -18,33 +18,46 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..cache.reader import MetaViews
 from ..errors import LayerfuseError, removed_names
 from ..layers import LayerSpec, parse_layers, rank_layers
 from ..tasks import task_of
-from .arrays import IGNORE, Split, SplitArrays, load_split
+from .arrays import IGNORE, Split, SplitArrays, load_split  # noqa: F401 - SplitArrays is imported from here too
 from .sampling import entity_types, few_shot_sample, shot_size
 
 # The arrays' own names live in `arrays`.
 __getattr__ = removed_names(__name__, {"Batch": "layerfuse.training.arrays.Batch",
                                        "Sentences": "layerfuse.training.arrays.Split",
                                        "sentence_rows": "layerfuse.training.arrays.sentence_rows",
-                                       "EntryViews": "layerfuse.training.data.RunData"})
+                                       "EntryViews": "layerfuse.training.data.HeadData"})
 
 # ----------------------------------------------------------------------------------------------
 # Everything a run needs
 
 
-class RunData(MetaViews):
-    """What `train_head` trains on: the entry's metadata (``meta``, and its views: `MetaViews`) and
-    path, the sentences per shot of an N-way sample (C for NER), the dev and test splits, the
-    few-shot sampler, and the backbone that trains with the head (FT) or None (FE). Held or streamed
-    hidden states of the cache (`HeadData`) or a live backbone's (`layerfuse.finetune.data.LiveData`)."""
+@dataclass(eq=False)
+class HeadData:
+    """What `train_head` trains on: the entry's metadata and path, the train sentences (some or all)
+    and the dev and test splits, and MLM's head init (the cache's ``lm`` arrays). The splits are the
+    cache's hidden states, held or streamed (`load_data`, `load_for_run`), or a live backbone's, computed
+    per batch, with ``backbone`` the one that trains with the head (FT: `layerfuse.finetune.data.live_data`)."""
 
-    meta: dict
-    path: str
+    meta: dict  # the cache entry's attributes (model, key, hidden_size, num_layers, label_names, ...)
+    path: str  # the cache entry
+    train: Split  # the train sentences held, streamed or live, in cache id order
+    n_train_total: int  # sentences in the cache's train split: what samples are drawn from
     dev: Split
-    test: Split | None
+    test: Split | None = None
+    lm: dict = field(default_factory=dict)  # MLM: the lm/* arrays (embeddings [vocab, d], the head's init)
+    backbone: object = field(default=None, repr=False)  # FT: the live backbone; None: cached hidden states
+
+    @property
+    def label_names(self) -> list[str]:
+        return list(self.meta["label_names"])
+
+    @property
+    def num_layers(self) -> int:
+        """L, the backbone's transformer layers; the cache holds L + 1 (embeddings at index 0)."""
+        return int(self.meta["num_layers"])
 
     @property
     def entity_types(self) -> list[str]:
@@ -54,36 +67,20 @@ class RunData(MetaViews):
     def shot_size(self) -> int:
         return shot_size(self.meta)
 
-    def sample(self, *, shots: int | None, seed: int) -> tuple[np.ndarray, Split]:
-        """(cache ids, train sentences) of the seeded few-shot sample."""
-        raise NotImplementedError
-
     def trainable_backbone(self, config):
-        """The backbone that trains with the head (FT), or None (FE)."""
-        raise NotImplementedError
+        """The backbone that trains with the head (FT), at its pretrained weights and frozen as
+        ``config.freeze`` asks (every run starts from the same weights); None for cached states (FE)."""
+        if self.backbone is None:
+            if config.mode != "fe":
+                raise LayerfuseError("FT mode needs the backbone: build the data with layerfuse.finetune.live_data")
+            return None
+        if config.mode != "ft":
+            raise LayerfuseError("FE mode trains on cached hidden states; this data is live (use mode ft)")
+        return self.backbone.for_run(config.freeze)
 
-
-@dataclass(eq=False)
-class HeadData(RunData):
-    """Train sentences (some or all) and dev/test splits, held or streamed, plus the entry's metadata."""
-
-    meta: dict  # the cache entry's attributes (model, key, hidden_size, num_layers, label_names, ...)
-    path: str  # the cache entry
-    train: Split  # the train sentences held or streamed, sorted by cache id
-    n_train_total: int  # sentences in the cache's train split: what samples are drawn from
-    dev: Split
-    test: Split | None = None
-    lm: dict = field(default_factory=dict)  # MLM: the cache's lm/* arrays (embeddings [vocab, d], the head's init)
-
-    def trainable_backbone(self, config) -> None:
-        """None: cached hidden states have no backbone to train (FT needs `finetune.live_data`)."""
-        if config.mode != "fe":
-            raise LayerfuseError("FT mode needs the backbone: build the data with layerfuse.finetune.live_data")
-        return None
-
-    def sample(self, *, shots: int | None, seed: int) -> tuple[np.ndarray, SplitArrays]:
-        """(cache ids, train sentences) of the seeded few-shot sample, picked from memory; from a
-        streamed train, the sample alone is read and held (all of train stays streamed)."""
+    def sample(self, *, shots: int | None, seed: int) -> tuple[np.ndarray, Split]:
+        """(cache ids, train sentences) of the seeded few-shot sample, picked from what train holds;
+        from a streamed train, the sample alone is read and held (all of train stays streamed)."""
         ids = few_shot_sample(self.n_train_total, shots=shots, n_types=self.shot_size, seed=seed)
         held = self.train.sentence_ids  # sorted
         positions = np.searchsorted(held, ids)

@@ -35,7 +35,7 @@ from ..transfer import to_device
 from ..versions import versions
 from .arrays import Split
 from .config import RunResult, TrainConfig
-from .data import RunData, choose_layers
+from .data import HeadData, choose_layers
 from .diagnostics import layer_usage
 from .memory import keep_freed_memory
 from .runtime import apply_thread_setting, autocast, now, pick_device
@@ -44,7 +44,7 @@ from .tasks import batch_loss, training_task
 PACK_MULTIPLE = 32  # training batches are padded to a multiple of this many rows (see SplitArrays.batch)
 
 
-def train_head(config: TrainConfig, data: RunData, *, log=None, keep_head: bool = True,
+def train_head(config: TrainConfig, data: HeadData, *, log=None, keep_head: bool = True,
                keep_tagger: bool | None = None, progress=None) -> RunResult:
     """Sample, build, train and evaluate one head; returns its `RunResult`, with the head at its
     best dev point in ``.tagger`` unless ``keep_head`` is False (sweeps: no copies kept).
@@ -200,7 +200,7 @@ class Run:
     """Everything one run builds before its first step."""
 
     config: TrainConfig
-    data: RunData
+    data: HeadData
     device: torch.device
     ids: np.ndarray  # the sample's cache sentence ids
     layers: tuple[int, ...]  # the layers the head reads: the fused ones, then z_L when it is read apart
@@ -280,7 +280,7 @@ class Run:
         )
 
 
-def prepare_run(config: TrainConfig, data: RunData) -> Run:
+def prepare_run(config: TrainConfig, data: HeadData) -> Run:
     """The sample, the fused layers, the splits, the head (seeded), the optimizer and the schedule."""
     device = pick_device(config.device)
     task = training_task(config, data.meta, where=data.path)
@@ -302,7 +302,7 @@ def prepare_run(config: TrainConfig, data: RunData) -> Run:
                scheduler, scaler, steps_per_epoch, total, eval_at, torch.Generator().manual_seed(config.seed))
 
 
-def select_splits(config: TrainConfig, data: RunData):
+def select_splits(config: TrainConfig, data: HeadData):
     """(sample ids, train, dev, test, the layers read, nu scores, the head's query layer): all from
     memory, fixed by the seed."""
     from ..layers import parse_layers
