@@ -39,6 +39,7 @@ class CacheEntry:
         if isinstance(path, str):
             mark_read(path)  # eviction (`gc`) keeps what was read last, local readers included
         self._seen_finished: set[str] = set()  # `splits`: what this reader has seen finished
+        self._splits: dict[str, CacheSplit] = {}  # `split`: each opened once, for every caller of this entry
         self.labels_array = "labels"  # the array `CacheSplit.labels` reads: the primary set's unless `with_labels`
         self.stored_meta = self.meta  # the attributes as stored; `meta` of a label-set view differs
         if label_sets.PRIMARY in self.meta or label_sets.LISTING in self.meta:  # seen through its primary set
@@ -82,9 +83,13 @@ class CacheEntry:
     def with_labels(self, name: str | None) -> CacheEntry:
         """The same entry seen through label set ``name`` (None = the primary set): ``meta`` carries
         its ``label_names``, ``label_set`` and ``label_kind``, and every split's ``labels`` are its."""
+        meta = label_sets.view_meta(self.stored_meta, name, where=self.path)
+        labels_array = label_sets.array_name(self.stored_meta, meta["label_set"])
+        if meta == self.meta and labels_array == self.labels_array:
+            return self  # seen through that set already: the same entry, and the splits it has opened
         view = copy.copy(self)
-        view.meta = label_sets.view_meta(self.stored_meta, name, where=self.path)
-        view.labels_array = label_sets.array_name(self.stored_meta, view.meta["label_set"])
+        view.meta, view.labels_array = meta, labels_array
+        view._splits = {}  # a view's splits read its labels
         return view
 
     @property
@@ -128,9 +133,12 @@ class CacheEntry:
         return {name: arr[:] for name, arr in group.arrays()}
 
     def split(self, name: str) -> CacheSplit:
-        if name not in self.group:
-            raise LayerfuseError(f"split {name!r} is not in {self.path}; it has {self.splits}")
-        return CacheSplit(self, name)
+        """Split ``name``, opened (its attributes, arrays and files checked) the first time it is asked for."""
+        if name not in self._splits:
+            if name not in self.group:
+                raise LayerfuseError(f"split {name!r} is not in {self.path}; it has {self.splits}")
+            self._splits[name] = CacheSplit(self, name)
+        return self._splits[name]
 
 
 class CacheSplit:
