@@ -1,10 +1,10 @@
 """What the scripts share: the repository on ``sys.path`` (runnable from a checkout without
 installing), the CoNLL-2003 data and cache they use, where their results go and the header every
-results file starts with (the command, the machine, the dev set), for the grid scripts the one
-recipe each of them is a config of (`run_grid_script`: their common options, their grids run
-through `layerfuse.experiments.run_grid`, their results file) and the F1 cell of their tables,
-and for the benchmarks the pieces more than one of them times (a CoNLL subset, the forward
-pass alone, a head's training step, a command's peak memory).
+results file starts with (the command, the machine, the dev set), for the grid scripts their
+settings as data (`Study`: their common options, their table written), their grids run through
+`layerfuse.experiments.run_grid` and the F1 cell of their tables, and for the benchmarks the pieces
+more than one of them times (a CoNLL subset, the forward pass alone, a head's training step, a
+command's peak memory).
 
 A script imports this first (``python scripts/NAME.py`` puts scripts/ on ``sys.path``). The
 library is imported inside the functions, so a script that only needs ``REPO`` stays light.
@@ -23,6 +23,7 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 from types import SimpleNamespace
+from typing import NamedTuple
 
 REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
@@ -68,47 +69,75 @@ def conll_entry(data: str | os.PathLike | None = CONLL, *, cache: str | None = N
     return resolve_entry(model=model, dataset=conll_data(data), cache_dir=cache_dir, log=log)
 
 
-def grid_parser(description: str, *, fusions: str, epochs: int, threads: int | None,
-                out: str, table: str | None = None) -> argparse.ArgumentParser:
-    """The options every grid script takes; ``out`` is the results file's name under runs/, ``table``
-    the script's name when it writes its table to docs/results/<table>.md (--table)."""
-    from layerfuse.fusions.dwatt import LAYER_SCORES
-    from layerfuse.training import PAPER_LR
+# --- A grid study as data: its defaults and options, read by one parser; its table written by one writer ---
 
-    p = argparse.ArgumentParser(description=description)
-    p.add_argument("--data", default=CONLL, help=f"CoNLL-2003 folder (default: ${CONLL_ENV})")
-    p.add_argument("--model", default=MODEL)
-    p.add_argument("--cache", default=None, help="a cache entry path (skips the lookup by model and data)")
-    p.add_argument("--cache-dir", default=None, help="cache root (default: $LAYERFUSE_HOME)")
-    p.add_argument("--fusions", default=fusions)
-    p.add_argument("--shots", default="8,128", help="comma-separated N (N x C sentences per run, C entity types)")
-    p.add_argument("--epochs", type=int, default=epochs)
-    p.add_argument("--seeds", type=int, default=3, help="seeds 0..S-1")
-    p.add_argument("--lr", type=float, default=PAPER_LR,
-                   help="default: the paper's (these scripts reproduce its protocol)")
-    p.add_argument("--layer-score", default="paper", choices=LAYER_SCORES,
-                   help="DWAtt's score over layers (default: the paper's unscaled one)")
-    p.add_argument("--batch-size", type=int, default=16)
-    p.add_argument("--eval-points", type=int, default=5,
-                   help="evenly spaced dev evaluations per run (0 = after every epoch)")
-    p.add_argument("--device", default=None)
-    p.add_argument("--threads", type=int, default=threads,
-                   help="torch threads (sets LAYERFUSE_NUM_THREADS too); 0 leaves torch's default alone")
-    p.add_argument("--workers", type=int, default=0,
-                   help="worker processes (0 = this process, as the published timings were taken)")
-    p.add_argument("--out", default=str(REPO / "runs" / out), help="JSON lines, one per run (reruns skip them)")
-    if table:
-        p.add_argument("--table", default=results_path(table),
+class Study(NamedTuple):
+    """A grid script's settings. ``name`` is the script (its command in the results header, --table's
+    default docs/results/<name>.md); ``fusions``, ``shots``, ``epochs`` and ``seeds`` its grid's defaults;
+    ``out`` the default of --out under runs/ (<name>.jsonl); ``threads`` None leaves torch's;
+    ``library_defaults`` trains at train-head's defaults (each head's learning rate, DWAtt's default
+    score) rather than the paper's protocol; ``defaults`` sets any other option's default; ``options``
+    are the script's own, as (flag, add_argument keywords)."""
+    name: str
+    fusions: str = "base"
+    shots: str = "8,128"
+    epochs: int = 10
+    seeds: int = 3
+    threads: int | None = None
+    out: str = ""
+    library_defaults: bool = False
+    defaults: dict = {}  # read, never changed
+    options: tuple = ()
+
+    def parse(self, doc: str, argv: list[str] | None = None) -> argparse.Namespace:
+        """The options every grid script takes, then the study's own; the first paragraph of ``doc`` is --help."""
+        from layerfuse.fusions.dwatt import LAYER_SCORE, LAYER_SCORES
+        from layerfuse.training import PAPER_LR
+
+        p = argparse.ArgumentParser(description=doc.split("\n\n")[0])
+        p.add_argument("--data", default=CONLL, help=f"CoNLL-2003 folder (default: ${CONLL_ENV})")
+        p.add_argument("--model", default=MODEL)
+        p.add_argument("--cache", default=None, help="a cache entry path (skips the lookup by model and data)")
+        p.add_argument("--cache-dir", default=None, help="cache root (default: $LAYERFUSE_HOME)")
+        p.add_argument("--fusions", default=self.fusions)
+        p.add_argument("--shots", default=self.shots,
+                       help="comma-separated N (N x C sentences per run, C entity types)")
+        p.add_argument("--epochs", type=int, default=self.epochs)
+        p.add_argument("--seeds", type=int, default=self.seeds, help="seeds 0..S-1")
+        p.add_argument("--lr", type=float, default=PAPER_LR,
+                       help="default: the paper's (these scripts reproduce its protocol)")
+        p.add_argument("--layer-score", default="paper", choices=LAYER_SCORES,
+                       help="DWAtt's score over layers (default: the paper's unscaled one)")
+        p.add_argument("--batch-size", type=int, default=16)
+        p.add_argument("--eval-points", type=int, default=5,
+                       help="evenly spaced dev evaluations per run (0 = after every epoch)")
+        p.add_argument("--device", default=None)
+        p.add_argument("--threads", type=int, default=self.threads,
+                       help="torch threads (sets LAYERFUSE_NUM_THREADS too); 0 leaves torch's default alone")
+        p.add_argument("--workers", type=int, default=0,
+                       help="worker processes (0 = this process, as the published timings were taken)")
+        p.add_argument("--out", default=str(REPO / "runs" / (self.out or f"{self.name}.jsonl")),
+                       help="JSON lines, one per run (reruns skip them)")
+        p.add_argument("--table", default=results_path(self.name),
                        help="markdown file the table is written to ('' = print only)")
-    return p
+        if self.library_defaults:
+            p.set_defaults(lr=None, layer_score=LAYER_SCORE.default)
+        p.set_defaults(**self.defaults)
+        for flag, options in self.options:
+            p.add_argument(flag, **options)
+        return p.parse_args(argv)
 
-
-def at_library_defaults(parser: argparse.ArgumentParser) -> None:
-    """A grid at train-head's defaults rather than the paper's protocol: each mode's and head's own
-    learning rate (``--lr`` None) and DWAtt's default score, unless given."""
-    from layerfuse.fusions.dwatt import LAYER_SCORE
-
-    parser.set_defaults(lr=None, layer_score=LAYER_SCORE.default)
+    def publish(self, args, argv: list[str] | None, text: str, *, title: str, records: list[dict], entry=None,
+                dev: str | None = None, note: str = "") -> str:
+        """``text`` printed, and written to --table under the results header: the runs' device (else
+        --device), the dev set (``dev``, else the whole dev split of ``entry``), ``note`` below the text."""
+        print("\n" + text)
+        if args.table:
+            dev = dev or dev_line(None, entry.split("dev").n_sentences)
+            device = next((r["device"] for r in records), args.device)
+            write_results(args.table, text + (f"\n\n{note}" if note else ""), title=title, script=self.name,
+                          argv=argv, device=device, dev=dev)
+        return text
 
 
 def variant_results(out: str, name: str) -> str:
@@ -116,11 +145,6 @@ def variant_results(out: str, name: str) -> str:
     one model and data (word or subword rows, float16 or int8) keeps one results file per cache."""
     stem, ext = os.path.splitext(out)
     return f"{stem}.{name}{ext or '.jsonl'}"
-
-
-def in_folder(args, name: str) -> str:
-    """``<out>/<name>.jsonl``: a grid script's --out taken as a folder, one results file per cache."""
-    return os.path.join(args.out, f"{name}.jsonl")
 
 
 def variant_entry(args, **extract_options):
@@ -160,85 +184,6 @@ def run_conll_grid(args, entry, configs: list, results: str | None = None, **opt
 
     return list(run_grid(entry, configs, results=results or args.out, workers=args.workers, log=say,
                          **options).values())
-
-
-# --- A grid script as a config: one recipe reads its options, runs its grids and writes its results ---
-
-def grid_main(config: dict, doc: str):
-    """The ``main(argv=None) -> str`` of the grid script ``config`` describes, ``doc`` its docstring
-    (the first paragraph is its --help): `run_grid_script`."""
-    def main(argv=None) -> str:
-        return run_grid_script(config, doc.split("\n\n")[0], argv)
-
-    return main
-
-
-def run_grid_script(config: dict, description: str, argv: list[str] | None = None) -> str:
-    """A grid script's run: its options (`grid_parser`'s and its own), each of its grids on each of
-    its cache entries through `run_grid` (runs already in the results file skipped), then its text
-    printed and written to --table under the results header (`write_results`). Returns the text.
-
-    ``config`` (only ``name`` and ``text`` are needed):
-      name         the script: its command in the header, --table's default docs/results/<name>.md
-      out          --out's default file under runs/ (<name>.jsonl)
-      fusions, epochs, threads, defaults   option defaults (threads: None leaves torch's; defaults: any)
-      library_defaults   True: train-head's defaults rather than the paper's protocol (`at_library_defaults`)
-      options      [(flag, add_argument keywords)]: its own options
-      check        check(args): the options checked or completed once read
-      entries      entries(args) -> {name: entry}: the caches (default {"": --cache, or --model on --data})
-      results      results(args, name) -> an entry's JSON-lines file (--out; <--out stem>.<name>.jsonl)
-      measure      measure(entry): what the text reads from each entry beside its runs (run.measured)
-      grids        grids(args, entry) -> [(configs, run_grid keywords)] (default: `conll_grid` alone)
-      run          run(args, entry, configs, results, **keywords) -> records (`run_conll_grid`)
-      after        after(run): done with the records before the text (copied beside it, say)
-      text         text(run) -> what is printed and written
-      title        title(run) -> the results file's title
-      dev          dev(run) -> its Dev line (default: the whole dev split of the first entry)
-      note         note(run) -> a paragraph below the text, in the file only
-      write        write(run, text, argv): a results file of another form than `write_results`'
-
-    ``run``: args, entries, entry (the first), by_entry ({name: records}), records (all of them),
-    planned (how many configs), measured, model (the first entry's), device (the runs', else --device).
-    """
-    name = config["name"]
-    p = grid_parser(description, fusions=config.get("fusions", "base"), epochs=config.get("epochs", 10),
-                    threads=config.get("threads"), out=config.get("out", f"{name}.jsonl"), table=name)
-    if config.get("library_defaults"):
-        at_library_defaults(p)
-    p.set_defaults(**config.get("defaults", {}))
-    for flag, options in config.get("options", ()):
-        p.add_argument(flag, **options)
-    argv = sys.argv[1:] if argv is None else list(argv)
-    args = p.parse_args(argv)
-    config.get("check", lambda args: None)(args)
-    results = config.get("results", lambda args, key: variant_results(args.out, key) if key else args.out)
-    run = SimpleNamespace(args=args, by_entry={}, measured={}, planned=0)
-    with torch_threads(args.threads):
-        run.entries = config["entries"](args) if "entries" in config else {"": args_entry(args)}
-        for key, entry in run.entries.items():
-            if "measure" in config:
-                run.measured[key] = config["measure"](entry)
-            run.by_entry[key] = []
-            for configs, options in (config["grids"](args, entry) if "grids" in config else [(conll_grid(args), {})]):
-                run.planned += len(configs)
-                run.by_entry[key] += config.get("run", run_conll_grid)(args, entry, configs, results(args, key),
-                                                                       **options)
-    run.records = [r for records in run.by_entry.values() for r in records]
-    run.entry = next(iter(run.entries.values()))
-    run.model = run.entry.meta.get("model")
-    run.device = next((r["device"] for r in run.records), args.device)
-    config.get("after", lambda run: None)(run)
-    text = config["text"](run)
-    print("\n" + text)
-    if args.table:
-        if "write" in config:
-            config["write"](run, text, argv)
-        else:
-            note = config["note"](run) if "note" in config else ""
-            dev = config["dev"](run) if "dev" in config else dev_line(None, run.entry.split("dev").n_sentences)
-            write_results(args.table, text + (f"\n\n{note}" if note else ""), title=config["title"](run),
-                          script=name, argv=argv, device=run.device, dev=dev)
-    return text
 
 
 @contextmanager
@@ -368,6 +313,17 @@ def publish(table: str | None, text: str, **header) -> str:
     if table:
         write_results(table, text, **header)
     return text
+
+
+def copy_records(records: list[dict], path: str, *, head) -> None:
+    """Per-run records one JSON line each, by ``head(record)``, N and seed, so the numbers can be checked
+    run by run; the cache's machine path shown as PATH/<its name>."""
+    import json
+
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w", encoding="utf-8") as f:
+        for r in sorted(records, key=lambda r: (head(r), r["config"]["shots"], r["config"]["seed"])):
+            f.write(json.dumps(dict(r, cache_path=public_path(str(r.get("cache_path", ""))))) + "\n")
 
 
 def beside(path: str | os.PathLike, what: str) -> str:

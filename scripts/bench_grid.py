@@ -4,17 +4,12 @@ against what the hardware could do at best.
     python scripts/bench_grid.py --out runs/grid                       # the 300-run grid (a GPU)
     python scripts/bench_grid.py --out runs/grid --shots 8 --epochs 5 --trials 1 --eval-points 2
 
-A roberta-large-shaped encoder (24 layers x 1024, random weights, MiniLM's tokenizer: the rehearsal's
-recipe, `_common.build_encoder`) is run over CoNLL-2003 (all of train unless
-``--train-sentences``, all of dev and test), then the grid (``--fusions`` x ``--shots`` x
-``--epochs`` x ``--trials``; full dev, ``--eval-points`` evaluations, test at the best point) trains
-in this process, one run (or ``--pack`` runs) at a time, on one device. Phases: extract (skipped,
-and said so, when the entry is already there), load (train samples, dev and test into the
-activation store), train and evaluate (the runs' own clocks). The hardware's limit: the heads'
-FLOPs (6 x parameters per trained row, 2 x per evaluated row) at the peak of a large matmul in the
-run's precision, and the cached bytes they read at the bandwidth of a large copy, both measured
-here. Writes ``--report`` (docs/results/bench_grid.md, or bench_grid_gpu.md on CUDA) and the
-figures as JSON beside it.
+The encoder is `_common.build_encoder`'s (random weights, MiniLM's tokenizer) over CoNLL-2003; the
+grid trains in this process, one run (or --pack runs) at a time. Phases: extract (skipped when the
+entry is there), load into the activation store, train and evaluate (the runs' own clocks). The
+limit: the heads' FLOPs (6 x parameters per trained row, 2 x per evaluated row) at a large matmul's
+peak, plus the bytes they read at a large copy's bandwidth, both measured here. Writes --report
+(bench_grid_gpu.md on CUDA) and its figures as JSON beside it.
 """
 
 from __future__ import annotations

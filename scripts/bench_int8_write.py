@@ -1,18 +1,12 @@
 """The write path of `extract` alone, float16 against int8, side by side: what extraction costs once
 the forward pass is free (on a GPU it nearly is, so this bounds words/s there).
 
-Each way writes the same random units through `SplitWriter.write_unit` into a fresh split, as
-`extract` does, and is timed from the rows the writer thread receives to the unit flagged done:
-
-- float16: float16 rows (the encoder casts on its device before the copy to the host);
-- int8, quantised by the writer: float32 rows, quantised on the host (extraction on a CPU);
-- int8, quantised on the device: int8 rows and their scales (extraction on a GPU; quantising is
-  done before the clock starts, as the GPU does it).
+Each way writes the same random units through `SplitWriter.write_unit`, timed from the rows the
+writer receives to the unit flagged done: float16 rows; int8 quantised by the writer from float32
+(a CPU's extraction); int8 quantised before the clock starts (a GPU's).
 
     python scripts/bench_int8_write.py                       # roberta-large shape: 25 x 1024
     python scripts/bench_int8_write.py --layers 7 --dim 384  # MiniLM
-
-The table goes to --table (docs/results/bench_int8_write.md).
 """
 
 from __future__ import annotations

@@ -4,15 +4,9 @@ time of each and how far each packed run's F1 lands from its solo run's.
     python scripts/bench_pack.py --cache <entry> --fusions concat,dwatt --shots 8 --seeds 5 --epochs 10
     python scripts/bench_pack.py --cache <entry> --shots 8,16 --lrs 1e-3,3e-3 --seeds 2 --report x.md  # mixed packs
 
-Per fusion, the runs (--shots x --lrs x --seeds) train one at a time and then in packs of --pack
-(default: all of a fusion's runs at once: with several N or rates, a pack mixes them, each head on
-its own schedule),
-both in this process (``workers=0``, --threads torch threads) through `run_grid`, each into its own
-throwaway results file, so both passes load the data alike and nothing is skipped; a short untimed
-warm-up of each way comes first (the first runs of a process build kernels and grow the heap). With dropout
-(TrainConfig's 0.1 by default) a packed head draws other masks than its solo run, so its F1 is
-another draw of the same run; ``--dropout 0`` isolates the packing itself (F1 equal up to float
-summation order). Writes --report (docs/results/bench_pack.md).
+Per fusion, the runs train solo and then in packs of --pack (default: all of a fusion's runs), both
+in this process into throwaway results files, after an untimed warm-up of each way. With dropout a
+packed head draws other masks than its solo run; ``--dropout 0`` isolates the packing itself.
 """
 
 from __future__ import annotations

@@ -1,24 +1,15 @@
 """How close each head's training step comes to the machine's peak for matrix products.
 
-For each head (the sweep's N = 128 batch: 16 CoNLL-like sentences packed, 224 words, MiniLM shape
-L = 6, d = 384; one thread, as each of a sweep's workers has):
-
-- FLOPs of one step (forward and backward) counted by `torch.utils.flop_counter.FlopCounterMode`
-  (matrix products only: what a peak is measured for);
-- the step's median time, and so its achieved GFLOP/s;
-- the peak: the best GFLOP/s of large products in the same precision, measured in the same run;
-- where the step's time goes (`torch.profiler`, self CPU time): products, element-wise and other
-  operators, and the rest (Python and dispatch);
-- the ceiling: the step's own products (same operators, shapes, strides and dtypes, recorded from
-  one step) replayed back to back with nothing else, so the fraction of peak a step would reach if
-  everything but its products took no time at all.
+For each head, on the sweep's N = 128 batch (16 CoNLL-like sentences packed, MiniLM shape, one
+thread): the FLOPs of a step (matrix products, `FlopCounterMode`), its median time and GFLOP/s, the
+peak of large products in the same precision, where its time goes (`torch.profiler`: products,
+element-wise and other operators, the rest), and the ceiling: its own products replayed back to
+back, the fraction of peak a step would reach if nothing else took time.
 
     python scripts/bench_roofline.py                  # fp32 and bf16
     python scripts/bench_roofline.py --precision bf16
     python scripts/bench_roofline.py --compiled concat,dwatt   # + the same steps through torch.compile
     python scripts/bench_roofline.py --pack 5         # + 5 heads stepped together (a GFLOP per step of all 5)
-
-The table goes to --table (docs/results/bench_roofline.md).
 """
 
 from __future__ import annotations

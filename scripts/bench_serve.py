@@ -1,18 +1,14 @@
 """What reading an entry over `layerfuse serve` costs against reading it from the local disk, in MB/s:
+zarr (train-head's read of every layer, through fsspec's HTTP filesystem remotely) and files (N
+concurrent readers, each reading every file whole).
 
-- zarr: train-head's read, every layer of a split through zarr (`CacheSplit.hidden`), checksums
-  checked; remote is ``http://127.0.0.1:PORT/entries/NAME`` through fsspec's HTTP filesystem;
-- files: N concurrent readers (threads), each reading every file of the entry whole: over HTTP (one
-  kept-alive connection each) against ``open().read()``.
-
-The entry is random float16 rows (ROWS x 7 x 384, MiniLM's shape, one shard per UNIT rows) in a
-temporary root, unless --cache names one. The server runs in this process on 127.0.0.1
-(`layerfuse.serve.threaded`): client and server share the machine's cores, as on one host.
+The entry is random float16 rows (ROWS x 7 x 384) in a temporary root unless --cache names one;
+the server runs in this process on 127.0.0.1, sharing the machine's cores with the clients.
 
     python scripts/bench_serve.py --rows 16384 --readers 16 --repeats 3
 
-The figures go to --report (docs/results/bench_serve.md). `entries` reads files in 1 MiB chunks:
-Starlette's default 64 KiB chunks made remote reads two to three times slower.
+`entries` reads files in 1 MiB chunks: Starlette's default 64 KiB chunks made remote reads two to
+three times slower.
 """
 
 from __future__ import annotations

@@ -3,18 +3,11 @@ same runs with the backbone recomputed live (as without a cache).
 
     python scripts/bench_sweep.py --data PATH/conll2003 --out runs/sweep-conll --dev-sentences 1000
 
-The grid is 3 fusions x 5 N-shots x 4 epoch caps x 5 trials = 300 runs, through `sweep` itself
-(resumable: rerunning skips finished runs; the wall time printed is this invocation's). With
-``--packs 1,5`` the same grid runs once per pack size (`sweep --pack K`), one after the other in this
-invocation, each into its own folder under --out (``pack-1``, ``pack-5``): wall time of each, and how
-far each run's F1 lands from its unpacked run (the report and the live-backbone projection use the
-first). ``--redraw`` runs nothing: it draws f1_vs_shots.png again from the committed report.md
-(the figure's numbers are that table's), as after a change to the plots. The live
-cost adds, to each run's own measured head time, the backbone forward passes it would need:
-one per training step (a batch of 16 of its training sentences, in the run's order) and one over
-the evaluation set per evaluation point, each timed here on the same machine (medians). The sweep's
-report (table and plots, as `sweep` renders them) and bench_sweep.json go to --docs
-(docs/results/bench_sweep/); the results file stays in --out.
+The 300 runs go through `sweep` itself (resumable; the wall time is this invocation's). With
+--packs 1,5 the grid runs once per pack size, each into --out/pack-K: wall time of each and each
+run's F1 against its unpacked run. The live cost adds to each run's head time the backbone forward
+passes it would need (one per step, one over dev per evaluation), timed here. --redraw draws
+f1_vs_shots.png again from the committed report.md. The report and bench_sweep.json go to --docs.
 """
 
 from __future__ import annotations

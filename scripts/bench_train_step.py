@@ -1,16 +1,9 @@
-"""One training step of each head (the sweep's N = 128 batch: 16 CoNLL-like sentences packed, at the
-precision `sweep` picks here (``--precision auto``: bf16 autocast on a CPU with AMX, else float32),
-one thread), in fresh processes run in alternation, so the machine's drift hits every
-variant alike. Variants:
+"""One training step of each head (the sweep's N = 128 batch, at `sweep`'s ``--precision auto``, one
+thread), in fresh processes run in alternation, so the machine's drift hits every variant alike.
+Variants: ``kept`` (as shipped, freed memory kept for reuse), ``returned`` (glibc's default,
+``LAYERFUSE_KEEP_HEAP=0``) and ``einsum`` (DWAtt only: the earlier token-major forward).
 
-- ``kept``: as shipped (freed memory kept for reuse, `layerfuse/training/memory.py`);
-- ``returned``: glibc's default (``LAYERFUSE_KEEP_HEAP=0``): freed activations go back to the
-  kernel and are page-faulted in again next step;
-- ``einsum`` (DWAtt only): the earlier token-major DWAtt forward (einsum over ``[B, T, L, d]``
-  under plain autocast), with memory kept, for the layout change alone.
-
-Prints the median ms per step and page faults per step of each, over ``--rounds`` processes each,
-and writes the table to --table (docs/results/bench_train_step.md).
+Prints the median ms and page faults per step of each over ``--rounds`` processes.
 
     python scripts/bench_train_step.py
 """

@@ -3,21 +3,16 @@ word-level cache: each word's first subword) against the same layers over every 
 sentence (a subword-granularity cache; tags read at each word's first subword), with concat and
 dwatt beside them on both inputs.
 
-Runs --fusions x --shots x --seeds on each cache of --granularities through
-`layerfuse.experiments.run_grid` (one JSON-lines file per granularity: <--out stem>.<granularity>.jsonl;
-runs already there are skipped), then writes a markdown table of best dev F1 and test F1 at the best
-dev point (x100, mean ± std over seeds) per fusion and N, and the subword − word difference.
-
     python scripts/compare_extra_subword.py                          # extra, concat, dwatt x N=8,128 x 3 seeds
     python scripts/compare_extra_subword.py --seeds 1 --shots 8 --epochs 1 --out /tmp/x.jsonl --table /tmp/x.md
     python scripts/compare_extra_subword.py --special-tokens         # the subword input with [CLS] and [SEP]
 
-The caches are the ones `extract --model all-MiniLM-L6-v2 --dataset <data> [--granularity subword
-[--special-tokens]]` make (extracted here first when missing), under --cache-dir, else $LAYERFUSE_HOME.
-By default neither cache holds the special tokens ([CLS]/<s>, [SEP]/</s>): the subword sequence the
-extra layers see is the sentence's own subwords. With --special-tokens the subword cache also holds
-their rows, so the extra layers attend over the backbone's whole input as the paper's R26 does (no
-tag is read there); its runs go to <--out stem>.subword-special.jsonl and its table to
+Runs --fusions x --shots x --seeds on the cache of each of --granularities (one JSON-lines file per
+granularity, <--out stem>.<granularity>.jsonl) and writes best dev F1 and test F1 at the best dev
+point (x100, mean ± std over seeds) per fusion and N, and the subword − word difference. With
+--special-tokens the subword cache also holds the rows of [CLS]/<s> and [SEP]/</s>, so the extra
+layers attend over the backbone's whole input as the paper's R26 does (no tag is read there); its
+runs go to <--out stem>.subword-special.jsonl and its table to
 docs/results/compare_extra_subword_special.md unless --table says otherwise.
 """
 
@@ -25,33 +20,32 @@ from __future__ import annotations
 
 import statistics
 
-from _common import RESULTS, f1_cell, grid_main, runs_of, split_list, variant_entry, variant_results
+from _common import (
+    RESULTS,
+    Study,
+    conll_grid,
+    f1_cell,
+    run_conll_grid,
+    runs_of,
+    split_list,
+    torch_threads,
+    variant_entry,
+    variant_results,
+)
 
 from layerfuse.training.config import default_lr
 
-GRANULARITIES = ("word", "subword")
+STUDY = Study(
+    "compare_extra_subword", fusions="extra,concat,dwatt", epochs=10, threads=1, library_defaults=True,
+    defaults=dict(table=None),
+    options=(("--granularities", dict(default="word,subword")),
+             ("--special-tokens", dict(action="store_true", help="the subword cache also holds the special tokens' "
+                                       "rows (extract --special-tokens)"))))
 
 
-def check(args) -> None:
-    if args.table is None:
-        args.table = str(RESULTS / ("compare_extra_subword_special.md" if args.special_tokens
-                                    else "compare_extra_subword.md"))
-
-
-def with_specials(args, granularity: str) -> bool:
-    return bool(args.special_tokens) and granularity == "subword"
-
-
-def out_of(args, granularity: str) -> str:
-    return variant_results(args.out, f"{granularity}-special" if with_specials(args, granularity) else granularity)
-
-
-def entries(args) -> dict:
-    if args.cache:
-        raise SystemExit("compare_extra_subword: --cache names one entry; this script needs one per granularity")
-    # Named either way, so an entry with the special rows is never taken for one without (nor the reverse).
-    return {g: variant_entry(args, granularity=g, special_tokens=with_specials(args, g))
-            for g in split_list(args.granularities)}
+def variant(args, granularity: str) -> str:
+    """The cache's name: an entry with the special rows is never taken for one without (nor the reverse)."""
+    return f"{granularity}-special" if args.special_tokens and granularity == "subword" else granularity
 
 
 def table(records: dict[str, list[dict]], fusions: list[str], shots: list[int]) -> str:
@@ -86,22 +80,27 @@ def caption(args, model: str, rows: dict[str, int], device: str) -> str:
             f"on {device}.")
 
 
-def text(run) -> str:
-    rows = {g: int(entry.split("train").n_rows) for g, entry in run.entries.items()}
-    return caption(run.args, run.model or run.args.model, rows, run.device or "cpu") + "\n\n" \
-        + table(run.by_entry, split_list(run.args.fusions), split_list(run.args.shots, int))
+def main(argv: list[str] | None = None) -> str:
+    args = STUDY.parse(__doc__, argv)
+    if args.cache:
+        raise SystemExit("compare_extra_subword: --cache names one entry; this script needs one per granularity")
+    args.table = args.table if args.table is not None else str(RESULTS / (
+        "compare_extra_subword_special.md" if args.special_tokens else "compare_extra_subword.md"))
+    with torch_threads(args.threads):
+        entries = {g: variant_entry(args, granularity=g, special_tokens=variant(args, g) != g)
+                   for g in split_list(args.granularities)}
+        by_granularity = {g: run_conll_grid(args, e, conll_grid(args), variant_results(args.out, variant(args, g)))
+                          for g, e in entries.items()}
+    records = [r for runs in by_granularity.values() for r in runs]
+    first = next(iter(entries.values()))
+    device = next((r["device"] for r in records), args.device)
+    rows = {g: int(entry.split("train").n_rows) for g, entry in entries.items()}
+    text = caption(args, first.meta.get("model") or args.model, rows, device or "cpu") + "\n\n" \
+        + table(by_granularity, split_list(args.fusions), split_list(args.shots, int))
+    title = "R+n over words or over subwords" + (" and special tokens" if args.special_tokens else "")
+    return STUDY.publish(args, argv, text, title=title, records=records, dev="all of dev",
+                         note=f"One JSON line per run in `{variant_results(args.out, '<granularity>')}`.")
 
-
-GRID = dict(
-    name="compare_extra_subword", fusions="extra,concat,dwatt", epochs=10, threads=1, library_defaults=True,
-    defaults=dict(table=None), check=check, entries=entries, results=out_of, text=text,
-    options=[("--granularities", dict(default=",".join(GRANULARITIES))),
-             ("--special-tokens", dict(action="store_true", help="the subword cache also holds the special tokens' "
-                                       "rows (extract --special-tokens)"))],
-    note=lambda run: f"One JSON line per run in `{out_of(run.args, '<granularity>')}`.",
-    title=lambda run: "R+n over words or over subwords" + (" and special tokens" if run.args.special_tokens else ""),
-    dev=lambda run: "all of dev")
-main = grid_main(GRID, __doc__)
 
 if __name__ == "__main__":
     main()

@@ -2,12 +2,10 @@
 few-shot samples and the same dev sentences, trained on cached hidden states (FE) or on a live
 backbone fine-tuned end to end with the head (FT).
 
-Runs every fusion at each N for each seed in both modes through `layerfuse.experiments.run_grid`,
-one grid per mode: FE reads the union of its runs' samples from the cache once (`load_cached`), FT
-loads the backbone once (`load_live`; `train_head` resets it to its pretrained weights at the
-start of every FT run). One JSON line per run is appended to --out and runs already there are
-skipped (so an interrupted run resumes); then a markdown table of best dev F1 (mean ± std over
-seeds) and median seconds per run, per fusion and N, is printed and written to --table.
+Runs every fusion at each N for each seed in both modes (`train_head` resets the backbone to its
+pretrained weights at the start of every FT run) into --out, runs already there skipped; then a
+markdown table of best dev F1 (mean ± std over seeds) and median seconds per run, per fusion and
+N, is printed and written to --table.
 
     python scripts/compare_fe_ft_conll.py                                 # 3 fusions x N=8,128 x 3 seeds x FE, FT
     python scripts/compare_fe_ft_conll.py --seeds 1 --shots 8 --epochs 1 --out /tmp/check.jsonl --table /tmp/check.md
@@ -15,22 +13,39 @@ seeds) and median seconds per run, per fusion and N, is printed and written to -
 FT evaluates live (a backbone forward over every dev sentence at every evaluation point), so by
 default both modes evaluate on the same fixed random 1,000 sentences of dev (--dev-sentences) at
 5 evenly spaced points (--eval-points).
-
-The cache is the one `extract --model all-MiniLM-L6-v2 --dataset <data>` makes (train, dev and test)
-(extracted here first when missing); its root is --cache-dir, else $LAYERFUSE_HOME.
 """
 
 from __future__ import annotations
 
 import os
 import statistics
+import sys
 from pathlib import Path
 
-from _common import REPO, command_line, conll_grid, f1_cell, grid_main, public_path, runs_of, split_list
+from _common import (
+    REPO,
+    Study,
+    args_entry,
+    command_line,
+    conll_grid,
+    f1_cell,
+    public_path,
+    run_conll_grid,
+    runs_of,
+    split_list,
+    torch_threads,
+)
 
 from layerfuse.training.config import default_lr
 
 MODES = ("fe", "ft")
+STUDY = Study(
+    "compare_fe_ft_conll", fusions="base,concat,dwatt", epochs=10, threads=1, library_defaults=True,  # Figure 6
+    options=(("--modes", dict(default="fe,ft", help="fe, ft or both")),
+             ("--dev-sentences", dict(type=int, default=1000,
+                                      help="evaluate on this fixed random subset of dev (0 = all of dev)")),
+             ("--note", dict(default="", help="a sentence added to the table's caption (e.g. how busy the machine "
+                                              "was)"))))
 
 
 def _seconds(runs: list[dict]) -> str:
@@ -83,49 +98,37 @@ def _lrs(args) -> str:
     return f"lr FE {fe}; FT {default_lr('base', 'ft'):g}"
 
 
-def grids(args, entry) -> list:
-    """One grid per mode, FE first (it is quick): each mode loads its own data once."""
+def main(argv: list[str] | None = None) -> str:
+    """One grid per mode, FE first (it is quick): FE reads its samples from the cache once, FT loads the
+    backbone once; then the table, written with the command that made it and where its runs are."""
     from layerfuse.experiments import load_cached, load_live
-
-    loaders = {"fe": load_cached, "ft": load_live}
-    return [(conll_grid(args, mode=mode, dev_sentences=args.dev_sentences or None), dict(load=loaders[mode]))
-            for mode in split_list(args.modes)]
-
-
-def text(run) -> str:
     from layerfuse.training.runtime import pick_device
 
-    device = run.records[0]["device"] if run.records else str(pick_device(run.args.device))
+    args = STUDY.parse(__doc__, argv)
+    loaders = {"fe": load_cached, "ft": load_live}
+    with torch_threads(args.threads):
+        entry = args_entry(args)
+        records = [r for mode in split_list(args.modes) for r in run_conll_grid(
+            args, entry, conll_grid(args, mode=mode, dev_sentences=args.dev_sentences or None), load=loaders[mode])]
+    device = records[0]["device"] if records else str(pick_device(args.device))
     # the caption names the model as given (a local folder, on the machine that ran it): shown as PATH/<name>
-    return public_path(caption(run.args, run.model, run.entry.split("dev").n_sentences, device)) + "\n\n" \
-        + table(run.records, split_list(run.args.fusions), split_list(run.args.shots, int))
+    text = public_path(caption(args, entry.meta.get("model"), entry.split("dev").n_sentences, device)) + "\n\n" \
+        + table(records, split_list(args.fusions), split_list(args.shots, int))
+    print("\n" + text)
+    if args.table:
+        os.makedirs(os.path.dirname(os.path.abspath(args.table)), exist_ok=True)
+        command = command_line(STUDY.name, sys.argv[1:] if argv is None else argv)
+        with open(args.table, "w", encoding="utf-8") as f:
+            f.write(f"# FE against FT on CoNLL-2003\n\nMade by `{command}` "
+                    f"(one JSON line per run in `{shown(args.out)}`).\n\n" + text + "\n")
+    return text
 
 
-def write_table(run, text: str, argv: list[str]) -> None:
-    """The table with the command that made it and where its runs are."""
-    path, results = run.args.table, run.args.out
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    command = command_line("compare_fe_ft_conll", argv)
-    with open(path, "w", encoding="utf-8") as f:
-        f.write(f"# FE against FT on CoNLL-2003\n\nMade by `{command}` "
-                f"(one JSON line per run in `{_shown(results)}`).\n\n" + text + "\n")
-
-
-def _shown(path: str) -> str:
+def shown(path: str) -> str:
     """A path relative to the repository when it is inside it."""
     path = Path(path).resolve()
     return str(path.relative_to(REPO)) if path.is_relative_to(REPO) else public_path(str(path))
 
-
-GRID = dict(
-    name="compare_fe_ft_conll", fusions="base,concat,dwatt", epochs=10, threads=1, library_defaults=True,  # Figure 6
-    grids=grids, text=text, write=write_table,
-    options=[("--modes", dict(default="fe,ft", help="fe, ft or both")),
-             ("--dev-sentences", dict(type=int, default=1000,
-                                      help="evaluate on this fixed random subset of dev (0 = all of dev)")),
-             ("--note", dict(default="", help="a sentence added to the table's caption (e.g. how busy the machine "
-                                              "was)"))])
-main = grid_main(GRID, __doc__)
 
 if __name__ == "__main__":
     main()

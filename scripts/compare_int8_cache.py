@@ -6,9 +6,7 @@ each N over seeds (the same samples on both caches), and nu per layer on train w
     python scripts/compare_int8_cache.py                                  # concat, dwatt x N=8,128 x 3 seeds
     python scripts/compare_int8_cache.py --seeds 1 --shots 8 --epochs 1 --out /tmp/x.jsonl --table /tmp/x.md
 
-The caches are the ones `extract --model all-MiniLM-L6-v2 --dataset <data> --dtype D` makes
-(extracted here first when missing), under --cache-dir, else $LAYERFUSE_HOME. Each dtype's runs go
-to <--out stem>.<dtype>.jsonl (run ids do not name the cache).
+Each dtype's runs go to <--out stem>.<dtype>.jsonl (run ids do not name the cache).
 """
 
 from __future__ import annotations
@@ -17,9 +15,23 @@ import os
 import statistics
 import time
 
-from _common import conll_grid, f1_cell, grid_main, runs_of, split_list, variant_entry, variant_results
+from _common import (
+    Study,
+    conll_grid,
+    f1_cell,
+    run_conll_grid,
+    runs_of,
+    split_list,
+    torch_threads,
+    variant_entry,
+    variant_results,
+)
 
-DTYPES = ("float16", "int8")
+STUDY = Study(
+    "compare_int8_cache", fusions="concat,dwatt", epochs=10, threads=1, library_defaults=True,
+    options=(("--dtypes", dict(default="float16,int8")),
+             ("--measure-only", dict(action="store_true", help="bytes, speeds and nu only, no heads (a backbone "
+                                                              "with random weights, say)"))))
 
 
 def measure(entry) -> dict:
@@ -69,30 +81,28 @@ def table(records: dict[str, list[dict]], measured: dict[str, dict], fusions: li
     return "\n".join(lines)
 
 
-def text(run) -> str:
-    args = run.args
+def main(argv: list[str] | None = None) -> str:
+    args = STUDY.parse(__doc__, argv)
+    with torch_threads(args.threads):
+        entries = {dtype: variant_entry(args, dtype=dtype) for dtype in split_list(args.dtypes)}
+        measured = {dtype: measure(entry) for dtype, entry in entries.items()}
+        grid = [] if args.measure_only else conll_grid(args)
+        by_dtype = {d: run_conll_grid(args, e, grid, variant_results(args.out, d)) for d, e in entries.items()}
+    model = next(iter(entries.values())).meta.get("model")
     heads = ("" if args.measure_only else
              f" F1 x100, mean ± std over seeds 0..{args.seeds - 1} (runs), the same N-way sample per seed on both "
              f"caches; {args.epochs} epochs at each head's default rate, {args.eval_points} evaluations per run on "
              f"all of dev, test F1 at the best dev point.")
-    caption = (f"{run.model or args.model} on {os.path.basename(os.path.normpath(args.data))}: the same extraction "
+    caption = (f"{model or args.model} on {os.path.basename(os.path.normpath(args.data))}: the same extraction "
                f"stored as float16 and as int8 with one scale per vector (per row and layer).{heads} Extraction "
                f"words/s is what `extract` recorded (forward pass and writing); the dev read is one pass over every "
                f"layer into memory, as float16.")
     fusions = [] if args.measure_only else split_list(args.fusions)
-    return caption + "\n\n" + table(run.by_entry, run.measured, fusions, split_list(args.shots, int))
+    text = caption + "\n\n" + table(by_dtype, measured, fusions, split_list(args.shots, int))
+    return STUDY.publish(args, argv, text, title="An 8-bit cache against float16", dev="all of dev",
+                         records=[r for runs in by_dtype.values() for r in runs],
+                         note=f"One JSON line per run in `{variant_results(args.out, '<dtype>')}`.")
 
-
-GRID = dict(
-    name="compare_int8_cache", fusions="concat,dwatt", epochs=10, threads=1, library_defaults=True,
-    entries=lambda args: {dtype: variant_entry(args, dtype=dtype) for dtype in split_list(args.dtypes)},
-    measure=measure, grids=lambda args, entry: [] if args.measure_only else [(conll_grid(args), {})], text=text,
-    options=[("--dtypes", dict(default=",".join(DTYPES))),
-             ("--measure-only", dict(action="store_true", help="bytes, speeds and nu only, no heads (a backbone "
-                                                              "with random weights, say)"))],
-    note=lambda run: f"One JSON line per run in `{variant_results(run.args.out, '<dtype>')}`.",
-    title=lambda run: "An 8-bit cache against float16", dev=lambda run: "all of dev")
-main = grid_main(GRID, __doc__)
 
 if __name__ == "__main__":
     main()

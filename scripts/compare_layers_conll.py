@@ -1,28 +1,24 @@
 """Does the training-free variability score pick layers that do as well as fusing all of them?
 
-FE heads on CoNLL-2003 with all-MiniLM-L6-v2: for each fusion, N and seed, one run per layer choice
-(all layers, auto:K = the K layers with the lowest nu on the run's own sample, and the top K layers
-for comparison). Each run reads exactly what it needs from the cache (`run_grid` with
-``load=load_run, load_per_run=True``: its train sample with the candidate layers, all of 1..L for
-auto:K so they can be ranked, and dev with only the fused layers), so the bytes it loads are part
-of the answer. Appends one JSON line per run to --out and skips runs already there (an interrupted
-run resumes), then prints a markdown table: best dev F1 (mean ± std over seeds), the layers fused,
-median seconds and MB loaded per run; the table goes to --table (docs/results/compare_layers_conll.md).
+FE heads on CoNLL-2003 with all-MiniLM-L6-v2, one run per fusion, N, seed and layer choice (all
+layers, auto:K, the top K layers). Each run reads only what it needs from the cache (its train
+sample with the candidate layers, dev with the fused ones), so the bytes it loads are part of the
+answer: the table gives dev and test F1, the layers fused, seconds and MB loaded per run.
 
     LAYERFUSE_HOME=/tmp/lc python scripts/compare_layers_conll.py                # the full grid
     LAYERFUSE_HOME=/tmp/lc python scripts/compare_layers_conll.py --seeds 1 --shots 8 --out /tmp/x.jsonl
-
-The cache is the one `extract --model all-MiniLM-L6-v2 --dataset <data>` makes (train, dev and test)
-(extracted here first when missing); its root is --cache-dir, else $LAYERFUSE_HOME.
 """
 
 from __future__ import annotations
 
 import statistics
 
-from _common import conll_grid, f1_cell, grid_main, runs_of, split_list
+from _common import Study, args_entry, conll_grid, f1_cell, run_conll_grid, runs_of, split_list, torch_threads
 
-CHOICES = "all,auto:2,auto:3,5-6,4-6"  # all 1..6, nu's best 2 and 3, the top 2 and 3 layers
+STUDY = Study("compare_layers_conll", fusions="concat,dwatt", epochs=25, threads=1, options=(("--choices", dict(
+    default="all,auto:2,auto:3,5-6,4-6",  # all 1..6, nu's best 2 and 3, the top 2 and 3 layers
+    help="layer choices, separated by commas at the top level; a choice is one --layers spec, with '-' or '..' "
+         "ranges or '+' between layers (5-6, 4+5+6, 1..6), 'all' or 'auto:K'")),))
 
 
 def parse_choices(text: str) -> list[str]:
@@ -91,29 +87,25 @@ def caption(args, model: str | None, *, num_layers: int) -> str:
             f"float16 storage, so rows x layers x d x 2 bytes; MB = 10^6 bytes.")
 
 
-def grids(args, entry) -> list:
+def main(argv: list[str] | None = None) -> str:
     """Each run reads what it needs from the cache (its sample, the candidate layers) and records it."""
     from layerfuse.experiments import load_run
 
+    args = STUDY.parse(__doc__, argv)
     choices = parse_choices(args.choices)
-    for choice in choices:
-        _choice(choice, num_layers=entry.num_layers)  # a bad choice fails now, not after an hour of runs
-    return [(conll_grid(args, axes={"layers": choices}), dict(load=load_run, load_per_run=True, annotate=record_bytes))]
+    with torch_threads(args.threads):
+        entry = args_entry(args)
+        L = entry.num_layers
+        for choice in choices:
+            _choice(choice, num_layers=L)  # a bad choice fails now, not after an hour of runs
+        records = run_conll_grid(args, entry, conll_grid(args, axes={"layers": choices}), load=load_run,
+                                 load_per_run=True, annotate=record_bytes)
+    model = entry.meta.get("model")
+    text = caption(args, model, num_layers=L) + "\n\n" \
+        + table(records, split_list(args.fusions), split_list(args.shots, int), choices, num_layers=L)
+    return STUDY.publish(args, argv, text, title=f"Layer choice on CoNLL-2003 ({model}, FE)", records=records,
+                         entry=entry)
 
-
-def text(run) -> str:
-    L, args = run.entry.num_layers, run.args
-    return caption(args, run.model, num_layers=L) + "\n\n" \
-        + table(run.records, split_list(args.fusions), split_list(args.shots, int), parse_choices(args.choices),
-                num_layers=L)
-
-
-GRID = dict(name="compare_layers_conll", fusions="concat,dwatt", epochs=25, threads=1, grids=grids, text=text,
-            options=[("--choices", dict(
-                default=CHOICES, help="layer choices, separated by commas at the top level; a choice is one "
-                "--layers spec, with '-' or '..' ranges or '+' between layers (5-6, 4+5+6, 1..6), 'all' or 'auto:K'"))],
-            title=lambda run: f"Layer choice on CoNLL-2003 ({run.model}, FE)")
-main = grid_main(GRID, __doc__)
 
 if __name__ == "__main__":
     main()

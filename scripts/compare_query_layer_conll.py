@@ -1,20 +1,15 @@
 """Where should z_L come from when the fused layers are picked by variability? The last fused layer
 (``--query-layer fused``) against the backbone's top layer (``--query-layer top``), with ``--layers auto:3``.
 
-DWAtt's query and residual, Base's output and the extra layers' input are z_L. With auto:3 the
-fused set is the three layers of lowest variability nu on the run's sample, often low layers, so
-``fused`` takes z_L from the third pick while the DWAtt paper takes it from the top layer; ``top``
-reads the top layer as z_L (apart from the fused set, which stays the auto:3 pick). On CoNLL-2003,
-per backbone (all-MiniLM-L6-v2 and all-mpnet-base-v2 by default), head (dwatt, base, extra) and N
-(8, 128), 3 seeds: the best dev F1 and the test F1 at it for each variant (mean ± 95% CI), and the
-paired per-seed difference top − fused (the two variants of a seed train on the same sample and
-fuse the same layers), at train-head's defaults, 25 epochs, on a fixed 1000-sentence subset of dev.
+DWAtt's query and residual, Base's output and the extra layers' input are z_L. With auto:3 the fused
+set is often low layers, so ``fused`` takes z_L from the third pick where the DWAtt paper takes the
+top layer. Per backbone, head and N: each variant's dev and test F1 (mean ± 95% CI) and the paired
+difference top − fused (both variants of a seed share the sample and the fused layers).
 
     python scripts/compare_query_layer_conll.py --data PATH/conll2003
     python scripts/compare_query_layer_conll.py --models all-MiniLM-L6-v2 --cache-dirs PATH/minilm --seeds 1
 
-Appends one JSON line per run to <--out stem>.<model>.jsonl (reruns skip the runs already there)
-and writes the table to --table (docs/results/compare_query_layer_conll.md).
+Each model's runs go to <--out stem>.<model>.jsonl.
 """
 
 from __future__ import annotations
@@ -22,44 +17,30 @@ from __future__ import annotations
 from pathlib import Path
 
 from _common import (
+    Study,
     against_zero,
     ci_cell,
     conll_entry,
     conll_grid,
     dev_line,
-    grid_main,
     paired_diffs,
+    run_conll_grid,
     runs_of,
     split_list,
+    torch_threads,
+    variant_results,
 )
 
-MODELS = "all-MiniLM-L6-v2,all-mpnet-base-v2"
 VARIANTS = ("fused", "top")
-
-
-def check(args) -> None:
-    """--cache-dirs: one per model, or one for all of them (none = --cache-dir); --precision resolved
-    once (auto: what this machine runs faster), so every run records the same."""
-    from layerfuse.training.runtime import resolve_precision
-
-    models, dirs = split_list(args.models), split_list(args.cache_dirs or "")
-    if len(dirs) not in (0, 1, len(models)):
-        raise SystemExit(f"error: --cache-dirs names {len(dirs)} folders for {len(models)} models")
-    args.precision = resolve_precision(args.precision)
-
-
-def entries(args) -> dict:
-    """Each model's CoNLL-2003 entry under its cache folder, by the model's name."""
-    models, dirs = split_list(args.models), split_list(args.cache_dirs or "")
-    dirs = dirs * len(models) if len(dirs) == 1 else dirs or [args.cache_dir] * len(models)
-    return {Path(model).name: conll_entry(args.data, model=model, cache_dir=folder)
-            for model, folder in zip(models, dirs)}
-
-
-def grids(args, entry) -> list:
-    """Both variants of every head, N and seed, on the --layers pick."""
-    fields = dict(layers=args.layers, dev_sentences=args.dev_sentences or None, precision=args.precision)
-    return [(conll_grid(args, axes={"query_layer": list(VARIANTS)}, **fields), {})]
+STUDY = Study(
+    "compare_query_layer_conll", fusions="dwatt,base,extra", epochs=25, threads=1, library_defaults=True,
+    options=(("--models", dict(default="all-MiniLM-L6-v2,all-mpnet-base-v2", help="comma-separated backbones")),
+             ("--layers", dict(default="auto:3", help="the fused layers (a --layers spec)")),
+             ("--cache-dirs", dict(default=None, help="cache folder of each model (comma-separated, or one for "
+                                                      "all; default: --cache-dir)")),
+             ("--dev-sentences", dict(type=int, default=1000, help="fixed random subset of dev (0 = all)")),
+             ("--precision", dict(default="auto", choices=["auto", "fp32", "bf16"],
+                                  help="autocast of the heads (auto: bf16 where this CPU runs it faster)"))))
 
 
 def by_seed(records: list[dict], **config) -> dict:
@@ -97,8 +78,23 @@ def picks(by_entry: dict, entries: dict) -> str:
     return "\n".join(lines)
 
 
-def text(run) -> str:
-    args = run.args
+def main(argv: list[str] | None = None) -> str:
+    """Both variants of every head, N and seed, on the --layers pick, on each model's entry (under
+    its folder of --cache-dirs: one per model, or one for all, none = --cache-dir)."""
+    from layerfuse.training.runtime import resolve_precision
+
+    args = STUDY.parse(__doc__, argv)
+    models, dirs = split_list(args.models), split_list(args.cache_dirs or "")
+    if len(dirs) not in (0, 1, len(models)):
+        raise SystemExit(f"error: --cache-dirs names {len(dirs)} folders for {len(models)} models")
+    dirs = dirs * len(models) if len(dirs) == 1 else dirs or [args.cache_dir] * len(models)
+    args.precision = resolve_precision(args.precision)  # auto resolved once, so every run records the same
+    fields = dict(layers=args.layers, dev_sentences=args.dev_sentences or None, precision=args.precision)
+    with torch_threads(args.threads):
+        entries = {Path(model).name: conll_entry(args.data, model=model, cache_dir=folder)
+                   for model, folder in zip(models, dirs)}
+        by_entry = {name: run_conll_grid(args, entry, conll_grid(args, axes={"query_layer": list(VARIANTS)}, **fields),
+                                         variant_results(args.out, name)) for name, entry in entries.items()}
     caption = (f"CoNLL-2003, FE with `--layers {args.layers}`, {args.epochs} epochs, each head's default learning "
                f"rate, DWAtt's {args.layer_score} score, batch {args.batch_size}, {args.eval_points} dev evaluations "
                f"per run, precision {args.precision}, seeds 0..{args.seeds - 1}. Cells: F1 x100, mean ± 95% CI "
@@ -106,24 +102,13 @@ def text(run) -> str:
                f"on the same sample and the same fused layers.")
     layers = (f"Fused layers ({args.layers} on the run's sample; base and the extra layers read z_L alone: the "
               f"last of them under fused, the top layer under top):")
-    return "\n\n".join([caption, table(run.by_entry, split_list(args.fusions), split_list(args.shots, int)),
-                        layers, picks(run.by_entry, run.entries)])
+    text = "\n\n".join([caption, table(by_entry, split_list(args.fusions), split_list(args.shots, int)),
+                         layers, picks(by_entry, entries)])
+    first = next(iter(entries.values()))
+    return STUDY.publish(args, argv, text, records=[r for runs in by_entry.values() for r in runs],
+                         title=f"z_L from the last fused layer or the top layer ({args.layers}, CoNLL-2003, FE)",
+                         dev=dev_line(args.dev_sentences or None, first.split("dev").n_sentences))
 
-
-GRID = dict(
-    name="compare_query_layer_conll", fusions="dwatt,base,extra", epochs=25, threads=1, library_defaults=True,
-    defaults=dict(shots="8,128", seeds=3), check=check, entries=entries, grids=grids, text=text,
-    options=[("--models", dict(default=MODELS, help="comma-separated backbones")),
-             ("--layers", dict(default="auto:3", help="the fused layers (a --layers spec)")),
-             ("--cache-dirs", dict(default=None, help="cache folder of each model (comma-separated, or one for "
-                                                      "all; default: --cache-dir)")),
-             ("--dev-sentences", dict(type=int, default=1000, help="fixed random subset of dev (0 = all)")),
-             ("--precision", dict(default="auto", choices=["auto", "fp32", "bf16"],
-                                  help="autocast of the heads (auto: bf16 where this CPU runs it faster)"))],
-    title=lambda run: f"z_L from the last fused layer or the top layer ({run.args.layers}, CoNLL-2003, FE)",
-    dev=lambda run: dev_line(run.args.dev_sentences or None, run.entry.split("dev").n_sentences),
-)
-main = grid_main(GRID, __doc__)
 
 if __name__ == "__main__":
     main()

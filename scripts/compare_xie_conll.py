@@ -5,12 +5,9 @@ it dropped), N = 8 to 128, 50 epochs, dev F1 after every epoch on the whole dev 
 
     python scripts/compare_xie_conll.py --data PATH/conll2003 [--cache PATH/entry]
 
-Each fusion runs on the picked layer; on the top layer those of --top (default base), the others'
-top-layer runs being the paired grid's (--grid, the records of scripts/paired_grid_conll.py, the same
-samples). Writes --table (docs/results/compare_xie_conll.md): per head and N the paired difference
-xie − top (dev and test F1 at the best dev point); the paired grid's fusion heads against R+n and
-Base on the picked layer; the pick itself per N and seed beside the pick on the whole train split (its stability
-over N and seeds); and each run's layers, copied run by run to --records.
+On the top layer only the fusions of --top run here; the others' top-layer runs are the paired
+grid's (--grid, the same samples). The table: xie − top per head and N; the paired grid's fusion
+heads against R+n and Base on the pick; the pick per N and seed against the whole train split's.
 """
 
 from __future__ import annotations
@@ -20,18 +17,32 @@ from collections import Counter
 from pathlib import Path
 
 from _common import (
+    Study,
     against_zero,
+    args_entry,
     ci_cell,
     conll_grid,
-    grid_main,
+    copy_records,
     paired_diffs,
     public_path,
     results_path,
+    run_conll_grid,
     split_list,
+    torch_threads,
 )
 
 XIE = "xie"  # the --layers spec of Xie's rule with the classifier's layer alone (K = 1)
 FUSION_HEADS = ("concat", "dwatt")  # the paired grid's fusion heads, set against R+n on the picked layer
+STUDY = Study(
+    "compare_xie_conll", fusions="base,extra", epochs=50, threads=1, library_defaults=True,
+    shots="8,16,32,64,128", seeds=5, defaults=dict(eval_points=0, workers=2),
+    options=(("--grid", dict(default=results_path("paired_grid_conll", ".jsonl"),
+                             help="the paired grid's per-run records (scripts/paired_grid_conll.py), "
+                                  "whose fusion heads are set against R+n ('' = none)")),
+             ("--top", dict(default="base", help="the fusions that also run on the top layer here (the others' "
+                                                "top-layer runs are --grid's, on the same samples)")),
+             ("--records", dict(default=results_path("compare_xie_conll", ".jsonl"),
+                                help="the runs' records are copied here ('' = not copied)"))))
 
 
 def head_of(record: dict) -> str:
@@ -139,12 +150,12 @@ def picks_table(cells: dict, shots: list[int], whole: list[tuple[int, float]]) -
                                f"tokens per tag, seed 0: {nu}).")
 
 
-def grids(args, entry) -> list:
+def configs(args) -> list:
     """Every fusion on Xie's pick; on the top layer those of --top (the others' top-layer runs are the
     paired grid's). Seed by seed: a grid cut short leaves whole seeds."""
     configs = [c for c in conll_grid(args, axes={"layers": [None, XIE]})
                if c.layers == XIE or c.fusion in split_list(args.top)]
-    return [(sorted(configs, key=lambda c: (c.seed, -c.shots, c.fusion)), {})]
+    return sorted(configs, key=lambda c: (c.seed, -c.shots, c.fusion))
 
 
 def read_grid(path: str) -> dict:
@@ -163,36 +174,26 @@ def precision_checks(args) -> list[dict]:
             and "extra" not in split_list(args.top)]
 
 
-def copy_records(run) -> None:
-    if not run.args.records:
-        return
-    Path(run.args.records).parent.mkdir(parents=True, exist_ok=True)
-    with open(run.args.records, "w", encoding="utf-8") as f:
-        every = run.records + precision_checks(run.args)
-        for r in sorted(every, key=lambda r: (head_of(r), r["config"]["shots"], r["config"]["seed"])):
-            f.write(json.dumps(dict(r, cache_path=public_path(str(r.get("cache_path", ""))))) + "\n")
-
-
-def report(run) -> str:
+def report(args, entry, records: list[dict], planned: int) -> str:
     from layerfuse.layers.scores import score_layers
 
-    args, records = run.args, run.records
     fusions, shots = split_list(args.fusions), sorted(split_list(args.shots, int))
     cells, grid = by_cell(records), read_grid(args.grid)
     fused, same_head = grid_table(cells, grid, by_cell(precision_checks(args)), shots)
     heads = [h for f in fusions for h in (f, f"{f} ({XIE})")]
-    whole = score_layers(run.entry.split("train"), layers=range(1, run.entry.num_layers + 1))
+    whole = score_layers(entry.split("train"), layers=range(1, entry.num_layers + 1))
     precisions = sorted({r["config"]["precision"] for r in records})
     lrs = sorted({f"{r['config']['fusion']} {r['config']['lr']:g}" for r in records})
     seeds = sorted({r["config"]["seed"] for r in records})
-    done = "" if len(records) == run.planned else f" **{len(records)} of the {run.planned} planned runs finished.**"
-    return (f"CoNLL-2003, {run.model} FE from the cache, {args.epochs} epochs, dev F1 after every epoch on the "
-            f"whole dev split, the test F1 of each run's head at its best dev point; batch {args.batch_size}; "
+    done = "" if len(records) == planned else f" **{len(records)} of the {planned} planned runs finished.**"
+    return (f"CoNLL-2003, {entry.meta.get('model')} FE from the cache, {args.epochs} epochs, dev F1 after every "
+            f"epoch on the whole dev split, the test F1 of each run's head at its best dev point; batch "
+            f"{args.batch_size}; "
             f"learning rates {', '.join(lrs)} (layerfuse's defaults); precision {', '.join(precisions)}; seeds "
             f"{', '.join(map(str, seeds))} ({len(records)} runs).{done} F1 x100. '{XIE}': `--layers {XIE}`, the "
-            f"head on the lowest-nu layer of 1..{run.entry.num_layers} on the run's own sample (Xie et al.'s "
+            f"head on the lowest-nu layer of 1..{entry.num_layers} on the run's own sample (Xie et al.'s "
             f"classifier layer; the layers above it unused); without it the head reads the top layer "
-            f"{run.entry.num_layers}, as many top layers (one). Each interval is the 95% CI of the mean "
+            f"{entry.num_layers}, as many top layers (one). Each interval is the 95% CI of the mean "
             f"(Student t, n − 1 degrees of freedom). Per-run records: `{public_path(args.records or args.out)}`."
             "\n\nXie's pick against the top layer, paired by seed (a − b):\n\n" + xie_table(cells, grid, fusions, shots)
             + "\n\nThe fusion heads of the paired grid (`" + public_path(args.grid) + "`, the same samples) "
@@ -205,19 +206,17 @@ def report(run) -> str:
             "type):\n\n" + picks_table(cells, shots, whole))
 
 
-GRID = dict(
-    name="compare_xie_conll", fusions="base,extra", epochs=50, threads=1, library_defaults=True,
-    defaults=dict(shots="8,16,32,64,128", seeds=5, eval_points=0, workers=2), grids=grids,
-    options=[("--grid", dict(default=results_path("paired_grid_conll", ".jsonl"),
-                             help="the paired grid's per-run records (scripts/paired_grid_conll.py), "
-                                  "whose fusion heads are set against R+n ('' = none)")),
-             ("--top", dict(default="base", help="the fusions that also run on the top layer here (the others' "
-                                                "top-layer runs are --grid's, on the same samples)")),
-             ("--records", dict(default=results_path("compare_xie_conll", ".jsonl"),
-                                help="the runs' records are copied here ('' = not copied)"))],
-    after=copy_records, text=report,
-    title=lambda run: f"Xie et al.'s rule against the top layer, and R+n on the best layer ({run.model}, CoNLL-2003)")
-main = grid_main(GRID, __doc__)
+def main(argv: list[str] | None = None) -> str:
+    args = STUDY.parse(__doc__, argv)
+    with torch_threads(args.threads):
+        entry, planned = args_entry(args), configs(args)
+        records = run_conll_grid(args, entry, planned)
+    if args.records:
+        copy_records(records + precision_checks(args), args.records, head=head_of)
+    return STUDY.publish(args, argv, report(args, entry, records, len(planned)), records=records, entry=entry,
+                         title=f"Xie et al.'s rule against the top layer, and R+n on the best layer "
+                               f"({entry.meta.get('model')}, CoNLL-2003)")
+
 
 if __name__ == "__main__":
     main()

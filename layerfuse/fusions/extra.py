@@ -206,7 +206,10 @@ def _grouped_attention(qkv: Tensor, groups, *, heads: int, p: float) -> Tensor:
     with torch.autocast(qkv.device.type, enabled=False):
         for index, mask, keep in groups:
             b, T = index.shape
-            q, k, v = qkv[index].to(wide).view(b, T, 3, heads, d // heads).permute(2, 0, 3, 1, 4)  # [b, h, T, dh]
+            # index_select, not qkv[index]: its backward adds rows (index_add_; padding slots add exact
+            # zeros), where an indexed read's sorts the indices (half of a pack step on CUDA)
+            rows_in = qkv.index_select(0, index.reshape(-1)).to(wide)
+            q, k, v = rows_in.view(b, T, 3, heads, d // heads).permute(2, 0, 3, 1, 4)  # [b, h, T, dh]
             if p > 0 and cpu:
                 scores = (q @ k.transpose(-1, -2)) * (d // heads) ** -0.5  # [b, h, T, T]
                 probs = torch.softmax(scores.masked_fill(~mask[:, None, None, :], float("-inf")), dim=-1)

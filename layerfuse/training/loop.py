@@ -19,6 +19,7 @@ accumulation, fp16, every fusion), or `packed.Stacked`, K heads as one stacked m
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import math
 import time
@@ -280,16 +281,17 @@ class Run:
         )
 
 
-def prepare_run(config: TrainConfig, data: HeadData) -> Run:
-    """The sample, the fused layers, the splits, the head (seeded), the optimizer and the schedule."""
+def prepare_run(config: TrainConfig, data: HeadData, *, built: dict | None = None) -> Run:
+    """The sample, the fused layers, the splits, the head (seeded), the optimizer and the schedule.
+    ``built``: heads already built, by seed, for runs whose head depends on nothing else (`seeded_head`)."""
     device = pick_device(config.device)
     task = training_task(config, data.meta, where=data.path)
     ids, train, dev, test, layers, scores, query_layer = select_splits(config, data)
     backbone = data.trainable_backbone(config)  # FT: reset to its pretrained weights, frozen as asked
-    torch.manual_seed(config.seed)  # the seed fixes the initialisation (and the dropout masks)
     n_fused = len(layers) - 1 if query_layer == "top" else len(layers)  # a z_L read apart is not fused
-    head, kwargs = task.head(replace(config, query_layer=query_layer), data, n_layers=n_fused, device=device,
-                               backbone=backbone)
+    head, kwargs = seeded_head(lambda: task.head(replace(config, query_layer=query_layer), data, n_layers=n_fused,
+                                                 device=device, backbone=backbone),
+                               seed=config.seed, built=None if backbone is not None else built)
     model = torch.nn.ModuleList([head] + ([backbone] if backbone is not None else []))
     steps_per_epoch = math.ceil(train.n_sentences / (config.batch_size * config.grad_accum))
     total = config.epochs * steps_per_epoch
@@ -300,6 +302,23 @@ def prepare_run(config: TrainConfig, data: HeadData) -> Run:
     scaler = torch.amp.GradScaler(device.type, enabled=precision_of(config.precision).scales_loss)
     return Run(config, data, device, ids, layers, scores, train, dev, test, task, head, kwargs, model, optimizer,
                scheduler, scaler, steps_per_epoch, total, eval_at, torch.Generator().manual_seed(config.seed))
+
+
+def seeded_head(build, *, seed: int, built: dict | None):
+    """``build()`` (a head and its kwargs) under ``torch.manual_seed(seed)``: the seed fixes the
+    initialisation (and the dropout masks). ``built``, when given, keeps each seed's first head and
+    the RNG state it left; a later run of that seed gets a copy and that state, so it starts where
+    building it would have left it, with none of the initialisation's draws (at roberta-large shape
+    a tenth of a second of host time a head: a Figure-3 cell's four epoch caps draw one)."""
+    torch.manual_seed(seed)
+    if built is not None and seed in built:
+        head, kwargs, rng = built[seed]
+        torch.set_rng_state(rng)
+        return copy.deepcopy(head), kwargs
+    head, kwargs = build()
+    if built is not None:
+        built[seed] = (copy.deepcopy(head), kwargs, torch.get_rng_state())
+    return head, kwargs
 
 
 def select_splits(config: TrainConfig, data: HeadData):

@@ -87,7 +87,10 @@ def train_pack(configs: list[TrainConfig], data, *, log=None, keep_head: bool = 
     _check(configs)
     t_start = time.perf_counter()
     prepare_process()
-    runs = [prepare_run(config, data) for config in configs]  # each seeded and built as its solo run
+    # Each seeded and built as its solo run; the runs of one seed (they differ only in `OWN`) share
+    # one initialisation, built once.
+    built: dict = {}
+    runs = [prepare_run(config, data, built=built) for config in configs]
     # Longest first, a schedule's runs side by side: the heads still training are always the first
     # ones (a slice of the stacks, no gather) and each schedule a slice of the leaves (`PackOptimizer`).
     placed = sorted(range(len(runs)), key=lambda i: (-runs[i].total_steps, _schedule(runs[i]), i))

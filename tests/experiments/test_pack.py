@@ -214,6 +214,34 @@ def test_a_cells_epoch_caps_in_one_pack_match_their_solo_runs(tiny_cache, tmp_pa
         assert p["test_f1_at_best"] == pytest.approx(s["test_f1_at_best"], abs=TOLERANCE)
 
 
+def test_a_seeds_runs_in_a_pack_build_its_head_once(tiny_cache, monkeypatch):
+    # A cell's epoch caps share a seed: the pack builds that seed's head once and copies it, and
+    # leaves the RNG where building it would have (the dropout masks that follow are unchanged).
+    from dataclasses import replace
+
+    from layerfuse.training import load_data, tasks
+    from layerfuse.training.loop import prepare_run
+
+    data = load_data(open_entry(tiny_cache))
+    configs = [replace(BASE, fusion="dwatt", epochs=e) for e in (2, 5)] + [replace(BASE, fusion="dwatt", seed=1)]
+    alone = []
+    for config in configs:
+        run = prepare_run(config, data)
+        alone.append((run.head.state_dict(), torch.get_rng_state()))
+    builds = []
+    head = tasks.NER.head
+    monkeypatch.setattr(tasks.NER, "head", lambda self, *a, **kw: builds.append(1) or head(self, *a, **kw))
+    built: dict = {}
+    runs = []
+    for config, (weights, rng) in zip(configs, alone):
+        runs.append(prepare_run(config, data, built=built))
+        assert torch.equal(torch.get_rng_state(), rng)
+        for name, value in weights.items():
+            assert torch.equal(runs[-1].head.state_dict()[name], value), name
+    assert len(builds) == 2  # seeds 0 and 1
+    assert runs[0].head is not runs[1].head  # each run trains its own copy
+
+
 @pytest.mark.parametrize("fusion", ["concat", "dwatt", "scalarmix", "base", "extra"])
 def test_a_solo_run_equals_a_pack_of_one(tiny_cache, fusion):
     # One loop trains both (`loop.train_runs`): the run's own module (`Solo`) or one stacked head

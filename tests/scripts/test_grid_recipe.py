@@ -1,38 +1,34 @@
-"""The recipe every grid script is a config of (scripts/_common.py: run_grid_script): one results file
-per cache entry, the script's own options beside the grid's, the text printed and written under the
-results header; scripts/compare_extract_precision.py on the tiny model and data as the example."""
+"""What every grid script is run by (scripts/_common.py: `Study`): the common options beside the script's
+own, its defaults, the text printed and written under the results header; and run on several cache
+entries, one results file per entry; scripts/compare_extract_precision.py on the tiny model and data as
+the example."""
 
 from __future__ import annotations
 
 import json
 
 
-def test_a_config_runs_on_each_entry_into_its_own_file(tiny_cache, tmp_path, capsys, load_script):
+def test_a_study_parses_its_options_and_publishes(tiny_cache, tmp_path, capsys, load_script):
     common = load_script("_common")
-    seen = {}
-
-    def text(run):
-        seen.update(run=run)
-        return f"{len(run.records)} runs on {', '.join(run.by_entry)}; --flag {run.args.flag}"
-
-    config = dict(name="a_grid", fusions="base", epochs=1, entries=lambda args: {"a": common.args_entry(args),
-                                                                                   "b": common.args_entry(args)},
-                  options=[("--flag", dict(default="x"))], text=text, title=lambda run: "A grid",
-                  note=lambda run: "A note.", dev=lambda run: "all of dev")
+    study = common.Study("a_grid", epochs=1, library_defaults=True, defaults=dict(seeds=1),
+                         options=(("--flag", dict(default="x")),))
     md, out = tmp_path / "a.md", tmp_path / "runs.jsonl"
-    argv = ["--cache", tiny_cache, "--shots", "2", "--seeds", "1", "--threads", "0", "--flag", "y",
-            "--out", str(out), "--table", str(md)]
-    printed = common.grid_main(config, "A grid.\n\nMore.")(argv)
-
-    assert printed == "2 runs on a, b; --flag y" and capsys.readouterr().out == "\n" + printed + "\n"
+    argv = ["--cache", tiny_cache, "--shots", "2", "--threads", "0", "--flag", "y", "--out", str(out),
+            "--table", str(md)]
+    args = study.parse("A grid.\n\nMore.", argv)
+    assert (args.flag, args.seeds, args.epochs, args.lr, args.fusions) == ("y", 1, 1, None, "base")
+    entry = common.args_entry(args)
+    by_entry = {name: common.run_conll_grid(args, entry, common.conll_grid(args),
+                                            common.variant_results(args.out, name)) for name in ("a", "b")}
     for name in ("a", "b"):  # <--out stem>.<entry>.jsonl, one run each
         assert len((tmp_path / f"runs.{name}.jsonl").read_text().splitlines()) == 1
-    run = seen["run"]
-    assert run.planned == 2 and run.device == "cpu" and run.entry is run.entries["a"]
+    records = by_entry["a"] + by_entry["b"]
+    printed = study.publish(args, argv, "2 runs", title="A grid", records=records, dev="all of dev", note="A note.")
+    assert printed == "2 runs" and capsys.readouterr().out == "\n2 runs\n"
     parts = md.read_text().split("\n\n")
     assert parts[0] == "# A grid" and parts[1].startswith("Made by `python scripts/a_grid.py --cache PATH/")
     assert parts[2].startswith("Machine: cpu: ") and parts[3] == "Dev: all of dev."
-    assert parts[4:] == [printed, "A note.\n"]
+    assert parts[4:] == ["2 runs", "A note.\n"]
 
 
 def test_extract_precision_on_both_caches(tiny_bert_dir, tiny_conll_dir, tmp_path, load_script):
