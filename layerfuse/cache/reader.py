@@ -82,7 +82,8 @@ class CacheEntry:
 
     def with_labels(self, name: str | None) -> CacheEntry:
         """The same entry seen through label set ``name`` (None = the primary set): ``meta`` carries
-        its ``label_names``, ``label_set`` and ``label_kind``, and every split's ``labels`` are its."""
+        its ``label_names``, ``label_set`` and ``label_kind``, and every split's ``labels`` are its. An
+        entry seen through that set already is returned itself, with the splits it has opened."""
         meta = label_sets.view_meta(self.stored_meta, name, where=self.path)
         labels_array = label_sets.array_name(self.stored_meta, meta["label_set"])
         if meta == self.meta and labels_array == self.labels_array:
