@@ -89,8 +89,9 @@ def _children(root: str) -> list[str]:
             if os.path.isfile(os.path.join(base, n, "zarr.json")) and not _being_removed(n)]
 
 
-def entry_status(path: str, *, size: bool = True) -> EntryStatus:
-    group = open_group(path, mode="r")
+def entry_status(path: str, *, size: bool = True, group=None) -> EntryStatus:
+    """``group``: the entry's group when the caller holds it open already (it is not opened again)."""
+    group = open_group(path, mode="r") if group is None else group
     attrs = dict(group.attrs)
     if not attrs.get("format_version"):
         raise NotAnEntryError(f"{path} is not a layerfuse entry")

@@ -23,8 +23,27 @@ from .store import checked_store, open_group, require_complete
 from .usage import hold, mark_read
 
 
-class MetaViews:
-    """Views of an entry's metadata (``self.meta``), for the entry and for whatever is built from it."""
+class CacheEntry:
+    """One cache entry (a zarr group): metadata in `meta`, one `CacheSplit` per finished split."""
+
+    def __init__(self, path):
+        # A path or URL; tests may also pass a zarr store (e.g. one that counts the bytes read).
+        self.path = path if isinstance(path, str) else str(path)
+        # Held while this entry (or a view or split of it) is referenced, or until `close`: `gc` and
+        # `rm` skip an entry a reader holds. Taken before the open, so what is opened is what is held.
+        self._hold = hold(path) if isinstance(path, str) else None
+        self.group = open_group(path, mode="r") if isinstance(path, str) else _open_store(path)
+        self.meta = dict(self.group.attrs)
+        if not self.meta.get("format_version"):
+            raise LayerfuseError(f"{path} is not a layerfuse entry (no format_version attribute)")
+        if isinstance(path, str):
+            mark_read(path)  # eviction (`gc`) keeps what was read last, local readers included
+        self._seen_finished: set[str] = set()  # `splits`: what this reader has seen finished
+        self._splits: dict[str, CacheSplit] = {}  # `split`: each opened once, for every caller of this entry
+        self.labels_array = "labels"  # the array `CacheSplit.labels` reads: the primary set's unless `with_labels`
+        self.stored_meta = self.meta  # the attributes as stored; `meta` of a label-set view differs
+        if label_sets.PRIMARY in self.meta or label_sets.LISTING in self.meta:  # seen through its primary set
+            self.meta = label_sets.view_meta(self.stored_meta, None, where=self.path)
 
     @property
     def label_names(self) -> list[str]:
@@ -43,28 +62,6 @@ class MetaViews:
     def task(self) -> str:
         """The name of the entry's task (`layerfuse.tasks`); entries from before MLM carry none and are NER."""
         return str(self.meta.get("task", DEFAULT_TASK))
-
-
-class CacheEntry(MetaViews):
-    """One cache entry (a zarr group): metadata in `meta`, one `CacheSplit` per finished split."""
-
-    def __init__(self, path):
-        # A path or URL; tests may also pass a zarr store (e.g. one that counts the bytes read).
-        self.path = path if isinstance(path, str) else str(path)
-        # Held while this entry (or a view or split of it) is referenced, or until `close`: `gc` and
-        # `rm` skip an entry a reader holds. Taken before the open, so what is opened is what is held.
-        self._hold = hold(path) if isinstance(path, str) else None
-        self.group = open_group(path, mode="r") if isinstance(path, str) else _open_store(path)
-        self.meta = dict(self.group.attrs)
-        if not self.meta.get("format_version"):
-            raise LayerfuseError(f"{path} is not a layerfuse entry (no format_version attribute)")
-        if isinstance(path, str):
-            mark_read(path)  # eviction (`gc`) keeps what was read last, local readers included
-        self._seen_finished: set[str] = set()  # `splits`: what this reader has seen finished
-        self.labels_array = "labels"  # the array `CacheSplit.labels` reads: the primary set's unless `with_labels`
-        self.stored_meta = self.meta  # the attributes as stored; `meta` of a label-set view differs
-        if label_sets.PRIMARY in self.meta or label_sets.LISTING in self.meta:  # seen through its primary set
-            self.meta = label_sets.view_meta(self.stored_meta, None, where=self.path)
 
     def close(self) -> None:
         """Let `gc` and `rm` remove the entry again (views made by `with_labels` share the hold)."""
@@ -85,10 +82,15 @@ class CacheEntry(MetaViews):
 
     def with_labels(self, name: str | None) -> CacheEntry:
         """The same entry seen through label set ``name`` (None = the primary set): ``meta`` carries
-        its ``label_names``, ``label_set`` and ``label_kind``, and every split's ``labels`` are its."""
+        its ``label_names``, ``label_set`` and ``label_kind``, and every split's ``labels`` are its. An
+        entry seen through that set already is returned itself, with the splits it has opened."""
+        meta = label_sets.view_meta(self.stored_meta, name, where=self.path)
+        labels_array = label_sets.array_name(self.stored_meta, meta["label_set"])
+        if meta == self.meta and labels_array == self.labels_array:
+            return self  # seen through that set already: the same entry, and the splits it has opened
         view = copy.copy(self)
-        view.meta = label_sets.view_meta(self.stored_meta, name, where=self.path)
-        view.labels_array = label_sets.array_name(self.stored_meta, view.meta["label_set"])
+        view.meta, view.labels_array = meta, labels_array
+        view._splits = {}  # a view's splits read its labels
         return view
 
     @property
@@ -132,9 +134,12 @@ class CacheEntry(MetaViews):
         return {name: arr[:] for name, arr in group.arrays()}
 
     def split(self, name: str) -> CacheSplit:
-        if name not in self.group:
-            raise LayerfuseError(f"split {name!r} is not in {self.path}; it has {self.splits}")
-        return CacheSplit(self, name)
+        """Split ``name``, opened (its attributes, arrays and files checked) the first time it is asked for."""
+        if name not in self._splits:
+            if name not in self.group:
+                raise LayerfuseError(f"split {name!r} is not in {self.path}; it has {self.splits}")
+            self._splits[name] = CacheSplit(self, name)
+        return self._splits[name]
 
 
 class CacheSplit:

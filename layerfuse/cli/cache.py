@@ -71,8 +71,8 @@ def ls_cmd(cache_dir):
 @friendly_errors
 def info_cmd(path, as_json):
     """Show an entry's metadata and splits."""
-    status = entry_status(path)
     group = open_group(path, mode="r")
+    status = entry_status(path, group=group)  # refuses a group that is no entry before anything is shown
     meta = dict(group.attrs)
     splits = {name: {**dict(g.attrs), "hidden_shape": _hidden_shape(path, name, g)} for name, g in group.groups()
               if "kind" not in g.attrs}  # `kind`: the MLM entry's `lm` group, not a split

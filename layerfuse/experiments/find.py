@@ -60,12 +60,15 @@ def resolve_entry(*, cache: str | None = None, model: str | None = None, dataset
 
 def _entry_for(*, model: str | None, dataset: str | None, cache_dir: str | None, options: dict, log,
                progress: bool) -> CacheEntry:
-    from ..extract.run import ExtractConfig, describe, extract, load_data  # only this path needs transformers
+    from ..extract.run import ExtractConfig, describe, extract, load_data, nothing_to_write  # needs transformers
 
     config = ExtractConfig(model=model, dataset=dataset, cache_dir=cache_dir, **options)
     data = load_data(config, splits=list(config.splits) if config.splits else None)
     path, _, attrs = describe(config, dataset=data)
-    exact = entry_status(path, size=False) if exists(path) else None
+    opened = open_entry(path) if exists(path) else None
+    if opened is not None and nothing_to_write(opened, config, data):
+        return opened  # the usual case: the entry is there, finished, and read through this one open
+    exact = _status_and_close(opened)
     if exact is not None and exact.missing:
         log(f"{path} is incomplete: split(s) {', '.join(exact.missing)} not finished; extracting them")
     if exact is None or not exact.complete:
@@ -78,6 +81,15 @@ def _entry_for(*, model: str | None, dataset: str | None, cache_dir: str | None,
     if not all(s.reused for s in result.splits):
         log(f"extracted {result.path}")
     return open_entry(result.path)
+
+
+def _status_and_close(opened: CacheEntry | None) -> EntryStatus | None:
+    """The status of an entry that `extract` is about to write (read from the group already open), its
+    read hold let go first: what is read after the write is opened anew."""
+    if opened is None:
+        return None
+    opened.close()
+    return entry_status(opened.path, size=False, group=opened.group)
 
 
 def _made_otherwise(path: str, attrs: dict, *, splits, explicit: set, resuming: bool, log) -> str | None:

@@ -90,7 +90,8 @@ def run_grid(entry, configs: list[TrainConfig], *, results: str, workers: int | 
             queue, run = packed(claimed(todo, claims, results=results, done=done), units), _run_pack
         else:
             queue, run = claimed(todo, claims, results=results, done=done), _run_one
-        for config, record in _records(_results(job, todo, queue, workers=workers, ray=ray, run=run), pack > 1):
+        finished = _results(job, todo, queue, workers=workers, ray=ray, run=run, entry=entry)
+        for config, record in _records(finished, pack > 1):
             record["cache_path"] = entry.path
             record = record_run(results, record, keep=keep_heads)
             claims.release(record["run_id"])  # in the file now: nobody needs the claim
@@ -122,9 +123,11 @@ def _records(finished, packs: bool) -> Iterable[tuple]:
         yield from zip(item, out) if packs else ((item, out),)
 
 
-def _results(job: _Job, todo, queue, *, workers: int | None, ray: str | None, run=None) -> Iterable[tuple]:
+def _results(job: _Job, todo, queue, *, workers: int | None, ray: str | None, run=None,
+             entry=None) -> Iterable[tuple]:
     """(item, ``run(job, item)``) as items finish; ``queue`` yields the items (configs, or packs of them)
-    this process claimed, or None while the only runs left are another sweep's (check back later)."""
+    this process claimed, or None while the only runs left are another sweep's (check back later).
+    ``entry``: the sweep's opened entry, which runs in this process read (other processes open it once each)."""
     run = run or _run_one
     if not todo:
         return iter(())
@@ -132,7 +135,7 @@ def _results(job: _Job, todo, queue, *, workers: int | None, ray: str | None, ru
         return _ray_results(job, todo, queue, ray, run)
     workers = min(os.cpu_count() or 1 if workers is None else workers, len(todo))
     if workers == 0:
-        return _in_process(job, todo, queue, run)
+        return _in_process(job, todo, queue, run, entry)
     return _local_results(job, todo, queue, workers, run)
 
 
@@ -153,19 +156,26 @@ class _Job:
 
 _DATA = None
 _DATA_KEY = None
+_ENTRY = None  # the entry this process's runs read: the sweep's own in its process, else opened once here
 
 
-def _init_worker(job: _Job, configs: list, threads: int | None) -> None:
-    global _DATA, _DATA_KEY
+def _init_worker(job: _Job, configs: list, threads: int | None, entry=None) -> None:
+    """Ready this process for ``configs``: ``entry`` is the sweep's opened entry when the runs train in
+    the sweep's own process; a worker process opens ``job.cache_path`` itself, once."""
+    global _DATA, _DATA_KEY, _ENTRY
     import torch
 
     from ..cache.reader import open_entry
 
     if threads:
         torch.set_num_threads(threads)
-    key = (job.cache_path, job.load, tuple(run_id(c) for c in configs))
-    if not job.per_run and _DATA_KEY != key:  # Ray reuses worker processes across tasks and sweeps
-        _DATA, _DATA_KEY = job.load(open_entry(job.cache_path), configs), key
+    key = (job.cache_path, job.load, job.per_run, tuple(run_id(c) for c in configs))
+    if entry is not None:
+        _ENTRY = entry
+    elif _ENTRY is None or _DATA_KEY != key:  # Ray reuses worker processes across tasks and sweeps
+        _ENTRY = open_entry(job.cache_path)
+    if _DATA_KEY != key:
+        _DATA, _DATA_KEY = (None if job.per_run else job.load(_ENTRY, configs)), key
 
 
 def _init_pool_worker(parent: int, job: _Job, configs: list, threads: int | None) -> None:
@@ -192,12 +202,10 @@ def _after_init(run, job: _Job, item):
 
 
 def _run_one(job: _Job, config: TrainConfig) -> dict:
-    from ..cache.reader import open_entry
     from ..training.loop import train_head
 
-    entry = open_entry(job.cache_path) if job.per_run else None
     t0 = time.perf_counter()
-    data = job.load(entry, [config]) if job.per_run else _DATA
+    data = job.load(_ENTRY, [config]) if job.per_run else _DATA
     loaded = time.perf_counter()
     result = train_head(config, data, keep_head=job.heads is not None)
     if job.heads:
@@ -229,13 +237,14 @@ def _run_pack(job: _Job, configs: tuple) -> list[dict]:
     return records
 
 
-def _in_process(job: _Job, todo, queue, run):
+def _in_process(job: _Job, todo, queue, run, entry):
+    global _ENTRY
     import torch
 
     from ..training.runtime import run_threads
 
     before = torch.get_num_threads()
-    _init_worker(job, todo, run_threads())  # as a pool worker runs: the same numbers
+    _init_worker(job, todo, run_threads(), entry)  # as a pool worker runs: the same numbers
     try:
         for item in queue:
             if item is None:  # another sweep's runs are all that is left: wait for them
@@ -244,6 +253,7 @@ def _in_process(job: _Job, todo, queue, run):
             yield item, run(job, item)
     finally:
         torch.set_num_threads(before)
+        _ENTRY = None  # the caller's entry: its read hold ends when the caller lets it go, not with this module
 
 
 def _local_results(job: _Job, todo, queue, workers: int, run):

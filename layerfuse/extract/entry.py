@@ -202,10 +202,12 @@ def _mlm_attrs(config: ExtractConfig, info: ModelInfo, tokenizer, max_length: in
 
 def lm_complete(path: str) -> bool:
     """Whether the entry at ``path`` holds a finished ``lm`` group (MLM)."""
-    if not exists(path):
-        return False
-    group = open_group(path, mode="r")
-    return "lm" in group and bool(group["lm"].attrs.get("complete"))
+    return exists(path) and lm_finished(open_group(path, mode="r"))
+
+
+def lm_finished(group) -> bool:
+    """Whether the opened entry ``group`` (None: no entry yet) holds a finished ``lm`` group (MLM)."""
+    return group is not None and "lm" in group and bool(group["lm"].attrs.get("complete"))
 
 
 def special_counts(config: ExtractConfig, tokenizer) -> tuple[int, int]:
@@ -252,7 +254,9 @@ def _max_length(config: ExtractConfig, info: ModelInfo) -> int:
 
 def split_complete(path: str, split: str) -> bool:
     """Whether split ``split`` of the entry at ``path`` is finished."""
-    if not exists(path):
-        return False
-    group = open_group(path, mode="r")
-    return split in group and bool(group[split].attrs.get("complete"))
+    return exists(path) and split_finished(open_group(path, mode="r"), split)
+
+
+def split_finished(group, split: str) -> bool:
+    """Whether split ``split`` of the opened entry ``group`` (None: no entry yet) is finished."""
+    return group is not None and split in group and bool(group[split].attrs.get("complete"))

@@ -254,9 +254,10 @@ class SplitJob:
         return summary
 
 
-def summary_from_cache(path: str, split: str, *, reused: bool) -> SplitSummary:
-    """What a finished split holds, read back from the entry (every rank reads what rank 0 wrote)."""
-    group = open_group(path, mode="r")
+def summary_from_cache(path: str, split: str, *, reused: bool, group=None) -> SplitSummary:
+    """What a finished split holds, read back from the entry (every rank reads what rank 0 wrote);
+    ``group``: the entry, when the caller holds it open already (not opened again)."""
+    group = open_group(path, mode="r") if group is None else group
     g = group[split]
     a = dict(g.attrs)
     shape = g["hidden"].shape

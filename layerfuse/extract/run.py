@@ -21,11 +21,11 @@ import numpy as np
 
 from ..cache import label_sets
 from ..cache.lock import EntryLock
-from ..cache.store import open_group
+from ..cache.store import exists, open_group
 from ..cache.writer import remove_partials, write_entry_arrays
 from ..errors import LayerfuseError, removed_names
 from .distributed import Ranks
-from .entry import ExtractConfig, describe, lm_complete, load_data, split_complete
+from .entry import ExtractConfig, describe, lm_complete, lm_finished, load_data, split_complete, split_finished
 from .estimate import check_free_space
 from .job import Extraction, SplitJob, SplitSummary, summary_from_cache
 from .masking import IGNORE
@@ -72,9 +72,10 @@ def extract(config: ExtractConfig, *, progress: bool = True, log=print, on_unit=
     path, key, attrs = describe(config, dataset=dataset, info=info, tokenizer=tokenizer)
     result = ExtractResult(path=path, key=key)
     wanted = _wanted_label_sets(config, dataset)
-    todo = [s for s in dataset.splits if not split_complete(path, s)]
-    result.splits += [summary_from_cache(path, s, reused=True) for s in dataset.splits if s not in todo]
-    if not todo and not (mlm and not lm_complete(path)):
+    cached = open_group(path, mode="r") if exists(path) else None  # what is there already, read once
+    todo = [s for s in dataset.splits if not split_finished(cached, s)]
+    result.splits += [summary_from_cache(path, s, reused=True, group=cached) for s in dataset.splits if s not in todo]
+    if not todo and not (mlm and not lm_finished(cached)):
         if wanted and ranks.main:  # every split is cached: new label sets are labels only, no forward pass
             with EntryLock(path, log=log):
                 result.label_sets = write_label_sets(path, dataset, wanted, log=log)
@@ -134,11 +135,23 @@ def _wanted_label_sets(config: ExtractConfig, dataset) -> list[str]:
     return [name for name in names if name != dataset.primary]
 
 
+def nothing_to_write(entry, config: ExtractConfig, dataset) -> bool:
+    """Whether `extract` would write nothing into the opened ``entry`` (a `CacheEntry`): every split of
+    ``dataset`` finished (an MLM entry's ``lm`` group too) and every wanted label set stored with this
+    content. A caller that holds the entry open then uses it as it is, without reopening it."""
+    if not set(dataset.splits) <= set(entry.splits):
+        return False
+    if config.task_info.masks_inputs and not lm_finished(entry.group):
+        return False
+    return all(label_sets.is_current(entry.stored_meta, name, fingerprints=dataset.label_fingerprints(name))
+               for name in _wanted_label_sets(config, dataset))
+
+
 def write_label_sets(path: str, dataset, names: list[str], *, log=print) -> list[str]:
     """Store each label set of ``names`` that the entry lacks or holds with other content, over every
     split of ``dataset`` (all cached by now); returns the names written. Labels only: the hidden
     states are not read, nor the model loaded."""
-    group = open_group(path, mode="r")
+    group = open_group(path, mode="r")  # read under the entry's lock: another run may have just written a set
     meta, splits = dict(group.attrs), list(dataset.splits)
     written = []
     for name in names:

@@ -9,6 +9,7 @@ import torch
 
 from ..errors import LayerfuseError
 from ..precision import DEFAULT_PRECISION
+from .freeze import freeze
 
 
 class LiveBackbone(torch.nn.Module):
@@ -22,6 +23,7 @@ class LiveBackbone(torch.nn.Module):
         # One forward per batch of sentences: the budget only has to cover the longest batches.
         self.encoder = UnitEncoder(model, tokenizer, device=device, precision=precision,
                                    token_budget=1 << 20, max_length=max_length)
+        self._pretrained: dict | None = None  # the weights every FT run starts from (`reset`)
 
     @property
     def device(self):
@@ -72,6 +74,22 @@ class LiveBackbone(torch.nn.Module):
         hidden = torch.stack([states[layer][:, start:start + T] for layer in layers], dim=2).float()  # [B, T, L, d]
         mask = torch.arange(T, device=self.device)[None, :] < lengths[:, None]  # [B, T]
         return hidden * mask[:, :, None, None], mask  # zeros at padding (the suffix and pad states)
+
+    def reset(self) -> None:
+        """Back to the pretrained weights (the first call keeps them), every parameter trainable: every
+        FT run starts from the same backbone, however many runs share it."""
+        if self._pretrained is None:
+            self._pretrained = {k: v.detach().clone() for k, v in self.state_dict().items()}
+        else:
+            self.load_state_dict(self._pretrained)
+        for p in self.parameters():
+            p.requires_grad_(True)
+
+    def for_run(self, frozen: str | int | None) -> LiveBackbone:
+        """This backbone `reset` for a new run, then frozen as ``frozen`` asks (`freeze.freeze`)."""
+        self.reset()
+        freeze(self, frozen)
+        return self
 
 
 def load_live_backbone(meta: dict, *, device, precision: str = DEFAULT_PRECISION, model_path: str | None = None,

@@ -44,7 +44,7 @@ class Batch:
 
 class Split:
     """What the training loop and the evaluation need of a split, cached (`SplitArrays`: held, or
-    streamed from the cache block by block) or live (FT: `layerfuse.finetune.states.LiveStates`),
+    streamed from the cache block by block) or live (FT: `layerfuse.finetune.states.LiveSplit`),
     and the sentence bookkeeping they share: ``offsets [n + 1]`` (sentence i = rows
     offsets[i]:offsets[i + 1]) and ``labels [rows]``. Each kind gives `select`, `take_layers`,
     `batch` and ``row_bytes`` (the bytes of one row of a float32 batch)."""

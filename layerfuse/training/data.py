@@ -18,33 +18,46 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..cache.reader import MetaViews
 from ..errors import LayerfuseError, removed_names
 from ..layers import LayerSpec, parse_layers, rank_layers
 from ..tasks import task_of
-from .arrays import IGNORE, Split, SplitArrays, load_split
+from .arrays import IGNORE, Split, SplitArrays, load_split  # noqa: F401 - SplitArrays is imported from here too
 from .sampling import entity_types, few_shot_sample, shot_size
 
 # The arrays' own names live in `arrays`.
 __getattr__ = removed_names(__name__, {"Batch": "layerfuse.training.arrays.Batch",
                                        "Sentences": "layerfuse.training.arrays.Split",
                                        "sentence_rows": "layerfuse.training.arrays.sentence_rows",
-                                       "EntryViews": "layerfuse.training.data.RunData"})
+                                       "EntryViews": "layerfuse.training.data.HeadData"})
 
 # ----------------------------------------------------------------------------------------------
 # Everything a run needs
 
 
-class RunData(MetaViews):
-    """What `train_head` trains on: the entry's metadata (``meta``, and its views: `MetaViews`) and
-    path, the sentences per shot of an N-way sample (C for NER), the dev and test splits, the
-    few-shot sampler, and the backbone that trains with the head (FT) or None (FE). Held or streamed
-    hidden states of the cache (`HeadData`) or a live backbone's (`layerfuse.finetune.data.LiveData`)."""
+@dataclass(eq=False)
+class HeadData:
+    """What `train_head` trains on: the entry's metadata and path, the train sentences (some or all)
+    and the dev and test splits, and MLM's head init (the cache's ``lm`` arrays). The splits are the
+    cache's hidden states, held or streamed (`load_data`, `load_for_run`), or a live backbone's, computed
+    per batch, with ``backbone`` the one that trains with the head (FT: `layerfuse.finetune.data.live_data`)."""
 
-    meta: dict
-    path: str
+    meta: dict  # the cache entry's attributes (model, key, hidden_size, num_layers, label_names, ...)
+    path: str  # the cache entry
+    train: Split  # the train sentences held, streamed or live, in cache id order
+    n_train_total: int  # sentences in the cache's train split: what samples are drawn from
     dev: Split
-    test: Split | None
+    test: Split | None = None
+    lm: dict = field(default_factory=dict)  # MLM: the lm/* arrays (embeddings [vocab, d], the head's init)
+    backbone: object = field(default=None, repr=False)  # FT: the live backbone; None: cached hidden states
+
+    @property
+    def label_names(self) -> list[str]:
+        return list(self.meta["label_names"])
+
+    @property
+    def num_layers(self) -> int:
+        """L, the backbone's transformer layers; the cache holds L + 1 (embeddings at index 0)."""
+        return int(self.meta["num_layers"])
 
     @property
     def entity_types(self) -> list[str]:
@@ -54,36 +67,20 @@ class RunData(MetaViews):
     def shot_size(self) -> int:
         return shot_size(self.meta)
 
-    def sample(self, *, shots: int | None, seed: int) -> tuple[np.ndarray, Split]:
-        """(cache ids, train sentences) of the seeded few-shot sample."""
-        raise NotImplementedError
-
     def trainable_backbone(self, config):
-        """The backbone that trains with the head (FT), or None (FE)."""
-        raise NotImplementedError
+        """The backbone that trains with the head (FT), at its pretrained weights and frozen as
+        ``config.freeze`` asks (every run starts from the same weights); None for cached states (FE)."""
+        if self.backbone is None:
+            if config.mode != "fe":
+                raise LayerfuseError("FT mode needs the backbone: build the data with layerfuse.finetune.live_data")
+            return None
+        if config.mode != "ft":
+            raise LayerfuseError("FE mode trains on cached hidden states; this data is live (use mode ft)")
+        return self.backbone.for_run(config.freeze)
 
-
-@dataclass(eq=False)
-class HeadData(RunData):
-    """Train sentences (some or all) and dev/test splits, held or streamed, plus the entry's metadata."""
-
-    meta: dict  # the cache entry's attributes (model, key, hidden_size, num_layers, label_names, ...)
-    path: str  # the cache entry
-    train: Split  # the train sentences held or streamed, sorted by cache id
-    n_train_total: int  # sentences in the cache's train split: what samples are drawn from
-    dev: Split
-    test: Split | None = None
-    lm: dict = field(default_factory=dict)  # MLM: the cache's lm/* arrays (embeddings [vocab, d], the head's init)
-
-    def trainable_backbone(self, config) -> None:
-        """None: cached hidden states have no backbone to train (FT needs `finetune.live_data`)."""
-        if config.mode != "fe":
-            raise LayerfuseError("FT mode needs the backbone: build the data with layerfuse.finetune.live_data")
-        return None
-
-    def sample(self, *, shots: int | None, seed: int) -> tuple[np.ndarray, SplitArrays]:
-        """(cache ids, train sentences) of the seeded few-shot sample, picked from memory; from a
-        streamed train, the sample alone is read and held (all of train stays streamed)."""
+    def sample(self, *, shots: int | None, seed: int) -> tuple[np.ndarray, Split]:
+        """(cache ids, train sentences) of the seeded few-shot sample, picked from what train holds;
+        from a streamed train, the sample alone is read and held (all of train stays streamed)."""
         ids = few_shot_sample(self.n_train_total, shots=shots, n_types=self.shot_size, seed=seed)
         held = self.train.sentence_ids  # sorted
         positions = np.searchsorted(held, ids)
@@ -137,8 +134,9 @@ def load_data(entry, *, layers: Sequence[int] | None = None, eval_layers: Sequen
     _require_splits(entry)
     if train_sentences is not None:
         train_sentences = np.unique(np.asarray(train_sentences, dtype=np.int64))  # sorted, for lookups
-    train = _open_split(entry.split("train"), sentences=train_sentences, layers=layers)
-    return _assemble(entry, train, eval_layers)
+    train_split = entry.split("train")
+    train = _open_split(train_split, sentences=train_sentences, layers=layers)
+    return _assemble(entry, train, eval_layers, n_train_total=train_split.n_sentences)
 
 
 def load_for_run(entry, *, layers: str | None, shots: int | None, seed: int,
@@ -157,7 +155,7 @@ def load_for_run(entry, *, layers: str | None, shots: int | None, seed: int,
     train = (load_split if ids is not None else _open_split)(train_split, sentences=ids,
                                                               layers=_with(spec.candidates, query_layers))
     fused, _ = choose_layers(spec, train, seed=seed)
-    return _assemble(entry, train, _with(fused, query_layers))
+    return _assemble(entry, train, _with(fused, query_layers), n_train_total=train_split.n_sentences)
 
 
 def _with(layers: Sequence[int], more: Sequence[int]) -> tuple[int, ...]:
@@ -178,12 +176,12 @@ def _open_split(split, *, sentences, layers: Sequence[int]) -> Split:
     return open_split(split, sentences=sentences, layers=layers)
 
 
-def _assemble(entry, train: Split, eval_layers: Sequence[int]) -> HeadData:
-    """A `HeadData` around an already-read train part: dev and test with ``eval_layers`` only."""
+def _assemble(entry, train: Split, eval_layers: Sequence[int], *, n_train_total: int) -> HeadData:
+    """A `HeadData` around an already-read train part (of ``n_train_total`` sentences in the cache):
+    dev and test with ``eval_layers`` only."""
     eval_layers = tuple(int(x) for x in eval_layers)
     test = _open_split(entry.split("test"), sentences=None, layers=eval_layers) if "test" in entry.splits else None
-    return HeadData(meta=dict(entry.meta), path=entry.path, train=train,
-                    n_train_total=entry.split("train").n_sentences,
+    return HeadData(meta=dict(entry.meta), path=entry.path, train=train, n_train_total=n_train_total,
                     dev=_open_split(entry.split("dev"), sentences=None, layers=eval_layers), test=test,
                     lm=lm_arrays(entry))
 

@@ -36,7 +36,7 @@ from ..transfer import to_device
 from ..versions import versions
 from .arrays import Split
 from .config import RunResult, TrainConfig
-from .data import RunData, choose_layers
+from .data import HeadData, choose_layers
 from .diagnostics import layer_usage
 from .memory import keep_freed_memory
 from .runtime import apply_thread_setting, autocast, now, pick_device
@@ -45,7 +45,7 @@ from .tasks import batch_loss, training_task
 PACK_MULTIPLE = 32  # training batches are padded to a multiple of this many rows (see SplitArrays.batch)
 
 
-def train_head(config: TrainConfig, data: RunData, *, log=None, keep_head: bool = True,
+def train_head(config: TrainConfig, data: HeadData, *, log=None, keep_head: bool = True,
                keep_tagger: bool | None = None, progress=None) -> RunResult:
     """Sample, build, train and evaluate one head; returns its `RunResult`, with the head at its
     best dev point in ``.tagger`` unless ``keep_head`` is False (sweeps: no copies kept).
@@ -201,7 +201,7 @@ class Run:
     """Everything one run builds before its first step."""
 
     config: TrainConfig
-    data: RunData
+    data: HeadData
     device: torch.device
     ids: np.ndarray  # the sample's cache sentence ids
     layers: tuple[int, ...]  # the layers the head reads: the fused ones, then z_L when it is read apart
@@ -281,7 +281,7 @@ class Run:
         )
 
 
-def prepare_run(config: TrainConfig, data: RunData, *, built: dict | None = None) -> Run:
+def prepare_run(config: TrainConfig, data: HeadData, *, built: dict | None = None) -> Run:
     """The sample, the fused layers, the splits, the head (seeded), the optimizer and the schedule.
     ``built``: heads already built, by seed, for runs whose head depends on nothing else (`seeded_head`)."""
     device = pick_device(config.device)
@@ -321,7 +321,7 @@ def seeded_head(build, *, seed: int, built: dict | None):
     return head, kwargs
 
 
-def select_splits(config: TrainConfig, data: RunData):
+def select_splits(config: TrainConfig, data: HeadData):
     """(sample ids, train, dev, test, the layers read, nu scores, the head's query layer): all from
     memory, fixed by the seed."""
     from ..layers import parse_layers

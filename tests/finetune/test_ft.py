@@ -54,7 +54,7 @@ def test_fe_leaves_every_backbone_weight_alone(tiny_cache, live):
 
 
 def test_freeze_embeddings_and_bottom_layers(live):
-    live.reset_backbone()
+    live.backbone.reset()
     pretrained = _weights(live.backbone)
     train_head(TrainConfig(**{**FT, "freeze": "1"}), live)
     after = _weights(live.backbone)

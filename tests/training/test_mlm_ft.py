@@ -46,7 +46,7 @@ def test_the_decoder_is_the_backbones_embedding_parameter(live):
 
 
 def test_ft_trains_the_tied_embeddings_and_restarts_from_pretrained(live):
-    live.reset_backbone()
+    live.backbone.reset()
     before = live.backbone.model.get_input_embeddings().weight.detach().clone()
     first = train_head(TrainConfig(**{**FT, "eval_points": 1}), live)
     assert not torch.equal(before, live.backbone.model.get_input_embeddings().weight.detach())
@@ -71,7 +71,7 @@ def test_train_masks_are_redrawn_each_epoch_and_dev_keeps_the_caches(entry, live
 
 
 def test_live_rows_are_the_cache_rows(entry, live):
-    live.reset_backbone()
+    live.backbone.reset()
     live.backbone.eval()
     cached = load_data(entry).dev
     positions = np.arange(5)
