@@ -23,7 +23,29 @@ from .store import checked_store, open_group, require_complete
 from .usage import hold, mark_read
 
 
-class CacheEntry:
+class MetaViews:
+    """Views of an entry's metadata (``self.meta``), for the entry and for the data a run is built from."""
+
+    @property
+    def label_names(self) -> list[str]:
+        return list(self.meta["label_names"])
+
+    @property
+    def num_layers(self) -> int:
+        """L, the backbone's transformer layers; the cache holds L + 1 (embeddings at index 0)."""
+        return int(self.meta["num_layers"])
+
+    @property
+    def dim(self) -> int:
+        return int(self.meta["hidden_size"])
+
+    @property
+    def task(self) -> str:
+        """The name of the entry's task (`layerfuse.tasks`); entries from before MLM carry none and are NER."""
+        return str(self.meta.get("task", DEFAULT_TASK))
+
+
+class CacheEntry(MetaViews):
     """One cache entry (a zarr group): metadata in `meta`, one `CacheSplit` per finished split."""
 
     def __init__(self, path):
@@ -44,24 +66,6 @@ class CacheEntry:
         self.stored_meta = self.meta  # the attributes as stored; `meta` of a label-set view differs
         if label_sets.PRIMARY in self.meta or label_sets.LISTING in self.meta:  # seen through its primary set
             self.meta = label_sets.view_meta(self.stored_meta, None, where=self.path)
-
-    @property
-    def label_names(self) -> list[str]:
-        return list(self.meta["label_names"])
-
-    @property
-    def num_layers(self) -> int:
-        """L, the backbone's transformer layers; the cache holds L + 1 (embeddings at index 0)."""
-        return int(self.meta["num_layers"])
-
-    @property
-    def dim(self) -> int:
-        return int(self.meta["hidden_size"])
-
-    @property
-    def task(self) -> str:
-        """The name of the entry's task (`layerfuse.tasks`); entries from before MLM carry none and are NER."""
-        return str(self.meta.get("task", DEFAULT_TASK))
 
     def close(self) -> None:
         """Let `gc` and `rm` remove the entry again (views made by `with_labels` share the hold)."""

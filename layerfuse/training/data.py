@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..cache.reader import MetaViews
 from ..errors import LayerfuseError, removed_names
 from ..layers import LayerSpec, parse_layers, rank_layers
 from ..tasks import task_of
@@ -35,7 +36,7 @@ __getattr__ = removed_names(__name__, {"Batch": "layerfuse.training.arrays.Batch
 
 
 @dataclass(eq=False)
-class HeadData:
+class HeadData(MetaViews):
     """What `train_head` trains on: the entry's metadata and path, the train sentences (some or all)
     and the dev and test splits, and MLM's head init (the cache's ``lm`` arrays). The splits are the
     cache's hidden states, held or streamed (`load_data`, `load_for_run`), or a live backbone's, computed
@@ -49,15 +50,6 @@ class HeadData:
     test: Split | None = None
     lm: dict = field(default_factory=dict)  # MLM: the lm/* arrays (embeddings [vocab, d], the head's init)
     backbone: object = field(default=None, repr=False)  # FT: the live backbone; None: cached hidden states
-
-    @property
-    def label_names(self) -> list[str]:
-        return list(self.meta["label_names"])
-
-    @property
-    def num_layers(self) -> int:
-        """L, the backbone's transformer layers; the cache holds L + 1 (embeddings at index 0)."""
-        return int(self.meta["num_layers"])
 
     @property
     def entity_types(self) -> list[str]:
