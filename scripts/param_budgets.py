@@ -43,7 +43,8 @@ def budgets() -> dict[str, dict[str, int]]:
 
 def main(argv=None) -> str:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--table", default=results_path("param_budgets"), help="markdown file written ('' = print only)")
+    parser.add_argument("--table", default=results_path("param_budgets"),
+                        help="markdown file written ('' = print only)")
     args = parser.parse_args(argv)
 
     t0 = time.perf_counter()

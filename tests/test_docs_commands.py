@@ -114,7 +114,8 @@ def test_every_figure_of_the_paper_page_has_its_command_machine_and_time():
     shown |= {Path(p).name for p in re.findall(r"!\[[^\]]*\]\(results/([^)\s]+)\)", page)}
     rows = [line for line in COSTS.read_text("utf-8").splitlines() if line.startswith("| ") and "`" in line]
     missing = sorted(name for name in shown if not any(name in row for row in rows))
-    assert not missing, f"docs/paper.md shows {missing} with no row in {COSTS.name}: add them to scripts/figure_costs.py"
+    assert not missing, (f"docs/paper.md shows {missing} with no row in {COSTS.name}: "
+                         "add them to scripts/figure_costs.py")
     for row in rows:
         assert row.count(" | ") == 3 and all(cell.strip() for cell in row.strip("|").split(" | ")), row
 

@@ -17,7 +17,9 @@ def test_the_cost_table_reads_the_committed_files(load_script):
     for figure, commands, _, _ in costs.FIGURES:
         for command in commands:
             words = command.split()
-            if words[0] == "python" and words[1][len("scripts/"):-len(".py")] in reads_conll and "--redraw" not in words:
+            if words[0] != "python":
+                continue
+            if words[1][len("scripts/"):-len(".py")] in reads_conll and "--redraw" not in words:
                 assert "--data PATH/conll2003" in command, (figure, command)
     fe_ft = next(row for row in rows if row.startswith("| Figure 6"))
     assert "--model PATH/minilm-fp16" in fe_ft and "H100" in fe_ft and "summed over 48 runs" in fe_ft
