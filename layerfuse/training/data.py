@@ -126,9 +126,8 @@ def load_data(entry, *, layers: Sequence[int] | None = None, eval_layers: Sequen
     _require_splits(entry)
     if train_sentences is not None:
         train_sentences = np.unique(np.asarray(train_sentences, dtype=np.int64))  # sorted, for lookups
-    train_split = entry.split("train")
-    train = _open_split(train_split, sentences=train_sentences, layers=layers)
-    return _assemble(entry, train, eval_layers, n_train_total=train_split.n_sentences)
+    train = _open_split(entry.split("train"), sentences=train_sentences, layers=layers)
+    return _assemble(entry, train, eval_layers)
 
 
 def load_for_run(entry, *, layers: str | None, shots: int | None, seed: int,
@@ -147,7 +146,7 @@ def load_for_run(entry, *, layers: str | None, shots: int | None, seed: int,
     train = (load_split if ids is not None else _open_split)(train_split, sentences=ids,
                                                               layers=_with(spec.candidates, query_layers))
     fused, _ = choose_layers(spec, train, seed=seed)
-    return _assemble(entry, train, _with(fused, query_layers), n_train_total=train_split.n_sentences)
+    return _assemble(entry, train, _with(fused, query_layers))
 
 
 def _with(layers: Sequence[int], more: Sequence[int]) -> tuple[int, ...]:
@@ -168,12 +167,13 @@ def _open_split(split, *, sentences, layers: Sequence[int]) -> Split:
     return open_split(split, sentences=sentences, layers=layers)
 
 
-def _assemble(entry, train: Split, eval_layers: Sequence[int], *, n_train_total: int) -> HeadData:
-    """A `HeadData` around an already-read train part (of ``n_train_total`` sentences in the cache):
-    dev and test with ``eval_layers`` only."""
+def _assemble(entry, train: Split, eval_layers: Sequence[int]) -> HeadData:
+    """A `HeadData` around an already-read train part: dev and test with ``eval_layers`` only (each split
+    opened once: the entry keeps what it opened)."""
     eval_layers = tuple(int(x) for x in eval_layers)
     test = _open_split(entry.split("test"), sentences=None, layers=eval_layers) if "test" in entry.splits else None
-    return HeadData(meta=dict(entry.meta), path=entry.path, train=train, n_train_total=n_train_total,
+    return HeadData(meta=dict(entry.meta), path=entry.path, train=train,
+                    n_train_total=entry.split("train").n_sentences,
                     dev=_open_split(entry.split("dev"), sentences=None, layers=eval_layers), test=test,
                     lm=lm_arrays(entry))
 
