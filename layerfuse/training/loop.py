@@ -309,7 +309,8 @@ def seeded_head(build, *, seed: int, built: dict | None):
     initialisation (and the dropout masks). ``built``, when given, keeps each seed's first head and
     the RNG state it left; a later run of that seed gets a copy and that state, so it starts where
     building it would have left it, with none of the initialisation's draws (at roberta-large shape
-    a tenth of a second of host time a head: a Figure-3 cell's four epoch caps draw one)."""
+    a tenth of a second of host time a head: a Figure-3 cell's four epoch caps draw one). The first
+    head itself is kept, not a copy: the runs of a ``built`` (a pack's) are all prepared before any trains."""
     torch.manual_seed(seed)
     if built is not None and seed in built:
         head, kwargs, rng = built[seed]
@@ -317,7 +318,7 @@ def seeded_head(build, *, seed: int, built: dict | None):
         return copy.deepcopy(head), kwargs
     head, kwargs = build()
     if built is not None:
-        built[seed] = (copy.deepcopy(head), kwargs, torch.get_rng_state())
+        built[seed] = (head, kwargs, torch.get_rng_state())
     return head, kwargs
 
 
