@@ -9,7 +9,7 @@ backbone alone, forward (every hidden state) and backward on the same sentences 
 the clock starts) with the same autocast: medians of both, measured side by side. The time to
 tokenize one step's sentences, which FT no longer spends per step (a split is tokenized once), is
 timed too. ``--profile``: the operators that took the most time in one FT step and in the backbone
-alone (`torch.profiler`, device time on CUDA), side by side. Writes ``--report``
+alone (`torch.profiler`: by device time on CUDA, and by host time), side by side. Writes ``--report``
 (docs/results/bench_ft_step.md).
 """
 
@@ -57,7 +57,8 @@ def main(argv: list[str] | None = None) -> str:
                          precision=args.precision, device=str(device))
     run = prepare_run(config, data)
     run.model.train()
-    orders = [order for _, order, _ in run.steps()][:args.steps + 2]
+    orders = [order for _, order, _ in run.steps()][:args.steps + 3]
+    fresh = orders.pop()  # profiled: sentences no timed step saw
     model = backbone.model
 
     def backbone_alone(order) -> float:
@@ -76,20 +77,24 @@ def main(argv: list[str] | None = None) -> str:
 
     # Interleaved, step by step: an FT step, then the backbone alone on the same sentences, so both
     # see the same machine (a shared machine's load changes from minute to minute).
-    step_s, alone_s, tok_s = [], [], []
+    step_s, alone_s, again_s, tok_s = [], [], [], []
     for i, order in enumerate(orders):
         t0 = now(device)
         train_step(run, order)
         took = now(device) - t0
         other = backbone_alone(order)
+        t0 = now(device)
+        train_step(run, order)  # the same sentences again: every shape of the step seen before
+        again = now(device) - t0
         t0 = time.perf_counter()
         tokenize_words(backbone.tokenizer, [run.train.words[p] for p in order])
         tokenized = time.perf_counter() - t0
         if i >= 2:  # two warm-up steps
             step_s.append(took)
             alone_s.append(other)
+            again_s.append(again)
             tok_s.append(tokenized)
-    step, alone, tok = (1000 * statistics.median(x) for x in (step_s, alone_s, tok_s))
+    step, alone, again, tok = (1000 * statistics.median(x) for x in (step_s, alone_s, again_s, tok_s))
     text = "\n".join([
         f"{entry.meta.get('model')} ({entry.num_layers} layers x {entry.dim}), FT {args.fusion} at N = {args.shots}, "
         f"batch 16, {args.precision}, {len(step_s)} steps (medians, after two warm-up steps).", "",
@@ -97,11 +102,13 @@ def main(argv: list[str] | None = None) -> str:
         f"| an FT step (`train_step`: batch, backbone and head forward and backward, AdamW) | {step:.1f} |",
         f"| the backbone alone, forward (every hidden state) and backward, same sentences | {alone:.1f} |",
         f"| FT step / backbone alone | {step / alone:.2f}x |",
+        f"| the same FT step again, right after (every shape in it seen before) | {again:.1f} |",
         f"| tokenizing one step's sentences (once per split now, not per step) | {tok:.1f} |",
     ])
     if args.profile:
-        text += "\n\n" + profiles({"an FT step": lambda: train_step(run, orders[-1]),
-                                    "the backbone alone": lambda: backbone_alone(orders[-1])}, device)
+        text += "\n\n" + profiles({"an FT step on new sentences": lambda: train_step(run, fresh),
+                                    "the same FT step again": lambda: train_step(run, fresh),
+                                    "the backbone alone": lambda: backbone_alone(fresh)}, device)
     if args.project:
         text += "\n\n" + projection(step / 1000, n_types=run.data.shot_size, epochs=args.project_epochs,
                                       trials=args.project_trials)
@@ -126,9 +133,11 @@ def profiles(calls: dict, device, *, rows: int = 15) -> str:
             call()
             if cuda:
                 torch.cuda.synchronize(device)
-        table = prof.key_averages().table(sort_by="self_device_time_total" if cuda else "self_cpu_time_total",
-                                          row_limit=rows)
-        parts.append(f"Where {name}'s time goes:\n\n```\n{table}\n```")
+        # by device time on CUDA, and by host time (a step can wait on the host: kernel choice, launches)
+        for sort in (["self_device_time_total"] if cuda else []) + ["self_cpu_time_total"]:
+            table = prof.key_averages().table(sort_by=sort, row_limit=rows)
+            by = "device" if sort.startswith("self_device") else "host"
+            parts.append(f"Where {name}'s time goes, by {by} time:\n\n```\n{table}\n```")
     return "\n\n".join(parts)
 
 

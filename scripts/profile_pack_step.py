@@ -159,6 +159,12 @@ def profile(step, device, *, steps: int, rows: int) -> tuple[str, str, float, fl
     return by_device, by_host, busy, wall
 
 
+def extra_attention(device) -> str:
+    from layerfuse.fusions.extra import ATTENTION
+
+    return ATTENTION.get(device.type, "groups")
+
+
 def main(argv: list[str] | None = None) -> str:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--fusions", default="concat,dwatt,extra")
@@ -169,6 +175,8 @@ def main(argv: list[str] | None = None) -> str:
     p.add_argument("--device", default=None)
     p.add_argument("--data", default=None, help="a CoNLL-2003 folder: batches of its train sentences' lengths")
     p.add_argument("--report", default=None, help="markdown file written ('' for none)")
+    p.add_argument("--attention", default=None, choices=["jagged", "padded", "groups"],
+                   help="how the extra layers' attention finds the sentences on this device (default: the library's)")
     args = p.parse_args(argv)
 
     import contextlib
@@ -178,6 +186,10 @@ def main(argv: list[str] | None = None) -> str:
     from layerfuse.training.runtime import pick_device
 
     device = pick_device(args.device)
+    if args.attention:
+        from layerfuse.fusions import extra
+
+        extra.ATTENTION[device.type] = args.attention
     dtype = torch.bfloat16
     autocast = lambda: torch.autocast(device.type, dtype=dtype)  # noqa: E731
     shape = SHAPES[args.shape]
@@ -212,7 +224,8 @@ def main(argv: list[str] | None = None) -> str:
             + (f"{sum(LENGTHS)} words" if args.data is None else
                f"CoNLL-2003 train sentences, {min(map(sum, lengths))} to {max(map(sum, lengths))} words, the "
                f"longest {max(int(ls.max()) for ls in lengths)}") + "); schedules: "
-            f"the cell's epoch caps {', '.join(map(str, CAPS))} (4) or one.\n\n" + "\n".join(table) + "\n\n"
+            f"the cell's epoch caps {', '.join(map(str, CAPS))} (4) or one; the extra layers' attention: "
+            f"{extra_attention(device)}.\n\n" + "\n".join(table) + "\n\n"
             + "\n\n".join(sections))
     report = args.report if args.report is not None else results_path(
         "profile_pack_step_gpu" if device.type == "cuda" else "profile_pack_step")

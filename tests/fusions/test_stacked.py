@@ -123,19 +123,52 @@ def test_linear_weight_gradient_keeps_the_weight_layout():
     torch.testing.assert_close(linear(x[0], weight, bias, shared=True)[2], x[0] @ weight[2].T + bias[2])
 
 
-def test_extra_layers_attention_in_one_group_equals_length_groups():
-    # On a GPU every sentence of a batch attends in one padded group (`_length_groups`); on a CPU,
-    # sentences are grouped by length. The rows that come out are the same.
-    from layerfuse.fusions.extra import _grouped_attention, _length_groups
+def test_extra_layers_attention_is_the_same_however_it_finds_the_sentences():
+    # On a GPU the sentences of a batch attend as a nested tensor (no padding, "jagged"), or all in
+    # one padded group ("padded"); on a CPU, in groups of similar length. The rows that come out are
+    # the same, and rows in no sentence get zeros.
+    from layerfuse.fusions.extra import Jagged, _grouped_attention, _length_groups
 
     torch.manual_seed(0)
     lengths = np.array([3, 17, 9, 0, 40, 8, 33])
     starts = np.cumsum(lengths) - lengths + 5  # rows 0..4: before every sentence (no attention output)
-    qkv = torch.randn(int(lengths.sum()) + 5 + 6, 3 * 32)
-    grouped = _length_groups(lengths, device="cpu", starts=starts, one_group=False)
-    one = _length_groups(lengths, device="cpu", starts=starts, one_group=True)
-    assert len(grouped[0]) == 4 and len(one[0]) == 1  # ceilings 8, 32, 16 and 64
-    by_length = _grouped_attention(qkv, grouped, heads=4, p=0.0)
-    together = _grouped_attention(qkv, one, heads=4, p=0.0)
-    assert torch.allclose(by_length, together, atol=1e-6)
-    assert (together[:5] == 0).all() and (together[-6:] == 0).all() and (together[5:-6] != 0).all()
+    starts[2:] += 2  # and two rows between the second sentence and the third
+    qkv = torch.randn(int(lengths.sum()) + 5 + 2 + 6, 3 * 32)
+    outside = torch.ones(qkv.shape[0], dtype=torch.bool)
+    for s, n in zip(starts, lengths):
+        outside[s:s + n] = False
+    plans = {method: _length_groups(lengths, device="cpu", starts=starts, method=method)
+             for method in ("groups", "padded", "jagged")}
+    assert len(plans["groups"][0]) == 4 and len(plans["padded"][0]) == 1  # ceilings 8, 32, 16 and 64
+    assert isinstance(plans["jagged"][0], Jagged) and plans["jagged"][0][1:] == (3, 40)
+    weights = torch.randn(qkv.shape[0], 32)
+    out, grads = {}, {}
+    for method, plan in plans.items():
+        x = qkv.clone().requires_grad_()
+        out[method] = _grouped_attention(x, plan, heads=4, p=0.0)
+        (out[method] * weights).sum().backward()
+        grads[method] = x.grad
+    for method in ("padded", "jagged"):
+        torch.testing.assert_close(out[method], out["groups"], atol=1e-6, rtol=1e-5)
+        torch.testing.assert_close(grads[method], grads["groups"], atol=1e-5, rtol=1e-5)
+    assert (out["jagged"][outside] == 0).all() and (out["jagged"][~outside] != 0).all()
+    assert (grads["jagged"][outside] == 0).all()
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_extra_layers_jagged_attention_on_cuda_matches_one_padded_group():
+    # The nested-tensor kernel on a GPU, in bfloat16 as a grid trains, against the padded group.
+    from layerfuse.fusions.extra import _grouped_attention, _length_groups
+
+    torch.manual_seed(0)
+    lengths = np.array([3, 17, 9, 0, 40, 8, 33, 1])
+    qkv = torch.randn(int(lengths.sum()) + 3, 3 * 1024, device="cuda", dtype=torch.bfloat16)
+    out, grads = {}, {}
+    for method in ("padded", "jagged"):
+        x = qkv.clone().requires_grad_()
+        out[method] = _grouped_attention(x, _length_groups(lengths, device="cuda", method=method), heads=16, p=0.0)
+        out[method].float().square().sum().backward()
+        grads[method] = x.grad
+    torch.testing.assert_close(out["jagged"], out["padded"], atol=2e-2, rtol=2e-2)
+    torch.testing.assert_close(grads["jagged"], grads["padded"], atol=5e-2, rtol=5e-2)
