@@ -64,7 +64,8 @@ def main(argv: list[str] | None = None) -> str:
     def backbone_alone(order) -> float:
         """The backbone's forward (every hidden state) and backward on the step's sentences."""
         enc = backbone.tokenizer([run.train.words[p] for p in order], is_split_into_words=True, padding=True,
-                                 truncation=True, return_tensors="pt")
+                                 truncation=True, return_tensors="pt",  # padded as FT pads (`LIVE_PAD_MULTIPLE`)
+                                 pad_to_multiple_of=backbone.encoder.pad_to_multiple)
         enc = {k: v.to(device) for k, v in enc.items()}
         model.zero_grad(set_to_none=True)
         t0 = now(device)

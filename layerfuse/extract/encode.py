@@ -64,8 +64,12 @@ class Window:
 
 
 class UnitEncoder:
-    def __init__(self, model, tokenizer, *, device, precision: str, token_budget: int, max_length: int):
+    def __init__(self, model, tokenizer, *, device, precision: str, token_budget: int, max_length: int,
+                 pad_to_multiple: int = 1):
+        """``pad_to_multiple``: each batch padded to a multiple of this many tokens (at most
+        ``max_length``), so that batches come in few shapes (`live.LiveBackbone`: on a GPU)."""
         self.model, self.device = model, device
+        self.pad_to_multiple = pad_to_multiple
         self.precision = precision_of(precision)
         self.autocast_dtype = self.precision.autocast_dtype
         self.token_budget, self.max_length = token_budget, max_length
@@ -100,13 +104,18 @@ class UnitEncoder:
             + self.suffix_ids
             for w in batch
         ]
-        T = max(len(s) for s in seqs)
+        T = self.padded_width(max(len(s) for s in seqs))
         ids = np.full((len(seqs), T), self.pad_id, dtype=np.int64)
         mask = np.zeros((len(seqs), T), dtype=np.int64)
         for i, s in enumerate(seqs):
             ids[i, : len(s)] = s
             mask[i, : len(s)] = 1
         return torch.from_numpy(ids).to(self.device), torch.from_numpy(mask).to(self.device)
+
+    def padded_width(self, longest: int) -> int:
+        """The width a batch whose longest sequence has ``longest`` tokens is padded to."""
+        m = self.pad_to_multiple
+        return max(longest, min(-(-longest // m) * m, self.max_length))
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, *,
                 grad: bool = False) -> tuple[torch.Tensor, ...]:

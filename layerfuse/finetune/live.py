@@ -12,6 +12,13 @@ from ..precision import DEFAULT_PRECISION
 from .freeze import freeze
 
 
+# Live batches padded to a multiple of this many tokens, by device type. On a GPU, the first batch
+# of each new shape costs a bf16 FT step about 0.2 s of kernel choice on the host (an H100: 321 ms
+# a step on new lengths, 110 ms on lengths seen, docs/results/bench_ft_step_gpu_roberta_bf16.md),
+# and padding costs next to nothing; on a CPU, padding costs arithmetic and a new shape nothing.
+LIVE_PAD_MULTIPLE = {"cuda": 32}
+
+
 class LiveBackbone(torch.nn.Module):
     def __init__(self, model, tokenizer, *, granularity: str, pooling: str, max_length: int, device,
                  precision: str = DEFAULT_PRECISION):
@@ -22,7 +29,8 @@ class LiveBackbone(torch.nn.Module):
         self.granularity, self.pooling = granularity, pooling
         # One forward per batch of sentences: the budget only has to cover the longest batches.
         self.encoder = UnitEncoder(model, tokenizer, device=device, precision=precision,
-                                   token_budget=1 << 20, max_length=max_length)
+                                   token_budget=1 << 20, max_length=max_length,
+                                   pad_to_multiple=LIVE_PAD_MULTIPLE.get(torch.device(device).type, 1))
         self._pretrained: dict | None = None  # the weights every FT run starts from (`reset`)
 
     @property
@@ -61,7 +69,7 @@ class LiveBackbone(torch.nn.Module):
         block that fits one window, so the rows are the MLM cache's rows."""
         enc = self.encoder
         seqs = [enc.prefix_ids + [int(t) for t in block] + enc.suffix_ids for block in blocks]
-        width = max(len(s) for s in seqs)
+        width = enc.padded_width(max(len(s) for s in seqs))
         ids = torch.full((len(seqs), width), enc.pad_id, dtype=torch.long)
         attention = torch.zeros((len(seqs), width), dtype=torch.long)
         for i, s in enumerate(seqs):
