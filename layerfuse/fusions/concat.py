@@ -55,11 +55,15 @@ class Concat(Fusion):
         dtype = getattr(autocast, "fast_dtype", None) or torch.float32
         blocks = self.proj.weight.detach().to(dtype).unflatten(1, (-1, dim))  # [d, L, d], blocks[:, n] = W_n
         with torch.no_grad():
-            total, n = torch.zeros(blocks.shape[1], dtype=torch.float64, device=blocks.device), 0
+            total = torch.zeros(blocks.shape[1], dtype=torch.float64, device=blocks.device)
+            n = torch.zeros((), dtype=torch.float64, device=blocks.device)
             for hidden, scored in batches:
-                z = hidden[scored].to(dtype)  # [tokens, L, d]
-                # one layer at a time: [tokens, d] per layer rather than [tokens, L, d] at once
-                total += torch.stack([(z[:, i] @ blocks[:, i].T).float().norm(dim=-1).sum()
+                # Every row, the unscored ones weighted 0: a boolean selection would wait for the
+                # device at each batch (its size is a device value), a pass on a GPU at each.
+                z = hidden.reshape(-1, *hidden.shape[-2:]).to(dtype)  # [rows, L, d]
+                weight = scored.reshape(-1).float()
+                # one layer at a time: [rows, d] per layer rather than [rows, L, d] at once
+                total += torch.stack([(z[:, i] @ blocks[:, i].T).float().norm(dim=-1) @ weight
                                       for i in range(len(total))]).double()
-                n += len(z)
-        return (total / max(n, 1)).tolist()
+                n += weight.sum()
+        return (total / n.clamp_min(1)).tolist()  # the one wait for the device

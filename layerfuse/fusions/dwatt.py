@@ -143,17 +143,22 @@ class DWAtt(Fusion):
     def layer_usage(self, batches, *, autocast) -> dict:
         """The mean attention weight of each layer over the scored tokens (also the ``share``), the
         mean entropy of a token's weights (nats) and the mean weight of its largest layer."""
-        total, entropy, top, n = None, 0.0, 0.0, 0
+        sums = None  # [L + 3]: each layer's weight, the entropy, the top weight, the tokens, summed
         with torch.no_grad(), autocast:  # no_grad: autocast's weight casts kept for the pass
             for hidden, scored in batches:
-                weights = self.layer_weights(hidden).float()[scored]  # [tokens, L]
-                total = weights.sum(0) if total is None else total + weights.sum(0)
-                entropy += float(-(weights * weights.clamp_min(1e-12).log()).sum())
-                top += float(weights.max(dim=1).values.sum())
-                n += len(weights)
-        n = max(n, 1)
-        mean = (total / n).tolist()
-        return {"mean_weight": mean, "entropy": entropy / n, "top_weight": top / n, "share": mean}
+                # Every row, the unscored ones weighted 0: a boolean selection (or a float() per
+                # batch) would wait for the device at each batch.
+                weights = self.layer_weights(hidden).float()
+                weights = weights.reshape(-1, weights.shape[-1])  # [rows, L]
+                keep = scored.reshape(-1, 1).float()  # [rows, 1]
+                per_row = torch.cat([weights, -(weights * weights.clamp_min(1e-12).log()).sum(1, keepdim=True),
+                                     weights.max(dim=1, keepdim=True).values, torch.ones_like(keep)], dim=1)
+                batch = (per_row * keep).double().sum(0)
+                sums = batch if sums is None else sums + batch
+        if sums is None:
+            return {"mean_weight": [], "entropy": 0.0, "top_weight": 0.0, "share": []}
+        *mean, entropy, top = (sums[:-1] / sums[-1].clamp_min(1)).tolist()  # the one wait for the device
+        return {"mean_weight": mean, "entropy": entropy, "top_weight": top, "share": mean}
 
     @staticmethod
     def stacked_forward(fusion, params: dict, buffers: dict, rows: Tensor, mask: Tensor, *, k: int, shared: bool,
