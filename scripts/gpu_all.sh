@@ -12,6 +12,7 @@
 #             command with --device cpu)
 # parity-grid-encoder         the grid's encoder: extra and concat at N = 8, on CUDA and on this CPU
 # ft          scripts/bench_ft_step.py: an FT step against the backbone alone, roberta-large shape and MiniLM
+#             (FT_PROFILE=1: with its operator tables)
 # cuda-tests  pytest -m cuda, on the modules that hold them
 # check       scripts/gpu_check.py: every command as a user types it, on the built-in default
 # profile     scripts/profile_pack_step.py: a Figure-3 cell's pack step at roberta-large shape, by phase
@@ -113,7 +114,8 @@ ft() {
     local entry; entry=$(entry_in "$WORK/grid/cache")
     for precision in bf16 fp32; do
         [ -n "$entry" ] && part "ft-roberta-$precision" 50 python3 scripts/bench_ft_step.py --cache "$entry" \
-            --steps 12 --precision $precision --project --profile --report "$RESULTS/bench_ft_step_roberta_$precision.md"
+            --steps 8 --precision $precision --project ${FT_PROFILE:+--profile} \
+            --report "$RESULTS/bench_ft_step_roberta_$precision.md"
     done
     local minilm; minilm=$(entry_in "$WORK/parity/conll-cuda/cache")
     for precision in bf16 fp32; do
