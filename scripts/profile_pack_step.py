@@ -175,7 +175,7 @@ def main(argv: list[str] | None = None) -> str:
     p.add_argument("--device", default=None)
     p.add_argument("--data", default=None, help="a CoNLL-2003 folder: batches of its train sentences' lengths")
     p.add_argument("--report", default=None, help="markdown file written ('' for none)")
-    p.add_argument("--attention", default=None, choices=["jagged", "padded", "groups"],
+    p.add_argument("--attention", default=None, choices=["padded", "groups"],
                    help="how the extra layers' attention finds the sentences on this device (default: the library's)")
     args = p.parse_args(argv)
 

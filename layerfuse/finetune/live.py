@@ -11,7 +11,6 @@ from ..errors import LayerfuseError
 from ..precision import DEFAULT_PRECISION
 from .freeze import freeze
 
-
 # Live batches padded to a multiple of this many tokens, by device type. On a GPU, the first batch
 # of each new shape costs a bf16 FT step about 0.2 s of kernel choice on the host (an H100: 321 ms
 # a step on new lengths, 110 ms on lengths seen, docs/results/bench_ft_step_gpu_roberta_bf16.md),

@@ -1,7 +1,5 @@
 """Extra-layers fusion (R+n): new transformer encoder layers on top of the last layer."""
 
-from typing import NamedTuple
-
 import numpy as np
 import torch
 import torch.nn.functional as F
@@ -133,40 +131,29 @@ def _stacked_layer(layer: nn.TransformerEncoderLayer, p: dict, x: Tensor, groups
 
 
 # How attention finds each sentence's rows, by device type (`_length_groups`): "groups" pads
-# sentences of similar length together (power-of-two ceilings); "padded" pads all of them to the
-# longest, in one group; "jagged" pads nothing (a nested tensor: the fused kernel reads each
-# sentence's rows where they are). On a GPU a group costs a dozen kernels a layer; padding all to
-# the longest of a pack's hundreds of real sentences made attention most of the step.
-ATTENTION = {"cpu": "groups", "cuda": "jagged"}
+# sentences of similar length together (power-of-two ceilings), "padded" pads all of them to the
+# longest, in one group. On a CPU padding costs arithmetic; on a GPU a group costs a dozen kernels a
+# layer and the padding next to nothing. (A nested tensor, padding nothing, made the extra layers'
+# grid steps three times slower on an H100: every operation on one dispatches in Python, and these
+# steps wait on the host. docs/results/bench_grid_gpu_nested_attention_per_head.md)
+ATTENTION = {"cpu": "groups", "cuda": "padded"}
 
 
-class Jagged(NamedTuple):
-    """The sentences' bounds in their real rows (gathered back to back): ``offsets`` [S + 1] on the
-    device, the shortest and longest length known on the host (no device read to plan a kernel)."""
-
-    offsets: Tensor
-    min_length: int
-    max_length: int
-
-
-def _length_groups(lengths, *, device, starts=None, method: str | None = None) -> tuple:
-    """How attention reaches each sentence's rows, and the rows of all real tokens in the order
-    attention returns them (where its outputs go). Sentence i starts at row ``starts[i]`` (default:
-    back to back from row 0). ``method`` (default by device: `ATTENTION`): "groups" or "padded",
-    a list of (index [b, T] of rows, mask [b, T], the flat slots of real rows), one per group of
-    sentences (of a power-of-two ceiling of at least 8; all of them), T the group's longest rounded
-    up to a multiple of 8; "jagged", a `Jagged`.
+def _length_groups(lengths, *, device, starts=None, method: str | None = None) -> tuple[list, Tensor]:
+    """(index [b, T] of rows, mask [b, T], the flat slots of real rows) per group of sentences, T the
+    group's longest rounded up to a multiple of 8; and the rows of all groups' real tokens in group
+    order (where the groups' outputs go, concatenated). Sentence i starts at row ``starts[i]``
+    (default: back to back from row 0). ``method`` (default by device: `ATTENTION`): "groups", a
+    group per power-of-two ceiling of the lengths (at least 8); "padded", one group of all.
 
     ``lengths`` and ``starts`` are host arrays (a batch's sentence lengths are known before it is
-    built): the plan is made on the host and its index tensors copied over in two copies (integers,
-    masks) without waiting for the device, so a training step never turns a device tensor into a
-    host value."""
+    built): the grouping is planned on the host and its index tensors copied over in two copies
+    (integers, masks) without waiting for the device, so a training step never turns a device
+    tensor into a host value."""
     lengths = np.asarray(lengths, dtype=np.int64)
     starts = np.cumsum(lengths) - lengths if starts is None else np.asarray(starts, dtype=np.int64)
     real = lengths > 0
     method = method or ATTENTION.get(torch.device(device).type, "groups")
-    if method == "jagged":
-        return _jagged_plan(lengths[real], starts[real], device=device)
     if method == "padded":
         caps = np.zeros_like(lengths)
     else:
@@ -196,17 +183,6 @@ def _length_groups(lengths, *, device, starts=None, method: str | None = None) -
     return groups, ints[:len(targets)]
 
 
-def _jagged_plan(lengths: np.ndarray, starts: np.ndarray, *, device) -> tuple:
-    """(`Jagged`, the rows of every real token, sentence after sentence) for the real sentences of
-    ``lengths`` starting at rows ``starts``: one copy to the device."""
-    n = int(lengths.sum())
-    offsets = np.concatenate([[0], np.cumsum(lengths)])
-    targets = np.repeat(starts - offsets[:-1], lengths) + np.arange(n)  # sentence i's rows start at starts[i]
-    ints = to_device(np.concatenate([targets, offsets]).astype(np.int64), device)
-    bounds = (int(lengths.min()), int(lengths.max())) if len(lengths) else (0, 0)
-    return Jagged(ints[n:], *bounds), ints[:n]
-
-
 def _packed_layer(layer: nn.TransformerEncoderLayer, x: Tensor, groups) -> Tensor:
     """``nn.TransformerEncoderLayer`` (post-LN, batch_first) on packed rows ``x [R, d]``: the same
     parameters and operations, with attention within each sentence (rows in no sentence, the
@@ -229,8 +205,6 @@ def _grouped_attention(qkv: Tensor, groups, *, heads: int, p: float) -> Tensor:
     dropout draws the library's CPU mask (`layerfuse.fusions.dropout`) as the other layers do."""
     groups, targets = groups
     d = qkv.shape[-1] // 3
-    if isinstance(groups, Jagged):
-        return _jagged_attention(qkv, groups, targets, heads=heads, p=p)
     cpu = qkv.device.type == "cpu"
     # On a CPU, small products in float32 (no new bfloat16 kernel per shape); on a GPU, as they come.
     wide = torch.promote_types(qkv.dtype, torch.float32) if cpu else qkv.dtype
@@ -255,23 +229,3 @@ def _grouped_attention(qkv: Tensor, groups, *, heads: int, p: float) -> Tensor:
             out = out.index_copy(0, targets, torch.cat(rows).to(qkv.dtype))
     return out
 
-
-def _jagged_attention(qkv: Tensor, plan: Jagged, targets: Tensor, *, heads: int, p: float) -> Tensor:
-    """`_grouped_attention` over a `Jagged` plan: the real rows gathered back to back and attended
-    as a nested tensor (`scaled_dot_product_attention` on it: a variable-length fused kernel on a
-    GPU, no padding), in the dtype they come in; zeros at rows in no sentence."""
-    d = qkv.shape[-1] // 3
-    out = qkv.new_zeros((qkv.shape[0], d))
-    n = targets.shape[0]
-    if n == 0:
-        return out
-    rows = qkv.index_select(0, targets).view(n, 3, heads, d // heads)  # index_select: see above
-
-    def nested(t: Tensor) -> Tensor:  # [S, heads, j, d / heads]
-        return torch.nested.nested_tensor_from_jagged(t.contiguous(), plan.offsets, min_seqlen=plan.min_length,
-                                                      max_seqlen=plan.max_length).transpose(1, 2)
-
-    with torch.autocast(qkv.device.type, enabled=False):
-        q, k, v = (nested(t) for t in rows.unbind(1))
-        attended = F.scaled_dot_product_attention(q, k, v, dropout_p=p).transpose(1, 2).values()  # [n, heads, dh]
-    return out.index_copy(0, targets, attended.reshape(n, d).to(qkv.dtype))

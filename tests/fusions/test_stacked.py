@@ -124,10 +124,10 @@ def test_linear_weight_gradient_keeps_the_weight_layout():
 
 
 def test_extra_layers_attention_is_the_same_however_it_finds_the_sentences():
-    # On a GPU the sentences of a batch attend as a nested tensor (no padding, "jagged"), or all in
-    # one padded group ("padded"); on a CPU, in groups of similar length. The rows that come out are
-    # the same, and rows in no sentence get zeros.
-    from layerfuse.fusions.extra import Jagged, _grouped_attention, _length_groups
+    # On a GPU the sentences of a batch attend all in one padded group ("padded"); on a CPU, in
+    # groups of similar length. The rows that come out, and the gradients, are the same, and rows
+    # in no sentence get zeros.
+    from layerfuse.fusions.extra import _grouped_attention, _length_groups
 
     torch.manual_seed(0)
     lengths = np.array([3, 17, 9, 0, 40, 8, 33])
@@ -138,9 +138,8 @@ def test_extra_layers_attention_is_the_same_however_it_finds_the_sentences():
     for s, n in zip(starts, lengths):
         outside[s:s + n] = False
     plans = {method: _length_groups(lengths, device="cpu", starts=starts, method=method)
-             for method in ("groups", "padded", "jagged")}
+             for method in ("groups", "padded")}
     assert len(plans["groups"][0]) == 4 and len(plans["padded"][0]) == 1  # ceilings 8, 32, 16 and 64
-    assert isinstance(plans["jagged"][0], Jagged) and plans["jagged"][0][1:] == (3, 40)
     weights = torch.randn(qkv.shape[0], 32)
     out, grads = {}, {}
     for method, plan in plans.items():
@@ -148,27 +147,8 @@ def test_extra_layers_attention_is_the_same_however_it_finds_the_sentences():
         out[method] = _grouped_attention(x, plan, heads=4, p=0.0)
         (out[method] * weights).sum().backward()
         grads[method] = x.grad
-    for method in ("padded", "jagged"):
-        torch.testing.assert_close(out[method], out["groups"], atol=1e-6, rtol=1e-5)
-        torch.testing.assert_close(grads[method], grads["groups"], atol=1e-5, rtol=1e-5)
-    assert (out["jagged"][outside] == 0).all() and (out["jagged"][~outside] != 0).all()
-    assert (grads["jagged"][outside] == 0).all()
+    torch.testing.assert_close(out["padded"], out["groups"], atol=1e-6, rtol=1e-5)
+    torch.testing.assert_close(grads["padded"], grads["groups"], atol=1e-5, rtol=1e-5)
+    assert (out["padded"][outside] == 0).all() and (out["padded"][~outside] != 0).all()
+    assert (grads["padded"][outside] == 0).all()
 
-
-@pytest.mark.cuda
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
-def test_extra_layers_jagged_attention_on_cuda_matches_one_padded_group():
-    # The nested-tensor kernel on a GPU, in bfloat16 as a grid trains, against the padded group.
-    from layerfuse.fusions.extra import _grouped_attention, _length_groups
-
-    torch.manual_seed(0)
-    lengths = np.array([3, 17, 9, 0, 40, 8, 33, 1])
-    qkv = torch.randn(int(lengths.sum()) + 3, 3 * 1024, device="cuda", dtype=torch.bfloat16)
-    out, grads = {}, {}
-    for method in ("padded", "jagged"):
-        x = qkv.clone().requires_grad_()
-        out[method] = _grouped_attention(x, _length_groups(lengths, device="cuda", method=method), heads=16, p=0.0)
-        out[method].float().square().sum().backward()
-        grads[method] = x.grad
-    torch.testing.assert_close(out["jagged"], out["padded"], atol=2e-2, rtol=2e-2)
-    torch.testing.assert_close(grads["jagged"], grads["padded"], atol=5e-2, rtol=5e-2)
