@@ -417,8 +417,8 @@ def open_entry(path) -> CacheEntry:
 
 def _by_layer(read, layers: list[int]) -> np.ndarray:
     """``read(layer)`` of each of ``layers`` as one array [rows, len(layers), ...], the layers read
-    side by side in threads (decoding and checksums release the GIL: 2.7x faster on two cores than
-    one after another) straight into their places (no stacked copy)."""
+    side by side in threads (decoding and checksums release the GIL) straight into their places (no
+    stacked copy): docs/results/bench_cache_read.md."""
     from concurrent.futures import ThreadPoolExecutor
 
     first = read(layers[0])

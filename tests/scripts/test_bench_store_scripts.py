@@ -66,3 +66,12 @@ def test_bench_grid_per_head_table_from_committed_records(load_script, tmp_path)
     rows = [r for r in report.read_text().splitlines() if r.startswith("| ") and r[2] != "f"]
     assert [r.split("|")[1].strip() for r in rows] == ["concat", "dwatt", "extra"]
     assert all(float(r.split("|")[3]) > 0 and float(r.split("|")[4]) > 0 for r in rows)
+
+
+def test_bench_cache_read_script(tiny_cache, tmp_path, load_script):
+    script = load_script("bench_cache_read")
+    report = tmp_path / "read.md"
+    text = script.main(["--cache", tiny_cache, "--split", "train", "--repeats", "2", "--report", str(report)])
+    rows = [line for line in text.splitlines() if line.startswith("| one layer") or line.startswith("| side")]
+    assert len(rows) == 2 and all(float(r.split("|")[2]) > 0 for r in rows)
+    assert "| speed-up |" in text and "Made by `python scripts/bench_cache_read.py" in report.read_text()
