@@ -9,12 +9,14 @@ Each head gets its own random batch of the CoNLL-like sentence lengths (`_common
 words; with ``--data``, the lengths of 16 train sentences of CoNLL-2003 drawn for each head, as a
 grid's batches come: the padded attention of the extra layers grows with the longest), in bf16,
 stepped by `Pack.step_on` with `PackOptimizer` over 4 schedules (the cell's caps), the gradient
-clipped per head, as `sweep` trains a cell. Per fusion: the median step (device clock)
-for the cell (K = 20), the same with one schedule, without the clip, and with K = 5 and 1 (how the
-step scales with K); the step's phases, each closed by a device sync (zero_grad, forward and loss,
-backward, clip, AdamW); and the operators that took the most device time and the most host time
-(`torch.profiler`), with the device's busy time against the wall: a step whose device is idle most
-of the wall is bound by the host (launches, Python), one whose device is busy by the kernels.
+clipped per head, as `sweep` trains a cell. Per fusion: the median step (device clock) for the
+cell (K = 20), the same with the weights cast inside autograd and the float32 gradients clipped
+after (as before `Pack.narrow_weights`), with one schedule, without the clip, and with K = 5 and 1
+(how the step scales with K); the step's phases, each closed by a device sync (zero_grad, the
+weights' cast, forward and loss, backward, clip and widening, AdamW); and the operators that took
+the most device time and the most host time (`torch.profiler`), with the device's busy time against
+the wall: a step whose device is idle most of the wall is bound by the host (launches, Python), one
+whose device is busy by the kernels.
 Writes ``--report`` (docs/results/profile_pack_step_gpu.md on CUDA).
 """
 
@@ -108,7 +110,8 @@ def median_ms(step, device, *, steps: int, warmup: int = 3) -> float:
 
 def phases(pack, optimizer, batch, *, autocast, device, steps: int) -> dict[str, float]:
     """Median ms of each phase of `Pack.step_on`, each closed by a device sync."""
-    from layerfuse.training.packed import clip_per_head, head_losses
+    from layerfuse.fusions.stacked import compute_dtype
+    from layerfuse.training.packed import clip_per_head, head_losses, widen_grads
     from layerfuse.training.runtime import now
 
     hidden, mask, labels, lengths = batch
@@ -124,10 +127,15 @@ def phases(pack, optimizer, batch, *, autocast, device, steps: int) -> dict[str,
     for i in range(steps + 2):
         timed("zero_grad", optimizer.zero_grad)
         with autocast():
-            logits = timed("forward", lambda: pack.logits(hidden, mask, lengths=lengths, heads=heads))
+            narrow = timed("cast", lambda: pack.narrow_weights(heads, compute_dtype(hidden)))
+            logits = timed("forward", lambda narrow=narrow: pack.logits(hidden, mask, lengths=lengths, heads=heads,
+                                                                          weights=narrow))
         loss = timed("loss", lambda logits=logits: head_losses(logits, labels).sum())
         timed("backward", loss.backward)
-        timed("clip", lambda: clip_per_head([t.grad for t in pack.flat.values() if t.grad is not None], 1.0))
+        if narrow is not None:
+            timed("clip", lambda narrow=narrow: widen_grads(pack.flat, {g: t.grad for g, t in narrow.items()}, 1.0))
+        else:
+            timed("clip", lambda: clip_per_head([t.grad for t in pack.flat.values() if t.grad is not None], 1.0))
         timed("adamw", lambda: optimizer.step(heads))
         if i < 2:  # warm-up
             out = {}
@@ -194,18 +202,23 @@ def main(argv: list[str] | None = None) -> str:
     autocast = lambda: torch.autocast(device.type, dtype=dtype)  # noqa: E731
     shape = SHAPES[args.shape]
     lengths = batch_lengths(args.data, max(args.k, 5))  # the variants step up to 5 heads too
-    table = ["| fusion | K | schedules | clip | ms a pack step (median) | ms a head step |",
-             "|---|---:|---:|---|---:|---:|"]
+    table = ["| fusion | K | schedules | clip | gradients | ms a pack step (median) | ms a head step |",
+             "|---|---:|---:|---|---|---:|---:|"]
     sections = []
     for fusion in args.fusions.split(","):
-        for k, schedules, clip in ((args.k, len(CAPS), 1.0), (args.k, 1, 1.0), (args.k, len(CAPS), 0.0),
-                                   (5, 1, 1.0), (1, 1, 1.0)):
+        for k, schedules, clip, narrow in ((args.k, len(CAPS), 1.0, True), (args.k, len(CAPS), 1.0, False),
+                                           (args.k, 1, 1.0, True), (args.k, len(CAPS), 0.0, True), (5, 1, 1.0, True),
+                                           (1, 1, 1.0, True)):
             pack, optimizer, batch = build(fusion, shape, k=k, schedules=schedules, device=device, dtype=dtype,
                                            lengths=lengths)
+            if not narrow:  # as before `Pack.narrow_weights`: cast inside autograd, clipped after
+                pack.narrow_weights = lambda heads, dtype: None
             ms = median_ms(stepper(pack, optimizer, batch, autocast=autocast, clip=clip), device, steps=args.steps)
-            table.append(f"| {fusion} | {k} | {schedules} | {'yes' if clip else 'no'} | {ms:.2f} | {ms / k:.3f} |")
+            kind = "narrow, widened" if narrow and pack.base.fusion.casts_stacked_weights else "float32"
+            table.append(f"| {fusion} | {k} | {schedules} | {'yes' if clip else 'no'} | {kind} | {ms:.2f} "
+                         f"| {ms / k:.3f} |")
             print(table[-1], flush=True)
-            if (k, schedules, clip) == (args.k, len(CAPS), 1.0):
+            if (k, schedules, clip, narrow) == (args.k, len(CAPS), 1.0, True):
                 split = phases(pack, optimizer, batch, autocast=autocast, device=device, steps=args.steps)
                 by_device, by_host, busy, wall = profile(
                     stepper(pack, optimizer, batch, autocast=autocast, clip=clip), device,

@@ -1,0 +1,84 @@
+"""A bf16 pack step computes with its weights cast once, as leaves of their own, and widens their
+gradients into the float32 leaves while it clips them (`Pack.narrow_weights`, `widen_grads`): the
+same gradients, clip and update as casting inside autograd and clipping after, bit for bit."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from layerfuse.fusions import FUSIONS, FusionConfig, TokenTagger
+from layerfuse.training import TrainConfig
+from layerfuse.training.packed import Pack, PackOptimizer
+
+K, L, D, R = 4, 3, 16, 12
+CASTING = sorted(name for name, cls in FUSIONS.items() if cls.casts_stacked_weights)
+
+
+def _pack(fusion: str) -> tuple[Pack, PackOptimizer]:
+    taggers = []
+    for seed in range(K):
+        torch.manual_seed(seed)
+        config = FusionConfig(n_layers=L, dim=D, num_heads=2, ffn_dim=32, extra_layers=1, dropout=0.0,
+                              layer_score="scaled")
+        taggers.append(TokenTagger(fusion=fusion, n_labels=5, **vars(config)))
+    pack = Pack(taggers)
+    pack.train(True)
+    # two schedules (two heads each), as a cell's caps: the second one's heads stop first
+    runs = [SimpleNamespace(config=TrainConfig(fusion=fusion, shots=None, epochs=1, seed=k, lr=1e-2), head=t,
+                            total_steps=10 if k < 2 else 5) for k, t in enumerate(taggers)]
+    return pack, PackOptimizer(pack, runs)
+
+
+def _batch():
+    gen = torch.Generator().manual_seed(0)
+    hidden = (10 * torch.randn(K, 1, R, L, D, generator=gen)).to(torch.bfloat16)  # large: the clip bites
+    mask = torch.ones(K, 1, R, dtype=torch.bool)
+    labels = torch.randint(0, 5, (K, 1, R), generator=gen)
+    return hidden, mask, labels, [torch.tensor([5, 7])] * K
+
+
+@pytest.mark.parametrize("fusion", CASTING)
+@pytest.mark.parametrize("active", [K, 2])
+def test_narrow_gradients_equal_casting_inside_autograd(fusion, active, monkeypatch):
+    hidden, mask, labels, lengths = _batch()
+    heads = list(range(active))
+    batch = (hidden[:active], mask[:active], labels[:active], lengths[:active])
+    stepped = {}
+    for way in ("narrow", "autograd"):
+        pack, optimizer = _pack(fusion)
+        if way == "autograd":
+            monkeypatch.setattr(pack, "narrow_weights", lambda heads, dtype: None)
+        captured = {}
+        step = optimizer.step
+
+        def spy(heads, captured=captured, pack=pack, step=step):
+            captured.update({group: t.grad.clone() for group, t in pack.flat.items()})
+            step(heads)
+
+        monkeypatch.setattr(optimizer, "step", spy)
+        for _ in range(2):
+            pack.step_on(*batch, heads=heads, optimizer=optimizer,
+                         autocast=torch.autocast("cpu", dtype=torch.bfloat16), max_grad_norm=0.5)
+        stepped[way] = (captured, {group: t.detach().clone() for group, t in pack.flat.items()})
+    (grads, weights), (grads_ref, weights_ref) = stepped["narrow"], stepped["autograd"]
+    for group in grads_ref:
+        assert grads[group].dtype == torch.float32
+        assert torch.equal(grads[group], grads_ref[group]), group
+        assert torch.equal(grads[group][active:], torch.zeros_like(grads[group][active:]))
+        assert torch.equal(weights[group], weights_ref[group]), group
+    total = torch.stack([g.norm(dim=1) for g in grads.values()]).norm(dim=0)[:active]
+    assert torch.allclose(total, torch.full_like(total, 0.5), rtol=1e-3)  # clipped to the max norm
+
+
+def test_float32_packs_and_fusions_that_cast_weight_by_weight_keep_autograd():
+    pack, _ = _pack(CASTING[0])
+    assert pack.narrow_weights([0, 1], torch.float32) is None
+    assert pack.narrow_weights([1, 2], torch.bfloat16) is None  # not the first heads
+    narrow = pack.narrow_weights([0, 1], torch.bfloat16)
+    assert all(t.dtype == torch.bfloat16 and t.is_leaf and t.shape[0] == 2 for t in narrow.values())
+    others = [name for name, cls in FUSIONS.items() if not cls.casts_stacked_weights and cls.stacked_forward]
+    for name in others:
+        assert _pack(name)[0].narrow_weights([0], torch.bfloat16) is None
