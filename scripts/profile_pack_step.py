@@ -191,9 +191,11 @@ def main(argv: list[str] | None = None) -> str:
 
     import torch
 
+    from layerfuse.training import packed
     from layerfuse.training.runtime import pick_device
 
     device = pick_device(args.device)
+    default_narrow = packed.NARROW_GRADS.get(device.type, False)
     if args.attention:
         from layerfuse.fusions import extra
 
@@ -211,8 +213,9 @@ def main(argv: list[str] | None = None) -> str:
                                            (1, 1, 1.0, True)):
             pack, optimizer, batch = build(fusion, shape, k=k, schedules=schedules, device=device, dtype=dtype,
                                            lengths=lengths)
-            if not narrow:  # as before `Pack.narrow_weights`: cast inside autograd, clipped after
-                pack.narrow_weights = lambda heads, dtype: None
+            # both ways on any device: narrow gradients widened while clipped (`packed.NARROW_GRADS`), or
+            # the weights cast inside autograd and the float32 gradients clipped after
+            packed.NARROW_GRADS[device.type] = narrow
             ms = median_ms(stepper(pack, optimizer, batch, autocast=autocast, clip=clip), device, steps=args.steps)
             kind = "narrow, widened" if narrow and pack.base.fusion.casts_stacked_weights else "float32"
             table.append(f"| {fusion} | {k} | {schedules} | {'yes' if clip else 'no'} | {kind} | {ms:.2f} "
@@ -238,7 +241,9 @@ def main(argv: list[str] | None = None) -> str:
                f"CoNLL-2003 train sentences, {min(map(sum, lengths))} to {max(map(sum, lengths))} words, the "
                f"longest {max(int(ls.max()) for ls in lengths)}") + "); schedules: "
             f"the cell's epoch caps {', '.join(map(str, CAPS))} (4) or one; the extra layers' attention: "
-            f"{extra_attention(device)}.\n\n" + "\n".join(table) + "\n\n"
+            f"{extra_attention(device)}; gradients: narrow and widened while clipped, or float32 (cast inside "
+            f"autograd, clipped after); the library's way on {device.type}: "
+            f"{'narrow' if default_narrow else 'float32'}.\n\n" + "\n".join(table) + "\n\n"
             + "\n\n".join(sections))
     report = args.report if args.report is not None else results_path(
         "profile_pack_step_gpu" if device.type == "cuda" else "profile_pack_step")

@@ -201,6 +201,15 @@ def _spans(keys: list) -> list[tuple[int, int]]:
     return spans
 
 
+# Whether a bf16 pack step keeps its weights' gradients narrow and widens them while clipping
+# (`Pack.narrow_weights`), by device type. It moves 8 bytes a weight where casting back and clipping
+# moved 18: on a GPU, where a Concat pack step of 20 heads at roberta-large shape spent 5.0 of its
+# 12.2 ms on those passes (docs/results/profile_pack_step_gpu_indexed_read.md). On a CPU the one
+# multiply of a bfloat16 by a float32 runs far slower than a cast and a float32 multiply, and the
+# step was slower (docs/results/profile_pack_step_cpu_narrow.md).
+NARROW_GRADS = {"cuda": True}
+
+
 class Pack:
     """K taggers of one architecture as stacked parameters ``[K, ...]``, run as one module."""
 
@@ -290,12 +299,14 @@ class Pack:
 
     def narrow_weights(self, heads: list[int], dtype: torch.dtype) -> dict | None:
         """The weights of ``heads`` (the first ones) cast to ``dtype`` as leaves of their own, or None
-        (float32, a fusion that casts weight by weight, heads not first). Their gradients then stay in
-        ``dtype``, and `widen_grads` clips and widens them into the float32 leaves in one pass a leaf,
-        where autograd's cast back and the clip's norm and multiply took three (a Concat pack step of
-        20 heads at roberta-large shape: 5.0 of its 12.2 ms on an H100, profile_pack_step_gpu.md)."""
+        (float32, a fusion that casts weight by weight, heads not first, a device not in
+        `NARROW_GRADS`). Their gradients then stay in ``dtype``, and `widen_grads` clips and widens
+        them into the float32 leaves in one pass a leaf, where autograd's cast back and the clip's norm
+        and multiply took three."""
         n = len(heads)
-        if dtype == torch.float32 or not self.base.fusion.casts_stacked_weights or heads != list(range(n)):
+        first = next(iter(self.flat.values()))
+        if (dtype == torch.float32 or not self.base.fusion.casts_stacked_weights or heads != list(range(n))
+                or not NARROW_GRADS.get(first.device.type, False)):
             return None
         return {group: t.detach()[:n].to(dtype).requires_grad_() for group, t in self.flat.items()}
 

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from layerfuse.fusions import FUSIONS, FusionConfig, TokenTagger
-from layerfuse.training import TrainConfig
+from layerfuse.training import TrainConfig, packed
 from layerfuse.training.packed import Pack, PackOptimizer
 
 K, L, D, R = 4, 3, 16, 12
@@ -43,6 +43,7 @@ def _batch():
 @pytest.mark.parametrize("fusion", CASTING)
 @pytest.mark.parametrize("active", [K, 2])
 def test_narrow_gradients_equal_casting_inside_autograd(fusion, active, monkeypatch):
+    monkeypatch.setitem(packed.NARROW_GRADS, "cpu", True)  # a GPU's way, here on the CPU
     hidden, mask, labels, lengths = _batch()
     heads = list(range(active))
     batch = (hidden[:active], mask[:active], labels[:active], lengths[:active])
@@ -73,8 +74,10 @@ def test_narrow_gradients_equal_casting_inside_autograd(fusion, active, monkeypa
     assert torch.allclose(total, torch.full_like(total, 0.5), rtol=1e-3)  # clipped to the max norm
 
 
-def test_float32_packs_and_fusions_that_cast_weight_by_weight_keep_autograd():
+def test_float32_packs_and_fusions_that_cast_weight_by_weight_keep_autograd(monkeypatch):
     pack, _ = _pack(CASTING[0])
+    assert pack.narrow_weights([0, 1], torch.bfloat16) is None  # not on a CPU (`NARROW_GRADS`)
+    monkeypatch.setitem(packed.NARROW_GRADS, "cpu", True)
     assert pack.narrow_weights([0, 1], torch.float32) is None
     assert pack.narrow_weights([1, 2], torch.bfloat16) is None  # not the first heads
     narrow = pack.narrow_weights([0, 1], torch.bfloat16)
