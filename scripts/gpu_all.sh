@@ -3,8 +3,8 @@
 #
 #   scripts/gpu_all.sh [PART ...]
 #
-# Parts, by default in this order (by value: what runs out of time is last): grid parity-conll
-# parity-grid-encoder ft parity-wnut cuda-tests check.
+# Parts, by default in this order (by value: what runs out of time is last): grid ft cuda-tests
+# profile check parity-conll parity-grid-encoder parity-wnut (the parity tables are committed).
 #
 # grid        scripts/bench_grid.py: the 300-run Figure-3 grid at roberta-large shape, extraction included
 # parity-conll, parity-wnut   scripts/compare_cuda_cpu.py on CUDA: every fusion, solo and packed, seeds
@@ -141,7 +141,7 @@ profile() {
         --data "$CONLL" --report "$RESULTS/profile_pack_step_gpu_conll.md"
 }
 
-for p in "${@:-grid parity-conll parity-grid-encoder ft parity-wnut cuda-tests check}"; do
+for p in "${@:-grid ft cuda-tests profile check parity-conll parity-grid-encoder parity-wnut}"; do
     for name in $p; do "${name//-/_}"; done
 done
 echo "== all parts: $(( $(date +%s) - START ))s; results in $RESULTS:"
