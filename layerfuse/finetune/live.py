@@ -49,8 +49,9 @@ class LiveBackbone(torch.nn.Module):
         flat = self.encoder.encode_unit(tok, rows, 0, n_rows, storage=torch.float32, grad=torch.is_grad_enabled(),
                                         ahead=False)  # [rows, L+1, d]
         flat = _layers_of(flat, list(layers))  # [rows, L, d]
-        lengths = torch.as_tensor(np.diff(rows.row_offsets), device=flat.device)
-        T = int(lengths.max()) if len(lengths) else 0
+        sizes = np.diff(rows.row_offsets)  # each sentence's rows, known on the host: no wait for the device
+        lengths = torch.as_tensor(sizes, device=flat.device)
+        T = int(sizes.max()) if len(sizes) else 0
         steps = torch.arange(T, device=flat.device)
         mask = steps[None, :] < lengths[:, None]  # [B, T]
         starts = torch.as_tensor(rows.row_offsets[:-1], device=flat.device)
