@@ -131,3 +131,23 @@ def test_a_cuda_packed_step_never_synchronises(data, fusion):
     finally:
         torch.cuda.set_sync_debug_mode("default")
     assert torch.isfinite(losses[-1]).all().item()
+
+
+def test_an_ft_step_makes_no_tensor_a_host_value(tiny_cache):
+    # FT builds its batch from the live backbone (tokens, windows, word rows): planned on the host
+    # from the split's own arrays, never from the device's outputs. The backbone's own forward may
+    # look (transformers checks whether an attention mask has padding): that is the model's, not ours.
+    from layerfuse.finetune.data import live_data
+    from layerfuse.finetune.live import load_live_backbone
+
+    entry = open_entry(tiny_cache)
+    backbone = load_live_backbone(entry.meta, device="cpu")
+    data = live_data(entry, backbone, layers=range(1, entry.num_layers + 1))
+    run = _run(data, "concat", "cpu", mode="ft", lr=5e-5)
+    steps = list(run.epoch_batches())
+    train_step(run, steps[0])
+    with CountToHost() as seen:
+        for order in steps[1:]:
+            train_step(run, order)
+    ours = [(name, where) for name, where in seen.calls if "/transformers/" not in where]
+    assert not ours, f"{len(ours)} tensor-to-host conversions in an FT step, the first:\n{ours[0][0]} at\n{ours[0][1]}"
