@@ -167,12 +167,6 @@ def profile(step, device, *, steps: int, rows: int) -> tuple[str, str, float, fl
     return by_device, by_host, busy, wall
 
 
-def extra_attention(device) -> str:
-    from layerfuse.fusions.extra import ATTENTION
-
-    return ATTENTION.get(device.type, "groups")
-
-
 def main(argv: list[str] | None = None) -> str:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--fusions", default="concat,dwatt,extra")
@@ -187,19 +181,28 @@ def main(argv: list[str] | None = None) -> str:
                    help="how the extra layers' attention finds the sentences on this device (default: the library's)")
     args = p.parse_args(argv)
 
-    import contextlib
+    from unittest.mock import patch
 
-    import torch
-
+    from layerfuse.fusions import extra
     from layerfuse.training import packed
     from layerfuse.training.runtime import pick_device
 
     device = pick_device(args.device)
     default_narrow = packed.NARROW_GRADS.get(device.type, False)
-    if args.attention:
-        from layerfuse.fusions import extra
+    attention = args.attention or extra.ATTENTION.get(device.type, "groups")
+    with patch.dict(extra.ATTENTION, {device.type: attention}):  # the library's tables as they were after
+        return _profiled(args, argv, device, attention=attention, default_narrow=default_narrow)
 
-        extra.ATTENTION[device.type] = args.attention
+
+def _profiled(args, argv, device, *, attention: str, default_narrow: bool) -> str:
+    """`main`'s work with the extra layers' attention set to ``attention`` on this device."""
+    import contextlib
+    from unittest.mock import patch
+
+    import torch
+
+    from layerfuse.training import packed
+
     dtype = torch.bfloat16
     autocast = lambda: torch.autocast(device.type, dtype=dtype)  # noqa: E731
     shape = SHAPES[args.shape]
@@ -217,14 +220,9 @@ def main(argv: list[str] | None = None) -> str:
         for k, schedules, clip, narrow in variants:
             pack, optimizer, batch = build(fusion, shape, k=k, schedules=schedules, device=device, dtype=dtype,
                                            lengths=lengths)
-            library_way = dict(packed.NARROW_GRADS)
-            packed.NARROW_GRADS[device.type] = narrow
-            try:
+            with patch.dict(packed.NARROW_GRADS, {device.type: narrow}):  # the library's way back after
                 ms = median_ms(stepper(pack, optimizer, batch, autocast=autocast, clip=clip), device,
                                steps=args.steps)
-            finally:  # the library's way back, for the phases below and for whoever runs next
-                packed.NARROW_GRADS.clear()
-                packed.NARROW_GRADS.update(library_way)
             kind = "narrow, widened" if narrow and pack.base.fusion.casts_stacked_weights else "float32"
             table.append(f"| {fusion} | {k} | {schedules} | {'yes' if clip else 'no'} | {kind} | {ms:.2f} "
                          f"| {ms / k:.3f} |")
@@ -249,7 +247,7 @@ def main(argv: list[str] | None = None) -> str:
                f"CoNLL-2003 train sentences, {min(map(sum, lengths))} to {max(map(sum, lengths))} words, the "
                f"longest {max(int(ls.max()) for ls in lengths)}") + "); schedules: "
             f"the cell's epoch caps {', '.join(map(str, CAPS))} (4) or one; the extra layers' attention: "
-            f"{extra_attention(device)}; gradients: narrow and widened while clipped, or float32 (cast inside "
+            f"{attention}; gradients: narrow and widened while clipped, or float32 (cast inside "
             f"autograd, clipped after); the library's way on {device.type}: "
             f"{'narrow' if default_narrow else 'float32'}.\n\n" + "\n".join(table) + "\n\n"
             + "\n\n".join(sections))

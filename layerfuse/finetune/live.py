@@ -13,7 +13,7 @@ from .freeze import freeze
 
 # Live batches padded to a multiple of this many tokens, by device type. On a GPU, the first batch
 # of each new shape costs a bf16 FT step about 0.2 s of kernel choice on the host (an H100: 321 ms
-# a step on new lengths, 110 ms on lengths seen, docs/results/bench_ft_step_gpu_roberta_bf16.md),
+# a step on new lengths, 110 ms on lengths seen, docs/results/bench_ft_step_gpu_roberta_bf16_new_shapes.md),
 # and padding costs next to nothing; on a CPU, padding costs arithmetic and a new shape nothing.
 LIVE_PAD_MULTIPLE = {"cuda": 32}
 

@@ -228,4 +228,3 @@ def _grouped_attention(qkv: Tensor, groups, *, heads: int, p: float) -> Tensor:
         if rows:
             out = out.index_copy(0, targets, torch.cat(rows).to(qkv.dtype))
     return out
-
