@@ -127,7 +127,7 @@ ft() {
 cuda_tests() {
     # the modules that hold the CUDA tests (collecting all of tests/ would import the slow tests' servers)
     part cuda-tests 90 python3 -m pytest -q -m cuda -p no:cacheprovider tests/training/test_no_host_sync.py \
-        tests/training/test_store.py
+        tests/training/test_store.py tests/training/test_pack_narrow_grads.py
 }
 
 check() {
