@@ -4,7 +4,8 @@
 #   scripts/gpu_all.sh [PART ...]
 #
 # Parts, by default in this order (by value: what runs out of time is last): grid ft cuda-tests
-# profile check parity-conll parity-grid-encoder parity-wnut (the parity tables are committed).
+# profile check parity-conll parity-grid-encoder parity-wnut extract-precision (the parity tables are
+# committed).
 #
 # grid        scripts/bench_grid.py: the 300-run Figure-3 grid at roberta-large shape, extraction included
 # parity-conll, parity-wnut   scripts/compare_cuda_cpu.py on CUDA: every fusion, solo and packed, seeds
@@ -15,6 +16,8 @@
 #             (FT_PROFILE=1: with its operator tables)
 # cuda-tests  pytest -m cuda, on the modules that hold them
 # check       scripts/gpu_check.py: every command as a user types it, on the built-in default
+# extract-precision  scripts/compare_extract_precision.py: MiniLM over CoNLL-2003 extracted in fp32 and in
+#             bf16, heads trained on each (a CPU without bf16 units would take hours)
 # profile     scripts/profile_pack_step.py: a Figure-3 cell's pack step at roberta-large shape, by phase
 #             and operator, on batches of CoNLL-2003's sentence lengths (FUSIONS, default concat,dwatt,extra)
 #
@@ -136,12 +139,18 @@ check() {
     part gpu-check 240 python3 scripts/gpu_check.py --model "$MINILM" --json "$RESULTS/gpu_check_minilm.json"
 }
 
+extract_precision() {
+    part extract-precision 150 python3 scripts/compare_extract_precision.py --model "$MINILM" --data "$CONLL" \
+        --cache-dir "$WORK/extract-precision/cache" --out "$WORK/extract-precision/runs" \
+        --workers 0 --table "$RESULTS/compare_extract_precision.md"
+}
+
 profile() {
     part profile 120 python3 scripts/profile_pack_step.py --fusions "${FUSIONS:-concat,dwatt,extra}" \
         --data "$CONLL" --report "$RESULTS/profile_pack_step_gpu_conll.md"
 }
 
-for p in "${@:-grid ft cuda-tests profile check parity-conll parity-grid-encoder parity-wnut}"; do
+for p in "${@:-grid ft cuda-tests profile check parity-conll parity-grid-encoder parity-wnut extract-precision}"; do
     for name in $p; do "${name//-/_}"; done
 done
 echo "== all parts: $(( $(date +%s) - START ))s; results in $RESULTS:"
