@@ -17,7 +17,7 @@
 # cuda-tests  pytest -m cuda, on the modules that hold them
 # check       scripts/gpu_check.py: every command as a user types it, on the built-in default
 # extract-precision  scripts/compare_extract_precision.py: MiniLM over CoNLL-2003 extracted in fp32 and in
-#             bf16, heads trained on each: the bf16 speed where bf16 is a choice (the avx2 CPU figures are committed)
+#             bf16, heads trained on each: bf16's speed where it is a choice (an avx2 CPU's is committed)
 # profile     scripts/profile_pack_step.py: a Figure-3 cell's pack step at roberta-large shape, by phase
 #             and operator, on batches of CoNLL-2003's sentence lengths (FUSIONS, default concat,dwatt,extra)
 #

@@ -26,6 +26,7 @@ import argparse
 import statistics
 import time
 from types import SimpleNamespace
+from unittest.mock import patch
 
 from _common import LENGTHS, results_path, write_results
 
@@ -181,27 +182,24 @@ def main(argv: list[str] | None = None) -> str:
                    help="how the extra layers' attention finds the sentences on this device (default: the library's)")
     args = p.parse_args(argv)
 
-    from unittest.mock import patch
-
     from layerfuse.fusions import extra
-    from layerfuse.training import packed
     from layerfuse.training.runtime import pick_device
 
     device = pick_device(args.device)
-    default_narrow = packed.NARROW_GRADS.get(device.type, False)
     attention = args.attention or extra.ATTENTION.get(device.type, "groups")
     with patch.dict(extra.ATTENTION, {device.type: attention}):  # the library's tables as they were after
-        return _profiled(args, argv, device, attention=attention, default_narrow=default_narrow)
+        return _profiled(args, argv, device, attention=attention)
 
 
-def _profiled(args, argv, device, *, attention: str, default_narrow: bool) -> str:
+def _profiled(args, argv, device, *, attention: str) -> str:
     """`main`'s work with the extra layers' attention set to ``attention`` on this device."""
     import contextlib
-    from unittest.mock import patch
 
     import torch
 
     from layerfuse.training import packed
+
+    default_narrow = packed.NARROW_GRADS.get(device.type, False)
 
     dtype = torch.bfloat16
     autocast = lambda: torch.autocast(device.type, dtype=dtype)  # noqa: E731

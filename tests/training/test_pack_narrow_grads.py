@@ -49,7 +49,7 @@ DEVICES = ["cpu", pytest.param("cuda", marks=[pytest.mark.cuda, pytest.mark.skip
 @pytest.mark.parametrize("fusion", CASTING)
 @pytest.mark.parametrize("active", [K, 2])
 def test_narrow_gradients_equal_casting_inside_autograd(fusion, active, device, monkeypatch):
-    monkeypatch.setitem(packed.NARROW_GRADS, device, True)  # the CPU: a GPU's way, here
+    monkeypatch.setitem(packed.NARROW_GRADS, device, True)  # on the CPU too: the GPU's way
     same = torch.equal if device == "cpu" else lambda a, b: torch.allclose(a, b, rtol=1e-5, atol=1e-7)
     hidden, mask, labels, lengths = _batch(device)
     heads = list(range(active))
