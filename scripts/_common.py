@@ -186,6 +186,12 @@ def run_conll_grid(args, entry, configs: list, results: str | None = None, **opt
                          **options).values())
 
 
+def run_variants(args, entries: dict, configs: list, results=None) -> dict[str, list[dict]]:
+    """`run_conll_grid` on each entry (name -> entry) into ``results(name)``, else `variant_results`: the records."""
+    return {name: run_conll_grid(args, entry, configs, results(name) if results else variant_results(args.out, name))
+            for name, entry in entries.items()}
+
+
 @contextmanager
 def torch_threads(n: int | None):
     """``n`` torch threads here and in `train_head` (LAYERFUSE_NUM_THREADS) for the block, then
@@ -219,6 +225,25 @@ def f1_cell(runs: list[dict], metric: str = "best_dev_f1") -> str:
 def runs_of(records: list[dict], **config) -> list[dict]:
     """The records whose config has every given field at the given value."""
     return [r for r in records if all(r["config"].get(k) == v for k, v in config.items())]
+
+
+def pair_table(by_variant: dict[str, list[dict]], a: str, b: str, fusions: list[str], shots: list[int],
+               more: tuple = ()) -> str:
+    """Markdown: per fusion and N, variant ``b``'s runs against ``a``'s: dev F1 of each, b − a (the
+    difference of their mean best dev F1 x100), test F1 of each, median seconds per run of each; then
+    the ``more`` columns, (header, cell of a's and b's runs)."""
+    head = [f"{a} dev F1", f"{b} dev F1", f"{b} − {a}", f"{a} test F1", f"{b} test F1", f"{a} s/run", f"{b} s/run",
+            *(name for name, _ in more)]
+    lines = ["| fusion | N | " + " | ".join(head) + " |", "|---|---:|" + "---:|" * len(head)]
+    for fusion in fusions:
+        for n in shots:
+            x, y = (runs_of(by_variant.get(v, []), fusion=fusion, shots=n) for v in (a, b))
+            dev = [statistics.mean(r["best_dev_f1"] for r in runs) for runs in (x, y) if runs]  # a's, b's
+            secs = [f"{statistics.median(r['seconds']['total'] for r in runs):.1f}" if runs else "-" for runs in (x, y)]
+            cells = [f1_cell(x), f1_cell(y), f"{100 * (dev[1] - dev[0]):+.1f}" if len(dev) == 2 else "-",
+                     f1_cell(x, "test_f1_at_best"), f1_cell(y, "test_f1_at_best"), *secs, *(f(x, y) for _, f in more)]
+            lines.append(f"| {fusion} | {n} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
 
 
 # --- Results files: the table, and above it what made it -----------------------------------------------
@@ -281,9 +306,7 @@ def command_line(script: str, argv: list[str]) -> str:
     an argument holding an apostrophe in double quotes (shlex.join would write ``'"'"'``)."""
     def quote(arg: str) -> str:
         arg = public_path(arg, pattern=MACHINE_ARG)
-        if shlex.quote(arg) == arg or "'" not in arg:
-            return shlex.quote(arg)
-        if not any(c in arg for c in '"$`\\!'):
+        if "'" in arg and not any(c in arg for c in '"$`\\!'):
             return f'"{arg}"'
         return shlex.quote(arg)
 
@@ -577,3 +600,69 @@ def against_zero(values: list[float]) -> str:
 
     mean, half = ci95(values)
     return "inside" if len(values) < 2 or abs(mean) <= half else ("above 0" if mean > 0 else "below 0")
+
+
+def paired_cells(a: dict, b: dict, *, above: bool = True, test_against: bool = True) -> str | None:
+    """A table's cells for a − b paired by seed (`paired_diffs`): dev F1's mean ± 95% CI, `against_zero`,
+    the per-seed differences, [how many lie above 0,] test F1's mean ± 95% CI[, `against_zero`]; None for
+    no pair."""
+    dev, _ = paired_diffs(a, b, key="best_dev_f1")
+    if not dev:
+        return None
+    test, _ = paired_diffs(a, b, key="test_f1_at_best")
+    cells = [ci_cell(dev, signed=True), against_zero(dev), ", ".join(f"{d:+.1f}" for d in dev)]
+    if above:
+        cells.append(f"{sum(d > 0 for d in dev)} of {len(dev)}")
+    cells.append(ci_cell(test, signed=True))
+    if test_against:
+        cells.append(against_zero(test) if test else "-")
+    return " | ".join(cells)
+
+
+def head_cells(runs: list[dict]) -> str:
+    """One head's best dev F1 and test F1 at best x100, unpaired: 'mean ± 95% CI (runs) | ...'."""
+    return " | ".join(ci_cell([100 * r[key] for r in runs if r.get(key) is not None])
+                      for key in ("best_dev_f1", "test_f1_at_best"))
+
+
+def dev_curve(record: dict) -> dict[int, float]:
+    """{epoch: dev F1 x100} of one run's evaluations after an epoch."""
+    return {e["epoch"]: 100 * e["dev_f1"] for e in record["evals"] if e.get("epoch") is not None}
+
+
+def epoch_cells(runs: list[dict], epochs: list[int]) -> str:
+    """The dev F1 of ``runs`` after each of ``epochs``: 'mean ± 95% CI (runs) | ...'."""
+    curves = [dev_curve(r) for r in runs]
+    return " | ".join(ci_cell([c[e] for c in curves if e in c]) for e in epochs)
+
+
+PAPER_SCORE = "dwatt (paper score)"  # DWAtt with the paper's unscaled score, beside DWAtt at its default
+
+
+def paper_head(record: dict) -> str:
+    """The head a run trained: its fusion, or DWAtt with another score than its default (`PAPER_SCORE`
+    for the paper's)."""
+    c = record["config"]
+    score = c.get("layer_score")
+    return f"dwatt ({score} score)" if c["fusion"] == "dwatt" and score not in (None, "scaled") else c["fusion"]
+
+
+def by_cell(records: list[dict], head=paper_head) -> dict:
+    """{(head(record), N): {seed: record}}; two different runs in one place end the script (a head
+    name that misses a setting the runs differ in would show one run's numbers under the other's name)."""
+    cells: dict = {}
+    for r in records:
+        c = r["config"]
+        cell = cells.setdefault((head(r), c["shots"]), {})
+        other = cell.setdefault(c["seed"], r)
+        if other.get("run_id") != r.get("run_id"):
+            raise SystemExit(f"error: runs {other.get('run_id')} and {r.get('run_id')} are both "
+                             f"'{head(r)}' at N = {c['shots']}, seed {c['seed']}")
+    return cells
+
+
+def read_records(path: str | os.PathLike) -> list[dict]:
+    """The run records of a JSON-lines file."""
+    import json
+
+    return [json.loads(line) for line in Path(path).read_text(encoding="utf-8").splitlines() if line.strip()]

@@ -104,8 +104,7 @@ def run_child(code: Path, args) -> dict:
     """``measure`` in a fresh process that imports layerfuse from ``code``."""
     env = dict(os.environ, PYTHONPATH=str(code))
     command = [sys.executable, str(Path(__file__).resolve()), "--child", "--cache", args.cache,
-               "--repeats", str(args.repeats),
-               "--precision", args.precision]
+               "--repeats", str(args.repeats), "--precision", args.precision]
     done = subprocess.run(command, env=env, capture_output=True, text=True, cwd=code, check=False)
     if done.returncode != 0:
         sys.stderr.write(done.stdout + done.stderr)

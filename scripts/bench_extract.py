@@ -12,7 +12,6 @@ The figures go to --table (docs/results/bench_extract.md).
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import subprocess
@@ -31,7 +30,7 @@ from layerfuse.extract.models import load_model, load_tokenizer, model_info
 from layerfuse.extract.run import ExtractConfig, extract
 
 
-def run_extract(data: Path, root: str, model: str | None, *, writing: str = "direct") -> tuple[float, str]:
+def run_extract(data: Path, root: str, *, writing: str = "direct") -> tuple[float, str]:
     """One `extract` call; ``writing`` (where the time goes, the writer's LAYERFUSE_SHARD_WRITES):
     ``direct`` as shipped, ``zarr`` with zarr's own pipeline writing the shards, ``none`` with
     nothing written (the shards' bytes dropped)."""
@@ -39,8 +38,7 @@ def run_extract(data: Path, root: str, model: str | None, *, writing: str = "dir
     os.environ[WRITES_ENV] = writing
     try:
         t0 = time.perf_counter()
-        result = extract(ExtractConfig(model=model, dataset=str(data), cache_dir=root), progress=False,
-                         log=lambda m: None)
+        result = extract(ExtractConfig(dataset=str(data), cache_dir=root), progress=False, log=lambda m: None)
         return time.perf_counter() - t0, result.path
     finally:
         if before is None:
@@ -49,8 +47,8 @@ def run_extract(data: Path, root: str, model: str | None, *, writing: str = "dir
             os.environ[WRITES_ENV] = before
 
 
-def run_naive(words, model_name, out_dir: str) -> float:
-    info = model_info(model_name)
+def run_naive(words, out_dir: str) -> float:
+    info = model_info(None)
     tok = load_tokenizer(info)
     model = load_model(info, device=torch.device("cpu"))
     t0 = time.perf_counter()
@@ -62,12 +60,11 @@ def run_naive(words, model_name, out_dir: str) -> float:
     return time.perf_counter() - t0
 
 
-def peak_rss_mb(data: Path, root: str, model: str | None) -> float:
+def peak_rss_mb(data: Path, root: str) -> float:
     code = (
         f"import resource, sys; sys.path.insert(0, {str(REPO)!r})\n"
         "from layerfuse.extract.run import ExtractConfig, extract\n"
-        f"extract(ExtractConfig(model={model!r}, dataset={str(data)!r}, cache_dir={root!r}), progress=False, "
-        "log=lambda m: None)\n"
+        f"extract(ExtractConfig(dataset={str(data)!r}, cache_dir={root!r}), progress=False, log=lambda m: None)\n"
         "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
@@ -77,38 +74,31 @@ def peak_rss_mb(data: Path, root: str, model: str | None) -> float:
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--data", default=CONLL)
-    ap.add_argument("--model", default=None, help="default: all-MiniLM-L6-v2")
     ap.add_argument("--sentences", type=int, default=3000)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--memory-sizes", default="1000,2000,4000,8000")
-    ap.add_argument("--json", default=None, help="write the figures here too")
     ap.add_argument("--table", default=results_path("bench_extract"), help="markdown file written ('' = print only)")
-    ap.add_argument("--threads", type=int, default=None, help="torch threads (default: one per core)")
     ap.add_argument("--where", action="store_true",
                     help="also (a) with zarr writing the shards and (a) with nothing written: where the time goes")
     args = ap.parse_args()
-    torch.set_num_threads(args.threads or os.cpu_count() or 1)
+    torch.set_num_threads(os.cpu_count() or 1)
 
     tmp = Path(tempfile.mkdtemp(prefix="bench_extract_"))
     words = write_subset(args.data, args.sentences, tmp / "data")
     n_words = sum(len(w) for w in words)
-    times = {"extract": [], "floor": [], "naive": []}
-    if args.where:
-        times.update({"zarr": [], "none": []})
+    times = {k: [] for k in ("extract", "floor", "naive", *(("zarr", "none") if args.where else ()))}
     path = None
     for r in range(args.repeats):
-        t, path = run_extract(tmp / "data", str(tmp / f"cache{r}"), args.model)
+        t, path = run_extract(tmp / "data", str(tmp / f"cache{r}"))
         times["extract"].append(t)
         for writing in ("zarr", "none") if args.where else ():
-            times[writing].append(run_extract(tmp / "data", str(tmp / f"cache{r}{writing}"), args.model,
-                                              writing=writing)[0])
-        times["floor"].append(run_floor(words, args.model))
-        naive_dir = tmp / f"naive{r}"
-        naive_dir.mkdir()
-        times["naive"].append(run_naive(words, args.model, str(naive_dir)))
+            times[writing].append(run_extract(tmp / "data", str(tmp / f"cache{r}{writing}"), writing=writing)[0])
+        times["floor"].append(run_floor(words, None))
+        (tmp / f"naive{r}").mkdir()
+        times["naive"].append(run_naive(words, str(tmp / f"naive{r}")))
     med = {k: statistics.median(v) for k, v in times.items()}
     wps = {k: n_words / v for k, v in med.items()}
-    info = model_info(args.model)
+    info = model_info(None)
     ideal = (info.num_layers + 1) * info.hidden_size * 2
     stored = bytes_on_disk(path + "/train/hidden") / n_words
 
@@ -130,15 +120,11 @@ def main():
     mem = {}
     for n in sizes:
         write_subset(args.data, n, tmp / f"mem{n}")
-        mem[n] = peak_rss_mb(tmp / f"mem{n}", str(tmp / f"memcache{n}"), args.model)
+        mem[n] = peak_rss_mb(tmp / f"mem{n}", str(tmp / f"memcache{n}"))
     if mem:
         lines += ["", "peak RSS of extract by dataset size: "
                   + ", ".join(f"{n} sentences {m:,.0f} MB" for n, m in mem.items())]
-    text = "\n".join(lines)
-    publish(args.table, text, title="Extraction throughput", script="bench_extract", argv=None)
-    if args.json:
-        Path(args.json).write_text(json.dumps({"words": n_words, "times": times, "words_per_s": wps,
-                                               "bytes_per_word": stored, "ideal": ideal, "peak_rss_mb": mem}, indent=2))
+    publish(args.table, "\n".join(lines), title="Extraction throughput", script="bench_extract", argv=None)
 
 
 if __name__ == "__main__":

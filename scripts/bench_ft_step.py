@@ -29,13 +29,9 @@ def main(argv: list[str] | None = None) -> str:
     p.add_argument("--shots", type=int, default=32)
     p.add_argument("--steps", type=int, default=20)
     p.add_argument("--precision", default="fp32", choices=["fp32", "bf16"])
-    p.add_argument("--device", default=None)
     p.add_argument("--report", default=None)
     p.add_argument("--project", action="store_true",
-                   help="add the time of Figure 6's FT runs (N = 8..128, --project-epochs, --project-trials) at "
-                        "the measured step")
-    p.add_argument("--project-epochs", type=int, default=50)
-    p.add_argument("--project-trials", type=int, default=5)
+                   help="add the time of Figure 6's FT runs (N = 8..128, 50 epochs, 5 trials) at the measured step")
     p.add_argument("--profile", action="store_true", help="add the top operators of an FT step and of the backbone")
     args = p.parse_args(argv)
 
@@ -49,7 +45,7 @@ def main(argv: list[str] | None = None) -> str:
     from layerfuse.training.loop import prepare_run, train_step
     from layerfuse.training.runtime import autocast, now, pick_device
 
-    device = pick_device(args.device)
+    device = pick_device(None)
     entry = open_entry(args.cache)
     backbone = load_live_backbone(entry.meta, device=device)
     data = live_data(entry, backbone, layers=range(1, entry.num_layers + 1))
@@ -78,8 +74,8 @@ def main(argv: list[str] | None = None) -> str:
 
     # Interleaved, step by step: an FT step, then the backbone alone on the same sentences, so both
     # see the same machine (a shared machine's load changes from minute to minute).
-    step_s, alone_s, again_s, tok_s = [], [], [], []
-    for i, order in enumerate(orders):
+    times = []  # a step's: FT step, backbone alone, FT step again, tokenizing
+    for order in orders:
         t0 = now(device)
         train_step(run, order)
         took = now(device) - t0
@@ -89,16 +85,12 @@ def main(argv: list[str] | None = None) -> str:
         again = now(device) - t0
         t0 = time.perf_counter()
         tokenize_words(backbone.tokenizer, [run.train.words[p] for p in order])
-        tokenized = time.perf_counter() - t0
-        if i >= 2:  # two warm-up steps
-            step_s.append(took)
-            alone_s.append(other)
-            again_s.append(again)
-            tok_s.append(tokenized)
-    step, alone, again, tok = (1000 * statistics.median(x) for x in (step_s, alone_s, again_s, tok_s))
+        times.append((took, other, again, time.perf_counter() - t0))
+    times = times[2:]  # after two warm-up steps
+    step, alone, again, tok = (1000 * statistics.median(x) for x in zip(*times))
     text = "\n".join([
         f"{entry.meta.get('model')} ({entry.num_layers} layers x {entry.dim}), FT {args.fusion} at N = {args.shots}, "
-        f"batch 16, {args.precision}, {len(step_s)} steps (medians, after two warm-up steps).", "",
+        f"batch 16, {args.precision}, {len(times)} steps (medians, after two warm-up steps).", "",
         "| what | ms a step |", "|---|---:|",
         f"| an FT step (`train_step`: batch, backbone and head forward and backward, AdamW) | {step:.1f} |",
         f"| the backbone alone, forward (every hidden state) and backward, same sentences | {alone:.1f} |",
@@ -111,8 +103,7 @@ def main(argv: list[str] | None = None) -> str:
                                     "the same FT step again": lambda: train_step(run, fresh),
                                     "the backbone alone": lambda: backbone_alone(fresh)}, device)
     if args.project:
-        text += "\n\n" + projection(step / 1000, n_types=run.data.shot_size, epochs=args.project_epochs,
-                                      trials=args.project_trials)
+        text += "\n\n" + projection(step / 1000, n_types=run.data.shot_size)
     report = args.report or results_path("bench_ft_step")
     write_results(report, text, title="An FT step against the backbone alone", script="bench_ft_step", argv=argv,
                   device=str(device))
@@ -142,7 +133,7 @@ def profiles(calls: dict, device, *, rows: int = 15) -> str:
     return "\n\n".join(parts)
 
 
-def projection(step_s: float, *, n_types: int, epochs: int, trials: int, batch: int = 16) -> str:
+def projection(step_s: float, *, n_types: int, epochs: int = 50, trials: int = 5, batch: int = 16) -> str:
     """Figure 6's FT runs (one fusion, N = 8..128, ``trials`` seeds, ``epochs`` epochs of batches of
     ``batch``) timed at ``step_s`` a step: training steps only (evaluation and start-up come on top)."""
     import math

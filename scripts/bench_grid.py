@@ -38,39 +38,36 @@ from _common import (
 ADAM_BYTES_PER_WEIGHT = 28  # float32 weight, gradient, two moments read (16); weight, two moments written (12)
 
 
-def peak_matmul_flops(device, precision: str, *, n: int = 4096, repeats: int = 5) -> float:
-    """FLOP/s of an n x n x n matmul in the run's precision (median of ``repeats``)."""
-    import torch
-
+def median_s(fn, device, *, repeats: int = 5) -> float:
+    """Median seconds (the device's clock) of ``repeats`` calls of ``fn``, after one untimed."""
     from layerfuse.training.runtime import now
+
+    fn()
+    times = []
+    for _ in range(repeats):
+        t0 = now(device)
+        fn()
+        times.append(now(device) - t0)
+    return statistics.median(times)
+
+
+def peak_matmul_flops(device, precision: str, *, n: int = 4096) -> float:
+    """FLOP/s of an n x n x n matmul in the run's precision."""
+    import torch
 
     dtype = torch.bfloat16 if precision == "bf16" else torch.float32
     a = torch.randn(n, n, device=device, dtype=dtype)
     b = torch.randn(n, n, device=device, dtype=dtype)
-    a @ b
-    times = []
-    for _ in range(repeats):
-        t0 = now(device)
-        a @ b
-        times.append(now(device) - t0)
-    return 2 * n**3 / statistics.median(times)
+    return 2 * n**3 / median_s(lambda: a @ b, device)
 
 
-def copy_bandwidth(device, *, nbytes: int = 1 << 30, repeats: int = 5) -> float:
+def copy_bandwidth(device, *, nbytes: int = 1 << 30) -> float:
     """Bytes/s moved by a large copy (read and write counted)."""
     import torch
 
-    from layerfuse.training.runtime import now
-
     src = torch.empty(nbytes // 2, dtype=torch.float16, device=device).normal_()
     dst = torch.empty_like(src)
-    dst.copy_(src)
-    times = []
-    for _ in range(repeats):
-        t0 = now(device)
-        dst.copy_(src)
-        times.append(now(device) - t0)
-    return 2 * nbytes / statistics.median(times)
+    return 2 * nbytes / median_s(lambda: dst.copy_(src), device)
 
 
 def prepare(args) -> tuple[object, dict]:
@@ -82,18 +79,17 @@ def prepare(args) -> tuple[object, dict]:
     if args.cache:
         return resolve_entry(cache=args.cache), {"extract_s": None, "extract_note": "--cache: extracted before"}
     work = Path(args.out)
-    model = Path(args.model) if args.model else build_encoder(work / "encoder", args.tokenizer)
-    data = write_dataset(work / "conll", Path(args.data),
-                         {"train": args.train_sentences, "dev": None, "test": None})
+    model = Path(args.model) if args.model else build_encoder(work / "encoder")
+    data = write_dataset(work / "conll", Path(args.data), {"train": None, "dev": None, "test": None})
     root = work / "cache"
     before = {e.path for e in list_entries(str(root), sizes=False) if e.complete} if root.exists() else set()
     t0 = time.perf_counter()
+    # extract's default forward, fp32, is the faster one on a GPU (docs/results/gpu_check.md)
     entry = resolve_entry(model=str(model), dataset=str(data), cache_dir=str(root),
-                          extract_options={"precision": args.extract_precision}, log=say)
+                          extract_options={"precision": "fp32"}, log=say)
     if entry.path in before:
         return entry, {"extract_s": None, "extract_note": "already extracted: reused"}
-    return entry, {"extract_s": time.perf_counter() - t0,
-                   "extract_note": f"{args.extract_precision} forward, float16 cache"}
+    return entry, {"extract_s": time.perf_counter() - t0, "extract_note": "fp32 forward, float16 cache"}
 
 
 def per_head_table(records: list[dict]) -> str:
@@ -142,23 +138,14 @@ def main(argv: list[str] | None = None) -> str:
     p.add_argument("--cache", default=None, help="an entry extracted before (skips the extract phase)")
     p.add_argument("--model", default=None,
                    help="an encoder folder (default: a roberta-large-shaped one with random weights, built once)")
-    p.add_argument("--tokenizer", default=None,
-                   help="with no --model: the folder of MiniLM's tokenizer for the built encoder (default: the "
-                        "built-in model's)")
-    p.add_argument("--extract-precision", default="fp32", choices=["fp32", "bf16"],
-                   help="the forward pass of the extraction (fp32, extract's default, is the faster one on a GPU: "
-                        "docs/results/gpu_check.md)")
-    p.add_argument("--train-sentences", type=int, default=None, help="the first N train sentences (default: all)")
     p.add_argument("--fusions", default="concat,dwatt,extra")
     p.add_argument("--shots", default="8,16,32,64,128")
     p.add_argument("--epochs", default="25,50,75,100")
     p.add_argument("--trials", type=int, default=5)
     p.add_argument("--eval-points", type=int, default=5)
-    p.add_argument("--lr", type=float, default=1e-3)
     p.add_argument("--precision", default="bf16", choices=["fp32", "bf16"])
     p.add_argument("--pack", type=int, default=None,
                    help="runs per pack (default: sweep's, `packs.default_pack`: packs on CUDA, one at a time on a CPU)")
-    p.add_argument("--device", default=None)
     p.add_argument("--resume", metavar="JSONL", default=None,
                    help="the run records (grid.jsonl) of an earlier invocation of this grid on the same entry that "
                         "was stopped: its runs are not run again, and the report counts its wall time "
@@ -179,19 +166,17 @@ def main(argv: list[str] | None = None) -> str:
 
     from layerfuse.experiments import grid, run_grid
     from layerfuse.experiments.loaders import load_cached
-    from layerfuse.training import TrainConfig
+    from layerfuse.experiments.packs import default_pack
+    from layerfuse.training import TrainConfig, load_data
     from layerfuse.training.runtime import pick_device
 
-    device = pick_device(args.device)
+    device = pick_device(None)
     t_all = time.perf_counter()
     entry, figures = prepare(args)
-    base = TrainConfig(fusion="concat", shots=None, epochs=1, seed=0, lr=args.lr, eval_points=args.eval_points,
-                       precision=args.precision,
-                       device=str(device))
+    base = TrainConfig(fusion="concat", shots=None, epochs=1, seed=0, lr=1e-3, eval_points=args.eval_points,
+                       precision=args.precision, device=str(device))
     configs = grid(fusions=args.fusions.split(","), shots=[int(x) for x in args.shots.split(",")],
                    epochs=[int(x) for x in args.epochs.split(",")], trials=args.trials, base=base)
-    from layerfuse.experiments.packs import default_pack
-
     pack = args.pack or default_pack(entry, configs, device)
     say(f"{len(configs)} runs on {device}, packs of up to {pack}")
     t0 = time.perf_counter()
@@ -212,12 +197,7 @@ def main(argv: list[str] | None = None) -> str:
         figures.update(resumed_runs=len(earlier.splitlines()), resumed_wall_s=args.resume_wall_s)
     t0 = time.perf_counter()
     records = list(run_grid(entry, configs, results=results, workers=0, pack=pack, log=say).values())
-    figures["runs_s"] = time.perf_counter() - t0
-    figures["pack"] = pack
-    figures["wall_s"] = time.perf_counter() - t_all
-
-    from layerfuse.training import load_data
-
+    figures.update(runs_s=time.perf_counter() - t0, pack=pack, wall_s=time.perf_counter() - t_all)
     dev_rows = load_data(entry, layers=[entry.num_layers]).dev.n_words  # from the store: no read
     test_rows = entry.split("test").n_rows if "test" in entry.splits else 0
     steps = sum(r["total_steps"] for r in records)
@@ -241,8 +221,8 @@ def main(argv: list[str] | None = None) -> str:
     figures.update(runs=len(records), steps=steps, eval_passes=passes, train_s=train_s, eval_s=eval_s,
                    steps_per_s=steps / train_s if train_s else None, passes_per_s=passes / eval_s if eval_s else None,
                    head_flops=flops, cached_bytes=rows_bytes, adam_bytes=adam_bytes, peak_flops=peak,
-                   bandwidth=bandwidth, limit_s=limit_s,
-                   fraction_of_limit=limit_s / runs_time, machine=machine_line(str(device)),
+                   bandwidth=bandwidth, limit_s=limit_s, fraction_of_limit=limit_s / runs_time,
+                   machine=machine_line(str(device)),
                    mean_best_dev_f1=statistics.mean(r["best_dev_f1"] for r in records))
     rows = [("extract", figures["extract_s"], figures["extract_note"]),
             ("load into the store", figures["load_s"], "train samples, dev and test, layers 1..L"),
@@ -263,7 +243,7 @@ def main(argv: list[str] | None = None) -> str:
     table += [f"| {name} | {'-' if s is None else f'{s:,.1f}'} | {what} |" for name, s, what in rows]
     text = "\n".join([
         f"Grid: {args.fusions} x N = {args.shots} x epoch caps {args.epochs} x {args.trials} trial(s), lr "
-        f"{args.lr:g}, {args.precision}, {args.eval_points} evaluations on all of dev, test at the best, "
+        f"0.001, {args.precision}, {args.eval_points} evaluations on all of dev, test at the best, "
         f"packs of up to {pack} (a cell's caps and trials together when they fit), on {device}. "
         f"The entry: {entry.split('train').n_sentences:,} train, "
         f"{entry.split('dev').n_sentences:,} dev and {entry.split('test').n_sentences:,} test sentences.",
@@ -275,11 +255,10 @@ def main(argv: list[str] | None = None) -> str:
         f"(a {args.precision} 4096^3 matmul here) is {flops / peak:,.1f} s; the {rows_bytes / 1e9:,.1f} GB of cached "
         f"rows they read and the {adam_bytes / 1e9:,.1f} GB AdamW reads and writes at least "
         f"({ADAM_BYTES_PER_WEIGHT} bytes a weight a step), at {bandwidth / 1e9:,.1f} GB/s (a 1 GiB copy here), "
-        f"{nbytes / bandwidth:,.1f} s. "
-        f"Together {limit_s:,.1f} s: the grid ran at {100 * figures['fraction_of_limit']:.0f}% of that limit.",
+        f"{nbytes / bandwidth:,.1f} s. Together {limit_s:,.1f} s: the grid ran at "
+        f"{100 * figures['fraction_of_limit']:.0f}% of that limit.",
     ])
-    cuda = device.type == "cuda"
-    report = args.report or results_path("bench_grid_gpu" if cuda else "bench_grid")
+    report = args.report or results_path("bench_grid_gpu" if device.type == "cuda" else "bench_grid")
     write_results(report, text, title="The Figure-3 grid at roberta-large shape, by phase",
                   script="bench_grid", argv=argv, device=str(device))
     Path(report).with_suffix(".json").write_text(json.dumps(

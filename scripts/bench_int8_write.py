@@ -31,16 +31,6 @@ WAYS = {  # name: (stored dtype, what reaches the writer)
 }
 
 
-def parse_args(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--layers", type=int, default=25, help="L + 1 (embeddings included)")
-    p.add_argument("--dim", type=int, default=1024)
-    p.add_argument("--units", type=int, default=3, help="units written per repeat")
-    p.add_argument("--repeats", type=int, default=3)
-    p.add_argument("--table", default=results_path("bench_int8_write"), help="markdown file written ('' = print only)")
-    return p.parse_args(argv)
-
-
 def plan(layers: int, dim: int, dtype: str, units: int) -> SplitPlan:
     unit_rows = default_unit_rows(layers, dim, 2)  # as `extract` sizes a unit (int8: as float16's)
     n = unit_rows * units
@@ -61,7 +51,13 @@ def write_split(root: str, plan: SplitPlan, units: list) -> float:
 
 
 def main(argv=None) -> str:
-    args = parse_args(argv)
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--layers", type=int, default=25, help="L + 1 (embeddings included)")
+    p.add_argument("--dim", type=int, default=1024)
+    p.add_argument("--units", type=int, default=3, help="units written per repeat")
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--table", default=results_path("bench_int8_write"), help="markdown file written ('' = print only)")
+    args = p.parse_args(argv)
     rng = np.random.default_rng(0)
     plans = {name: plan(args.layers, args.dim, dtype, args.units) for name, (dtype, _) in WAYS.items()}
     unit_rows = next(iter(plans.values())).unit_rows

@@ -35,20 +35,16 @@ def main(argv=None) -> str:
     p.add_argument("--pack", type=int, default=None, help="runs per pack (default: all of a fusion's runs)")
     p.add_argument("--eval-points", type=int, default=5)
     p.add_argument("--dropout", type=float, default=TrainConfig.dropout)
-    p.add_argument("--dev-sentences", type=int, default=None)
     p.add_argument("--precision", default="fp32", choices=["fp32", "bf16"])
-    p.add_argument("--device", default=None)
-    p.add_argument("--threads", type=int, default=1, help="torch threads (0 leaves torch's default alone)")
     p.add_argument("--report", default=results_path("bench_pack"), help="markdown file written")
     args = p.parse_args(argv)
     shots, axes = split_list(args.shots, int), ({"lr": split_list(args.lrs, float)} if args.lrs else {})
     pack = args.pack or args.seeds * len(shots) * len(axes.get("lr", [None]))
     entry = open_entry(args.cache)
     base = TrainConfig(fusion="base", shots=shots[0], epochs=args.epochs, seed=0, eval_points=args.eval_points,
-                       dev_sentences=args.dev_sentences, dropout=args.dropout, precision=args.precision,
-                       device=args.device)
+                       dropout=args.dropout, precision=args.precision)
     rows, totals, gaps = [], {1: 0.0, pack: 0.0}, []
-    with torch_threads(args.threads), tempfile.TemporaryDirectory() as tmp:
+    with torch_threads(1), tempfile.TemporaryDirectory() as tmp:
         for fusion in split_list(args.fusions):
             configs = grid(fusions=[fusion], shots=shots, epochs=[args.epochs], trials=args.seeds, base=base, **axes)
             records, seconds = {}, {}
@@ -75,7 +71,7 @@ def main(argv=None) -> str:
     text = "\n".join([
         f"N = {args.shots}, {'learning rates ' + args.lrs + ', ' if args.lrs else ''}{args.seeds} seeds,"
         f" {args.epochs} epochs, {args.eval_points} dev evaluations per run, "
-        f"dropout {args.dropout}, {args.precision}, {args.threads or 'default'} thread(s), packs of {pack}; "
+        f"dropout {args.dropout}, {args.precision}, 1 thread(s), packs of {pack}; "
         f"on `{Path(args.cache).name}`. Wall seconds of the whole grid per fusion (data loading included, once "
         "per pass), one run at a time and packed; evaluation seconds per run (a packed run's share of its pack's); "
         "|ΔF1|: best dev F1 (x100) of each packed run against its solo run.",
@@ -83,7 +79,7 @@ def main(argv=None) -> str:
         "mean \\|ΔF1\\| | max \\|ΔF1\\| |",
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|", *rows])
     write_results(args.report, text, title="Packed heads: `sweep --pack` against one run at a time",
-                  script="bench_pack", argv=argv, device=args.device)
+                  script="bench_pack", argv=argv)
     print(text)
     return text
 

@@ -46,12 +46,8 @@ def measure(fusion: str, precision: str, *, steps: int, pack: int = 1) -> dict:
     counter = FlopCounterMode(display=False)
     with counter:
         step()
-    return {"flops": counter.get_total_flops(), "seconds": median_seconds(step, steps=steps), **split(step),
-            "products_alone": products_alone(step, steps=steps)}
-
-
-def median_seconds(step, *, steps: int) -> float:
-    return statistics.median(call_seconds(step, steps))
+    return {"flops": counter.get_total_flops(), "seconds": statistics.median(call_seconds(step, steps)),
+            **split(step), "products_alone": products_alone(step, steps=steps)}
 
 
 def products_alone(step, *, steps: int) -> float:
@@ -69,16 +65,14 @@ def products_alone(step, *, steps: int) -> float:
                 calls.append((func, [keep(a) for a in args], {k: keep(v) for k, v in kwargs.items()}))
             return func(*args, **kwargs)
 
+    def replay():
+        for func, args, kwargs in calls:
+            func(*args, **kwargs)
+
     with Record():
         step()
-    times = []
     with torch.no_grad():
-        for _ in range(steps):
-            t0 = time.perf_counter()
-            for func, args, kwargs in calls:
-                func(*args, **kwargs)
-            times.append(time.perf_counter() - t0)
-    return statistics.median(times)
+        return statistics.median(call_seconds(replay, steps))
 
 
 def split(step, *, steps: int = 10) -> dict:
@@ -106,7 +100,7 @@ def compiled_seconds(fusion: str, precision: str, *, steps: int) -> float:
     step = head_step(fusion, precision, compiled=True)
     for _ in range(10):  # the first call compiles
         step()
-    return median_seconds(step, steps=steps)
+    return statistics.median(call_seconds(step, steps))
 
 
 def table(precisions: list[str], *, steps: int, fusions: list[str], compiled: list[str] = (), pack: int = 1) -> str:

@@ -34,7 +34,7 @@ from layerfuse.serve.threaded import BackgroundServer
 LAYERS, WIDTH = 7, 384
 
 
-def synthetic_entry(root: Path, *, rows: int, unit_rows: int) -> str:
+def synthetic_entry(root: Path, *, rows: int, unit_rows: int = 4096) -> str:
     path = str(root / "synthetic__random__bench")
     attrs = {"format_version": 1, "model": "synthetic", "model_revision": "-", "dataset_fingerprint": "-",
              "granularity": "word", "pooling": "first", "dtype": "float16", "max_length": 512, "precision": "fp32",
@@ -59,11 +59,7 @@ def timed(fn, repeats: int) -> float:
 
 
 def read_files_local(entry: str, files: list[str]) -> int:
-    total = 0
-    for f in files:
-        with open(os.path.join(entry, f), "rb") as handle:
-            total += len(handle.read())
-    return total
+    return sum(len(Path(entry, f).read_bytes()) for f in files)
 
 
 def read_files_remote(url: str, name: str, files: list[str]) -> int:
@@ -90,25 +86,22 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--cache", default=None, help="an entry to read (default: a synthetic one in a temporary root)")
     p.add_argument("--rows", type=int, default=16384)
-    p.add_argument("--unit-rows", type=int, default=4096, help="rows per shard of the synthetic entry")
-    p.add_argument("--split", default="train")
     p.add_argument("--readers", type=int, default=16)
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--report", default=results_path("bench_serve"), help="markdown file written ('' = print only)")
     args = p.parse_args()
 
     with tempfile.TemporaryDirectory(prefix="bench-serve-") as tmp:
-        entry = args.cache or synthetic_entry(Path(tmp), rows=args.rows, unit_rows=args.unit_rows)
-        entry = os.path.abspath(entry)
+        entry = os.path.abspath(args.cache or synthetic_entry(Path(tmp), rows=args.rows))
         name = os.path.basename(entry)
         files = sorted(os.path.relpath(os.path.join(d, f), entry) for d, _, fs in os.walk(entry) for f in fs)
         entry_bytes = sum(os.path.getsize(os.path.join(entry, f)) for f in files)
         state = ServerState(root=Path(os.path.dirname(entry)), token=secrets.token_urlsafe(32))
         with BackgroundServer(state) as server:
             remote = f"{server.url}/entries/{name}"
-            hidden_bytes = open_entry(entry).split(args.split).hidden().nbytes
-            zarr_local = timed(lambda: open_entry(entry).split(args.split).hidden(), args.repeats)
-            zarr_remote = timed(lambda: open_entry(remote).split(args.split).hidden(), args.repeats)
+            hidden_bytes = open_entry(entry).split("train").hidden().nbytes
+            zarr_local = timed(lambda: open_entry(entry).split("train").hidden(), args.repeats)
+            zarr_remote = timed(lambda: open_entry(remote).split("train").hidden(), args.repeats)
             files_local = timed(lambda: concurrent(lambda: read_files_local(entry, files), args.readers), args.repeats)
             files_remote = timed(lambda: concurrent(lambda: read_files_remote(server.url, name, files), args.readers),
                                  args.repeats)
@@ -119,7 +112,7 @@ def main() -> None:
         cpu_line(),
         f"entry {name}: {len(files)} files, {entry_bytes / mb:.1f} MB; server in this process on 127.0.0.1; "
         f"median of {args.repeats}",
-        f"zarr, split {args.split} hidden() ({hidden_bytes / mb:.1f} MB): local {hidden_bytes / zarr_local / mb:,.0f} "
+        f"zarr, split train hidden() ({hidden_bytes / mb:.1f} MB): local {hidden_bytes / zarr_local / mb:,.0f} "
         f"MB/s, remote {hidden_bytes / zarr_remote / mb:,.0f} MB/s ({zarr_local / zarr_remote:.2f} of local)",
         f"files, {args.readers} concurrent readers ({moved / mb:.0f} MB): local {moved / files_local / mb:,.0f} MB/s, "
         f"remote {moved / files_remote / mb:,.0f} MB/s ({files_local / files_remote:.2f} of local)",

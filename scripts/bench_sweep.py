@@ -25,14 +25,16 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from _common import CONLL, REPO, conll_data, conll_entry, cpu_line, results_path, write_results
+from _common import CONLL, REPO, call_seconds, conll_data, conll_entry, cpu_line, results_path, write_results
 
-from layerfuse.experiments import RESULTS, grid, read_results, run_grid, run_sweep
+from layerfuse.experiments import grid, read_results, run_grid, run_sweep
 from layerfuse.experiments.report import render
 from layerfuse.extract.datasets import load_dataset
 from layerfuse.extract.models import load_model, load_tokenizer, model_info
 from layerfuse.training import TrainConfig
 from layerfuse.training.runtime import resolve_precision
+
+FUSIONS = "dwatt,concat,extra"  # the grid's heads, as the roofline's
 
 
 def live_forward_costs(data_dir: str, *, dev_sentences: int | None, repeats: int = 20) -> dict:
@@ -54,30 +56,20 @@ def live_forward_costs(data_dir: str, *, dev_sentences: int | None, repeats: int
         with torch.inference_mode():
             model(**enc, output_hidden_states=True)
 
-    step = []
-    for _ in range(repeats):
-        batch = [train[i] for i in rng.choice(len(train), 16, replace=False)]
-        t0 = time.perf_counter()
-        forward(batch)
-        step.append(time.perf_counter() - t0)
-    order = sorted(range(len(dev)), key=lambda i: len(dev[i]))
-    evals = []
-    for _ in range(3):
-        t0 = time.perf_counter()
-        for i in range(0, len(order), 64):
-            forward([dev[j] for j in order[i:i + 64]])
-        evals.append(time.perf_counter() - t0)
+    batches = [[train[i] for i in rng.choice(len(train), 16, replace=False)] for _ in range(repeats)]
+    step = [call_seconds(lambda b=b: forward(b), 1)[0] for b in batches]
+    dev = sorted(dev, key=len)
+    evals = call_seconds(lambda: [forward(dev[i:i + 64]) for i in range(0, len(dev), 64)], 3)
     return {"train_step_forward": statistics.median(step), "eval_forward": statistics.median(evals)}
 
 
-def measure_head_costs(entry, *, dev_sentences: int | None, precision: str,
-                       fusions=("dwatt", "concat", "extra")) -> dict:
+def measure_head_costs(entry, *, dev_sentences: int | None, precision: str) -> dict:
     """Seconds per optimizer step and per evaluation of each head, N = 128, one thread, measured
     here in the same invocation as the live backbone's costs (so both see the same machine): the
     same runs twice through `run_grid` in this process (the data loaded once), into two throwaway
     results files; the first pass meets every batch shape's kernels once, the second is timed."""
     configs = [TrainConfig(fusion=fusion, shots=128, epochs=4, seed=0, eval_points=2,
-                           dev_sentences=dev_sentences, precision=precision) for fusion in fusions]
+                           dev_sentences=dev_sentences, precision=precision) for fusion in FUSIONS.split(",")]
     with tempfile.TemporaryDirectory() as tmp:
         for name in ("warm", "timed"):
             records = run_grid(entry, configs, results=os.path.join(tmp, f"{name}.jsonl"), workers=0,
@@ -91,12 +83,7 @@ def reference_kernel_ms(repeats: int = 200) -> float:
     fast this machine is at the moment. A shared machine varies; the grid's wall time with it."""
     x = torch.randn(6, 256, 384, dtype=torch.bfloat16)
     w = torch.randn(6, 384, 192, dtype=torch.bfloat16)
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        torch.bmm(x, w)
-        times.append(time.perf_counter() - t0)
-    return 1e3 * statistics.median(times[10:])
+    return 1e3 * statistics.median(call_seconds(lambda: torch.bmm(x, w), repeats)[10:])
 
 
 def project(costs: dict, head: dict, *, trials: int = 5, eval_points: int = 5) -> dict:
@@ -173,7 +160,6 @@ def redraw(docs: str, steps_from: str | None = None) -> str:
     """Figure 3 of the committed report in ``docs`` drawn again from its report.md, training nothing;
     with ``steps_from`` (per-run records of the cap's runs at the smallest and largest N), its
     f1_vs_step.png too."""
-    from layerfuse.experiments import read_results
     from layerfuse.experiments.report import draw_f1_vs_shots, plot_f1_vs_step, stats_from_table
 
     text = (Path(docs) / "report.md").read_text(encoding="utf-8")
@@ -190,22 +176,19 @@ def redraw(docs: str, steps_from: str | None = None) -> str:
     return "\n".join(drawn)
 
 
+def write_packs(path: Path, summary: dict, machine: str | None = None) -> None:
+    write_results(path, packs_table(summary), title="The few-shot grid, one run at a time and in packs",
+                  script="bench_sweep", argv=None, machine=machine)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--data", default=CONLL)
     ap.add_argument("--out", default=str(REPO / "runs/sweep-conll"), help="the sweep's results folder")
     ap.add_argument("--docs", default=results_path("bench_sweep", ""),
                     help="the report (table and plots) and bench_sweep.json go here")
-    ap.add_argument("--fusions", default="dwatt,concat,extra")
-    ap.add_argument("--shots", default="8,16,32,64,128")
-    ap.add_argument("--epochs", default="25,50,75,100")
     ap.add_argument("--trials", type=int, default=5)
-    ap.add_argument("--eval-points", type=int, default=5)
     ap.add_argument("--dev-sentences", type=int, default=None, help="default: all of dev")
-    ap.add_argument("--workers", type=int, default=None)
-    ap.add_argument("--precision", default="auto", choices=["auto", "fp32", "bf16"])
-    ap.add_argument("--layer-scores", default="scaled", help="DWAtt's scores (paper, scaled, learned): a grid axis")
-    ap.add_argument("--lr", type=float, default=None, help="default: the FE default of train-head and sweep")
     ap.add_argument("--packs", default="1", help="comma-separated pack sizes, each a whole grid (1: unpacked)")
     ap.add_argument("--packs-table", metavar="JSON", default=None,
                     help="run nothing: write packs.md beside a bench_sweep.json made with --packs")
@@ -214,37 +197,29 @@ def main():
                          "report whose per-run results file is not at hand; f1_vs_step.png needs the runs)")
     ap.add_argument("--steps-from", metavar="JSONL", default=None,
                     help="with --redraw: per-run records (a sweep's results.jsonl) to draw f1_vs_step.png from")
-    ap.add_argument("--no-run", action="store_true",
-                    help="run nothing: report, time the live backbone and project from the results already in --out")
     args = ap.parse_args()
     if args.packs_table:
         summary = json.loads(Path(args.packs_table).read_text())
-        write_results(Path(args.packs_table).with_name("packs.md"), packs_table(summary), machine=summary["cpu"],
-                      title="The few-shot grid, one run at a time and in packs", script="bench_sweep", argv=None)
+        write_packs(Path(args.packs_table).with_name("packs.md"), summary, machine=summary["cpu"])
         return
-
     if args.redraw:
         print(redraw(args.docs, args.steps_from))
         return
 
     entry = conll_entry(args.data)
-    precision = resolve_precision(args.precision)
-    base = TrainConfig(fusion="base", shots=None, epochs=1, seed=0, eval_points=args.eval_points,
-                       dev_sentences=args.dev_sentences, precision=precision, lr=args.lr)
-    configs = grid(fusions=args.fusions.split(","), shots=[int(x) for x in args.shots.split(",")],
-                   epochs=[int(x) for x in args.epochs.split(",")], trials=args.trials, base=base,
-                   layer_score=args.layer_scores.split(","))
+    precision = resolve_precision("auto")
+    base = TrainConfig(fusion="base", shots=None, epochs=1, seed=0, eval_points=5, dev_sentences=args.dev_sentences,
+                       precision=precision)
+    configs = grid(fusions=FUSIONS.split(","), shots=[8, 16, 32, 64, 128], epochs=[25, 50, 75, 100],
+                   trials=args.trials, base=base, layer_score=["scaled"])
     torch.set_num_threads(1)  # as each sweep worker runs on this 2-core machine
     reference_before = reference_kernel_ms()
     packs = [int(k) for k in args.packs.split(",")]
     walls, by_pack = {}, {}
     for k in packs:
-        out = args.out if packs == [1] else os.path.join(args.out, f"pack-{k}")
         t0 = time.perf_counter()
-        if args.no_run:
-            by_pack[k] = read_results(os.path.join(out, RESULTS))
-        else:
-            by_pack[k] = run_sweep(entry, configs, out=out, workers=args.workers, pack=k)
+        out = args.out if packs == [1] else os.path.join(args.out, f"pack-{k}")
+        by_pack[k] = run_sweep(entry, configs, out=out, pack=k)
         walls[k] = time.perf_counter() - t0
     records, wall = list(by_pack[packs[0]].values()), walls[packs[0]]
     os.makedirs(args.docs, exist_ok=True)
@@ -258,13 +233,12 @@ def main():
     grid_costs = project(costs, head_costs)
     head = sum(r["seconds"]["total"] for r in records)
     summary = {"runs": len(records), "wall_seconds_this_invocation": wall, "head_seconds_sum": head, **costs,
-               "workers": args.workers or os.cpu_count(), "precision": precision,
+               "workers": os.cpu_count(), "precision": precision,
                "reference_product_ms": {"before": reference_before, "after": reference_after}}
     print(open(paths["table"]).read())
     print(cpu_line())
     print(f"{len(records)} runs; wall {wall / 60:.1f} min this invocation ({summary['workers']} workers, "
-          f"{precision}); "
-          f"sum of per-run head seconds {head / 60:.1f} min")
+          f"{precision}); sum of per-run head seconds {head / 60:.1f} min")
     print(f"machine speed: reference product {reference_before:.2f} ms before the grid, {reference_after:.2f} ms after")
     for fusion, c in head_costs.items():
         print(f"  {fusion:<7} {c['step'] * 1e3:6.1f} ms per step (N=128, batch 16), {c['eval']:5.2f} s per evaluation; "
@@ -281,12 +255,11 @@ def main():
                   f"{row['eval_seconds'] / 60:.1f} min summed over runs; |dF1| against pack {packs[0]}: mean "
                   f"{row['f1_gap_mean']:.2f}, max {row['f1_gap_max']:.2f} (points)")
     summary.update(per_step={"head": head_costs, "grid": grid_costs}, cpu=cpu_line(),
-                   roofline=roofline_table(precision, args.fusions, pack=max(packs)))
+                   roofline=roofline_table(precision, FUSIONS, pack=max(packs)))
     print(summary["roofline"])
     Path(args.docs, "bench_sweep.json").write_text(json.dumps(summary, indent=2))
     if len(packs) > 1:
-        write_results(Path(args.docs, "packs.md"), packs_table(summary), title="The few-shot grid, one run at a "
-                      "time and in packs", script="bench_sweep", argv=None)
+        write_packs(Path(args.docs, "packs.md"), summary)
 
 
 if __name__ == "__main__":

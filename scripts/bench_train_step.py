@@ -17,9 +17,8 @@ import resource
 import statistics
 import subprocess
 import sys
-import time
 
-from _common import LENGTHS, head_step, publish, results_path
+from _common import LENGTHS, call_seconds, head_step, publish, results_path
 
 from layerfuse.training.runtime import resolve_precision
 
@@ -63,11 +62,7 @@ def worker(fusion: str, variant: str, steps: int, precision: str) -> dict:
     for _ in range(10):
         step()
     faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
-    times = []
-    for _ in range(steps):
-        t0 = time.perf_counter()
-        step()
-        times.append(time.perf_counter() - t0)
+    times = call_seconds(step, steps)
     faults = (resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults) / steps
     return {"ms": 1e3 * float(np.median(times)), "faults": faults}
 
@@ -92,8 +87,7 @@ def main():
         for fusion, variant in variants:
             env = {**os.environ, "LAYERFUSE_KEEP_HEAP": "0" if variant == "returned" else "1"}
             out = subprocess.run([sys.executable, __file__, "--worker", fusion, variant, "--steps", str(args.steps),
-                                  "--precision", precision],
-                                 env=env, capture_output=True, text=True, check=True)
+                                  "--precision", precision], env=env, capture_output=True, text=True, check=True)
             runs[fusion, variant].append(json.loads(out.stdout.strip().splitlines()[-1]))
     lines = [f"one training step, {sum(LENGTHS)} words packed, {precision}, one thread; "
              f"median over {args.rounds} processes x {args.steps} steps", "",

@@ -74,7 +74,6 @@ def main(argv: list[str] | None = None) -> str | None:
     p.add_argument("--shots", type=int, default=8)
     p.add_argument("--seeds", type=int, default=5)
     p.add_argument("--epochs", type=int, default=10)
-    p.add_argument("--lr", type=float, default=1e-3)
     p.add_argument("--precision", default="bf16", choices=["fp32", "bf16"])
     p.add_argument("--report", default=None)
     p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
@@ -86,7 +85,7 @@ def main(argv: list[str] | None = None) -> str | None:
     from _common import REPO, results_path, say, write_results
 
     fusions = args.fusions.split(",")
-    configs = [dict(fusion=f, shots=args.shots, epochs=args.epochs, seed=s, lr=args.lr, precision=args.precision)
+    configs = [dict(fusion=f, shots=args.shots, epochs=args.epochs, seed=s, lr=1e-3, precision=args.precision)
                for f in fusions for s in range(args.seeds)]
     with tempfile.TemporaryDirectory() as tmp:
         ref = args.before or "HEAD"
@@ -102,7 +101,7 @@ def main(argv: list[str] | None = None) -> str | None:
     after = run_child(REPO, args.cache, configs)
     text = "\n".join([
         f"Runs: {', '.join(fusions)} at N = {args.shots}, seeds 0..{args.seeds - 1}, {args.epochs} epochs, lr "
-        f"{args.lr:g}, {args.precision}; before: `{ref}`, after: the working tree. Mean ± standard deviation "
+        f"0.001, {args.precision}; before: `{ref}`, after: the working tree. Mean ± standard deviation "
         f"over the seeds, and the largest change of one seed's F1 between the two versions (points).", "",
         table(before, after, fusions)])
     report = args.report or results_path("compare_code_versions")

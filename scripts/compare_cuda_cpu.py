@@ -40,9 +40,8 @@ def run(args) -> list[dict]:
     if args.cache:
         entry = resolve_entry(cache=args.cache)
     else:
-        entry = resolve_entry(model=args.model, dataset=args.data, cache_dir=args.cache_dir or str(out / "cache"),
-                              log=say)
-    base = TrainConfig(fusion="concat", shots=args.shots, epochs=args.epochs, seed=0, lr=args.lr,
+        entry = resolve_entry(model=args.model, dataset=args.data, cache_dir=str(out / "cache"), log=say)
+    base = TrainConfig(fusion="concat", shots=args.shots, epochs=args.epochs, seed=0, lr=1e-3,
                        precision=args.precision, device=str(device))
     configs = grid(fusions=split_list(args.fusions), shots=[args.shots], epochs=[args.epochs],
                    trials=args.seeds, base=base)
@@ -65,9 +64,7 @@ def spread(values: list[float]) -> float:
 
 def render(paths: list[str], report: str, argv: list[str] | None) -> str:
     """The records of ``paths`` (two devices) side by side, per fusion and mode."""
-    cells: dict = {}
-    machines: dict = {}
-    fingerprints: dict = {}
+    cells, machines, fingerprints = {}, {}, {}
     for path in paths:
         for line in Path(path).read_text(encoding="utf-8").splitlines():
             r = json.loads(line)
@@ -115,14 +112,12 @@ def main(argv: list[str] | None = None):
     p.add_argument("--model", default=None, help="the encoder (default: the built-in all-MiniLM-L6-v2)")
     p.add_argument("--data", default=None, help="a dataset (default: the built-in WNUT-16)")
     p.add_argument("--cache", default=None, help="an entry extracted before (skips extraction)")
-    p.add_argument("--cache-dir", default=None, help="where to extract (default: OUT/cache)")
     p.add_argument("--out", default=None, help="work folder: the runs and records.jsonl")
     p.add_argument("--device", default=None)
     p.add_argument("--fusions", default=FUSIONS)
     p.add_argument("--shots", type=int, default=16)
     p.add_argument("--epochs", type=int, default=25)
     p.add_argument("--seeds", type=int, default=3, help="seeds 0..S-1")
-    p.add_argument("--lr", type=float, default=1e-3)
     p.add_argument("--precision", default="fp32", choices=["fp32", "bf16"])
     p.add_argument("--pack", type=int, default=3, help="runs per pack in the packed pass")
     p.add_argument("--modes", default="solo,packed", help="solo (one run at a time), packed, or both")

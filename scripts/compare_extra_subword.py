@@ -18,15 +18,12 @@ docs/results/compare_extra_subword_special.md unless --table says otherwise.
 
 from __future__ import annotations
 
-import statistics
-
 from _common import (
-    RESULTS,
     Study,
     conll_grid,
-    f1_cell,
-    run_conll_grid,
-    runs_of,
+    pair_table,
+    results_path,
+    run_variants,
     split_list,
     torch_threads,
     variant_entry,
@@ -48,24 +45,6 @@ def variant(args, granularity: str) -> str:
     return f"{granularity}-special" if args.special_tokens and granularity == "subword" else granularity
 
 
-def table(records: dict[str, list[dict]], fusions: list[str], shots: list[int]) -> str:
-    word, sub = records.get("word", []), records.get("subword", [])
-    lines = ["| fusion | N | word dev F1 | subword dev F1 | subword − word | word test F1 | subword test F1 "
-             "| word s/run | subword s/run |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
-    for fusion in fusions:
-        for n in shots:
-            w, s = runs_of(word, fusion=fusion, shots=n), runs_of(sub, fusion=fusion, shots=n)
-            diff = "-"
-            if w and s:
-                delta = statistics.mean(r["best_dev_f1"] for r in s) - statistics.mean(r["best_dev_f1"] for r in w)
-                diff = f"{100 * delta:+.1f}"
-            secs = [f"{statistics.median(r['seconds']['total'] for r in runs):.1f}" if runs else "-" for runs in (w, s)]
-            lines.append(f"| {fusion} | {n} | {f1_cell(w)} | {f1_cell(s)} | {diff} | "
-                         f"{f1_cell(w, 'test_f1_at_best')} | {f1_cell(s, 'test_f1_at_best')} | {secs[0]} | {secs[1]} |")
-    return "\n".join(lines)
-
-
 def caption(args, model: str, rows: dict[str, int], device: str) -> str:
     lrs = ", ".join(f"{f} {default_lr(f):g}" for f in split_list(args.fusions)) if args.lr is None else f"{args.lr:g}"
     sizes = "; ".join(f"{g}: {n:,} train rows" for g, n in rows.items())
@@ -84,19 +63,18 @@ def main(argv: list[str] | None = None) -> str:
     args = STUDY.parse(__doc__, argv)
     if args.cache:
         raise SystemExit("compare_extra_subword: --cache names one entry; this script needs one per granularity")
-    args.table = args.table if args.table is not None else str(RESULTS / (
-        "compare_extra_subword_special.md" if args.special_tokens else "compare_extra_subword.md"))
+    if args.table is None:
+        args.table = results_path(STUDY.name + ("_special" if args.special_tokens else ""))
     with torch_threads(args.threads):
         entries = {g: variant_entry(args, granularity=g, special_tokens=variant(args, g) != g)
                    for g in split_list(args.granularities)}
-        by_granularity = {g: run_conll_grid(args, e, conll_grid(args), variant_results(args.out, variant(args, g)))
-                          for g, e in entries.items()}
+        by_granularity = run_variants(args, entries, conll_grid(args),
+                                      lambda g: variant_results(args.out, variant(args, g)))
     records = [r for runs in by_granularity.values() for r in runs]
-    first = next(iter(entries.values()))
     device = next((r["device"] for r in records), args.device)
     rows = {g: int(entry.split("train").n_rows) for g, entry in entries.items()}
-    text = caption(args, first.meta.get("model") or args.model, rows, device or "cpu") + "\n\n" \
-        + table(by_granularity, split_list(args.fusions), split_list(args.shots, int))
+    text = caption(args, next(iter(entries.values())).meta.get("model") or args.model, rows, device or "cpu") \
+        + "\n\n" + pair_table(by_granularity, "word", "subword", split_list(args.fusions), split_list(args.shots, int))
     title = "R+n over words or over subwords" + (" and special tokens" if args.special_tokens else "")
     return STUDY.publish(args, argv, text, title=title, records=records, dev="all of dev",
                          note=f"One JSON line per run in `{variant_results(args.out, '<granularity>')}`.")

@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 import statistics
 
-from _common import REPO, Study, conll_data, conll_grid, run_conll_grid, say, split_list, torch_threads
+from _common import REPO, Study, conll_data, conll_grid, run_variants, runs_of, say, split_list, torch_threads
 
 PRECISIONS = ("fp32", "bf16")
 CACHE_DIR = str(REPO / "runs" / "extract_precision" / "cache")  # both precisions side by side
@@ -44,14 +44,13 @@ def table(by_precision: dict, speeds: dict, fusions: list[str]) -> str:
     lines = ["| forward | words/s (train + dev) | fusion | dev F1 | test F1 |", "|---|---:|---|---:|---:|"]
     for precision, records in by_precision.items():
         for fusion in fusions:
-            mine = [r for r in records if r["config"]["fusion"] == fusion]
+            mine = runs_of(records, fusion=fusion)
             dev = statistics.mean(100 * r["best_dev_f1"] for r in mine)
             test = statistics.mean(100 * r["test_f1_at_best"] for r in mine)
             lines.append(f"| {precision} | {speeds[precision]:,.0f} | {fusion} | {dev:.2f} | {test:.2f} |")
 
     def by_seed(precision, fusion):
-        return sorted((r for r in by_precision[precision] if r["config"]["fusion"] == fusion),
-                      key=lambda r: r["config"]["seed"])
+        return sorted(runs_of(by_precision[precision], fusion=fusion), key=lambda r: r["config"]["seed"])
 
     lines += ["", "bf16 minus fp32, seed by seed (dev F1 x100): " + ", ".join(
         f"{f}: " + " ".join(f"{100 * (b['best_dev_f1'] - a['best_dev_f1']):+.2f}"
@@ -65,8 +64,7 @@ def main(argv: list[str] | None = None) -> str:
         raise SystemExit("compare_extract_precision: --cache names one entry; this script extracts one per precision")
     with torch_threads(args.threads):
         entries = {precision: extracted(args, precision) for precision in PRECISIONS}
-        by_precision = {p: run_conll_grid(args, entry, conll_grid(args), os.path.join(args.out, f"{p}.jsonl"))
-                        for p, entry in entries.items()}
+        by_precision = run_variants(args, entries, conll_grid(args), lambda p: os.path.join(args.out, f"{p}.jsonl"))
     speeds = {p: words_per_second(entry) for p, entry in entries.items()}
     text = table(by_precision, speeds, split_list(args.fusions))
     return STUDY.publish(args, argv, text, title="`extract --precision bf16` against fp32",

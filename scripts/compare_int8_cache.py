@@ -19,7 +19,7 @@ from _common import (
     Study,
     conll_grid,
     f1_cell,
-    run_conll_grid,
+    run_variants,
     runs_of,
     split_list,
     torch_threads,
@@ -45,14 +45,8 @@ def measure(entry) -> dict:
     dev.hidden()
     read_s = time.perf_counter() - t0
     train = entry.split("train")
-    nu = score_layers(train, seed=0)
-    return {"bytes_per_word": bytes_on_disk(entry.path) / words,
-            "train_words_per_s": train.group.attrs.get("words_per_second") or 0.0, "dev_read_s": read_s, "nu": nu}
-
-
-def by_nu(scores: list) -> list:
-    """Layers best (lowest nu) first."""
-    return sorted(scores, key=lambda pair: pair[1])
+    return {"nu": score_layers(train, seed=0), "bytes_per_word": bytes_on_disk(entry.path) / words,
+            "train_words_per_s": train.group.attrs.get("words_per_second") or 0.0, "dev_read_s": read_s}
 
 
 def table(records: dict[str, list[dict]], measured: dict[str, dict], fusions: list[str], shots: list[int]) -> str:
@@ -62,7 +56,8 @@ def table(records: dict[str, list[dict]], measured: dict[str, dict], fusions: li
             ("extraction, train words/s", lambda m: f"{m['train_words_per_s']:,.0f}"),
             ("read all of dev, s", lambda m: f"{m['dev_read_s']:.2f}"),
             ("nu per layer (train)", lambda m: ", ".join(f"{layer}: {nu:.3f}" for layer, nu in m["nu"])),
-            ("layers by nu, best first", lambda m: ", ".join(str(layer) for layer, _ in by_nu(m["nu"])))]
+            ("layers by nu, best first",
+             lambda m: ", ".join(str(layer) for layer, _ in sorted(m["nu"], key=lambda pair: pair[1])))]
     lines += [f"| {label} | " + " | ".join(get(measured[d]) for d in dtypes) + " |" for label, get in rows]
     for fusion in fusions:
         for n in shots:
@@ -70,11 +65,9 @@ def table(records: dict[str, list[dict]], measured: dict[str, dict], fusions: li
                 cells = [f1_cell(runs_of(records[d], fusion=fusion, shots=n), metric) for d in dtypes]
                 lines.append(f"| {fusion} N = {n}, {name} | " + " | ".join(cells) + " |")
     if len(dtypes) == 2:
-        pairs = []
-        for a in records[dtypes[0]]:
-            b = next((r for r in records[dtypes[1]] if r["run_id"] == a["run_id"]), None)
-            if b is not None:
-                pairs.append(abs(a["best_dev_f1"] - b["best_dev_f1"]) * 100)
+        other = {r["run_id"]: r for r in records[dtypes[1]]}
+        pairs = [abs(a["best_dev_f1"] - other[a["run_id"]]["best_dev_f1"]) * 100 for a in records[dtypes[0]]
+                 if a["run_id"] in other]
         if pairs:
             lines.append(f"| per-run dev F1 difference, mean / largest ({len(pairs)} runs) | "
                          f"{statistics.mean(pairs):.2f} / {max(pairs):.2f} | |")
@@ -86,8 +79,7 @@ def main(argv: list[str] | None = None) -> str:
     with torch_threads(args.threads):
         entries = {dtype: variant_entry(args, dtype=dtype) for dtype in split_list(args.dtypes)}
         measured = {dtype: measure(entry) for dtype, entry in entries.items()}
-        grid = [] if args.measure_only else conll_grid(args)
-        by_dtype = {d: run_conll_grid(args, e, grid, variant_results(args.out, d)) for d, e in entries.items()}
+        by_dtype = run_variants(args, entries, [] if args.measure_only else conll_grid(args))
     model = next(iter(entries.values())).meta.get("model")
     heads = ("" if args.measure_only else
              f" F1 x100, mean ± std over seeds 0..{args.seeds - 1} (runs), the same N-way sample per seed on both "

@@ -76,11 +76,9 @@ def table(records: list[dict], fusions: list[str], shots: list[int], choices: li
 
 def caption(args, model: str | None, *, num_layers: int) -> str:
     seeds = " / ".join(str(s) for s in range(args.seeds))
-    return (f"CoNLL-2003 dev, {model} FE, {args.epochs} epochs, lr {args.lr:g}, "
-            f"batch {args.batch_size}, {args.eval_points} dev evaluations per run (full dev), "
-            f"seeds 0..{args.seeds - 1}. "
-            f"dev F1: best dev F1 x100, mean ± std over seeds (runs); test F1: at the best dev point. "
-            f"layers fused: per seed ({seeds}) "
+    return (f"CoNLL-2003 dev, {model} FE, {args.epochs} epochs, lr {args.lr:g}, batch {args.batch_size}, "
+            f"{args.eval_points} dev evaluations per run (full dev), seeds 0..{args.seeds - 1}. dev F1: best dev F1 "
+            f"x100, mean ± std over seeds (runs); test F1: at the best dev point. layers fused: per seed ({seeds}) "
             f"where they differ. s/run: median wall seconds of a run, cache reads included. MB loaded/run: "
             f"mean over seeds of the bytes of hidden states read from the cache for the run (its train sample, "
             f"with all {num_layers} layers for auto:K so they can be ranked, plus dev with the fused layers only), "

@@ -35,18 +35,15 @@ def main():
     args = ap.parse_args()
 
     entry = conll_entry(args.data)
-    runs = {}
+    runs = {}  # precision -> (fusion, seed) -> record
     for precision in ("fp32", "bf16"):
         base = TrainConfig(fusion="base", shots=None, epochs=1, seed=0, eval_points=5,
                            dev_sentences=args.dev_sentences, precision=precision)
         configs = grid(fusions=args.fusions.split(","), shots=[args.shots], epochs=[args.epochs],
                        trials=args.trials, base=base)
-        runs[precision] = run_sweep(entry, configs, out=str(Path(args.out, precision)))
-
-    def by_key(records):
-        return {(r["config"]["fusion"], r["config"]["seed"]): r for r in records.values()}
-
-    fp32, bf16 = by_key(runs["fp32"]), by_key(runs["bf16"])
+        records = run_sweep(entry, configs, out=str(Path(args.out, precision))).values()
+        runs[precision] = {(r["config"]["fusion"], r["config"]["seed"]): r for r in records}
+    fp32, bf16 = runs["fp32"], runs["bf16"]
     lines = [f"N={args.shots}, {args.epochs} epochs, {args.trials} trials, dev F1 x 100 on {args.dev_sentences} "
              f"dev sentences", "",
              "| fusion | fp32 F1 | bf16 F1 | paired diff (mean, max abs) | trial SD (fp32) | ms/step fp32 "
@@ -58,11 +55,10 @@ def main():
         b = [100 * bf16[k]["best_dev_f1"] for k in keys]
         diff = [y - x for x, y in zip(a, b)]
         step = {p: statistics.median(r["seconds"]["train"] / r["total_steps"] * 1e3 for k, r in recs.items()
-                                     if k in keys) for p, recs in (("fp32", fp32), ("bf16", bf16))}
+                                     if k in keys) for p, recs in runs.items()}
         lines.append(f"| {fusion} | {statistics.mean(a):.1f} | {statistics.mean(b):.1f} "
-                     f"| {statistics.mean(diff):+.1f}, "
-                     f"{max(abs(d) for d in diff):.1f} | {statistics.stdev(a):.1f} | {step['fp32']:.1f} | "
-                     f"{step['bf16']:.1f} |")
+                     f"| {statistics.mean(diff):+.1f}, {max(abs(d) for d in diff):.1f} | {statistics.stdev(a):.1f} "
+                     f"| {step['fp32']:.1f} | {step['bf16']:.1f} |")
     text = "\n".join(lines)
     publish(args.table, text, title="bfloat16 autocast against float32 on the same runs",
             script="compare_precision", argv=None,

@@ -24,11 +24,10 @@ from _common import (
     conll_grid,
     dev_line,
     paired_diffs,
-    run_conll_grid,
+    run_variants,
     runs_of,
     split_list,
     torch_threads,
-    variant_results,
 )
 
 VARIANTS = ("fused", "top")
@@ -93,8 +92,7 @@ def main(argv: list[str] | None = None) -> str:
     with torch_threads(args.threads):
         entries = {Path(model).name: conll_entry(args.data, model=model, cache_dir=folder)
                    for model, folder in zip(models, dirs)}
-        by_entry = {name: run_conll_grid(args, entry, conll_grid(args, axes={"query_layer": list(VARIANTS)}, **fields),
-                                         variant_results(args.out, name)) for name, entry in entries.items()}
+        by_entry = run_variants(args, entries, conll_grid(args, axes={"query_layer": list(VARIANTS)}, **fields))
     caption = (f"CoNLL-2003, FE with `--layers {args.layers}`, {args.epochs} epochs, each head's default learning "
                f"rate, DWAtt's {args.layer_score} score, batch {args.batch_size}, {args.eval_points} dev evaluations "
                f"per run, precision {args.precision}, seeds 0..{args.seeds - 1}. Cells: F1 x100, mean ± 95% CI "

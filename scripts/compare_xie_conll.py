@@ -12,19 +12,19 @@ heads against R+n and Base on the pick; the pick per N and seed against the whol
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from pathlib import Path
 
 from _common import (
     Study,
-    against_zero,
     args_entry,
-    ci_cell,
+    by_cell,
     conll_grid,
     copy_records,
-    paired_diffs,
+    head_cells,
+    paired_cells,
     public_path,
+    read_records,
     results_path,
     run_conll_grid,
     split_list,
@@ -51,24 +51,9 @@ def head_of(record: dict) -> str:
     return f"{c['fusion']} ({XIE})" if c.get("layers") == XIE else c["fusion"]
 
 
-def by_cell(records: list[dict]) -> dict:
-    """{(head, N): {seed: record}}."""
-    cells: dict = {}
-    for r in records:
-        cells.setdefault((head_of(r), r["config"]["shots"]), {})[r["config"]["seed"]] = r
-    return cells
-
-
 def pair_row(n: int, a: str, b: str, cells: dict, *, note: str = "") -> str | None:
-    if (a, n) not in cells or (b, n) not in cells:
-        return None
-    dev, _ = paired_diffs(cells[a, n], cells[b, n], key="best_dev_f1")
-    if not dev:
-        return None
-    test, _ = paired_diffs(cells[a, n], cells[b, n], key="test_f1_at_best")
-    return (f"| {n} | {a} − {b}{note} | {ci_cell(dev, signed=True)} | {against_zero(dev)} "
-            f"| {', '.join(f'{d:+.1f}' for d in dev)} | {ci_cell(test, signed=True)} "
-            f"| {against_zero(test) if test else '-'} |")
+    row = paired_cells(cells.get((a, n), {}), cells.get((b, n), {}), above=False)
+    return row and f"| {n} | {a} − {b}{note} | {row} |"
 
 
 PAIR_HEADER = ["| N | difference | dev F1, paired: mean ± 95% CI (seeds) | 95% CI against 0 | per seed (dev) "
@@ -114,14 +99,10 @@ def heads_table(cells: dict, heads: list[str], shots: list[int]) -> str:
              "|---|---:|---:|---:|---|---:|"]
     for head in heads:
         for n in shots:
-            runs = [r for _, r in sorted(cells.get((head, n), {}).items())]
-            if not runs:
-                continue
-            test = [100 * r["test_f1_at_best"] for r in runs if r.get("test_f1_at_best") is not None]
-            layers = " / ".join(",".join(map(str, r["layers"])) for r in runs)
-            seconds = sum(r["seconds"]["total"] for r in runs) / len(runs)
-            lines.append(f"| {head} | {n} | {ci_cell([100 * r['best_dev_f1'] for r in runs])} | {ci_cell(test)} "
-                         f"| {layers} | {seconds:.0f} |")
+            if runs := [r for _, r in sorted(cells.get((head, n), {}).items())]:
+                layers = " / ".join(",".join(map(str, r["layers"])) for r in runs)
+                seconds = sum(r["seconds"]["total"] for r in runs) / len(runs)
+                lines.append(f"| {head} | {n} | {head_cells(runs)} | {layers} | {seconds:.0f} |")
     return "\n".join(lines)
 
 
@@ -158,12 +139,6 @@ def configs(args) -> list:
     return sorted(configs, key=lambda c: (c.seed, -c.shots, c.fusion))
 
 
-def read_grid(path: str) -> dict:
-    if not path or not Path(path).exists():
-        return {}
-    return by_cell([json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()])
-
-
 def precision_checks(args) -> list[dict]:
     """R+n on the top layer in --out beyond the planned runs (a rerun with --top base,extra on a few N
     and seeds): the paired grid's runs again under this machine's precision."""
@@ -178,8 +153,10 @@ def report(args, entry, records: list[dict], planned: int) -> str:
     from layerfuse.layers.scores import score_layers
 
     fusions, shots = split_list(args.fusions), sorted(split_list(args.shots, int))
-    cells, grid = by_cell(records), read_grid(args.grid)
-    fused, same_head = grid_table(cells, grid, by_cell(precision_checks(args)), shots)
+    cells = by_cell(records, head_of)
+    # the grid's DWAtt with the paper's score is a head of its own, kept apart from (scaled) DWAtt
+    grid = by_cell(read_records(args.grid)) if args.grid and Path(args.grid).exists() else {}
+    fused, same_head = grid_table(cells, grid, by_cell(precision_checks(args), head_of), shots)
     heads = [h for f in fusions for h in (f, f"{f} ({XIE})")]
     whole = score_layers(entry.split("train"), layers=range(1, entry.num_layers + 1))
     precisions = sorted({r["config"]["precision"] for r in records})
@@ -188,12 +165,11 @@ def report(args, entry, records: list[dict], planned: int) -> str:
     done = "" if len(records) == planned else f" **{len(records)} of the {planned} planned runs finished.**"
     return (f"CoNLL-2003, {entry.meta.get('model')} FE from the cache, {args.epochs} epochs, dev F1 after every "
             f"epoch on the whole dev split, the test F1 of each run's head at its best dev point; batch "
-            f"{args.batch_size}; "
-            f"learning rates {', '.join(lrs)} (layerfuse's defaults); precision {', '.join(precisions)}; seeds "
-            f"{', '.join(map(str, seeds))} ({len(records)} runs).{done} F1 x100. '{XIE}': `--layers {XIE}`, the "
-            f"head on the lowest-nu layer of 1..{entry.num_layers} on the run's own sample (Xie et al.'s "
-            f"classifier layer; the layers above it unused); without it the head reads the top layer "
-            f"{entry.num_layers}, as many top layers (one). Each interval is the 95% CI of the mean "
+            f"{args.batch_size}; learning rates {', '.join(lrs)} (layerfuse's defaults); precision "
+            f"{', '.join(precisions)}; seeds {', '.join(map(str, seeds))} ({len(records)} runs).{done} F1 x100. "
+            f"'{XIE}': `--layers {XIE}`, the head on the lowest-nu layer of 1..{entry.num_layers} on the run's own "
+            f"sample (Xie et al.'s classifier layer; the layers above it unused); without it the head reads the "
+            f"top layer {entry.num_layers}, as many top layers (one). Each interval is the 95% CI of the mean "
             f"(Student t, n − 1 degrees of freedom). Per-run records: `{public_path(args.records or args.out)}`."
             "\n\nXie's pick against the top layer, paired by seed (a − b):\n\n" + xie_table(cells, grid, fusions, shots)
             + "\n\nThe fusion heads of the paired grid (`" + public_path(args.grid) + "`, the same samples) "

@@ -26,13 +26,6 @@ ROW = re.compile(r"^\| (?P<model>[^|(]+?) \(L=(?P<layers>\d+)\) \| (?P<protocol>
                  r"\| (?P<test>-?[\d.]+) ± (?P<test_half>[\d.]+) \|", re.M)
 
 
-def parse_args(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--study", default=results_path("depth_study_conll"), help="the depth study's table")
-    p.add_argument("--table", default=results_path("depth_change_conll"))
-    return p.parse_args(argv)
-
-
 def cells(text: str) -> dict:
     """(model, L) -> {(protocol, head, N): (dev, dev half, test, test half, seeds)} from the first table."""
     out: dict = {}
@@ -75,7 +68,10 @@ def table(by_model: dict) -> str:
 
 
 def main(argv=None) -> str:
-    args = parse_args(argv)
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--study", default=results_path("depth_study_conll"), help="the depth study's table")
+    p.add_argument("--table", default=results_path("depth_change_conll"))
+    args = p.parse_args(argv)
     study = Path(args.study).read_text(encoding="utf-8")
     by_model = cells(study)
     if len(by_model) < 2:

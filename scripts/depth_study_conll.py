@@ -49,7 +49,6 @@ def configs(args, entry) -> list:
     from layerfuse.training import TrainConfig
     from layerfuse.training.runtime import resolve_precision
 
-    num_layers = entry.num_layers
     base = TrainConfig(fusion="base", shots=None, epochs=args.epochs, seed=0, batch_size=args.batch_size,
                        eval_points=args.eval_points or None, dev_sentences=args.dev_sentences or None,
                        precision=resolve_precision("auto"), device=args.device)
@@ -57,7 +56,7 @@ def configs(args, entry) -> list:
                 trials=args.seeds)
     configs = grid(base=replace(base, **PROTOCOLS["layerfuse"]), layer_score=["scaled", "paper"], **axes)
     configs += grid(base=replace(base, **PROTOCOLS["paper"]), **axes)
-    top = f"{num_layers - args.top_k + 1}..{num_layers}"
+    top = f"{entry.num_layers - args.top_k + 1}..{entry.num_layers}"
     configs += grid(base=base, fusions=["concat", "dwatt"], shots=[max(axes["shots"])], epochs=[args.epochs],
                     trials=args.seeds, layers=[f"auto:{args.top_k}", top])
     return configs
@@ -147,7 +146,7 @@ def tables(records: dict, entries: dict, *, top_k: int) -> str:
              "|---|---|---|---:|---:|---:|---:|"]
     for model, recs in records.items():
         groups = _groups(recs)
-        for (protocol, head, n), runs in sorted(groups.items(), key=lambda kv: (kv[0][0], kv[0][1], kv[0][2])):
+        for (protocol, head, n), runs in sorted(groups.items()):
             base = groups.get((protocol, "base", n), [])
             gain = _cell(gains(runs, base)) if head != "base" and base else "-"
             tests = [100 * r["test_f1_at_best"] for r in runs if r.get("test_f1_at_best") is not None]
@@ -217,6 +216,7 @@ def draw_gains(stats: dict, path: str, *, dev: int | None = None) -> str:
     """Paper Figure 7's layout: per backbone (columns) and protocol (rows), each head's dev-F1 gain
     over Base, one bar per N (N = 8 hatched, N = 128 solid) in the head's colour from the style
     table, its 95% CI as the error bar; one y-range for every panel."""
+    from matplotlib.lines import Line2D
     from matplotlib.patches import Patch
 
     from layerfuse.experiments.plots import BAND_LABEL, head_label, head_style, plt
@@ -252,8 +252,6 @@ def draw_gains(stats: dict, path: str, *, dev: int | None = None) -> str:
                               fontsize=8)
     keys = [Patch(facecolor="0.6", alpha=0.55 if hatches[k] else 0.9, hatch=hatches[k], edgecolor="0.3",
                   label=f"N = {n}") for k, n in enumerate(shots)]
-    from matplotlib.lines import Line2D
-
     keys.append(Line2D([], [], color="k", marker="_", markersize=8, linewidth=0.8,
                        label=f"error bar: {BAND_LABEL} over {'/'.join(map(str, seeds))} seeds"))
     fig.legend(handles=keys, loc="upper center", ncol=len(keys), fontsize=7, frameon=False)

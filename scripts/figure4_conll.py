@@ -15,54 +15,44 @@ one seed train on the same sample), and for each head the epoch at which a run f
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 from pathlib import Path
 
-from _common import against_zero, ci_cell, public_path, results_path, say, write_results
+from _common import (
+    PAPER_SCORE,
+    against_zero,
+    by_cell,
+    ci_cell,
+    dev_curve,
+    epoch_cells,
+    public_path,
+    read_records,
+    results_path,
+    say,
+    split_list,
+    write_results,
+)
 
-PAPER = "dwatt (paper score)"  # DWAtt with the paper's unscaled score (scripts/paired_grid_conll.py)
-ORDER = ["concat", "dwatt", "extra", PAPER]
-PAIRS = [("dwatt", "concat"), ("concat", "extra"), ("dwatt", "extra"), (PAPER, "concat")]
+ORDER = ["concat", "dwatt", "extra", PAPER_SCORE]
+PAIRS = [("dwatt", "concat"), ("concat", "extra"), ("dwatt", "extra"), (PAPER_SCORE, "concat")]
 EPOCHS = (1, 2, 3, 5, 10, 15, 25, 50)
-
-
-def head_of(config: dict) -> str:
-    return PAPER if config["fusion"] == "dwatt" and config.get("layer_score") == "paper" else config["fusion"]
-
-
-def read(path: str) -> dict:
-    """{(head, N): {seed: record}} from a JSON-lines file of run records."""
-    cells: dict = {}
-    for line in Path(path).read_text(encoding="utf-8").splitlines():
-        if line.strip():
-            r = json.loads(line)
-            cells.setdefault((head_of(r["config"]), r["config"]["shots"]), {})[r["config"]["seed"]] = r
-    return cells
-
-
-def curve(record: dict) -> dict[int, float]:
-    """{epoch: dev F1 x100} of one run."""
-    return {e["epoch"]: 100 * e["dev_f1"] for e in record["evals"] if e.get("epoch") is not None}
 
 
 def paired_at(a: dict, b: dict, epoch: int) -> list[float]:
     """a − b dev F1 after ``epoch``, seed by seed, over the seeds both ran on the same sample."""
-    out = []
-    for seed in sorted(set(a) & set(b)):
-        if a[seed].get("sample_fingerprint") != b[seed].get("sample_fingerprint"):
-            continue
-        x, y = curve(a[seed]).get(epoch), curve(b[seed]).get(epoch)
-        if x is not None and y is not None:
-            out.append(x - y)
-    return out
+    pairs = [(dev_curve(a[s]).get(epoch), dev_curve(b[s]).get(epoch)) for s in sorted(set(a) & set(b))
+             if a[s].get("sample_fingerprint") == b[s].get("sample_fingerprint")]
+    return [x - y for x, y in pairs if x is not None and y is not None]
 
 
 def converged_epoch(record: dict, near: float) -> int:
     """The first epoch whose dev F1 is within ``near`` points of the run's best."""
-    c = curve(record)
-    best = max(c.values())
-    return min(e for e, v in c.items() if v >= best - near)
+    c = dev_curve(record)
+    return min(e for e, v in c.items() if v >= max(c.values()) - near)
+
+
+def epochs_run(cells: dict) -> int:
+    return max(len(dev_curve(r)) for runs in cells.values() for r in runs.values())
 
 
 def lr_of(runs: dict) -> str:
@@ -70,40 +60,30 @@ def lr_of(runs: dict) -> str:
 
 
 def tables(cells: dict, shots: list[int], *, near: float) -> str:
-    epochs = max(len(curve(r)) for runs in cells.values() for r in runs.values())
+    epochs = epochs_run(cells)
     shown = [e for e in EPOCHS if e <= epochs]
+    present = [(head, n, cells[head, n]) for n in shots for head in ORDER if cells.get((head, n))]
     lines = ["Paired per-seed differences in dev F1 after each epoch shown (a − b, mean ± 95% CI (seeds); "
              "'above', 'below': the interval lies above or below 0, 'inside': it contains 0):", "",
              "| N | a − b | " + " | ".join(f"epoch {e}" for e in shown) + " |",
              "|---:|---|" + "---:|" * len(shown)]
     for n in shots:
         for a, b in PAIRS:
-            if (a, n) not in cells or (b, n) not in cells:
-                continue
-            row = []
-            for e in shown:
-                d = paired_at(cells[a, n], cells[b, n], e)
-                row.append(f"{ci_cell(d, signed=True)} {against_zero(d).replace(' 0', '')}" if d else "-")
-            lines.append(f"| {n} | {a} − {b} | " + " | ".join(row) + " |")
+            if (a, n) in cells and (b, n) in cells:
+                diffs = [paired_at(cells[a, n], cells[b, n], e) for e in shown]
+                row = [f"{ci_cell(d, signed=True)} {against_zero(d).replace(' 0', '')}" if d else "-" for d in diffs]
+                lines.append(f"| {n} | {a} − {b} | " + " | ".join(row) + " |")
     lines += ["", "Mean dev F1 after each epoch shown, mean ± 95% CI (seeds):", "",
               "| head | lr | N | " + " | ".join(f"epoch {e}" for e in shown) + " |",
               "|---|---:|---:|" + "---:|" * len(shown)]
-    for n in shots:
-        for head in ORDER:
-            runs = cells.get((head, n))
-            if runs:
-                row = [ci_cell([curve(r)[e] for r in runs.values() if e in curve(r)]) for e in shown]
-                lines.append(f"| {head} | {lr_of(runs)} | {n} | " + " | ".join(row) + " |")
+    lines += [f"| {head} | {lr_of(runs)} | {n} | {epoch_cells(runs.values(), shown)} |" for head, n, runs in present]
     lines += ["", f"Converged: the first epoch at which a run's dev F1 is within {near:g} point of its own best "
               f"(of {epochs} epochs), per seed; the median as a share of training:", "",
               "| head | N | epoch, per seed | median | share of training |", "|---|---:|---|---:|---:|"]
-    for n in shots:
-        for head in ORDER:
-            runs = cells.get((head, n))
-            if runs:
-                at = [converged_epoch(runs[s], near) for s in sorted(runs)]
-                med = statistics.median(at)
-                lines.append(f"| {head} | {n} | {', '.join(map(str, at))} | {med:g} | {100 * med / epochs:.0f}% |")
+    for head, n, runs in present:
+        at = [converged_epoch(runs[s], near) for s in sorted(runs)]
+        med = statistics.median(at)
+        lines.append(f"| {head} | {n} | {', '.join(map(str, at))} | {med:g} | {100 * med / epochs:.0f}% |")
     return "\n".join(lines)
 
 
@@ -114,19 +94,17 @@ def figure(cells: dict, shots: list[int], path: str, *, dev_label: str) -> str:
     from layerfuse.experiments.report import ci95
 
     heads = [h for h in ORDER if any((h, n) in cells for n in shots)]
-    epochs = max(len(curve(r)) for runs in cells.values() for r in runs.values())
+    epochs = epochs_run(cells)
     seeds = sorted({s for runs in cells.values() for s in runs})
     fig, axes = plt.subplots(1, len(shots), figsize=(4.2 * len(shots) + 0.4, 3.6), dpi=110, sharey=True, squeeze=False)
     top = 0.0
     for ax, n in zip(axes[0], shots):
         for head in heads:
-            runs = cells.get((head, n))
-            if not runs:
+            if not (runs := cells.get((head, n))):
                 continue
             xs = list(range(1, epochs + 1))
-            stats = [ci95([curve(r)[e] for r in runs.values() if e in curve(r)]) for e in xs]
-            mean = np.array([s[0] for s in stats])
-            half = np.array([s[1] for s in stats])
+            curves = [dev_curve(r) for r in runs.values()]
+            mean, half = np.array([ci95([c[e] for c in curves if e in c]) for e in xs]).T
             style = head_style(head)
             ax.plot(xs, mean, linewidth=1.3, markersize=2.5, markevery=5, label=head, **style)
             ax.fill_between(xs, np.clip(mean - half, 0, 100), np.clip(mean + half, 0, 100), color=style["color"],
@@ -157,15 +135,13 @@ def figure(cells: dict, shots: list[int], path: str, *, dev_label: str) -> str:
 
 
 def dev_label(cells: dict) -> str:
-    sizes = {r["config"].get("dev_sentences") for runs in cells.values() for r in runs.values()}
-    if sizes == {None}:
-        return "whole dev split, 3,250 sentences" if _is_conll(cells) else "whole dev split"
-    (n,) = sizes
-    return f"dev subset of {n:,} sentences"
-
-
-def _is_conll(cells: dict) -> bool:
-    return all(r.get("dataset") == "conll2003" for runs in cells.values() for r in runs.values())
+    records = [r for runs in cells.values() for r in runs.values()]
+    sizes = {r["config"].get("dev_sentences") for r in records}
+    if sizes != {None}:
+        (n,) = sizes
+        return f"dev subset of {n:,} sentences"
+    conll = all(r.get("dataset") == "conll2003" for r in records)
+    return "whole dev split, 3,250 sentences" if conll else "whole dev split"
 
 
 def main(argv=None) -> str:
@@ -178,19 +154,18 @@ def main(argv=None) -> str:
     ap.add_argument("--plot", default=results_path("figure4_conll", ".png"))
     ap.add_argument("--table", default=results_path("figure4_conll"))
     args = ap.parse_args(argv)
-    cells = read(args.records)
-    shots = [int(x) for x in args.shots.split(",")]
-    missing = [n for n in shots if not any(k[1] == n for k in cells)]
-    if missing:
+    cells, shots = by_cell(read_records(args.records)), split_list(args.shots, int)
+    if missing := [n for n in shots if not any(k[1] == n for k in cells)]:
         raise SystemExit(f"error: {args.records} has no runs at N = {', '.join(map(str, missing))}")
-    figure(cells, shots, args.plot, dev_label=dev_label(cells))
+    dev = dev_label(cells)
+    figure(cells, shots, args.plot, dev_label=dev)
     say(f"wrote {args.plot}")
     machine = Path(args.records).with_suffix(".md")
     machine = next((line.removeprefix("Machine: ").rstrip(".") for line in machine.read_text().splitlines()
                     if line.startswith("Machine: ")), None) if machine.is_file() else None
     text = (f"Drawn from `{public_path(str(Path(args.records).resolve()))}` "
             f"(the runs of scripts/paired_grid_conll.py; this script trains nothing). F1 x100, dev: "
-            f"{dev_label(cells)}, evaluated after every epoch. Figure: {Path(args.plot).name} (beside this file).\n\n"
+            f"{dev}, evaluated after every epoch. Figure: {Path(args.plot).name} (beside this file).\n\n"
             + tables(cells, shots, near=args.near))
     print(text)
     write_results(args.table, text, title="Figure 4 at the paper's setting: dev F1 after every epoch (CoNLL-2003, "

@@ -23,11 +23,9 @@ def machine(name: str) -> str:
     """The "Machine:" line of the results file ``name`` (under docs/results), without its trailing period;
     for a file written before results files had one, the "Measured on ..." of its caption."""
     text = (RESULTS / name).read_text(encoding="utf-8")
-    for line in text.splitlines():
-        if line.startswith("Machine: "):
-            return line[len("Machine: "):].rstrip(".").replace("|", "/")
-    found = re.search(r"Measured on (one [^;]+?\))", text)
-    if found:
+    if found := re.search(r"^Machine: (.*)$", text, re.M):
+        return found[1].rstrip(".").replace("|", "/")
+    if found := re.search(r"Measured on (one [^;]+?\))", text):
         return f"{found[1]} (its caption)"
     raise SystemExit(f"{name} names no machine")
 
@@ -66,8 +64,7 @@ def sweep_wall() -> str:
 def caption_seconds(name: str, pattern: str, what: str) -> str:
     """The seconds a results file's caption gives (``pattern``'s groups summed)."""
     text = (RESULTS / name).read_text(encoding="utf-8")
-    found = [float(x) for x in re.findall(pattern, text)]
-    if not found:
+    if not (found := [float(x) for x in re.findall(pattern, text)]):
         raise SystemExit(f"{name}: no time matching {pattern!r}")
     return f"{duration(sum(found))} {what} ({name})"
 

@@ -74,9 +74,8 @@ def render(paths: list[str]) -> str:
     rows = [("device", lambda c: c["device"]),
             ("command", lambda c: f"`{c.get('command', '?')}`"),
             *[(f"extract {p}: wall s", lambda c, p=p: c["extract"][p]["wall_s"]) for p in ("fp32", "bf16")],
-            *[(f"extract {p}: {split} words/s",
-               lambda c, p=p, split=split: _words_per_s(c["extract"][p]["report"], split))
-              for p in ("fp32", "bf16") for split in ("train",)],
+            *[(f"extract {p}: train words/s", lambda c, p=p: _words_per_s(c["extract"][p]["report"], "train"))
+              for p in ("fp32", "bf16")],
             *[(f"{name}: {what}", lambda c, name=name, what=what: c["train"][name][what])
               for name in ("fe concat", "fe dwatt", "ft concat") for what in ("ms_per_step", "eval_s", "best_dev_f1")],
             ("predict: wall s", lambda c: c["predict"]["wall_s"]),
@@ -108,23 +107,20 @@ def main(argv=None) -> dict:
     p.add_argument("--model", default=None, help="backbone (default: the built-in all-MiniLM-L6-v2)")
     p.add_argument("--dataset", default=None, help="dataset (default: the built-in WNUT-16)")
     p.add_argument("--device", default="cuda")
-    p.add_argument("--shots", default="8")
-    p.add_argument("--epochs", default="3")
     p.add_argument("--json", default=None, help="write the figures here too")
     p.add_argument("--render", nargs="+", default=None, help="--json files of earlier checks: write --report")
     p.add_argument("--report", default=None, help="with --render: the markdown file")
     p.add_argument("--note", default="", help="with --render: a paragraph above the table (what the checks ran on)")
     args = p.parse_args(argv)
+    argv = sys.argv[1:] if argv is None else argv
     if args.render:
         text = (args.note + "\n\n" if args.note else "") + render(args.render)
         if args.report:
-            write_results(args.report, text, title="The GPU check", script="gpu_check",
-                          argv=argv if argv is not None else sys.argv[1:],
+            write_results(args.report, text, title="The GPU check", script="gpu_check", argv=argv,
                           machine=machines(args.render))
         print(text)
         return {}
-    figures = {"device": gpu_line(args.device),
-               "command": command_line("gpu_check", argv if argv is not None else sys.argv[1:])}
+    figures = {"device": gpu_line(args.device), "command": command_line("gpu_check", argv)}
     say(figures["device"])
     source = [*(["--model", args.model] if args.model else []), *(["--dataset", args.dataset] if args.dataset else [])]
     with tempfile.TemporaryDirectory() as root:
@@ -134,7 +130,7 @@ def main(argv=None) -> dict:
         for precision in ("fp32", "bf16"):
             text, seconds = run(["extract", *source, *device, "--precision", precision, "--quiet"], env)
             figures["extract"][precision] = {"wall_s": round(seconds, 1), "report": text.strip().splitlines()}
-        common = [*source, *device, "--shots", args.shots, "--epochs", args.epochs]
+        common = [*source, *device, "--shots", "8", "--epochs", "3"]
         figures["train"] = {}
         for name, extra in (("fe concat", ["--fusion", "concat"]), ("fe dwatt", ["--fusion", "dwatt"]),
                             ("ft concat", ["--fusion", "concat", "--mode", "ft"])):
@@ -146,8 +142,8 @@ def main(argv=None) -> dict:
         text, seconds = run(["layerfuse", "predict", "--head", head, *device,
                              "--text", "John Smith flew to Paris with Lufthansa ."], env)
         figures["predict"] = {"wall_s": round(seconds, 1), "output": text.strip().splitlines()}
-        text, seconds = run(["layerfuse", "sweep", *source, "--fusions", "concat,scalarmix", "--shots", args.shots,
-                             "--epochs", args.epochs, "--trials", "2", "--workers", "2",
+        text, seconds = run(["layerfuse", "sweep", *source, "--fusions", "concat,scalarmix", "--shots", "8",
+                             "--epochs", "3", "--trials", "2", "--workers", "2",
                              "--out", os.path.join(root, "sweep")], env)
         figures["sweep"] = {"workers": 2, "runs": 4, "wall_s": round(seconds, 1)}
     print(json.dumps(figures, indent=2))

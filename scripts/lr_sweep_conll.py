@@ -36,13 +36,11 @@ def table(records: list[dict], lrs: list[float]) -> str:
 
     lines = ["| fusion | N | epochs | " + " | ".join(f"lr {lr:g}" for lr in lrs) + " | chosen | test F1 at it |",
              "|---|---:|---:|" + "---:|" * (len(lrs) + 2)]
-    for key, runs in sorted(by_cell(records).items(), key=lambda kv: (kv[0][0], kv[0][1], kv[0][2])):
+    for key, runs in sorted(by_cell(records).items()):  # by (fusion, N, epochs)
         chosen, at = best_lr(runs)
-        cells = []
-        for lr in lrs:
-            f1s = [100 * r["best_dev_f1"] for r in runs if lr_of(r) == lr]
-            cell = f"{statistics.mean(f1s):.1f}" if f1s else "-"
-            cells.append(f"**{cell}**" if lr == chosen else cell)
+        f1s = [[100 * r["best_dev_f1"] for r in runs if lr_of(r) == lr] for lr in lrs]
+        cells = [f"{statistics.mean(f):.1f}" if f else "-" for f in f1s]
+        cells = [f"**{cell}**" if lr == chosen else cell for lr, cell in zip(lrs, cells)]
         tests = [100 * r["test_f1_at_best"] for r in at if r.get("test_f1_at_best") is not None]
         test = f"{statistics.mean(tests):.1f}" if tests else "-"
         lines.append(f"| {key[0]} | {key[1]} | {key[2]} | " + " | ".join(cells) + f" | {chosen:g} | {test} |")

@@ -27,22 +27,6 @@ HEADS = {"base": {}, "extra": {}, "concat": {}, "dwatt": {"layer_score": "scaled
          "dwatt (paper's score)": {"layer_score": "paper"}}
 
 
-def parse_args(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--model", default="all-MiniLM-L6-v2")
-    p.add_argument("--dataset", default="wiki-offline")
-    p.add_argument("--cache-dir", default=None, help="cache root (default: $LAYERFUSE_HOME)")
-    p.add_argument("--modes", default="fe,ft")
-    p.add_argument("--heads", default=",".join(HEADS))
-    p.add_argument("--blocks", type=int, default=256, help="train blocks per run (a seeded sample)")
-    p.add_argument("--epochs", type=int, default=3)
-    p.add_argument("--seeds", type=int, default=3)
-    p.add_argument("--workers", type=int, default=None, help="default: one per core")
-    p.add_argument("--out", default=str(REPO / "runs" / "mlm_table"))
-    p.add_argument("--table", default=results_path("mlm_table"), help="markdown file written ('' = print only)")
-    return p.parse_args(argv)
-
-
 def configs_of(args, mode: str) -> list:
     from layerfuse.training import TrainConfig
     from layerfuse.training.runtime import resolve_precision
@@ -50,7 +34,7 @@ def configs_of(args, mode: str) -> list:
     precision = resolve_precision("auto")
     return [TrainConfig(task="mlm", mode=mode, fusion=head.split()[0], shots=args.blocks, epochs=args.epochs,
                         seed=seed, batch_size=8, precision=precision, **HEADS[head])
-            for head in split_list(args.heads) for seed in range(args.seeds)]
+            for head in HEADS for seed in range(args.seeds)]
 
 
 def head_of(record: dict) -> str:
@@ -89,17 +73,24 @@ def main(argv=None) -> str:
 
     from layerfuse.experiments import load_cached, load_live, resolve_entry, run_grid
 
-    args = parse_args(argv)
-    entry = resolve_entry(model=args.model, dataset=args.dataset, cache_dir=args.cache_dir,
-                          extract_options={"task": "mlm"}, log=say)
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--model", default="all-MiniLM-L6-v2")
+    p.add_argument("--dataset", default="wiki-offline")
+    p.add_argument("--modes", default="fe,ft")
+    p.add_argument("--blocks", type=int, default=256, help="train blocks per run (a seeded sample)")
+    p.add_argument("--epochs", type=int, default=3)
+    p.add_argument("--seeds", type=int, default=3)
+    p.add_argument("--out", default=str(REPO / "runs" / "mlm_table"))
+    p.add_argument("--table", default=results_path("mlm_table"), help="markdown file written ('' = print only)")
+    args = p.parse_args(argv)
+    entry = resolve_entry(model=args.model, dataset=args.dataset, extract_options={"task": "mlm"}, log=say)
     os.makedirs(args.out, exist_ok=True)
     records = {}
     loaders = {"fe": load_cached, "ft": load_live}
     for mode in split_list(args.modes):
         configs = configs_of(args, mode)
         results = os.path.join(args.out, f"{args.model}-{mode}.jsonl")
-        records[mode] = list(run_grid(entry, configs, results=results, load=loaders[mode], workers=args.workers,
-                                      log=say).values())
+        records[mode] = list(run_grid(entry, configs, results=results, load=loaders[mode], log=say).values())
     base = configs_of(args, "fe")[0]
     (reference,) = run_grid(entry, [replace(base, fusion="base", epochs=0)], workers=0, log=say,
                             results=os.path.join(args.out, f"{args.model}-reference.jsonl")).values()
@@ -112,7 +103,7 @@ def main(argv=None) -> str:
             f"perplexity and the test perplexity at that point, mean ± 95% CI over seeds. Median seconds per run: "
             + ", ".join(f"{m.upper()} {statistics.median(r['seconds']['total'] for r in rs):.0f}"
                         for m, rs in records.items())
-            + ".\n\n" + table(records, split_list(args.heads), reference, int(entry.meta["vocab_size"])))
+            + ".\n\n" + table(records, HEADS, reference, int(entry.meta["vocab_size"])))
     print(text)
     if args.table:
         write_results(args.table, text, title="Masked language modelling (paper Table 3)", script="mlm_table",

@@ -16,13 +16,10 @@ once, under the first.
 from __future__ import annotations
 
 import argparse
-import json
 from collections import defaultdict
 from pathlib import Path
 
-from _common import RESULTS, against_zero, paired_diffs, results_path, write_results
-
-from layerfuse.experiments.report import ci95
+from _common import RESULTS, ci_cell, paired_cells, read_records, results_path, write_results
 
 FILES = ["gpu/compare_fe_ft_conll.jsonl", "gpu/compare_extra_subword.word.jsonl",
          "gpu/compare_extra_subword.subword.jsonl", "gpu/compare_extra_subword.subword-special.jsonl",
@@ -47,65 +44,38 @@ def parse_args(argv=None):
 
 
 def head(config: dict) -> str:
-    fusion = config["fusion"]
-    if fusion == "dwatt" and config.get("layer_score", "scaled") != "scaled":
-        return f"dwatt ({config['layer_score']})"
-    return fusion
-
-
-def _key(record: dict) -> tuple[str, str]:
-    """One run: its id (from its config) on one cache entry (the same config on another cache is another run)."""
-    return record["run_id"], record.get("cache_key", "")
+    score = config.get("layer_score", "scaled")
+    return f"dwatt ({score})" if config["fusion"] == "dwatt" and score != "scaled" else config["fusion"]
 
 
 def load(files: list[str]) -> tuple[dict, list[str]]:
     """{(setting, mode, N): {head: {seed: record}}}, each run once; and a note per file."""
-    seen: dict[str, str] = {}
+    seen: dict[tuple, str] = {}
     cells: dict = defaultdict(lambda: defaultdict(dict))
     notes = []
     for name in files:
-        path = Path(RESULTS) / name
-        stem = path.name.removesuffix(".jsonl")
-        records = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
-        new = [r for r in records if _key(r) not in seen]
-        again = {seen[_key(r)] for r in records if _key(r) in seen}
+        records = read_records(Path(RESULTS) / name)
+        # one run: its id (from its config) on one cache entry (the same config on another cache is another run)
+        keys = [(r["run_id"], r.get("cache_key", "")) for r in records]
+        new = [(k, r) for k, r in zip(keys, records) if k not in seen]
+        again = {seen[k] for k in keys if k in seen}
         notes.append(f"`{name}`: {len(records)} runs" + (f", {len(records) - len(new)} of them already counted "
                                                          f"from {', '.join(sorted(again))}" if again else ""))
-        for r in new:
-            seen[_key(r)] = f"`{name}`"
-            c = r["config"]
-            setting = SETTINGS.get(stem, stem)
-            cells[setting, c.get("mode", "fe"), c["shots"]][head(c)][c["seed"]] = r
+        for k, r in new:
+            seen[k] = f"`{name}`"
+            c, stem = r["config"], Path(name).name.removesuffix(".jsonl")
+            cells[SETTINGS.get(stem, stem), c.get("mode", "fe"), c["shots"]][head(c)][c["seed"]] = r
     return cells, notes
 
 
-def _fmt(values: list[float]) -> str:
-    mean, half = ci95(values)
-    return f"{mean:+.1f} ± {half:.1f} ({len(values)})"
+def own(runs: dict) -> str:
+    """A head's own best dev F1 x100, unpaired: mean ± 95% CI."""
+    return ci_cell([100 * r["best_dev_f1"] for r in runs.values() if r.get("best_dev_f1") is not None]).split(" (")[0]
 
 
-def _own(runs: dict, key: str) -> str:
-    values = [100 * r[key] for r in runs.values() if r.get(key) is not None]
-    mean, half = ci95(values)
-    return f"{mean:.1f} ± {half:.1f}"
-
-
-def shown(setting: str, mode: str) -> str:
-    """FT runs read no cache: their setting is the fine-tuned backbone (on the same samples)."""
-    return "backbone fine-tuned (FT)" if mode == "ft" else f"{setting}, FE"
-
-
-def row(setting: str, mode: str, n: int, name_a: str, name_b: str, a: dict, b: dict) -> str | None:
-    dev, seeds = paired_diffs(a, b, key="best_dev_f1")
-    if not dev:
-        return None
-    test, _ = paired_diffs(a, b, key="test_f1_at_best")
-    per_seed = ", ".join(f"{d:+.1f}" for d in dev)
-    above = sum(d > 0 for d in dev)
-    verdict = against_zero(dev)
-    return (f"| {setting} | {n} | {name_a} − {name_b} | {_fmt(dev)} | {verdict} | {per_seed} "
-            f"| {above} of {len(dev)} | {_fmt(test) if test else '-'} "
-            f"| {_own(a, 'best_dev_f1')} against {_own(b, 'best_dev_f1')} |")
+def row(setting: str, n: int, name_a: str, name_b: str, a: dict, b: dict) -> str | None:
+    cells = paired_cells(a, b, test_against=False)
+    return cells and f"| {setting} | {n} | {name_a} − {name_b} | {cells} | {own(a)} against {own(b)} |"
 
 
 HEADER = ["| setting | N | difference | dev F1, paired: mean ± 95% CI (seeds) | 95% CI against 0 "
@@ -116,17 +86,17 @@ HEADER = ["| setting | N | difference | dev F1, paired: mean ± 95% CI (seeds) |
 def tables(cells: dict) -> str:
     heads_rows, ft_rows = [], []
     settings = list(dict.fromkeys(k[0] for k in cells))  # in the order of the files
-    for (setting, mode, n), by_head in sorted(cells.items(), key=lambda kv: (settings.index(kv[0][0]),
-                                                                             kv[0][1], kv[0][2])):
-        where = shown(setting, mode)
+    for (setting, mode, n), by_head in sorted(cells.items(), key=lambda kv: (settings.index(kv[0][0]), *kv[0][1:])):
+        # FT runs read no cache: their setting is the fine-tuned backbone (on the same samples)
+        where = "backbone fine-tuned (FT)" if mode == "ft" else f"{setting}, FE"
         heads = sorted(by_head, key=lambda x: (ORDER.index(x) if x in ORDER else len(ORDER), x))
         if "dwatt" in by_head and "concat" in by_head:
-            heads_rows.append(row(where, mode, n, "dwatt", "concat", by_head["dwatt"], by_head["concat"]))
+            heads_rows.append(row(where, n, "dwatt", "concat", by_head["dwatt"], by_head["concat"]))
         if "extra" in by_head:
-            heads_rows += [row(where, mode, n, h, "extra", by_head[h], by_head["extra"]) for h in heads if h != "extra"]
+            heads_rows += [row(where, n, h, "extra", by_head[h], by_head["extra"]) for h in heads if h != "extra"]
         if mode == "ft" and (setting, "fe", n) in cells:
             fe = cells[setting, "fe", n]
-            ft_rows += [row(f"FT against FE on the {setting}", mode, n, f"{h} (FT)", f"{h} (FE)", by_head[h], fe[h])
+            ft_rows += [row(f"FT against FE on the {setting}", n, f"{h} (FT)", f"{h} (FE)", by_head[h], fe[h])
                         for h in heads if h in fe]
     out = ["Between heads, seed by seed (each seed's heads trained on the same sample):", "", *HEADER,
            *[r for r in heads_rows if r]]

@@ -12,17 +12,19 @@ seed train on the same sample) with their 95% CIs, and the mean dev F1 after sel
 
 from __future__ import annotations
 
-import os
 import statistics
 
 from _common import (
+    PAPER_SCORE,
     Study,
-    against_zero,
     args_entry,
-    ci_cell,
+    by_cell,
     conll_grid,
     copy_records,
-    paired_diffs,
+    epoch_cells,
+    head_cells,
+    paired_cells,
+    paper_head,
     public_path,
     results_path,
     run_conll_grid,
@@ -30,8 +32,7 @@ from _common import (
     torch_threads,
 )
 
-PAPER = "dwatt (paper score)"  # DWAtt with the paper's unscaled score, at --paper-score-lr
-PAIRS = [("dwatt", "concat"), ("dwatt", "extra"), ("concat", "extra"), (PAPER, "dwatt"), (PAPER, "concat")]
+PAIRS = [("dwatt", "concat"), ("dwatt", "extra"), ("concat", "extra"), (PAPER_SCORE, "dwatt"), (PAPER_SCORE, "concat")]
 EPOCHS_SHOWN = (1, 2, 5, 10, 25, 50)
 STUDY = Study(
     "paired_grid_conll", fusions="dwatt,concat,extra", epochs=50, threads=1, library_defaults=True,
@@ -47,73 +48,33 @@ STUDY = Study(
                                                          "grid cut short says how many)"))))
 
 
-def head_of(config: dict) -> str:
-    """The head a run trained: its fusion, or `PAPER` for DWAtt with the paper's score."""
-    return PAPER if config["fusion"] == "dwatt" and config.get("layer_score") == "paper" else config["fusion"]
-
-
-def by_cell(records: list[dict]) -> dict:
-    """{(head, N): {seed: record}}."""
-    cells: dict = {}
-    for r in records:
-        c = r["config"]
-        cells.setdefault((head_of(c), c["shots"]), {})[c["seed"]] = r
-    return cells
-
-
 def heads_table(cells: dict, fusions: list[str], shots: list[int]) -> str:
     lines = ["| head | N | best dev F1: mean ± 95% CI (seeds) | test F1 at best | best epoch: median (range) "
              "| s/run |", "|---|---:|---:|---:|---:|---:|"]
     for fusion in fusions:
         for n in shots:
-            runs = list(cells.get((fusion, n), {}).values())
-            if not runs:
-                continue
-            epochs = [r["best_epoch"] for r in runs]
-            test = [100 * r["test_f1_at_best"] for r in runs if r.get("test_f1_at_best") is not None]
-            lines.append(f"| {fusion} | {n} | {ci_cell([100 * r['best_dev_f1'] for r in runs])} | {ci_cell(test)} "
-                         f"| {statistics.median(epochs):g} ({min(epochs)}-{max(epochs)}) "
-                         f"| {statistics.mean(r['seconds']['total'] for r in runs):.0f} |")
+            if runs := list(cells.get((fusion, n), {}).values()):
+                epochs = [r["best_epoch"] for r in runs]
+                lines.append(f"| {fusion} | {n} | {head_cells(runs)} "
+                             f"| {statistics.median(epochs):g} ({min(epochs)}-{max(epochs)}) "
+                             f"| {statistics.mean(r['seconds']['total'] for r in runs):.0f} |")
     return "\n".join(lines)
 
 
 def paired_table(cells: dict, shots: list[int]) -> str:
-    lines = ["| N | difference | dev F1, paired: mean ± 95% CI (seeds) | 95% CI against 0 | per seed (dev) "
-             "| seeds above 0 | test F1 at best, paired | test: 95% CI against 0 |",
-             "|---:|---|---:|---|---|---:|---:|---|"]
-    for n in shots:
-        for a, b in PAIRS:
-            if (a, n) not in cells or (b, n) not in cells:
-                continue
-            dev, _ = paired_diffs(cells[a, n], cells[b, n], key="best_dev_f1")
-            if not dev:
-                continue
-            test, _ = paired_diffs(cells[a, n], cells[b, n], key="test_f1_at_best")
-            lines.append(f"| {n} | {a} − {b} | {ci_cell(dev, signed=True)} | {against_zero(dev)} "
-                         f"| {', '.join(f'{d:+.1f}' for d in dev)} | {sum(d > 0 for d in dev)} of {len(dev)} "
-                         f"| {ci_cell(test, signed=True)} | {against_zero(test) if test else '-'} |")
-    return "\n".join(lines)
-
-
-def dev_at(record: dict, epoch: int) -> float | None:
-    """Dev F1 x100 of the evaluation after ``epoch`` (None when the run has none there)."""
-    return next((100 * e["dev_f1"] for e in record["evals"] if e.get("epoch") == epoch), None)
+    rows = ((n, a, b, paired_cells(cells.get((a, n), {}), cells.get((b, n), {}))) for n in shots for a, b in PAIRS)
+    return "\n".join(["| N | difference | dev F1, paired: mean ± 95% CI (seeds) | 95% CI against 0 | per seed (dev) "
+                      "| seeds above 0 | test F1 at best, paired | test: 95% CI against 0 |",
+                      "|---:|---|---:|---|---|---:|---:|---|"]
+                     + [f"| {n} | {a} − {b} | {row} |" for n, a, b, row in rows if row])
 
 
 def curve_table(cells: dict, fusions: list[str], shots: list[int], epochs: int) -> str:
     shown = [e for e in EPOCHS_SHOWN if e <= epochs]
-    lines = ["| head | N | " + " | ".join(f"epoch {e}" for e in shown) + " |", "|---|---:|" + "---:|" * len(shown)]
-    for fusion in fusions:
-        for n in shots:
-            runs = list(cells.get((fusion, n), {}).values())
-            if not runs:
-                continue
-            row = []
-            for e in shown:
-                values = [v for v in (dev_at(r, e) for r in runs) if v is not None]
-                row.append(ci_cell(values))
-            lines.append(f"| {fusion} | {n} | " + " | ".join(row) + " |")
-    return "\n".join(lines)
+    return "\n".join(["| head | N | " + " | ".join(f"epoch {e}" for e in shown) + " |",
+                      "|---|---:|" + "---:|" * len(shown)]
+                     + [f"| {f} | {n} | {epoch_cells(cells[f, n].values(), shown)} |"
+                        for f in fusions for n in shots if cells.get((f, n))])
 
 
 def configs(args) -> list:
@@ -132,7 +93,7 @@ def already_run(configs: list, results: str) -> list[dict]:
     """The records of ``configs`` already in ``results`` (--no-run)."""
     from layerfuse.experiments import read_results, run_id
 
-    done = read_results(results) if os.path.exists(results) else {}
+    done = read_results(results)
     return [done[run_id(c)] for c in configs if run_id(c) in done]
 
 
@@ -143,22 +104,22 @@ def main(argv: list[str] | None = None) -> str:
         records = already_run(planned, args.out) if args.no_run else run_conll_grid(args, entry, planned)
     if args.records:
         copy_records(records, args.records, head=lambda r: r["config"]["fusion"])
-    text = report(args, entry, records, len(planned))
-    return STUDY.publish(args, argv, text, records=records, entry=entry, title="Figures 2-4 paired by seed: DWAtt, "
-                         f"Concat and the extra layers on CoNLL-2003 ({entry.meta.get('model')})")
+    return STUDY.publish(args, argv, report(args, entry, records, len(planned)), records=records, entry=entry,
+                         title="Figures 2-4 paired by seed: DWAtt, Concat and the extra layers on CoNLL-2003 "
+                               f"({entry.meta.get('model')})")
 
 
 def report(args, entry, records: list[dict], planned: int) -> str:
     fusions, shots = split_list(args.fusions), sorted(split_list(args.shots, int))
     cells = by_cell(records)
-    if any(head == PAPER for head, _ in cells):
-        fusions = [*fusions, PAPER]
-    lrs = sorted({f"{head_of(r['config'])} {r['config']['lr']:g}" for r in records})
+    if any(head == PAPER_SCORE for head, _ in cells):
+        fusions = [*fusions, PAPER_SCORE]
+    lrs = sorted({f"{paper_head(r)} {r['config']['lr']:g}" for r in records})
     scores = sorted({r["config"]["layer_score"] for r in records if r["config"]["fusion"] == "dwatt"})
     precisions = sorted({r["config"]["precision"] for r in records})
     seeds = sorted({r["config"]["seed"] for r in records})
     done = "" if len(records) == planned else f" **{len(records)} of the {planned} planned runs finished.**"
-    text = (f"CoNLL-2003, {entry.meta.get('model')} FE from the cache, {args.epochs} epochs, dev F1 after every "
+    return (f"CoNLL-2003, {entry.meta.get('model')} FE from the cache, {args.epochs} epochs, dev F1 after every "
             f"epoch on the whole dev split, the test F1 of each run's head at its best dev point (whole test "
             f"split); batch {args.batch_size}; learning rates {', '.join(lrs)} (layerfuse's defaults unless "
             f"the command sets --lr); DWAtt's layer score {', '.join(scores) or '-'}; precision "
@@ -171,7 +132,6 @@ def report(args, entry, records: list[dict], planned: int) -> str:
             + "\n\nEach head (unpaired):\n\n" + heads_table(cells, fusions, shots)
             + "\n\nMean dev F1 after selected epochs (Figure 4's curve), mean ± 95% CI (seeds):\n\n"
             + curve_table(cells, fusions, shots, args.epochs))
-    return text
 
 
 if __name__ == "__main__":

@@ -23,12 +23,13 @@ Writes ``--report`` (docs/results/profile_pack_step_gpu.md on CUDA).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import statistics
 import time
 from types import SimpleNamespace
 from unittest.mock import patch
 
-from _common import LENGTHS, results_path, write_results
+from _common import LENGTHS, call_seconds, results_path, write_results
 
 SHAPES = {"roberta-large": dict(n_layers=24, dim=1024, num_heads=16, ffn_dim=4096),
           "minilm": dict(n_layers=6, dim=384, num_heads=12, ffn_dim=1536)}
@@ -93,19 +94,16 @@ def median_ms(step, device, *, steps: int, warmup: int = 3) -> float:
 
     for _ in range(warmup):
         step()
+    if device.type != "cuda":
+        return statistics.median([1e3 * s for s in call_seconds(step, steps)])
     times = []
     for _ in range(steps):
-        if device.type == "cuda":
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            step()
-            end.record()
-            end.synchronize()
-            times.append(start.elapsed_time(end))
-        else:
-            t0 = time.perf_counter()
-            step()
-            times.append(1e3 * (time.perf_counter() - t0))
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        step()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end))
     return statistics.median(times)
 
 
@@ -178,29 +176,17 @@ def main(argv: list[str] | None = None) -> str:
     p.add_argument("--device", default=None)
     p.add_argument("--data", default=None, help="a CoNLL-2003 folder: batches of its train sentences' lengths")
     p.add_argument("--report", default=None, help="markdown file written ('' for none)")
-    p.add_argument("--attention", default=None, choices=["padded", "groups"],
-                   help="how the extra layers' attention finds the sentences on this device (default: the library's)")
     args = p.parse_args(argv)
-
-    from layerfuse.fusions import extra
-    from layerfuse.training.runtime import pick_device
-
-    device = pick_device(args.device)
-    attention = args.attention or extra.ATTENTION.get(device.type, "groups")
-    with patch.dict(extra.ATTENTION, {device.type: attention}):  # the library's tables as they were after
-        return _profiled(args, argv, device, attention=attention)
-
-
-def _profiled(args, argv, device, *, attention: str) -> str:
-    """`main`'s work with the extra layers' attention set to ``attention`` on this device."""
-    import contextlib
 
     import torch
 
+    from layerfuse.fusions import extra
     from layerfuse.training import packed
+    from layerfuse.training.runtime import pick_device
 
+    device = pick_device(args.device)
+    attention = extra.ATTENTION.get(device.type, "groups")  # the library's way on this device
     default_narrow = packed.NARROW_GRADS.get(device.type, False)
-
     dtype = torch.bfloat16
     autocast = lambda: torch.autocast(device.type, dtype=dtype)  # noqa: E731
     shape = SHAPES[args.shape]

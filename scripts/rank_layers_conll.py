@@ -52,11 +52,10 @@ def main(argv=None) -> str:
     timings = [f"full train: {time.perf_counter() - t0:.2f} s"]
     for shots in SHOTS:
         key = f"N={shots}"
-        runs[key] = []
         for seed in SEEDS:
             t0 = time.perf_counter()
             sample = few_shot_sample(train.n_sentences, shots=shots, n_types=n_types, seed=seed)
-            runs[key].append(score_layers(train, sentences=sample, seed=seed))
+            runs.setdefault(key, []).append(score_layers(train, sentences=sample, seed=seed))
             seconds = time.perf_counter() - t0
             timings.append(f"{key} seed {seed}: {len(train.rows_of(sample)):,} tokens, {seconds:.2f} s")
 

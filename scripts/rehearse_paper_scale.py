@@ -20,13 +20,13 @@ import shlex
 import shutil
 import statistics
 import sys
-import time
 from pathlib import Path
 
 from _common import (
     CONLL,
     REPO,
     build_encoder,
+    call_seconds,
     conll_data,
     cpu_line,
     results_path,
@@ -62,7 +62,7 @@ def extract_figures(name: str, data: Path, model: Path, env: dict) -> dict:
             "extract_report": done["stdout"]}
 
 
-def speed_figures(model: Path, data: Path, root: Path, env: dict, *, repeats: int) -> dict:
+def speed_figures(model: Path, data: Path, root: Path, env: dict, *, repeats: int = 3) -> dict:
     """Words/s of `extract` (fp32, bf16) against the forward pass alone on the same batches."""
     from layerfuse.extract.datasets import load_dataset
     from layerfuse.extract.run import ExtractConfig, extract
@@ -74,10 +74,8 @@ def speed_figures(model: Path, data: Path, root: Path, env: dict, *, repeats: in
         ext, floor = [], []
         for _ in range(repeats):
             shutil.rmtree(root, ignore_errors=True)  # every repeat extracts from scratch
-            t0 = time.perf_counter()
-            extract(ExtractConfig(model=str(model), dataset=str(data), precision=precision, cache_dir=str(root)),
-                    progress=False, log=lambda m: None)
-            ext.append(time.perf_counter() - t0)
+            config = ExtractConfig(model=str(model), dataset=str(data), precision=precision, cache_dir=str(root))
+            ext += call_seconds(lambda c=config: extract(c, progress=False, log=lambda m: None), 1)
             floor.append(run_floor(words, str(model), precision=precision))
         e, f = n / statistics.median(ext), n / statistics.median(floor)
         out[precision] = {"words": n, "extract_wps": e, "floor_wps": f, "ratio": e / f, "extract_s": ext,
@@ -118,27 +116,23 @@ def tables(fig: dict) -> str:
              "forward bf16 unless said.", ""]
     lines += ["| dataset | words | `--dry-run` estimate | written | ratio | extract peak RSS | extract time |",
               "|---|---:|---:|---:|---:|---:|---:|"]
-    for e in fig["extract"]:
-        lines.append(f"| {e['dataset']} | {e['words']:,} | {gb(e['estimate_bytes'])} | {gb(e['written_bytes'])} | "
-                     f"{e['estimate_ratio']:.3f} | {e['extract_peak_mb']:,.0f} MB | {e['extract_seconds']:.0f} s |")
+    lines += [f"| {e['dataset']} | {e['words']:,} | {gb(e['estimate_bytes'])} | {gb(e['written_bytes'])} | "
+              f"{e['estimate_ratio']:.3f} | {e['extract_peak_mb']:,.0f} MB | {e['extract_seconds']:.0f} s |"
+              for e in fig["extract"]]
     lines += ["", "| forward precision | extract words/s | forward alone words/s | ratio |", "|---|---:|---:|---:|"]
-    for p, s in fig["speed"].items():
-        lines.append(f"| {p} | {s['extract_wps']:,.0f} | {s['floor_wps']:,.0f} | {s['ratio']:.2f} |")
+    lines += [f"| {p} | {s['extract_wps']:,.0f} | {s['floor_wps']:,.0f} | {s['ratio']:.2f} |"
+              for p, s in fig["speed"].items()]
     lines += ["", "| dataset | head | N | train sentences | params | ms/step | eval s (dev + test) | peak RSS |",
               "|---|---|---|---:|---:|---:|---:|---:|"]
-    for name, rows in fig["train"].items():
-        for r in rows:
-            lines.append(f"| {name} | {r['fusion']} | {r['shots']} | {r['train_sentences']:,} "
-                         f"| {r['params'] / 1e6:.1f}M | "
-                         f"{r['ms_per_step']:.0f} | {r['eval_s']:.1f} | {r['peak_mb']:,.0f} MB |")
+    lines += [f"| {name} | {r['fusion']} | {r['shots']} | {r['train_sentences']:,} | {r['params'] / 1e6:.1f}M | "
+              f"{r['ms_per_step']:.0f} | {r['eval_s']:.1f} | {r['peak_mb']:,.0f} MB |"
+              for name, rows in fig["train"].items() for r in rows]
     lines += ["", "| dataset | 2-worker sweep (concat, dwatt, N = 8) | largest worker peak RSS | parent peak RSS |",
               "|---|---:|---:|---:|"]
-    for name, s in fig["sweep"].items():
-        lines.append(f"| {name} | {s['wall_s']:.0f} s | {s['worker_peak_mb']:,.0f} MB "
-                     f"| {s['parent_peak_mb']:,.0f} MB |")
+    lines += [f"| {name} | {s['wall_s']:.0f} s | {s['worker_peak_mb']:,.0f} MB | {s['parent_peak_mb']:,.0f} MB |"
+              for name, s in fig["sweep"].items()]
     lines += ["", "`train-head --model ... --dataset ... --dry-run` (extract's default options ask for an fp32 "
-              "forward): "
-              f"{' '.join(fig['reuse_log'])}"]
+              f"forward): {' '.join(fig['reuse_log'])}"]
     lines += ["", "Parameter budgets (`train-head --dry-run`, paper Table 2):", "", "```", fig["budget"].strip(), "```"]
     return "\n".join(lines) + "\n"
 
@@ -150,26 +144,21 @@ def main(argv=None) -> dict:
     p.add_argument("--report", default=results_path("rehearse_paper_scale"),
                    help="markdown file written; the figures go beside it as .json")
     p.add_argument("--train-sentences", type=int, default=4000, help="train subset of the large dataset")
-    p.add_argument("--eval-sentences", type=int, default=None,
-                   help="dev and test sentences of the large dataset (default: all; fewer only to try the script)")
     p.add_argument("--small-sentences", type=int, default=1000, help="sentences per split of the small dataset")
-    p.add_argument("--speed-sentences", type=int, default=500, help="train sentences timed for words/s")
-    p.add_argument("--repeats", type=int, default=3)
     args = p.parse_args(argv)
     out, report = Path(args.out), Path(args.report)
     env = dict(os.environ, LAYERFUSE_HOME=str(out / "cache"), PYTHONPATH=str(REPO))
     os.environ["LAYERFUSE_HOME"] = env["LAYERFUSE_HOME"]
     model = build_encoder(out / "roberta-large-shape")
     data = Path(conll_data(args.data))
-    sets = {"large": write_dataset(out / "data-large", data, {"train": args.train_sentences, "dev": args.eval_sentences,
-                                                                  "test": args.eval_sentences}),
-            "small": write_dataset(out / "data-small", data,
-                                   {s: args.small_sentences for s in ("train", "dev", "test")})}
-    speed_data = write_dataset(out / "data-speed", data, {"train": args.speed_sentences})
+    sizes = {"large": {"train": args.train_sentences, "dev": None, "test": None},
+             "small": dict.fromkeys(("train", "dev", "test"), args.small_sentences)}
+    sets = {name: write_dataset(out / f"data-{name}", data, limits) for name, limits in sizes.items()}
+    speed_data = write_dataset(out / "data-speed", data, {"train": 500})  # train sentences timed for words/s
     command = ["python", "scripts/rehearse_paper_scale.py", *(sys.argv[1:] if argv is None else argv)]
     fig = {"cpu": cpu_line(), "cores": os.cpu_count(), "command": shlex.join(command)}
     fig["extract"] = [extract_figures(name, d, model, env) for name, d in sets.items()]
-    fig["speed"] = speed_figures(model, speed_data, out / "speed-cache", env, repeats=args.repeats)
+    fig["speed"] = speed_figures(model, speed_data, out / "speed-cache", env)
     entries = {e["dataset"]: e["entry"] for e in fig["extract"]}
     # The design card's way in: --model/--dataset with extract's default options finds the bf16 entry.
     before = len(list_entries(env["LAYERFUSE_HOME"], sizes=False))
@@ -178,23 +167,16 @@ def main(argv=None) -> dict:
     if len(list_entries(env["LAYERFUSE_HOME"], sizes=False)) != before:
         raise SystemExit("rehearsal: train --model/--dataset wrote a second entry")
     fig["train"] = {"large": train_figures(entries["large"], env, out / "runs-large",
-                                           fusions=("concat", "dwatt", "extra"),
-                                           shots=("8", "128", "all")),
+                                           fusions=("concat", "dwatt", "extra"), shots=("8", "128", "all")),
                     "small": train_figures(entries["small"], env, out / "runs-small", fusions=("concat",),
                                            shots=("8", "all"))}
     fig["sweep"] = {name: sweep_figures(e, env, out / f"sweep-{name}") for name, e in entries.items()}
-    report.parent.mkdir(parents=True, exist_ok=True)
+    write_results(report, tables(fig), title="A paper-scale rehearsal (roberta-large shape)",
+                  script="rehearse_paper_scale", argv=shlex.split(fig["command"])[2:],
+                  machine=f"{fig['cpu']}; {fig['cores']} cores")  # its folder made
     report.with_suffix(".json").write_text(json.dumps(fig, indent=2))
-    write_report(fig, report)
     print(tables(fig))
     return fig
-
-
-def write_report(fig: dict, path: Path) -> None:
-    """The tables of ``fig`` (the figures of one rehearsal, as in its JSON) under the command and machine."""
-    write_results(path, tables(fig), title="A paper-scale rehearsal (roberta-large shape)",
-                  script="rehearse_paper_scale", argv=shlex.split(fig["command"])[2:],
-                  machine=f"{fig['cpu']}; {fig['cores']} cores")
 
 
 if __name__ == "__main__":

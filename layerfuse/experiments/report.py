@@ -13,6 +13,7 @@ import math
 import os
 import re
 from collections import defaultdict
+from dataclasses import fields
 from typing import NamedTuple
 
 import numpy as np
@@ -20,6 +21,7 @@ from matplotlib.ticker import FuncFormatter
 
 from ..fusions.config import FusionConfig
 from ..tasks import task_of
+from ..training.config import TrainConfig
 from .plots import BAND_ALPHA, BAND_LABEL, head_style, legend_handles, plt  # Agg backend, set once there
 
 
@@ -63,11 +65,26 @@ def ci95(values) -> tuple[float, float]:
     return float(x.mean()), float(t.ppf(0.975, len(x) - 1) * x.std(ddof=1) / math.sqrt(len(x)))
 
 
-def label(config: dict) -> str:
+# A cell's own coordinates, the rate the report picks per cell, where a run ran, and what `label` names
+# anyway: any other setting of the runs' configs that differs among the records of one report (two sweeps
+# into one --out, say, with other --layers) names their rows apart, so that no row averages two experiments.
+NOT_APART = {"fusion", "shots", "epochs", "seed", "lr", "device", "options", "query_layer"}
+RUN_DEFAULTS = {f.name: f.default for f in fields(TrainConfig)}  # what a record without a setting ran
+NONE_SHOWN = {"layers": "all", "dev_sentences": "all"}  # how a row shows a setting left at None
+
+
+def settings_apart(records) -> list[str]:
+    """The run settings (`TrainConfig` fields outside `NOT_APART`) that take more than one value among
+    ``records``."""
+    return [name for name, default in RUN_DEFAULTS.items()
+            if name not in NOT_APART and len({repr(r["config"].get(name, default)) for r in records}) > 1]
+
+
+def label(config: dict, apart: list[str] = ()) -> str:
     """A row's name: the fusion, and what sets it apart from the same fusion's other runs: each of its
     own settings (`Fusion.options`) away from its default (a record written before a setting existed
-    ran `Option.before`), and ``z_L top`` for a head that read the backbone's top layer as its z_L
-    (`--query-layer top`)."""
+    ran `Option.before`), ``z_L top`` for a head that read the backbone's top layer as its z_L
+    (`--query-layer top`), and its value of each setting in ``apart`` (`settings_apart`)."""
     from ..fusions.registry import FUSIONS
 
     fusion, parts = config["fusion"], []
@@ -78,6 +95,10 @@ def label(config: dict) -> str:
     query = config.get("query_layer", FusionConfig.query_layer)
     if query != FusionConfig.query_layer and fusion in FUSIONS and FUSIONS[fusion].reads_query_layer:
         parts.append(f"z_L {query}")
+    for name in apart:
+        value = config.get(name, RUN_DEFAULTS[name])
+        shown = NONE_SHOWN.get(name, "default") if value is None else value
+        parts.append(f"{name.replace('_', ' ')} {shown}")
     return f"{fusion} ({', '.join(parts)})" if parts else fusion
 
 
@@ -86,11 +107,14 @@ def lr_of(record: dict) -> float:
 
 
 def by_cell(records) -> dict[tuple, list[dict]]:
-    """All records grouped by (label, shots, epochs)."""
+    """All records grouped by (label, shots, epochs); runs that differ in another setting
+    (`settings_apart`) are other rows."""
+    records = list(records)
+    apart = settings_apart(records)
     out = defaultdict(list)
     for r in records:
         c = r["config"]
-        out[(label(c), c["shots"], c["epochs"])].append(r)
+        out[(label(c, apart), c["shots"], c["epochs"])].append(r)
     return dict(out)
 
 
@@ -288,12 +312,19 @@ def attention_table(records) -> str | None:
 
 
 def usage_by_label(records) -> dict[str, tuple[list[int], np.ndarray]]:
-    """Mean layer share per row label (over every run at its cell's chosen lr that reports one)."""
+    """Mean share of each layer per row label (over every run at its cell's chosen lr that reports
+    one), by layer: runs that fused other layers (`--layers auto:K` picks per run) count 0 for a layer
+    they did not fuse."""
     out = defaultdict(list)
     for (name, _, _), runs in cells(records).items():
-        out[name] += [r["layer_usage"] for r in runs if r.get("layer_usage")]
-    return {name: (usages[0]["layers"], np.mean([u["share"] for u in usages], axis=0))
-            for name, usages in sorted(out.items()) if usages}
+        out[name] += [dict(zip(r["layer_usage"]["layers"], r["layer_usage"]["share"]))
+                      for r in runs if r.get("layer_usage")]
+    means = {}
+    for name, shares in sorted(out.items()):
+        if shares:
+            layers = sorted({layer for share in shares for layer in share})
+            means[name] = (layers, np.array([np.mean([share.get(x, 0.0) for share in shares]) for x in layers]))
+    return means
 
 
 def plot_layers_used(records, path: str, *, nu: list | None = None, title: str = "") -> str | None:

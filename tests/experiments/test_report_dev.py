@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from layerfuse.experiments.report import dev_note, render
 
 
@@ -33,3 +35,34 @@ def test_runs_that_read_the_top_layer_as_z_l_get_their_own_rows():
     assert label({"fusion": "dwatt", "layer_score": "paper", "query_layer": "top"}) == "dwatt (paper, z_L top)"
     assert label({"fusion": "base", "query_layer": "top"}) == "base (z_L top)"
     assert label({"fusion": "concat", "query_layer": "top"}) == "concat"  # no z_L: the same head either way
+
+
+def test_runs_of_other_settings_in_one_results_file_are_other_rows(tmp_path):
+    """Two sweeps into one --out (other --layers, other --dev-sentences): `sweep --report` renders
+    them as rows of their own, never one row averaging both; one sweep's rows keep the fusion's name."""
+    from layerfuse.experiments.report import table
+
+    def run(seed, layers, dev_sentences, f1):
+        record = _record("concat", seed, dev_sentences)
+        record["config"]["layers"] = layers
+        record["best_dev_f1"] = f1
+        return record
+
+    alone = table([run(s, None, None, 0.5) for s in range(2)])
+    assert "| concat | 8 | 5 |" in alone
+    both = table([run(s, None, None, 0.5) for s in range(2)] + [run(s, "auto:3", 500, 0.7) for s in range(2)])
+    assert "| concat (dev sentences all, layers all) | 8 | 5 | 0.001 | 50.0 ± 0.0 (2) |" in both
+    assert "| concat (dev sentences 500, layers auto:3) | 8 | 5 | 0.001 | 70.0 ± 0.0 (2) |" in both
+
+
+def test_layer_shares_are_averaged_by_layer_when_runs_fused_other_layers():
+    """`--layers auto:2` picks per run: one run fused layers 1 and 3, the other 2 and 3; the heat map's
+    shares are per layer (0 where a run did not fuse it), not by position in each run's list."""
+    from layerfuse.experiments.report import usage_by_label
+
+    runs = [_record("concat", 0, None), _record("concat", 1, None)]
+    runs[0]["layer_usage"] = {"layers": [1, 3], "share": [0.2, 0.8]}
+    runs[1]["layer_usage"] = {"layers": [2, 3], "share": [0.6, 0.4]}
+    layers, share = usage_by_label(runs)["concat"]
+    assert layers == [1, 2, 3]
+    assert share.tolist() == pytest.approx([0.1, 0.3, 0.6])

@@ -18,7 +18,7 @@ def test_compare_xie(tiny_cache, tmp_path, load_script):
     common = ["--cache", tiny_cache, "--shots", "2", "--seeds", "2", "--epochs", "2", "--workers", "0"]
     grid = tmp_path / "grid.jsonl"
     grid_script.main([*common, "--precision", "fp32", "--out", str(tmp_path / "grid_runs.jsonl"), "--table", "",
-                      "--records", str(grid)])
+                      "--records", str(grid), "--paper-score-lr", "3e-3"])
     out, records = tmp_path / "runs.jsonl", tmp_path / "records.jsonl"
     text = script.main([*common, "--out", str(out), "--table", str(tmp_path / "table.md"), "--grid", str(grid),
                         "--records", str(records)])
@@ -39,6 +39,10 @@ def test_compare_xie(tiny_cache, tmp_path, load_script):
     by = {(r["config"]["fusion"], r["config"]["layers"], r["config"]["seed"]): 100 * r["best_dev_f1"] for r in runs}
     per_seed = [f"{by['base', 'xie', s] - by['base', None, s]:+.1f}" for s in (0, 1)]
     assert paired["base (xie) − base"][4] == ", ".join(per_seed)
+    # the grid's DWAtt is its scaled-score head; its paper-score head (run beside it) is not read as DWAtt
+    dwatt = {r["config"]["seed"]: 100 * r["best_dev_f1"] for r in map(json.loads, grid.read_text().splitlines())
+             if r["config"]["fusion"] == "dwatt" and r["config"]["layer_score"] == "scaled"}
+    assert paired["dwatt − base (xie)"][4] == ", ".join(f"{dwatt[s] - by['base', 'xie', s]:+.1f}" for s in (0, 1))
     picks = next(line for line in text.splitlines() if line.startswith("| 2 |") and "of 2 |" in line)
     assert [int(c) for c in picks.strip("|").split("|")[1:3]] == [
         next(r["layers"][0] for r in runs if r["config"]["seed"] == s and r["config"]["layers"] == "xie")
