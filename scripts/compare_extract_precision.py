@@ -62,6 +62,8 @@ def main(argv: list[str] | None = None) -> str:
     args = STUDY.parse(__doc__, argv)
     if args.cache:
         raise SystemExit("compare_extract_precision: --cache names one entry; this script extracts one per precision")
+    if len(split_list(args.shots)) != 1:  # the table has no N column: several would be pooled into one row
+        raise SystemExit(f"compare_extract_precision: --shots takes one N, got {args.shots}")
     with torch_threads(args.threads):
         entries = {precision: extracted(args, precision) for precision in PRECISIONS}
         by_precision = run_variants(args, entries, conll_grid(args), lambda p: os.path.join(args.out, f"{p}.jsonl"))
