@@ -6,10 +6,10 @@ look old. An entry a reader has open (it holds the entry's shared lock, `usage.h
 ago it last read), one being written, and partial entries are never removed, even if the root then
 stays over the size: the first two are skipped and reported through ``on_skip``.
 
-Garbage goes first, whatever the size (`leftovers`): what a removal killed half-way left (a folder
-renamed by `manage.remove`, or an entry's folder without its ``zarr.json`` that no extract is
-writing). Entries whose metadata cannot be read (`damaged`) cannot be used, and go before any
-readable entry once the root is over its size.
+Garbage goes first, whatever the size (`leftovers`): what a removal or an extract killed half-way
+left (a folder renamed by `manage.remove`, or an entry's folder without its ``zarr.json``, its lock
+beside it, that no extract is writing). Entries whose metadata cannot be read (`damaged`) cannot be
+used, and go before any readable entry once the root is over its size.
 """
 
 from __future__ import annotations
@@ -88,18 +88,23 @@ def leftovers(root: str, *, dry_run: bool = False) -> list[tuple[str, int]]:
     found = []
     for name in sorted(os.listdir(root)):
         path = os.path.join(root, name)
-        if not os.path.isdir(path):
+        if os.path.islink(path) or not os.path.isdir(path):  # a link is the user's: neither it nor its target is ours
             continue
         renamed = name.startswith(".") and REMOVING in name
-        orphan = (_ENTRY_NAME.match(name) and not os.path.exists(os.path.join(path, "zarr.json"))
-                  and not being_written(path))
+        # an extract takes the entry's lock, a file beside it, before it makes the folder: without that
+        # lock a folder of an entry's name was not made here, and is not ours to remove
+        orphan = (_ENTRY_NAME.match(name) and os.path.exists(path + ".lock")
+                  and not os.path.exists(os.path.join(path, "zarr.json")) and not being_written(path))
         if renamed or orphan:
-            found.append((path, bytes_on_disk(path)))
+            size = bytes_on_disk(path)
             if not dry_run:
                 shutil.rmtree(path, ignore_errors=True)
+                if os.path.exists(path):  # not removed (permissions): not reported as removed
+                    continue
                 for sidecar in (".lock", ".read"):
                     if os.path.exists(path + sidecar) and not renamed:
                         os.remove(path + sidecar)
+            found.append((path, size))
     return found
 
 

@@ -12,7 +12,7 @@ import click
 
 from ..cache import label_sets
 from ..cache.gc import collect, last_used, leftovers, parse_size
-from ..cache.layout import cache_root, is_remote
+from ..cache.layout import is_remote
 from ..cache.manage import (
     bytes_on_disk,
     differences,
@@ -176,8 +176,11 @@ def verify_cmd(path, quiet):
 def gc_cmd(max_size, dry_run, cache_dir):
     """Remove the least recently read complete entries until the cache root fits in --max-size;
     never a partial entry, nor one being written or open in a reader (each such is named, with why)."""
-    root = cache_root(cache_dir)
     limit = parse_size(max_size)
+    root = checked_root(cache_dir, write=not dry_run)  # a file, or read-only: one line, as for every command
+    if not is_remote(root) and not os.path.isdir(root):  # a mistyped root would read as an empty one
+        raise LayerfuseError(f"{'--cache-dir ' + cache_dir if cache_dir else 'the cache root ' + root} does not "
+                             "exist: there is nothing to collect")
     verb = "would remove" if dry_run else "removed"
     garbage = leftovers(root, dry_run=dry_run)
     for path, size in garbage:

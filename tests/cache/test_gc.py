@@ -163,6 +163,7 @@ def test_gc_reclaims_what_killed_removals_left_and_unreadable_entries(make_entry
     # a removal killed half-way through deleting the folder in place (as it did before the rename)
     orphan = make_entry(f"m__d__{'3' * 16}")
     os.remove(os.path.join(orphan, "zarr.json"))
+    open(orphan + ".lock", "w").close()  # the lock its extract took beside it
     # an entry whose metadata no longer parses
     broken = make_entry(f"m__d__{KEY}")
     with open(os.path.join(broken, "zarr.json"), "w") as f:
@@ -183,6 +184,24 @@ def test_gc_reclaims_what_killed_removals_left_and_unreadable_entries(make_entry
     assert bytes_on_disk(str(root)) <= limit
 
 
+def test_gc_leaves_folders_it_did_not_make_and_links_alone(root, tmp_path):
+    """A folder of an entry's name but without an extract's lock beside it is the user's, and so is a
+    link (and what it points to): gc neither removes nor reports them."""
+    mine = root / f"a__b__{KEY}"
+    mine.mkdir(parents=True)
+    (mine / "notes.txt").write_text("precious")
+    target = tmp_path / "elsewhere"
+    target.mkdir()
+    (target / "f.txt").write_text("p")
+    link = root / f"m__d__{'e' * 16}"
+    link.symlink_to(target)
+
+    result = CliRunner().invoke(main, ["gc", "--max-size", "1G", "--cache-dir", str(root)])
+    assert result.exit_code == 0, result.output
+    assert "removed " + str(root) not in result.output and result.output.startswith("0 entries removed")
+    assert (mine / "notes.txt").read_text() == "precious" and link.is_symlink() and (target / "f.txt").exists()
+
+
 def test_rm_renames_the_entry_before_deleting_it(make_entry, root, monkeypatch):
     from layerfuse.cache import manage
 
@@ -192,3 +211,12 @@ def test_rm_renames_the_entry_before_deleting_it(make_entry, root, monkeypatch):
     monkeypatch.setattr(manage.shutil, "rmtree", lambda p, *a, **k: seen.append(p) or real_rmtree(p, *a, **k))
     manage.remove(path)
     assert seen == [manage.removal_folder(path)] and not os.path.exists(path)
+
+
+def test_gc_refuses_a_root_that_is_a_file_or_missing(tmp_path):
+    """A mistyped --cache-dir is one line and exit 1, never '0 entries removed' as if all were well."""
+    file = tmp_path / "a-file"
+    file.write_text("x")
+    for root, says in ((file, "is not a directory"), (tmp_path / "no-such-root", "does not exist")):
+        result = CliRunner().invoke(main, ["gc", "--max-size", "1G", "--cache-dir", str(root)])
+        assert result.exit_code == 1 and says in result.output and "removed" not in result.output, result.output
