@@ -17,3 +17,16 @@ def removed_names(module: str, replacements: dict[str, str]):
             raise ImportError(f"{module}.{name} is gone: use {replacements[name]}")
         raise AttributeError(f"module {module!r} has no attribute {name!r}")
     return __getattr__
+
+
+def not_utf8(path) -> LayerfuseError:
+    """The error for a file that does not decode as UTF-8, naming its first bad line and byte (a text
+    stream fails a whole read-ahead block at once, so the line it was on when it failed is not the one)."""
+    with open(path, "rb") as f:
+        for number, raw in enumerate(f, start=1):
+            try:
+                raw.decode("utf-8")
+            except UnicodeDecodeError as err:
+                return LayerfuseError(f"{path}:{number}: not UTF-8 text (byte 0x{raw[err.start]:02x} at column "
+                                      f"{err.start + 1})")
+    return LayerfuseError(f"{path}: not UTF-8 text")

@@ -34,7 +34,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from layerfuse.errors import LayerfuseError
+from layerfuse.errors import LayerfuseError, not_utf8
 
 LABEL_COLUMNS = ("upos", "xpos", "deprel")  # the label columns a UD sentence offers
 N_FIELDS = 10
@@ -138,8 +138,8 @@ def read_conllu(path: str | Path) -> list[UdSentence]:
                     _keep_comment(builder.sentence, line)
                 else:
                     builder.add(lineno, line)
-    except UnicodeDecodeError as err:
-        raise LayerfuseError(f"{path}:{lineno + 1}: not UTF-8 text ({err.reason})") from None
+    except UnicodeDecodeError:
+        raise not_utf8(path) from None
     except OSError as err:
         raise LayerfuseError(f"{path}: cannot read: {err.strerror or err}") from None
     finish()  # the last sentence of a file that does not end with a blank line

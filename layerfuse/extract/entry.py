@@ -260,3 +260,13 @@ def split_complete(path: str, split: str) -> bool:
 def split_finished(group, split: str) -> bool:
     """Whether split ``split`` of the opened entry ``group`` (None: no entry yet) is finished."""
     return group is not None and split in group and bool(group[split].attrs.get("complete"))
+
+
+def wanted_label_sets(config: ExtractConfig, dataset) -> list[str]:
+    """The non-primary label sets to store: ``config.labels`` (checked against the dataset), else all."""
+    if config.task_info.masks_inputs:
+        return []
+    names = dataset.label_set_names if config.labels is None else list(config.labels)
+    for name in names:
+        dataset.column(name)  # a one-line error naming the sets there are
+    return [name for name in names if name != dataset.primary]

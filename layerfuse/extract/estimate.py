@@ -27,7 +27,7 @@ from ..cache.store import exists, open_group
 from ..cache.writer import SplitPlan, _create_split, inner_chunk_rows, scale_chunk_rows
 from ..errors import LayerfuseError
 from ..tasks import DEFAULT_TASK
-from .entry import default_unit_rows, describe, lm_complete, load_data, special_counts
+from .entry import default_unit_rows, describe, lm_complete, load_data, special_counts, wanted_label_sets
 
 # What `SplitWriter.finish` adds to a split's zarr.json (run time, rate, counts, device, finish
 # time): about 200 bytes measured; a fixed allowance, since the values are not known before the run.
@@ -96,6 +96,7 @@ def estimate(config, *, rate: bool = True) -> Estimate:
     from .models import load_tokenizer, model_info
 
     dataset = load_data(config, splits=list(config.splits) if config.splits else None)
+    wanted_label_sets(config, dataset)  # a --labels the data lacks: the same one line as the real run
     info = model_info(config.model, trust_remote_code=config.trust_remote_code)
     tokenizer = load_tokenizer(info, trust_remote_code=config.trust_remote_code) if _needs_tokenizer(config) else None
     path, _, attrs = describe(config, dataset=dataset, info=info, tokenizer=tokenizer)

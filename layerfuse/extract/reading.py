@@ -61,10 +61,13 @@ def parse_columns(spec: str | dict[str, int]) -> dict[str, int]:
         found[name] = int(value)
     if "ner" not in found:
         raise LayerfuseError(f"--columns {text!r}: name the tag column, e.g. ner=3 (0 is the first column)")
-    word = found.pop("word", 0)
-    if word == found["ner"]:
-        raise LayerfuseError(f"--columns {text!r}: word and ner are the same column ({word})")
-    return {"word": word, "ner": found.pop("ner"), **found}
+    columns = {"word": found.pop("word", 0), "ner": found.pop("ner"), **found}
+    names = list(columns)
+    for i, name in enumerate(names):  # one column, one meaning: a second name would store one set under two
+        other = next((o for o in names[:i] if columns[o] == columns[name]), None)
+        if other is not None:
+            raise LayerfuseError(f"--columns {text!r}: {other} and {name} are the same column ({columns[name]})")
+    return columns
 
 
 def reject(read: Reading, spec: str, what: str, *, fields: bool = False, columns: bool = False) -> None:

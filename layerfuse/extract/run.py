@@ -25,7 +25,16 @@ from ..cache.store import exists, open_group
 from ..cache.writer import remove_partials, write_entry_arrays
 from ..errors import LayerfuseError, removed_names
 from .distributed import Ranks
-from .entry import ExtractConfig, describe, lm_complete, lm_finished, load_data, split_complete, split_finished
+from .entry import (
+    ExtractConfig,
+    describe,
+    lm_complete,
+    lm_finished,
+    load_data,
+    split_complete,
+    split_finished,
+    wanted_label_sets,
+)
 from .estimate import check_free_space
 from .job import Extraction, SplitJob, SplitSummary, summary_from_cache
 from .masking import IGNORE
@@ -71,7 +80,7 @@ def extract(config: ExtractConfig, *, progress: bool = True, log=print, on_unit=
     tokenizer = load_tokenizer(info, trust_remote_code=config.trust_remote_code) if mlm else None
     path, key, attrs = describe(config, dataset=dataset, info=info, tokenizer=tokenizer)
     result = ExtractResult(path=path, key=key)
-    wanted = _wanted_label_sets(config, dataset)
+    wanted = wanted_label_sets(config, dataset)
     cached = open_group(path, mode="r") if exists(path) else None  # what is there already, read once
     todo = [s for s in dataset.splits if not split_finished(cached, s)]
     result.splits += [summary_from_cache(path, s, reused=True, group=cached) for s in dataset.splits if s not in todo]
@@ -125,16 +134,6 @@ def _extract_splits(run: Extraction, splits: list[str]) -> list[SplitSummary]:
     return summaries
 
 
-def _wanted_label_sets(config: ExtractConfig, dataset) -> list[str]:
-    """The non-primary label sets to store: ``config.labels`` (checked against the dataset), else all."""
-    if config.task_info.masks_inputs:
-        return []
-    names = dataset.label_set_names if config.labels is None else list(config.labels)
-    for name in names:
-        dataset.column(name)  # a one-line error naming the sets there are
-    return [name for name in names if name != dataset.primary]
-
-
 def nothing_to_write(entry, config: ExtractConfig, dataset) -> bool:
     """Whether `extract` would write nothing into the opened ``entry`` (a `CacheEntry`): every split of
     ``dataset`` finished (an MLM entry's ``lm`` group too) and every wanted label set stored with this
@@ -144,7 +143,7 @@ def nothing_to_write(entry, config: ExtractConfig, dataset) -> bool:
     if config.task_info.masks_inputs and not lm_finished(entry.group):
         return False
     return all(label_sets.is_current(entry.stored_meta, name, fingerprints=dataset.label_fingerprints(name))
-               for name in _wanted_label_sets(config, dataset))
+               for name in wanted_label_sets(config, dataset))
 
 
 def write_label_sets(path: str, dataset, names: list[str], *, log=print) -> list[str]:

@@ -26,7 +26,7 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..errors import LayerfuseError
+from ..errors import LayerfuseError, not_utf8
 from ..hub import env_offline, hub_reachable
 
 SPLIT_ORDER = ("train", "dev", "test")
@@ -127,8 +127,8 @@ def _one_file(directory: Path, split: str, names: list[str]) -> Path | None:
 def _read_lines(path: Path) -> list[str]:
     try:
         text = path.read_text(encoding="utf-8-sig")
-    except UnicodeDecodeError as err:
-        raise LayerfuseError(f"{path}: not UTF-8 text ({err.reason})") from None
+    except UnicodeDecodeError:
+        raise not_utf8(path) from None
     except OSError as err:
         raise LayerfuseError(f"{path}: cannot read: {err.strerror or err}") from None
     if not text.strip():

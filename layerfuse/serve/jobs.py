@@ -20,7 +20,8 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from ..errors import LayerfuseError
-from ..extract.run import ExtractConfig, _wanted_label_sets, describe, load_data
+from ..extract.entry import wanted_label_sets
+from ..extract.run import ExtractConfig, describe, load_data
 from .admit import Refusal, admit, without_contents
 from .jobqueue import OPTIONS, JobQueue, config_of, one_line
 from .state import MAX_BODY_BYTES
@@ -133,7 +134,7 @@ def _entry(config: ExtractConfig) -> dict:
     label set the dataset lacks, is a 422 (naming no line of any file)."""
     try:
         dataset = load_data(config, splits=list(config.splits) if config.splits else None)
-        _wanted_label_sets(config, dataset)  # here, not once the job runs
+        wanted_label_sets(config, dataset)  # here, not once the job runs
         path, key, attrs = describe(config, dataset=dataset)
     except (LayerfuseError, OSError) as exc:
         raise RequestError(422, without_contents(one_line(exc))) from None

@@ -210,8 +210,22 @@ def test_bad_line_text_is_shortened(tmp_path):
 def test_not_utf8_empty_and_docstart_only(tmp_path):
     latin = tmp_path / "latin.txt"
     latin.write_bytes("a O\nM\u00fcnchen B-LOC\n".encode("latin-1"))
-    with pytest.raises(LayerfuseError, match=r"latin\.txt.*not UTF-8"):
+    with pytest.raises(LayerfuseError, match=r"latin\.txt:2: not UTF-8 text \(byte 0xfc at column 2\)"):
         load_dataset(str(latin))
+
+
+def test_a_bad_byte_far_into_a_file_is_named_at_its_own_line(tmp_path):
+    """Decoding fails a whole read-ahead block at once: the error still names the bad byte's line."""
+    from layerfuse.extract.conllu import read_conllu
+
+    big = tmp_path / "big.txt"
+    big.write_bytes(b"".join(b"w%d O\n\n" % i for i in range(2000)) + b"Par\xefs B-LOC\n")
+    with pytest.raises(LayerfuseError, match=r"big\.txt:4001: not UTF-8 text \(byte 0xef at column 4\)"):
+        load_dataset(str(big))
+    tree = tmp_path / "tree.conllu"
+    tree.write_bytes(b"# text = a\n" * 3000 + b"1\tPar\xefs\t_\tPROPN\t_\t_\t0\troot\t_\t_\n")
+    with pytest.raises(LayerfuseError, match=r"tree\.conllu:3001: not UTF-8"):
+        read_conllu(tree)
     with pytest.raises(LayerfuseError, match=r"empty\.txt: no sentences"):
         load_dataset(str(write(tmp_path / "empty.txt", "")))
     with pytest.raises(LayerfuseError, match=r"doc\.txt: no sentences"):
@@ -229,6 +243,19 @@ def test_directory_problems(tmp_path):
         load_dataset(str(tmp_path / "missing"))
     with pytest.raises(LayerfuseError, match="unknown tag scheme"):
         load_dataset(str(no_train), scheme="iob9")
+
+
+def test_a_missing_relative_path_is_said_missing_not_sent_to_the_hub(tmp_path, monkeypatch):
+    """``data/conll03`` (a typo of a folder here) or ``data/conll/train.txt`` is a path that is not
+    there, not a hub id; ``owner/name`` with no such folder here stays a hub id."""
+    from layerfuse.extract.formats.registry import looks_like_path
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "data").mkdir()
+    for spec in ("data/conll03", "a/b/train.txt"):
+        with pytest.raises(LayerfuseError, match=f"dataset path '{spec}' does not exist"):
+            load_dataset(spec)
+    assert not looks_like_path("eriktks/conll2003") and not looks_like_path("conll2003")
 
 
 def test_hf_save_to_disk_round_trip(tmp_path):

@@ -70,6 +70,8 @@ def test_a_load_reads_as_its_reading_says_and_nothing_else(tag_in_column_1):
     ("word0,ner=1", "'word0' is not NAME=COLUMN"),
     ("word=0,pos=1", "name the tag column, e.g. ner=3"),
     ("word=1,ner=1", "word and ner are the same column (1)"),
+    ("word=0,ner=3,pos=3", "ner and pos are the same column (3)"),  # else NER tags stored as 'pos'
+    ("word=0,ner=3,pos=0", "word and pos are the same column (0)"),
     ("ner=1,ner=2", "ner is given twice"),
 ])
 def test_a_bad_columns_value_is_named(text, message):
@@ -156,3 +158,15 @@ def test_reading_options_refuse_raw_text(tmp_path, tiny_bert_dir, tag_in_column_
     line = one_error_line(_extract(tmp_path, tiny_bert_dir, tag_in_column_1, "--columns", "word=0,ner=1",
                                    "--task", "mlm"))
     assert "--columns, --tokens-field and --tags-field name where the tags are: --task mlm has none" in line
+
+
+def test_a_bad_span_column_names_its_first_bad_line_as_columns_counts(tmp_path):
+    """The POS column read as chunk (a slip in --columns): every tag is malformed; the error names the
+    first line, the same on every run, and the column as --columns counts it (from 0)."""
+    data = tmp_path / "conll"
+    data.mkdir()
+    lines = ["Alice NNP B-NP B-PER", "met VBD B-VP O", "Bob NNP B-NP B-PER", "in IN B-PP O", "Paris NNP B-NP B-LOC"]
+    (data / "train.txt").write_text("\n".join(lines) + "\n\n")
+    with pytest.raises(LayerfuseError) as err:
+        load_dataset(str(data), read=Reading(columns="word=0,ner=3,chunk=1"))
+    assert "train.txt:1: chunk column (--columns chunk=1, counting from 0): malformed tag 'NNP'" in str(err.value)

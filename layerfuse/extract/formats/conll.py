@@ -19,7 +19,7 @@ import re
 from pathlib import Path
 
 from layerfuse.cache.label_sets import SPAN, TOKEN
-from layerfuse.errors import LayerfuseError
+from layerfuse.errors import LayerfuseError, not_utf8
 from layerfuse.extract.iob import split_tag
 from layerfuse.extract.tagged import SPLIT_ORDER, Extras, Sentence, TaggedDataset
 
@@ -103,8 +103,8 @@ def read_conll_columns(path: Path, columns: dict[str, int] | None = None,
                 middle.append(tuple(cols[1:-1]) if others is None else tuple(cols[c] for c in others))
                 if tag not in tag_first_line:
                     tag_first_line[tag] = lineno
-    except UnicodeDecodeError as err:
-        raise LayerfuseError(f"{path}:{lineno + 1}: not UTF-8 text ({err.reason})") from None
+    except UnicodeDecodeError:
+        raise not_utf8(path) from None
     except OSError as err:
         raise LayerfuseError(f"{path}: cannot read: {err.strerror or err}") from None
     if words:
@@ -192,13 +192,14 @@ def _named_columns(middles: dict[str, list[list[tuple[str, ...]]]], widths: dict
 def _check_span_column(path: Path, sentences: list[list[tuple[str, ...]]], *, column: int, at: int,
                        name: str) -> None:
     """Each distinct tag of label column ``column`` (field ``at`` of a line) parses as IOB; the first bad
-    one is an error at its first line (found by reading the file again: only on this failing path)."""
-    for tag in {token[column] for sentence in sentences for token in sentence}:
+    one in the file is an error at its first line (found by reading the file again: only on this failing
+    path). Tags are tried in the order they first appear, so the same file names the same line every time."""
+    for tag in dict.fromkeys(token[column] for sentence in sentences for token in sentence):
         try:
             split_tag(tag)
         except LayerfuseError as exc:
-            raise LayerfuseError(f"{path}:{_first_line_with(path, at, tag)}: {name} column (column "
-                                  f"{at + 1}): {exc}") from None
+            raise LayerfuseError(f"{path}:{_first_line_with(path, at, tag)}: {name} column (--columns "
+                                  f"{name}={at}, counting from 0): {exc}") from None
 
 
 def _first_line_with(path: Path, column: int, value: str) -> int | str:

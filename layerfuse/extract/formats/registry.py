@@ -7,6 +7,7 @@ file, any other name), so a format registered later still comes before the catch
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
@@ -90,8 +91,11 @@ def find_format(request: Request) -> DatasetFormat:
 
 
 def looks_like_path(spec: str) -> bool:
-    """A spec written as a path (never a hub name), even when nothing is there."""
-    return spec.startswith(("/", "./", "../", "~")) or spec in (".", "..")
+    """A spec written as a path (never a hub name), even when nothing is there: absolute, home- or
+    dot-relative, deeper than a hub id's ``owner/name``, or below a folder that is here."""
+    first, sep, _ = spec.partition("/")
+    return (spec.startswith(("/", "./", "../", "~")) or spec in (".", "..") or spec.count("/") > 1
+            or bool(sep and os.path.isdir(first)))
 
 
 def help_text() -> str:
