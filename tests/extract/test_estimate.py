@@ -137,7 +137,7 @@ def test_mlm_dry_run_matches_what_extract_writes(tiny_bert_dir, tmp_path):
 
 def test_a_dry_run_refuses_a_label_set_the_data_lacks_as_the_run_does(tiny_bert_dir, tiny_conll_dir, tmp_path):
     """`--dry-run --labels ner,foo` is the same one-line error the real run gives, not a plan."""
-    result = CliRunner().invoke(extract_cli, ["--model", str(tiny_bert_dir), "--dataset", str(tiny_conll_dir),
-                                              "--cache-dir", str(tmp_path / "root"), "--dry-run", "--labels", "ner,foo"])
+    args = ["--model", str(tiny_bert_dir), "--dataset", str(tiny_conll_dir), "--cache-dir", str(tmp_path / "root")]
+    result = CliRunner().invoke(extract_cli, [*args, "--dry-run", "--labels", "ner,foo"])
     assert result.exit_code == 1 and result.output.startswith("error: --labels 'foo': "), result.output
     assert "dry run" not in result.output
