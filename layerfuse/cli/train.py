@@ -17,7 +17,7 @@ from ..fusions.registry import DEFAULT_FUSION, FUSIONS
 from ..tasks import task_of
 from ..training.config import FE_LR, FE_LR_BY_FUSION, PAPER_LR, PRECISIONS, TrainConfig
 from ..training.diagnostics import describe
-from ..training.runtime import resolve_precision
+from ..training.runtime import pick_device, resolve_precision
 from .errors import friendly_errors
 from .options import (
     apply_protocol,
@@ -138,9 +138,13 @@ def main(cache, model, dataset, cache_dir, read, out, dry_run, verbose, quiet, p
         checked_out(out)  # a file, or read-only: one line now, not after the training
     options = apply_protocol({**options, "shots": parse_shots(options["shots"])}, protocol)
     options["precision"] = resolve_precision(options["precision"], options["device"], root=cache_dir)
+    if options["precision"] == "fp16" and pick_device(options["device"]).type != "cuda":
+        raise LayerfuseError(f"--precision fp16 needs CUDA (its loss scaling is a GPU's); on "
+                             f"{pick_device(options['device']).type} use bf16 or fp32")
     settings = fusion_settings(options)  # the fusions' own settings, by name
     config = TrainConfig(**{f.name: options[f.name] for f in fields(TrainConfig) if f.name != "options"},
                          options=settings)  # the other options = the fields, one to one
+    _say_ignored(config, asked_top=options["query_layer"] == "top")
     masking = extract_options(config.task, block_size=block_size, mask_seed=mask_seed, mlm_probability=mlm_probability)
     entry = resolve(cache, model, dataset, cache_dir, read=read, extract=masking,
                     quiet=quiet).with_labels(config.labels)
@@ -148,6 +152,10 @@ def main(cache, model, dataset, cache_dir, read, out, dry_run, verbose, quiet, p
         click.echo(budget_table(entry, layers=config.layers, options=config.head_options(entry.num_layers),
                                 current=config.fusion))
         return
+    from ..experiments.loaders import check_samples
+
+    check_samples(entry, [config])  # a sample or a dev subset the entry cannot give: one line before anything
+    _refuse_another_run(os.path.join(out, run_name(config)) + ".json", config, entry)
     t0 = time.perf_counter()
     data = _load(entry, config)
     load_seconds = time.perf_counter() - t0
@@ -192,6 +200,41 @@ def _load(entry, config: TrainConfig):
 
     return load_for_run(entry, layers=config.layers, shots=config.shots, seed=config.seed,
                         query_layers=config.query_layers(entry.num_layers))
+
+
+def _say_ignored(config: TrainConfig, *, asked_top: bool) -> None:
+    """One line naming what the run's fusion has no use for (another fusion's setting, a z_L it does not
+    read), so that nothing given is dropped without a word; its record holds what ran."""
+    own = {option.name for option in getattr(FUSIONS[config.fusion], "options", ())}
+    ignored = [name for name, _ in config.options if name not in own]
+    ignored += ["query_layer top"] if asked_top and config.query_layer != "top" else []
+    if ignored:
+        say(f"note: {config.fusion} has no use for {', '.join(ignored)}: ignored")
+
+
+def _refuse_another_run(path: str, config: TrainConfig, entry) -> None:
+    """A record at ``path`` of another run (other settings, or another cache) is refused before any
+    training: the file name holds fusion, N, epochs and seed alone, so saving would replace that run's
+    record and head. The same run again (a rerun) replaces its own."""
+    from ..experiments.results import run_id
+
+    try:
+        with open(path, encoding="utf-8") as f:
+            before = json.load(f)
+        old = before["config"]
+        same = run_id(old) == run_id(config) and before.get("cache_key") == entry.meta.get("key")
+    except FileNotFoundError:
+        return
+    except (OSError, ValueError, KeyError, TypeError):
+        same = False  # not a record we can read: still not ours to replace
+        old = {}
+    if not same:
+        mine = config.record()
+        differ = [f"{name} {old.get(name)!r} there, {mine.get(name)!r} here" for name in sorted(set(mine) | set(old))
+                  if name != "device" and old.get(name, mine.get(name)) != mine.get(name)]
+        what = "; ".join(differ[:3]) or "another cache entry" if old else "not a run record"
+        raise LayerfuseError(f"{path} holds another run ({what}): training would replace it; "
+                             "pass another --out, or move that run first")
 
 
 def _save_somewhere(result, data, entry, config: TrainConfig, *, out: str, load_seconds: float) -> str:

@@ -94,7 +94,8 @@ def record_run(results: str, record: dict, *, keep: str) -> dict:
         append_result(results, record)
         return record
     with _locked(folder):
-        rival = _kept_rival(folder, record) if keep == "best" else None
+        rivals = _kept_rivals(folder, record) if keep == "best" else []
+        rival = max(rivals, key=dev_rank, default=None)
         if rival is not None and dev_rank(record) <= dev_rank(rival):  # the kept one stays: first best wins ties
             _delete(folder, rid)
             record = {**record, "checkpoint": None, "keep_heads": keep}
@@ -106,8 +107,9 @@ def record_run(results: str, record: dict, *, keep: str) -> dict:
         record = {**record, "head_sha256": file_sha256(weights), "keep_heads": keep}  # export checks the hash
         with open(run_record, "w", encoding="utf-8") as f:  # beside the head, as train-head writes it
             json.dump({**record, "checkpoint": os.path.basename(weights)}, f, indent=2)
-        if rival is not None:
-            _delete(folder, rival["run_id"])
+        for beaten in rivals:  # heads kept under best only: one a sweep kept under all is never deleted
+            if beaten.get("keep_heads", "all") == "best":
+                _delete(folder, beaten["run_id"])
         # only a head that stays is named here: under best a later run of the cell may replace it
         here = os.path.relpath(weights, os.path.dirname(os.path.abspath(results))) if keep == "all" else None
         record = {**record, "checkpoint": here}
@@ -126,12 +128,12 @@ def kept_heads(folder: str) -> dict[str, dict]:
     return kept
 
 
-def _kept_rival(folder: str, record: dict) -> dict | None:
-    """The kept head of ``record``'s cell (on the same entry), if any."""
+def _kept_rivals(folder: str, record: dict) -> list[dict]:
+    """The kept heads of ``record``'s cell (on the same entry): one under best, several where a sweep kept all."""
     cell = cell_of(record["config"])
-    return next((r for rid, r in kept_heads(folder).items()
-                 if rid != record["run_id"] and r.get("cache_key") == record.get("cache_key")
-                 and cell_of(r["config"]) == cell), None)
+    return [r for rid, r in kept_heads(folder).items()
+            if rid != record["run_id"] and r.get("cache_key") == record.get("cache_key")
+            and cell_of(r["config"]) == cell]
 
 
 def _delete(folder: str, rid: str) -> None:

@@ -10,6 +10,7 @@ import numpy as np
 
 from ..errors import LayerfuseError
 from ..layers import parse_layers
+from ..tasks import task_of
 from ..training.data import load_data, load_for_run
 from ..training.sampling import few_shot_sample, shot_size
 
@@ -28,8 +29,15 @@ def load_cached(entry, configs: list) -> object:
 
 
 def check_samples(entry, configs: list) -> None:
-    """Raise the `few_shot_sample` error of the first N whose sample does not fit the train split, before
-    any run or worker starts (in a worker it would surface only as a broken pool)."""
+    """Raise the `few_shot_sample` error of the first N whose sample does not fit the train split, or a
+    --dev-sentences larger than dev (its runs would evaluate on all of dev while their records and the
+    report said a subset), before any run or worker starts (in a worker it would surface only as a broken
+    pool)."""
+    # (MLM counts dev in blocks, which the entry's split does not hold: its runs are left to their loop)
+    asked = max((c.dev_sentences for c in configs if c.dev_sentences and task_of(c).labels_from_data), default=None)
+    if asked and "dev" in entry.splits and asked > entry.split("dev").n_sentences:
+        raise LayerfuseError(f"--dev-sentences {asked}: dev has {entry.split('dev').n_sentences:,} sentences; "
+                             "leave it out to evaluate on all of dev")
     shots = sorted({c.shots for c in configs if c.shots is not None}, key=str)
     if not shots or "train" not in entry.splits:
         return

@@ -44,6 +44,8 @@ def run_id(config: TrainConfig | dict) -> str:
         given = {**given, "lr": default_lr(given["fusion"], given.get("mode", "fe"))}
     fusion = FUSIONS.get(given["fusion"])
     names = [f.name for f in dataclass_fields(TrainConfig) if f.name not in UNNAMED]
+    if fusion is not None and not fusion.reads_query_layer:  # no z_L to read: a record saying top ran as fused
+        names.remove("query_layer")
     names += [option.name for option in getattr(fusion, "options", ()) if option.names_run]
     baseline = id_baseline()
     fields = {name: given[name] for name in names
@@ -69,16 +71,18 @@ def read_results(path: str, *, skipped=None) -> dict[str, dict]:
                 record = None
             if not raw.endswith(b"\n"):
                 continue
-            if not isinstance(record, dict):
+            if isinstance(record, dict) and isinstance(record.get("config"), dict):
+                try:  # recomputed, so the ids of records from older versions still match
+                    record["run_id"] = run_id(record["config"])
+                except (KeyError, TypeError, ValueError):
+                    record = None  # a config without a run's fields (fusion, N, epochs, seed): edited by hand
+            if not isinstance(record, dict) or "run_id" not in record:
                 if skipped is not None and raw.strip():
                     shown = raw.strip()[:40].decode("utf-8", "replace")
-                    skipped(f"{path}:{number}: skipped: not a JSON record ({shown!r}: cut short by a kill, "
+                    skipped(f"{path}:{number}: skipped: not a run record ({shown!r}: cut short by a kill, "
                             "or edited)")
                 continue
-            if "config" in record:  # recomputed, so the ids of records from older versions still match
-                record["run_id"] = run_id(record["config"])
-            if "run_id" in record:
-                records[record["run_id"]] = record
+            records[record["run_id"]] = record
     return records
 
 

@@ -101,9 +101,8 @@ def export_head(head: str, out: str, *, device: str | None = None) -> str:
     if not task.labels_from_data:
         raise LayerfuseError(f"{stem} is an {meta['task'].upper()} head; only taggers export as token "
                               f"classification models")
-    if os.path.isfile(out) or (os.path.isdir(out) and os.listdir(out) and
-                               not os.path.isfile(os.path.join(out, "config.json"))):
-        raise LayerfuseError(f"--out {out} exists and is not an exported model folder; name a new folder")
+    provenance = _provenance(meta, record)
+    _refuse_to_replace(out, provenance)
     labels = list(meta["label_names"])
     model_config = backbone.model.config
     config = LayerfuseTaggerConfig(
@@ -118,7 +117,7 @@ def export_head(head: str, out: str, *, device: str | None = None) -> str:
         max_length=int(backbone.encoder.max_length),
         id2label=dict(enumerate(labels)),
         label2id={name: i for i, name in enumerate(labels)},
-        layerfuse=_provenance(meta, record),
+        layerfuse=provenance,
     )
     config.architectures = [LayerfuseForTokenClassification.__name__]
     model = LayerfuseForTokenClassification(config).eval()
@@ -159,6 +158,23 @@ def _save_tokenizer(tokenizer, out: str) -> None:
     config.update(tokenizer_class="PreTrainedTokenizerFast", model_input_names=inputs)
     with open(path, "w", encoding="utf-8") as f:
         json.dump(config, f, indent=2, ensure_ascii=False)
+
+
+def _refuse_to_replace(out: str, provenance: dict) -> None:
+    """``out`` is written only when it is new, empty, or this same head's export (a rerun): a user's
+    files, or another head's model, are never replaced."""
+    if os.path.isfile(out):
+        raise LayerfuseError(f"--out {out} is a file; name a new folder")
+    if not os.path.isdir(out) or not os.listdir(out):
+        return
+    try:
+        with open(os.path.join(out, "config.json"), encoding="utf-8") as f:
+            before = json.load(f).get("layerfuse")
+    except (OSError, ValueError, AttributeError):
+        before = None
+    if before != provenance:
+        what = "another head's exported model" if isinstance(before, dict) else "files that are not this head's export"
+        raise LayerfuseError(f"--out {out} holds {what}; name a new folder, or remove it first")
 
 
 def _provenance(meta: dict, record: dict | None) -> dict:

@@ -4,6 +4,7 @@ and what it reports (`RunResult`, the JSON record). Every result and checkpoint 
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, field
 
 from ..errors import LayerfuseError
@@ -61,6 +62,8 @@ class TrainConfig:
     def __post_init__(self):
         if self.fusion not in FUSIONS:
             raise LayerfuseError(f"unknown fusion {self.fusion!r}; choose one of {', '.join(FUSIONS)}")
+        if not FUSIONS[self.fusion].reads_query_layer:  # no z_L: --query-layer changes nothing, so the run says fused
+            object.__setattr__(self, "query_layer", FusionConfig.query_layer)
         for name, value, ok, rule in self._checks():
             if not ok:
                 raise LayerfuseError(f"{name} must be {rule}, got {value!r}")
@@ -119,12 +122,12 @@ class TrainConfig:
             value = getattr(self, name)
             yield name, value, value is None or value >= 1, ">= 1" + (" or all" if name == "shots" else "")
         yield "epochs", self.epochs, self.epochs >= 0, ">= 0"
-        yield "lr", self.lr, self.lr is None or self.lr > 0, "> 0"
+        yield "lr", self.lr, self.lr is None or 0 < self.lr < math.inf, "finite and > 0"
         yield "batch_size", self.batch_size, self.batch_size >= 1, ">= 1"
         yield "grad_accum", self.grad_accum, self.grad_accum >= 1, ">= 1"
         yield "dropout", self.dropout, 0 <= self.dropout < 1, "in [0, 1)"
         for name in ("weight_decay", "warmup", "max_grad_norm"):
-            yield name, getattr(self, name), getattr(self, name) >= 0, ">= 0"
+            yield name, getattr(self, name), 0 <= getattr(self, name) < math.inf, "finite and >= 0"
         yield "mode", self.mode, self.mode in ("fe", "ft"), "fe or ft"
         yield "task", self.task, self.task in TASKS, " or ".join(TASKS)
         if self.task in TASKS:  # auto:K ranks layers by tag classes

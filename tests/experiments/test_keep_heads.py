@@ -54,6 +54,21 @@ def test_best_keeps_one_head_per_cell_and_records_who_won(tmp_path):
     assert cell_of(_config(1)) == cell_of(_config(2)) != cell_of(_config(1, "dwatt"))
 
 
+def test_best_after_all_never_deletes_a_head_kept_under_all_and_weighs_the_best_of_them(tmp_path):
+    """A sweep kept every head (all), then one reruns its --out with more trials under best: the heads kept
+    under all stay (their records name them), and a new head is kept only if it beats the best of the cell."""
+    results = tmp_path / RESULTS
+    for seed, f1 in ((0, 0.4), (1, 0.7)):
+        record_run(str(results), _finished(results, seed, f1), keep="all")
+    everything = {run_id(_config(0)), run_id(_config(1))}
+    record_run(str(results), _finished(results, 2, 0.5), keep="best")  # beats seed 0 alone: not the cell's best
+    assert set(kept_heads(heads_dir(str(results)))) == everything
+    record_run(str(results), _finished(results, 3, 0.9), keep="best")
+    assert set(kept_heads(heads_dir(str(results)))) == everything | {run_id(_config(3))}
+    record_run(str(results), _finished(results, 4, 0.95), keep="best")  # replaces the head best kept, no other
+    assert set(kept_heads(heads_dir(str(results)))) == everything | {run_id(_config(4))}
+
+
 def test_all_and_none(tmp_path):
     every = tmp_path / "all" / RESULTS
     for seed, f1 in ((0, 0.4), (1, 0.3)):

@@ -16,7 +16,7 @@ from click.testing import CliRunner
 
 from layerfuse.cli.sweep import main
 from layerfuse.experiments.report import ci95, table
-from layerfuse.experiments.results import RESULTS, read_results
+from layerfuse.experiments.results import RESULTS, read_results, run_id
 
 GRID = ["--fusions", "base,concat", "--shots", "2,4", "--epochs", "20,30", "--trials", "2", "--eval-points", "2",
         "--workers", "1"]
@@ -82,12 +82,25 @@ def test_a_skipped_line_is_reported_naming_file_and_line(tmp_path):
                     + "\n" + json.dumps(records[2]))  # the last line unfinished: maybe being written
     told = []
     assert len(read_results(str(path), skipped=told.append)) == 2
-    assert told == [f"{path}:2: skipped: not a JSON record ('{{\"run_id\": \"b\", \"x\"': cut short by a kill, "
+    assert told == [f"{path}:2: skipped: not a run record ('{{\"run_id\": \"b\", \"x\"': cut short by a kill, "
                     "or edited)"]
     path.write_text(path.read_text() + "\n")
     out = CliRunner().invoke(main, ["--report", "--out", str(tmp_path)])
     assert out.exit_code == 0, out.output
     assert [line for line in out.output.splitlines() if ": skipped: " in line] == [told[0]]
+
+
+def test_a_json_line_that_is_not_a_run_is_skipped_in_one_line(tmp_path):
+    """Valid JSON that holds no run (an edited line: a config without N, a config that is a number, an
+    empty object) was a traceback in sweep, --report and export, or skipped in silence."""
+    path = tmp_path / RESULTS
+    good = _record("concat", 8, 25, 0, 0.5)
+    path.write_text("\n".join([json.dumps(good), '{"config": {"fusion": "concat"}}', '{"config": 5}', "{}"]) + "\n")
+    told = []
+    assert list(read_results(str(path), skipped=told.append)) == [run_id(good["config"])]
+    assert [line.split(": skipped: ")[0] for line in told] == [f"{path}:{n}" for n in (2, 3, 4)]
+    out = CliRunner().invoke(main, ["--report", "--out", str(tmp_path)])
+    assert out.exit_code == 0 and "Traceback" not in out.output, out.output
 
 
 def _record(fusion, shots, epochs, seed, f1):

@@ -166,6 +166,15 @@ def test_export_command(request, tmp_path_factory, exported, tmp_path):
     (tmp_path / "busy" / "notes.txt").write_text("mine")
     bad = CliRunner().invoke(cli, ["export", run, "--out", str(tmp_path / "busy")])
     assert bad.exit_code == 1 and bad.output.count("\n") == 1 and "busy" in bad.output
+    again = CliRunner().invoke(cli, ["export", run, "--out", str(tmp_path / "model")])  # the same head: a rerun
+    assert again.exit_code == 0, again.output
+    other, _ = _exported(("word", "dwatt"), request, tmp_path_factory, exported)
+    (tmp_path / "theirs").mkdir()
+    (tmp_path / "theirs" / "config.json").write_text('{"mine": 1}')
+    for folder, what in (("model", "another head's exported model"), ("theirs", "files that are not this head's")):
+        refused = CliRunner().invoke(cli, ["export", other, "--out", str(tmp_path / folder)])
+        assert refused.exit_code == 1 and what in refused.output, refused.output
+    assert (tmp_path / "theirs" / "config.json").read_text() == '{"mine": 1}'
     missing = CliRunner().invoke(cli, ["export", str(tmp_path / "nope.head"), "--out", str(tmp_path / "m2")])
     assert missing.exit_code == 1 and missing.output.startswith("error: ") and "nope.head" in missing.output
 

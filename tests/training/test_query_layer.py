@@ -108,3 +108,16 @@ def test_a_checkpoint_rebuilds_the_head_with_its_query_layer(entry, data, tmp_pa
     before = predict_tags(result.tagger, dev, device="cpu")
     after = predict_tags(tagger, dev, device="cpu")
     assert all(np.array_equal(a, b) for a, b in zip(before, after))
+
+
+@pytest.mark.parametrize("fusion", ["concat", "scalarmix"])
+def test_a_fusion_without_z_l_runs_top_as_the_same_run_as_fused(fusion):
+    """Concat and ScalarMix read no z_L: with --query-layer top they are the fused run (its record
+    says fused, its id is that run's), never a second trial of one seed in the report."""
+    from layerfuse.experiments.results import run_id
+
+    top = TrainConfig(fusion=fusion, shots=4, epochs=2, seed=0, query_layer="top")
+    assert top.query_layer == "fused" and top == replace(top, query_layer="fused")
+    old_record = {**top.record(), "query_layer": "top"}  # written before it said so
+    assert run_id(old_record) == run_id(top)
+    assert TrainConfig(fusion="dwatt", shots=4, epochs=2, seed=0, query_layer="top").query_layer == "top"

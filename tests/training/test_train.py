@@ -242,6 +242,20 @@ def test_cli_trains_and_writes(tiny_cache, tmp_path):
     assert (out / "scalarmix-n8-e2-s1.head.json").is_file()
 
 
+def test_cli_never_replaces_another_runs_record(tiny_cache, tmp_path):
+    """The file name holds fusion, N, epochs and seed alone: a run with another --lr into the same --out
+    was saved over the first one's record and head. It is refused before training; a rerun of the same
+    run replaces its own."""
+    out = tmp_path / "runs"
+    common = ["--cache", tiny_cache, "--fusion", "scalarmix", "--shots", "8", "--epochs", "1", "--out", str(out)]
+    assert CliRunner().invoke(main, [*common, "--lr", "0.01"]).exit_code == 0
+    first = (out / "scalarmix-n8-e1-s0.json").read_text()
+    other = CliRunner().invoke(main, [*common, "--lr", "0.005"])
+    assert other.exit_code == 1 and "holds another run (lr 0.01 there, 0.005 here)" in other.output, other.output
+    assert (out / "scalarmix-n8-e1-s0.json").read_text() == first and "best dev" not in other.output
+    assert CliRunner().invoke(main, [*common, "--lr", "0.01"]).exit_code == 0  # the same run again
+
+
 def test_cli_dry_run_prints_every_budget(tiny_cache):
     result = CliRunner().invoke(main, ["--cache", tiny_cache, "--dry-run"])
     assert result.exit_code == 0, result.output
@@ -254,6 +268,8 @@ def test_cli_dry_run_prints_every_budget(tiny_cache):
     (["--shots", "1000"], "3000 sentences, but the train split has only 122"),
     (["--layers", "5"], r"layer 5 .*0\.\.2"),
     (["--shots", "many"], "'many'"),
+    (["--dev-sentences", "10000"], r"--dev-sentences 10000: dev has \d+ sentences"),  # else: a false 'subset'
+    (["--precision", "fp16", "--device", "cpu"], "--precision fp16 needs CUDA"),  # as its help says
 ])
 def test_cli_errors_are_one_line(tiny_cache, args, match):
     result = CliRunner().invoke(main, ["--cache", tiny_cache, "--epochs", "1", *args])
@@ -328,3 +344,22 @@ def test_protocol_paper_restores_the_papers_settings(tiny_cache, tmp_path, extra
     assert record["config"]["lr"] == lr and record["config"]["layer_score"] == score
     head = json.loads((tmp_path / "dwatt-n2-e1-s0.head.json").read_text())
     assert head["tagger"]["layer_score"] == score and head["format_version"] == 2
+
+
+@pytest.mark.parametrize("field, value", [("lr", math.inf), ("lr", math.nan), ("weight_decay", math.inf),
+                                          ("max_grad_norm", math.inf)])
+def test_a_setting_that_is_not_finite_is_refused(field, value):
+    """--lr inf trained a head of NaN weights and exited 0; it is one line now, before any run."""
+    with pytest.raises(LayerfuseError, match=f"{field} must be finite"):
+        TrainConfig(fusion="concat", shots=2, epochs=1, seed=0, **{field: value})
+
+
+def test_cli_names_settings_its_fusion_has_no_use_for(tiny_cache):
+    """Another fusion's setting, or a z_L that Concat does not read, was dropped without a word."""
+    result = CliRunner().invoke(main, ["--cache", tiny_cache, "--fusion", "concat", "--layer-score", "paper",
+                                       "--query-layer", "top", "--dry-run"])
+    assert result.exit_code == 0, result.output
+    assert "note: concat has no use for layer_score, query_layer top: ignored" in result.stderr
+    quiet = CliRunner().invoke(main, ["--cache", tiny_cache, "--fusion", "dwatt", "--layer-score", "paper",
+                                      "--dry-run"])
+    assert "no use for" not in quiet.stderr
