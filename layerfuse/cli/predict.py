@@ -18,7 +18,8 @@ from .options import default_of
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--head", "--checkpoint", "checkpoint", required=True,
-              help="Head checkpoint (.safetensors/.json or their stem).")
+              help="Head checkpoint (.safetensors/.json or their stem), or the run record train-head writes "
+                   "beside it (<run>.json).")
 @click.option("--text", multiple=True, help="A sentence to tag (repeatable).")
 @click.option("--file", "file_", type=click.Path(dir_okay=False, allow_dash=True), default=None,
               help="One sentence per line ('-' = stdin).")
@@ -48,7 +49,7 @@ def main(checkpoint, text, file_, fill_mask, top_k, conll, out, as_json, device)
     if conll:
         if text or file_ or fill_mask:
             raise LayerfuseError("--conll takes no --text, --file or --fill-mask")
-        _score_conll(checkpoint, conll, out=out, as_json=as_json, device=device)
+        _score_conll(_head(checkpoint), conll, out=out, as_json=as_json, device=device)
         return
     if out:
         raise LayerfuseError("--out goes with --conll")
@@ -62,11 +63,22 @@ def main(checkpoint, text, file_, fill_mask, top_k, conll, out, as_json, device)
     lines = [line for line in lines if line.strip()]
     if not lines:
         raise LayerfuseError("nothing to tag: pass --text, --file or --fill-mask")
+    checkpoint = _head(checkpoint)
     if fill_mask or _is_mlm(checkpoint):
         _fill(checkpoint, lines, top_k=top_k, as_json=as_json, device=device)
     else:
         _tag(checkpoint, lines, as_json=as_json, device=device)
     sys.stdout.flush()
+
+
+def _head(path: str) -> str:
+    """The head checkpoint of ``path``: the run record train-head prints (<run>.json) names its head, as
+    export reads it; a checkpoint is itself."""
+    if not path.endswith(".json"):
+        return path
+    from ..hf.export import resolve_head
+
+    return resolve_head(path)[0]
 
 
 def _is_mlm(checkpoint: str) -> bool:

@@ -71,7 +71,9 @@ def tokenize_words(tokenizer, sentences: list[list[str]], *, batch: int = 4096) 
     n_empty = 0
     for start in range(0, len(sentences), batch):
         chunk = [list(s) for s in sentences[start : start + batch]]
-        enc = tokenizer(chunk, is_split_into_words=True, add_special_tokens=False)
+        # verbose=False: a sentence longer than the model's input is windowed later, so the tokenizer's
+        # warning that it "will result in indexing errors" would be false
+        enc = tokenizer(chunk, is_split_into_words=True, add_special_tokens=False, verbose=False)
         for i, words in enumerate(chunk):
             sent_ids, wids = enc["input_ids"][i], enc.word_ids(i)
             present = set(w for w in wids if w is not None)
@@ -80,7 +82,7 @@ def tokenize_words(tokenizer, sentences: list[list[str]], *, batch: int = 4096) 
                 n_empty += len(missing)
                 for j in missing:
                     words[j] = tokenizer.unk_token
-                redo = tokenizer([words], is_split_into_words=True, add_special_tokens=False)
+                redo = tokenizer([words], is_split_into_words=True, add_special_tokens=False, verbose=False)
                 sent_ids, wids = redo["input_ids"][0], redo.word_ids(0)
             ids.extend(sent_ids)
             word_of.extend(wids)

@@ -61,6 +61,21 @@ def test_entities_are_the_spans_of_the_tags(checkpoint):
     assert plain.exit_code == 0 and plain.output.startswith(text)
 
 
+def test_the_run_record_train_head_prints_is_a_head(checkpoint, tmp_path):
+    """`train-head` ends by naming the run record (<run>.json), which export takes: predict takes it too,
+    and tags as its head does."""
+    import os
+
+    stem, *_ = checkpoint
+    record = os.path.join(os.path.dirname(stem), "run-concat.json")
+    with open(record, "w", encoding="utf-8") as f:
+        json.dump({"config": {"fusion": "concat"}, "checkpoint": os.path.basename(stem) + ".safetensors"}, f)
+    text = "Alice met Bob in Paris ."
+    by_record = CliRunner().invoke(main, ["--head", record, "--json", "--text", text])
+    assert by_record.exit_code == 0, by_record.output
+    assert by_record.output == CliRunner().invoke(main, ["--head", stem, "--json", "--text", text]).output
+
+
 def test_entities_by_hand():
     text = "Acme Inc hired Bob ."
     words = split_words(text)

@@ -27,10 +27,12 @@ def _train(cache: str, out, lr: str) -> None:
 
 @pytest.fixture(scope="module")
 def runs(tiny_cache, tmp_path_factory):
-    """runsA trained, copied to runsB, then runsA retrained with another rate: runsB's record is the old run."""
+    """runsA trained, copied to runsB, then runsA retrained with another rate (its record moved away
+    first, as train-head asks): runsB's record is the old run."""
     base = tmp_path_factory.mktemp("runs")
     _train(tiny_cache, base / "runsA", "1e-3")
     shutil.copytree(base / "runsA", base / "runsB")
+    (base / "runsA" / f"{RUN}.json").unlink()
     _train(tiny_cache, base / "runsA", "5e-2")
     return base
 
