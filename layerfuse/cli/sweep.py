@@ -96,6 +96,7 @@ def main(task, labels, fusions, shots, epochs, trials, lrs, batch_size, layers, 
 
     checked_out(out)  # results, heads and the report go there: a file or read-only is one line before any run
     if report_only:
+        _say_grid_ignored()
         records = list(read_results(os.path.join(out, RESULTS), skipped=say).values())
         if not records:
             raise LayerfuseError(f"no results in {os.path.join(out, RESULTS)}")
@@ -123,6 +124,7 @@ def main(task, labels, fusions, shots, epochs, trials, lrs, batch_size, layers, 
                            precision=resolve_precision(precision, root=cache_dir))
         configs = grid(**lists, trials=trials, base=base, lr=_listed(axes["lr"]),
                        **{name: _listed(values) for name, values in settings.items()})
+        _say_settings_unused(settings, lists["fusions"])
         entry = resolve(cache, model, dataset, cache_dir, read=read, extract=masking, quiet=quiet).with_labels(labels)
         check_samples(entry, configs)  # a sample larger than train: one line before anything else is said
         say(f"precision: {base.precision}")
@@ -131,6 +133,7 @@ def main(task, labels, fusions, shots, epochs, trials, lrs, batch_size, layers, 
             from ..training.runtime import pick_device
 
             pack = default_pack(entry, configs, pick_device(None))
+        _say_alone(configs, pack)
         records = list(run_sweep(entry, configs, out=out, workers=workers, ray=ray_address,
                                  progress=show_progress(quiet), log=say, pack=pack, keep_heads=keep_heads).values())
         _say_kept(out)
@@ -196,3 +199,40 @@ def _listed(value) -> list:
 
 if __name__ == "__main__":
     main()
+
+
+# The grid's own options: what --report, which renders the results file as it is, does not read.
+GRID_OPTIONS = ("fusions", "shots", "epochs", "trials", "lrs", "layers", "dev_sentences", "precision", "pack")
+
+
+def _say_grid_ignored() -> None:
+    """--report with grid options: one line saying it renders every run of the results file instead."""
+    from click.core import ParameterSource
+
+    ctx = click.get_current_context()
+    given = [f"--{name.replace('_', '-')}" for name in GRID_OPTIONS
+             if ctx.get_parameter_source(name) == ParameterSource.COMMANDLINE]
+    if given:
+        say(f"note: --report renders every run of the results file; {', '.join(given)} ignored")
+
+
+def _say_settings_unused(settings: dict, fusions: list[str]) -> None:
+    """A fusion's setting given for a sweep without that fusion: one line, not silence."""
+    from ..fusions.registry import declared_options
+
+    declared = declared_options()
+    for name, values in settings.items():
+        owners = [f for f, cls in FUSIONS.items() if any(o.name == name for o in getattr(cls, "options", ()))]
+        listed = values if isinstance(values, list) else [values]
+        given = [v for v in listed if v not in (None, declared[name].default)]
+        if given and not set(owners) & set(fusions):
+            say(f"note: {name} is a setting of {', '.join(owners)}, which --fusions leaves out: ignored")
+
+
+def _say_alone(configs: list, pack: int) -> None:
+    """With --pack K, the runs that cannot pack (auto:K, FT, ...) train alone: said once, with how many."""
+    from ..training.packed import can_pack
+
+    alone = sum(not can_pack(c) for c in configs)
+    if pack > 1 and alone:
+        say(f"note: {alone} of {len(configs)} runs cannot pack (--pack's help says which) and train alone")

@@ -48,3 +48,25 @@ def test_sweep_command_prints_one_error_line(tiny_cache, tmp_path):
     assert out.returncode == 1
     lines = out.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: shots=128 x 3 entity types = 384 sentences"), out.stderr
+
+
+def test_what_a_sweep_does_not_use_is_said_in_one_line(tiny_cache, tmp_path):
+    """A setting of a fusion the sweep leaves out, runs that cannot pack under --pack, and grid options
+    given to --report were passed by in silence."""
+    from click.testing import CliRunner
+
+    from layerfuse.cli.sweep import main
+
+    out = str(tmp_path / "sweep")
+    common = ["--cache", tiny_cache, "--shots", "2", "--epochs", "1", "--trials", "1", "--workers", "1",
+              "--out", out, "--quiet"]
+    first = CliRunner().invoke(main, [*common, "--fusions", "concat", "--fusion-opt", "layer_score=paper",
+                                      "--layers", "auto:1", "--pack", "2"])
+    assert first.exit_code == 0, first.output
+    assert "note: layer_score is a setting of dwatt, which --fusions leaves out: ignored" in first.stderr
+    assert "note: 1 of 1 runs cannot pack" in first.stderr
+    report = CliRunner().invoke(main, ["--report", "--out", out, "--fusions", "dwatt", "--shots", "4"])
+    assert report.exit_code == 0, report.output
+    assert "note: --report renders every run of the results file; --fusions, --shots ignored" in report.stderr
+    plain = CliRunner().invoke(main, [*common, "--fusions", "concat"])
+    assert "note:" not in plain.stderr
