@@ -197,10 +197,6 @@ def _listed(value) -> list:
     return list(value) if isinstance(value, (list, tuple)) else [value]
 
 
-if __name__ == "__main__":
-    main()
-
-
 # The grid's own options: what --report, which renders the results file as it is, does not read.
 GRID_OPTIONS = ("fusions", "shots", "epochs", "trials", "lrs", "layers", "dev_sentences", "precision", "pack")
 
@@ -236,3 +232,7 @@ def _say_alone(configs: list, pack: int) -> None:
     alone = sum(not can_pack(c) for c in configs)
     if pack > 1 and alone:
         say(f"note: {alone} of {len(configs)} runs cannot pack (--pack's help says which) and train alone")
+
+
+if __name__ == "__main__":
+    main()
