@@ -101,7 +101,7 @@ def main(task, labels, fusions, shots, epochs, trials, lrs, batch_size, layers, 
         if not records:
             raise LayerfuseError(f"no results in {os.path.join(out, RESULTS)}")
     else:
-        from ..experiments.loaders import check_samples
+        from ..experiments.loaders import check_dev_subset, check_samples
         from ..experiments.runner import grid, run_sweep
         from ..training.runtime import resolve_precision
         from .roots import checked_root
@@ -127,6 +127,7 @@ def main(task, labels, fusions, shots, epochs, trials, lrs, batch_size, layers, 
         _say_settings_unused(settings, lists["fusions"])
         entry = resolve(cache, model, dataset, cache_dir, read=read, extract=masking, quiet=quiet).with_labels(labels)
         check_samples(entry, configs)  # a sample larger than train: one line before anything else is said
+        check_dev_subset(entry, configs)  # scripts' grids say "all of dev" themselves when their subset is larger
         say(f"precision: {base.precision}")
         if pack is None:
             from ..experiments.packs import default_pack

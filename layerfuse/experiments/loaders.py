@@ -28,16 +28,19 @@ def load_cached(entry, configs: list) -> object:
     return load_data(entry, layers=layers or None, train_sentences=sentences)
 
 
-def check_samples(entry, configs: list) -> None:
-    """Raise the `few_shot_sample` error of the first N whose sample does not fit the train split, or a
-    --dev-sentences larger than dev (its runs would evaluate on all of dev while their records and the
-    report said a subset), before any run or worker starts (in a worker it would surface only as a broken
-    pool)."""
-    # (MLM counts dev in blocks, which the entry's split does not hold: its runs are left to their loop)
+def check_dev_subset(entry, configs: list) -> None:
+    """A --dev-sentences larger than dev, refused in one line: its runs would evaluate on all of dev while
+    their records and the report said a subset. (MLM counts dev in blocks, which the entry's split does not
+    hold: its runs are left to their loop.)"""
     asked = max((c.dev_sentences for c in configs if c.dev_sentences and task_of(c).labels_from_data), default=None)
     if asked and "dev" in entry.splits and asked > entry.split("dev").n_sentences:
         raise LayerfuseError(f"--dev-sentences {asked}: dev has {entry.split('dev').n_sentences:,} sentences; "
                              "leave it out to evaluate on all of dev")
+
+
+def check_samples(entry, configs: list) -> None:
+    """Raise the `few_shot_sample` error of the first N whose sample does not fit the train split, before
+    any run or worker starts (in a worker it would surface only as a broken pool)."""
     shots = sorted({c.shots for c in configs if c.shots is not None}, key=str)
     if not shots or "train" not in entry.splits:
         return

@@ -70,3 +70,16 @@ def test_what_a_sweep_does_not_use_is_said_in_one_line(tiny_cache, tmp_path):
     assert "note: --report renders every run of the results file; --fusions, --shots ignored" in report.stderr
     plain = CliRunner().invoke(main, [*common, "--fusions", "concat"])
     assert "note:" not in plain.stderr
+
+
+def test_a_dev_subset_larger_than_dev_is_refused_before_any_run(tiny_cache, tmp_path):
+    """Its runs would have evaluated on all of dev while the report said 'a fixed random subset'."""
+    from click.testing import CliRunner
+
+    from layerfuse.cli.sweep import main
+
+    out = tmp_path / "sweep"
+    result = CliRunner().invoke(main, ["--cache", tiny_cache, "--fusions", "concat", "--shots", "2", "--epochs", "1",
+                                       "--trials", "1", "--dev-sentences", "100000", "--out", str(out), "--quiet"])
+    assert result.exit_code == 1 and "--dev-sentences 100000: dev has" in result.output, result.output
+    assert not (out / "results.jsonl").exists()
