@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import time
 
 import click
@@ -81,7 +82,8 @@ def main(cache, model, dataset, cache_dir, read, labels, split, shots, seed, max
 
     key = entry.meta.get("key") or _name(entry.path)
     named = "" if is_primary else f"-{entry.meta['label_set']}"  # the primary set's files keep their names
-    stem = os.path.join(out, f"rank-layers-{key}{named}-{split}" + (f"-n{shots}-s{seed}" if shots is not None else ""))
+    stem = os.path.join(out, f"rank-layers-{key}{named}-{split}" + (f"-n{shots}-s{seed}" if shots is not None else "")
+                        + _settings_named({"layers": spec_text, "top": top, "max_per_class": max_per_class}))
     os.makedirs(out, exist_ok=True)
     record = {
         "command": "rank-layers",
@@ -104,6 +106,18 @@ def main(cache, model, dataset, cache_dir, read, labels, split, shots, seed, max
         json.dump(record, f, indent=2)
     plot_scores(scores, title=f"{model_name} on {dataset_name} ({setting})", path=stem + ".png")
     click.echo(f"wrote {stem}.json and {stem}.png")
+
+
+# How a setting away from its default shows in the files' name, so that a rerun with another one writes
+# beside the first, never over it (the defaults keep the names they always had).
+NAME_PARTS = {"layers": "l", "top": "top", "max_per_class": "cap"}
+
+
+def _settings_named(settings: dict) -> str:
+    """``-l1.6-top2`` for the settings of ``settings`` given away from this command's defaults; '' for none."""
+    defaults = {p.name: p.default for p in click.get_current_context().command.params}
+    return "".join(f"-{NAME_PARTS[name]}" + re.sub(r"[^0-9a-zA-Z]+", ".", str(value)).strip(".")
+                   for name, value in settings.items() if value != defaults[name])
 
 
 if __name__ == "__main__":

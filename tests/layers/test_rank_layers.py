@@ -41,8 +41,8 @@ def test_cli_writes_json_and_png_and_prints_every_layer(tiny_cache, tmp_path):
     result, out = _run(["--cache", tiny_cache, "--out", str(tmp_path), "--max-per-class", "50", "--top", "2"])
     assert result.exit_code == 0, out
     key = open_entry(tiny_cache).meta["key"]
-    record = json.loads((tmp_path / f"rank-layers-{key}-train.json").read_text())
-    png = tmp_path / f"rank-layers-{key}-train.png"
+    record = json.loads((tmp_path / f"rank-layers-{key}-train-top2-cap50.json").read_text())  # named by both
+    png = tmp_path / f"rank-layers-{key}-train-top2-cap50.png"
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size < 100_000
     table = {int(line.split()[0]): line for line in out.splitlines() if line.strip()[:1].isdigit()}
     assert sorted(table) == [0, 1, 2]
@@ -62,7 +62,7 @@ def test_cli_shots_scores_the_few_shot_sample(tiny_cache, tmp_path):
     result, out = _run(["--cache", tiny_cache, "--out", str(tmp_path), "--shots", "4", "--seed", "7",
                         "--layers", "1..2"])
     assert result.exit_code == 0, out
-    record = json.loads((tmp_path / f"rank-layers-{entry.meta['key']}-train-n4-s7.json").read_text())
+    record = json.loads((tmp_path / f"rank-layers-{entry.meta['key']}-train-n4-s7-l1.2.json").read_text())
     sample = few_shot_sample(split.n_sentences, shots=4, n_types=len(entity_types(entry.meta)), seed=7)
     assert len(sample) == 4 * 3  # PER, LOC, ORG
     assert record["sentences"] == [int(s) for s in sample]
@@ -84,3 +84,16 @@ def test_cli_errors_are_one_line(tiny_cache, tmp_path, args, needle):
     lines = [line for line in out.splitlines() if line.strip()]
     assert len(lines) == 1 and lines[0].startswith("error: ") and needle in lines[0], out
     assert not list(Path(tmp_path).iterdir())
+
+
+def test_a_rerun_with_other_settings_writes_beside_the_first(tiny_cache, tmp_path):
+    """rank-layers with another --layers or --top wrote over the first run's JSON and plot."""
+    from layerfuse.cli.rank import main as rank_main
+
+    runner = CliRunner()
+    for args in ([], ["--layers", "1,2"], ["--top", "1"]):
+        result = runner.invoke(rank_main, ["--cache", tiny_cache, "--out", str(tmp_path), *args])
+        assert result.exit_code == 0, result.output
+    key = open_entry(tiny_cache).meta["key"]
+    assert {p.name for p in tmp_path.glob("*.json")} == {f"rank-layers-{key}-train{s}.json"
+                                                         for s in ("", "-l1.2", "-top1")}
