@@ -215,15 +215,13 @@ def _say_grid_ignored() -> None:
 
 def _say_settings_unused(settings: dict, fusions: list[str]) -> None:
     """A fusion's setting given for a sweep without that fusion: one line, not silence."""
-    from ..fusions.registry import declared_options
+    from ..fusions.registry import declared_options, owned_options
 
-    declared = declared_options()
+    declared, owners = declared_options(), owned_options()
     for name, values in settings.items():
-        owners = [f for f, cls in FUSIONS.items() if any(o.name == name for o in getattr(cls, "options", ()))]
-        listed = values if isinstance(values, list) else [values]
-        given = [v for v in listed if v not in (None, declared[name].default)]
-        if given and not set(owners) & set(fusions):
-            say(f"note: {name} is a setting of {', '.join(owners)}, which --fusions leaves out: ignored")
+        given = [v for v in _listed(values) if v not in (None, declared[name].default)]
+        if given and not owners[name] & set(fusions):
+            say(f"note: {name} is a setting of {', '.join(sorted(owners[name]))}, which --fusions leaves out: ignored")
 
 
 def _say_alone(configs: list, pack: int) -> None:

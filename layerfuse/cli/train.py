@@ -138,9 +138,9 @@ def main(cache, model, dataset, cache_dir, read, out, dry_run, verbose, quiet, p
         checked_out(out)  # a file, or read-only: one line now, not after the training
     options = apply_protocol({**options, "shots": parse_shots(options["shots"])}, protocol)
     options["precision"] = resolve_precision(options["precision"], options["device"], root=cache_dir)
-    if options["precision"] == "fp16" and pick_device(options["device"]).type != "cuda":
-        raise LayerfuseError(f"--precision fp16 needs CUDA (its loss scaling is a GPU's); on "
-                             f"{pick_device(options['device']).type} use bf16 or fp32")
+    device = pick_device(options["device"]).type
+    if options["precision"] == "fp16" and device != "cuda":
+        raise LayerfuseError(f"--precision fp16 needs CUDA (its loss scaling is a GPU's); on {device} use bf16 or fp32")
     settings = fusion_settings(options)  # the fusions' own settings, by name
     config = TrainConfig(**{f.name: options[f.name] for f in fields(TrainConfig) if f.name != "options"},
                          options=settings)  # the other options = the fields, one to one
@@ -206,8 +206,10 @@ def _load(entry, config: TrainConfig):
 def _say_ignored(config: TrainConfig, *, asked_top: bool) -> None:
     """One line naming what the run's fusion has no use for (another fusion's setting, a z_L it does not
     read), so that nothing given is dropped without a word; its record holds what ran."""
-    own = {option.name for option in getattr(FUSIONS[config.fusion], "options", ())}
-    ignored = [name for name, _ in config.options if name not in own]
+    from ..fusions.registry import owned_options
+
+    owners = owned_options()
+    ignored = [name for name, _ in config.options if config.fusion not in owners[name]]
     ignored += ["query_layer top"] if asked_top and config.query_layer != "top" else []
     if ignored:
         say(f"note: {config.fusion} has no use for {', '.join(ignored)}: ignored")
@@ -233,7 +235,7 @@ def _refuse_another_run(path: str, config: TrainConfig, entry) -> None:
         mine = config.record()
         differ = [f"{name} {old.get(name)!r} there, {mine.get(name)!r} here" for name in sorted(set(mine) | set(old))
                   if name != "device" and old.get(name, mine.get(name)) != mine.get(name)]
-        what = "; ".join(differ[:3]) or "another cache entry" if old else "not a run record"
+        what = ("; ".join(differ[:3]) or "another cache entry") if old else "not a run record"
         raise LayerfuseError(f"{path} holds another run ({what}): training would replace it; "
                              "pass another --out, or move that run first")
 

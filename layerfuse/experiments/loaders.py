@@ -33,9 +33,12 @@ def check_dev_subset(entry, configs: list) -> None:
     their records and the report said a subset. (MLM counts dev in blocks, which the entry's split does not
     hold: its runs are left to their loop.)"""
     asked = max((c.dev_sentences for c in configs if c.dev_sentences and task_of(c).labels_from_data), default=None)
-    if asked and "dev" in entry.splits and asked > entry.split("dev").n_sentences:
-        raise LayerfuseError(f"--dev-sentences {asked}: dev has {entry.split('dev').n_sentences:,} sentences; "
-                             "leave it out to evaluate on all of dev")
+    if not asked or "dev" not in entry.splits:
+        return
+    n_dev = entry.split("dev").n_sentences
+    if asked > n_dev:
+        raise LayerfuseError(f"--dev-sentences {asked}: dev has {n_dev:,} sentences; leave it out to evaluate "
+                             "on all of dev")
 
 
 def check_samples(entry, configs: list) -> None:

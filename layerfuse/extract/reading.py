@@ -62,11 +62,11 @@ def parse_columns(spec: str | dict[str, int]) -> dict[str, int]:
     if "ner" not in found:
         raise LayerfuseError(f"--columns {text!r}: name the tag column, e.g. ner=3 (0 is the first column)")
     columns = {"word": found.pop("word", 0), "ner": found.pop("ner"), **found}
-    names = list(columns)
-    for i, name in enumerate(names):  # one column, one meaning: a second name would store one set under two
-        other = next((o for o in names[:i] if columns[o] == columns[name]), None)
-        if other is not None:
-            raise LayerfuseError(f"--columns {text!r}: {other} and {name} are the same column ({columns[name]})")
+    named: dict[int, str] = {}
+    for name, column in columns.items():  # one column, one meaning: a second name would store one set under two
+        if column in named:
+            raise LayerfuseError(f"--columns {text!r}: {named[column]} and {name} are the same column ({column})")
+        named[column] = name
     return columns
 
 
