@@ -4,6 +4,8 @@ the tokens of types unseen in train counted, the requested splits kept."""
 
 from __future__ import annotations
 
+from collections import Counter
+
 from layerfuse.cache.label_sets import SPAN
 from layerfuse.errors import LayerfuseError
 from layerfuse.extract.iob import detect_scheme, normalise_scheme, to_iob2
@@ -31,11 +33,11 @@ def _label_names(splits: dict[str, list[Sentence]]) -> list[str]:
     return ["O"] + [f"{p}-{t}" for t in types for p in ("B", "I")]
 
 
-def _unseen_in_train(splits: dict[str, list[Sentence]]) -> dict[str, int]:
-    """Per non-train split, tokens whose entity type never occurs in train (kept, only counted)."""
+def _unseen_in_train(splits: dict[str, list[Sentence]]) -> dict[str, Counter]:
+    """Per non-train split, the tokens of each entity type that never occurs in train (kept, only counted)."""
     seen = {tag[2:] for _, tags in splits["train"] for tag in tags if tag != "O"}
     return {
-        split: sum(1 for _, tags in sentences for tag in tags if tag != "O" and tag[2:] not in seen)
+        split: Counter(tag[2:] for _, tags in sentences for tag in tags if tag != "O" and tag[2:] not in seen)
         for split, sentences in splits.items()
         if split != "train"
     }
@@ -99,7 +101,8 @@ def build(
         source=source,
         splits={s: splits[s] for s in chosen},
         label_names=labels,
-        unseen_in_train={s: n for s, n in unseen.items() if s in chosen},
+        unseen_in_train={s: sum(n.values()) for s, n in unseen.items() if s in chosen},
+        unseen_types={s: sorted(n) for s, n in unseen.items() if s in chosen and n},
         source_scheme=found,
         label_sets={set_name: _label_column(kind, tags, chosen)
                     for set_name, (kind, tags) in (extras or {}).items()},

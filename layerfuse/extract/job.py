@@ -203,7 +203,9 @@ class SplitJob:
             log(f"resuming {split}: {plan.n_units - len(self.pending)} of {plan.n_units} units already cached")
         unseen = getattr(self.run.dataset, "unseen_in_train", {}).get(split, 0)
         if unseen:
-            log(f"{split}: {unseen} tokens carry an entity type never seen in train; kept under their own labels")
+            types = ", ".join(getattr(self.run.dataset, "unseen_types", {}).get(split, []))
+            log(f"{split}: {unseen} tokens carry an entity type never seen in train"
+                + (f" ({types})" if types else "") + "; kept under their own labels")
         if self.tokens.n_empty_words:
             log(f"{split}: {self.tokens.n_empty_words} words tokenize to nothing; encoded as "
                 f"{self.run.tokenizer.unk_token}")

@@ -57,6 +57,7 @@ class TaggedDataset:
     primary: str = "ner"  # the name of the label set in ``splits``
     primary_kind: str = SPAN
     label_sets: dict[str, LabelColumn] = field(default_factory=dict)
+    unseen_types: dict[str, list[str]] = field(default_factory=dict)  # the types behind unseen_in_train, per split
     _fingerprints: dict[str, str] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def fingerprint(self, *, split: str | None = None) -> str:

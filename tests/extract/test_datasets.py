@@ -154,6 +154,7 @@ def test_unseen_in_train_counts_dev_tokens(tmp_path):
     dev = "c B-ORG\nd I-ORG\ne B-PER\n\nf B-EVENT\n"
     ds = load_dataset(str(conll_dir(tmp_path, {"train.txt": train, "dev.txt": dev})))
     assert ds.unseen_in_train == {"dev": 3}
+    assert ds.unseen_types == {"dev": ["EVENT", "ORG"]}  # what the extraction log names
     assert ds.entity_types == ["EVENT", "ORG", "PER"]  # reported, not remapped
     assert ds.splits["dev"][1] == (["f"], ["B-EVENT"])
 

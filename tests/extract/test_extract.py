@@ -177,3 +177,14 @@ def test_bytes_per_word_near_ideal(tiny_cache):
 def test_offline_hub_name_is_one_clear_error(tiny_conll_dir, tmp_path):
     with pytest.raises(LayerfuseError, match="hub is unreachable"):
         _run("no-such-org/no-such-model", tiny_conll_dir, tmp_path)
+
+
+def test_log_names_the_types_unseen_in_train(tiny_bert_dir, tmp_path):
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "train.txt").write_text("a B-PER\nb O\n", encoding="utf-8")
+    (data / "dev.txt").write_text("c B-ORG\nd I-ORG\n\ne B-EVENT\n", encoding="utf-8")
+    logs = []
+    extract(ExtractConfig(model=str(tiny_bert_dir), dataset=str(data), cache_dir=str(tmp_path / "c"), unit_rows=256),
+            progress=False, log=logs.append)
+    assert any("dev: 3 tokens carry an entity type never seen in train (EVENT, ORG)" in m for m in logs), logs
