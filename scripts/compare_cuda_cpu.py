@@ -7,8 +7,9 @@
 
 A run extracts the entry (fp32 forward, float16 cache; reused when there) unless ``--cache`` names
 one, then trains ``--fusions`` x ``--seeds`` at ``--shots`` N and ``--epochs``, first one run at a
-time (solo), then the same runs in packs of ``--pack`` (a fusion's seeds together), and appends
-every record, tagged with its device and mode, to ``--out``/records.jsonl. ``--render`` sets the
+time (solo), then the same runs in packs of ``--pack`` (a fusion's seeds together), and writes
+every record, tagged with its device and mode, to ``--out``/records.jsonl (a rerun skips the runs
+already there and writes the file anew). ``--render`` sets the
 records of two devices side by side: per fusion and mode, the mean best dev F1 over the seeds and
 its spread (the sample standard deviation: the trial spread), the difference of the means, and
 whether it lies within the larger spread. The runs of one seed draw the same sample on both devices
@@ -53,8 +54,7 @@ def run(args) -> list[dict]:
         done = run_sweep(entry, configs, out=str(out / mode), workers=0, pack=pack, progress=False, log=say)
         say(f"{mode}: {len(done)} runs on {device} in {time.perf_counter() - t0:.1f} s")
         records += [r | {"parity": {"device": device.type, "mode": mode, "machine": machine}} for r in done.values()]
-    with (out / "records.jsonl").open("a", encoding="utf-8") as f:
-        f.writelines(json.dumps(r) + "\n" for r in records)
+    (out / "records.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
     return records
 
 
@@ -70,8 +70,10 @@ def render(paths: list[str], report: str, argv: list[str] | None) -> str:
             r = json.loads(line)
             p = r["parity"]
             machines[p["device"]] = p["machine"]
-            key = (r["config"]["fusion"], p["mode"])
-            cells.setdefault(key, {}).setdefault(p["device"], {})[r["config"]["seed"]] = 100 * r["best_dev_f1"]
+            seeds = cells.setdefault((r["config"]["fusion"], p["mode"]), {}).setdefault(p["device"], {})
+            if seeds.setdefault(r["config"]["seed"], 100 * r["best_dev_f1"]) != 100 * r["best_dev_f1"]:
+                raise SystemExit(f"{path}: two different {r['config']['fusion']} {p['mode']} runs of seed "
+                                 f"{r['config']['seed']} on {p['device']}")
             fingerprints.setdefault(r["config"]["seed"], set()).add(r["sample_fingerprint"])
     devices = sorted(machines, key=lambda d: d != "cuda")  # cuda first
     if len(devices) != 2:
