@@ -570,42 +570,13 @@ def write_dataset(dest: Path, data: Path, limits: dict[str, int | None]) -> Path
 
 # --- Paired per-seed differences between heads (the heads of one seed share its sample) ----------------
 
-def paired_diffs(a: dict, b: dict, *, key: str) -> tuple[list[float], list[int]]:
-    """(per-seed differences a − b x100, seeds) over the seeds of ``a`` and ``b`` ({seed: record})
-    that both ran on the same sample (their ``sample_fingerprint``) and both have ``key``."""
-    diffs, seeds = [], []
-    for seed in sorted(set(a) & set(b)):
-        if a[seed].get("sample_fingerprint") != b[seed].get("sample_fingerprint"):
-            continue
-        if a[seed].get(key) is None or b[seed].get(key) is None:
-            continue
-        diffs.append(100 * (a[seed][key] - b[seed][key]))
-        seeds.append(seed)
-    return diffs, seeds
-
-
-def ci_cell(values: list[float], *, signed: bool = False) -> str:
-    """'mean ± half-width of its 95% CI (n)' (Student t, n − 1 degrees of freedom); '-' for none."""
-    from layerfuse.experiments.report import ci95
-
-    if not values:
-        return "-"
-    mean, half = ci95(values)
-    return f"{mean:{'+' if signed else ''}.1f} ± {half:.1f} ({len(values)})"
-
-
-def against_zero(values: list[float]) -> str:
-    """Whether the 95% CI of the mean of ``values`` lies above 0, below 0, or contains it ('inside')."""
-    from layerfuse.experiments.report import ci95
-
-    mean, half = ci95(values)
-    return "inside" if len(values) < 2 or abs(mean) <= half else ("above 0" if mean > 0 else "below 0")
-
 
 def paired_cells(a: dict, b: dict, *, above: bool = True, test_against: bool = True) -> str | None:
     """A table's cells for a − b paired by seed (`paired_diffs`): dev F1's mean ± 95% CI, `against_zero`,
     the per-seed differences, [how many lie above 0,] test F1's mean ± 95% CI[, `against_zero`]; None for
     no pair."""
+    from layerfuse.experiments.paired import against_zero, ci_cell, paired_diffs
+
     dev, _ = paired_diffs(a, b, key="best_dev_f1")
     if not dev:
         return None
@@ -621,6 +592,8 @@ def paired_cells(a: dict, b: dict, *, above: bool = True, test_against: bool = T
 
 def head_cells(runs: list[dict]) -> str:
     """One head's best dev F1 and test F1 at best x100, unpaired: 'mean ± 95% CI (runs) | ...'."""
+    from layerfuse.experiments.paired import ci_cell
+
     return " | ".join(ci_cell([100 * r[key] for r in runs if r.get(key) is not None])
                       for key in ("best_dev_f1", "test_f1_at_best"))
 
@@ -632,6 +605,8 @@ def dev_curve(record: dict) -> dict[int, float]:
 
 def epoch_cells(runs: list[dict], epochs: list[int]) -> str:
     """The dev F1 of ``runs`` after each of ``epochs``: 'mean ± 95% CI (runs) | ...'."""
+    from layerfuse.experiments.paired import ci_cell
+
     curves = [dev_curve(r) for r in runs]
     return " | ".join(ci_cell([c[e] for c in curves if e in c]) for e in epochs)
 

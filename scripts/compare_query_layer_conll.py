@@ -18,17 +18,16 @@ from pathlib import Path
 
 from _common import (
     Study,
-    against_zero,
-    ci_cell,
     conll_entry,
     conll_grid,
     dev_line,
-    paired_diffs,
     run_variants,
     runs_of,
     split_list,
     torch_threads,
 )
+
+from layerfuse.experiments.paired import against_zero, ci_cell, paired_diffs
 
 VARIANTS = ("fused", "top")
 STUDY = Study(

@@ -20,9 +20,7 @@ from pathlib import Path
 
 from _common import (
     PAPER_SCORE,
-    against_zero,
     by_cell,
-    ci_cell,
     dev_curve,
     epoch_cells,
     public_path,
@@ -32,6 +30,8 @@ from _common import (
     split_list,
     write_results,
 )
+
+from layerfuse.experiments.paired import against_zero, ci_cell
 
 ORDER = ["concat", "dwatt", "extra", PAPER_SCORE]
 PAIRS = [("dwatt", "concat"), ("concat", "extra"), ("dwatt", "extra"), (PAPER_SCORE, "concat")]

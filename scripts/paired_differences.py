@@ -19,7 +19,9 @@ import argparse
 from collections import defaultdict
 from pathlib import Path
 
-from _common import RESULTS, ci_cell, paired_cells, read_records, results_path, write_results
+from _common import RESULTS, paired_cells, read_records, results_path, write_results
+
+from layerfuse.experiments.paired import ci_cell
 
 FILES = ["gpu/compare_fe_ft_conll.jsonl", "gpu/compare_extra_subword.word.jsonl",
          "gpu/compare_extra_subword.subword.jsonl", "gpu/compare_extra_subword.subword-special.jsonl",

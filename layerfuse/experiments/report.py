@@ -22,6 +22,7 @@ from matplotlib.ticker import FuncFormatter
 from ..fusions.config import FusionConfig
 from ..tasks import task_of
 from ..training.config import TrainConfig
+from .paired import ci95, paired_table
 from .plots import BAND_ALPHA, BAND_LABEL, head_style, legend_handles, plt  # Agg backend, set once there
 
 
@@ -53,16 +54,6 @@ def metric_of(records) -> Metric:
 # Fewer trials than this: the t interval is too wide to mean much (n = 2: 12.7 standard errors each side),
 # and with one trial there is none. Figure 3 draws no band for such a cell, and the report says so.
 MIN_TRIALS = 3
-
-
-def ci95(values) -> tuple[float, float]:
-    """(mean, half-width of the 95% CI of the mean); the half-width is 0 for a single value."""
-    from scipy.stats import t
-
-    x = np.asarray(values, dtype=float)
-    if len(x) < 2:
-        return float(x.mean()), 0.0
-    return float(x.mean()), float(t.ppf(0.975, len(x) - 1) * x.std(ddof=1) / math.sqrt(len(x)))
 
 
 # A cell's own coordinates, the rate the report picks per cell, where a run ran, and what `label` names
@@ -423,6 +414,12 @@ def render(records, out: str, *, curve_shots: list[int] | None = None, per_lr: b
     if per_lr:
         for lr in sorted({lr_of(r) for r in records}):
             text += f"\n## lr {lr:g}\n\n{table([r for r in records if lr_of(r) == lr])}\n"
+    paired = paired_table(cells(records), m)
+    if paired:
+        text += (f"\n## Each head against base, paired by seed\n\nThe runs of one seed share its few-shot sample, "
+                 f"so head − base per seed cancels the sample's luck; mean ± 95% CI over the seeds both ran "
+                 f"(pairs), each cell at its best learning rate"
+                 f"{'; lower perplexity is better' if not m.higher_is_better else ''}.\n\n{paired}\n")
     attention = attention_table(records)
     if attention:
         text += f"\nAttention over layers on dev, at the best dev point (mean ± 95% CI):\n\n{attention}\n"

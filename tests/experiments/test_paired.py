@@ -1,0 +1,57 @@
+"""The report's heads against base, paired by seed: the per-seed differences, only where both runs
+drew the same sample, each cell at its best learning rate; the section stays out of Figure 3's table."""
+
+from __future__ import annotations
+
+import pytest
+
+from layerfuse.experiments import report
+from layerfuse.experiments.paired import against_zero, paired_table
+
+
+def _record(fusion, seed, f1, *, lr=1e-3, sample="s", shots=8):
+    return {"run_id": f"{fusion}-{shots}-{seed}-{lr}", "sample_fingerprint": f"{sample}{seed}",
+            "config": {"fusion": fusion, "shots": shots, "epochs": 10, "seed": seed, "lr": lr},
+            "best_dev_f1": f1, "test_f1_at_best": f1 - 0.1, "model": "m", "dataset": "d",
+            "evals": [{"step": 1, "dev_f1": f1}], "seconds": {"total": 1.0}}
+
+
+def _table(records):
+    return paired_table(report.cells(records), report.metric_of(records))
+
+
+def test_differences_are_per_seed_and_say_where_their_interval_lies():
+    base = [_record("base", s, f1) for s, f1 in enumerate([0.50, 0.30, 0.40])]
+    concat = [_record("concat", s, f1) for s, f1 in enumerate([0.55, 0.36, 0.44])]  # +5, +6, +4 per seed
+    rows = _table(base + concat).splitlines()
+    assert rows[0].startswith("| head | N | epochs | dev F1 − base | against 0 | seeds above base |")
+    # the unpaired means differ by +5.0 too, but their trial spread (sd 10) would swallow it; the pairs' does not
+    assert rows[2] == "| concat | 8 | 10 | +5.0 ± 2.5 (3) | above 0 | 3 of 3 | +5.0 ± 2.5 (3) |"
+    assert len(rows) == 3  # base is not set against itself
+
+
+def test_a_seed_whose_samples_differ_pairs_with_nothing():
+    base = [_record("base", s, 0.5) for s in range(3)]
+    concat = [_record("concat", s, 0.6, sample="other" if s == 2 else "s") for s in range(3)]
+    assert "| +10.0 ± 0.0 (2) | above 0 | 2 of 2 |" in _table(base + concat)
+    assert _table([_record("concat", s, 0.6) for s in range(3)]) is None  # no base: no table
+
+
+def test_each_cell_pairs_at_its_best_rate():
+    base = [_record("base", s, 0.5, lr=lr) for s in range(3) for lr in (1e-3, 1e-2)]
+    concat = ([_record("concat", s, 0.4, lr=1e-3) for s in range(3)]
+              + [_record("concat", s, 0.7 + s / 100, lr=1e-2) for s in range(3)])
+    assert "| concat | 8 | 10 | +21.0 ± 2.5 (3) |" in _table(base + concat)
+
+
+def test_against_zero_needs_two_values():
+    assert against_zero([3.0]) == "inside"
+    assert against_zero([-3.0, -4.0, -5.0]) == "below 0"
+
+
+def test_the_report_has_the_section_and_figure_3_reads_only_its_first_table(tmp_path):
+    records = [_record(f, s, 0.5 + (f == "concat") * 0.05 + s / 100) for f in ("base", "concat") for s in range(3)]
+    text = open(report.render(records, str(tmp_path))["table"], encoding="utf-8").read()
+    assert "## Each head against base, paired by seed" in text and "| concat | 8 | 10 | +5.0 ± 0.0 (3) |" in text
+    assert set(report.stats_from_table(text)) == {("base", 8, 10), ("concat", 8, 10)}
+    assert report.stats_from_table(text)[("concat", 8, 10)] == pytest.approx((56.0, 2.5), abs=0.05)
