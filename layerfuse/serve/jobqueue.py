@@ -30,6 +30,12 @@ STOP_WAIT_SECONDS = 10.0  # at shutdown, how long to wait for the running job to
 log = logging.getLogger("layerfuse.serve")
 
 
+def _covers(making: list[str] | None, wanted: list[str] | None) -> bool:
+    """Whether a job storing the label sets ``making`` stores every set of ``wanted`` too (None: every
+    set the dataset has). Label sets do not change an entry's key, so the path alone does not say it."""
+    return making is None or (wanted is not None and set(wanted) <= set(making))
+
+
 class _Stopped(Exception):
     """Raised from the progress hook when the server shuts down: the job stops between units."""
 
@@ -49,12 +55,13 @@ class JobQueue:
     def submit(self, options: dict, *, path: str, key: str, splits: list[str], model: str,
                dataset: str) -> tuple[dict, bool]:
         """Queue an extraction of ``options`` (the request's `ExtractConfig` fields) making the entry at
-        ``path``; a queued or running job already making that entry's ``splits`` is joined instead.
-        ``model`` and ``dataset`` are the names the entry will carry. Returns (the job, joined)."""
+        ``path``; a queued or running job already making that entry's ``splits`` and label sets is joined
+        instead. ``model`` and ``dataset`` are the names the entry will carry. Returns (the job, joined)."""
         with self._changed:
             for job in self._jobs.values():
                 if (job["state"] in ("queued", "running") and job["path"] == path
-                        and set(splits) <= set(job["splits"])):
+                        and set(splits) <= set(job["splits"])
+                        and _covers(job["options"].get("labels"), options.get("labels"))):
                     job["requests"] += 1
                     self._save(job)
                     return _copy(job), True
@@ -106,6 +113,10 @@ class JobQueue:
                 job = json.loads(file.read_text())
             except (OSError, ValueError) as exc:
                 log.warning("skipping unreadable job file %s: %s", file, exc)
+                continue
+            wrong = _not_a_job(job, file.stem)
+            if wrong:
+                log.warning("skipping job file %s: %s", file, wrong)
                 continue
             if job.get("state") == "running":
                 job.update(state="queued", started=None)
@@ -214,6 +225,24 @@ def config_of(options: dict, *, state) -> ExtractConfig:
     into the server's root on its device."""
     given = {name: tuple(value) if isinstance(value, list) else value for name, value in options.items()}
     return ExtractConfig(**given, cache_dir=str(state.root), device=state.device)
+
+
+# What a job file must hold, and of which type, for the queue to run or list it (as `submit` writes it).
+JOB_FIELDS = {"id": str, "state": str, "path": str, "splits": list, "options": dict, "created": str, "requests": int,
+              "rows": dict, "progress": dict}
+STATES = ("queued", "running", "done", "failed")
+
+
+def _not_a_job(job, stem: str) -> str | None:
+    """Why a job file's JSON is not a job the queue wrote (another program's file, a hand edit), else None."""
+    if not isinstance(job, dict):
+        return f"a JSON {type(job).__name__}, not a job object"
+    for name, kind in JOB_FIELDS.items():
+        if not isinstance(job.get(name), kind):
+            return f"no {kind.__name__} {name!r}"
+    if job["id"] != stem or job["state"] not in STATES:
+        return f"id {job['id']!r} in a file named {stem!r}" if job["id"] != stem else f"state {job['state']!r}"
+    return None
 
 
 def _now() -> str:

@@ -77,6 +77,40 @@ def test_identical_requests_join_one_job(body, tiny_conll_dir, tmp_path, monkeyp
     assert entry.path == job["path"] and entry.splits == {"dev": True, "test": True}
 
 
+def test_a_request_joins_only_a_job_that_stores_its_label_sets(body, tiny_conll_dir, tmp_path):
+    # label sets do not change the entry's path: a job storing fewer sets must not answer for more
+    client = TestClient(create_app(ServerState(root=tmp_path, token=TOKEN, data_dirs=[tiny_conll_dir])))
+
+    def post(**more) -> dict:
+        response = client.post("/api/jobs", json={**body, **more}, headers=AUTH)
+        assert response.status_code in (200, 202), response.text
+        return response.json()
+
+    only_ner = post(labels=["ner"])
+    every = post()  # labels left out: every set the dataset has
+    assert not every["joined"] and every["id"] != only_ner["id"] and every["path"] == only_ner["path"]
+    assert post(labels=["ner"])["joined"]
+    again = post()
+    assert again["joined"] and again["id"] == every["id"]
+
+
+def test_files_in_the_jobs_folder_that_are_not_jobs_are_skipped(body, tiny_conll_dir, tmp_path, caplog):
+    idle = TestClient(create_app(ServerState(root=tmp_path, token=TOKEN, data_dirs=[tiny_conll_dir])))
+    queued = idle.post("/api/jobs", json=body, headers=AUTH).json()
+    jobs = tmp_path / jobqueue.JOBS_DIR
+    bad = {"empty.json": "{}", "list.json": "[1]", "no-created.json": '{"id": "no-created", "state": "queued"}',
+           "other-id.json": (jobs / f"{queued['id']}.json").read_text()}
+    for name, text in bad.items():
+        (jobs / name).write_text(text)
+    app = create_app(ServerState(root=tmp_path, token=TOKEN, data_dirs=[tiny_conll_dir]))  # a restart
+    with TestClient(app) as client:
+        assert _wait(client.get, queued["id"])["state"] == "done"
+        assert [j["id"] for j in client.get("/api/jobs").json()["jobs"]] == [queued["id"]]
+        assert client.post("/api/jobs", json={**body, "splits": ["test"]}, headers=AUTH).status_code == 202
+    skipped = [r.getMessage() for r in caplog.records if "skipping job file" in r.getMessage()]
+    assert len(skipped) == len(bad), skipped
+
+
 def test_refused_requests_create_nothing(body, tiny_conll_dir, tmp_path):
     root = tmp_path / "root"
     client = TestClient(create_app(ServerState(root=root, token=TOKEN, data_dirs=[tiny_conll_dir])))
