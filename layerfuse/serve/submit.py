@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import urllib.error
+import urllib.parse
 import urllib.request
 
 from ..errors import LayerfuseError
@@ -12,8 +13,22 @@ from ..errors import LayerfuseError
 TIMEOUT_S = 60.0  # a submit waits while the server reads the dataset and the model's config
 
 
+def checked_server(server: str) -> str:
+    """``server`` when it is an http(s) URL with a host, else a one-line error saying what is wanted."""
+    try:
+        parts = urllib.parse.urlsplit(server)
+        ok = parts.scheme in ("http", "https") and bool(parts.hostname)
+        parts.port  # noqa: B018  (raises on a port that is not a number)
+    except ValueError:
+        ok = False
+    if not ok:
+        raise LayerfuseError(f"--server wants the server's URL, such as http://gpu-box:8731, not {server!r}")
+    return server
+
+
 def submit_job(server: str, options: dict, *, token: str | None) -> dict:
     """Queue an extraction; the job as the server reports it, with ``joined``."""
+    checked_server(server)
     return _call("POST", f"{server.rstrip('/')}/api/jobs", token=token, body=options)
 
 

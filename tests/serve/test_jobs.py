@@ -300,3 +300,14 @@ def test_extract_server_reads_the_columns_it_is_given(serve, tiny_bert_dir, tmp_
     assert local.exit_code == 0, local.output
     [here] = list_entries(str(tmp_path / "local"))
     assert Path(here.path).name == Path(served.path).name  # the same entry, read the same way
+
+
+@pytest.mark.parametrize("server", ["gpu-box", "localhost:8731", "http://[::1", "ftp://gpu-box", "http://gpu-box:port"])
+def test_a_server_that_is_not_a_url_is_one_line(server, tiny_conll_dir, tmp_path):
+    token_file = tmp_path / "token"
+    token_file.write_text(TOKEN)
+    result = CliRunner().invoke(extract_cli, ["--server", server, "--token-file", str(token_file),
+                                              "--dataset", str(tiny_conll_dir)])
+    assert result.exit_code == 1, result.output
+    assert result.stderr.strip() == f"error: --server wants the server's URL, such as http://gpu-box:8731, not {server!r}"
+
