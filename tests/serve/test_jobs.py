@@ -309,5 +309,6 @@ def test_a_server_that_is_not_a_url_is_one_line(server, tiny_conll_dir, tmp_path
     result = CliRunner().invoke(extract_cli, ["--server", server, "--token-file", str(token_file),
                                               "--dataset", str(tiny_conll_dir)])
     assert result.exit_code == 1, result.output
-    assert result.stderr.strip() == f"error: --server wants the server's URL, such as http://gpu-box:8731, not {server!r}"
+    wanted = f"error: --server wants the server's URL, such as http://gpu-box:8731, not {server!r}"
+    assert result.stderr.strip() == wanted
 
