@@ -87,6 +87,8 @@ def parse_options(body: bytes, *, trust_remote_code: bool) -> dict:
         options = json.loads(body)
     except (ValueError, UnicodeDecodeError) as exc:
         raise RequestError(400, f"the body is not JSON: {one_line(exc)}") from None
+    except RecursionError:  # JSON nested deeper than the parser's stack, yet under the body limit
+        raise RequestError(400, "the body is JSON nested too deeply to read") from None
     if not isinstance(options, dict):
         raise RequestError(400, "the body must be a JSON object of extract options")
     unknown = sorted(set(options) - set(OPTIONS))

@@ -120,6 +120,7 @@ def test_refused_requests_create_nothing(body, tiny_conll_dir, tmp_path):
         (401, {"Authorization": TOKEN}, body),
         (400, AUTH, b"{not json"),
         (400, AUTH, b"[1, 2]"),
+        (400, AUTH, b'{"dataset": ' + b"[" * 10_000 + b"]" * 10_000 + b"}"),  # deeper than json's stack
         (400, AUTH, {**body, "cache_dir": str(tmp_path)}),  # the server's root is not the client's to choose
         (400, AUTH, {**body, "colour": "blue"}),
         (400, AUTH, {**body, "granularity": "token"}),
