@@ -76,10 +76,14 @@ def _children(root: str) -> list[str]:
         import fsspec
 
         fs, base = fsspec.core.url_to_fs(root)
-        if not fs.exists(base):
+        try:  # not fs.exists: it answers False for a server that cannot be reached or refuses, too
+            listed = fs.ls(base, detail=False)
+        except FileNotFoundError:
             return []
+        except OSError as exc:  # not reached (refusals, such as a 401, name their URL themselves)
+            raise LayerfuseError(f"cannot list {root}: {exc.strerror or exc}") from None
         protocol = root.split("://", 1)[0]
-        paths = [p.rstrip("/") for p in sorted(fs.ls(base, detail=False))]
+        paths = [p.rstrip("/") for p in sorted(listed)]
         # Object stores list paths without their protocol; HTTP lists whole URLs (links of the listing page).
         return [p if "://" in p else f"{protocol}://{p}" for p in paths if fs.exists(p + "/zarr.json")]
     base = local_path(root)

@@ -19,6 +19,17 @@ def settle_reads() -> None:
         settle()
 
 
+def http_refusal(exc: BaseException) -> str | None:
+    """One line for an HTTP cache root's refusal (aiohttp's ClientResponseError, raised through fsspec
+    and zarr): the URL and status, and for a 401 where the read token goes; None for any other error."""
+    aiohttp = sys.modules.get("aiohttp")
+    if aiohttp is None or not isinstance(exc, aiohttp.ClientResponseError):
+        return None
+    hint = (" (the server reads with a token: FSSPEC_HTTP='{\"headers\": {\"Authorization\": \"Bearer ...\"}}')"
+            if exc.status == 401 else "")
+    return f"{exc.request_info.real_url} answered {exc.status} {exc.message}{hint}"
+
+
 RESUMES = "interrupted; rerun the same command to resume"
 
 
@@ -44,6 +55,13 @@ def friendly_errors(fn=None, *, interrupted: str = RESUMES):
         except KeyboardInterrupt:
             click.echo(interrupted, err=True)
             sys.exit(130)
+        except Exception as exc:
+            refusal = http_refusal(exc)
+            if refusal is None:
+                raise
+            settle_reads()
+            click.echo(f"error: {refusal}", err=True)
+            sys.exit(1)
 
     return wrapper
 

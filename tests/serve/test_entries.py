@@ -8,6 +8,7 @@ import http.client
 import json
 import os
 import shutil
+import socket
 import stat
 from concurrent.futures import ThreadPoolExecutor, wait
 from urllib.parse import urlsplit
@@ -114,6 +115,25 @@ def test_reads_need_the_read_token_when_set(served, tiny_cache, monkeypatch):
     # A client passes it through fsspec's configuration (FSSPEC_HTTP='{"headers": {...}}' in the environment).
     monkeypatch.setitem(fsspec.config.conf, "http", {"headers": {"Authorization": "Bearer read-token-of-the-tests"}})
     assert open_entry(f"{served.url}/entries/{name}").splits == ["train", "dev", "test"]
+
+
+@pytest.mark.parametrize("server_fields", [{"read_token": "read-token-of-the-tests"}])
+def test_a_refused_or_unreachable_http_root_is_one_line_and_exit_1(served, tiny_cache):
+
+    from layerfuse.cli.main import main
+
+    name = os.path.basename(tiny_cache)
+    for args in (["info", f"{served.url}/entries/{name}"], ["ls", "--cache-dir", f"{served.url}/entries"]):
+        result = CliRunner().invoke(main, args)
+        assert result.exit_code == 1, (args, result.output)
+        assert result.stderr.startswith(f"error: {served.url}/") and "answered 401 Unauthorized" in result.stderr
+        assert "FSSPEC_HTTP" in result.stderr and len(result.stderr.strip().splitlines()) == 1, result.stderr
+    with socket.socket() as s:  # a port nothing listens on: it was "no entries", exit 0
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    result = CliRunner().invoke(main, ["ls", "--cache-dir", f"http://127.0.0.1:{port}/entries"])
+    assert result.exit_code == 1 and result.stderr.startswith(f"error: cannot list http://127.0.0.1:{port}/entries: ")
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
 
 
 @pytest.mark.slow
