@@ -2,13 +2,15 @@
 connections below the process's descriptor limit, logs that stay bounded, and no token in them.
 
 uvicorn's h11 protocol waits forever for a request's headers and body, so idle half-sent requests pile up
-until the process runs out of descriptors and asyncio logs a traceback per refused accept. `GuardedH11`
-closes a connection whose request (headers and body) is not all in within `READ_SECONDS` of its first
-byte (or of the connection); beyond the cap, it drops the client that has waited longest without sending a
-whole request (so slow clients never crowd out healthy ones), or refuses the newcomer. Whatever it refuses is
-counted and logged once per class and `LOG_INTERVAL` (`OncePerInterval`), as are uvicorn's and asyncio's
-per-connection warnings, without tracebacks. The access log never shows a query string: a client that
-puts a token there (where this server never reads one) does not get it written to disk.
+until the process runs out of descriptors and asyncio logs a traceback per refused accept. `GuardedH11` closes
+a connection whose request (headers and body) is not all in within `READ_SECONDS` of its first byte (or of the
+connection), and one that takes in nothing of a response for `STALL_SECONDS` while the server waits to send
+(its entry stays held as long as the response is open, so `gc` and `rm` would wait on a client that stopped
+reading, or one cut off with no close); beyond the cap, it drops the client that has waited longest without
+sending a whole request (so slow clients never crowd out healthy ones), or refuses the newcomer. Whatever it
+refuses is counted and logged once per class and `LOG_INTERVAL` (`OncePerInterval`), as are uvicorn's and
+asyncio's per-connection warnings, without tracebacks. The access log never shows a query string: a client
+that puts a token there (where this server never reads one) does not get it written to disk.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import h11
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 READ_SECONDS = 10.0  # a request's headers and body must be in within this of its first byte
+STALL_SECONDS = 30.0  # a client that takes in no byte of a response for this long is cut off
 KEEP_ALIVE_SECONDS = 5  # an idle keep-alive connection is closed after this (uvicorn's timeout_keep_alive)
 CONNECTION_CAP = 1000  # open connections at most, and never more than half the descriptor limit
 LOG_INTERVAL = 60.0  # seconds between two log lines of one class of refused client
@@ -83,6 +86,7 @@ class GuardedH11(H11Protocol):
 
     cap = CONNECTION_CAP  # set from `connection_cap()` by `server_config`
     _deadline = None
+    _stall = None
 
     def connection_made(self, transport) -> None:
         super().connection_made(transport)
@@ -108,10 +112,28 @@ class GuardedH11(H11Protocol):
             self._deadline = None
 
     def connection_lost(self, exc) -> None:
-        if self._deadline is not None:
-            self._deadline.cancel()
-            self._deadline = None
+        for timer in (self._deadline, self._stall):
+            if timer is not None:
+                timer.cancel()
+        self._deadline = self._stall = None
         super().connection_lost(exc)
+
+    def pause_writing(self) -> None:
+        """The client's socket is full: it must take some of the response within `STALL_SECONDS`."""
+        super().pause_writing()
+        if self._stall is None:
+            self._stall = self.loop.call_later(STALL_SECONDS, self._stalled)
+
+    def resume_writing(self) -> None:
+        if self._stall is not None:
+            self._stall.cancel()
+            self._stall = None
+        super().resume_writing()
+
+    def _stalled(self) -> None:
+        self._stall = None
+        _refuse(f"closed a client that took in nothing of a response for {STALL_SECONDS:g} s")
+        self.transport.abort()
 
     def _arm(self) -> None:
         self._since = self.loop.time()
