@@ -70,7 +70,8 @@ def main(cache, model, dataset, cache_dir, read, labels, split, shots, seed, max
     best = list(spec.fused(scores)) if spec.k else pick_layers(scores, min(top, len(scores)))
     ranks = _ranks(scores)
     model_name, dataset_name = _name(entry.meta.get("model", "?")), _name(entry.meta.get("dataset", "?"))
-    setting = f"{split}" + (f", N={shots} seed {seed}" if shots is not None else "")
+    seed_set = shots is None and seed != _default("seed")  # it draws the tokens kept per tag, too
+    setting = f"{split}" + (f", N={shots} seed {seed}" if shots is not None else f", seed {seed}" if seed_set else "")
     n_sent = data.n_sentences if sentences is None else len(sentences)
 
     click.echo(f"{model_name} on {dataset_name} ({setting}): {n_sent:,} sentences, {len(labels):,} tokens, "
@@ -83,7 +84,8 @@ def main(cache, model, dataset, cache_dir, read, labels, split, shots, seed, max
     key = entry.meta.get("key") or _name(entry.path)
     named = "" if is_primary else f"-{entry.meta['label_set']}"  # the primary set's files keep their names
     stem = os.path.join(out, f"rank-layers-{key}{named}-{split}" + (f"-n{shots}-s{seed}" if shots is not None else "")
-                        + _settings_named({"layers": spec_text, "top": top, "max_per_class": max_per_class}))
+                        + _settings_named({"layers": spec_text, "top": top, "max_per_class": max_per_class,
+                                           **({"seed": seed} if shots is None else {})}))
     os.makedirs(out, exist_ok=True)
     record = {
         "command": "rank-layers",
@@ -110,14 +112,17 @@ def main(cache, model, dataset, cache_dir, read, labels, split, shots, seed, max
 
 # How a setting away from its default shows in the files' name, so that a rerun with another one writes
 # beside the first, never over it (the defaults keep the names they always had).
-NAME_PARTS = {"layers": "l", "top": "top", "max_per_class": "cap"}
+NAME_PARTS = {"layers": "l", "top": "top", "max_per_class": "cap", "seed": "s"}
+
+
+def _default(name: str):
+    return next(p.default for p in click.get_current_context().command.params if p.name == name)
 
 
 def _settings_named(settings: dict) -> str:
     """``-l1.6-top2`` for the settings of ``settings`` given away from this command's defaults; '' for none."""
-    defaults = {p.name: p.default for p in click.get_current_context().command.params}
     return "".join(f"-{NAME_PARTS[name]}" + re.sub(r"[^0-9a-zA-Z]+", ".", str(value)).strip(".")
-                   for name, value in settings.items() if value != defaults[name])
+                   for name, value in settings.items() if value != _default(name))
 
 
 if __name__ == "__main__":

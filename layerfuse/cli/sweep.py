@@ -128,6 +128,7 @@ def main(task, labels, fusions, shots, epochs, trials, lrs, batch_size, layers, 
         entry = resolve(cache, model, dataset, cache_dir, read=read, extract=masking, quiet=quiet).with_labels(labels)
         check_samples(entry, configs)  # a sample larger than train: one line before anything else is said
         check_dev_subset(entry, configs)  # scripts' grids say "all of dev" themselves when their subset is larger
+        _refuse_another_metric(out, entry, task)
         say(f"precision: {base.precision}")
         if pack is None:
             from ..experiments.packs import default_pack
@@ -135,9 +136,10 @@ def main(task, labels, fusions, shots, epochs, trials, lrs, batch_size, layers, 
 
             pack = default_pack(entry, configs, pick_device(None))
         _say_alone(configs, pack)
-        records = list(run_sweep(entry, configs, out=out, workers=workers, ray=ray_address,
-                                 progress=show_progress(quiet), log=say, pack=pack, keep_heads=keep_heads).values())
-        _say_kept(out)
+        run_sweep(entry, configs, out=out, workers=workers, ray=ray_address, progress=show_progress(quiet), log=say,
+                  pack=pack, keep_heads=keep_heads)
+        records = list(read_results(os.path.join(out, RESULTS)).values())  # the report covers the whole --out
+        _say_kept(out, task)
         if task_of(task).labels_from_data:  # nu needs classes; an MLM entry's labels are the vocabulary
             _save_layer_scores(entry, layers, out)
     paths = render(records, out, curve_shots=curve, per_lr=per_lr, nu=_layer_scores(out))
@@ -146,11 +148,22 @@ def main(task, labels, fusions, shots, epochs, trials, lrs, batch_size, layers, 
     click.echo("plots: " + ", ".join(p for k, p in paths.items() if k != "table"))
 
 
-def _say_kept(out: str) -> None:
+def _refuse_another_metric(out: str, entry, task: str) -> None:
+    """Before any run: this grid's metric must be that of the runs already in ``out`` (one report, one metric)."""
+    from ..cache.label_sets import TOKEN
+    from ..experiments.results import RESULTS, read_results, refuse_mixed_metrics
+
+    metric = "accuracy" if entry.meta.get("label_kind") == TOKEN else {"ppl": "perplexity"}.get(
+        task_of(task).headline, "F1")
+    refuse_mixed_metrics(read_results(os.path.join(out, RESULTS)).values(), os.path.join(out, RESULTS),
+                         adding=(metric, entry.meta.get("label_set") or task))
+
+
+def _say_kept(out: str, task: str) -> None:
     from ..experiments.heads import kept_heads
 
     kept = kept_heads(os.path.join(out, "heads"))
-    if kept:
+    if kept and task_of(task).labels_from_data:  # an MLM head exports as no token-classification model
         say(f"{len(kept)} head{'s' if len(kept) > 1 else ''} kept in {os.path.join(out, 'heads')}; "
             f"export the best: layerfuse export {out} --best --out models/NAME")
 

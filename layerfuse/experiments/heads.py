@@ -25,7 +25,7 @@ from contextlib import contextmanager
 
 from ..errors import LayerfuseError
 from ..tasks import task_of
-from .results import RESULTS, append_result, read_results, run_id
+from .results import RESULTS, append_result, read_results, refuse_mixed_metrics, run_id
 
 KEEP_HEADS = ("none", "best", "all")
 SWEEP_KEEPS = "best"  # what `sweep` keeps unless told (scripts' grids, `run_grid`, keep none)
@@ -161,6 +161,7 @@ def sweep_head(folder: str, *, run: str | None = None, best: bool = False) -> st
         if not in_cell:
             where = f"run {run}'s cell" if run is not None else folder
             raise LayerfuseError(f"no head kept for {where} (the sweep ran with --keep-heads none?)")
+        refuse_mixed_metrics(in_cell, results)  # an accuracy is no better or worse than an F1
         record = max(in_cell, key=dev_rank)
     elif run in kept:
         record = kept[run]

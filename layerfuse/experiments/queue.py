@@ -10,12 +10,13 @@ from .results import read_results, run_id
 POLL_S = 2.0  # how often a sweep with nothing left to claim looks again
 
 
-def claimed(todo: list, claims: Claims, *, results: str, done: dict):
+def claimed(todo: list, claims: Claims, *, results: str, done: dict, key: str | None = None):
     """Yield each config of ``todo`` once this process has claimed it, in order; runs another
     live sweep holds are passed over, then waited for: None is yielded while only those are left
     (the caller checks back), and a run whose holder died is claimed and yielded. Ends when every
-    run is in the results file or has been yielded."""
-    finished = _Finished(results)
+    run is in the results file or has been yielded. ``key``: the entry's cache key; a run of that id
+    on another entry is not this one finished."""
+    finished = _Finished(results, key)
     waiting = []
     for config in todo:
         taken = _take(config, claims, finished)
@@ -38,16 +39,19 @@ def claimed(todo: list, claims: Claims, *, results: str, done: dict):
 
 
 class _Finished:
-    """The run ids in a results file, parsed again only when the file has changed size (a sweep
-    claims a few hundred runs; re-parsing the whole file for each was quadratic)."""
+    """The run ids in a results file of runs on the entry of ``key`` (any, for None), parsed again only
+    when the file has changed size (a sweep claims a few hundred runs; re-parsing the whole file for
+    each was quadratic)."""
 
-    def __init__(self, path: str):
-        self.path, self.size, self.ids = path, -1, frozenset()
+    def __init__(self, path: str, key: str | None = None):
+        self.path, self.key, self.size, self.ids = path, key, -1, frozenset()
 
     def __contains__(self, rid: str) -> bool:
         size = os.path.getsize(self.path) if os.path.exists(self.path) else 0
         if size != self.size:
-            self.size, self.ids = size, frozenset(read_results(self.path))
+            self.size = size
+            self.ids = frozenset(rid for rid, r in read_results(self.path).items()
+                                 if self.key is None or r.get("cache_key") in (None, self.key))
         return rid in self.ids
 
 

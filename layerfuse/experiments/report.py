@@ -24,6 +24,7 @@ from ..tasks import task_of
 from ..training.config import TrainConfig
 from .paired import ci95, paired_table
 from .plots import BAND_ALPHA, BAND_LABEL, head_style, legend_handles, plt  # Agg backend, set once there
+from .results import RESULTS, refuse_mixed_metrics
 
 
 class Metric(NamedTuple):
@@ -389,6 +390,7 @@ def render(records, out: str, *, curve_shots: list[int] | None = None, per_lr: b
     their paths. ``curve_shots``: the N of the step curves (None = the whole train split); by default
     the smallest and the largest N, or the whole split when no run has an N."""
     records = list(records)
+    refuse_mixed_metrics(records, os.path.join(out, RESULTS))
     first = records[0]
     title = f"{first.get('model')} on {first.get('dataset')}"
     shots_seen = sorted({r["config"]["shots"] for r in records if r["config"]["shots"] is not None})

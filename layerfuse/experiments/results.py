@@ -13,6 +13,7 @@ import os
 from dataclasses import MISSING
 from dataclasses import fields as dataclass_fields
 
+from ..errors import LayerfuseError
 from ..fusions.registry import FUSIONS, declared_options
 from ..training.config import PAPER_LR, TrainConfig, default_lr
 
@@ -84,6 +85,28 @@ def read_results(path: str, *, skipped=None) -> dict[str, dict]:
                 continue
             records[record["run_id"]] = record
     return records
+
+
+def scored_by(record: dict) -> str:
+    """The metric a run's record is scored by: accuracy (a token-level label set such as POS),
+    perplexity (MLM) or F1 (span label sets: NER, chunks)."""
+    if record.get("best_dev_accuracy") is not None:
+        return "accuracy"
+    return "perplexity" if record.get("best_dev_ppl") is not None else "F1"
+
+
+def refuse_mixed_metrics(records, where: str, *, adding: tuple[str, str] | None = None) -> None:
+    """One report (one --best) compares one metric: records of ``where`` scored by two are one line.
+    ``adding``: the (metric, label set) of runs about to join them."""
+    by_metric: dict[str, set] = {}
+    for r in records:
+        by_metric.setdefault(scored_by(r), set()).add(r["config"].get("labels") or r["config"].get("task") or "ner")
+    if adding:
+        by_metric.setdefault(adding[0], set()).add(adding[1])
+    if len(by_metric) > 1:
+        said = " and ".join(f"{m} ({', '.join(sorted(map(str, sets)))})" for m, sets in sorted(by_metric.items()))
+        raise LayerfuseError(f"{where} holds runs scored by {said}: a report or --best compares one metric; "
+                             "sweep each into its own --out")
 
 
 def runs_on(path: str, cache_key: str | None) -> dict[str, dict]:

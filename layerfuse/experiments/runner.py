@@ -73,8 +73,9 @@ def run_grid(entry, configs: list[TrainConfig], *, results: str, workers: int | 
     if keep_heads not in KEEP_HEADS:
         raise LayerfuseError(f"keep_heads {keep_heads!r} is not one of {', '.join(KEEP_HEADS)}")
 
-    done = {rid: r for rid, r in read_results(results, skipped=log).items()
-            if r.get("cache_key") in (None, entry.meta.get("key"))}
+    key = entry.meta.get("key")
+    done = read_results(results, skipped=log)
+    refuse_other_entry(results, done.values(), entry)
     todo = [c for c in configs if run_id(c) not in done]
     check_samples(entry, todo)  # before any worker starts: a sample larger than train is one line
     if len(todo) < len(configs):
@@ -87,9 +88,9 @@ def run_grid(entry, configs: list[TrainConfig], *, results: str, workers: int | 
         if pack > 1:  # the members of a pack next to each other, claimed one by one, gathered back
             units = pack_runs(todo, pack)
             todo = [config for unit in units for config in unit]
-            queue, run = packed(claimed(todo, claims, results=results, done=done), units), _run_pack
+            queue, run = packed(claimed(todo, claims, results=results, done=done, key=key), units), _run_pack
         else:
-            queue, run = claimed(todo, claims, results=results, done=done), _run_one
+            queue, run = claimed(todo, claims, results=results, done=done, key=key), _run_one
         finished = _results(job, todo, queue, workers=workers, ray=ray, run=run, entry=entry)
         for config, record in _records(finished, pack > 1):
             record["cache_path"] = entry.path
@@ -107,6 +108,17 @@ def run_grid(entry, configs: list[TrainConfig], *, results: str, workers: int | 
         if rid not in done or r.get("cache_key") == done[rid].get("cache_key"):
             done[rid] = r
     return {run_id(c): done[run_id(c)] for c in configs if run_id(c) in done}
+
+
+def refuse_other_entry(results: str, records, entry) -> None:
+    """A results file holds the runs of one cache entry: a run id does not name its entry, so another
+    entry's run would be taken for this one's, done already, and the report would mix the two."""
+    key = entry.meta.get("key")
+    other = next((r for r in records if r.get("cache_key") not in (None, key)), None)
+    if other is not None:
+        raise LayerfuseError(f"{results} holds runs on another cache entry ({other.get('model')} on "
+                             f"{other.get('dataset')}, {other.get('cache_path') or other['cache_key']}), not "
+                             f"{entry.path}: give this grid another --out")
 
 
 def _headline(record: dict) -> str:

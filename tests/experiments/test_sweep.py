@@ -149,3 +149,23 @@ def test_report_picks_the_learning_rate_on_dev_and_reports_test_there():
 def test_report_without_results_is_one_line_error(tmp_path):
     out = CliRunner().invoke(main, ["--report", "--out", str(tmp_path)])
     assert out.exit_code == 1 and out.output.startswith("error: no results")
+
+
+def test_an_out_of_another_entrys_runs_is_refused_and_the_report_covers_the_whole_out(tiny_cache, tmp_path):
+    out = tmp_path / "out"
+    small = ["--cache", tiny_cache, "--out", str(out), "--shots", "2", "--epochs", "1", "--trials", "1",
+             "--eval-points", "1", "--workers", "1", "--quiet"]
+    first = CliRunner().invoke(main, [*small, "--fusions", "concat"])
+    second = CliRunner().invoke(main, [*small, "--fusions", "base"])  # another grid into the same --out
+    assert first.exit_code == second.exit_code == 0, first.output + second.output
+    report = (out / "report.md").read_text()
+    assert "2 runs;" in report and "| base |" in report and "| concat |" in report  # not the last grid's alone
+
+    lines = (out / RESULTS).read_text().splitlines()
+    moved = [json.dumps({**json.loads(line), "cache_key": "another-entry", "cache_path": "/elsewhere/entry"})
+             for line in lines]
+    (out / RESULTS).write_text("\n".join(moved) + "\n")  # the same run ids, made on another entry
+    again = CliRunner().invoke(main, [*small, "--fusions", "concat"])
+    assert again.exit_code == 1, again.output  # it was "already done", exit 0, with the other entry's numbers
+    assert "holds runs on another cache entry" in again.stderr and "/elsewhere/entry" in again.stderr
+    assert (out / RESULTS).read_text().splitlines() == moved  # nothing trained, nothing written

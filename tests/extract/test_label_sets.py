@@ -237,6 +237,19 @@ def test_a_sweep_on_a_token_set_reports_accuracy(tiny_bert_dir, conll4_dir, tmp_
     records = lines
     assert len(records) == 2 and all(r["config"]["labels"] == "pos" and r["best_dev_accuracy"] > 0 for r in records)
     assert all(r["n_train_sentences"] == 4 for r in records)  # N x C: C = the 4 POS classes
+    # NER runs into the same --out would be scored by F1: one report compares one metric, so refused up front
+    ner = CliRunner().invoke(cli, [a for a in args if a not in ("--labels", "pos")])
+    assert ner.exit_code == 1 and "scored by F1 (ner) and accuracy (pos)" in ner.stderr, ner.output
+    assert len((tmp_path / "sweep" / "results.jsonl").read_text().splitlines()) == 2  # nothing trained
+    ner_run = {**records[0], "run_id": "ner-run", "best_dev_accuracy": None, "best_dev_f1": 0.9,
+               "config": {**records[0]["config"], "labels": None}}
+    with open(tmp_path / "sweep" / "results.jsonl", "a") as f:  # such a folder, merged by hand: report and --best
+        f.write(json.dumps(ner_run) + "\n")
+    (tmp_path / "sweep" / "heads" / "ner-run.json").write_text(json.dumps(ner_run))
+    for command in (["sweep", "--report", "--out", str(tmp_path / "sweep")],
+                    ["export", str(tmp_path / "sweep"), "--best", "--out", str(tmp_path / "model")]):
+        refused = CliRunner().invoke(cli, command)
+        assert refused.exit_code == 1 and "compares one metric" in refused.stderr, (command, refused.output)
 
 
 def test_a_treebank_is_extracted_with_upos_xpos_and_deprel(tiny_bert_dir, tmp_path):

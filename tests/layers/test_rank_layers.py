@@ -54,6 +54,18 @@ def test_cli_writes_json_and_png_and_prints_every_layer(tiny_cache, tmp_path):
     assert record["seconds"] >= 0 and record["sentences"] is None
 
 
+def test_cli_seed_without_shots_names_its_files(tiny_cache, tmp_path):
+    # without --shots the seed still draws the tokens kept per tag (--max-per-class): another seed, other nu
+    key = open_entry(tiny_cache).meta["key"]
+    for seed in ("0", "3"):
+        result, out = _run(["--cache", tiny_cache, "--out", str(tmp_path), "--max-per-class", "5", "--seed", seed])
+        assert result.exit_code == 0, out
+    first = json.loads((tmp_path / f"rank-layers-{key}-train-cap5.json").read_text())
+    second = json.loads((tmp_path / f"rank-layers-{key}-train-cap5-s3.json").read_text())  # beside, not over
+    assert (first["params"]["seed"], second["params"]["seed"]) == (0, 3) and "(train, seed 3)" in out
+    assert first["scores"] != second["scores"]
+
+
 def test_cli_shots_scores_the_few_shot_sample(tiny_cache, tmp_path):
     from layerfuse.training.sampling import few_shot_sample
 
