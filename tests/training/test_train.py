@@ -278,6 +278,14 @@ def test_cli_errors_are_one_line(tiny_cache, args, match):
     assert pytest.importorskip("re").search(match, result.stderr)
 
 
+def test_a_dev_subset_of_all_of_dev_is_refused(tiny_cache):
+    from layerfuse.cache.reader import open_entry
+
+    n_dev = open_entry(tiny_cache).split("dev").n_sentences  # every sentence: no subset, yet named as one
+    result = CliRunner().invoke(main, ["--cache", tiny_cache, "--epochs", "1", "--dev-sentences", str(n_dev)])
+    assert result.exit_code == 1 and f"--dev-sentences {n_dev}: dev has {n_dev} sentences" in result.stderr
+
+
 # ------------------------------------------------------------------------------ precision
 
 
