@@ -29,9 +29,9 @@ def load_cached(entry, configs: list) -> object:
 
 
 def check_dev_subset(entry, configs: list) -> None:
-    """A --dev-sentences as large as dev or larger, refused in one line: its runs would evaluate on all of
-    dev while their records and the report said a subset (and took other run ids than the same runs on dev). (MLM counts dev in blocks, which the entry's split does not
-    hold: its runs are left to their loop.)"""
+    """A --dev-sentences as large as dev or larger, refused in one line: its runs would evaluate on all of dev while
+    their records and the report said a subset (and took other run ids than the same runs on dev). (MLM counts
+    dev in blocks, which the entry's split does not hold: its runs are left to their loop.)"""
     asked = max((c.dev_sentences for c in configs if c.dev_sentences and task_of(c).labels_from_data), default=None)
     if not asked or "dev" not in entry.splits:
         return

@@ -184,14 +184,15 @@ def shots_trials(records) -> dict[tuple, int]:
     return {key: len(runs) for key, runs in cells(records).items() if key[1] is not None}
 
 
-def few_trials_note(records) -> str | None:
-    """What the report says when a cell has fewer than `MIN_TRIALS` trials: its ± is only indicative."""
+def few_trials_note(records, *, figure: bool = True) -> str | None:
+    """What the report says when a cell has fewer than `MIN_TRIALS` trials: its ± is only indicative
+    (and, when ``figure``, that f1_vs_shots.png draws no band for it)."""
     n = min((len(runs) for runs in cells(records).values()), default=MIN_TRIALS)
     if n >= MIN_TRIALS:
         return None
     return (f"Some cells have fewer than {MIN_TRIALS} trials (as few as {n}): their ± is only indicative "
             f"(with 2 trials the 95% interval is 12.7 standard errors each side; with 1 there is none and "
-            f"± 0.0 is shown), and f1_vs_shots.png draws no band for them.")
+            f"± 0.0 is shown)" + (", and f1_vs_shots.png draws no band for them." if figure else "."))
 
 
 TABLE_ROW = re.compile(r"^\|\s*(?P<label>[^|]+?)\s*\|\s*(?P<shots>\d+|all)\s*\|\s*(?P<epochs>\d+)\s*\|[^|]*\|"
@@ -410,7 +411,7 @@ def render(records, out: str, *, curve_shots: list[int] | None = None, per_lr: b
     what = {F1: "F1 (x100)", ACCURACY: "token accuracy (x100)"}.get(m, "masked-token perplexity (lower is better)")
     text = (f"# Sweep: {title}\n\n{len(records)} runs; {what}, mean ± 95% CI over trials (n); test {m.name} of "
             f"each run's head at its best dev point\n\n{dev_note(records)}\n\n{table(records)}\n")
-    few = few_trials_note(records)
+    few = few_trials_note(records, figure="shots" in paths)
     if few:
         text += f"\n{few}\n"
     if per_lr:

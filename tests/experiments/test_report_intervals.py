@@ -78,6 +78,8 @@ def test_sweep_shots_all_writes_its_report_and_report_redraws_it(tiny_cache, tmp
     assert run.exit_code == 0, run.output
     assert "| base | all | 1 |" in (out / "report.md").read_text()
     assert (out / "f1_vs_step.png").is_file() and not (out / "f1_vs_shots.png").exists()
+    report_text = (out / "report.md").read_text()
+    assert "only indicative" in report_text and "f1_vs_shots.png" not in report_text  # no note on a missing plot
     (out / "report.md").unlink()
     again = CliRunner().invoke(main, ["--out", str(out), "--report", "--curve-shots", "all"])
     assert again.exit_code == 0, again.output
