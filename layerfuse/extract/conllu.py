@@ -78,6 +78,7 @@ class _SentenceBuilder:
         self.path = path
         self.sentence = UdSentence()
         self.covered = 0  # the last word id a multiword-token range announced
+        self.range_line = (0, "")  # where that range was: (line number, its id)
         self.empty_nodes = 0  # empty nodes seen after the current word
 
     def add(self, lineno: int, line: str) -> None:
@@ -94,7 +95,7 @@ class _SentenceBuilder:
             if start != last + 1 or end <= start or start <= self.covered:
                 raise _error(self.path, lineno, f"multiword-token range out of sequence (next word is {last + 1})",
                              word_id)
-            self.covered = end
+            self.covered, self.range_line = end, (lineno, word_id)
         elif match := _EMPTY_NODE.fullmatch(word_id):
             if int(match[1]) != last or int(match[2]) != self.empty_nodes + 1:
                 raise _error(self.path, lineno, f"empty node out of sequence (expected {last}.{self.empty_nodes + 1})",
@@ -102,6 +103,13 @@ class _SentenceBuilder:
             self.empty_nodes += 1
         else:
             raise _error(self.path, lineno, "id is neither an integer, a range N-M nor an empty node N.K", word_id)
+
+    def check_complete(self) -> None:
+        """At the sentence's end: every word its last multiword-token range announced has come."""
+        if self.covered > len(self.sentence.words):
+            lineno, word_id = self.range_line
+            raise _error(self.path, lineno, f"multiword-token range announces words up to {self.covered}, but the "
+                         f"sentence ends at word {len(self.sentence.words)}", word_id)
 
     def _add_word(self, lineno: int, fields: list[str]) -> None:
         if not _INTEGER.fullmatch(fields[6]):
@@ -124,6 +132,7 @@ def read_conllu(path: str | Path) -> list[UdSentence]:
 
     def finish() -> None:
         nonlocal builder
+        builder.check_complete()
         if builder.sentence.words:
             sentences.append(builder.sentence)
         builder = _SentenceBuilder(path)

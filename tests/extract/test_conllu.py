@@ -107,6 +107,9 @@ def test_spaces_inside_a_form_are_kept(tmp_path):
         (("1 a a X _ _ 0 root _ _", "2.1 e e X _ _ _ _ _ _"), 2, "'2.1'"),  # empty node after a missing word
         (("1 a a X _ _ 0 root _ _", "1.2 e e X _ _ _ _ _ _"), 2, "'1.2'"),  # 1.2 before 1.1
         (("1 a a X _ _ root 0 _ _",), 1, "'root'"),  # HEAD not an integer
+        (("1 a a X _ _ 0 root _ _", "2-3 bc _ _ _ _ _ _ _ _", ""), 2,
+         "up to 3, but the sentence ends at word 1: '2-3'"),
+        (("1-2 ab _ _ _ _ _ _ _ _", "1 a a X _ _ 0 root _ _"), 1, "'1-2'"),  # word 2 never comes, at the file's end
     ],
 )
 def test_malformed_line_names_file_line_and_value(tmp_path, rows, line, value):
@@ -168,6 +171,14 @@ def test_ud_directory_is_a_dataset_of_syntactic_words_with_three_label_sets(tmp_
     assert list(single.splits) == ["train"] and single.splits["train"][0][0] == words
     with pytest.raises(LayerfuseError, match="label sets upos, xpos, deprel"):
         data.column("ner")
+
+
+def test_ud_directory_without_a_train_file_is_refused(tmp_path):
+    ud = tmp_path / "ud"
+    ud.mkdir()
+    write(ud, NORMAL, "dev.conllu")
+    with pytest.raises(LayerfuseError, match=r"ud: no CoNLL-U train file .* it holds dev\.conllu"):
+        load_dataset(str(ud))
 
 
 def test_ud_directory_with_a_malformed_file_reports_the_line(tmp_path):

@@ -125,6 +125,19 @@ def test_odd_unicode_space_stays_inside_the_word(tmp_path):
     assert ds.splits["train"] == [(["a\u00a0b", "\u200b"], ["O", "O"])]
 
 
+def test_ascii_separator_characters_are_words_in_any_line(tmp_path):
+    # 0x1c-0x1f are whitespace to str.split: the word was lost ("a token line without a tag") in ASCII lines
+    ds = load_dataset(str(write(tmp_path / "s.txt", "cafe O\n\x1f O\n\x1f\u00e9 O\n")))
+    assert ds.splits["train"] == [(["cafe", "\x1f", "\x1f\u00e9"], ["O", "O", "O"])]
+
+
+def test_a_byte_order_mark_inside_the_file_is_dropped(tmp_path):
+    # two files joined with `cat`, each with its BOM: the second -DOCSTART- became a sentence
+    text = "\ufeff-DOCSTART- O\n\nAlice B-PER\n\n\ufeff-DOCSTART- O\n\nBob B-PER\n"
+    ds = load_dataset(str(write(tmp_path / "joined.txt", text)))
+    assert ds.splits["train"] == [(["Alice"], ["B-PER"]), (["Bob"], ["B-PER"])]
+
+
 def test_single_file_is_train_only(tmp_path):
     ds = load_dataset(str(write(tmp_path / "data.conll", TRAIN_IOB1)))
     assert list(ds.splits) == ["train"]
@@ -303,6 +316,16 @@ def test_hf_save_to_disk_round_trip(tmp_path):
     datasets.DatasetDict({"train": plain}).save_to_disk(str(tmp_path / "noclass"))
     with pytest.raises(LayerfuseError, match="ClassLabel"):
         load_dataset(str(tmp_path / "noclass"))
+
+    # 'valid' and 'validation' are both dev: one would replace the other without a word
+    datasets.DatasetDict({"train": table(train), "valid": table(dev), "validation": table(train)}).save_to_disk(
+        str(tmp_path / "twice"))
+    with pytest.raises(LayerfuseError, match="splits 'valid' and 'validation' are both 'dev'; keep one of them"):
+        load_dataset(str(tmp_path / "twice"))
+    # a split of empty rows only: no sentences, refused as an empty CoNLL file is (extract crashed half-way)
+    datasets.DatasetDict({"train": table(train), "validation": table([([], [])])}).save_to_disk(str(tmp_path / "e"))
+    with pytest.raises(LayerfuseError, match="split 'validation': no sentences"):
+        load_dataset(str(tmp_path / "e"))
 
 
 @pytest.mark.parametrize("spec", ["conll03", "conll2003", "wikiann:en", "someone/some-ner"])

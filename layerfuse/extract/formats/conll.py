@@ -6,7 +6,8 @@ The word is the first whitespace-separated column (ASCII whitespace only, so odd
 inside words), the tag the last, unless ``Reading.columns`` names them (``"word=0,ner=3"``: 0-based
 columns, ``ner`` the tag; other names are more label sets, ``chunk`` a span set and any other a token
 set); every token line of a file has the column count of its first token line; ``-DOCSTART-`` lines
-are skipped and end a sentence; blank lines separate sentences. CoNLL-2003 layout files (four columns:
+are skipped and end a sentence; blank lines separate sentences; a byte-order mark opening any line
+(files joined with ``cat``) is dropped. CoNLL-2003 layout files (four columns:
 word, POS, chunk, NER) also give the ``pos`` (token) and ``chunk`` (span, IOB2) label sets.
 
 WikiAnn files of Rahimi et al. 2019 (lines ``lang:word TAG``) are CoNLL-style files recognised because
@@ -31,6 +32,7 @@ _EXTENSIONS = ("", ".txt", ".conll", ".iob", ".tsv")
 _LANG_PREFIX = re.compile(r"([a-z]{2,3}):(?=.)")
 _ODD_SPACE = re.compile(r"[^\S \t\r\n\f\v]")  # Unicode whitespace that is not ASCII whitespace
 _ASCII_SPACE = re.compile(r"[ \t\r\n\f\v]+")
+_SEPARATORS = re.compile("[\x1c-\x1f]")  # ASCII, yet whitespace to str.split
 
 # Named label columns of a CoNLL-2003 layout file (word POS chunk NER): the columns between the word and the tag.
 CONLL2003_COLUMNS = {4: (("pos", TOKEN), ("chunk", SPAN))}
@@ -44,8 +46,9 @@ def _shorten(text: str, width: int = 60) -> str:
 
 
 def _columns(line: str) -> list[str]:
-    """Split on ASCII whitespace only; ``str.split`` would also split on NBSP and friends."""
-    if line.isascii() or _ODD_SPACE.search(line) is None:
+    """Split on ASCII whitespace only; ``str.split`` would also split on NBSP and friends, and on the
+    ASCII separators 0x1c-0x1f (a word of its own in some data)."""
+    if _ODD_SPACE.search(line) is None:
         return line.split()
     stripped = line.strip(" \t\r\n\f\v")
     return _ASCII_SPACE.split(stripped) if stripped else []
@@ -75,8 +78,10 @@ def read_conll_columns(path: Path, columns: dict[str, int] | None = None,
     try:
         with open(path, encoding="utf-8-sig") as handle:
             for lineno, line in enumerate(handle, 1):
+                if line.startswith("\ufeff"):  # a byte-order mark inside the file: files joined with `cat`
+                    line = line[1:]
                 # inlined fast path of _columns: this loop runs once per token
-                cols = line.split() if line.isascii() else _columns(line)
+                cols = line.split() if line.isascii() and not _SEPARATORS.search(line) else _columns(line)
                 if not cols or cols[0] == "-DOCSTART-":
                     if words:
                         sentences.append((words, tags))

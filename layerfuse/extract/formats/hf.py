@@ -48,9 +48,16 @@ def _from_hf(loaded, *, where: str, read: Reading) -> tuple[dict[str, list[Sente
         split = str(loaded.split) if loaded.split is not None else "train"
         loaded = {split: loaded}
     raw: dict[str, list[Sentence]] = {}
+    named: dict[str, str] = {}  # canonical split -> the dataset's name for it
     for split, table in loaded.items():
         canonical = SPLIT_ALIASES.get(str(split), str(split))
+        if canonical in named:  # 'valid' and 'validation' both: one would silently replace the other
+            raise LayerfuseError(f"{where}: splits {named[canonical]!r} and {split!r} are both {canonical!r}; "
+                                  "keep one of them")
+        named[canonical] = str(split)
         raw[canonical] = _hf_split(table, where=f"{where} split {split!r}", read=read)
+        if not raw[canonical]:
+            raise LayerfuseError(f"{where} split {split!r}: no sentences (every row's {read.tokens_field} is empty)")
     extras: Extras = {}
     for column, (name, kind) in HF_LABEL_COLUMNS.items():
         if not all(column in table.column_names for table in loaded.values()):

@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from layerfuse.cache.label_sets import TOKEN
+from layerfuse.errors import LayerfuseError
 from layerfuse.extract.assemble import class_names, ordered, select
 from layerfuse.extract.conllu import LABEL_COLUMNS, read_conllu, treebank_files
 from layerfuse.extract.tagged import LabelColumn, TaggedDataset, content_hash
@@ -30,7 +31,11 @@ def _load(request: Request) -> TaggedDataset:
 
 def _build_treebank(where: Path, files: dict[str, Path], *, keep: list[str] | None) -> TaggedDataset:
     """A UD treebank as a dataset of syntactic words: UPOS is the primary label set (it fixes the
-    entry key with the words), XPOS and DEPREL come beside it; every set is token-level."""
+    entry key with the words), XPOS and DEPREL come beside it; every set is token-level. A folder
+    must have a train file, as a CoNLL folder must."""
+    if "train" not in files:
+        raise LayerfuseError(f"{where}: no CoNLL-U train file (*-ud-train.conllu or train.conllu); it holds "
+                              f"{', '.join(sorted(p.name for p in files.values()))}")
     treebank = {split: read_conllu(path) for split, path in files.items()}
     splits = {split: [(s.words, s.upos) for s in sentences] for split, sentences in ordered(treebank).items()}
     chosen = select(splits, keep, name=where.name)
