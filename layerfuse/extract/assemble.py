@@ -48,9 +48,9 @@ def class_names(tag_lists) -> list[str]:
     return sorted({tag for sentences in tag_lists for tags in sentences for tag in tags})
 
 
-def _label_column(kind: str, raw: dict[str, list[list[str]]], chosen: list[str]) -> LabelColumn:
+def _label_column(kind: str, raw: dict[str, list[list[str]]]) -> LabelColumn:
     """A label set from raw tags: span sets normalised to IOB2 (scheme detected over the set), names
-    over every split like the primary set's."""
+    and tags over every split read, like the primary set's names."""
     if kind == SPAN:
         distinct = {tuple(tags) for sentences in raw.values() for tags in sentences}
         found = detect_scheme(distinct)
@@ -59,7 +59,8 @@ def _label_column(kind: str, raw: dict[str, list[list[str]]], chosen: list[str])
         names = _label_names({split: [([], tags) for tags in sentences] for split, sentences in raw.items()})
     else:
         names = class_names(raw.values())
-    return LabelColumn(kind, names, {split: raw[split] for split in chosen})
+    # every split read, not only the chosen ones: an entry that cached a split earlier relabels it too
+    return LabelColumn(kind, names, dict(raw))
 
 
 def select(splits: dict[str, list[Sentence]], keep: list[str] | None, *, name: str) -> list[str]:
@@ -104,7 +105,7 @@ def build(
         unseen_in_train={s: sum(n.values()) for s, n in unseen.items() if s in chosen},
         unseen_types={s: sorted(n) for s, n in unseen.items() if s in chosen and n},
         source_scheme=found,
-        label_sets={set_name: _label_column(kind, tags, chosen)
+        label_sets={set_name: _label_column(kind, tags)
                     for set_name, (kind, tags) in (extras or {}).items()},
     )
     # The whole dataset's fingerprint, whatever the filter: one cache entry per dataset, whose

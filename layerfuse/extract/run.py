@@ -142,19 +142,24 @@ def nothing_to_write(entry, config: ExtractConfig, dataset) -> bool:
         return False
     if config.task_info.masks_inputs and not lm_finished(entry.group):
         return False
-    return all(label_sets.is_current(entry.stored_meta, name, fingerprints=dataset.label_fingerprints(name))
+    return all(label_sets.is_current(entry.stored_meta, name,
+                                     fingerprints=dataset.label_fingerprints(name, splits=entry.splits))
                for name in wanted_label_sets(config, dataset))
 
 
 def write_label_sets(path: str, dataset, names: list[str], *, log=print) -> list[str]:
     """Store each label set of ``names`` that the entry lacks or holds with other content, over every
-    split of ``dataset`` (all cached by now); returns the names written. Labels only: the hidden
-    states are not read, nor the model loaded."""
+    split of the entry that the dataset's files hold (those of ``dataset`` are all cached by now; one
+    cached by an earlier run is labelled again too, so a set never covers fewer splits because this run
+    read some: `--splits train` after a tag changed in dev relabels dev); returns the names written.
+    Labels only: the hidden states are not read, nor the model loaded."""
     group = open_group(path, mode="r")  # read under the entry's lock: another run may have just written a set
-    meta, splits = dict(group.attrs), list(dataset.splits)
+    meta = dict(group.attrs)
     written = []
     for name in names:
-        fingerprints = dataset.label_fingerprints(name)
+        cached = [split for split in dataset.column(name).tags if split_finished(group, split)]
+        fingerprints = dataset.label_fingerprints(name, splits=cached)
+        splits = list(fingerprints)
         if label_sets.is_current(meta, name, fingerprints=fingerprints):
             continue
         column = dataset.column(name)

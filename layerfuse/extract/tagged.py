@@ -87,15 +87,17 @@ class TaggedDataset:
                                   f"{', '.join(self.label_set_names)}")
         return self.label_sets[name]
 
-    def label_fingerprints(self, name: str) -> dict[str, str]:
-        """{split: sha256 hex of one label set's names and that split's tags} for every split read (with
-        the words' fingerprint, so a set is never attached to other words). Per split, so that reading
-        some splits again (``--splits test``) tells which of a stored set's splits it changes."""
+    def label_fingerprints(self, name: str, splits=None) -> dict[str, str]:
+        """{split: sha256 hex of one label set's names and that split's tags} for every split read (of
+        ``splits``, when given), with the words' fingerprint, so a set is never attached to other words.
+        Per split, so that reading some splits again (``--splits test``) tells which of a stored set's
+        splits it changes."""
         column = self.column(name)
         head = json.dumps({"format": 1, "set": name, "kind": column.kind, "names": column.names,
                            "words": self.fingerprint()}).encode()
         return {split: hashlib.sha256(head + json.dumps({"split": split, "tags": tags}, ensure_ascii=False)
-                                      .encode("utf-8")).hexdigest() for split, tags in column.tags.items()}
+                                      .encode("utf-8")).hexdigest() for split, tags in column.tags.items()
+                if splits is None or split in splits}
 
     @property
     def entity_types(self) -> list[str]:

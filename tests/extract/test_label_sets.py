@@ -325,6 +325,26 @@ def test_extracting_some_splits_adds_to_a_set_never_shrinks_it(tiny_bert_dir, co
     np.testing.assert_array_equal(entry.with_labels("chunk").split("train").labels, before)
 
 
+def test_a_tag_changed_in_dev_relabels_dev_under_splits_train(tiny_bert_dir, conll4_dir, tmp_path):
+    # the new tag changes the set's names: its dev labels were dropped (train alone listed), not relabelled
+    data_dir = _copy_of(conll4_dir, tmp_path / "data")
+    path = _extract(tiny_bert_dir, data_dir, tmp_path / "root").path
+    text = (data_dir / "dev.txt").read_text().replace(" DT ", " XX ", 1)
+    (data_dir / "dev.txt").write_text(text)
+    logs = []
+    config = ExtractConfig(model=str(tiny_bert_dir), dataset=str(data_dir), cache_dir=str(tmp_path / "root"),
+                           unit_rows=256, splits=("train",))
+    extract(config, progress=False, log=logs.append)
+    entry = open_entry(path)
+    pos = entry.label_sets["pos"]
+    assert "XX" in pos["names"] and pos["splits"] == ["dev", "test", "train"], pos
+    dev = entry.with_labels("pos").split("dev")
+    assert pos["names"].index("XX") in set(dev.labels.tolist())
+    assert any("label set 'pos'" in m and "stored for train, dev, test" in m for m in logs), logs
+    again = _extract(tiny_bert_dir, data_dir, tmp_path / "root", splits=("train",))
+    assert again.label_sets == []  # current now: nothing written again
+
+
 def test_a_label_set_rewritten_under_a_reader_keeps_the_readers_version(tiny_bert_dir, conll4_dir, tmp_path):
     data_dir = _copy_of(conll4_dir, tmp_path / "data")
     path = _extract(tiny_bert_dir, data_dir, tmp_path / "root").path

@@ -42,7 +42,7 @@ def _build_treebank(where: Path, files: dict[str, Path], *, keep: list[str] | No
     columns = {}
     for column in LABEL_COLUMNS[1:]:
         tags = {split: [s.labels(column) for s in sentences] for split, sentences in treebank.items()}
-        columns[column] = LabelColumn(TOKEN, class_names(tags.values()), {split: tags[split] for split in chosen})
+        columns[column] = LabelColumn(TOKEN, class_names(tags.values()), tags)  # every split read, as CoNLL's
     upos = class_names([[tags for _, tags in sentences] for sentences in splits.values()])
     dataset = TaggedDataset(name=where.stem if where.is_file() else where.name, source=str(where),
                             splits={s: splits[s] for s in chosen}, label_names=upos, unseen_in_train={},
