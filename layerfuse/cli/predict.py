@@ -5,6 +5,7 @@ tokens of each."""
 from __future__ import annotations
 
 import json
+import os
 import sys
 
 import click
@@ -49,6 +50,8 @@ def main(checkpoint, text, file_, fill_mask, top_k, conll, out, as_json, device)
     if conll:
         if text or file_ or fill_mask:
             raise LayerfuseError("--conll takes no --text, --file or --fill-mask")
+        if out:
+            _refuse_inputs_as_out(out, checkpoint, conll)
         _score_conll(_head(checkpoint), conll, out=out, as_json=as_json, device=device)
         return
     if out:
@@ -76,9 +79,22 @@ def _head(path: str) -> str:
     export reads it; a checkpoint is itself."""
     if not path.endswith(".json"):
         return path
+    if not os.path.isfile(path):
+        raise LayerfuseError(f"no head at {path}: the file does not exist")
     from ..hf.export import resolve_head
 
     return resolve_head(path)[0]
+
+
+def _refuse_inputs_as_out(out: str, checkpoint: str, conll: str) -> None:
+    """``--out`` is written whole: never over the CoNLL file scored, nor the head's own files."""
+    from ..training.checkpoint import checkpoint_paths
+
+    inputs = {conll, checkpoint}
+    if os.path.isfile(checkpoint) or os.path.isfile(checkpoint + ".json"):
+        inputs |= set(checkpoint_paths(_head(checkpoint)))
+    if any(os.path.exists(p) and os.path.exists(out) and os.path.samefile(out, p) for p in inputs):
+        raise LayerfuseError(f"--out {out} is one of this command's inputs; name another file")
 
 
 def _is_mlm(checkpoint: str) -> bool:
@@ -104,11 +120,19 @@ def _fill(checkpoint, lines, *, top_k: int, as_json: bool, device) -> None:
 
 
 def _tag(checkpoint, lines, *, as_json: bool, device) -> None:
+    from ..cache.label_sets import TOKEN
     from ..inference import Predictor, entities, split_words
 
     tagger = Predictor(checkpoint, device=device)
     words = [split_words(line) for line in lines]
     tags = tagger.tag([[w for w, _, _ in ws] for ws in words])
+    if tagger.meta.get("cache", {}).get("label_kind") == TOKEN:  # POS and the like: a tag per word, no spans
+        for line, ws, ts in zip(lines, words, tags):
+            if as_json:
+                click.echo(json.dumps({"text": line, "words": [w for w, _, _ in ws], "tags": ts}, ensure_ascii=False))
+            else:
+                click.echo(line + "\n  " + " ".join(f"{w}/{t}" for (w, _, _), t in zip(ws, ts)))
+        return
     for line, ws, ts in zip(lines, words, tags):
         found = entities(ts, ws, line)
         if as_json:

@@ -30,6 +30,13 @@ CACHE_FIELDS = ("key", "model", "model_revision", "model_type", "hidden_size", "
                 "ffn_dim", "dataset", "dataset_source", "dataset_fingerprint", "granularity", "pooling", "dtype",
                 "max_length")
 CHECKSUM = "weights_sha256"  # the head JSON's hash of its weights file (heads written before it carry none)
+DESCRIPTION = ("tagger", "layers", "label_names")  # what the weights mean: edited, a head tags wrong in silence
+DESCRIPTION_CHECKSUM = "description_sha256"  # their hash (heads written before it carry none)
+
+
+def description_sha256(record: dict) -> str:
+    """The hash of a head record's `DESCRIPTION` fields, as JSON with sorted keys."""
+    return hashlib.sha256(json.dumps({k: record.get(k) for k in DESCRIPTION}, sort_keys=True).encode()).hexdigest()
 
 
 def file_sha256(path: str) -> str:
@@ -76,6 +83,7 @@ def save_checkpoint(path: str, tagger, *, tagger_kwargs: dict, layers, label_nam
     }
     save_model(copy.deepcopy(tagger).cpu() if _on_gpu(tagger) else tagger, weights, metadata={"format": FORMAT})
     record[CHECKSUM] = file_sha256(weights)  # what load_checkpoint and a run record compare the weights with
+    record[DESCRIPTION_CHECKSUM] = description_sha256(record)
     with open(config_path, "w", encoding="utf-8") as f:
         json.dump(record, f, indent=2)
     same_mode(weights, like=config_path)
@@ -105,7 +113,22 @@ def read_checkpoint_meta(path: str) -> dict:
     if meta.get("format_version", 0) > FORMAT_VERSION:
         raise LayerfuseError(f"{config_path} has format version {meta['format_version']}; this layerfuse "
                               f"reads up to {FORMAT_VERSION}")
+    _check_description(meta, config_path)
     return meta
+
+
+def _check_description(meta: dict, config_path: str) -> None:
+    """The label names and layers must be those the weights were trained with: a label list of another
+    length failed deep in tagging (or exported a model that cannot run), two names swapped tagged B-PER
+    as B-LOC, other layers fed the head other inputs; all in silence."""
+    tagger, names, layers = meta.get("tagger") or {}, meta.get("label_names"), meta.get("layers")
+    if "n_labels" in tagger and isinstance(names, list) and len(names) != tagger["n_labels"]:
+        raise LayerfuseError(f"{config_path}: {len(names)} label names for a head of {tagger['n_labels']} labels")
+    if "n_layers" in tagger and isinstance(layers, list) and len(layers) != tagger["n_layers"]:
+        raise LayerfuseError(f"{config_path}: {len(layers)} layers for a head that fuses {tagger['n_layers']}")
+    if meta.get(DESCRIPTION_CHECKSUM) and description_sha256(meta) != meta[DESCRIPTION_CHECKSUM]:
+        raise LayerfuseError(f"{config_path}: its tagger, layers or label names changed since the head was written "
+                              "(they no longer match its checksum); retrain the head or restore the file")
 
 
 def load_checkpoint(path: str, *, entry=None, device: str = "cpu"):

@@ -223,6 +223,13 @@ def test_predict_conll_on_a_pos_head_reports_the_training_accuracy(tiny_bert_dir
     report = json.loads(run.output.strip().splitlines()[-1])
     assert report["micro"]["accuracy"] == pytest.approx(accuracy, abs=1e-12)
     assert sum(t["support"] for t in report["tags"].values()) == len(lines)
+    # raw text: a tag per word, no "entities" chunked out of POS tags (NNP read as B/I prefix N, type NP)
+    text = CliRunner().invoke(predict, ["--head", stem, "--json", "--text", "the big dog ran"])
+    assert text.exit_code == 0 and "seems not to be NE tag" not in text.output, text.output
+    row = json.loads(text.stdout)
+    assert set(row) == {"text", "words", "tags"} and len(row["tags"]) == 4 and set(row["tags"]) <= set(POS)
+    plain = CliRunner().invoke(predict, ["--head", stem, "--text", "the big dog ran"]).stdout.splitlines()
+    assert plain[1].split() == [f"{w}/{t}" for w, t in zip(row["words"], row["tags"])]
 
 
 def test_a_sweep_on_a_token_set_reports_accuracy(tiny_bert_dir, conll4_dir, tmp_path):

@@ -87,3 +87,46 @@ def test_entities_by_hand():
 def test_predict_errors_are_one_line(tmp_path):
     out = CliRunner().invoke(main, ["--head", str(tmp_path / "none"), "--text", "x"])
     assert out.exit_code == 1 and out.output.startswith("error: checkpoint file")
+    missing = CliRunner().invoke(main, ["--head", str(tmp_path / "run.json"), "--text", "x"])  # the file given
+    assert missing.exit_code == 1
+    assert missing.stderr == f"error: no head at {tmp_path / 'run.json'}: the file does not exist\n"
+
+
+@pytest.mark.parametrize("edit, needle", [
+    (lambda m: m.update(label_names=m["label_names"][:-1]), "label names for a head of"),
+    (lambda m: m["label_names"].reverse(), "changed since the head was written"),  # same length, names swapped
+    (lambda m: m.update(layers=m["layers"][::-1]), "changed since the head was written"),
+])
+def test_a_head_whose_description_was_edited_is_refused(checkpoint, tmp_path, edit, needle):
+    import shutil
+
+    from layerfuse.cli.export import main as export
+
+    stem, *_ = checkpoint
+    for ext in (".safetensors", ".json"):
+        shutil.copy(stem + ext, tmp_path / f"edited{ext}")
+    meta = json.loads((tmp_path / "edited.json").read_text())
+    edit(meta)
+    (tmp_path / "edited.json").write_text(json.dumps(meta))
+    for command, args in ((main, ["--head", str(tmp_path / "edited"), "--text", "Alice met Bob ."]),
+                          (export, [str(tmp_path / "edited.json"), "--out", str(tmp_path / "model")])):
+        result = CliRunner().invoke(command, args)
+        assert result.exit_code == 1 and needle in result.stderr, result.output
+        assert len(result.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "model").exists()  # no model that cannot run
+
+
+def test_conll_out_never_writes_over_its_inputs(checkpoint, tmp_path):
+    import shutil
+
+    stem, entry, *_ = checkpoint
+    for ext in (".safetensors", ".json"):
+        shutil.copy(stem + ext, tmp_path / f"head{ext}")
+    data = tmp_path / "dev.txt"
+    data.write_text("Alice B-PER\nmet O\n\n")
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    for out in ("head.json", "head.safetensors", "dev.txt"):
+        result = CliRunner().invoke(main, ["--head", str(tmp_path / "head"), "--conll", str(data),
+                                           "--out", str(tmp_path / out)])
+        assert result.exit_code == 1 and "is one of this command's inputs" in result.stderr, result.output
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before
