@@ -79,10 +79,34 @@ def main(cache_dir, host, port, token_file, read_token_file, runs, data_dirs, de
                         runs=[Path(r).resolve() for r in runs], trust_remote_code=trust_remote_code, device=device,
                         max_size=_size(max_size), data_dirs=[Path(d).resolve() for d in data_dirs],
                         private=[Path(p).resolve() for p in (where, read_token_file) if p])
+    held = _only_server(root)  # before the queue reads its jobs: a second server would requeue the first's
     say(f"serving {root} on http://{host}:{port}/ (write token in {where}; send it as 'Authorization: Bearer ...')")
     if state.read_token is None and not _loopback(host):
         say(f"reads are open to anyone who can reach {host}:{port}; --read-token-file closes them")
-    uvicorn.run(create_app(state), **server_options(host=host, port=port))
+    try:
+        uvicorn.run(create_app(state), **server_options(host=host, port=port))
+    finally:
+        os.close(held)
+
+
+SERVER_LOCK = ".server.lock"  # under the root's jobs folder: one server per root, as its job queue is the root's
+
+
+def _only_server(root: Path) -> int:
+    """An exclusive lock on the root's server lock file, held until the process ends (its descriptor)."""
+    import fcntl
+
+    from ..serve.jobqueue import JOBS_DIR
+
+    (root / JOBS_DIR).mkdir(exist_ok=True)
+    fd = os.open(root / JOBS_DIR / SERVER_LOCK, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        raise LayerfuseError(f"another layerfuse serve runs on {root}: one server per cache root (its job queue "
+                              "is the root's); stop it, or serve another --cache-dir") from None
+    return fd
 
 
 def read_token(path: str | os.PathLike) -> str:

@@ -218,6 +218,24 @@ def test_api_describes_entries(served, served_root, tiny_cache, monkeypatch):
     assert get_json(served.url, "/api/no-such-route")[0] == 404
 
 
+def test_a_second_server_on_one_root_is_refused_before_it_reads_the_jobs(tmp_path, monkeypatch):
+    # its queue would set the first server's running job back to queued in the shared .jobs folder
+    import uvicorn
+
+    from layerfuse.cli.main import main
+
+    root = tmp_path / "root"
+    second = []
+    monkeypatch.setattr(uvicorn, "run", lambda app, **kw: second.append(
+        CliRunner().invoke(main, ["serve", "--cache-dir", str(root), "--port", "0"])))
+    first = CliRunner().invoke(main, ["serve", "--cache-dir", str(root), "--port", "0"])
+    assert first.exit_code == 0, first.output
+    [refused] = second
+    assert refused.exit_code == 1 and "another layerfuse serve runs on" in refused.stderr, refused.output
+    monkeypatch.setattr(uvicorn, "run", lambda app, **kw: None)
+    assert CliRunner().invoke(main, ["serve", "--cache-dir", str(root), "--port", "0"]).exit_code == 0  # released
+
+
 def test_serve_keeps_its_token_in_a_private_file_and_never_prints_it(tmp_path, monkeypatch):
     import uvicorn
 
