@@ -153,6 +153,10 @@ def bytes_on_disk(path: str) -> int | None:
         import fsspec
 
         fs, base = fsspec.core.url_to_fs(path)
+        # Listings are cached per filesystem: one read before another writer (zarr's own instance, a resumed
+        # extract) added objects would count a stale list, or fail on an object it lists as absent. All of it:
+        # s3fs drops a path's parents from the cache, not the folders below it.
+        fs.invalidate_cache()
         return int(fs.du(base)) if fs.exists(base) else None
     total = 0
     for r, _, files in os.walk(local_path(path)):

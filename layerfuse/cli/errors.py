@@ -50,7 +50,9 @@ def friendly_errors(fn=None, *, interrupted: str = RESUMES):
         except OSError as exc:  # disk full, permissions: name the file, not a traceback
             settle_reads()
             where = f" ({exc.filename})" if getattr(exc, "filename", None) else ""
-            click.echo(f"error: {exc.strerror or exc}{where}", err=True)
+            # an object store's FileNotFoundError carries only its key: say what it is
+            what = exc.strerror or (f"not found: {exc}" if isinstance(exc, FileNotFoundError) else exc)
+            click.echo(f"error: {what}{where}", err=True)
             sys.exit(1)
         except KeyboardInterrupt:
             click.echo(interrupted, err=True)

@@ -315,6 +315,28 @@ def _ray_task(job: _Job, configs, item, run=_run_one):
     return run(job, item)
 
 
+RAY_CONNECT_S = 10.0  # how long the cluster's address may take to answer before the sweep says so
+
+
+def _check_reachable(address: str) -> None:
+    """A cluster address (``host:port``, ``ray://host:port``) must accept a connection: Ray retries one
+    that does not for ever, printing only its own lines. Other forms (``auto``) are left to Ray."""
+    import socket
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(address if "://" in address else f"ray://{address}")
+    try:
+        host, port = parts.hostname, parts.port
+    except ValueError:
+        host = port = None
+    if not host or not port:
+        return
+    try:
+        socket.create_connection((host, port), timeout=RAY_CONNECT_S).close()
+    except OSError as exc:
+        raise LayerfuseError(f"--ray {address}: no Ray cluster answers there ({exc.strerror or exc})") from None
+
+
 def _ray_results(job: _Job, todo, queue, address: str, run):
     """Each run (or pack) a Ray task (one CPU); the cache is read from the shared root by each worker once."""
     try:
@@ -324,8 +346,11 @@ def _ray_results(job: _Job, todo, queue, address: str, run):
                               'pip install "layerfuse[ray]"') from None
 
     if not ray.is_initialized():
-        ray.init(address=None if address in (None, "", "local") else address, include_dashboard=False,
-                 log_to_driver=False, ignore_reinit_error=True)
+        local = address in (None, "", "local")
+        if not local:
+            _check_reachable(address)
+        ray.init(address=None if local else address, include_dashboard=False, log_to_driver=False,
+                 ignore_reinit_error=True)
     task = ray.remote(num_cpus=1)(_ray_task)
     capacity = max(1, int(ray.cluster_resources().get("CPU", 1)))
     submit = lambda item: task.remote(job, todo, item, run)  # noqa: E731

@@ -75,3 +75,19 @@ def test_a_live_lease_makes_a_second_writer_wait(s3_root):
     first.__exit__(None, None, None)
     t.join(timeout=30)
     assert order == ["first releases", "second"] and "waiting" in messages[0]
+
+
+def test_bytes_on_disk_reads_a_fresh_listing(s3_root):
+    # a resumed extraction wrote units through zarr's own filesystem after this one had listed the split:
+    # the stale listing ended the run in "error: <object path>" with the other splits never extracted
+    import s3fs
+
+    from layerfuse.cache.manage import bytes_on_disk
+
+    fs = s3fs.S3FileSystem()
+    base = s3_root[len("s3://"):] + "/entry/train/done/c"
+    fs.pipe(f"{base}/0", b"x" * 10)
+    assert bytes_on_disk(s3_root + "/entry/train") == 10  # lists the split, and keeps the listing
+    s3fs.S3FileSystem(skip_instance_cache=True).pipe(f"{base}/1", b"y" * 5)  # another writer
+    assert bytes_on_disk(s3_root + "/entry/train") == 15
+

@@ -45,3 +45,16 @@ def test_ray_runs_packs_as_tasks(tiny_cache, tmp_path):
     assert len(by_ray) == 8 and by_ray.keys() == by_pool.keys()
     for run, record in by_pool.items():
         assert by_ray[run]["seconds"]["pack"] == 2 and by_ray[run]["best_dev_f1"] == record["best_dev_f1"]
+
+
+def test_an_address_no_cluster_answers_at_is_one_line(tiny_cache, tmp_path):
+    # Ray retries such an address for ever, printing only its own lines: the sweep hung
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # free once closed: nothing listens there
+    out = CliRunner().invoke(main, ["--cache", tiny_cache, "--out", str(tmp_path / "out"), "--fusions", "base",
+                                    "--shots", "2", "--epochs", "1", "--trials", "1", "--ray", f"127.0.0.1:{port}"])
+    assert out.exit_code == 1 and not ray.is_initialized(), out.output
+    assert out.stderr.strip().splitlines()[-1].startswith(f"error: --ray 127.0.0.1:{port}: no Ray cluster answers")
