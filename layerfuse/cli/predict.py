@@ -63,13 +63,12 @@ def main(checkpoint, text, file_, fill_mask, top_k, conll, out, as_json, device)
                 lines += [line.rstrip("\n") for line in f]
         except UnicodeDecodeError as exc:
             raise LayerfuseError(f"{file_} is not UTF-8 text (byte {exc.start})") from None
-    lines = [line for line in lines if line.strip()]
-    if not lines:
+    if not any(line.strip() for line in lines):
         raise LayerfuseError("nothing to tag: pass --text, --file or --fill-mask")
     checkpoint = _head(checkpoint)
     if fill_mask or _is_mlm(checkpoint):
-        _fill(checkpoint, lines, top_k=top_k, as_json=as_json, device=device)
-    else:
+        _fill(checkpoint, [line for line in lines if line.strip()], top_k=top_k, as_json=as_json, device=device)
+    else:  # a blank line of --file gets its (empty) answer too: output line k answers input line k
         _tag(checkpoint, lines, as_json=as_json, device=device)
     sys.stdout.flush()
 
@@ -125,7 +124,8 @@ def _tag(checkpoint, lines, *, as_json: bool, device) -> None:
 
     tagger = Predictor(checkpoint, device=device)
     words = [split_words(line) for line in lines]
-    tags = tagger.tag([[w for w, _, _ in ws] for ws in words])
+    tagged = iter(tagger.tag([[w for w, _, _ in ws] for ws in words if ws]))
+    tags = [next(tagged) if ws else [] for ws in words]
     if tagger.meta.get("cache", {}).get("label_kind") == TOKEN:  # POS and the like: a tag per word, no spans
         for line, ws, ts in zip(lines, words, tags):
             if as_json:

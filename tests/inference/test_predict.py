@@ -130,3 +130,17 @@ def test_conll_out_never_writes_over_its_inputs(checkpoint, tmp_path):
                                            "--out", str(tmp_path / out)])
         assert result.exit_code == 1 and "is one of this command's inputs" in result.stderr, result.output
     assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before
+
+
+def test_json_lines_answer_the_file_line_by_line(checkpoint, tmp_path):
+    # blank lines were dropped, so output line k no longer answered input line k
+    stem, *_ = checkpoint
+    sentences = tmp_path / "s.txt"
+    sentences.write_text("Alice met Bob .\n\n   \nBob went to Paris .\n")
+    out = CliRunner().invoke(main, ["--head", stem, "--json", "--file", str(sentences)])
+    assert out.exit_code == 0, out.output
+    rows = [json.loads(line) for line in out.stdout.splitlines()]
+    assert [r["text"] for r in rows] == ["Alice met Bob .", "", "   ", "Bob went to Paris ."]
+    assert rows[1] == {"text": "", "words": [], "tags": [], "entities": []}
+    alone = CliRunner().invoke(main, ["--head", stem, "--json", "--text", "Bob went to Paris ."])
+    assert json.loads(alone.stdout) == rows[3]  # the blank lines change nothing around them
