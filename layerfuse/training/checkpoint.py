@@ -121,11 +121,9 @@ def _check_description(meta: dict, config_path: str) -> None:
     """The label names and layers must be those the weights were trained with: a label list of another
     length failed deep in tagging (or exported a model that cannot run), two names swapped tagged B-PER
     as B-LOC, other layers fed the head other inputs; all in silence."""
-    tagger, names, layers = meta.get("tagger") or {}, meta.get("label_names"), meta.get("layers")
+    tagger, names = meta.get("tagger") or {}, meta.get("label_names")
     if "n_labels" in tagger and isinstance(names, list) and len(names) != tagger["n_labels"]:
         raise LayerfuseError(f"{config_path}: {len(names)} label names for a head of {tagger['n_labels']} labels")
-    if "n_layers" in tagger and isinstance(layers, list) and len(layers) != tagger["n_layers"]:
-        raise LayerfuseError(f"{config_path}: {len(layers)} layers for a head that fuses {tagger['n_layers']}")
     if meta.get(DESCRIPTION_CHECKSUM) and description_sha256(meta) != meta[DESCRIPTION_CHECKSUM]:
         raise LayerfuseError(f"{config_path}: its tagger, layers or label names changed since the head was written "
                               "(they no longer match its checksum); retrain the head or restore the file")
