@@ -577,10 +577,10 @@ def paired_cells(a: dict, b: dict, *, above: bool = True, test_against: bool = T
     no pair."""
     from layerfuse.experiments.paired import against_zero, ci_cell, paired_diffs
 
-    dev, _ = paired_diffs(a, b, key="best_dev_f1")
+    dev = paired_diffs(a, b, key="best_dev_f1")
     if not dev:
         return None
-    test, _ = paired_diffs(a, b, key="test_f1_at_best")
+    test = paired_diffs(a, b, key="test_f1_at_best")
     cells = [ci_cell(dev, signed=True), against_zero(dev), ", ".join(f"{d:+.1f}" for d in dev)]
     if above:
         cells.append(f"{sum(d > 0 for d in dev)} of {len(dev)}")

@@ -55,7 +55,7 @@ def table(by_entry: dict, fusions: list[str], shots: list[int]) -> str:
                 for metric, key in (("dev F1", "best_dev_f1"), ("test F1", "test_f1_at_best")):
                     cells = [ci_cell([100 * r[key] for r in runs[v].values() if r.get(key) is not None])
                              for v in VARIANTS]
-                    diffs, _ = paired_diffs(runs["top"], runs["fused"], key=key)
+                    diffs = paired_diffs(runs["top"], runs["fused"], key=key)
                     lines.append(f"| {model} | {fusion} | {n} | {metric} | {cells[0]} | {cells[1]} "
                                  f"| {ci_cell(diffs, signed=True)} | {against_zero(diffs) if diffs else '-'} "
                                  f"| {', '.join(f'{d:+.1f}' for d in diffs)} |")

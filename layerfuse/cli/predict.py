@@ -13,6 +13,7 @@ import click
 from ..errors import LayerfuseError
 from ..inference.fill_mask import MaskFiller
 from ..tasks import task_of
+from ..training.checkpoint import checkpoint_paths
 from .errors import friendly_errors
 from .options import default_of
 
@@ -50,9 +51,10 @@ def main(checkpoint, text, file_, fill_mask, top_k, conll, out, as_json, device)
     if conll:
         if text or file_ or fill_mask:
             raise LayerfuseError("--conll takes no --text, --file or --fill-mask")
+        head = _head(checkpoint)
         if out:
-            _refuse_inputs_as_out(out, checkpoint, conll)
-        _score_conll(_head(checkpoint), conll, out=out, as_json=as_json, device=device)
+            _refuse_inputs_as_out(out, {conll, checkpoint, *checkpoint_paths(head)})
+        _score_conll(head, conll, out=out, as_json=as_json, device=device)
         return
     if out:
         raise LayerfuseError("--out goes with --conll")
@@ -85,20 +87,13 @@ def _head(path: str) -> str:
     return resolve_head(path)[0]
 
 
-def _refuse_inputs_as_out(out: str, checkpoint: str, conll: str) -> None:
+def _refuse_inputs_as_out(out: str, inputs: set[str]) -> None:
     """``--out`` is written whole: never over the CoNLL file scored, nor the head's own files."""
-    from ..training.checkpoint import checkpoint_paths
-
-    inputs = {conll, checkpoint}
-    if os.path.isfile(checkpoint) or os.path.isfile(checkpoint + ".json"):
-        inputs |= set(checkpoint_paths(_head(checkpoint)))
     if any(os.path.exists(p) and os.path.exists(out) and os.path.samefile(out, p) for p in inputs):
         raise LayerfuseError(f"--out {out} is one of this command's inputs; name another file")
 
 
 def _is_mlm(checkpoint: str) -> bool:
-    from ..training.checkpoint import checkpoint_paths
-
     try:
         with open(checkpoint_paths(checkpoint)[1], encoding="utf-8") as f:
             return task_of(json.load(f)).masks_inputs

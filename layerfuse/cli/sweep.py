@@ -151,10 +151,10 @@ def main(task, labels, fusions, shots, epochs, trials, lrs, batch_size, layers, 
 def _refuse_another_metric(out: str, entry, task: str) -> None:
     """Before any run: this grid's metric must be that of the runs already in ``out`` (one report, one metric)."""
     from ..cache.label_sets import TOKEN
+    from ..experiments.report import ACCURACY, METRICS
     from ..experiments.results import RESULTS, read_results, refuse_mixed_metrics
 
-    metric = "accuracy" if entry.meta.get("label_kind") == TOKEN else {"ppl": "perplexity"}.get(
-        task_of(task).headline, "F1")
+    metric = (ACCURACY if entry.meta.get("label_kind") == TOKEN else METRICS[task_of(task).headline]).name
     refuse_mixed_metrics(read_results(os.path.join(out, RESULTS)).values(), os.path.join(out, RESULTS),
                          adding=(metric, entry.meta.get("label_set") or task))
 

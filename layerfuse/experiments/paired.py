@@ -23,18 +23,12 @@ def ci95(values) -> tuple[float, float]:
     return float(x.mean()), float(t.ppf(0.975, len(x) - 1) * x.std(ddof=1) / math.sqrt(len(x)))
 
 
-def paired_diffs(a: dict, b: dict, *, key: str, scale: float = 100.0) -> tuple[list[float], list[int]]:
-    """(per-seed differences a − b x ``scale``, seeds) over the seeds of ``a`` and ``b`` ({seed: record})
-    that both ran on the same sample and both have ``key``."""
-    diffs, seeds = [], []
-    for seed in sorted(set(a) & set(b)):
-        if a[seed].get("sample_fingerprint") != b[seed].get("sample_fingerprint"):
-            continue
-        if a[seed].get(key) is None or b[seed].get(key) is None:
-            continue
-        diffs.append(scale * (a[seed][key] - b[seed][key]))
-        seeds.append(seed)
-    return diffs, seeds
+def paired_diffs(a: dict, b: dict, *, key: str, scale: float = 100.0) -> list[float]:
+    """The per-seed differences a − b x ``scale``, in seed order, over the seeds of ``a`` and ``b``
+    ({seed: record}) that both ran on the same sample and both have ``key``."""
+    return [scale * (a[seed][key] - b[seed][key]) for seed in sorted(set(a) & set(b))
+            if a[seed].get("sample_fingerprint") == b[seed].get("sample_fingerprint")
+            and a[seed].get(key) is not None and b[seed].get(key) is not None]
 
 
 def ci_cell(values: list[float], *, signed: bool = False) -> str:
@@ -73,10 +67,10 @@ def paired_table(best: dict[tuple, list[dict]], m, against: str = "base") -> str
         if head == against or not other:
             continue
         a, b = _by_seed(runs), _by_seed(other)
-        dev, _ = paired_diffs(a, b, key=m.dev, scale=m.scale)
+        dev = paired_diffs(a, b, key=m.dev, scale=m.scale)
         if not dev:
             continue
-        test, _ = paired_diffs(a, b, key=m.test, scale=m.scale)
+        test = paired_diffs(a, b, key=m.test, scale=m.scale)
         rows.append(f"| {head} | {shots or 'all'} | {epochs} | {ci_cell(dev, signed=True)} | {against_zero(dev)} | "
                     f"{sum(d > 0 for d in dev)} of {len(dev)} | {ci_cell(test, signed=True)} |")
     if not rows:

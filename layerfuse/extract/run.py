@@ -157,12 +157,11 @@ def write_label_sets(path: str, dataset, names: list[str], *, log=print) -> list
     meta = dict(group.attrs)
     written = []
     for name in names:
-        cached = [split for split in dataset.column(name).tags if split_finished(group, split)]
-        fingerprints = dataset.label_fingerprints(name, splits=cached)
-        splits = list(fingerprints)
+        column = dataset.column(name)
+        splits = [split for split in column.tags if split_finished(group, split)]
+        fingerprints = dataset.label_fingerprints(name, splits=splits)
         if label_sets.is_current(meta, name, fingerprints=fingerprints):
             continue
-        column = dataset.column(name)
         index = {label: i for i, label in enumerate(column.names)}
         ids = {split: _row_labels(group[split], [np.array([index[t] for t in tags], dtype=np.int16)
                                                  for tags in column.tags[split]]) for split in splits}

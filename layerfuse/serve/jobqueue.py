@@ -240,8 +240,10 @@ def _not_a_job(job, stem: str) -> str | None:
     for name, kind in JOB_FIELDS.items():
         if not isinstance(job.get(name), kind):
             return f"no {kind.__name__} {name!r}"
-    if job["id"] != stem or job["state"] not in STATES:
-        return f"id {job['id']!r} in a file named {stem!r}" if job["id"] != stem else f"state {job['state']!r}"
+    if job["id"] != stem:
+        return f"id {job['id']!r} in a file named {stem!r}"
+    if job["state"] not in STATES:
+        return f"state {job['state']!r}"
     return None
 
 
