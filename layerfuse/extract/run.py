@@ -89,6 +89,8 @@ def extract(config: ExtractConfig, *, progress: bool = True, log=print, on_unit=
             with EntryLock(path, log=log):
                 result.label_sets = write_label_sets(path, dataset, wanted, log=log)
         return result
+    if getattr(dataset, "passed_over", None):  # said once, when something is written: a README is no news on reuse
+        log(f"{config.dataset}: files not read, no split being named so: {', '.join(dataset.passed_over)}")
     # Files a killed or failed run left half-written hold space this run needs: gone before it is counted.
     remove_partials(path, todo)
     # Before the lock file or the entry exists: a run that cannot fit writes nothing at all.

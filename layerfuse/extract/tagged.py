@@ -22,6 +22,7 @@ SPLIT_ALIASES = {
     "dev": "dev",
     "valid": "dev",
     "validation": "dev",
+    "devel": "dev",
     "testa": "dev",
     "test": "test",
     "testb": "test",
@@ -58,6 +59,7 @@ class TaggedDataset:
     primary_kind: str = SPAN
     label_sets: dict[str, LabelColumn] = field(default_factory=dict)
     unseen_types: dict[str, list[str]] = field(default_factory=dict)  # the types behind unseen_in_train, per split
+    passed_over: list[str] = field(default_factory=list)  # the source's files no split was read from
     _fingerprints: dict[str, str] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def fingerprint(self, *, split: str | None = None) -> str:

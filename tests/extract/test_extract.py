@@ -188,3 +188,23 @@ def test_log_names_the_types_unseen_in_train(tiny_bert_dir, tmp_path):
     extract(ExtractConfig(model=str(tiny_bert_dir), dataset=str(data), cache_dir=str(tmp_path / "c"), unit_rows=256),
             progress=False, log=logs.append)
     assert any("dev: 3 tokens carry an entity type never seen in train (EVENT, ORG)" in m for m in logs), logs
+
+
+def test_devel_is_dev_and_the_log_names_the_files_not_read(tiny_bert_dir, tmp_path):
+    """The biomedical sets name dev ``devel.tsv``; any other file of the folder (a README, a second
+    train file) is named in the log once something is written, so a split under a name no split has
+    is not lost without a word."""
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "train.tsv").write_text("a B-PER\nb O\n", encoding="utf-8")
+    (data / "devel.tsv").write_text("c B-PER\n", encoding="utf-8")
+    (data / "test2.tsv").write_text("d O\n", encoding="utf-8")
+    (data / "README.md").write_text("about\n", encoding="utf-8")
+    logs = []
+    config = ExtractConfig(model=str(tiny_bert_dir), dataset=str(data), cache_dir=str(tmp_path / "c"), unit_rows=256)
+    result = extract(config, progress=False, log=logs.append)
+    assert [s.split for s in result.splits] == ["train", "dev"]
+    assert f"{data}: files not read, no split being named so: README.md, test2.tsv" in logs, logs
+    logs.clear()
+    extract(config, progress=False, log=logs.append)  # all cached: nothing written, nothing said
+    assert not any("not read" in m for m in logs), logs

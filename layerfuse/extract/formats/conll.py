@@ -1,6 +1,7 @@
 """CoNLL-style text files: a folder of split files (CoNLL-2003's ``eng.train``/``eng.testa``/``eng.testb``,
 or ``train``/``dev``/``test`` with extension ``.txt``, ``.conll``, ``.iob``, ``.tsv`` or none;
-``valid``/``validation`` also name dev), or one file (train only; no dev split is made up).
+``valid``/``validation``/``devel`` also name dev), or one file (train only; no dev split is made up).
+Other files of the folder (a README, ``train2.txt``) are not read, and the extraction log names them.
 
 The word is the first whitespace-separated column (ASCII whitespace only, so odd Unicode spaces stay
 inside words), the tag the last, unless ``Reading.columns`` names them (``"word=0,ner=3"``: 0-based
@@ -27,7 +28,8 @@ from layerfuse.extract.tagged import SPLIT_ORDER, Extras, Sentence, TaggedDatase
 from .registry import DatasetFormat, Request
 
 _CONLL2003_FILES = {"train": "eng.train", "dev": "eng.testa", "test": "eng.testb"}
-_SPLIT_STEMS = {"train": ("train",), "dev": ("dev", "valid", "validation"), "test": ("test",)}
+# devel: the biomedical NER sets (BC5CDR, NCBI-disease and the others of Crichton et al. 2017) name dev so
+_SPLIT_STEMS = {"train": ("train",), "dev": ("dev", "valid", "validation", "devel"), "test": ("test",)}
 _EXTENSIONS = ("", ".txt", ".conll", ".iob", ".tsv")
 _LANG_PREFIX = re.compile(r"([a-z]{2,3}):(?=.)")
 _ODD_SPACE = re.compile(r"[^\S \t\r\n\f\v]")  # Unicode whitespace that is not ASCII whitespace
@@ -160,7 +162,11 @@ def _load_directory(request: Request) -> TaggedDataset:
                             {split: width for split, (_, _, width) in found.items()},
                             {split: path for split, path in files.items() if path is not None}, columns)
     name, source, raw = _wikiann_or_plain(directory, raw)
-    return request.tagged(name=name, source=source, raw=raw, extras=extras)
+    dataset = request.tagged(name=name, source=source, raw=raw, extras=extras)
+    read = {path.name for path in files.values() if path is not None}
+    dataset.passed_over = sorted(p.name for p in directory.iterdir() if p.name not in read
+                                 and not p.name.startswith("."))  # hidden files: an editor's, git's
+    return dataset
 
 
 def _load_file(request: Request) -> TaggedDataset:
