@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from layerfuse.errors import LayerfuseError, not_utf8
+from layerfuse.extract.tagged import open_text
 
 LABEL_COLUMNS = ("upos", "xpos", "deprel")  # the label columns a UD sentence offers
 N_FIELDS = 10
@@ -138,7 +139,7 @@ def read_conllu(path: str | Path) -> list[UdSentence]:
         builder = _SentenceBuilder(path)
 
     try:
-        with open(path, encoding="utf-8-sig") as handle:
+        with open_text(path) as handle:
             for lineno, raw in enumerate(handle, 1):
                 line = raw.rstrip("\r\n")
                 if not line.strip():

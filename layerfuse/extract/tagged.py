@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass, field
+from typing import TextIO
 
 from layerfuse.cache.label_sets import SPAN, TOKEN  # IOB2 spans (span F1); word classes (accuracy)
 from layerfuse.errors import LayerfuseError
@@ -27,6 +28,16 @@ SPLIT_ALIASES = {
     "test": "test",
     "testb": "test",
 }
+
+
+def open_text(path) -> TextIO:
+    """``path`` opened for its lines, each ending at ``\\n`` with any ``\\r`` before it left on the line
+    for the reader to strip: Python's universal newlines read ``\\r\\r\\n`` (a file converted to Windows
+    endings twice) as a line and a blank one, a sentence break after every token. A file of classic Mac
+    endings (``\\r`` alone: no ``\\n`` in its first 64 KiB) is read with universal newlines."""
+    with open(path, "rb") as raw:
+        head = raw.read(1 << 16)
+    return open(path, encoding="utf-8-sig", newline=None if b"\r" in head and b"\n" not in head else "\n")
 
 
 @dataclass

@@ -389,3 +389,25 @@ def test_real_conll2003():
 def test_the_former_name_names_its_replacement():
     with pytest.raises(ImportError, match=r"NerDataset is gone: use layerfuse\.extract\.datasets\.TaggedDataset"):
         from layerfuse.extract.datasets import NerDataset  # noqa: F401
+
+
+@pytest.mark.parametrize("end", ["\n", "\r\n", "\r\r\n", "\r"])
+def test_every_line_ending_reads_the_same_sentences(tmp_path, end):
+    """``\\r\\r\\n`` (a file converted to Windows endings twice) ends one line, not a line and a blank
+    one (universal newlines made every token a sentence of its own); ``\\r`` alone is still a line end."""
+    text = "EU B-ORG\nrejects O\n\nPeter B-PER\nBlackburn I-PER\n".replace("\n", end)
+    path = tmp_path / "d" / "train.txt"
+    path.parent.mkdir()
+    path.write_bytes(text.encode("utf-8"))
+    ds = load_dataset(str(path.parent))
+    assert [words for words, _ in ds.splits["train"]] == [["EU", "rejects"], ["Peter", "Blackburn"]]
+
+
+def test_conllu_lines_ending_twice_in_carriage_returns(tmp_path):
+    from layerfuse.extract.conllu import read_conllu
+
+    text = "# text = a b\n1\ta\ta\tNOUN\tNN\t_\t0\troot\t_\t_\n2\tb\tb\tVERB\tVB\t_\t1\tdep\t_\t_\n\n"
+    path = tmp_path / "x-ud-train.conllu"
+    path.write_bytes(text.replace("\n", "\r\r\n").encode("utf-8"))
+    (sentence,) = read_conllu(path)
+    assert sentence.words == ["a", "b"] and sentence.upos == ["NOUN", "VERB"]

@@ -23,7 +23,7 @@ from pathlib import Path
 from layerfuse.cache.label_sets import SPAN, TOKEN
 from layerfuse.errors import LayerfuseError, not_utf8
 from layerfuse.extract.iob import split_tag
-from layerfuse.extract.tagged import SPLIT_ORDER, Extras, Sentence, TaggedDataset
+from layerfuse.extract.tagged import SPLIT_ORDER, Extras, Sentence, TaggedDataset, open_text
 
 from .registry import DatasetFormat, Request
 
@@ -78,7 +78,7 @@ def read_conll_columns(path: Path, columns: dict[str, int] | None = None,
     tag_first_line: dict[str, int] = {}
     lineno = 0
     try:
-        with open(path, encoding="utf-8-sig") as handle:
+        with open_text(path) as handle:
             for lineno, line in enumerate(handle, 1):
                 if line.startswith("\ufeff"):  # a byte-order mark inside the file: files joined with `cat`
                     line = line[1:]
@@ -215,7 +215,7 @@ def _check_span_column(path: Path, sentences: list[list[tuple[str, ...]]], *, co
 
 def _first_line_with(path: Path, column: int, value: str) -> int | str:
     """The number of the first token line of ``path`` whose field ``column`` is ``value``."""
-    with open(path, encoding="utf-8-sig") as handle:
+    with open_text(path) as handle:
         for lineno, line in enumerate(handle, 1):
             cols = _columns(line)
             if len(cols) > column and cols[column] == value and cols[0] != "-DOCSTART-":
