@@ -1,6 +1,6 @@
 """The nu profile of all-MiniLM-L6-v2 on CoNLL-2003 train: the full split against the few-shot
-samples (N = 8 and N = 128 sentences per entity type, 3 seeds each) that train-head would see,
-to check whether the layer ranking survives scarce data. Prints a markdown table (layer x setting)
+samples (N = 8 and N = 128: N x C sentences drawn at random, C entity types; 3 seeds each) that
+train-head would see, to check whether the layer ranking survives scarce data. Prints a markdown table (layer x setting)
 with the layers `--layers auto:3` and `--layers xie` would pick from each column, writes it to --table
 (docs/results/rank_layers_conll.md) and the figure beside it (--plot, docs/results/rank_layers_conll.png).
 Layer 0 (the embeddings) is scored and kept in the table, marked, but it is no candidate of
@@ -64,7 +64,8 @@ def main(argv=None) -> str:
     layers = [layer for layer, _ in columns[0][1]]
     lines = [f"nu per layer (lower = better) of {entry.meta.get('model')} on CoNLL-2003 train "
              f"({train.n_sentences:,} sentences, {train.n_rows:,} tokens, {n_types} entity types) and on few-shot "
-             f"samples (N sentences per type, seeds {', '.join(map(str, SEEDS))}); time to score: "
+             f"samples (N x C sentences drawn at random, C = {n_types} entity types; seeds "
+             f"{', '.join(map(str, SEEDS))}); time to score: "
              + "; ".join(timings) + ".", "",
              "| layer | " + " | ".join(name for name, _ in columns) + " |",
              "|---:|" + "---:|" * len(columns)]
@@ -77,7 +78,7 @@ def main(argv=None) -> str:
                  + " | ".join(str(pick_layers(candidates(run), 1)[0]) for _, run in columns) + " |")
 
     title = (f"{entry.meta.get('model')} on CoNLL-2003 train, layers 1..L (the candidates of auto:K and xie); "
-             f"N = sentences per type, {len(SEEDS)} seeds (band: min-max)")
+             f"N x C sentences drawn at random, {len(SEEDS)} seeds (band: min-max)")
     plot_scores({name: [candidates(run) for run in seeds] for name, seeds in runs.items()}, title=title,
                 path=args.plot)
     lines += ["", f"Figure: {os.path.basename(args.plot)} (beside this file)."]

@@ -19,7 +19,8 @@ from ..training.config import PAPER_LR, TrainConfig
 CACHE_DIR_HELP = "Cache root (path or fsspec URL). Default: $LAYERFUSE_HOME or ~/.cache/layerfuse."
 LAYERS_HELP = ("Layers: all (= 1..L), 4,8,12, 1..6 (0 = embedding output), auto:K (the K of 1..L with the "
                "lowest variability nu) or xie[:K] (Xie et al.'s rule: the classifier on the lowest-nu layer, the "
-               "layers above it dropped; the K layers ending there, default 1).")
+               "layers above it dropped; the K layers ending there, fewer when fewer candidates lie below it, "
+               "default 1).")
 
 
 def default_of(owner, name: str):

@@ -14,6 +14,7 @@ import click
 from ..display import f1_points
 from ..errors import LayerfuseError
 from ..fusions.registry import DEFAULT_FUSION, FUSIONS
+from ..layers.spec import xie_shortfall
 from ..tasks import task_of
 from ..training.config import FE_LR, FE_LR_BY_FUSION, PAPER_LR, PRECISIONS, TrainConfig
 from ..training.diagnostics import describe
@@ -173,6 +174,9 @@ def main(cache, model, dataset, cache_dir, read, out, dry_run, verbose, quiet, p
     click.echo(f"{config.fusion} shots={config.shots or 'all'} epochs={config.epochs} seed={config.seed}: "
                f"{_scores(result)}, {result.params:,} params, {result.seconds['total']:.1f} s -> {stem}.json")
     click.echo(describe(result.layer_usage))
+    short = xie_shortfall(config.layers, result.layers, num_layers=entry.num_layers)
+    if short:
+        click.echo(short)
 
 
 def _scores(result) -> str:

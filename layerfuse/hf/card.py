@@ -78,7 +78,7 @@ def _about(config, p: dict) -> str:
     dataset = f"`{p.get('dataset')}`" + (f" ([{p['datasets']}](https://huggingface.co/datasets/{p['datasets']}))"
                                          if p.get("datasets") else " (not a Hub dataset)")
     shots = p.get("shots")
-    # an N-way sample has N sentences per entity type of a span set, per class of a token set (POS)
+    # an N-shot sample draws N x C sentences at random: C entity types of a span set, C classes of a token set
     per = "classes" if p.get("label_kind") == "token" else "entity types"
     sample = "the whole train split" if not shots else f"N = {shots} shots (N x {per} sentences)"
     scores = [("dev F1 (best)", p.get("best_dev_f1")), ("test F1 at the best dev point", p.get("test_f1_at_best")),

@@ -26,7 +26,8 @@ def score_layers(
     seed: int = 0,
 ) -> list[tuple[int, float]]:
     """``[(layer, nu), ...]`` in ``layers`` order (default: every stored layer 0..L, 0 = embeddings)
-    for a ``CacheSplit``, over the tokens of ``sentences`` (default: the whole split).
+    for a ``CacheSplit``, over the tokens of ``sentences`` (default: the whole split; any order, the same
+    scores).
 
     Labels are the split's per-row tag ids; each tag is capped at ``max_per_class`` tokens
     (subsample seeded by ``seed``) so that ``O`` does not drown the entity tags. Equal to
@@ -42,7 +43,9 @@ def score_layers(
     if sentences is None:
         labels = split.labels
     else:
-        sentences = np.asarray(sentences, dtype=np.int64)
+        # Sorted: the per-tag cap draws token positions, so the draw order of a sample would change which
+        # tokens it keeps; train-head's --layers auto:K scores its sample sorted (`choose_layers`) too.
+        sentences = np.sort(np.asarray(sentences, dtype=np.int64))
         labels = split.labels[split.rows_of(sentences)]
 
     def one_layer(layer: int) -> np.ndarray:  # [rows, d], the only layer in memory

@@ -57,6 +57,16 @@ class LayerSpec:
         return f"{self.rule}:{self.k} of 1..{num_layers}" if self.k else ",".join(map(str, self.candidates))
 
 
+def xie_shortfall(spec: str | None, fused: list[int], *, num_layers: int) -> str | None:
+    """The line that says a ``xie:K`` run fused fewer than K layers (its pick lies too low for K
+    candidates to end there), or None."""
+    parsed = parse_layers(spec, num_layers=num_layers)
+    if parsed.rule != "xie" or not parsed.k or len(fused) >= parsed.k:
+        return None
+    return (f"--layers {spec}: the lowest-nu layer is {max(fused)}, with {len(fused) - 1} candidate layer"
+            f"{'s' * (len(fused) != 2)} below it: {len(fused)} fused, not {parsed.k}")
+
+
 def ranking_rule(spec: str | None) -> str | None:
     """The rule (``auto`` or ``xie``) of a spec that ranks layers by nu, or None for one that names them."""
     rule = "" if spec is None else str(spec).strip().lower().partition(":")[0]

@@ -37,6 +37,17 @@ def test_layer_spec_xie_puts_the_classifier_on_the_lowest_nu_layer_and_drops_tho
     assert parse_layers("xie:2", num_layers=3).describe(3) == "xie:2 of 1..3"
 
 
+def test_a_xie_run_fusing_fewer_layers_than_asked_is_said():
+    """train-head printed ``layers used (share): 1:1.00`` for ``xie:3`` and nothing more."""
+    from layerfuse.layers.spec import xie_shortfall
+
+    assert xie_shortfall("xie:3", [1], num_layers=6) == ("--layers xie:3: the lowest-nu layer is 1, with 0 candidate "
+                                                          "layers below it: 1 fused, not 3")
+    assert xie_shortfall("xie:3", [1, 2], num_layers=6).endswith("with 1 candidate layer below it: 2 fused, not 3")
+    assert xie_shortfall("xie:3", [3, 4, 5], num_layers=6) is None
+    assert xie_shortfall("auto:3", [5], num_layers=6) is None and xie_shortfall(None, [6], num_layers=6) is None
+
+
 def test_xie_keeps_the_classifier_layer_as_the_query():
     from layerfuse.training import TrainConfig
 
