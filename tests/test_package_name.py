@@ -39,3 +39,32 @@ def test_the_former_variable_is_still_read_and_said_so(monkeypatch, tmp_path, ca
     assert "LAYERFUSE_HOME" in capsys.readouterr().err
     monkeypatch.setenv("LAYERFUSE_HOME", str(tmp_path / "new"))
     assert cache_root() == str(tmp_path / "new")
+
+
+def test_one_version_in_the_three_places_that_state_it():
+    """pyproject.toml (what pip installs and `--version` prints), ``layerfuse.__version__`` and
+    CITATION.cff (what a citation names) say the same release."""
+    import re
+
+    import layerfuse
+
+    # the first `version =` line: [project]'s (tomllib would need Python 3.11; the package runs on 3.10)
+    declared = re.search(r'^version = "(.+)"$', (REPO / "pyproject.toml").read_text(encoding="utf-8"), re.M).group(1)
+    cited = re.search(r"^version: *(\S+)$", (REPO / "CITATION.cff").read_text(encoding="utf-8"), re.M).group(1)
+    assert layerfuse.__version__ == declared == cited.strip("\"'")
+
+
+def test_the_source_distribution_holds_the_package_and_no_part_of_the_tests(tmp_path):
+    """setuptools ships ``tests/test*.py`` by default: a part of the suite without conftest.py or the
+    docs it reads, which fails to collect. MANIFEST.in leaves the tests to the repository."""
+    import subprocess
+    import sys
+    import tarfile
+
+    build = "import sys; from setuptools import build_meta as b; print(b.build_sdist(sys.argv[1]))"
+    name = subprocess.run([sys.executable, "-c", build, str(tmp_path)], cwd=REPO, check=True, capture_output=True,
+                          text=True).stdout.split()[-1]
+    with tarfile.open(tmp_path / name) as sdist:
+        members = [m.split("/", 1)[1] for m in sdist.getnames() if "/" in m]
+    assert not [m for m in members if m.startswith("tests")]
+    assert {"README.md", "LICENSE", "CITATION.cff", "pyproject.toml", "layerfuse/cli/main.py"} <= set(members)

@@ -54,7 +54,7 @@ def _splits(value: str | None):
 @click.option("--dataset", default=None, cls=GeneratedHelp, make_help=_dataset_help)
 @dataset_reading_options
 @click.option("--splits", default=None, help="Comma-separated splits (train,dev,test). Default: all the dataset has.")
-@click.option("--labels", default=None, metavar="NAMES",
+@click.option("--labels", default=None, metavar="NAME[,NAME...]",
               help="Comma-separated label sets to store beside the primary one (e.g. pos,chunk,ner). Default: every "
                    "label column the reader finds (CoNLL-2003: ner, pos, chunk; UD: upos, xpos, deprel). On an entry "
                    "already cached this writes labels only: no forward pass.")

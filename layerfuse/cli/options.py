@@ -22,6 +22,12 @@ LAYERS_HELP = ("Layers: all (= 1..L), 4,8,12, 1..6 (0 = embedding output), auto:
                "layers above it dropped; the K layers ending there, fewer when fewer candidates lie below it, "
                "default 1).")
 
+FUSION_HELP = ("The head over the cached layers: base (a linear classifier on the top layer), concat (one linear "
+               "map of the fused layers side by side), dwatt (depth-wise attention over the fused layers), extra "
+               "(transformer layers on the top layer, then the classifier) or scalarmix (a learned weighted sum of "
+               "the fused layers).")
+BATCH_SIZE_HELP = "Sentences per batch (MLM: blocks)."
+
 
 def default_of(owner, name: str):
     """The default that a config dataclass declares for field ``name`` (or a function for its

@@ -33,8 +33,8 @@ def _title(entry) -> str:
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
 @cache_options
-@click.option("--labels", default=None, help="Label sets to probe, comma-separated (pos,chunk,ner). Default: every "
-                                             "set the entry has.")
+@click.option("--labels", default=None, metavar="NAME[,NAME...]",
+              help="Label sets to probe, comma-separated (pos,chunk,ner). Default: every set the entry has.")
 @click.option("--shots", default="all", show_default=True,
               help="N: train each probe on N x C train sentences (C = entity types of a span set, classes of a "
                    "token set), sampled by the seed; or all.")

@@ -15,6 +15,7 @@ from ..tasks import task_of
 from ..training.config import TrainConfig
 from .errors import friendly_errors
 from .options import (
+    BATCH_SIZE_HELP,
     apply_protocol,
     cache_options,
     default_of,
@@ -38,7 +39,8 @@ from .options import (
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
 @task_option
 @labels_option
-@click.option("--fusions", default=",".join(DEFAULT_SWEEP_FUSIONS), show_default=True, help="Comma-separated fusions.")
+@click.option("--fusions", default=",".join(DEFAULT_SWEEP_FUSIONS), show_default=True,
+              help="Comma-separated fusions (train-head --help describes each).")
 @click.option("--shots", default="8,16,32,64,128", show_default=True,
               help="Comma-separated N (N x C sentences; MLM: N blocks), or all.")
 @click.option("--epochs", default="25,50,75,100", show_default=True, help="Comma-separated epoch caps.")
@@ -48,7 +50,7 @@ from .options import (
                    "'default' = each fusion's FE default (as train-head).")
 @fusion_option_flags(grid=True)
 @click.option("--batch-size", type=click.IntRange(min=1), default=default_of(TrainConfig, "batch_size"),
-              show_default=True)
+              show_default=True, help=BATCH_SIZE_HELP)
 @layers_option(extra_help="Default: all.")
 @query_layer_option
 @click.option("--eval-points", type=click.IntRange(min=1), default=5, show_default=True,

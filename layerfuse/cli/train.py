@@ -21,6 +21,8 @@ from ..training.diagnostics import describe
 from ..training.runtime import pick_device, resolve_precision
 from .errors import friendly_errors
 from .options import (
+    BATCH_SIZE_HELP,
+    FUSION_HELP,
     apply_protocol,
     cache_options,
     default_of,
@@ -83,7 +85,7 @@ def budget_table(entry, *, layers: str | None, options: dict, current: str | Non
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
-@click.option("--fusion", type=click.Choice(list(FUSIONS)), default=DEFAULT_FUSION, show_default=True)
+@click.option("--fusion", type=click.Choice(list(FUSIONS)), default=DEFAULT_FUSION, show_default=True, help=FUSION_HELP)
 @task_option
 @labels_option
 @click.option("--shots", default="all", show_default=True,
@@ -94,7 +96,7 @@ def budget_table(entry, *, layers: str | None, options: dict, current: str | Non
               help=f"Max learning rate (linear decay to 0). Default: FE {FE_LR:g} "
                    f"({', '.join(f'{k} {v:g}' for k, v in FE_LR_BY_FUSION.items())}), FT {PAPER_LR:g} (the paper's).")
 @click.option("--batch-size", type=click.IntRange(min=1), default=default_of(TrainConfig, "batch_size"),
-              show_default=True)
+              show_default=True, help=BATCH_SIZE_HELP)
 @click.option("--eval-every", type=click.IntRange(min=1), default=None,
               help="Evaluate every this many steps. Default: once per epoch.")
 @click.option("--eval-points", type=click.IntRange(min=1), default=None,
@@ -103,9 +105,9 @@ def budget_table(entry, *, layers: str | None, options: dict, current: str | Non
               help="Evaluate on a fixed random subset of dev this size. Default: all of dev.")
 @layers_option(extra_help="Default: all.")
 @click.option("--dropout", type=click.FloatRange(0, 1, max_open=True), default=default_of(TrainConfig, "dropout"),
-              show_default=True)
+              show_default=True, help="Dropout in the extra layers and before the classifier.")
 @click.option("--weight-decay", type=click.FloatRange(min=0), default=default_of(TrainConfig, "weight_decay"),
-              show_default=True)
+              show_default=True, help="AdamW's weight decay (none on biases and norms).")
 @click.option("--warmup", type=click.IntRange(min=0), default=default_of(TrainConfig, "warmup"), show_default=True,
               help="Warmup steps.")
 @device_option
