@@ -42,8 +42,8 @@ def test_the_former_variable_is_still_read_and_said_so(monkeypatch, tmp_path, ca
 
 
 def test_one_version_in_the_three_places_that_state_it():
-    """pyproject.toml (what pip installs and `--version` prints), ``layerfuse.__version__`` and
-    CITATION.cff (what a citation names) say the same release."""
+    """pyproject.toml (what pip installs and `--version` prints), ``layerfuse.__version__``,
+    CITATION.cff and the BibTeX entries of the README and the docs say the same release."""
     import re
 
     import layerfuse
@@ -52,6 +52,9 @@ def test_one_version_in_the_three_places_that_state_it():
     declared = re.search(r'^version = "(.+)"$', (REPO / "pyproject.toml").read_text(encoding="utf-8"), re.M).group(1)
     cited = re.search(r"^version: *(\S+)$", (REPO / "CITATION.cff").read_text(encoding="utf-8"), re.M).group(1)
     assert layerfuse.__version__ == declared == cited.strip("\"'")
+    for page in ("README.md", "docs/index.md"):  # the BibTeX entry of "Citing"
+        text = (REPO / page).read_text(encoding="utf-8")
+        assert re.search(r'@software\{layerfuse,.*?version = "(.+?)"', text, re.S).group(1) == declared, page
 
 
 def test_the_source_distribution_holds_the_package_and_no_part_of_the_tests(tmp_path):
