@@ -190,20 +190,36 @@ def _init_worker(job: _Job, configs: list, threads: int | None, entry=None) -> N
         _DATA, _DATA_KEY = (None if job.per_run else job.load(_ENTRY, configs)), key
 
 
-def _init_pool_worker(parent: int, job: _Job, configs: list, threads: int | None) -> None:
+def _init_pool_worker(parent: int, job: _Job, configs: list, threads: int | None, slots=None) -> None:
     """A pool worker's initializer: it dies with ``parent`` (a sweep killed with SIGKILL leaves no
-    worker blocked on its queue, holding its data), then loads as `_init_worker`."""
+    worker blocked on its queue, holding its data), takes its GPU (`_take_gpu`), then loads as
+    `_init_worker`."""
     from ..lifeline import die_with_parent
 
     die_with_parent(parent)
     global _INIT_ERROR
     try:
+        if slots is not None:
+            _take_gpu(slots)
         _init_worker(job, configs, threads)
     except Exception as exc:  # noqa: BLE001 -- an initializer that raises breaks the pool and loses the message
         _INIT_ERROR = exc
 
 
 _INIT_ERROR = None  # what a pool worker's initializer raised; its first run raises it, the user sees the message
+
+
+def _take_gpu(slots) -> None:
+    """Worker i of a pool computes on GPU i mod n of a machine with n > 1 (``cuda``, a run's device
+    when none is named, is the current one), so ``--workers`` spreads a sweep over the GPUs rather
+    than stacking every worker on the first. ``slots``: a shared counter that numbers the workers."""
+    import torch
+
+    if torch.cuda.is_available() and torch.cuda.device_count() > 1:
+        with slots.get_lock():
+            index = slots.value
+            slots.value += 1
+        torch.cuda.set_device(index % torch.cuda.device_count())
 
 
 def _after_init(run, job: _Job, item):
@@ -276,8 +292,9 @@ def _local_results(job: _Job, todo, queue, workers: int, run):
 
     threads = run_threads()  # not the cores divided by the workers: a run's numbers never depend on the worker count
     context = multiprocessing.get_context("spawn")  # no fork after torch threads: portable and safe
+    slots = context.Value("i", 0)
     with ProcessPoolExecutor(workers, mp_context=context, initializer=_init_pool_worker,
-                             initargs=(os.getpid(), job, todo, threads)) as pool:
+                             initargs=(os.getpid(), job, todo, threads, slots)) as pool:
         submit = lambda item: pool.submit(_after_init, run, job, item)  # noqa: E731
         futures: dict = {}
         try:
@@ -337,8 +354,17 @@ def _check_reachable(address: str) -> None:
         raise LayerfuseError(f"--ray {address}: no Ray cluster answers there ({exc.strerror or exc})") from None
 
 
+def ray_resources(cluster: dict, *, devices: set) -> dict:
+    """What one Ray task asks for: a CPU, and a GPU where the cluster has GPUs and no run is named
+    onto another device (``devices``: the runs' `TrainConfig.device`, None for the default). Ray hides
+    the GPUs from a task that asks for none, so without it a GPU cluster would train on its CPUs."""
+    on_gpu = cluster.get("GPU", 0) >= 1 and all(d is None or str(d).startswith("cuda") for d in devices)
+    return {"num_cpus": 1, "num_gpus": 1} if on_gpu else {"num_cpus": 1}
+
+
 def _ray_results(job: _Job, todo, queue, address: str, run):
-    """Each run (or pack) a Ray task (one CPU); the cache is read from the shared root by each worker once."""
+    """Each run (or pack) a Ray task (one CPU, and one GPU on a GPU cluster: `ray_resources`); the
+    cache is read from the shared root by each worker once."""
     try:
         import ray
     except ModuleNotFoundError:  # an extra, not a dependency
@@ -351,8 +377,9 @@ def _ray_results(job: _Job, todo, queue, address: str, run):
             _check_reachable(address)
         ray.init(address=None if local else address, include_dashboard=False, log_to_driver=False,
                  ignore_reinit_error=True)
-    task = ray.remote(num_cpus=1)(_ray_task)
-    capacity = max(1, int(ray.cluster_resources().get("CPU", 1)))
+    resources = ray_resources(ray.cluster_resources(), devices={config.device for config in todo})
+    task = ray.remote(**resources)(_ray_task)
+    capacity = max(1, int(ray.cluster_resources().get("GPU" if "num_gpus" in resources else "CPU", 1)))
     submit = lambda item: task.remote(job, todo, item, run)  # noqa: E731
     finished = lambda refs: ray.wait(refs, num_returns=1, timeout=POLL_S)[0]  # noqa: E731
     for config, ref in _bounded(queue, {}, submit, capacity, finished):
