@@ -1,5 +1,5 @@
 """`python -m layerfuse ...` = the `layerfuse` command."""
 
-from .cli.main import main
+from .cli.launch import layerfuse
 
-main()
+layerfuse()

@@ -27,6 +27,13 @@ PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 WATCH_SECONDS = 0.5  # how long an orphan outlives its parent where prctl is not available
 
 
+def quiet_on_interrupt() -> None:
+    """Ctrl-C reaches a pool's workers with their parent (one process group): a worker then exits at
+    once, without the traceback of the queue or run it was in; the parent says what was interrupted,
+    and whatever the worker had not finished is redone on the rerun, as after a kill."""
+    signal.signal(signal.SIGINT, lambda signum, frame: os._exit(128 + signum))
+
+
 def die_with_parent(origin: int) -> None:
     """Make this process exit once its parent dies, or process ``origin`` (the one that made the
     pool: the parent under spawn and fork, the grandparent under forkserver) is gone."""

@@ -162,8 +162,7 @@ def verify_cmd(path, quiet):
     for p in problems:
         click.echo(p, err=True)
     if problems:
-        click.echo(f"{len(problems)} problems in {path} (corrupt or unreadable chunks, non-finite hidden values)",
-                   err=True)
+        click.echo(f"{len(problems)} problem{'s' * (len(problems) != 1)} in {path} (each named above)", err=True)
         sys.exit(1)
     click.echo(f"ok: every chunk of {path} reads back and matches its checksum; every hidden value is finite")
 

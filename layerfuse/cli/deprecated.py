@@ -10,8 +10,9 @@ import click
 
 def _alias(verb: str):
     def run():
-        from .main import main
+        from .launch import command
 
+        main = command("layerfuse.cli.main")
         click.echo(f"`{verb}` is deprecated and will go; use `layerfuse {verb}`", err=True)
         main(args=[verb, *sys.argv[1:]], prog_name="layerfuse")
 

@@ -130,8 +130,8 @@ def budget_table(entry, *, layers: str | None, options: dict, current: str | Non
 @click.option("--dry-run", is_flag=True, help="Print every fusion's parameter budget and exit.")
 @click.option("--verbose", is_flag=True, help="Print each evaluation.")
 @quiet_option
-@friendly_errors(interrupted="interrupted; nothing was saved (a head is written only once trained): "
-                             "rerun the same command to train it from the start")
+@friendly_errors(interrupted="interrupted; no head was saved (a head is written only once trained): rerun "
+                             "the same command to train it from the start (what it had extracted is kept)")
 def main(cache, model, dataset, cache_dir, read, out, dry_run, verbose, quiet, protocol, block_size, mask_seed,
          mlm_probability, **options):
     """Train a fusion head on cached hidden states and report its best dev F1 (MLM: perplexity)."""

@@ -194,8 +194,9 @@ def _init_pool_worker(parent: int, job: _Job, configs: list, threads: int | None
     """A pool worker's initializer: it dies with ``parent`` (a sweep killed with SIGKILL leaves no
     worker blocked on its queue, holding its data), takes its GPU (`_take_gpu`), then loads as
     `_init_worker`."""
-    from ..lifeline import die_with_parent
+    from ..lifeline import die_with_parent, quiet_on_interrupt
 
+    quiet_on_interrupt()
     die_with_parent(parent)
     global _INIT_ERROR
     try:

@@ -43,9 +43,9 @@ def test_old_group_names_still_work(old, new):
 def test_console_scripts():
     scripts = tomllib.loads(PYPROJECT.read_text())["project"]["scripts"]
     assert scripts == {
-        "layerfuse": "layerfuse.cli.main:main",
-        "extract": "layerfuse.cli.extract:main",
-        "train-head": "layerfuse.cli.train:main",
+        "layerfuse": "layerfuse.cli.launch:layerfuse",
+        "extract": "layerfuse.cli.launch:extract",
+        "train-head": "layerfuse.cli.launch:train_head",
         "sweep": "layerfuse.cli.deprecated:sweep",
         "rank-layers": "layerfuse.cli.deprecated:rank_layers",
         "predict": "layerfuse.cli.deprecated:predict",
@@ -75,3 +75,38 @@ def test_deprecated_script_passes_its_arguments_and_exit_code(monkeypatch, capsy
 def test_quiet_wherever_a_progress_bar_is_drawn(verb):
     result = CliRunner().invoke(main, [verb, "--help"])
     assert result.exit_code == 0 and "--quiet" in result.output
+
+
+@pytest.mark.parametrize("script, usage", [("layerfuse", "[OPTIONS] COMMAND [ARGS]...\n\n  Cache every layer"),
+                                           ("extract", "[OPTIONS]\n\n  Run a frozen encoder"),
+                                           ("train_head", "[OPTIONS]\n\n  Train a fusion head")])
+def test_each_console_script_runs_its_command(script, usage, monkeypatch, capsys):
+    from layerfuse.cli import launch
+
+    monkeypatch.setattr(sys, "argv", [script.replace("_", "-"), "--help"])
+    with pytest.raises(SystemExit) as exit_:
+        getattr(launch, script)()
+    out = capsys.readouterr().out
+    assert exit_.value.code == 0 and out.startswith("Usage: ") and usage in out, out
+
+
+def test_ctrl_c_while_a_command_loads_is_one_line(tmp_path):
+    """The console scripts imported every command, and torch, before any handler of ours ran: Ctrl-C
+    in those seconds was a traceback. A real SIGINT, sent while the command is still importing."""
+    import os
+    import signal
+    import subprocess
+    import time
+
+    from layerfuse.cli.launch import LOADING
+
+    code = "import sys; from layerfuse.cli.launch import layerfuse; print('ready', flush=True); layerfuse()"
+    child = subprocess.Popen([sys.executable, "-c", code, "--help"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True, start_new_session=True, env={**os.environ, "PYTHONPATH": os.getcwd()})
+    assert child.stdout.readline().strip() == "ready"  # in `command`, importing the commands and torch
+    time.sleep(0.2)
+    os.killpg(child.pid, signal.SIGINT)
+    out, err = child.communicate(timeout=60)
+    if out.startswith("Usage"):  # it loaded within the 0.2 s (torch already in the page cache): nothing to test
+        pytest.skip("the commands loaded before the signal")
+    assert child.returncode == 130 and err.strip() == LOADING, err

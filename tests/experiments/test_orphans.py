@@ -123,3 +123,30 @@ def test_pool_workers_die_with_their_parent(method, mode, tmp_path):
         assert _kill_and_wait(child, workers) == []
     finally:
         _reap(child)
+
+
+@pytest.mark.slow
+def test_ctrl_c_on_a_sweep_with_workers_is_one_line(tiny_cache, tmp_path):
+    """Ctrl-C reaches the workers too (one process group): each printed the traceback of the queue or
+    run it was in; now the sweep alone speaks, in one line, and exits 130."""
+    cmd = [sys.executable, "-m", "layerfuse.cli.sweep", "--cache", tiny_cache, "--out", str(tmp_path / "out"),
+           "--fusions", "extra,base", "--shots", "2", "--epochs", "3000", "--trials", "1", "--workers", "2",
+           "--quiet"]  # base's run ends first: its worker then waits on the queue, where Ctrl-C lands
+    child = subprocess.Popen(cmd, env={**os.environ, "PYTHONPATH": os.getcwd()}, start_new_session=True,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        results = tmp_path / "out" / "results.jsonl"
+        deadline = time.monotonic() + 120
+        # a finished run: both workers are past their start-up (a worker still importing torch in
+        # multiprocessing's bootstrap has no handler of ours yet) and into their runs
+        while not (results.exists() and results.stat().st_size) and child.poll() is None \
+                and time.monotonic() < deadline:
+            time.sleep(0.1)
+        time.sleep(1.0)
+        os.killpg(child.pid, signal.SIGINT)
+        _, err = child.communicate(timeout=60)
+        assert child.returncode == 130, err
+        assert "Traceback" not in err and err.strip().splitlines()[-1] == "interrupted; rerun the same command to " \
+            "resume", err
+    finally:
+        _reap(child)
