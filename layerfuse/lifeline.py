@@ -30,7 +30,11 @@ WATCH_SECONDS = 0.5  # how long an orphan outlives its parent where prctl is not
 def quiet_on_interrupt() -> None:
     """Ctrl-C reaches a pool's workers with their parent (one process group): a worker then exits at
     once, without the traceback of the queue or run it was in; the parent says what was interrupted,
-    and whatever the worker had not finished is redone on the rerun, as after a kill."""
+    and whatever the worker had not finished is redone on the rerun, as after a kill. A worker that
+    inherited SIGINT ignored (a sweep started in the background of a script) keeps ignoring it, as its
+    parent does."""
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        return
     signal.signal(signal.SIGINT, lambda signum, frame: os._exit(128 + signum))
 
 

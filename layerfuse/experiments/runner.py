@@ -293,7 +293,8 @@ def _local_results(job: _Job, todo, queue, workers: int, run):
 
     threads = run_threads()  # not the cores divided by the workers: a run's numbers never depend on the worker count
     context = multiprocessing.get_context("spawn")  # no fork after torch threads: portable and safe
-    slots = context.Value("i", 0)
+    # runs named onto the CPU never touch CUDA (a device set is a context on that GPU)
+    slots = context.Value("i", 0) if on_gpus({config.device for config in todo}) else None
     with ProcessPoolExecutor(workers, mp_context=context, initializer=_init_pool_worker,
                              initargs=(os.getpid(), job, todo, threads, slots)) as pool:
         submit = lambda item: pool.submit(_after_init, run, job, item)  # noqa: E731
@@ -356,11 +357,21 @@ def _check_reachable(address: str) -> None:
 
 
 def ray_resources(cluster: dict, *, devices: set) -> dict:
-    """What one Ray task asks for: a CPU, and a GPU where the cluster has GPUs and no run is named
-    onto another device (``devices``: the runs' `TrainConfig.device`, None for the default). Ray hides
-    the GPUs from a task that asks for none, so without it a GPU cluster would train on its CPUs."""
-    on_gpu = cluster.get("GPU", 0) >= 1 and all(d is None or str(d).startswith("cuda") for d in devices)
-    return {"num_cpus": 1, "num_gpus": 1} if on_gpu else {"num_cpus": 1}
+    """What one Ray task asks for: a CPU, and a GPU where the cluster has GPUs and the runs are left to
+    the default device or named ``cuda`` (``devices``: the runs' `TrainConfig.device`). Ray hides the
+    GPUs from a task that asks for none, so without it a GPU cluster would train on its CPUs; and it
+    shows a task its one GPU as ``cuda``, so ``cuda:N`` is refused."""
+    numbered = sorted(str(d) for d in devices if str(d).startswith("cuda:"))
+    if numbered:
+        raise LayerfuseError(f"--device {numbered[0]}: a Ray task sees only the GPU it is given, as cuda; "
+                              f"pass --device cuda (or leave it out)")
+    return {"num_cpus": 1, "num_gpus": 1} if cluster.get("GPU", 0) >= 1 and on_gpus(devices) else {"num_cpus": 1}
+
+
+def on_gpus(devices: set) -> bool:
+    """Whether runs of these devices (`TrainConfig.device`, None for the default) go to the current
+    GPU where there is one: the default or ``cuda``, not ``cpu`` or a numbered GPU."""
+    return all(d is None or str(d) == "cuda" for d in devices)
 
 
 def _ray_results(job: _Job, todo, queue, address: str, run):

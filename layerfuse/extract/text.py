@@ -23,11 +23,14 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import LayerfuseError, not_utf8
 from ..hub import env_offline, hub_reachable
+
+_DOUBLED_CR = re.compile(r"\r+\n")  # \r\r\n and \r\n: one line end each
 
 SPLIT_ORDER = ("train", "dev", "test")
 _ALIASES = {"train": "train", "dev": "dev", "valid": "dev", "validation": "dev", "test": "test"}
@@ -126,14 +129,17 @@ def _one_file(directory: Path, split: str, names: list[str]) -> Path | None:
 
 def _read_lines(path: Path) -> list[str]:
     try:
-        text = path.read_text(encoding="utf-8-sig")
+        with open(path, encoding="utf-8-sig", newline="") as handle:  # the line ends as written: see below
+            text = handle.read()
     except UnicodeDecodeError:
         raise not_utf8(path) from None
     except OSError as err:
         raise LayerfuseError(f"{path}: cannot read: {err.strerror or err}") from None
     if not text.strip():
         raise LayerfuseError(f"{path}: the file holds no text")
-    return text.splitlines()
+    # \r\r\n (a file converted to Windows endings twice) ends one line, not a line and a blank one
+    # (a document break after every line); every other file splits as before
+    return _DOUBLED_CR.sub("\n", text).splitlines()
 
 
 def _is_title(line: str) -> bool:

@@ -17,6 +17,7 @@ import numpy as np
 from ..errors import LayerfuseError
 from ..extract.datasets import load_dataset
 from ..extract.iob import split_tag
+from ..extract.tagged import open_text
 from ..training.metrics import Chunker, entity_f1
 
 Sentence = tuple[list[str], list[str]]
@@ -43,7 +44,7 @@ def check_known_tokens(path: str, sentences: list[Sentence], label_names: list[s
         for tag in tags:
             if tag not in known:
                 where = path
-                with open(path, encoding="utf-8-sig") as handle:
+                with open_text(path) as handle:
                     where = next((f"{path}:{n}" for n, line in enumerate(handle, 1) if tag in line.split("\t")
                                   or tag in line.split()), path)
                 raise LayerfuseError(f"{where}: tag {tag!r} is not one the head was trained on "
@@ -85,7 +86,7 @@ def _unknown_tag(path: str, tag: str, label_names: list[str]) -> LayerfuseError:
     etype = split_tag(tag)[1]
     types = sorted({split_tag(name)[1] for name in label_names} - {None})
     where, raw = str(path), tag
-    with open(path, encoding="utf-8-sig") as handle:
+    with open_text(path) as handle:
         for lineno, line in enumerate(handle, 1):
             cols = line.split()
             if len(cols) >= 2 and cols[0] != "-DOCSTART-" and split_tag(cols[-1])[1] == etype:

@@ -8,18 +8,26 @@ import multiprocessing
 import pytest
 import torch
 
-from layerfuse.experiments.runner import _take_gpu, ray_resources
+from layerfuse.errors import LayerfuseError
+from layerfuse.experiments.runner import _take_gpu, on_gpus, ray_resources
 
 
 @pytest.mark.parametrize("cluster, devices, expected", [
     ({"CPU": 8.0}, {None}, {"num_cpus": 1}),
     ({"CPU": 8.0, "GPU": 4.0}, {None}, {"num_cpus": 1, "num_gpus": 1}),
-    ({"CPU": 8.0, "GPU": 4.0}, {"cuda", "cuda:1"}, {"num_cpus": 1, "num_gpus": 1}),
+    ({"CPU": 8.0, "GPU": 4.0}, {"cuda"}, {"num_cpus": 1, "num_gpus": 1}),
     ({"CPU": 8.0, "GPU": 4.0}, {"cpu"}, {"num_cpus": 1}),  # runs named onto the CPU keep the GPUs free
     ({"CPU": 8.0, "GPU": 4.0}, {None, "cpu"}, {"num_cpus": 1}),
 ])
 def test_a_ray_task_asks_for_a_gpu_on_a_gpu_cluster(cluster, devices, expected):
     assert ray_resources(cluster, devices=devices) == expected
+
+
+def test_a_numbered_gpu_is_refused_on_ray_and_keeps_a_local_worker_where_it_is():
+    """A Ray task sees its one GPU as cuda: cuda:1 there is an invalid ordinal, said before any run."""
+    with pytest.raises(LayerfuseError, match="--device cuda:1: a Ray task sees only the GPU it is given"):
+        ray_resources({"CPU": 8.0, "GPU": 4.0}, devices={"cuda:1"})
+    assert on_gpus({None, "cuda"}) and not on_gpus({"cuda:1"}) and not on_gpus({"cpu"})
 
 
 @pytest.mark.parametrize("count, expected", [(3, [0, 1, 2, 0]), (1, [])])

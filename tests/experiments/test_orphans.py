@@ -150,3 +150,20 @@ def test_ctrl_c_on_a_sweep_with_workers_is_one_line(tiny_cache, tmp_path):
             "resume", err
     finally:
         _reap(child)
+
+
+def test_a_worker_started_with_ctrl_c_ignored_keeps_ignoring_it():
+    """A sweep started in the background of a script ignores SIGINT, and so did its workers: replacing
+    that with an exit made a group SIGINT kill the workers under a parent that carried on."""
+    from layerfuse.lifeline import quiet_on_interrupt
+
+    before = signal.getsignal(signal.SIGINT)
+    try:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        quiet_on_interrupt()
+        assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        quiet_on_interrupt()
+        assert signal.getsignal(signal.SIGINT) not in (signal.SIG_IGN, signal.default_int_handler)
+    finally:
+        signal.signal(signal.SIGINT, before)

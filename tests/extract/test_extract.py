@@ -200,6 +200,8 @@ def test_devel_is_dev_and_the_log_names_the_files_not_read(tiny_bert_dir, tmp_pa
     (data / "devel.tsv").write_text("c B-PER\n", encoding="utf-8")
     (data / "test2.tsv").write_text("d O\n", encoding="utf-8")
     (data / "README.md").write_text("about\n", encoding="utf-8")
+    (data / "scripts").mkdir()  # a subfolder is no file left unread
+    (data / ".notes.swp").write_text("x", encoding="utf-8")  # nor is an editor's hidden file
     logs = []
     config = ExtractConfig(model=str(tiny_bert_dir), dataset=str(data), cache_dir=str(tmp_path / "c"), unit_rows=256)
     result = extract(config, progress=False, log=logs.append)

@@ -66,6 +66,15 @@ def test_plain_text_directory(tmp_path):
         load_text(str(d), splits=["test"])
 
 
+@pytest.mark.parametrize("end", ["\n", "\r\n", "\r\r\n"])
+def test_every_line_ending_reads_the_same_documents(tmp_path, end):
+    """``\\r\\r\\n`` read as a line and a blank one: a document break after every line."""
+    d = tmp_path / "plain"
+    d.mkdir()
+    (d / "train.txt").write_bytes("first doc line one\nline two\n\n\nsecond doc\n".replace("\n", end).encode())
+    assert load_text(str(d)).splits["train"] == ["first doc line one\nline two", "second doc"]
+
+
 @pytest.mark.parametrize("case", ["missing", "empty", "no_train", "file", "both"])
 def test_bad_input_is_one_line_naming_the_file(tmp_path, case):
     d = tmp_path / "data"

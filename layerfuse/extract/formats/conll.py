@@ -163,9 +163,11 @@ def _load_directory(request: Request) -> TaggedDataset:
                             {split: path for split, path in files.items() if path is not None}, columns)
     name, source, raw = _wikiann_or_plain(directory, raw)
     dataset = request.tagged(name=name, source=source, raw=raw, extras=extras)
-    read = {path.name for path in files.values() if path is not None}
-    dataset.passed_over = sorted(p.name for p in directory.iterdir() if p.name not in read
-                                 and not p.name.startswith("."))  # hidden files: an editor's, git's
+    read = [path for path in files.values() if path is not None]
+    # files only (a subfolder is no split file), not hidden (an editor's, git's); samefile, not names: on a
+    # case-insensitive disk `Train.txt` is the train.txt that was read
+    dataset.passed_over = sorted(p.name for p in directory.iterdir() if p.is_file() and not p.name.startswith(".")
+                                 and not any(p.samefile(r) for r in read))
     return dataset
 
 
