@@ -130,8 +130,8 @@ def test_ctrl_c_on_a_sweep_with_workers_is_one_line(tiny_cache, tmp_path):
     """Ctrl-C reaches the workers too (one process group): each printed the traceback of the queue or
     run it was in; now the sweep alone speaks, in one line, and exits 130."""
     cmd = [sys.executable, "-m", "layerfuse.cli.sweep", "--cache", tiny_cache, "--out", str(tmp_path / "out"),
-           "--fusions", "extra,base", "--shots", "2", "--epochs", "3000", "--trials", "1", "--workers", "2",
-           "--quiet"]  # base's run ends first: its worker then waits on the queue, where Ctrl-C lands
+           "--fusions", "base", "--shots", "2", "--epochs", "5,20000", "--trials", "1", "--workers", "2",
+           "--quiet"]  # the 5-epoch run ends in seconds: its worker then waits on the queue, where Ctrl-C lands
     child = subprocess.Popen(cmd, env={**os.environ, "PYTHONPATH": os.getcwd()}, start_new_session=True,
                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
