@@ -170,6 +170,9 @@ def _run(text: str, comment: str, cwd: Path) -> None:
         return
     module, attr = SCRIPTS[args[0]].split(":")
     command = getattr(importlib.import_module(module), attr)
+    if hasattr(command, "loads"):  # a console script's launcher (`layerfuse.cli.launch`): the command it runs
+        module, attr = command.loads.split(":")
+        command = getattr(importlib.import_module(module), attr)
     result = CliRunner().invoke(command, args[1:], catch_exceptions=True)
     if result.exception and not isinstance(result.exception, SystemExit):
         raise result.exception

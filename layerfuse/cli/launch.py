@@ -19,13 +19,16 @@ def command(module: str, name: str = "main"):
         sys.exit(130)
 
 
-def layerfuse():
-    return command("layerfuse.cli.main")()
+def _script(module: str, name: str = "main"):
+    """A console script that runs ``module``'s command ``name``; ``loads`` names that command
+    (``module:name``), for whoever runs it in process (the docs' tests, with click's runner)."""
+    def run():
+        return command(module, name)()
+
+    run.loads = f"{module}:{name}"
+    return run
 
 
-def extract():
-    return command("layerfuse.cli.extract")()
-
-
-def train_head():
-    return command("layerfuse.cli.train")()
+layerfuse = _script("layerfuse.cli.main")
+extract = _script("layerfuse.cli.extract")
+train_head = _script("layerfuse.cli.train")

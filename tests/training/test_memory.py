@@ -65,4 +65,6 @@ def test_steps_after_warm_up_do_not_page_fault():
 def test_the_setting_can_be_turned_off():
     off = run_steps(LAYERFUSE_KEEP_HEAP="0")
     assert off["kept"] is False
-    assert off["faults_per_step"] > 100, off  # what the setting saves
+    # What it saves is not asserted here: with the setting off, glibc's own dynamic thresholds decide
+    # whether freed memory goes back to the kernel, and a run sometimes keeps it anyway (a median of 0
+    # faults was seen). scripts/bench_train_step.py measures the two side by side ("kept", "returned").
