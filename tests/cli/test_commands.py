@@ -102,7 +102,9 @@ def test_ctrl_c_while_a_command_loads_is_one_line(tmp_path):
 
     code = "import sys; from layerfuse.cli.launch import layerfuse; print('ready', flush=True); layerfuse()"
     child = subprocess.Popen([sys.executable, "-c", code, "--help"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                             text=True, start_new_session=True, env={**os.environ, "PYTHONPATH": os.getcwd()})
+                             text=True, start_new_session=True, env={**os.environ, "PYTHONPATH": os.getcwd()},
+                             # SIGINT as a terminal gives it, even where this run inherited it ignored
+                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     assert child.stdout.readline().strip() == "ready"  # in `command`, importing the commands and torch
     time.sleep(0.2)
     os.killpg(child.pid, signal.SIGINT)

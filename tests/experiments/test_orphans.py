@@ -125,6 +125,12 @@ def test_pool_workers_die_with_their_parent(method, mode, tmp_path):
         _reap(child)
 
 
+def _ctrl_c_on():
+    """In the child before it runs: SIGINT as a terminal gives it, whatever this process inherited (a
+    test run started in a script's background ignores SIGINT, and so would every child it starts)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 @pytest.mark.slow
 def test_ctrl_c_on_a_sweep_with_workers_is_one_line(tiny_cache, tmp_path):
     """Ctrl-C reaches the workers too (one process group): each printed the traceback of the queue or
@@ -133,7 +139,7 @@ def test_ctrl_c_on_a_sweep_with_workers_is_one_line(tiny_cache, tmp_path):
            "--fusions", "base", "--shots", "2", "--epochs", "5,20000", "--trials", "1", "--workers", "2",
            "--quiet"]  # the 5-epoch run ends in seconds: its worker then waits on the queue, where Ctrl-C lands
     child = subprocess.Popen(cmd, env={**os.environ, "PYTHONPATH": os.getcwd()}, start_new_session=True,
-                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, preexec_fn=_ctrl_c_on)
     try:
         results = tmp_path / "out" / "results.jsonl"
         deadline = time.monotonic() + 120
