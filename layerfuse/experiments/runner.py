@@ -389,9 +389,10 @@ def _ray_results(job: _Job, todo, queue, address: str, run):
             _check_reachable(address)
         ray.init(address=None if local else address, include_dashboard=False, log_to_driver=False,
                  ignore_reinit_error=True)
-    resources = ray_resources(ray.cluster_resources(), devices={config.device for config in todo})
+    cluster = ray.cluster_resources()
+    resources = ray_resources(cluster, devices={config.device for config in todo})
     task = ray.remote(**resources)(_ray_task)
-    capacity = max(1, int(ray.cluster_resources().get("GPU" if "num_gpus" in resources else "CPU", 1)))
+    capacity = max(1, int(cluster.get("GPU" if "num_gpus" in resources else "CPU", 1)))
     submit = lambda item: task.remote(job, todo, item, run)  # noqa: E731
     finished = lambda refs: ray.wait(refs, num_returns=1, timeout=POLL_S)[0]  # noqa: E731
     for config, ref in _bounded(queue, {}, submit, capacity, finished):
