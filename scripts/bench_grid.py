@@ -196,8 +196,16 @@ def main(argv: list[str] | None = None) -> str:
         Path(results).write_text(earlier)
         figures.update(resumed_runs=len(earlier.splitlines()), resumed_wall_s=args.resume_wall_s)
     t0 = time.perf_counter()
-    records = list(run_grid(entry, configs, results=results, workers=0, pack=pack, log=say).values())
-    figures.update(runs_s=time.perf_counter() - t0, pack=pack, wall_s=time.perf_counter() - t_all)
+    try:
+        records = list(run_grid(entry, configs, results=results, workers=0, pack=pack, log=say).values())
+    except KeyboardInterrupt:  # a time cap (`timeout --signal=INT`): report the phases and the runs finished
+        written = Path(results).read_text() if os.path.exists(results) else ""
+        records = [json.loads(line) for line in written.split("\n")[:-1] if line.strip()]  # whole lines only
+        if not records:
+            raise
+        say(f"stopped after {len(records)} of {len(configs)} runs: reporting those")
+    figures.update(runs_s=time.perf_counter() - t0, pack=pack, wall_s=time.perf_counter() - t_all,
+                   planned_runs=len(configs), stopped=len(records) < len(configs))
     dev_rows = load_data(entry, layers=[entry.num_layers]).dev.n_words  # from the store: no read
     test_rows = entry.split("test").n_rows if "test" in entry.splits else 0
     steps = sum(r["total_steps"] for r in records)
@@ -230,7 +238,9 @@ def main(argv: list[str] | None = None) -> str:
             ("evaluate", eval_s, f"{passes:,} passes (dev, and test at the best point), "
                                  f"{figures['passes_per_s']:.2f} passes/s"),
             ("the grid", figures["runs_s"], f"{len(records)} runs: train, evaluate, and each run's sample, "
-                                            f"set-up and layer-usage pass (`layer_usage`)"),
+                                            f"set-up and layer-usage pass (`layer_usage`)"
+                                            + (f"; stopped by an interrupt, {len(configs) - len(records)} of the "
+                                               f"{len(configs)} not run" if figures["stopped"] else "")),
             ("wall, all phases", figures["wall_s"], "")]
     if args.resume:
         figures["wall_both_s"] = figures["wall_s"] + args.resume_wall_s

@@ -75,3 +75,26 @@ def test_bench_cache_read_script(tiny_cache, tmp_path, load_script):
     rows = [line for line in text.splitlines() if line.startswith("| one layer") or line.startswith("| side")]
     assert len(rows) == 2 and all(float(r.split("|")[2]) > 0 for r in rows)
     assert "| speed-up |" in text and "Made by `python scripts/bench_cache_read.py" in report.read_text()
+
+
+def test_a_grid_stopped_by_an_interrupt_reports_its_phases_and_the_runs_it_finished(
+        tiny_bert_dir, tiny_conll_dir, tmp_path, load_script, monkeypatch):
+    """A time cap (`timeout --signal=INT`) stops the grid: the report still comes, with what ran."""
+    import layerfuse.experiments as experiments
+
+    real = experiments.run_grid
+
+    def stopped_after_two(entry, configs, **kwargs):
+        real(entry, configs[:2], **kwargs)  # writes the records of two runs, then the cap comes
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(experiments, "run_grid", stopped_after_two)
+    report = tmp_path / "grid.md"
+    text = load_script("bench_grid").main([
+        "--out", str(tmp_path / "grid"), "--model", str(tiny_bert_dir), "--data", str(tiny_conll_dir),
+        "--fusions", "concat,extra", "--shots", "2", "--epochs", "2", "--trials", "2", "--eval-points", "2",
+        "--precision", "fp32", "--report", str(report)])
+    figures = json.loads(report.with_suffix(".json").read_text())
+    assert figures["runs"] == 2 and figures["planned_runs"] == 4 and figures["stopped"]
+    assert figures["extract_s"] is not None and figures["load_s"] is not None
+    assert "stopped by an interrupt, 2 of the 4 not run" in text
