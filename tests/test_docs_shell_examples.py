@@ -17,11 +17,11 @@ import importlib
 import re
 import shlex
 import shutil
+import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-import tomllib
 from click.testing import CliRunner
 from conftest import make_sentences
 

@@ -15,7 +15,7 @@ import tempfile
 import threading
 import uuid
 from dataclasses import fields
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from ..cache.usage import hold, mark_read
@@ -248,7 +248,7 @@ def _not_a_job(job, stem: str) -> str | None:
 
 
 def _now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="microseconds")
+    return datetime.now(UTC).isoformat(timespec="microseconds")
 
 
 def _copy(job: dict) -> dict:
