@@ -167,6 +167,7 @@ def main(argv: list[str] | None = None) -> str:
     from layerfuse.experiments import grid, run_grid
     from layerfuse.experiments.loaders import load_cached
     from layerfuse.experiments.packs import default_pack
+    from layerfuse.experiments.results import read_results
     from layerfuse.training import TrainConfig, load_data
     from layerfuse.training.runtime import pick_device
 
@@ -199,8 +200,7 @@ def main(argv: list[str] | None = None) -> str:
     try:
         records = list(run_grid(entry, configs, results=results, workers=0, pack=pack, log=say).values())
     except KeyboardInterrupt:  # a time cap (`timeout --signal=INT`): report the phases and the runs finished
-        written = Path(results).read_text() if os.path.exists(results) else ""
-        records = [json.loads(line) for line in written.split("\n")[:-1] if line.strip()]  # whole lines only
+        records = list(read_results(results).values())  # the runs written whole
         if not records:
             raise
         say(f"stopped after {len(records)} of {len(configs)} runs: reporting those")
