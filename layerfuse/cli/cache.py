@@ -30,6 +30,7 @@ from ..errors import LayerfuseError
 from ..tasks import task_of
 from .errors import friendly_errors
 from .options import cache_dir_option, quiet_option
+from .progress import show_progress
 from .roots import checked_root
 
 
@@ -158,7 +159,7 @@ def rm_cmd(path, yes):
 @friendly_errors
 def verify_cmd(path, quiet):
     """Re-read every chunk, check its crc32c checksum, and count non-finite hidden values."""
-    problems = verify(path, progress=sys.stderr.isatty() and not quiet)
+    problems = verify(path, progress=show_progress(quiet))
     for p in problems:
         click.echo(p, err=True)
     if problems:

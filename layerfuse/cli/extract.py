@@ -28,6 +28,7 @@ from .options import (
     quiet_option,
     task_option,
 )
+from .progress import show_progress
 from .roots import checked_root
 
 POLL_SECONDS = 0.5  # --server: how often the job's progress is read back
@@ -110,7 +111,7 @@ def main(model, task, dataset, read, splits, labels, granularity, special_tokens
     if dry_run:
         _print_estimate(estimate(config), task=task)
         return
-    result = extract(config, progress=not quiet, log=lambda m: click.echo(m, err=True))
+    result = extract(config, progress=show_progress(quiet), log=lambda m: click.echo(m, err=True))
     if int(os.environ.get("RANK", "0")) != 0:
         return
     fresh = [s for s in result.splits if not s.reused]
@@ -130,7 +131,8 @@ def main(model, task, dataset, read, splits, labels, granularity, special_tokens
             f"{s.dtype}  {human_bytes(s.bytes_on_disk)}  ({note}{'; ' + ', '.join(extra) if extra else ''})"
         )
     if result.label_sets:
-        click.echo(f"  label sets written (labels only): {', '.join(result.label_sets)}")
+        only = "" if fresh else " (labels only)"  # beside an entry cached before: no forward pass
+        click.echo(f"  label sets written{only}: {', '.join(result.label_sets)}")
 
 
 def _extract_on_server(server: str, config: ExtractConfig, *, token_file: str | None, quiet: bool,
@@ -149,7 +151,7 @@ def _extract_on_server(server: str, config: ExtractConfig, *, token_file: str | 
     job = submit_job(server, options, token=token)
     click.echo(f"job {job['id']} on {server}: {'joined the one already making' if job['joined'] else 'queued for'} "
                f"{job['entry']}", err=True)
-    job = _follow(server, job, token=token, progress=not quiet)
+    job = _follow(server, job, token=token, progress=show_progress(quiet))
     if job["state"] == "failed":
         raise LayerfuseError(f"job {job['id']} failed on {server}: {job['error']}")
     click.echo(entry_url(server, job))

@@ -15,6 +15,7 @@ from ..fusions.options import UNSET, Option
 from ..fusions.registry import declared_options, owned_options
 from ..tasks import TASKS, task_of
 from ..training.config import PAPER_LR, TrainConfig
+from .progress import show_progress
 
 CACHE_DIR_HELP = "Cache root (path or fsspec URL). Default: $LAYERFUSE_HOME or ~/.cache/layerfuse."
 LAYERS_HELP = ("Layers: all (= 1..L), 4,8,12, 1..6 (0 = embedding output), auto:K (the K of 1..L with the "
@@ -280,7 +281,7 @@ def resolve(cache, model, dataset, cache_dir, *, read: dict | None = None, extra
     from ..experiments.find import resolve_entry
 
     return resolve_entry(cache=cache, model=model, dataset=dataset, cache_dir=cache_dir,
-                         extract_options={**(extract or {}), **(read or {})}, log=say, progress=not quiet)
+                         extract_options={**(extract or {}), **(read or {})}, log=say, progress=show_progress(quiet))
 
 
 def say(message: str) -> None:

@@ -12,6 +12,7 @@ from ..errors import LayerfuseError
 from ..probing.probe import ProbeConfig
 from .errors import friendly_errors
 from .options import cache_options, default_of, device_option, parse_list, parse_shots, quiet_option, resolve, say
+from .progress import show_progress
 
 
 def parse_seeds(seeds: str | None, trials: int | None) -> list[int]:
@@ -80,7 +81,7 @@ def main(cache, model, dataset, cache_dir, read, labels, shots, seeds, trials, c
         say(f"probing {', '.join(names)} on {entry.path}: layers 0..{entry.num_layers} and a ScalarMix, "
             f"seeds {', '.join(map(str, seed_list))}, shots {shots or 'all'}{with_control}")
     records = run_probes(entry, out=out, label_set_names=names, shots=shots, seeds=seed_list, control=control,
-                         config=config, device=device, progress=not quiet)
+                         config=config, device=device, progress=show_progress(quiet))
     title = f"{_title(entry)}, shots {shots or 'all'}"
     md, png, tasks = write_report(records, out=out, title=title)
     for task in tasks:

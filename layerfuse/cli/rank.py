@@ -67,7 +67,10 @@ def main(cache, model, dataset, cache_dir, read, labels, split, shots, seed, max
     labels = data.labels if sentences is None else data.labels[data.rows_of(sentences)]
     counts = np.bincount(labels[labels >= 0], minlength=len(entry.label_names))
     tag_counts = {name: int(n) for name, n in zip(entry.label_names, counts) if n}
-    best = list(spec.fused(scores)) if spec.k else pick_layers(scores, min(top, len(scores)))
+    # auto:K picks from 1..L, so the embedding output (layer 0) is scored and ranked but never marked best:
+    # the marked layers are the ones `train-head --layers auto:K` would fuse.
+    pool = [s for s in scores if s[0] != 0] or scores
+    best = list(spec.fused(scores)) if spec.k else pick_layers(pool, min(top, len(pool)))
     ranks = _ranks(scores)
     model_name, dataset_name = _name(entry.meta.get("model", "?")), _name(entry.meta.get("dataset", "?"))
     seed_set = shots is None and seed != _default("seed")  # it draws the tokens kept per tag, too
@@ -79,7 +82,8 @@ def main(cache, model, dataset, cache_dir, read, labels, split, shots, seed, max
     click.echo(f"{'layer':>5}  {'nu':>12}  {'rank':>4}")
     for layer, nu in scores:
         click.echo(f"{layer:>5}  {nu:>12.5g}  {ranks[layer]:>4}{'  *' if layer in best else ''}")
-    click.echo(f"best {len(best)}: {', '.join(map(str, best))}   ({seconds:.2f} s)")
+    unmarked = " (of 1..L: auto:K never fuses layer 0)" if len(pool) < len(scores) else ""
+    click.echo(f"best {len(best)}{unmarked}: {', '.join(map(str, best))}   ({seconds:.2f} s)")
 
     key = entry.meta.get("key") or _name(entry.path)
     named = "" if is_primary else f"-{entry.meta['label_set']}"  # the primary set's files keep their names

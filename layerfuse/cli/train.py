@@ -7,14 +7,14 @@ import json
 import os
 import re
 import time
-from dataclasses import fields
+from dataclasses import fields, replace
 
 import click
 
 from ..display import f1_points
 from ..errors import LayerfuseError
 from ..fusions.registry import DEFAULT_FUSION, FUSIONS
-from ..layers.spec import xie_shortfall
+from ..layers.spec import canonical_layers, xie_shortfall
 from ..tasks import task_of
 from ..training.config import FE_LR, FE_LR_BY_FUSION, PAPER_LR, PRECISIONS, TrainConfig
 from ..training.diagnostics import describe
@@ -151,6 +151,7 @@ def main(cache, model, dataset, cache_dir, read, out, dry_run, verbose, quiet, p
     masking = extract_options(config.task, block_size=block_size, mask_seed=mask_seed, mlm_probability=mlm_probability)
     entry = resolve(cache, model, dataset, cache_dir, read=read, extract=masking,
                     quiet=quiet).with_labels(config.labels)
+    config = replace(config, layers=canonical_layers(config.layers, num_layers=entry.num_layers))
     if dry_run:
         click.echo(budget_table(entry, layers=config.layers, options=config.head_options(entry.num_layers),
                                 current=config.fusion))
@@ -175,7 +176,8 @@ def main(cache, model, dataset, cache_dir, read, out, dry_run, verbose, quiet, p
     stem = _save_somewhere(result, data, entry, config, out=out, load_seconds=load_seconds)
     click.echo(f"{config.fusion} shots={config.shots or 'all'} epochs={config.epochs} seed={config.seed}: "
                f"{_scores(result)}, {result.params:,} params, {result.seconds['total']:.1f} s -> {stem}.json")
-    click.echo(describe(result.layer_usage))
+    z_layer = entry.num_layers if config.query_layers(entry.num_layers) else max(result.layers)
+    click.echo(describe(result.layer_usage, z_layer=z_layer))
     short = xie_shortfall(config.layers, result.layers, num_layers=entry.num_layers)
     if short:
         click.echo(short)

@@ -41,6 +41,8 @@ def run_id(config: TrainConfig | dict) -> str:
     that differ from `id_baseline`, device aside (a field or a setting added later, at its baseline
     value, keeps old ids; a record without it ran that value)."""
     given = config.record() if not isinstance(config, dict) else config
+    if str(given.get("layers") or "").strip().lower() == "all":  # the default layers, written out: the default run
+        given = {**given, "layers": None}
     if given.get("lr") is None:  # the default rate of its fusion: named by its value
         given = {**given, "lr": default_lr(given["fusion"], given.get("mode", "fe"))}
     fusion = FUSIONS.get(given["fusion"])

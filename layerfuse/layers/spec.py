@@ -67,6 +67,14 @@ def xie_shortfall(spec: str | None, fused: list[int], *, num_layers: int) -> str
             f"{'s' * (len(fused) != 2)} below it: {len(fused)} fused, not {parsed.k}")
 
 
+def canonical_layers(spec: str | None, *, num_layers: int) -> str | None:
+    """``spec``, or None where it names the default layers 1..L however it is written (``all``, ``1..L``,
+    ``1-6``): the default run has one name, so a sweep rerun with ``--layers all`` skips it rather than
+    training it again and averaging each seed with itself."""
+    parsed = parse_layers(spec, num_layers=num_layers)
+    return None if parsed.k is None and parsed.candidates == tuple(range(1, num_layers + 1)) else spec
+
+
 def ranking_rule(spec: str | None) -> str | None:
     """The rule (``auto`` or ``xie``) of a spec that ranks layers by nu, or None for one that names them."""
     rule = "" if spec is None else str(spec).strip().lower().partition(":")[0]

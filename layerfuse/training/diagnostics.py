@@ -46,10 +46,11 @@ def _batches(split: Split, *, device, batch_size: int, autocast):
     return eval_batches(split, device=device, batch_size=batch_size)
 
 
-def describe(usage: dict | None) -> str:
-    """One short line for `train-head`'s printout."""
+def describe(usage: dict | None, *, z_layer: int | None = None) -> str:
+    """One short line for `train-head`'s printout; ``z_layer``: the one layer a head without weights over
+    layers reads (z_L: the top fused layer, or the backbone's top with ``--query-layer top``)."""
     if not usage:
-        return "layers used: the top layer only"
+        return f"layers used: layer {z_layer} only" if z_layer is not None else "layers used: the top layer only"
     parts = " ".join(f"{layer}:{share:.2f}" for layer, share in zip(usage["layers"], usage["share"]))
     extra = (f" (entropy {usage['entropy']:.2f} nats, largest weight {usage['top_weight']:.2f})"
              if "entropy" in usage else "")

@@ -1,6 +1,7 @@
 """Progress on a terminal: `train-head` draws one bar for its run (steps, the training loss, the last dev
-F1), `sweep` one for its grid (runs done); neither draws anything when stderr is not a terminal (a log,
-a pipe: CliRunner's stderr is not one) or with --quiet. The terminal check is forced where a bar is wanted."""
+F1), `sweep` one for its grid (runs done), `extract` one per split; none draws anything when stderr is
+not a terminal (a log, a pipe: CliRunner's stderr is not one) or with --quiet.
+The terminal check is forced where a bar is wanted."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import pytest
 from click.testing import CliRunner
 
 from layerfuse.cli import progress
+from layerfuse.cli.extract import main as extract
 from layerfuse.cli.sweep import main as sweep
 from layerfuse.cli.train import main as train_head
 
@@ -52,3 +54,16 @@ def test_sweep_draws_its_grid_bar_only_on_a_terminal(tiny_cache, tmp_path, monke
     assert "runs: 100%" in again.stderr and "1/1" in again.stderr
     quiet = CliRunner().invoke(sweep, [*args, "--quiet"])
     assert quiet.exit_code == 0 and "runs:" not in quiet.stderr
+
+
+def test_extract_draws_its_bars_only_on_a_terminal(tiny_bert_dir, tiny_conll_dir, tmp_path, monkeypatch):
+    """extract drew tqdm frames (carriage returns and all) into logs and pipes."""
+    def run(root):
+        args = ["--model", str(tiny_bert_dir), "--dataset", str(tiny_conll_dir), "--cache-dir", str(tmp_path / root)]
+        result = CliRunner().invoke(extract, args)
+        assert result.exit_code == 0, result.output
+        return result.stderr
+
+    assert "extract train" not in run("piped") and "\r" not in run("piped2")
+    monkeypatch.setattr(progress, "stderr_is_terminal", lambda: True)
+    assert "extract train" in run("terminal")

@@ -169,3 +169,19 @@ def test_an_out_of_another_entrys_runs_is_refused_and_the_report_covers_the_whol
     assert again.exit_code == 1, again.output  # it was "already done", exit 0, with the other entry's numbers
     assert "holds runs on another cache entry" in again.stderr and "/elsewhere/entry" in again.stderr
     assert (out / RESULTS).read_text().splitlines() == moved  # nothing trained, nothing written
+
+
+def test_the_default_layers_written_out_are_the_default_runs(tiny_cache, tmp_path):
+    """`--layers all` (or 1..L) reran every default run and the report averaged each seed with itself:
+    two trials shown as four, with a narrower interval."""
+    small = ["--cache", tiny_cache, "--out", str(tmp_path), "--fusions", "base", "--shots", "2", "--epochs", "2",
+             "--trials", "2", "--eval-points", "1", "--workers", "1"]
+    first = CliRunner().invoke(main, small)
+    assert first.exit_code == 0, first.output
+    for spec in ("all", "1..2", "1,2"):  # the tiny cache has L = 2
+        again = CliRunner().invoke(main, [*small, "--layers", spec])
+        assert again.exit_code == 0, again.output
+        assert "2 of 2 runs already in" in again.output
+    assert len(_lines(tmp_path / RESULTS)) == 2
+    assert run_id({"fusion": "base", "shots": 2, "epochs": 2, "seed": 0, "layers": "all"}) == \
+        run_id({"fusion": "base", "shots": 2, "epochs": 2, "seed": 0})  # a record written with `all`

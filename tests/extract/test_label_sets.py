@@ -97,6 +97,19 @@ def test_adding_a_label_set_writes_labels_only(tiny_bert_dir, conll4_dir, tmp_pa
     assert _extract(tiny_bert_dir, conll4_dir, tmp_path).label_sets == []  # current sets: nothing written
 
 
+def test_extract_says_labels_only_when_no_hidden_state_was_written(tiny_bert_dir, conll4_dir, tmp_path):
+    """A fresh extraction ended with "label sets written (labels only)" after writing every hidden state."""
+    from layerfuse.cli.extract import main
+
+    args = ["--model", str(tiny_bert_dir), "--dataset", str(conll4_dir), "--cache-dir", str(tmp_path), "--quiet"]
+    fresh = CliRunner().invoke(main, [*args, "--labels", "ner,pos"])
+    assert fresh.exit_code == 0, fresh.output
+    assert "label sets written: pos" in fresh.output and "labels only" not in fresh.output
+    added = CliRunner().invoke(main, [*args, "--labels", "chunk"])
+    assert added.exit_code == 0, added.output
+    assert "label sets written (labels only): chunk" in added.output
+
+
 def test_info_lists_the_label_sets(tiny_bert_dir, conll4_dir, tmp_path):
     path = _extract(tiny_bert_dir, conll4_dir, tmp_path).path
     out = CliRunner().invoke(cli, ["info", path]).output

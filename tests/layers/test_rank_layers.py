@@ -67,6 +67,19 @@ def test_cli_writes_json_and_png_and_prints_every_layer(tiny_cache, tmp_path):
     assert record["seconds"] >= 0 and record["sentences"] is None
 
 
+def test_the_marked_best_are_what_auto_k_fuses(tiny_cache, tmp_path):
+    """Layer 0 is scored and ranked but never marked: `--layers auto:K` picks from 1..L, and the
+    README's "rank the layers, then a head on the 3 best" must mean the same layers."""
+    result, out = _run(["--cache", tiny_cache, "--out", str(tmp_path / "top"), "--top", "1", "--shots", "4"])
+    assert result.exit_code == 0, out
+    result, auto_out = _run(["--cache", tiny_cache, "--out", str(tmp_path / "auto"), "--layers", "auto:1",
+                             "--shots", "4"])
+    assert result.exit_code == 0, auto_out
+    (marked,), (auto,) = (json.loads(next((tmp_path / d).glob("*.json")).read_text())["best"] for d in ("top", "auto"))
+    assert marked == auto != 0
+    assert "auto:K never fuses layer 0" in out
+
+
 def test_cli_seed_without_shots_names_its_files(tiny_cache, tmp_path):
     # without --shots the seed still draws the tokens kept per tag (--max-per-class): another seed, other nu
     key = open_entry(tiny_cache).meta["key"]

@@ -97,3 +97,4 @@ def test_heads_on_the_top_layer_report_nothing():
     for fusion in ("base", "extra"):
         assert _usage(_tagger(fusion), _split()) is None
     assert describe(None) == "layers used: the top layer only"
+    assert describe(None, z_layer=1) == "layers used: layer 1 only"  # --layers xie picked layer 1: not the top
