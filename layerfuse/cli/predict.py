@@ -15,7 +15,7 @@ from ..inference.fill_mask import MaskFiller
 from ..tasks import task_of
 from ..training.checkpoint import checkpoint_paths
 from .errors import friendly_errors
-from .options import default_of
+from .options import default_of, say
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
@@ -36,7 +36,7 @@ from .options import default_of
                    "lines between sentences, -DOCSTART- lines skipped): writes 'word gold pred' lines (conlleval's "
                    "input; gold normalised to IOB2) and prints precision, recall, F1 and support per entity type "
                    "plus the micro average, by the project's own metric (conlleval's chunking, seqeval's default "
-                   "mode), so the micro F1 is what training reports on the same words.")
+                   "mode), so the micro F1 is what training reports on the same words (for a head trained at fp32).")
 @click.option("--out", "out", type=click.Path(dir_okay=False, writable=True), default=None,
               help="With --conll: write the 'word gold pred' lines here (default: stdout, the report then goes "
                    "to stderr).")
@@ -149,7 +149,8 @@ def _score_conll(checkpoint, path: str, *, out, as_json: bool, device) -> None:
     from ..inference import conll_eval as ce
     from ..training.checkpoint import read_checkpoint_meta
 
-    cache = read_checkpoint_meta(checkpoint).get("cache", {})
+    meta = read_checkpoint_meta(checkpoint)
+    cache = meta.get("cache", {})
     token_set = cache.get("label_kind") == TOKEN
     sentences = ce.read_labelled(path, label_set=cache.get("label_set"))  # a bad file fails before the backbone loads
     tagger = Predictor(checkpoint, device=device)
@@ -166,6 +167,10 @@ def _score_conll(checkpoint, path: str, *, out, as_json: bool, device) -> None:
     report = ce.token_report(gold, pred) if token_set else ce.span_report(gold, pred, tagger.label_names)
     text = json.dumps(report) if as_json else (ce.format_token_report if token_set else ce.format_report)(report)
     click.echo(text, err=not out)
+    scored_in = (meta.get("config") or {}).get("precision") or "fp32"
+    if scored_in != "fp32":  # training's scores came from autocast passes; these from float32 ones
+        say(f"note: training scored this head under {scored_in} autocast; predict runs float32, so its figures "
+            "can differ slightly from the training's (train with --precision fp32 for the same)")
 
 
 if __name__ == "__main__":

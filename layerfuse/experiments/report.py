@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 import os
 import re
+import textwrap
 from collections import defaultdict
 from dataclasses import fields
 from typing import NamedTuple
@@ -368,6 +369,9 @@ def _style(ax, *, title: str, xlabel: str) -> None:
     ax.grid(alpha=0.3)
 
 
+CHARS_PER_INCH = 13  # of 9-point text above the panels
+
+
 def _save(fig, axes, path: str, *, ylabel: str, title: str, heads: list[str], band: str | None = None,
           note: str = "") -> str:
     """Label, legend (every head of the figure once, drawn from `head_style`), title and ``note`` above
@@ -378,7 +382,8 @@ def _save(fig, axes, path: str, *, ylabel: str, title: str, heads: list[str], ba
     if handles:
         axes[0][-1].legend(handles, names, fontsize=7, loc="lower right")
     if title or note:
-        fig.suptitle("\n".join(t for t in (title, note) if t), fontsize=9)
+        width = int(fig.get_figwidth() * CHARS_PER_INCH)  # a one-panel figure is narrow: wrap, never clip
+        fig.suptitle("\n".join(textwrap.fill(t, width) for t in (title, note) if t), fontsize=9)
     fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)
