@@ -17,7 +17,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "layerfuse"
 # one layer are independent of each other. ``layerfuse`` is the package's own __init__.
 LAYERS = (
     ("errors", "versions", "display", "hub", "lifeline"),  # imports nothing of the project
-    ("tasks", "transfer"),  # the task registry (no torch); host arrays onto the device
+    ("tasks", "transfer", "device"),  # the task registry (no torch); host arrays onto the device; --device checked
     ("cache", "fusions", "layers"),  # the on-disk format; the heads (torch only); the layer specs
     ("precision",),  # the forward-pass precisions: one table for extraction and training
     ("extract",),  # datasets in, the backbone's forward, writes the cache

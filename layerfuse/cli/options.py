@@ -113,6 +113,16 @@ def cache_options(fn):
 cache_dir_option = click.option("--cache-dir", default=None, help=CACHE_DIR_HELP)
 device_option = click.option("--device", default=None, help="torch device. Default: cuda when present, else cpu.")
 quiet_option = click.option("--quiet", is_flag=True, help="No progress bar.")
+# A seed feeds numpy's and torch's generators: 0..2^32-1 is what both (and every library's seed option) take.
+SEED = click.IntRange(0, 2**32 - 1)
+
+
+def seed_item(text: str) -> int:
+    """One seed of a comma-separated list (probe's --seeds), checked as `SEED` checks --seed."""
+    seed = int(text)
+    if not 0 <= seed < 2**32:
+        raise ValueError(text)
+    return seed
 
 
 task_option = click.option(
@@ -133,7 +143,7 @@ def masking_options(fn):
     return _stack(
         click.option("--block-size", type=click.IntRange(min=2), default=default_of(ExtractConfig, "block_size"),
                      show_default=True, help="MLM: subwords per block, special tokens included."),
-        click.option("--mask-seed", type=int, default=default_of(ExtractConfig, "mask_seed"), show_default=True,
+        click.option("--mask-seed", type=SEED, default=default_of(ExtractConfig, "mask_seed"), show_default=True,
                      help="MLM: seed of the fixed masks."),
         click.option("--mlm-probability", type=click.FloatRange(0, 1, min_open=True, max_open=True),
                      default=default_of(ExtractConfig, "mlm_probability"), show_default=True,
@@ -317,4 +327,4 @@ def parse_list(text: str, *, name: str, cast=int, what: str | None = None) -> li
     return values
 
 
-_WHAT = {int: "an integer", float: "a number"}
+_WHAT = {int: "an integer", float: "a number", seed_item: "a seed in 0..4294967295"}

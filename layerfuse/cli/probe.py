@@ -11,7 +11,17 @@ import click
 from ..errors import LayerfuseError
 from ..probing.probe import ProbeConfig
 from .errors import friendly_errors
-from .options import cache_options, default_of, device_option, parse_list, parse_shots, quiet_option, resolve, say
+from .options import (
+    cache_options,
+    default_of,
+    device_option,
+    parse_list,
+    parse_shots,
+    quiet_option,
+    resolve,
+    say,
+    seed_item,
+)
 from .progress import show_progress
 
 
@@ -21,7 +31,7 @@ def parse_seeds(seeds: str | None, trials: int | None) -> list[int]:
         raise LayerfuseError(f"--seeds {seeds} and --trials {trials} both name the seeds; give one")
     if trials is not None:
         return list(range(trials))
-    values = parse_list(seeds if seeds is not None else "0", name="seeds")
+    values = parse_list(seeds if seeds is not None else "0", name="seeds", cast=seed_item)
     if len(set(values)) != len(values):
         raise LayerfuseError(f"--seeds {seeds}: a seed is named twice")
     return values

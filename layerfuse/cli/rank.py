@@ -15,7 +15,7 @@ import numpy as np
 from ..layers.scores import score_layers
 from ..versions import versions
 from .errors import friendly_errors
-from .options import cache_options, default_of, labels_option, layers_option, quiet_option, resolve
+from .options import SEED, cache_options, default_of, labels_option, layers_option, quiet_option, resolve
 
 
 def _name(text: str) -> str:
@@ -34,7 +34,7 @@ def _ranks(scores: list[tuple[int, float]]) -> dict[int, int]:
 @click.option("--split", default="train", show_default=True, help="Split whose tokens are scored.")
 @click.option("--shots", type=click.IntRange(min=1), default=None,
               help="Score only the N*C sentences a few-shot run with this N and --seed trains on (C = entity types).")
-@click.option("--seed", type=int, default=0, show_default=True,
+@click.option("--seed", type=SEED, default=0, show_default=True,
               help="Seed of the few-shot sample and of the per-tag cap.")
 @click.option("--max-per-class", type=click.IntRange(min=1), default=default_of(score_layers, "max_per_class"),
               show_default=True,

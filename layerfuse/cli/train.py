@@ -4,6 +4,7 @@ save its result and checkpoint; `--dry-run` prints every fusion's parameter budg
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import time
@@ -16,13 +17,14 @@ from ..errors import LayerfuseError
 from ..fusions.registry import DEFAULT_FUSION, FUSIONS
 from ..layers.spec import canonical_layers, xie_shortfall
 from ..tasks import task_of
-from ..training.config import FE_LR, FE_LR_BY_FUSION, PAPER_LR, PRECISIONS, TrainConfig
+from ..training.config import FE_LR, FE_LR_BY_FUSION, PAPER_LR, PRECISIONS, TrainConfig, default_lr
 from ..training.diagnostics import describe
 from ..training.runtime import pick_device, resolve_precision
 from .errors import friendly_errors
 from .options import (
     BATCH_SIZE_HELP,
     FUSION_HELP,
+    SEED,
     apply_protocol,
     cache_options,
     default_of,
@@ -91,7 +93,7 @@ def budget_table(entry, *, layers: str | None, options: dict, current: str | Non
 @click.option("--shots", default="all", show_default=True,
               help="N: train on N x C sentences (C = entity types; MLM: N blocks) sampled by --seed; or all.")
 @click.option("--epochs", type=click.IntRange(min=0), default=10, show_default=True, help="Epoch cap.")
-@click.option("--seed", type=int, default=0, show_default=True, help="Fixes the sample, the init and the batch order.")
+@click.option("--seed", type=SEED, default=0, show_default=True, help="Fixes the sample, the init and the batch order.")
 @click.option("--lr", type=float, default=None,
               help=f"Max learning rate (linear decay to 0). Default: FE {FE_LR:g} "
                    f"({', '.join(f'{k} {v:g}' for k, v in FE_LR_BY_FUSION.items())}), FT {PAPER_LR:g} (the paper's).")
@@ -174,6 +176,7 @@ def main(cache, model, dataset, cache_dir, read, out, dry_run, verbose, quiet, p
     finally:
         if bar:
             bar.close()
+    _refuse_diverged(result, config)
     stem = _save_somewhere(result, data, entry, config, out=out, load_seconds=load_seconds)
     click.echo(f"{config.fusion} shots={config.shots or 'all'} epochs={config.epochs} seed={config.seed}: "
                f"{_scores(result)}, {result.params:,} params, {result.seconds['total']:.1f} s -> {stem}.json")
@@ -182,6 +185,19 @@ def main(cache, model, dataset, cache_dir, read, out, dry_run, verbose, quiet, p
     short = xie_shortfall(config.layers, result.layers, num_layers=entry.num_layers)
     if short:
         click.echo(short)
+
+
+def _refuse_diverged(result, config: TrainConfig) -> None:
+    """A training whose loss went nan or inf (or whose head did) diverged: one line and exit 1, not a saved
+    head that `predict` may refuse and a record whose F1 of a broken head reads like a result."""
+    from ..training.checkpoint import non_finite_weights
+
+    lost = next((e for e in result.evals if not math.isfinite(e.get("train_loss") or 0.0)), None)
+    if lost is None and not non_finite_weights(result.tagger):
+        return
+    where = f"training loss {lost['train_loss']} by step {lost['step']}" if lost else "nan or inf weights"
+    lr = config.lr if config.lr is not None else default_lr(config.fusion, config.mode)
+    raise LayerfuseError(f"training diverged ({where}); no head was saved: try a lower --lr than {lr:g}")
 
 
 def _scores(result) -> str:

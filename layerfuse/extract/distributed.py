@@ -32,8 +32,10 @@ class Ranks:
     def device(self, requested: str | None):
         import torch
 
+        from ..device import named_device
+
         if requested:
-            return torch.device(requested)
+            return named_device(requested)
         if torch.cuda.is_available():
             return torch.device("cuda", self.local_rank % torch.cuda.device_count())
         return torch.device("cpu")

@@ -56,7 +56,7 @@ def free_bytes(device=None) -> int:
 
     from .runtime import pick_device
 
-    device = pick_device(None if device is None else str(device))
+    device = pick_device() if device is None else torch.device(device)  # a run's device: checked when it was named
     if device.type == "cuda":  # a held split passes through host memory on its way to the GPU
         free, _total = torch.cuda.mem_get_info(device)
         return min(int(free), host_available_bytes())

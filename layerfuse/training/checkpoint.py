@@ -152,11 +152,16 @@ def load_checkpoint(path: str, *, entry=None, device: str = "cpu"):
     except (RuntimeError, KeyError, ValueError, SafetensorError) as exc:  # a truncated file is a SafetensorError
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise LayerfuseError(f"weights in {weights} do not fit the head described in {config_path}: {first}") from None
-    bad = [name for name, t in tagger.state_dict().items() if t.is_floating_point() and not t.isfinite().all()]
+    bad = non_finite_weights(tagger)
     if bad:  # a checksum proves the bytes are the ones written, not that they are numbers
         raise LayerfuseError(f"{weights} holds non-finite weights (nan or inf) in {', '.join(bad[:3])}"
                               f"{' and more' if len(bad) > 3 else ''}; the head cannot tag anything")
     return tagger.to(device).eval(), meta
+
+
+def non_finite_weights(tagger) -> list[str]:
+    """The names of ``tagger``'s floating-point tensors holding nan or inf (a diverged training's head)."""
+    return [name for name, t in tagger.state_dict().items() if t.is_floating_point() and not t.isfinite().all()]
 
 
 def legacy_options(tagger: dict) -> None:

@@ -122,6 +122,7 @@ class TrainConfig:
             value = getattr(self, name)
             yield name, value, value is None or value >= 1, ">= 1" + (" or all" if name == "shots" else "")
         yield "epochs", self.epochs, self.epochs >= 0, ">= 0"
+        yield "seed", self.seed, 0 <= self.seed < 2**32, "in 0..2^32-1 (what numpy's and torch's generators take)"
         yield "lr", self.lr, self.lr is None or 0 < self.lr < math.inf, "finite and > 0"
         yield "batch_size", self.batch_size, self.batch_size >= 1, ">= 1"
         yield "grad_accum", self.grad_accum, self.grad_accum >= 1, ">= 1"

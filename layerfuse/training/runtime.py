@@ -7,11 +7,13 @@ import time
 
 import torch
 
+from ..device import named_device
+
 
 def pick_device(name: str | None = None) -> torch.device:
     """The named device, else cuda when present, else cpu."""
     if name:
-        return torch.device(name)
+        return named_device(str(name))
     return torch.device("cuda" if torch.cuda.is_available() else "cpu")
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 
+import pytest
 from cli_output import one_error_line
 from click.testing import CliRunner
 
@@ -94,3 +95,25 @@ def test_a_head_that_cannot_be_written_at_the_end_is_saved_elsewhere(tiny_cache,
     assert str(tmp_path / "tmp" / elsewhere) in line
     saved = sorted(os.listdir(tmp_path / "tmp" / elsewhere))
     assert [f for f in saved if f.endswith(".head.safetensors")] and [f for f in saved if ".head" not in f]
+
+
+
+def test_a_diverged_training_saves_no_head_and_fails_in_one_line(tiny_cache, tmp_path):
+    """At a huge --lr the loss went nan: train-head exited 0, saved a head predict refused, and its record
+    scored like any other run."""
+    out = tmp_path / "runs"
+    result = CliRunner().invoke(main, [*_train_head(tiny_cache, out), "--epochs", "2", "--lr", "1e20"])
+    assert "training diverged (training loss nan by step" in one_error_line(result)
+    assert "lower --lr than 1e+20" in result.output
+    assert not out.exists() or not any(out.iterdir())
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["--seed", "-5"], "'--seed': -5 is not in the range 0<=x<=4294967295"),  # numpy's traceback before
+    (["--seed", "99999999999999999999999"], "is not in the range"),  # torch's overflow before
+    (["--device", "bogus"], "--device 'bogus' is not a device"),
+    (["--device", "cuda:7"], "--device cuda:7: "),  # no CUDA here, or not 8 GPUs
+])
+def test_a_bad_seed_or_device_is_one_line(tiny_cache, tmp_path, args, needle):
+    result = CliRunner().invoke(main, [*_train_head(tiny_cache, tmp_path), *args])
+    assert result.exit_code in (1, 2) and "Traceback" not in result.output and needle in result.output, result.output

@@ -56,7 +56,8 @@ def test_probe_defaults_to_every_label_set(tiny_cache, tmp_path):
 @pytest.mark.parametrize("args, message", [
     (["--labels", "ner,nope"], "nope not in"),
     (["--seeds", "0,1", "--trials", "2"], "give one"),
-    (["--seeds", "0,x"], "'x' is not an integer"),
+    (["--seeds", "0,x"], "'x' is not a seed in 0..4294967295"),
+    (["--seeds", "0,-1"], "'-1' is not a seed in 0..4294967295"),  # numpy's traceback before
     (["--shots", "0"], "--shots '0' must be >= 1"),
 ])
 def test_bad_options_are_one_line_errors(tiny_cache, tmp_path, args, message):

@@ -1,0 +1,28 @@
+"""A device named by the user (``--device``), checked before anything loads onto it: both stages ask here,
+so `extract` and `train-head` refuse a device this machine lacks in the same one line."""
+
+from __future__ import annotations
+
+import torch
+
+from .errors import LayerfuseError
+
+
+def named_device(name: str) -> torch.device:
+    """``torch.device(name)``, or one line saying why this machine cannot run on it (a typo, no CUDA in
+    this torch or on this machine, an index past the GPUs there are)."""
+    try:
+        device = torch.device(name)
+    except (RuntimeError, TypeError):
+        raise LayerfuseError(f"--device {name!r} is not a device: use cpu, cuda, cuda:N or mps") from None
+    if device.type == "cuda":
+        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        if not count:
+            why = "this torch is built without CUDA" if torch.version.cuda is None else "no GPU is visible"
+            raise LayerfuseError(f"--device {name}: {why}; use --device cpu (or leave --device out)")
+        if device.index is not None and device.index >= count:
+            raise LayerfuseError(f"--device {name}: this machine has {count} GPU{'s' * (count != 1)} "
+                                 f"(cuda:0..cuda:{count - 1})")
+    if device.type == "mps" and not torch.backends.mps.is_available():
+        raise LayerfuseError(f"--device {name}: MPS is not available here; use --device cpu")
+    return device
