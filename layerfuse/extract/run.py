@@ -98,6 +98,8 @@ def extract(config: ExtractConfig, *, progress: bool = True, log=print, on_unit=
     run = Extraction(config=config, dataset=dataset, info=info, tokenizer=tokenizer, path=path, attrs=attrs,
                      ranks=ranks, progress=progress, log=log, on_unit=on_unit)
     with EntryLock(path, log=log) if ranks.main else contextlib.nullcontext():
+        if ranks.main:  # a writer this run waited on and that was killed left its half-written shards
+            remove_partials(path, todo)
         ranks.barrier()  # the other ranks start once rank 0 holds the entry
         _start_backbone(run)
         result.splits += _extract_splits(run, todo)

@@ -100,3 +100,40 @@ def test_a_full_disk_met_writing_metadata_names_the_file(tiny_bert_dir, tiny_con
     (error,) = [line for line in out.output.splitlines() if line.startswith("error:")]
     assert "No space left on device writing the split's completion record" in error
     assert "/train/zarr.json" in error and str(tmp_path) in error
+
+
+def test_a_run_that_waited_on_a_killed_writer_removes_its_partial_files(tiny_bert_dir, tiny_conll_dir, tmp_path,
+                                                                       monkeypatch):
+    """A second extract waits for the entry while the first writes; the first is killed mid-shard. Its
+    half-written file was alive when the second looked before waiting, and stayed in the finished entry
+    for good (its size counted twice, kept by every later run and by gc)."""
+    import layerfuse.cache.shard as shard
+    from layerfuse.extract import run
+
+    original = shard._write_file
+    writes = {"n": 0}
+
+    def killed(path, out, size, **options):
+        writes["n"] += 1
+        if writes["n"] > 2:
+            Path(path).write_bytes(bytes(out[: size // 2]))
+            raise KeyboardInterrupt
+        return original(path, out, size, **options)
+
+    monkeypatch.setattr(shard, "_write_file", killed)
+    CliRunner().invoke(main, _args(tiny_bert_dir, tiny_conll_dir, tmp_path))
+    monkeypatch.setattr(shard, "_write_file", original)
+    (left,) = _partials(tmp_path)
+    writer = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])  # the first run, alive
+    left.rename(left.with_name(left.name.replace(f".{os.getpid()}.", f".{writer.pid}.")))
+
+    class LockFreedByAKill(run.EntryLock):
+        def __enter__(self):  # while this run waited, the writer holding the entry was killed
+            writer.kill()
+            writer.wait()
+            return super().__enter__()
+
+    monkeypatch.setattr(run, "EntryLock", LockFreedByAKill)
+    out = CliRunner().invoke(main, _args(tiny_bert_dir, tiny_conll_dir, tmp_path))
+    assert out.exit_code == 0, out.output
+    assert _partials(tmp_path) == []
