@@ -81,7 +81,7 @@ def main(cache, model, dataset, cache_dir, read, labels, split, shots, seed, max
                f"{len(tag_counts)} tags, <= {max_per_class} tokens per tag")
     click.echo(f"{'layer':>5}  {'nu':>12}  {'rank':>4}")
     for layer, nu in scores:
-        click.echo(f"{layer:>5}  {nu:>12.5g}  {ranks[layer]:>4}{'  *' if layer in best else ''}")
+        click.echo(f"{layer:>5}  {nu:>#12.5g}  {ranks[layer]:>4}{'  *' if layer in best else ''}")
     unmarked = " (of 1..L: auto:K never fuses layer 0)" if len(pool) < len(scores) else ""
     click.echo(f"best {len(best)}{unmarked}: {', '.join(map(str, best))}   ({seconds:.2f} s)")
 

@@ -30,8 +30,8 @@ def few_shot_sample(n_train_sentences: int, *, shots: int | str | None, n_types:
     size = int(shots) * int(n_types)
     if size > n_train_sentences:
         raise LayerfuseError(
-            f"shots={shots} x {n_types} entity types = {size} sentences, but the train split has only "
-            f"{n_train_sentences}; use fewer shots or --shots all"
+            f"shots={shots} x C={n_types} (entity types, or a token set's tags) = {size} sentences, but the train "
+            f"split has only {n_train_sentences}; use fewer shots or --shots all"
         )
     rng = np.random.default_rng(seed)
     return rng.choice(n_train_sentences, size=size, replace=False).astype(np.int64)

@@ -23,8 +23,8 @@ def test_too_many_shots_is_one_line_before_any_worker(tiny_cache, tmp_path):
                                     "--trials", "1", "--workers", "2", "--out", str(tmp_path / "sw")])
     assert out.exit_code == 1
     errors = [line for line in out.output.splitlines() if line.startswith("error:")]
-    assert errors == ["error: shots=128 x 3 entity types = 384 sentences, but the train split has only 122; "
-                      "use fewer shots or --shots all"]
+    assert errors == ["error: shots=128 x C=3 (entity types, or a token set's tags) = 384 sentences, but the train "
+                      "split has only 122; use fewer shots or --shots all"]
     assert "Traceback" not in out.output and "BrokenProcessPool" not in out.output
     assert not (tmp_path / "sw" / "results.jsonl").exists() or not (tmp_path / "sw" / "results.jsonl").read_text()
 
@@ -47,7 +47,7 @@ def test_sweep_command_prints_one_error_line(tiny_cache, tmp_path):
                          capture_output=True, text=True, timeout=300)
     assert out.returncode == 1
     lines = out.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: shots=128 x 3 entity types = 384 sentences"), out.stderr
+    assert len(lines) == 1 and lines[0].startswith("error: shots=128 x C=3 (entity types"), out.stderr
 
 
 def test_what_a_sweep_does_not_use_is_said_in_one_line(tiny_cache, tmp_path):
