@@ -26,6 +26,7 @@ from .options import (
     masking_options,
     parse_list,
     quiet_option,
+    say,
     task_option,
 )
 from .progress import show_progress
@@ -133,6 +134,9 @@ def main(model, task, dataset, read, splits, labels, granularity, special_tokens
     if result.label_sets:
         only = "" if fresh else " (labels only)"  # beside an entry cached before: no forward pass
         click.echo(f"  label sets written{only}: {', '.join(result.label_sets)}")
+    if not config.splits and "dev" not in {s.split for s in result.splits}:  # found out now, not at train-head
+        say("note: the dataset has no dev split; train-head and sweep pick a run's best point on dev, so add a "
+            "dev file (dev.txt, or a split named validation) and extract again")
 
 
 def _extract_on_server(server: str, config: ExtractConfig, *, token_file: str | None, quiet: bool,

@@ -9,8 +9,13 @@ import os
 from ..cache.layout import cache_root, is_remote, local_path
 from ..errors import LayerfuseError
 
+# What train-head and sweep write to the root (the measured precision, an entry they extract), and how a
+# read-only root is read all the same.
+READ_ONLY_ROOT = ("; or read an entry there without writing to the root: --cache PATH/<entry> with an explicit "
+                  "--precision")
 
-def checked_root(cache_dir: str | None, *, write: bool) -> str:
+
+def checked_root(cache_dir: str | None, *, write: bool, or_else: str = "") -> str:
     """``cache_root(cache_dir)``, refused in one line when it (or, not made yet, the folder it would be
     made in) is a file, unreadable, or read-only while ``write``. A remote root (fsspec URL) is left to
     its store, which names its own errors."""
@@ -29,7 +34,7 @@ def checked_root(cache_dir: str | None, *, write: bool) -> str:
         raise LayerfuseError(f"{name} is not readable (permission denied)")
     if write and not os.access(existing, os.W_OK | os.X_OK):
         what = "is read-only" if existing == path else f"cannot be made: {existing} is read-only"
-        raise LayerfuseError(f"{name} {what}; this command writes there (name a writable --cache-dir)")
+        raise LayerfuseError(f"{name} {what}; this command writes there (name a writable --cache-dir{or_else})")
     return root
 
 

@@ -43,7 +43,7 @@ from .options import (
     say,
     task_option,
 )
-from .roots import checked_out, checked_root
+from .roots import READ_ONLY_ROOT, checked_out, checked_root
 
 
 def run_name(config: TrainConfig) -> str:
@@ -138,7 +138,7 @@ def main(cache, model, dataset, cache_dir, read, out, dry_run, verbose, quiet, p
          mlm_probability, **options):
     """Train a fusion head on cached hidden states and report its best dev F1 (MLM: perplexity)."""
     if cache_dir or not cache:  # the root is read (and written: the measured precision, a missing entry)
-        checked_root(cache_dir, write=True)
+        checked_root(cache_dir, write=True, or_else=READ_ONLY_ROOT)
     if not dry_run:
         checked_out(out)  # a file, or read-only: one line now, not after the training
     options = apply_protocol({**options, "shots": parse_shots(options["shots"])}, protocol)

@@ -157,8 +157,8 @@ def _with(layers: Sequence[int], more: Sequence[int]) -> tuple[int, ...]:
 def _require_splits(entry) -> None:
     for split in ("train", "dev"):
         if split not in entry.splits:
-            raise LayerfuseError(f"{entry.path} has no finished {split!r} split (it has {entry.splits}); "
-                                  f"extract it first")
+            raise LayerfuseError(f"{entry.path} has no finished {split!r} split (it has {entry.splits}); extract "
+                                  f"it first (a dataset without a {split} file: add one, then extract again)")
 
 
 def _open_split(split, *, sentences, layers: Sequence[int]) -> Split:

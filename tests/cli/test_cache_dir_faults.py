@@ -62,6 +62,7 @@ def test_a_read_only_cache_dir(tmp_path, tiny_bert_dir, tiny_conll_dir, command,
     _deny(monkeypatch, root, os.W_OK)
     line = one_error_line(CliRunner().invoke(cli, _commands(root, tiny_bert_dir, tiny_conll_dir)[command]))
     assert f"--cache-dir {root} is read-only" in line
+    assert ("--cache PATH/<entry> with an explicit --precision" in line) == (command == "train-head")  # the way out
     assert os.listdir(root) == []
     listed = CliRunner().invoke(cli, _commands(root, tiny_bert_dir, tiny_conll_dir)["ls"])
     assert listed.exit_code == 0 and "no entries" in listed.output  # reading needs no write

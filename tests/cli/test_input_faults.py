@@ -53,3 +53,17 @@ def test_a_none_token_in_a_hf_dataset_is_one_line(tmp_path, tiny_bert_dir):
     line = one_error_line(out)
     assert "split 'train' sentence 1 (row 1), position 1: tokens holds a missing token (None)" in line
     assert not (tmp_path / "cache").exists() or not any((tmp_path / "cache").iterdir())
+
+
+def test_a_dataset_without_dev_is_said_at_extraction(tmp_path, tiny_bert_dir, tiny_conll_dir):
+    """A folder with train.txt alone extracted in silence; train-head then asked to "extract it first",
+    which extracting again could not do."""
+    data = tmp_path / "train_only"
+    data.mkdir()
+    (data / "train.txt").write_text((tiny_conll_dir / "train.txt").read_text())
+    out = _extract(tmp_path, tiny_bert_dir, data)
+    assert out.exit_code == 0, out.output
+    assert "note: the dataset has no dev split" in out.stderr
+    asked = CliRunner().invoke(extract_main, ["--model", str(tiny_bert_dir), "--dataset", str(tiny_conll_dir),
+                                              "--cache-dir", str(tmp_path / "cache"), "--quiet", "--splits", "train"])
+    assert asked.exit_code == 0 and "no dev split" not in asked.stderr  # --splits train: nothing to say
