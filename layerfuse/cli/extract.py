@@ -120,7 +120,7 @@ def main(model, task, dataset, read, splits, labels, granularity, special_tokens
     sentences, words = task_of(task).units
     for s in result.splits:
         rate = f"{s.words_per_second:,.0f} {words}/s" if s.words_per_second else ""
-        note = "reused" if s.reused else f"{s.seconds:.1f} s, {rate}"
+        note = "reused" if s.reused else ", ".join(x for x in (f"{s.seconds:.1f} s", rate) if x)
         extra = []
         if s.empty_words:
             extra.append(f"{s.empty_words} empty words")

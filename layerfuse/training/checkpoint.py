@@ -107,7 +107,8 @@ def read_checkpoint_meta(path: str) -> dict:
         with open(config_path, encoding="utf-8") as f:
             meta = json.load(f)
     except json.JSONDecodeError as exc:
-        raise LayerfuseError(f"{config_path} is not valid JSON (line {exc.lineno}): {exc.msg}") from None
+        raise LayerfuseError(f"{config_path} is not valid JSON (line {exc.lineno}, column {exc.colno}): "
+                             f"{exc.msg}") from None
     if meta.get("format") != FORMAT:
         raise LayerfuseError(f"{config_path} is not a layerfuse head checkpoint (format {meta.get('format')!r})")
     if meta.get("format_version", 0) > FORMAT_VERSION:
