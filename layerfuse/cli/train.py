@@ -81,7 +81,7 @@ def budget_table(entry, *, layers: str | None, options: dict, current: str | Non
         f"  {'fusion':<10} {'trainable params':>16}",
     ]
     for fusion, n in budget.items():
-        mark = "  <-" if fusion == current else ""
+        mark = "  <- --fusion" if fusion == current else ""  # the head this command would train
         lines.append(f"  {fusion:<10} {n:>16,}  ({n / 1e6:.2f}M){mark}")
     return "\n".join(lines)
 
