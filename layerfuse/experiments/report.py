@@ -196,6 +196,17 @@ def few_trials_note(records, *, figure: bool = True) -> str | None:
             f"± 0.0 is shown)" + (", and f1_vs_shots.png draws no band for them." if figure else "."))
 
 
+def diverged_note(records) -> str | None:
+    """The runs whose training loss went nan or inf: their scores are those of a broken head, so the
+    report names them rather than averaging them in silence (`train-head` refuses such a run outright)."""
+    lost = [r for r in records if any(not math.isfinite(e.get("train_loss") or 0.0) for e in r.get("evals") or [])]
+    if not lost:
+        return None
+    named = ", ".join(r.get("run_id", "?") for r in lost[:5]) + (f" and {len(lost) - 5} more" if len(lost) > 5 else "")
+    return (f"{len(lost)} run{'s' * (len(lost) != 1)} diverged (training loss nan or inf): {named}. Their scores are "
+            "those of a head that stopped learning and count in their cells; rerun them at a lower learning rate.")
+
+
 TABLE_ROW = re.compile(r"^\|\s*(?P<label>[^|]+?)\s*\|\s*(?P<shots>\d+|all)\s*\|\s*(?P<epochs>\d+)\s*\|[^|]*\|"
                        r"\s*(?P<mean>-?[\d,]+\.\d+)\s*±\s*(?P<half>[\d,]+\.\d+)", re.M)
 
@@ -416,9 +427,9 @@ def render(records, out: str, *, curve_shots: list[int] | None = None, per_lr: b
     what = {F1: "F1 (x100)", ACCURACY: "token accuracy (x100)"}.get(m, "masked-token perplexity (lower is better)")
     text = (f"# Sweep: {title}\n\n{len(records)} runs; {what}, mean ± 95% CI over trials (n); test {m.name} of "
             f"each run's head at its best dev point\n\n{dev_note(records)}\n\n{table(records)}\n")
-    few = few_trials_note(records, figure="shots" in paths)
-    if few:
-        text += f"\n{few}\n"
+    for note in (few_trials_note(records, figure="shots" in paths), diverged_note(records)):
+        if note:
+            text += f"\n{note}\n"
     if per_lr:
         for lr in sorted({lr_of(r) for r in records}):
             text += f"\n## lr {lr:g}\n\n{table([r for r in records if lr_of(r) == lr])}\n"

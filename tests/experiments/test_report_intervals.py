@@ -87,3 +87,15 @@ def test_sweep_shots_all_writes_its_report_and_report_redraws_it(tiny_cache, tmp
     again = CliRunner().invoke(main, ["--out", str(out), "--report", "--curve-shots", "all"])
     assert again.exit_code == 0, again.output
     assert (out / "report.md").is_file()
+
+
+def test_a_diverged_run_is_named_in_the_report(figures, tmp_path):
+    """A sweep run whose loss went nan scored like any other: the report averaged it in silence."""
+    records = [_record("concat", 8, 25, seed, 0.5) for seed in range(3)]
+    records[1]["evals"][1]["train_loss"] = float("nan")
+    report.render(records, str(tmp_path))
+    text = (tmp_path / "report.md").read_text()
+    assert "1 run diverged (training loss nan or inf): concat-8-25-1." in text
+    records[1]["evals"][1]["train_loss"] = 0.3
+    report.render(records, str(tmp_path))
+    assert "diverged" not in (tmp_path / "report.md").read_text()
