@@ -20,13 +20,12 @@ import shutil
 from datetime import datetime
 
 from ..errors import LayerfuseError
-from .layout import is_remote
+from .layout import ENTRY_NAME, is_remote
 from .manage import REMOVING, EntryStatus, NotAnEntryError, bytes_on_disk, entry_status, list_entries, remove
 from .usage import EntryInUse, being_written, busy, last_read
 
 FINISHED_FORMAT = "%Y-%m-%dT%H:%M:%S%z"  # how the writer stamps a split's "finished"
 _UNITS = {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4}  # binary, as `ls` prints sizes
-_ENTRY_NAME = re.compile(r"^.+__.+__[0-9a-f]{16}$")  # `layout.entry_path`'s folder names
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?)(?:I?B)?\s*$", re.IGNORECASE)
 
 
@@ -93,7 +92,7 @@ def leftovers(root: str, *, dry_run: bool = False) -> list[tuple[str, int]]:
         renamed = name.startswith(".") and REMOVING in name
         # an extract takes the entry's lock, a file beside it, before it makes the folder: without that
         # lock a folder of an entry's name was not made here, and is not ours to remove
-        orphan = (_ENTRY_NAME.match(name) and os.path.exists(path + ".lock")
+        orphan = (ENTRY_NAME.match(name) and os.path.exists(path + ".lock")
                   and not os.path.exists(os.path.join(path, "zarr.json")) and not being_written(path))
         if renamed or orphan:
             size = bytes_on_disk(path)
@@ -115,7 +114,7 @@ def damaged(root: str) -> list[str]:
     paths = []
     for name in sorted(os.listdir(root)):
         path = os.path.join(root, name)
-        if _ENTRY_NAME.match(name) and os.path.isfile(os.path.join(path, "zarr.json")):
+        if ENTRY_NAME.match(name) and os.path.isfile(os.path.join(path, "zarr.json")):
             try:
                 entry_status(path, size=False)
             except NotAnEntryError:  # a zarr group of someone else's: not ours to remove

@@ -81,6 +81,10 @@ def entry_key(fields: dict) -> str:
     return hashlib.sha256(f"v{FORMAT_VERSION}:{blob}".encode()).hexdigest()[:16]
 
 
+# `entry_path`'s folder names: what tells a folder whose metadata cannot be read for an entry (`gc`, `rm`)
+ENTRY_NAME = re.compile(r"^.+__.+__[0-9a-f]{16}$")
+
+
 def entry_path(root: str, *, model_name: str, dataset_name: str, key: str) -> str:
     name = f"{slug(model_name)}__{slug(dataset_name)}__{key}"
     return root.rstrip("/") + "/" + name

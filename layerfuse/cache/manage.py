@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import posixpath
 import shutil
 import warnings
 from dataclasses import dataclass, field
@@ -14,8 +15,8 @@ from ..errors import LayerfuseError
 from ..tasks import DEFAULT_TASK
 from . import label_sets, manifest
 from .codec import DEFAULT_DTYPE, SCALES, codec_of
-from .layout import KEY_FIELDS, OPTIONAL_KEY_FIELDS, PLAN, is_remote, local_path
-from .store import MissingChunkError, checked_store, open_group
+from .layout import ENTRY_NAME, KEY_FIELDS, OPTIONAL_KEY_FIELDS, PLAN, is_remote, local_path
+from .store import CorruptMetadataError, MissingChunkError, checked_store, open_group
 
 # The key fields that tell two entries of one model and dataset apart: how the rows were made.
 OPTION_FIELDS = ("granularity", "pooling", "dtype", "precision", "max_length")
@@ -164,10 +165,24 @@ def bytes_on_disk(path: str) -> int | None:
     return total
 
 
+def is_damaged_entry(path: str) -> bool:
+    """Whether ``path`` is an entry that cannot be read: a zarr.json of it is corrupt, and its folder is
+    named as `layout.entry_path` names entries (what `rm` removes unread, as `gc` does); False for an
+    entry that reads. Anything else raises: no entry there, a zarr group that is not an entry, or a
+    damaged folder named otherwise (a corrupt zarr.json no longer tells whose folder it is: the name does)."""
+    try:
+        entry_status(path, size=False)
+        return False
+    except CorruptMetadataError:
+        if not ENTRY_NAME.match(posixpath.basename(local_path(path).rstrip("/"))):
+            raise
+        return True
+
+
 def remove(path: str, *, readable: bool = True) -> None:
     """Delete the entry ``path``; a local one only while no reader has it open and no `extract`
     writes it (`usage.exclusive`), else `usage.EntryInUse` says who has it and nothing is deleted.
-    ``readable``: False for an entry whose metadata cannot be read (`gc.damaged` found it one)."""
+    ``readable``: False for an entry whose metadata cannot be read (`gc.damaged` or `is_damaged_entry` found it one)."""
     from .usage import EntryInUse, being_written, exclusive
 
     if readable:

@@ -8,6 +8,8 @@ import os
 import numpy as np
 import zarr
 from zarr.codecs import Crc32cCodec, ZstdCodec
+from zarr.core.group import GroupMetadata
+from zarr.core.metadata import ArrayV3Metadata
 from zarr.storage import WrapperStore
 
 from ..errors import IncompleteEntryError, LayerfuseError
@@ -23,7 +25,8 @@ class MissingChunkError(LayerfuseError):
 
 
 class CorruptMetadataError(LayerfuseError):
-    """A zarr.json that is not JSON (a flipped byte, a truncated write)."""
+    """A zarr.json that is not JSON (a flipped byte, a truncated write), or not zarr metadata (a key
+    renamed or gone)."""
 
 
 class CheckedStore(WrapperStore):
@@ -33,7 +36,7 @@ class CheckedStore(WrapperStore):
     zarr reads an absent chunk (a deleted file, an HTTP 404) as "never written" and returns the fill
     value. A complete split lists the chunk files it wrote (`files_of`); once the reader registers
     that list (`expect`), an absent listed key is a `MissingChunkError` naming array and chunk.
-    Every zarr.json read is checked to be JSON, so a corrupt one is an error naming the file."""
+    Every zarr.json read is checked to be zarr metadata, so a corrupt one is an error naming the file."""
 
     def __init__(self, store, where: str = "", expected: set | None = None):
         super().__init__(store)
@@ -55,11 +58,10 @@ class CheckedStore(WrapperStore):
                                         "the entry lists it as written: run `layerfuse verify` and re-extract")
             return None
         if key.endswith("zarr.json"):
-            try:
-                json.loads(buf.to_bytes().decode("utf-8"))
-            except (UnicodeDecodeError, ValueError) as exc:
-                raise CorruptMetadataError(f"{self.where}/{key} is corrupt: not valid JSON "
-                                           f"({str(exc).splitlines()[0]}); re-extract the entry") from None
+            why = _not_metadata(buf.to_bytes())
+            if why:
+                raise CorruptMetadataError(f"{self.where}/{key} is corrupt: {why}; remove the entry "
+                                           "(`layerfuse rm`) and extract it again")
         return buf
 
     async def get(self, key, prototype, byte_range=None):
@@ -73,6 +75,37 @@ class CheckedStore(WrapperStore):
     async def _get_many(self, requests):
         for key, prototype, byte_range in requests:
             yield key, await self.get(key, prototype, byte_range)
+
+
+_PARSERS = {"group": GroupMetadata.from_dict, "array": ArrayV3Metadata.from_dict}  # as zarr reads each
+
+
+def _not_metadata(data: bytes) -> str | None:
+    """Why ``data``, a zarr.json, is not zarr 3 metadata zarr can read (None when it is). Checked here, as
+    zarr parses it: zarr fails on a renamed or missing key deep in its own code (a TypeError, a
+    MetadataValidationError), in a traceback that names no file."""
+    try:
+        meta = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as exc:
+        return f"not valid JSON ({_first_line(exc)})"
+    # zarr reads a group's zarr.json without its zarr_format (as zarr 2 allowed), but zarr 3 wrote one
+    # in every zarr.json of an entry: one without it was damaged since.
+    if not isinstance(meta, dict) or meta.get("zarr_format") != 3:
+        return 'not zarr metadata (no "zarr_format": 3)'
+    node_type = meta.get("node_type")
+    parse = _PARSERS.get(node_type) if isinstance(node_type, str) else None
+    if parse is None:
+        return 'not zarr metadata (no "node_type": "group" or "array")'
+    try:
+        parse(meta)
+    except Exception as exc:  # noqa: BLE001 - zarr raises TypeError, KeyError, ValueError, its own errors
+        return f"not zarr metadata ({type(exc).__name__}: {_first_line(exc)})"
+    return None
+
+
+def _first_line(exc: Exception) -> str:
+    text = str(exc)
+    return text.splitlines()[0] if text else ""
 
 
 def _read_store(path: str):

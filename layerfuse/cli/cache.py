@@ -17,6 +17,7 @@ from ..cache.manage import (
     bytes_on_disk,
     differences,
     entry_status,
+    is_damaged_entry,
     list_entries,
     options_label,
     quick_check,
@@ -145,12 +146,14 @@ def _variants(path: str, status):
 @click.option("--yes", is_flag=True, help="Do not ask.")
 @friendly_errors
 def rm_cmd(path, yes):
-    """Delete an entry."""
-    entry_status(path)
-    if not yes and not click.confirm(f"delete {path}?", default=False):
+    """Delete an entry; a damaged one too (its metadata cannot be read), which no command can use and
+    `extract` will not write over."""
+    damaged = is_damaged_entry(path)  # refuses what is no entry
+    said = " (a damaged entry: its metadata cannot be read)" if damaged else ""
+    if not yes and not click.confirm(f"delete {path}{said}?", default=False):
         return
-    remove(path)
-    click.echo(f"removed {path}")
+    remove(path, readable=not damaged)
+    click.echo(f"removed {path}{said}")
 
 
 @click.command("verify")

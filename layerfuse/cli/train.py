@@ -163,10 +163,10 @@ def main(cache, model, dataset, cache_dir, read, out, dry_run, verbose, quiet, p
     check_samples(entry, [config])  # a sample or a dev subset the entry cannot give: one line before anything
     check_dev_subset(entry, [config])
     _refuse_another_run(os.path.join(out, run_name(config)) + ".json", config, entry)
-    say(f"precision: {config.precision}")  # auto's choice, as sweep says it: predict and export run fp32
     t0 = time.perf_counter()
     data = _load(entry, config)
     load_seconds = time.perf_counter() - t0
+    say(f"precision: {config.precision}")  # auto's choice, as sweep says it: predict and export run fp32
     from ..training.loop import train_head
     from .progress import TrainBar, show_progress
 
