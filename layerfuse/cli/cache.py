@@ -99,8 +99,7 @@ def info_cmd(path, as_json):
                f"forward {meta['precision']}, max length {meta['max_length']}")
     click.echo(f"  on disk    {human_bytes(status.bytes_on_disk)}")
     for other in _variants(path, status):
-        diff = ", ".join(f"{n} {v}" for n, v in differences(status.fields, other.fields).items())
-        click.echo(f"  variant    {other.path} ({diff})")
+        click.echo(f"  variant    {other.path} ({how_it_differs(status.fields, other.fields)})")
     problems = _quick_problems(path)  # files there, metadata as recorded; chunks unread (`verify` reads them)
     for name, a in splits.items():
         state = "complete" if a.get("complete") else "INCOMPLETE (rerun extract to resume)"
@@ -133,6 +132,13 @@ def _hidden_shape(path: str, split: str, group) -> list[int]:
         raise LayerfuseError(f"{path}: array {split}/hidden is missing (no {split}/hidden/zarr.json); "
                               "re-extract the entry")
     return list(group["hidden"].shape)
+
+
+def how_it_differs(fields: dict, other: dict) -> str:
+    """What sets another entry of the same model and data apart: its storage options, else whatever else
+    its key holds (an MLM entry's masking); never an empty "()"."""
+    diff = differences(fields, other) or differences(fields, other, names=tuple(sorted(set(fields) | set(other))))
+    return ", ".join(f"{n} {v}" for n, v in diff.items()) or "the same settings, made apart"
 
 
 def _variants(path: str, status):

@@ -65,3 +65,13 @@ def test_incomplete_split_is_not_listed_as_complete(entry_copy):
     with pytest.raises(LayerfuseError, match="incomplete"):
         open_entry(entry_copy).split("dev")
     np.testing.assert_equal(open_entry(entry_copy).split("train").n_sentences, 122)
+
+
+def test_a_variant_is_never_told_apart_by_nothing():
+    """`info` printed `variant PATH ()` for an entry whose storage options equal this one's."""
+    from layerfuse.cli.cache import how_it_differs
+
+    same = {"model": "m", "dtype": "float16", "precision": "fp32"}
+    assert how_it_differs(same, {**same, "dtype": "int8"}) == "dtype int8"
+    assert how_it_differs(same, {**same, "mask_seed": 1}) == "mask_seed 1"
+    assert how_it_differs(same, dict(same)) == "the same settings, made apart"
