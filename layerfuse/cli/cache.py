@@ -203,7 +203,8 @@ def gc_cmd(max_size, dry_run, cache_dir):
         used = time.strftime("%Y-%m-%d %H:%M", time.localtime(last_used(e)))
         click.echo(f"{verb} {e.path} ({e.model} on {e.dataset}, {human_bytes(e.bytes_on_disk)}, last used {used})")
     left = bytes_on_disk(root) if os.path.isdir(root) else 0
-    count = f"{len(removed)} {'entry' if len(removed) == 1 else 'entries'}"
+    n = len(removed) + len(unreadable) + len(garbage)  # every line above that says removed
+    count = f"{n} {'entry' if n == 1 else 'entries'}"
     if dry_run:
         left -= sum(e.bytes_on_disk or 0 for e in removed) + sum(size for _, size in garbage) + sum(unreadable)
         click.echo(f"{count} would be removed; {human_bytes(left)} would be left under {root} "
@@ -211,4 +212,11 @@ def gc_cmd(max_size, dry_run, cache_dir):
     else:
         click.echo(f"{count} removed; {human_bytes(left)} left under {root} (limit {human_bytes(limit)})")
     if left > limit:
-        click.echo("still over the limit: what is left is partial, in use, or not an entry", err=True)
+        partial = [e.path for e in list_entries(root, sizes=False) if not e.complete]
+        named = (f"; partial entries are never removed: {', '.join(partial)} (finish each with its extract, or "
+                 "`layerfuse rm` it)") if partial else ""
+        said = f"still over the limit: what is left is in use, partial, or not an entry{named}"
+        if dry_run:
+            click.echo(said, err=True)
+        else:  # the root does not fit: a script running gc must not read success
+            raise LayerfuseError(said)

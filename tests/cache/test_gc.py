@@ -220,3 +220,25 @@ def test_gc_refuses_a_root_that_is_a_file_or_missing(tmp_path):
     for root, says in ((file, "is not a directory"), (tmp_path / "no-such-root", "does not exist")):
         result = CliRunner().invoke(main, ["gc", "--max-size", "1G", "--cache-dir", str(root)])
         assert result.exit_code == 1 and says in result.output and "removed" not in result.output, result.output
+
+
+def test_a_gc_that_cannot_meet_the_limit_names_the_partial_entries_and_fails(make_entry, root):
+    """It exited 0 beside a generic "still over the limit", though the help promises each entry kept is named."""
+    partial = make_entry("partial")
+    zarr.open_group(partial, mode="a")["dev"].attrs["complete"] = False
+    result = CliRunner().invoke(main, ["gc", "--max-size", "1", "--cache-dir", str(root)])
+    assert result.exit_code == 1 and "Traceback" not in result.output
+    assert f"error: still over the limit: what is left is in use, partial, or not an entry; partial entries are " \
+           f"never removed: {partial}" in result.output
+    dry = CliRunner().invoke(main, ["gc", "--max-size", "1", "--dry-run", "--cache-dir", str(root)])
+    assert dry.exit_code == 0 and "still over the limit" in dry.output and os.path.isdir(partial)
+
+
+def test_the_count_covers_every_removal(make_entry, root):
+    """"0 entries removed" was printed right below a line removing a damaged entry."""
+    broken = make_entry(f"m__d__{KEY}")
+    with open(os.path.join(broken, "zarr.json"), "w") as f:
+        f.write("{not json")
+    result = CliRunner().invoke(main, ["gc", "--max-size", "1", "--cache-dir", str(root)])
+    assert result.exit_code == 0, result.output
+    assert f"removed {broken} (" in result.output and "1 entry removed" in result.output
