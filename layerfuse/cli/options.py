@@ -165,8 +165,15 @@ def extract_options(task: str, **masking) -> dict:
     return {"task": task, **masking}
 
 
+def _given_layers(ctx, param, value):
+    """An empty ``--layers ""`` (an unset shell variable, say) is refused: it read as every layer."""
+    if value is not None and not value.strip():
+        raise click.BadParameter("is empty: leave --layers out for the default, or name the layers")
+    return value
+
+
 def layers_option(default: str | None = None, extra_help: str = ""):
-    return click.option("--layers", default=default, show_default=default is not None,
+    return click.option("--layers", default=default, show_default=default is not None, callback=_given_layers,
                         help=LAYERS_HELP + (" " + extra_help if extra_help else ""))
 
 

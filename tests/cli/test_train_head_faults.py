@@ -113,7 +113,8 @@ def test_a_diverged_training_saves_no_head_and_fails_in_one_line(tiny_cache, tmp
     (["--seed", "99999999999999999999999"], "is not in the range"),  # torch's overflow before
     (["--device", "bogus"], "--device 'bogus' is not a device"),
     (["--device", "cuda:7"], "--device cuda:7: "),  # no CUDA here, or not 8 GPUs
+    (["--layers", ""], "'--layers': is empty"),  # an unset shell variable read as every layer
 ])
-def test_a_bad_seed_or_device_is_one_line(tiny_cache, tmp_path, args, needle):
+def test_a_bad_seed_device_or_layers_is_one_line(tiny_cache, tmp_path, args, needle):
     result = CliRunner().invoke(main, [*_train_head(tiny_cache, tmp_path), *args])
     assert result.exit_code in (1, 2) and "Traceback" not in result.output and needle in result.output, result.output
