@@ -52,7 +52,8 @@ def check_record_head(path: str, record: dict, weights: str) -> None:
         raise LayerfuseError(f"{path} names the head {os.path.basename(weights)}, which is not beside it")
     if record.get("head_sha256") and file_sha256(weights) != record["head_sha256"]:
         raise LayerfuseError(f"{weights} is not the head {path} trained (its weights' sha256 differs from the "
-                              "record's): the head was retrained or replaced; export the record written with it")
+                              "record's): the head was truncated, retrained or replaced since; export the record "
+                              "written with it")
 
 
 def word_start_table(tokenizer, vocab_size: int):
