@@ -34,8 +34,8 @@ def hub_dataset_id(name: str | None, source: str | None) -> str | None:
 
     if source and source.startswith("hf:"):
         return source[3:].split(" ")[0].split("@")[0].split(":")[0]
-    if name == "conll2003":  # heads saved before the source was recorded
-        return CONLL2003_REPO
+    if source is None and name == "conll2003":  # heads saved before the source was recorded
+        return CONLL2003_REPO  # (a recorded local source is local files, whatever the folder is called)
     return WIKIANN_REPO if name and name.startswith("wikiann-") else None
 
 
@@ -58,10 +58,13 @@ def model_card(config, *, name: str) -> str:
 
 
 def _results(p: dict, name: str) -> list[dict]:
-    dataset = {"name": p.get("dataset") or "unknown", "type": p.get("datasets") or p.get("dataset") or "unknown"}
+    local = "" if p.get("datasets") else " (local files)"  # scores on a Hub dataset's splits, or on one's own
+    dataset = {"name": f"{p.get('dataset') or 'unknown'}{local}",
+               "type": p.get("datasets") or p.get("dataset") or "unknown"}
+    subset = f", on a fixed {p['dev_sentences']:,}-sentence subset of dev" if p.get("dev_sentences") else ""
     out = []
-    for split, key, what in (("validation", "best_dev_f1", "dev F1 (best epoch)"),
-                             ("test", "test_f1_at_best", "test F1 at the best dev epoch")):
+    for split, key, what in (("validation", "best_dev_f1", f"dev F1 at the best dev point{subset}"),
+                             ("test", "test_f1_at_best", "test F1 at the best dev point")):
         if p.get(key) is not None:
             out.append({"task": {"type": "token-classification", "name": "Token Classification"},
                         "dataset": {**dataset, "split": split},

@@ -189,6 +189,7 @@ def _provenance(meta: dict, record: dict | None) -> dict:
         "datasets": hub_dataset_id(cache.get("dataset"), cache.get("dataset_source")),
         "cache_key": cache.get("key"), "fusion": run.get("fusion"), "shots": run.get("shots"),
         "epochs": run.get("epochs"), "seed": run.get("seed"), "mode": run.get("mode", "fe"),
+        "dev_sentences": run.get("dev_sentences"),  # a subset of dev: the card's dev score says so
         "label_set": cache.get("label_set"), "label_kind": cache.get("label_kind"),  # None for NER
     }
     for name in ("best_dev_f1", "test_f1_at_best", "best_dev_accuracy", "test_accuracy_at_best"):

@@ -85,6 +85,8 @@ def test_a_hub_backbone_and_dataset_are_named_by_their_hub_ids():
     assert hub_dataset_id("conll2003", "hf:eriktks/conll2003@refs/convert/parquet:conll2003") == "eriktks/conll2003"
     assert hub_dataset_id("wikiann-de", None) == "unimelb-nlp/wikiann"
     assert hub_dataset_id("mydata", "/home/me/mydata") is None
+    assert hub_dataset_id("conll2003", "/home/me/conll2003") is None  # local files, whatever the folder's name
+    assert hub_dataset_id("conll2003", None) == "eriktks/conll2003"  # a head from before sources were recorded
 
     config = SimpleNamespace(layers=[1, 2], granularity="word", pooling="first", label2id={"O": 0, "B-PER": 1},
                              layerfuse={"backbone": "all-MiniLM-L6-v2", "fusion": "dwatt", "dataset": "conll2003",
@@ -95,6 +97,11 @@ def test_a_hub_backbone_and_dataset_are_named_by_their_hub_ids():
     assert meta["base_model"] == "sentence-transformers/all-MiniLM-L6-v2" and meta["datasets"] == ["eriktks/conll2003"]
     [result] = meta["model-index"][0]["results"]  # no test F1 recorded: no test result
     assert result["dataset"] == {"name": "conll2003", "type": "eriktks/conll2003", "split": "validation"}
+    mine = {**config.layerfuse, "datasets": None, "dev_sentences": 20}  # a local folder named conll2003
+    local = SimpleNamespace(**{**vars(config), "layerfuse": mine})
+    [result] = front_matter(model_card(local, name="dwatt-n8"))["model-index"][0]["results"]
+    assert result["dataset"]["name"] == "conll2003 (local files)"
+    assert result["metrics"][0]["name"] == "dev F1 at the best dev point, on a fixed 20-sentence subset of dev"
     assert "Depth-Wise Attention" in card  # the DWAtt paper, for a DWAtt head
 
 
