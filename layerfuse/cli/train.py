@@ -289,7 +289,7 @@ def _save_somewhere(result, data, entry, config: TrainConfig, *, out: str, load_
 
 def _save(result, data, entry, config: TrainConfig, *, out: str, load_seconds: float) -> str:
     """The head's checkpoint (and an FT backbone beside it) and the run's JSON record; returns the stem."""
-    from ..training.checkpoint import file_sha256, save_checkpoint
+    from ..training.checkpoint import file_sha256, same_mode, save_checkpoint
 
     stem = os.path.join(out, run_name(config))
     task = task_of(config)
@@ -303,6 +303,8 @@ def _save(result, data, entry, config: TrainConfig, *, out: str, load_seconds: f
         backbone_dir = stem + ".backbone"
         data.backbone.model.save_pretrained(backbone_dir)
         data.backbone.tokenizer.save_pretrained(backbone_dir)
+        for name in os.listdir(backbone_dir):  # safetensors writes 0600: as readable as the head (the umask)
+            same_mode(os.path.join(backbone_dir, name), like=os.path.join(backbone_dir, "config.json"))
         extra["backbone_path"] = os.path.basename(backbone_dir)
     weights, _ = save_checkpoint(stem + ".head", result.tagger, tagger_kwargs=result.tagger_kwargs,
                                  layers=result.layers, label_names=data.label_names, cache_meta=data.meta,

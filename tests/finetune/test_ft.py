@@ -81,6 +81,9 @@ def test_ft_cli_then_predict_uses_the_tuned_backbone(tiny_cache, tmp_path):
     stem = tmp_path / "base-ft-n2-e1-s0"
     meta = json.loads((tmp_path / "base-ft-n2-e1-s0.head.json").read_text())
     assert meta["backbone_path"] == "base-ft-n2-e1-s0.backbone" and (tmp_path / meta["backbone_path"]).is_dir()
+    head_mode = (tmp_path / "base-ft-n2-e1-s0.head.safetensors").stat().st_mode & 0o777
+    modes = {f.name: f.stat().st_mode & 0o777 for f in (tmp_path / meta["backbone_path"]).iterdir()}
+    assert modes == dict.fromkeys(modes, head_mode), modes  # safetensors wrote the backbone 0600: unshareable
     assert json.loads(stem.with_suffix(".json").read_text())["config"]["mode"] == "ft"
     pred = CliRunner().invoke(predict_main, ["--head", str(tmp_path / "base-ft-n2-e1-s0.head"), "--json",
                                              "--text", "Alice met Bob in Paris"])
