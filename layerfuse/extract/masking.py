@@ -35,6 +35,8 @@ class MaskingSpec:
             raise LayerfuseError(f"--mlm-probability {self.probability} is not between 0 and 1")
         if self.block_size < 2:
             raise LayerfuseError(f"--block-size {self.block_size} is too small")
+        if not (isinstance(self.seed, int) and 0 <= self.seed < 2**32):  # a server's job as the CLI's --mask-seed
+            raise LayerfuseError(f"--mask-seed {self.seed} is not in 0..4294967295")
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,10 @@ def freeze(backbone, spec: str | int | None) -> int:
     model = backbone.model
     if spec not in (None, "", "none", 0, "0"):
         k = 0 if str(spec) == "embeddings" else int(spec)
-        frozen = [model.embeddings] + list(_layers(model))[:k]
+        layers = list(_layers(model))
+        if k > len(layers):  # it froze them all in silence and trained nothing of the backbone
+            raise LayerfuseError(f"--freeze {spec}: the backbone has {len(layers)} layers")
+        frozen = [model.embeddings] + layers[:k]
         for module in frozen:
             for p in module.parameters():
                 p.requires_grad_(False)

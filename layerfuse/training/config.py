@@ -143,6 +143,8 @@ class TrainConfig:
                "fused with --layers xie (the layers above the classifier's are dropped)")
         yield ("freeze", self.freeze, self.freeze is None or self.freeze == "embeddings" or str(self.freeze).isdigit(),
                "'embeddings' or a number of layers")
+        yield ("freeze", self.freeze, self.freeze is None or self.mode == "ft",
+               "left out without --mode ft (FE trains no backbone)")
 
 
 @dataclass

@@ -89,3 +89,23 @@ def test_ft_cli_then_predict_uses_the_tuned_backbone(tiny_cache, tmp_path):
                                              "--text", "Alice met Bob in Paris"])
     assert pred.exit_code == 0, pred.output
     assert len(json.loads(pred.output)["tags"]) == 5
+
+
+def test_freeze_is_checked(tiny_cache, tmp_path):
+    """`--freeze 7` on a shallower backbone froze every layer in silence; `--freeze` in FE mode was ignored,
+    yet stored in the run's record."""
+    from layerfuse.cli.train import main as train_main
+
+    args = ["--cache", tiny_cache, "--fusion", "base", "--shots", "2", "--epochs", "1", "--out", str(tmp_path)]
+    deep = CliRunner().invoke(train_main, [*args, "--mode", "ft", "--freeze", "7"])
+    assert deep.exit_code == 1 and "error: --freeze 7: the backbone has 2 layers" in deep.output, deep.output
+    fe = CliRunner().invoke(train_main, [*args, "--freeze", "1"])
+    assert fe.exit_code == 1 and "freeze must be left out without --mode ft" in fe.output, fe.output
+
+
+def test_a_mask_seed_is_checked_wherever_it_comes_from():
+    """A server's job took a mask seed the CLI refuses (184467440737095516150)."""
+    from layerfuse.extract.masking import MaskingSpec
+
+    with pytest.raises(LayerfuseError, match="--mask-seed 184467440737095516150 is not in 0..4294967295"):
+        MaskingSpec(seed=184467440737095516150)
