@@ -19,11 +19,12 @@ from pathlib import Path
 
 import click
 
-from ..cache.layout import cache_root, is_remote, local_path
+from ..cache.layout import is_remote, local_path
 from ..errors import LayerfuseError
 from ..serve.state import DEFAULT_HOST, DEFAULT_PORT, ServerState
 from .errors import friendly_errors
 from .options import cache_dir_option, device_option, say
+from .roots import checked_root
 
 SERVE_EXTRA = ("starlette", "uvicorn", "aiohttp")  # pyproject's `serve` extra
 TOKEN_FILE = ".serve-token"  # under the root: hidden, and never served (not an entry)
@@ -66,7 +67,7 @@ def main(cache_dir, host, port, token_file, read_token_file, runs, data_dirs, de
         raise LayerfuseError(f"serve needs the package {package!r}, part of the serve extra: "
                               f'pip install "layerfuse[serve]"') from None
 
-    root = cache_root(cache_dir)
+    root = checked_root(cache_dir, write=True)  # a file, or read-only: one line, as for every command
     if is_remote(root):
         raise LayerfuseError(f"serve needs a local cache root, not {root}")
     root = Path(local_path(root)).resolve()
@@ -80,6 +81,7 @@ def main(cache_dir, host, port, token_file, read_token_file, runs, data_dirs, de
                         max_size=_size(max_size), data_dirs=[Path(d).resolve() for d in data_dirs],
                         private=[Path(p).resolve() for p in (where, read_token_file) if p])
     held = _only_server(root)  # before the queue reads its jobs: a second server would requeue the first's
+    port = port or _free_port(host)  # --port 0: the port is named in the banner, not left to uvicorn's line
     say(f"serving {root} on http://{host}:{port}/ (write token in {where}; send it as 'Authorization: Bearer ...')")
     if state.read_token is None and not _loopback(host):
         say(f"reads are open to anyone who can reach {host}:{port}; --read-token-file closes them")
@@ -87,6 +89,17 @@ def main(cache_dir, host, port, token_file, read_token_file, runs, data_dirs, de
         uvicorn.run(create_app(state), **server_options(host=host, port=port))
     finally:
         os.close(held)
+
+
+def _free_port(host: str) -> int:
+    """A port the system has free on ``host`` now (another process could take it before uvicorn binds: then
+    uvicorn says so and the server stops)."""
+    import socket
+
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
 
 
 SERVER_LOCK = ".server.lock"  # under the root's jobs folder: one server per root, as its job queue is the root's
