@@ -132,7 +132,9 @@ def open_group(path: str, *, mode: str = "r") -> zarr.Group:
             return zarr.open_group(_read_store(path), mode="r")
         return zarr.open_group(target, mode=mode)
     except (FileNotFoundError, zarr.errors.GroupNotFoundError) as exc:
-        raise LayerfuseError(f"no cache entry at {path}") from exc
+        served = path.startswith(("http://", "https://"))  # a server hides an entry while an extract writes it
+        why = " (a server serves complete entries only, none being extracted or extended)" if served else ""
+        raise LayerfuseError(f"no cache entry at {path}{why}") from exc
 
 
 def checked_store(group: zarr.Group) -> CheckedStore | None:
