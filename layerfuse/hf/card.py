@@ -89,10 +89,11 @@ def _about(config, p: dict) -> str:
               ("test accuracy at the best dev point", p.get("test_accuracy_at_best"))]
     score_lines = "\n".join(f"| {what} | {points(v)} |" for what, v in scores if v is not None) or "| - | - |"
     rows = config.granularity + ("" if config.granularity == "subword" else f" (subword pooling: {config.pooling})")
-    mode = "fine-tuned end to end" if p.get("mode") == "ft" else "feature extraction: backbone frozen"
+    trained = ("trained with the backbone, fine-tuned end to end (the model holds the tuned backbone)"
+               if p.get("mode") == "ft" else "trained on cached hidden states (feature extraction: backbone frozen)")
     return f"""A token classifier exported by [layerfuse](https://pypi.org/project/layerfuse/): the backbone
 {backbone} (revision `{p.get('backbone_revision', '-')}`), every layer's hidden states, and a
-**{p.get('fusion')}** fusion head with a linear classifier trained on cached hidden states ({mode}).
+**{p.get('fusion')}** fusion head with a linear classifier {trained}.
 
 | | |
 |---|---|
@@ -100,7 +101,7 @@ def _about(config, p: dict) -> str:
 | dataset | {dataset}, fingerprint `{p.get('dataset_fingerprint', '-')}` |
 | training sample | {sample} |
 | epochs, seed | {p.get('epochs')}, {p.get('seed')} |
-| fused layers (0 = embeddings) | {', '.join(str(x) for x in config.layers)} |
+| layers read (0 = embeddings) | {', '.join(str(x) for x in config.layers)} |
 | rows | {rows} |
 | labels | {', '.join(f'`{x}`' for x in config.label2id)} |
 

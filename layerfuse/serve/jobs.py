@@ -5,14 +5,15 @@ join one job), ``GET /api/jobs`` and ``GET /api/jobs/<id>`` report progress. The
 A request is checked completely before anything is queued, and a refused one creates no job and
 no entry: a body over `MAX_BODY_BYTES` gets Starlette's 413; a wrong token (401), malformed JSON,
 unknown fields or bad values (400), remote code on a server started without it (403), a model or
-dataset the server cannot find, a dataset path outside the server's data directories (`admit`), a
-label set the dataset lacks or a unit size out of bounds (422) answer one line of JSON,
-``{"error": ...}``, which never quotes a file.
+dataset the server cannot find, a dataset or model path outside the server's data directories
+(`admit`), a model config that does not load, a label set the dataset lacks or a unit size out of
+bounds (422) answer one line of JSON, ``{"error": ...}``, which never quotes a file.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import typing
 
 from starlette.concurrency import run_in_threadpool
@@ -21,14 +22,16 @@ from starlette.routing import Route
 
 from ..errors import LayerfuseError
 from ..extract.entry import wanted_label_sets
+from ..extract.models import model_info
 from ..extract.run import ExtractConfig, describe, load_data
-from .admit import Refusal, admit, without_contents
+from .admit import Refusal, admit, is_path, without_contents
 from .jobqueue import OPTIONS, JobQueue, config_of, one_line
 from .state import MAX_BODY_BYTES
 
 __all__ = ["JobQueue", "routes", "OPTIONS"]
 
 _TYPES = typing.get_type_hints(ExtractConfig)
+log = logging.getLogger("layerfuse.serve")
 
 
 class RequestError(Exception):
@@ -137,11 +140,26 @@ def _entry(config: ExtractConfig) -> dict:
     try:
         dataset = load_data(config, splits=list(config.splits) if config.splits else None)
         wanted_label_sets(config, dataset)  # here, not once the job runs
-        path, key, attrs = describe(config, dataset=dataset)
+        path, key, attrs = describe(config, dataset=dataset, info=_model(config))
     except (LayerfuseError, OSError) as exc:
         raise RequestError(422, without_contents(one_line(exc))) from None
     return {"path": path, "key": key, "splits": list(dataset.splits), "model": attrs["model"],
             "dataset": attrs["dataset"]}
+
+
+def _model(config: ExtractConfig):
+    """The model's `ModelInfo`, read from its config as `extract` reads it. A config that does not
+    load is a 422 naming the exception's class only: transformers words its errors with the file's
+    values (a ``model_type``, a field of the wrong type), and a wrongly typed field raises whatever
+    the config class raises, not a `LayerfuseError`. Only an error about a model that is no path
+    here (a hub id offline, a built-in model not installed) keeps its words; the log keeps them all."""
+    try:
+        return model_info(config.model, trust_remote_code=config.trust_remote_code)
+    except Exception as exc:
+        log.warning("job refused: model %r: %s", config.model, one_line(exc))  # for the operator only
+        if isinstance(exc, LayerfuseError) and not (config.model and is_path(config.model)):
+            raise RequestError(422, one_line(exc)) from None
+        raise RequestError(422, f"cannot read the model's config: {type(exc.__cause__ or exc).__name__}") from None
 
 
 def _error(status: int, message: str) -> JSONResponse:

@@ -102,6 +102,8 @@ def test_a_hub_backbone_and_dataset_are_named_by_their_hub_ids():
     [result] = front_matter(model_card(local, name="dwatt-n8"))["model-index"][0]["results"]
     assert result["dataset"]["name"] == "conll2003 (local files)"
     assert result["metrics"][0]["name"] == "dev F1 at the best dev point, on a fixed 20-sentence subset of dev"
+    ft = model_card(SimpleNamespace(**{**vars(config), "layerfuse": {**config.layerfuse, "mode": "ft"}}), name="x")
+    assert "fine-tuned end to end" in ft and "cached hidden states" not in ft  # it said both
     assert "Depth-Wise Attention" in card  # the DWAtt paper, for a DWAtt head
 
 

@@ -39,6 +39,12 @@ def body(tiny_bert_dir, tiny_conll_dir) -> dict:
     return {"model": str(tiny_bert_dir), "dataset": str(tiny_conll_dir), "splits": ["dev"]}
 
 
+@pytest.fixture
+def data_dirs(tiny_bert_dir, tiny_conll_dir) -> list:
+    """The server's --data-dir: the dataset's folder and the model's (a model path is admitted as a dataset's)."""
+    return [tiny_conll_dir, tiny_bert_dir]
+
+
 def _wait(get, job_id: str, *, timeout: float = 120.0) -> dict:
     """The job once it has ended (or as it stands at the deadline); ``get``: a client's get."""
     deadline = time.monotonic() + timeout
@@ -49,11 +55,11 @@ def _wait(get, job_id: str, *, timeout: float = 120.0) -> dict:
         time.sleep(0.05)
 
 
-def test_identical_requests_join_one_job(body, tiny_conll_dir, tmp_path, monkeypatch):
+def test_identical_requests_join_one_job(body, data_dirs, tmp_path, monkeypatch):
     calls = []
     real = jobqueue.extract
     monkeypatch.setattr(jobqueue, "extract", lambda config, **kw: calls.append(config.splits) or real(config, **kw))
-    app = create_app(ServerState(root=tmp_path, token=TOKEN, data_dirs=[tiny_conll_dir]))
+    app = create_app(ServerState(root=tmp_path, token=TOKEN, data_dirs=data_dirs))
     idle = TestClient(app)  # no lifespan: the queue takes requests but runs nothing yet
     first = idle.post("/api/jobs", json=body, headers=AUTH)
     second = idle.post("/api/jobs", json=body, headers=AUTH)
@@ -77,9 +83,9 @@ def test_identical_requests_join_one_job(body, tiny_conll_dir, tmp_path, monkeyp
     assert entry.path == job["path"] and entry.splits == {"dev": True, "test": True}
 
 
-def test_a_request_joins_only_a_job_that_stores_its_label_sets(body, tiny_conll_dir, tmp_path):
+def test_a_request_joins_only_a_job_that_stores_its_label_sets(body, data_dirs, tmp_path):
     # label sets do not change the entry's path: a job storing fewer sets must not answer for more
-    client = TestClient(create_app(ServerState(root=tmp_path, token=TOKEN, data_dirs=[tiny_conll_dir])))
+    client = TestClient(create_app(ServerState(root=tmp_path, token=TOKEN, data_dirs=data_dirs)))
 
     def post(**more) -> dict:
         response = client.post("/api/jobs", json={**body, **more}, headers=AUTH)
@@ -94,15 +100,15 @@ def test_a_request_joins_only_a_job_that_stores_its_label_sets(body, tiny_conll_
     assert again["joined"] and again["id"] == every["id"]
 
 
-def test_files_in_the_jobs_folder_that_are_not_jobs_are_skipped(body, tiny_conll_dir, tmp_path, caplog):
-    idle = TestClient(create_app(ServerState(root=tmp_path, token=TOKEN, data_dirs=[tiny_conll_dir])))
+def test_files_in_the_jobs_folder_that_are_not_jobs_are_skipped(body, data_dirs, tmp_path, caplog):
+    idle = TestClient(create_app(ServerState(root=tmp_path, token=TOKEN, data_dirs=data_dirs)))
     queued = idle.post("/api/jobs", json=body, headers=AUTH).json()
     jobs = tmp_path / jobqueue.JOBS_DIR
     bad = {"empty.json": "{}", "list.json": "[1]", "no-created.json": '{"id": "no-created", "state": "queued"}',
            "other-id.json": (jobs / f"{queued['id']}.json").read_text()}
     for name, text in bad.items():
         (jobs / name).write_text(text)
-    app = create_app(ServerState(root=tmp_path, token=TOKEN, data_dirs=[tiny_conll_dir]))  # a restart
+    app = create_app(ServerState(root=tmp_path, token=TOKEN, data_dirs=data_dirs))  # a restart
     with TestClient(app) as client:
         assert _wait(client.get, queued["id"])["state"] == "done"
         assert [j["id"] for j in client.get("/api/jobs").json()["jobs"]] == [queued["id"]]
@@ -111,9 +117,9 @@ def test_files_in_the_jobs_folder_that_are_not_jobs_are_skipped(body, tiny_conll
     assert len(skipped) == len(bad), skipped
 
 
-def test_refused_requests_create_nothing(body, tiny_conll_dir, tmp_path):
+def test_refused_requests_create_nothing(body, data_dirs, tmp_path):
     root = tmp_path / "root"
-    client = TestClient(create_app(ServerState(root=root, token=TOKEN, data_dirs=[tiny_conll_dir])))
+    client = TestClient(create_app(ServerState(root=root, token=TOKEN, data_dirs=data_dirs)))
     refused = [
         (401, {}, body),
         (401, {"Authorization": "Bearer wrong"}, body),
@@ -154,10 +160,10 @@ def test_reads_need_the_read_token_when_the_server_has_one(tmp_path):
     assert client.get("/api/jobs", headers=AUTH).status_code == 200
 
 
-def test_a_job_cuts_the_root_down_to_max_size_and_spares_its_entry(tiny_cache, body, tiny_conll_dir, tmp_path):
+def test_a_job_cuts_the_root_down_to_max_size_and_spares_its_entry(tiny_cache, body, data_dirs, tmp_path):
     old = tmp_path / Path(tiny_cache).name  # complete, never read: the first to go
     shutil.copytree(tiny_cache, old)
-    state = ServerState(root=tmp_path, token=TOKEN, max_size=1, data_dirs=[tiny_conll_dir])
+    state = ServerState(root=tmp_path, token=TOKEN, max_size=1, data_dirs=data_dirs)
     with TestClient(create_app(state)) as client:
         submitted = client.post("/api/jobs", json={**body, "dtype": "float32"}, headers=AUTH)
         job = _wait(client.get, submitted.json()["id"])
@@ -179,8 +185,8 @@ SLOW_SERVER = textwrap.dedent(
     import uvicorn
     from layerfuse.serve.app import create_app
     from layerfuse.serve.state import ServerState
-    root, token, port, data = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
-    state = ServerState(root=root, token=token, data_dirs=[data])
+    root, token, port, data = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]  # argv[5]: the model's
+    state = ServerState(root=root, token=token, data_dirs=[data, sys.argv[5]])
     uvicorn.run(create_app(state), host="127.0.0.1", port=port, log_level="warning")
     """
 )
@@ -195,13 +201,14 @@ def _free_port() -> int:
 
 
 @pytest.mark.slow
-def test_server_killed_mid_job_resumes_it_bit_for_bit(tiny_bert_dir, tiny_conll_dir, tmp_path):
+def test_server_killed_mid_job_resumes_it_bit_for_bit(tiny_bert_dir, tiny_conll_dir, data_dirs, tmp_path):
     options = {"model": str(tiny_bert_dir), "dataset": str(tiny_conll_dir), "splits": ["train"], "unit_rows": 256}
     reference = extract(ExtractConfig(**{**options, "splits": ("train",)}, cache_dir=str(tmp_path / "ref")),
                         progress=False, log=lambda m: None).path
     root, port = tmp_path / "root", _free_port()
     url = f"http://127.0.0.1:{port}"
-    child = subprocess.Popen([sys.executable, "-c", SLOW_SERVER, str(root), TOKEN, str(port), str(tiny_conll_dir)],
+    child = subprocess.Popen([sys.executable, "-c", SLOW_SERVER, str(root), TOKEN, str(port), str(tiny_conll_dir),
+                              str(tiny_bert_dir)],
                              env={**os.environ, "PYTHONPATH": os.getcwd()})
     try:
         deadline = time.monotonic() + 60
@@ -222,7 +229,7 @@ def test_server_killed_mid_job_resumes_it_bit_for_bit(tiny_bert_dir, tiny_conll_
     assert 0 < units_done(job["path"]) < 5, "the job finished or never started; the kill proved nothing"
     assert json.loads((root / jobqueue.JOBS_DIR / f"{job['id']}.json").read_text())["state"] == "running"
 
-    with TestClient(create_app(ServerState(root=root, token=TOKEN, data_dirs=[tiny_conll_dir]))) as client:  # restarted
+    with TestClient(create_app(ServerState(root=root, token=TOKEN, data_dirs=data_dirs))) as client:  # restarted
         resumed = _wait(client.get, job["id"])
     assert resumed["state"] == "done", resumed
     assert resumed["path"] == job["path"] and Path(job["path"]).name == Path(reference).name
@@ -232,14 +239,14 @@ def test_server_killed_mid_job_resumes_it_bit_for_bit(tiny_bert_dir, tiny_conll_
         np.testing.assert_array_equal(got[name], want[name], err_msg=name)
 
 
-def test_shutdown_stops_the_job_between_units_and_the_next_start_finishes_it(tiny_bert_dir, tiny_conll_dir,
+def test_shutdown_stops_the_job_between_units_and_the_next_start_finishes_it(tiny_bert_dir, tiny_conll_dir, data_dirs,
                                                                              tmp_path, monkeypatch):
     from layerfuse.cache import writer
 
     original = writer.SplitWriter.write_unit
     monkeypatch.setattr(writer.SplitWriter, "write_unit", lambda self, *a: (original(self, *a), time.sleep(0.2)))
     options = {"model": str(tiny_bert_dir), "dataset": str(tiny_conll_dir), "splits": ["train"], "unit_rows": 256}
-    app = create_app(ServerState(root=tmp_path, token=TOKEN, data_dirs=[tiny_conll_dir]))
+    app = create_app(ServerState(root=tmp_path, token=TOKEN, data_dirs=data_dirs))
     with TestClient(app) as client:
         job = client.post("/api/jobs", json=options, headers=AUTH).json()
         while client.get(f"/api/jobs/{job['id']}").json()["progress"]["done"] == 0:
@@ -252,14 +259,14 @@ def test_shutdown_stops_the_job_between_units_and_the_next_start_finishes_it(tin
 
 
 @pytest.mark.slow
-def test_extract_server_prints_the_entry_url(serve, tiny_bert_dir, tiny_conll_dir, tmp_path):
+def test_extract_server_prints_the_entry_url(serve, tiny_bert_dir, tiny_conll_dir, data_dirs, tmp_path):
     root, token_file = tmp_path / "root", tmp_path / "token"
     token_file.write_text(TOKEN + "\n")
     broken = tmp_path / "broken-bert"  # its config reads, its weights do not: the job fails on the server
     shutil.copytree(tiny_bert_dir, broken)
     (broken / "model.safetensors").write_bytes(b"not weights")
     args = ["--dataset", str(tiny_conll_dir), "--splits", "dev", "--quiet"]
-    url = serve(root, token=TOKEN, data_dirs=[tiny_conll_dir]).url
+    url = serve(root, token=TOKEN, data_dirs=[*data_dirs, broken]).url
     done = CliRunner().invoke(extract_cli, ["--server", url, "--token-file", str(token_file),
                                             "--model", str(tiny_bert_dir), *args])
     refused = CliRunner().invoke(extract_cli, ["--server", url, "--model", str(tiny_bert_dir), *args])
@@ -290,7 +297,7 @@ def test_extract_server_reads_the_columns_it_is_given(serve, tiny_bert_dir, tmp_
         write_conll(data / f"{split}.txt", make_sentences(20, seed=seed), line=lambda word, tag: f"{word} {tag} O")
     root, token_file = tmp_path / "root", tmp_path / "token"
     token_file.write_text(TOKEN + "\n")
-    url = serve(root, token=TOKEN, data_dirs=[data]).url
+    url = serve(root, token=TOKEN, data_dirs=[data, tiny_bert_dir]).url
     args = ["--model", str(tiny_bert_dir), "--dataset", str(data), "--splits", "dev", "--columns", "word=0,ner=1",
             "--quiet"]
     done = CliRunner().invoke(extract_cli, ["--server", url, "--token-file", str(token_file), *args])
