@@ -104,10 +104,12 @@ class Study(NamedTuple):
                        help="comma-separated N (N x C sentences per run, C entity types)")
         p.add_argument("--epochs", type=int, default=self.epochs)
         p.add_argument("--seeds", type=int, default=self.seeds, help="seeds 0..S-1")
+        ours = self.library_defaults  # train-head's defaults, not the paper's protocol: --help says which
         p.add_argument("--lr", type=float, default=PAPER_LR,
-                       help="default: the paper's (these scripts reproduce its protocol)")
+                       help="default: each head's own, as train-head's" if ours else
+                       "default: the paper's (these scripts reproduce its protocol)")
         p.add_argument("--layer-score", default="paper", choices=LAYER_SCORES,
-                       help="DWAtt's score over layers (default: the paper's unscaled one)")
+                       help=f"DWAtt's score over layers (default: {'train-head' if ours else 'the paper'}'s)")
         p.add_argument("--batch-size", type=int, default=16)
         p.add_argument("--eval-points", type=int, default=5,
                        help="evenly spaced dev evaluations per run (0 = after every epoch)")
