@@ -172,7 +172,8 @@ async def entry_path(request: Request) -> Response:
     except (OSError, ValueError):  # a missing file (zarr reads a 404 as an absent chunk)
         _release(held)
         return error(404, f"no file {path!r} in entry {name!r}")
-    mark_read(os.path.join(str(state.root), name))  # at most once a minute per entry
+    if os.path.isfile(target) and not target.endswith("zarr.json"):  # its data, not a listing's look at it
+        mark_read(os.path.join(str(state.root), name))  # at most once a minute per entry (`gc` orders by it)
     if os.path.isdir(target):  # what would be served: no symlink out of the entry
         names = [n for n in sorted(os.listdir(target)) if _inside(os.path.realpath(os.path.join(target, n)), real)]
         _release(held)

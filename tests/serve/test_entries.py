@@ -210,7 +210,11 @@ def test_api_describes_entries(served, served_root, tiny_cache, monkeypatch):
     assert {s: v["rows"] for s, v in e["splits"].items()} == {s: local.split(s).n_rows for s in local.splits}
     assert e["complete"] and e["bytes"] == status.bytes_on_disk and e["created"] == local.meta["created"]
     assert e["url"] == f"/entries/{name}" and e["last_read"] is None
-    request(served.url, f"/entries/{name}/zarr.json")
+    request(served.url, f"/entries/{name}/zarr.json")  # what `ls` over HTTP reads: not a read (gc's order)
+    assert get_json(served.url, "/api/entries")[1][0]["last_read"] is None
+    chunk = next(p for p in sorted((served_root / name / "train" / "hidden").rglob("*")) if p.is_file()
+                 and p.name != "zarr.json")
+    request(served.url, f"/entries/{name}/{chunk.relative_to(served_root / name).as_posix()}")
     assert get_json(served.url, "/api/entries")[1][0]["last_read"] is not None
     code, one = get_json(served.url, f"/api/entries/{name}")
     assert code == 200 and one["meta"] == local.stored_meta and set(one["splits"]) == set(local.splits)
