@@ -197,11 +197,23 @@ class JobQueue:
         """Evict least recently read entries down to the server's --max-size."""
         try:
             from ..cache.gc import collect
+            from ..cache.manage import bytes_on_disk
         except ImportError:
             log.warning("--max-size needs layerfuse.cache.gc, which this installation lacks")
             return
-        try:
-            collect(str(self.state.root), max_size=self.state.max_size)
+        root, limit = str(self.state.root), self.state.max_size
+        try:  # each eviction said, as `layerfuse gc` says it: it deletes what someone extracted
+            removed = collect(root, max_size=limit,
+                              on_skip=lambda e, why: log.warning("--max-size: kept %s: %s", e.path, why),
+                              on_damaged=lambda path, size: log.warning(
+                                  "--max-size: removed %s (%d bytes): its metadata cannot be read", path, size))
+            for e in removed:
+                log.warning("--max-size: removed %s (%s on %s, %s bytes), the least recently read", e.path, e.model,
+                            e.dataset, e.bytes_on_disk)
+            left = bytes_on_disk(root)
+            if left is not None and left > limit:
+                log.warning("--max-size: still over the limit (%d bytes left, limit %d): what is left is in use, "
+                            "partial, or not an entry", left, limit)
         except Exception:  # eviction failing must not stop the queue
             log.exception("evicting entries down to %s bytes failed", self.state.max_size)
 

@@ -160,7 +160,7 @@ def test_reads_need_the_read_token_when_the_server_has_one(tmp_path):
     assert client.get("/api/jobs", headers=AUTH).status_code == 200
 
 
-def test_a_job_cuts_the_root_down_to_max_size_and_spares_its_entry(tiny_cache, body, data_dirs, tmp_path):
+def test_a_job_cuts_the_root_down_to_max_size_and_spares_its_entry(tiny_cache, body, data_dirs, tmp_path, caplog):
     old = tmp_path / Path(tiny_cache).name  # complete, never read: the first to go
     shutil.copytree(tiny_cache, old)
     state = ServerState(root=tmp_path, token=TOKEN, max_size=1, data_dirs=data_dirs)
@@ -169,6 +169,9 @@ def test_a_job_cuts_the_root_down_to_max_size_and_spares_its_entry(tiny_cache, b
         job = _wait(client.get, submitted.json()["id"])
     assert job["state"] == "done", job
     assert [e.path for e in list_entries(str(tmp_path))] == [job["path"]]
+    said = [r.getMessage() for r in caplog.records if r.getMessage().startswith("--max-size:")]
+    assert any(f"removed {old} (" in m for m in said), said  # an eviction said nothing before
+    assert any("still over the limit" in m for m in said), said  # its own entry stays, over 1 byte
 
 
 # A server whose writer pauses after each unit (as tests/extract/test_resume.py slows extract), so
