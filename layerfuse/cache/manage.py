@@ -18,6 +18,8 @@ from .codec import DEFAULT_DTYPE, SCALES, codec_of
 from .layout import ENTRY_NAME, KEY_FIELDS, OPTIONAL_KEY_FIELDS, PLAN, is_remote, local_path
 from .store import CorruptMetadataError, MissingChunkError, checked_store, open_group
 
+# An MLM entry's masking (in its key too): two entries masked with other seeds are told apart by it.
+MASKING_FIELDS = ("block_size", "mlm_probability", "mask_seed")
 # The key fields that tell two entries of one model and dataset apart: how the rows were made.
 OPTION_FIELDS = ("granularity", "pooling", "dtype", "precision", "max_length")
 
@@ -109,7 +111,7 @@ def entry_status(path: str, *, size: bool = True, group=None) -> EntryStatus:
         splits[name] = done
         if done and g.attrs.get("finished"):
             finished.append(g.attrs["finished"])
-    fields = {f: attrs[f] for f in KEY_FIELDS + OPTIONAL_KEY_FIELDS if f in attrs}
+    fields = {f: attrs[f] for f in KEY_FIELDS + OPTIONAL_KEY_FIELDS + MASKING_FIELDS if f in attrs}
     fields["task"] = attrs.get("task", DEFAULT_TASK)
     return EntryStatus(path=path, model=attrs.get("model", "?"), dataset=attrs.get("dataset", "?"), splits=splits,
                        finished=max(finished) if finished else None,
@@ -123,8 +125,9 @@ def options_label(fields: dict) -> str:
         rows += f"/{fields['pooling']}"
     if fields.get("special_tokens"):
         rows += "+special"
+    masked = "".join(f" {name.replace('_', '-')} {fields[name]}" for name in MASKING_FIELDS if name in fields)
     return (f"{rows} {fields.get('dtype', '?')} {fields.get('precision', '?')}-forward "
-            f"max {fields.get('max_length', '?')}")
+            f"max {fields.get('max_length', '?')}{masked}")
 
 
 def variants(root: str, fields: dict) -> list[EntryStatus]:

@@ -32,7 +32,7 @@ from starlette.requests import Request
 from starlette.responses import FileResponse, HTMLResponse, JSONResponse, Response
 from starlette.routing import Route
 
-from ..cache.manage import OPTION_FIELDS, EntryStatus, entry_status, list_entries
+from ..cache.manage import MASKING_FIELDS, OPTION_FIELDS, EntryStatus, entry_status, list_entries
 from ..cache.store import open_group
 from ..cache.usage import hold, in_use, last_read, mark_read
 from ..errors import LayerfuseError
@@ -278,7 +278,8 @@ def summary(entry: EntryStatus) -> dict:
         "model": entry.model,
         "dataset": entry.dataset,
         "task": entry.fields.get("task", DEFAULT_TASK),
-        "options": {f: entry.fields.get(f) for f in OPTION_FIELDS},
+        "options": {f: entry.fields.get(f) for f in OPTION_FIELDS + MASKING_FIELDS
+                    if f in OPTION_FIELDS or f in entry.fields},  # an MLM entry's masking tells it apart too
         "splits": splits,
         "bytes": entry.bytes_on_disk,
         "complete": entry.complete,

@@ -75,3 +75,14 @@ def test_a_variant_is_never_told_apart_by_nothing():
     assert how_it_differs(same, {**same, "dtype": "int8"}) == "dtype int8"
     assert how_it_differs(same, {**same, "mask_seed": 1}) == "mask_seed 1"
     assert how_it_differs(same, dict(same)) == "the same settings, made apart"
+
+
+def test_mlm_entries_are_told_apart_by_their_masking():
+    """Two MLM entries masked with other seeds listed as the same `[subword float16 fp32-forward max 512]`."""
+    from layerfuse.cache.manage import options_label
+
+    fields = {"granularity": "subword", "pooling": "none", "dtype": "float16", "precision": "fp32",
+              "max_length": 512, "block_size": 128, "mlm_probability": 0.15}
+    assert options_label({**fields, "mask_seed": 0}) != options_label({**fields, "mask_seed": 1})
+    assert options_label({**fields, "mask_seed": 1}).endswith("block-size 128 mlm-probability 0.15 mask-seed 1")
+    assert "mask" not in options_label({"granularity": "word", "pooling": "first"})  # NER entries as before
