@@ -20,7 +20,7 @@ import torch
 import torch.nn.functional as F
 
 from .. import tasks
-from ..cache.label_sets import SPAN, TOKEN
+from ..cache.label_sets import SPAN, TOKEN, primary_name
 from ..display import f1_points
 from ..errors import LayerfuseError
 from ..fusions import FusedMaskedLM, TokenTagger
@@ -38,7 +38,21 @@ def training_task(config: TrainConfig, meta: dict, *, where: str | None = None):
         raise LayerfuseError(f"task {wanted.name!r} needs a {wanted.name} cache entry, but {where or meta.get('key')} "
                               f"holds {cached.name!r} data (pass --task {cached.name} to train on it, or extract with "
                               f"--task {wanted.name})")
+    _check_label_set(config, meta, where=where)
     return training_of(wanted)
+
+
+def _check_label_set(config: TrainConfig, meta: dict, *, where: str | None) -> None:
+    """The data must be seen through the set the config names (None: the primary): the Python API loads
+    data and config apart, and trained one set while recording the other."""
+    held = meta.get("label_set")
+    if held is None or not task_of(config).labels_from_data:
+        return
+    wanted = config.labels or primary_name(meta)
+    if wanted != held:
+        raise LayerfuseError(f"the config trains label set {wanted!r} but the data from {where or meta.get('key')} "
+                             f"holds {held!r}: load it through entry.with_labels({config.labels!r}), or set "
+                             f"labels={held!r}")
 
 
 def training_of(task):

@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -386,3 +387,17 @@ def test_a_label_set_rewritten_under_a_reader_keeps_the_readers_version(tiny_ber
     train = zarr.open_group(path, mode="r")["train"]
     kept = sorted(k for k, _ in train.arrays() if k.startswith("labels.chunk"))
     assert kept == ["labels.chunk.v2", "labels.chunk.v3"]
+
+
+def test_train_head_refuses_data_of_another_set_than_its_config(tiny_bert_dir, conll4_dir, tmp_path):
+    """From Python, data and config are made apart: a config saying labels="pos" trained the NER data it
+    was handed, and its record said pos."""
+    entry = open_entry(_extract(tiny_bert_dir, conll4_dir, tmp_path).path)
+    ner = load_for_run(entry, layers=None, shots=None, seed=0)
+    config = TrainConfig(fusion="base", shots=None, epochs=1, seed=0)
+    with pytest.raises(LayerfuseError, match=r"the config trains label set 'pos' but the data .* holds 'ner'"):
+        train_head(replace(config, labels="pos"), ner)
+    pos = load_for_run(entry.with_labels("pos"), layers=None, shots=None, seed=0)
+    with pytest.raises(LayerfuseError, match=r"label set 'ner' but the data .* holds 'pos'"):
+        train_head(config, pos)  # labels None: the primary set
+    assert train_head(replace(config, labels="pos"), pos).best_dev_accuracy is not None
