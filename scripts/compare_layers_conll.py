@@ -61,13 +61,17 @@ def _row(runs: list[dict], *, auto: bool) -> str:
 
 def table(records: list[dict], fusions: list[str], shots: list[int], choices: list[str], *, num_layers: int) -> str:
     """Markdown: one row per (fusion, N, layer choice); best dev F1 x100 (mean ± std over seeds, runs),
-    the layers fused (per seed when they differ: auto:K), median wall seconds and mean MB loaded per run."""
+    the layers fused (per seed when they differ: auto:K), median wall seconds and mean MB loaded per run.
+    A choice's runs are found by its canonical spec (`all` ran as the default layers: None)."""
+    from layerfuse.layers.spec import canonical_layers
+
     lines = ["| fusion | N | layers | dev F1 | test F1 | layers fused | s/run | MB loaded/run |",
              "|---|---:|---|---|---|---|---:|---:|"]
     for fusion in fusions:
         for n in shots:
             for choice in choices:
-                runs = sorted(runs_of(records, fusion=fusion, shots=n, layers=choice),
+                runs = sorted(runs_of(records, fusion=fusion, shots=n,
+                                      layers=canonical_layers(choice, num_layers=num_layers)),
                               key=lambda r: r["config"]["seed"])
                 name, auto = _choice(choice, num_layers=num_layers)
                 lines.append(f"| {fusion} | {n} | {name} | {_row(runs, auto=auto)} |")

@@ -73,6 +73,7 @@ def run_grid(entry, configs: list[TrainConfig], *, results: str, workers: int | 
     if keep_heads not in KEEP_HEADS:
         raise LayerfuseError(f"keep_heads {keep_heads!r} is not one of {', '.join(KEEP_HEADS)}")
 
+    configs = default_layers_named_once(entry, configs)
     key = entry.meta.get("key")
     done = read_results(results, skipped=log)
     refuse_other_entry(results, done.values(), entry)
@@ -108,6 +109,16 @@ def run_grid(entry, configs: list[TrainConfig], *, results: str, workers: int | 
         if rid not in done or r.get("cache_key") == done[rid].get("cache_key"):
             done[rid] = r
     return {run_id(c): done[run_id(c)] for c in configs if run_id(c) in done}
+
+
+def default_layers_named_once(entry, configs: list[TrainConfig]) -> list[TrainConfig]:
+    """``configs`` with the entry's default layers however written (``1..L``, ``1-6``) as the default
+    (None), each run once: written out, they were other runs, trained again beside the default's."""
+    from ..layers.spec import canonical_layers
+
+    canonical = (replace(c, layers=canonical_layers(c.layers, num_layers=entry.num_layers)) if c.layers else c
+                 for c in configs)
+    return list({run_id(c): c for c in canonical}.values())
 
 
 def refuse_other_entry(results: str, records, entry) -> None:

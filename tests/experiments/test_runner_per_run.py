@@ -32,7 +32,7 @@ def test_each_run_loads_its_own_data(tiny_cache, tmp_path, workers):
                        annotate=note_layers, progress=False, log=lambda m: None)
 
     by_layers = {r["config"]["layers"]: r for r in records.values()}
-    assert by_layers["2"]["dev_layers_loaded"] == [2] and by_layers["all"]["dev_layers_loaded"] == [1, 2]
+    assert by_layers["2"]["dev_layers_loaded"] == [2] and by_layers[None]["dev_layers_loaded"] == [1, 2]
     for r in records.values():
         assert r["wall_seconds"] >= r["seconds"]["total"] and r["wall_seconds"] >= r["load_seconds"] > 0
-    assert LOADS == ([["2"], ["all"]] if workers == 0 else [])  # one load per run (in the workers there)
+    assert LOADS == ([["2"], [None]] if workers == 0 else [])  # one load per run (in the workers there)

@@ -185,3 +185,16 @@ def test_the_default_layers_written_out_are_the_default_runs(tiny_cache, tmp_pat
     assert len(_lines(tmp_path / RESULTS)) == 2
     assert run_id({"fusion": "base", "shots": 2, "epochs": 2, "seed": 0, "layers": "all"}) == \
         run_id({"fusion": "base", "shots": 2, "epochs": 2, "seed": 0})  # a record written with `all`
+
+
+def test_the_api_runs_the_default_layers_once_however_written(tiny_cache, tmp_path):
+    """run_sweep trained `layers="1..L"` beside the default run: `all` alone was named the default."""
+    from layerfuse.cache.reader import open_entry
+    from layerfuse.experiments import run_sweep
+    from layerfuse.training import TrainConfig
+
+    base = dict(fusion="base", shots=2, epochs=1, seed=0, eval_points=1)
+    configs = [TrainConfig(**base), TrainConfig(**base, layers="1..2"), TrainConfig(**base, layers="2,1")]
+    records = run_sweep(open_entry(tiny_cache), configs, out=str(tmp_path), workers=0, progress=False,
+                        log=lambda m: None)
+    assert len(records) == 1 and len(_lines(tmp_path / RESULTS)) == 1

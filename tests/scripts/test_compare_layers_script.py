@@ -19,18 +19,18 @@ def test_table_has_a_row_per_choice_and_rerun_skips_done_runs(tiny_cache, tmp_pa
     assert all(" (1) |" in row for row in rows)  # one run each, none missing
 
     records = [json.loads(line) for line in out.read_text().splitlines()]
-    assert [r["config"]["layers"] for r in records] == ["all", "auto:1", "2"]
+    assert [r["config"]["layers"] for r in records] == [None, "auto:1", "2"]  # `all` runs as the default layers
     by_choice = {r["config"]["layers"]: r for r in records}
-    assert by_choice["all"]["layers"] == [1, 2] and by_choice["2"]["layers"] == [2]
+    assert by_choice[None]["layers"] == [1, 2] and by_choice["2"]["layers"] == [2]
     assert len(by_choice["auto:1"]["layers"]) == 1 and by_choice["auto:1"]["layer_scores"]
     assert by_choice["auto:1"]["train_layers_loaded"] == [1, 2]  # ranked over both, dev read for one only
     for r in records:
         assert r["bytes_loaded"] == r["bytes"]["train"] + r["bytes"]["dev"] > 0
         assert r["wall_seconds"] >= r["load_seconds"] > 0
     # the same dev rows and sample rows: two layers cost twice one (float16, d = 32)
-    assert by_choice["all"]["bytes"]["dev"] == 2 * by_choice["2"]["bytes"]["dev"]
+    assert by_choice[None]["bytes"]["dev"] == 2 * by_choice["2"]["bytes"]["dev"]
     train_bytes = {choice: r["bytes"]["train"] for choice, r in by_choice.items()}
-    assert train_bytes["auto:1"] == train_bytes["all"] == 2 * train_bytes["2"]
+    assert train_bytes["auto:1"] == train_bytes[None] == 2 * train_bytes["2"]
     assert by_choice["2"]["bytes"]["dev"] % (32 * 2) == 0
 
     def no_training(*args, **kwargs):
