@@ -1,4 +1,4 @@
-"""The fusions by name: a plain dict, so a config or a checkpoint names its head with a string.
+"""The fusions by name: a dict, so a config or a checkpoint names its head with a string.
 
 Each entry is a `Fusion` subclass that declares what it can do (its forward, whether it is
 token-wise, its stacked forward for packs, whether that runs on a shared evaluation batch, its
@@ -17,13 +17,33 @@ from .extra import ExtraLayers
 from .options import Option
 from .scalarmix import ScalarMix
 
-FUSIONS = {
+
+class Registry(dict):
+    """The fusions by name, refusing in one line what would make a run's name lie: a built-in name taken
+    by another class (its runs, named by the fusion's name, would read the built-in's results as its own),
+    and an option named as another fusion's but declared otherwise (checked against the other's values)."""
+
+    def __setitem__(self, name: str, cls) -> None:
+        if BUILT_IN.get(name, cls) is not cls:
+            raise LayerfuseError(f"fusion {name!r} is built in: register {cls.__name__} under another name (runs "
+                                 "are named by their fusion's name, so the built-in's results would read as its)")
+        for option in getattr(cls, "options", ()):
+            for other_name, other in self.items():
+                theirs = next((o for o in other.options if o.name == option.name), None)
+                if other_name != name and theirs is not None and theirs != option:
+                    raise LayerfuseError(f"{cls.__name__} declares an option {option.name!r} that {other_name} "
+                                         "declares otherwise: name it apart, or reuse that Option")
+        super().__setitem__(name, cls)
+
+
+BUILT_IN = {
     "base": Base,
     "concat": Concat,
     "dwatt": DWAtt,
     "extra": ExtraLayers,
     "scalarmix": ScalarMix,
 }
+FUSIONS = Registry(BUILT_IN)
 
 
 # The head `train-head` trains and the heads `sweep` compares when none is named: the paper's method,

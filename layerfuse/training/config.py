@@ -5,7 +5,7 @@ and what it reports (`RunResult`, the JSON record). Every result and checkpoint 
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 
 from ..errors import LayerfuseError
 from ..fusions.config import LM_HIDDEN_ACT, LM_LAYER_NORM_EPS, QUERY_LAYERS, FusionConfig
@@ -60,8 +60,11 @@ class TrainConfig:
     options: tuple = ()
 
     def __post_init__(self):
-        if self.fusion not in FUSIONS:
-            raise LayerfuseError(f"unknown fusion {self.fusion!r}; choose one of {', '.join(FUSIONS)}")
+        fusion_class(self.fusion)
+        taken = sorted({o.name for o in FUSIONS[self.fusion].options} & {f.name for f in fields(TrainConfig)})
+        if taken:  # the run's field would be recorded, the option used: one name, two values
+            raise LayerfuseError(f"fusion {self.fusion!r} declares option{'s' * (len(taken) > 1)} "
+                                 f"{', '.join(taken)}, the name of a run setting: name it apart")
         if not FUSIONS[self.fusion].reads_query_layer:  # no z_L: --query-layer changes nothing, so the run says fused
             object.__setattr__(self, "query_layer", FusionConfig.query_layer)
         for name, value, ok, rule in self._checks():
@@ -198,7 +201,16 @@ OPTIONAL_FIELDS = (*MLM_FIELDS, "best_dev_accuracy", "test_accuracy_at_best")
 
 def default_lr(fusion: str, mode: str = "fe") -> float:
     """FT: the paper's 5e-5; FE: the fusion's own (`Fusion.fe_lr`)."""
-    return PAPER_LR if mode == "ft" else FUSIONS[fusion].fe_lr
+    return PAPER_LR if mode == "ft" else fusion_class(fusion).fe_lr
+
+
+def fusion_class(name: str):
+    """``FUSIONS[name]``, or one line: a worker process (which unpickles configs without checking them) knows
+    only the fusions registered when the modules it imports are, not under ``if __name__ == "__main__":``."""
+    if name not in FUSIONS:
+        raise LayerfuseError(f"unknown fusion {name!r}; choose one of {', '.join(FUSIONS)} (a fusion of your own "
+                             "must be registered when its module is imported, for worker processes to know it)")
+    return FUSIONS[name]
 
 
 def tagger_kwargs(config: TrainConfig, meta: dict, *, n_layers: int) -> dict:

@@ -195,3 +195,38 @@ def test_a_new_fusions_head_saves_loads_and_exports(toy, tiny_cache, tmp_path):
     with open(meta_path, "w") as f:
         json.dump(written, f)
     assert load_checkpoint(stem)[0].fusion.gain == GAIN.legacy == 1.0
+
+
+def test_a_fusion_cannot_take_a_built_in_name_or_a_name_in_use(monkeypatch):
+    """Registered as "concat", a fusion of one's own read the built-in Concat's results as its own (run
+    ids name the fusion); an option named as DWAtt's was checked against DWAtt's values, and one named as
+    a run setting (dropout) was used while the run's value was recorded."""
+    from layerfuse.errors import LayerfuseError
+
+    with pytest.raises(LayerfuseError, match="fusion 'concat' is built in: register Toy under another name"):
+        FUSIONS["concat"] = Toy
+    assert FUSIONS["concat"] is not Toy
+
+    class Clash(Toy):
+        options = (Option("layer_score", 2.0, type=float, minimum=0.0, help="another score"),)
+
+    with pytest.raises(LayerfuseError, match="Clash declares an option 'layer_score' that dwatt declares otherwise"):
+        FUSIONS["clash"] = Clash
+    assert "clash" not in FUSIONS
+
+    class Dropping(Toy):
+        options = (Option("dropout", 0.5, type=float, minimum=0.0, help="the run's dropout, again"),)
+
+    monkeypatch.setitem(FUSIONS, "dropping", Dropping)
+    with pytest.raises(LayerfuseError, match="fusion 'dropping' declares option dropout, the name of a run setting"):
+        TrainConfig(fusion="dropping", shots=2, epochs=1, seed=0)
+
+
+def test_an_unknown_fusion_in_a_worker_says_where_to_register_it():
+    """A fusion registered under `if __name__ == "__main__":` is unknown to worker processes, which unpickle
+    configs unchecked: a KeyError from deep inside run_id."""
+    from layerfuse.errors import LayerfuseError
+    from layerfuse.training.config import default_lr
+
+    with pytest.raises(LayerfuseError, match="registered when its module is imported"):
+        default_lr("weighted")
