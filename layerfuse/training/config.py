@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field, fields
+from numbers import Integral, Real
 
 from ..errors import LayerfuseError
 from ..fusions.config import LM_HIDDEN_ACT, LM_LAYER_NORM_EPS, QUERY_LAYERS, FusionConfig
@@ -61,6 +62,9 @@ class TrainConfig:
 
     def __post_init__(self):
         fusion_class(self.fusion)
+        if self.shots == "all":  # as --shots all and load_for_run say it
+            object.__setattr__(self, "shots", None)
+        self._check_types()
         taken = sorted({o.name for o in FUSIONS[self.fusion].options} & {f.name for f in fields(TrainConfig)})
         if taken:  # the run's field would be recorded, the option used: one name, two values
             raise LayerfuseError(f"fusion {self.fusion!r} declares option{'s' * (len(taken) > 1)} "
@@ -118,6 +122,17 @@ class TrainConfig:
         """The layer a run reads for z_L beyond the layers it fuses: the backbone's top one for
         ``query_layer="top"`` where the fusion has a z_L (`Fusion.reads_query_layer`), else none."""
         return (num_layers,) if self.query_layer == "top" and FUSIONS[self.fusion].reads_query_layer else ()
+
+    def _check_types(self) -> None:
+        """Whole numbers where a count is meant, numbers where a rate is: a float seed or a string rate
+        failed deep inside the run (numpy's SeedSequence, a slice), a string N in a comparison here."""
+        for name in INTEGER_FIELDS + NUMBER_FIELDS:
+            value = getattr(self, name)
+            kind = Integral if name in INTEGER_FIELDS else Real
+            if (value is not None or name in REQUIRED_NUMBERS) and (isinstance(value, bool)
+                                                                    or not isinstance(value, kind)):
+                what = "an integer" if kind is Integral else "a number"
+                raise LayerfuseError(f"{name} must be {what}{' or all' if name == 'shots' else ''}, got {value!r}")
 
     def _checks(self):
         optional_positive = ("shots", "eval_every", "eval_points", "dev_sentences")
@@ -197,6 +212,13 @@ class RunResult:
 
 MLM_FIELDS = ("best_dev_loss", "best_dev_ppl", "test_ppl_at_best")
 OPTIONAL_FIELDS = (*MLM_FIELDS, "best_dev_accuracy", "test_accuracy_at_best")
+
+
+# The fields that count (whole numbers) and those that measure (numbers); the others may be None.
+INTEGER_FIELDS = ("shots", "epochs", "seed", "batch_size", "eval_every", "eval_points", "dev_sentences", "warmup",
+                  "grad_accum")
+NUMBER_FIELDS = ("lr", "dropout", "weight_decay", "max_grad_norm")
+REQUIRED_NUMBERS = ("epochs", "seed", "batch_size", "warmup", "grad_accum", "dropout", "weight_decay", "max_grad_norm")
 
 
 def default_lr(fusion: str, mode: str = "fe") -> float:

@@ -3,6 +3,7 @@ determinism, checkpoints and the CLI."""
 
 import json
 import math
+import re
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -371,3 +372,22 @@ def test_cli_names_settings_its_fusion_has_no_use_for(tiny_cache):
     quiet = CliRunner().invoke(main, ["--cache", tiny_cache, "--fusion", "dwatt", "--layer-score", "paper",
                                       "--dry-run"])
     assert "no use for" not in quiet.stderr
+
+
+@pytest.mark.parametrize("field, value, said", [
+    ("seed", 0.0, "seed must be an integer, got 0.0"),  # numpy's SeedSequence, 12 frames deep
+    ("epochs", 1.5, "epochs must be an integer, got 1.5"),
+    ("batch_size", 2.5, "batch_size must be an integer"),  # "slice indices must be integers"
+    ("epochs", None, "epochs must be an integer, got None"),
+    ("lr", "1e-3", "lr must be a number, got '1e-3'"),
+    ("shots", "8", "shots must be an integer or all, got '8'"),
+])
+def test_a_config_of_the_wrong_type_is_one_line(field, value, said):
+    from layerfuse.errors import LayerfuseError
+
+    with pytest.raises(LayerfuseError, match=re.escape(said)):
+        TrainConfig(**{"fusion": "concat", "shots": 8, "epochs": 1, "seed": 0, field: value})
+
+
+def test_shots_all_is_the_whole_split():
+    assert TrainConfig(fusion="concat", shots="all", epochs=1, seed=0).shots is None  # as --shots all says it
