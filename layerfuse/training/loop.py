@@ -285,6 +285,8 @@ def prepare_run(config: TrainConfig, data: HeadData, *, built: dict | None = Non
     """The sample, the fused layers, the splits, the head (seeded), the optimizer and the schedule.
     ``built``: heads already built, by seed, for runs whose head depends on nothing else (`seeded_head`)."""
     device = pick_device(config.device)
+    if config.precision == "fp16" and device.type != "cuda":  # as train-head refuses it: its loss scaling is CUDA's
+        raise LayerfuseError(f"precision fp16 needs CUDA; on {device.type} use bf16 or fp32")
     task = training_task(config, data.meta, where=data.path)
     ids, train, dev, test, layers, scores, query_layer = select_splits(config, data)
     backbone = data.trainable_backbone(config)  # FT: reset to its pretrained weights, frozen as asked

@@ -391,3 +391,13 @@ def test_a_config_of_the_wrong_type_is_one_line(field, value, said):
 
 def test_shots_all_is_the_whole_split():
     assert TrainConfig(fusion="concat", shots="all", epochs=1, seed=0).shots is None  # as --shots all says it
+
+
+def test_fp16_off_cuda_is_refused_from_python_too(tiny_cache):
+    """train-head refused it; train_head ran it on a CPU, with losses unlike fp32's."""
+    from layerfuse.errors import LayerfuseError
+    from layerfuse.training import load_for_run
+
+    data = load_for_run(open_entry(tiny_cache), layers=None, shots=2, seed=0)
+    with pytest.raises(LayerfuseError, match="precision fp16 needs CUDA; on cpu"):
+        train_head(TrainConfig(fusion="base", shots=2, epochs=1, seed=0, precision="fp16", device="cpu"), data)
