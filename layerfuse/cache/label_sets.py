@@ -107,10 +107,13 @@ def write_label_set(entry_path: str, name: str, *, kind: str, names: list[str], 
     version = int(old.get("version", 1)) + 1 if old else 1
     key = f"{ARRAY_PREFIX}{name}.v{version}"
     for split, ids in labels.items():
+        if split not in root:
+            raise LayerfuseError(f"label set {name!r}: {entry_path} has no split {split!r}")
         group = root[split]
         n_rows = int(group.attrs["n_rows"])
         if len(ids) != n_rows:
             raise LayerfuseError(f"label set {name!r}: {len(ids)} labels for the {n_rows} rows of split {split!r}")
+        _check_ids(name, split, np.asarray(ids), n_names=len(names))
         if key in group:  # left unlisted by a killed run: nobody reads it
             del group[key]
         group.create_array(key, data=np.asarray(ids, dtype=np.int16), chunks=(max(1, min(n_rows, 262144)),),
@@ -122,6 +125,16 @@ def write_label_set(entry_path: str, name: str, *, kind: str, names: list[str], 
                   "files": files}
     root.attrs[LISTING] = sets  # listed last, in one atomic write: a set is read only once every split holds it
     _drop_unlisted(entry_path, root, sets, keep={array_name(meta, name)} if old else set())
+
+
+def _check_ids(name: str, split: str, ids: np.ndarray, *, n_names: int) -> None:
+    """Integer ids below the number of names (negative: no label): a float was truncated in silence, an id
+    past the names failed only in training, as a target out of bounds."""
+    if ids.size and not np.issubdtype(ids.dtype, np.integer):
+        raise LayerfuseError(f"label set {name!r}, split {split!r}: label ids must be integers, not {ids.dtype}")
+    if ids.size and int(ids.max()) >= n_names:
+        raise LayerfuseError(f"label set {name!r}, split {split!r}: label id {int(ids.max())} is past its "
+                             f"{n_names} names (ids 0..{n_names - 1}; negative = no label)")
 
 
 def _drop_unlisted(entry_path: str, root, sets: dict, *, keep: set[str]) -> None:

@@ -401,3 +401,18 @@ def test_train_head_refuses_data_of_another_set_than_its_config(tiny_bert_dir, c
     with pytest.raises(LayerfuseError, match=r"label set 'ner' but the data .* holds 'pos'"):
         train_head(config, pos)  # labels None: the primary set
     assert train_head(replace(config, labels="pos"), pos).best_dev_accuracy is not None
+
+
+@pytest.mark.parametrize("labels, said", [
+    ({"train": "ids past the names"}, "label id 2 is past its 2 names"),  # a target out of bounds in training
+    ({"train": "floats"}, "label ids must be integers, not float64"),  # truncated in silence
+    ({"nosuch": "ids"}, "has no split 'nosuch'"),  # zarr's bare KeyError
+])
+def test_a_label_set_is_checked_before_it_is_written(entry_copy, labels, said):
+    n = open_entry(entry_copy).split("train").n_rows
+    arrays = {"ids past the names": np.arange(n) % 3, "floats": np.zeros(n) + 0.7, "ids": np.zeros(n, dtype=int)}
+    with pytest.raises(LayerfuseError, match=said):
+        label_sets.write_label_set(entry_copy, "toy", kind="token", names=["A", "B"],
+                                   fingerprints=dict.fromkeys(labels, "fp"),
+                                   labels={split: arrays[what] for split, what in labels.items()})
+    assert "toy" not in open_entry(entry_copy).label_sets
