@@ -132,7 +132,7 @@ def rank_layers(
             raise LayerfuseError(
                 f"hidden must be [N, L, d] with N = {labels.shape[0]} labels, got shape {hidden.shape}"
             )
-        bad = [i for i in layer_ids if not -hidden.shape[1] <= i < hidden.shape[1]]
+        bad = [i for i in layer_ids if not 0 <= i < hidden.shape[1]]  # the cache's ids: -1 was reported as -1
         if bad:
             raise LayerfuseError(f"layer_ids {bad} out of range for {hidden.shape[1]} layers")
     idx = subsample_per_class(labels, max_per_class=max_per_class, seed=seed, ignore_label=ignore_label)

@@ -98,3 +98,10 @@ def test_pick_layers():
     for k in (0, 6, -1):
         with pytest.raises(LayerfuseError, match=f"k = {k}.*5"):
             pick_layers(scores, k)
+
+
+def test_a_negative_layer_id_is_refused():
+    """rank_layers(layer_ids=[-1]) scored the last layer and reported it as layer -1."""
+    hidden, labels = np.random.default_rng(0).normal(size=(40, 3, 4)), np.arange(40) % 2
+    with pytest.raises(LayerfuseError, match=r"layer_ids \[-1\] out of range for 3 layers"):
+        rank_layers(hidden, labels, layer_ids=[-1])
