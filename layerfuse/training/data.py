@@ -81,8 +81,8 @@ class HeadData(MetaViews):
         if not ok.all():
             raise LayerfuseError(
                 f"the sample for shots={shots}, seed={seed} needs {int((~ok).sum())} train sentences that were "
-                f"not loaded (e.g. id {int(ids[~ok][0])}); load the data with train_sentences=None or a "
-                f"superset of the samples"
+                f"not loaded (e.g. id {int(ids[~ok][0])}); load the data for this run: load_for_run(entry, "
+                f"layers=..., shots={shots}, seed={seed}) (or load_data with train_sentences=None)"
             )
         return ids, self.train.hold(positions)
 
