@@ -30,8 +30,13 @@ class Predictor:
         self.label_names = self.meta["label_names"]
 
     def tag(self, sentences: list[list[str]], *, batch_size: int = 32) -> list[list[str]]:
+        """The tag of each word of each sentence (a list of words). Raw text is split into words first:
+        ``[w for w, _, _ in layerfuse.inference.words.split_words(text)]``, as `predict --text` does."""
         import torch
 
+        if isinstance(sentences, str) or any(isinstance(s, str) for s in sentences):  # a string tagged per character
+            raise LayerfuseError("tag() takes sentences as lists of words; split a text first with "
+                                 "layerfuse.inference.words.split_words(text)")
         out = []
         with torch.inference_mode():
             for i in range(0, len(sentences), batch_size):

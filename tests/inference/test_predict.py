@@ -144,3 +144,14 @@ def test_json_lines_answer_the_file_line_by_line(checkpoint, tmp_path):
     assert rows[1] == {"text": "", "words": [], "tags": [], "entities": []}
     alone = CliRunner().invoke(main, ["--head", stem, "--json", "--text", "Bob went to Paris ."])
     assert json.loads(alone.stdout) == rows[3]  # the blank lines change nothing around them
+
+
+def test_tag_refuses_a_string_for_a_sentence(checkpoint):
+    """Predictor.tag(["EU rejects German call"]) tagged each character: 22 tags for 4 words."""
+    from layerfuse.errors import LayerfuseError
+    from layerfuse.inference import Predictor
+
+    tagger = Predictor(checkpoint[0])
+    with pytest.raises(LayerfuseError, match="takes sentences as lists of words"):
+        tagger.tag(["EU rejects German call"])
+    assert len(tagger.tag([["EU", "rejects", "German", "call"]])[0]) == 4
