@@ -65,6 +65,9 @@ def read_results(path: str, *, skipped=None) -> dict[str, dict]:
     be another sweep's being written, and is passed by in silence."""
     if not os.path.exists(path):
         return {}
+    if os.path.isdir(path):  # a sweep's --out, say: its results are the results.jsonl inside
+        raise LayerfuseError(f"{path} is a folder; a results file is a JSON-lines file (a sweep's: "
+                             f"{os.path.join(path, RESULTS)})")
     records = {}
     with open(path, "rb") as f:
         for number, raw in enumerate(f, start=1):

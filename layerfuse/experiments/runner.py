@@ -68,6 +68,8 @@ def run_grid(entry, configs: list[TrainConfig], *, results: str, workers: int | 
     beside ``results`` (`layerfuse.experiments.heads`)."""
     from tqdm.auto import tqdm
 
+    if workers is not None and workers < 0:
+        raise LayerfuseError(f"workers {workers}: use 0 (this process), a number of processes, or None (one per core)")
     if pack > 1 and load_per_run:
         raise LayerfuseError("pack > 1 trains runs on data loaded once per executor; load_per_run times each alone")
     if keep_heads not in KEEP_HEADS:

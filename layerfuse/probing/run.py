@@ -119,6 +119,8 @@ def run_probes(entry, *, out: str, label_set_names: Sequence[str] | None = None,
     config = config or ProbeConfig()
     device = pick_device(None if device is None else str(device))
     sets = label_sets(entry)
+    if isinstance(label_set_names, str):  # one set's name: not a sequence of its letters
+        label_set_names = [label_set_names]
     names = list(sets) if label_set_names is None else list(label_set_names)
     for name in names:
         label_view(entry, name)  # an unknown name fails before any probe is trained

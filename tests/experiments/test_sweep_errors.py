@@ -83,3 +83,19 @@ def test_a_dev_subset_larger_than_dev_is_refused_before_any_run(tiny_cache, tmp_
                                        "--trials", "1", "--dev-sentences", "100000", "--out", str(out), "--quiet"])
     assert result.exit_code == 1 and "--dev-sentences 100000: dev has" in result.output, result.output
     assert not (out / "results.jsonl").exists()
+
+
+def test_small_api_mistakes_are_one_line(tiny_cache, tmp_path):
+    """A negative worker count was concurrent.futures' ValueError, a folder given to read_results an
+    IsADirectoryError."""
+    from layerfuse.cache.reader import open_entry
+    from layerfuse.errors import LayerfuseError
+    from layerfuse.experiments.results import read_results
+    from layerfuse.experiments.runner import run_grid
+    from layerfuse.training import TrainConfig
+
+    config = TrainConfig(fusion="base", shots=2, epochs=1, seed=0)
+    with pytest.raises(LayerfuseError, match="workers -1: use 0"):
+        run_grid(open_entry(tiny_cache), [config], results=str(tmp_path / "r.jsonl"), workers=-1)
+    with pytest.raises(LayerfuseError, match="is a folder; a results file is a JSON-lines file"):
+        read_results(str(tmp_path))
