@@ -234,13 +234,17 @@ class CacheSplit:
 
     def rows_of(self, sentences) -> np.ndarray:
         """Row indices of the given sentences, concatenated in the order given."""
-        sentences = np.asarray(sentences, dtype=np.int64)
+        sentences = id_array(sentences, what="sentences")
         self._check_sentences(sentences)
         return rows_of(self.offsets, sentences)
 
     def words(self, sentences=None) -> list[list[str]]:
         """The words of each sentence (word granularity: one per row)."""
-        ids = range(self.n_sentences) if sentences is None else sentences
+        if sentences is None:
+            ids = range(self.n_sentences)
+        else:
+            ids = id_array(sentences, what="sentences")
+            self._check_sentences(ids)
         flat = self.read_whole("words")
         word_offsets = self._word_offsets()
         return [list(flat[word_offsets[i] : word_offsets[i + 1]]) for i in ids]
@@ -252,11 +256,7 @@ class CacheSplit:
         come back as float32 since numpy has no bfloat16, int8 entries as float16 (q * s, computed
         in float32 and exact when `dtype` is float32; float32 too when a value passes 65504).
         """
-        n_layers = self._hidden.shape[1]
-        layers = list(range(n_layers)) if layers is None else [int(x) for x in layers]
-        bad = [x for x in layers if not 0 <= x < n_layers]
-        if bad:
-            raise LayerfuseError(f"layers {bad} out of range: {self.entry.path} has layers 0..{n_layers - 1}")
+        layers = list(range(self._hidden.shape[1])) if layers is None else self._layer_ids(layers)
         rows = None if sentences is None else self.rows_of(sentences)
         if not layers:
             raise LayerfuseError(f"no layers asked of {self.entry.path}")
@@ -279,7 +279,7 @@ class CacheSplit:
         """(values [rows, len(layers), d] exactly as stored: float16, float32, int8, or bfloat16 as its
         uint16 bits; int8 entries' scales [rows, len(layers)] float32, else None). What the training
         store holds, in the storage dtype's bytes, and widens a batch at a time on the device."""
-        layers = [int(x) for x in layers]
+        layers = self._layer_ids(layers)
         if not layers:
             raise LayerfuseError(f"no layers asked of {self.entry.path}")
         rows = None if sentences is None else self.rows_of(sentences)
@@ -357,6 +357,15 @@ class CacheSplit:
         counts = np.array([wi[a:b].max() + 1 if b > a else 0 for a, b in zip(self.offsets[:-1], self.offsets[1:])])
         return np.concatenate([[0], np.cumsum(counts)])
 
+    def _layer_ids(self, layers) -> list[int]:
+        """Layer ids in 0..L, each an integer (`stored` read layer -1 as the last, and 9 failed in zarr)."""
+        n_layers = self._hidden.shape[1]
+        ids = [int(x) for x in id_array(layers, what="layers")]
+        bad = [x for x in ids if not 0 <= x < n_layers]
+        if bad:
+            raise LayerfuseError(f"layers {bad} out of range: {self.entry.path} has layers 0..{n_layers - 1}")
+        return ids
+
     def _check_sentences(self, sentences: np.ndarray) -> None:
         if len(sentences) and (sentences.min() < 0 or sentences.max() >= self.n_sentences):
             raise LayerfuseError(
@@ -384,6 +393,17 @@ def expect_files(entry: CacheEntry, split: str, attrs: dict) -> None:
         keys = (info.get("files") or {}).get(split)
         if keys is not None:
             store.expect(split, {label_sets.array_name(entry.stored_meta, name): keys})
+
+
+def id_array(ids, *, what: str) -> np.ndarray:
+    """``ids`` as int64, refused unless they are a sequence of integers: floats were truncated (0.7 read
+    sentence 0), a bool mask read as ids 0 and 1, a string's digits as layers ("26": layers 2 and 6)."""
+    array = np.asarray(ids)
+    if isinstance(ids, (str, bytes)) or array.ndim != 1:
+        raise LayerfuseError(f"{what} must be a sequence of integer ids, got {ids!r}")
+    if array.size and (array.dtype == bool or not np.issubdtype(array.dtype, np.integer)):
+        raise LayerfuseError(f"{what} must be integer ids, got {array.dtype} ({ids!r:.60})")
+    return array.astype(np.int64, copy=False)
 
 
 def rows_of(offsets: np.ndarray, sentences) -> np.ndarray:

@@ -86,3 +86,18 @@ def test_mlm_entries_are_told_apart_by_their_masking():
     assert options_label({**fields, "mask_seed": 0}) != options_label({**fields, "mask_seed": 1})
     assert options_label({**fields, "mask_seed": 1}).endswith("block-size 128 mlm-probability 0.15 mask-seed 1")
     assert "mask" not in options_label({"granularity": "word", "pooling": "first"})  # NER entries as before
+
+
+@pytest.mark.parametrize("call, said", [
+    (lambda s: s.hidden(sentences=[0.7, 1.2], layers=[1]), "sentences must be integer ids, got float64"),
+    (lambda s: s.hidden(sentences=np.array([True, False]), layers=[1]), "sentences must be integer ids, got bool"),
+    (lambda s: s.hidden(sentences=[0], layers="12"), "layers must be a sequence of integer ids, got '12'"),
+    (lambda s: s.hidden(sentences=[0], layers=2), "layers must be a sequence of integer ids, got 2"),
+    (lambda s: s.stored(sentences=[0], layers=[-1]), r"layers \[-1\] out of range"),
+    (lambda s: s.words([-1]), "sentence ids out of range"),
+])
+def test_readers_take_integer_ids_in_range_only(tiny_cache, call, said):
+    """Floats were truncated, a bool mask read as ids, a string's digits as layers; stored() read -1 as the
+    last layer and words() an id past the split as nothing."""
+    with pytest.raises(LayerfuseError, match=said):
+        call(open_entry(tiny_cache).split("train"))
