@@ -56,27 +56,34 @@ def test_a_shard_cut_short_by_a_full_disk_leaves_no_file(tiny_bert_dir, tiny_con
     assert split.n_rows == 1116 and np.all(np.abs(split.hidden(layers=[2]).astype(np.float32)).sum(-1) > 0)
 
 
-def test_partial_files_of_a_killed_run_are_removed_by_the_next(tiny_bert_dir, tiny_conll_dir, tmp_path, monkeypatch):
+def _killed_mid_shard(model, data, root, monkeypatch) -> Path:
+    """An extract that dies writing its third shard (no cleanup of its own runs): the half-written file
+    it leaves."""
     import layerfuse.cache.shard as shard
 
     original = shard._write_file
     writes = {"n": 0}
 
-    def killed(path, out, size, **options):  # the process dies mid-write: no cleanup of its own runs
+    def killed(path, out, size, **options):
         writes["n"] += 1
         if writes["n"] > 2:
             Path(path).write_bytes(bytes(out[: size // 2]))
             raise KeyboardInterrupt
         return original(path, out, size, **options)
 
-    monkeypatch.setattr(shard, "_write_file", killed)
-    CliRunner().invoke(main, _args(tiny_bert_dir, tiny_conll_dir, tmp_path))
-    (left,) = _partials(tmp_path)
+    with monkeypatch.context() as patch:
+        patch.setattr(shard, "_write_file", killed)
+        CliRunner().invoke(main, _args(model, data, root))
+    (left,) = _partials(root)
+    return left
+
+
+def test_partial_files_of_a_killed_run_are_removed_by_the_next(tiny_bert_dir, tiny_conll_dir, tmp_path, monkeypatch):
+    left = _killed_mid_shard(tiny_bert_dir, tiny_conll_dir, tmp_path, monkeypatch)
     gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
     stale = left.with_name(left.name.replace(f".{os.getpid()}.", f".{gone.stdout.strip()}."))
     left.rename(stale)  # as a process that is gone now left it
 
-    monkeypatch.setattr(shard, "_write_file", original)
     out = CliRunner().invoke(main, _args(tiny_bert_dir, tiny_conll_dir, tmp_path))
     assert out.exit_code == 0, out.output
     assert _partials(tmp_path) == []
@@ -107,23 +114,9 @@ def test_a_run_that_waited_on_a_killed_writer_removes_its_partial_files(tiny_ber
     """A second extract waits for the entry while the first writes; the first is killed mid-shard. Its
     half-written file was alive when the second looked before waiting, and stayed in the finished entry
     for good (its size counted twice, kept by every later run and by gc)."""
-    import layerfuse.cache.shard as shard
     from layerfuse.extract import run
 
-    original = shard._write_file
-    writes = {"n": 0}
-
-    def killed(path, out, size, **options):
-        writes["n"] += 1
-        if writes["n"] > 2:
-            Path(path).write_bytes(bytes(out[: size // 2]))
-            raise KeyboardInterrupt
-        return original(path, out, size, **options)
-
-    monkeypatch.setattr(shard, "_write_file", killed)
-    CliRunner().invoke(main, _args(tiny_bert_dir, tiny_conll_dir, tmp_path))
-    monkeypatch.setattr(shard, "_write_file", original)
-    (left,) = _partials(tmp_path)
+    left = _killed_mid_shard(tiny_bert_dir, tiny_conll_dir, tmp_path, monkeypatch)
     writer = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])  # the first run, alive
     left.rename(left.with_name(left.name.replace(f".{os.getpid()}.", f".{writer.pid}.")))
 
