@@ -114,13 +114,14 @@ cache_dir_option = click.option("--cache-dir", default=None, help=CACHE_DIR_HELP
 device_option = click.option("--device", default=None, help="torch device. Default: cuda when present, else cpu.")
 quiet_option = click.option("--quiet", is_flag=True, help="No progress bar.")
 # A seed feeds numpy's and torch's generators: 0..2^32-1 is what both (and every library's seed option) take.
-SEED = click.IntRange(0, 2**32 - 1)
+SEED_LIMIT = 2**32
+SEED = click.IntRange(0, SEED_LIMIT - 1)
 
 
 def seed_item(text: str) -> int:
     """One seed of a comma-separated list (probe's --seeds), checked as `SEED` checks --seed."""
     seed = int(text)
-    if not 0 <= seed < 2**32:
+    if not 0 <= seed < SEED_LIMIT:
         raise ValueError(text)
     return seed
 
@@ -334,4 +335,4 @@ def parse_list(text: str, *, name: str, cast=int, what: str | None = None) -> li
     return values
 
 
-_WHAT = {int: "an integer", float: "a number", seed_item: "a seed in 0..4294967295"}
+_WHAT = {int: "an integer", float: "a number", seed_item: f"a seed in 0..{SEED_LIMIT - 1}"}

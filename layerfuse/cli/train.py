@@ -17,7 +17,7 @@ from ..errors import LayerfuseError
 from ..fusions.registry import DEFAULT_FUSION, FUSIONS
 from ..layers.spec import canonical_layers, xie_shortfall
 from ..tasks import task_of
-from ..training.config import FE_LR, FE_LR_BY_FUSION, PAPER_LR, PRECISIONS, TrainConfig, default_lr
+from ..training.config import FE_LR, FE_LR_BY_FUSION, PAPER_LR, PRECISIONS, TrainConfig
 from ..training.diagnostics import describe
 from ..training.runtime import pick_device, resolve_precision
 from .errors import friendly_errors
@@ -196,8 +196,7 @@ def _refuse_diverged(result, config: TrainConfig) -> None:
     if lost is None and not non_finite_weights(result.tagger):
         return
     where = f"training loss {lost['train_loss']} by step {lost['step']}" if lost else "nan or inf weights"
-    lr = config.lr if config.lr is not None else default_lr(config.fusion, config.mode)
-    raise LayerfuseError(f"training diverged ({where}); no head was saved: try a lower --lr than {lr:g}")
+    raise LayerfuseError(f"training diverged ({where}); no head was saved: try a lower --lr than {config.max_lr:g}")
 
 
 def _scores(result) -> str:

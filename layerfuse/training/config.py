@@ -61,14 +61,10 @@ class TrainConfig:
     options: tuple = ()
 
     def __post_init__(self):
-        fusion_class(self.fusion)
+        self._check_fusion()
         if self.shots == "all":  # as --shots all and load_for_run say it
             object.__setattr__(self, "shots", None)
         self._check_types()
-        taken = sorted({o.name for o in FUSIONS[self.fusion].options} & {f.name for f in fields(TrainConfig)})
-        if taken:  # the run's field would be recorded, the option used: one name, two values
-            raise LayerfuseError(f"fusion {self.fusion!r} declares option{'s' * (len(taken) > 1)} "
-                                 f"{', '.join(taken)}, the name of a run setting: name it apart")
         if not FUSIONS[self.fusion].reads_query_layer:  # no z_L: --query-layer changes nothing, so the run says fused
             object.__setattr__(self, "query_layer", FusionConfig.query_layer)
         for name, value, ok, rule in self._checks():
@@ -122,6 +118,14 @@ class TrainConfig:
         """The layer a run reads for z_L beyond the layers it fuses: the backbone's top one for
         ``query_layer="top"`` where the fusion has a z_L (`Fusion.reads_query_layer`), else none."""
         return (num_layers,) if self.query_layer == "top" and FUSIONS[self.fusion].reads_query_layer else ()
+
+    def _check_fusion(self) -> None:
+        """A registered fusion, whose options are not named as a run setting (the run's value would be
+        recorded, the option's used: one name, two values)."""
+        taken = sorted({o.name for o in fusion_class(self.fusion).options} & {f.name for f in fields(TrainConfig)})
+        if taken:
+            raise LayerfuseError(f"fusion {self.fusion!r} declares option{'s' * (len(taken) > 1)} "
+                                 f"{', '.join(taken)}, the name of a run setting: name it apart")
 
     def _check_types(self) -> None:
         """Whole numbers where a count is meant, numbers where a rate is: a float seed or a string rate
