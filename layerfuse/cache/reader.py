@@ -143,6 +143,7 @@ class CacheEntry(MetaViews):
             if name not in self.group:
                 raise LayerfuseError(f"split {name!r} is not in {self.path}; it has {self.splits}")
             self._splits[name] = CacheSplit(self, name)
+            self._seen_finished.add(name)  # opened finished: gone later means removed while open, not "no splits"
         return self._splits[name]
 
 

@@ -23,3 +23,15 @@ def test_an_entry_removed_under_a_reader_is_named_not_empty(tiny_cache, tmp_path
     shutil.rmtree(path)  # `gc` or `rm` meanwhile
     with pytest.raises(LayerfuseError, match="train, dev, test were finished when read and are gone"):
         covered_splits(entry, "chunk")
+
+
+def test_a_split_opened_then_removed_is_named_gone_in_a_view(tiny_cache, tmp_path):
+    """A split opened (not listed) before the entry was removed read as "it has []" in a view of it."""
+    path = str(tmp_path / os.path.basename(tiny_cache))
+    shutil.copytree(tiny_cache, path)
+    entry = open_entry(path)
+    entry.split("train")
+    view = entry.with_labels("pos")
+    shutil.rmtree(path)
+    with pytest.raises(LayerfuseError, match="train were finished when read and are gone"):
+        view.split("train")
