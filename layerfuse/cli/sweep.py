@@ -5,14 +5,12 @@ from __future__ import annotations
 import json
 import math
 import os
-from dataclasses import replace
 
 import click
 
 from ..errors import LayerfuseError
 from ..experiments.heads import KEEP_HEADS, SWEEP_KEEPS
 from ..fusions.registry import DEFAULT_SWEEP_FUSIONS, FUSIONS, fusions_that_pack
-from ..layers.spec import canonical_layers
 from ..tasks import task_of
 from ..training.config import TrainConfig
 from .errors import friendly_errors
@@ -130,8 +128,6 @@ def main(task, labels, fusions, shots, epochs, trials, lrs, batch_size, layers, 
                        **{name: _listed(values) for name, values in settings.items()})
         _say_settings_unused(settings, lists["fusions"])
         entry = resolve(cache, model, dataset, cache_dir, read=read, extract=masking, quiet=quiet).with_labels(labels)
-        layers = canonical_layers(layers, num_layers=entry.num_layers)  # `all` or 1..L: the default runs, not others
-        configs = [replace(c, layers=layers) for c in configs]
         check_samples(entry, configs)  # a sample larger than train: one line before anything else is said
         check_dev_subset(entry, configs)  # scripts' grids say "all of dev" themselves when their subset is larger
         _refuse_another_metric(out, entry, task)

@@ -4,7 +4,6 @@ save its result and checkpoint; `--dry-run` prints every fusion's parameter budg
 from __future__ import annotations
 
 import json
-import math
 import os
 import re
 import time
@@ -17,7 +16,7 @@ from ..errors import LayerfuseError
 from ..fusions.registry import DEFAULT_FUSION, FUSIONS
 from ..layers.spec import canonical_layers, xie_shortfall
 from ..tasks import task_of
-from ..training.config import FE_LR, FE_LR_BY_FUSION, PAPER_LR, PRECISIONS, TrainConfig
+from ..training.config import FE_LR, FE_LR_BY_FUSION, PAPER_LR, PRECISIONS, TrainConfig, diverged_at
 from ..training.diagnostics import describe
 from ..training.runtime import pick_device, resolve_precision
 from .errors import friendly_errors
@@ -192,7 +191,7 @@ def _refuse_diverged(result, config: TrainConfig) -> None:
     head that `predict` may refuse and a record whose F1 of a broken head reads like a result."""
     from ..training.checkpoint import non_finite_weights
 
-    lost = next((e for e in result.evals if not math.isfinite(e.get("train_loss") or 0.0)), None)
+    lost = diverged_at(result.evals)
     if lost is None and not non_finite_weights(result.tagger):
         return
     where = f"training loss {lost['train_loss']} by step {lost['step']}" if lost else "nan or inf weights"

@@ -22,7 +22,7 @@ from matplotlib.ticker import FuncFormatter
 
 from ..fusions.config import FusionConfig
 from ..tasks import task_of
-from ..training.config import TrainConfig
+from ..training.config import TrainConfig, diverged_at
 from .paired import ci95, paired_table
 from .plots import BAND_ALPHA, BAND_LABEL, head_style, legend_handles, plt  # Agg backend, set once there
 from .results import RESULTS, refuse_mixed_metrics
@@ -199,7 +199,7 @@ def few_trials_note(records, *, figure: bool = True) -> str | None:
 def diverged_note(records) -> str | None:
     """The runs whose training loss went nan or inf: their scores are those of a broken head, so the
     report names them rather than averaging them in silence (`train-head` refuses such a run outright)."""
-    lost = [r for r in records if any(not math.isfinite(e.get("train_loss") or 0.0) for e in r.get("evals") or [])]
+    lost = [r for r in records if diverged_at(r.get("evals") or [])]
     if not lost:
         return None
     named = ", ".join(r.get("run_id", "?") for r in lost[:5]) + (f" and {len(lost) - 5} more" if len(lost) > 5 else "")

@@ -214,6 +214,12 @@ class RunResult:
                 if k != "tagger" and not (k in OPTIONAL_FIELDS and v is None)}  # NER records keep their old keys
 
 
+def diverged_at(evals: list[dict]) -> dict | None:
+    """The first evaluation of a run (`RunResult.evals`, a record's ``evals``) whose training loss is nan or
+    inf: the run diverged by then. None: it did not."""
+    return next((e for e in evals if not math.isfinite(e.get("train_loss") or 0.0)), None)
+
+
 MLM_FIELDS = ("best_dev_loss", "best_dev_ppl", "test_ppl_at_best")
 OPTIONAL_FIELDS = (*MLM_FIELDS, "best_dev_accuracy", "test_accuracy_at_best")
 
