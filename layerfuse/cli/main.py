@@ -2,9 +2,8 @@
 
 ``layerfuse extract | train-head | sweep | rank-layers | probe | predict | export | ls | info | rm | verify |
 gc | serve``.
-`extract` and `train-head` are also console scripts of their own (the design card's commands);
-`sweep`, `rank-layers` and `predict` still are, as deprecated aliases that name their
-`layerfuse` command. The group's old names `train` and `rank` still work, hidden from --help.
+`extract` and `train-head` are also console scripts of their own (the design card's commands).
+The group's old names `train` and `rank` still work, hidden from --help.
 """
 
 from __future__ import annotations

@@ -66,8 +66,11 @@ def main(checkpoint, text, file_, fill_mask, top_k, conll, out, as_json, device)
                 lines += [line.rstrip("\n") for line in f]
         except UnicodeDecodeError as exc:
             raise LayerfuseError(f"{file_} is not UTF-8 text (byte {exc.start})") from None
-    if not any(line.strip() for line in lines):
+    if not lines:
         raise LayerfuseError("nothing to tag: pass --text, --file or --fill-mask")
+    if not any(line.strip() for line in lines):
+        raise LayerfuseError(f"nothing to tag: {'--file ' + file_ + ' has' if file_ else 'the text given has'} "
+                             "only blank lines")
     checkpoint = _head(checkpoint)
     if fill_mask or _is_mlm(checkpoint):
         _fill(checkpoint, [line for line in lines if line.strip()], top_k=top_k, as_json=as_json, device=device)
@@ -116,10 +119,10 @@ def _fill(checkpoint, lines, *, top_k: int, as_json: bool, device) -> None:
 
 def _tag(checkpoint, lines, *, as_json: bool, device) -> None:
     from ..cache.label_sets import TOKEN
-    from ..inference import Predictor, entities, split_words
+    from ..inference import Predictor, entities
 
     tagger = Predictor(checkpoint, device=device)
-    words = [split_words(line) for line in lines]
+    words = [tagger.words(line) for line in lines]
     tagged = iter(tagger.tag([[w for w, _, _ in ws] for ws in words if ws]))
     tags = [next(tagged) if ws else [] for ws in words]
     if tagger.meta.get("cache", {}).get("label_kind") == TOKEN:  # POS and the like: a tag per word, no spans

@@ -29,14 +29,21 @@ class Predictor:
         self.layers = self.meta["layers"]
         self.label_names = self.meta["label_names"]
 
+    def words(self, text: str) -> list[tuple[str, int, int]]:
+        """``(word, start, end)`` of each word of a raw text, as `predict --text` and an exported model's
+        pipeline find them: `split_words`'s, less those the backbone's tokenizer deletes (`tokenized_words`)."""
+        from .words import split_words, tokenized_words
+
+        return tokenized_words(split_words(text), self.backbone.tokenizer)
+
     def tag(self, sentences: list[list[str]], *, batch_size: int = 32) -> list[list[str]]:
         """The tag of each word of each sentence (a list of words). Raw text is split into words first:
-        ``[w for w, _, _ in layerfuse.inference.words.split_words(text)]``, as `predict --text` does."""
+        ``[w for w, _, _ in predictor.words(text)]``, as `predict --text` does."""
         import torch
 
         if isinstance(sentences, str) or any(isinstance(s, str) for s in sentences):  # a string tagged per character
             raise LayerfuseError("tag() takes sentences as lists of words; split a text first with "
-                                 "layerfuse.inference.words.split_words(text)")
+                                 "[w for w, _, _ in predictor.words(text)]")
         out = []
         with torch.inference_mode():
             for i in range(0, len(sentences), batch_size):

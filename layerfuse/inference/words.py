@@ -40,6 +40,18 @@ def split_words(text: str) -> list[tuple[str, int, int]]:
     return [(word, start, end) for word, (start, end) in pre_tokenizer().pre_tokenize_str(text)]
 
 
+def tokenized_words(words: list[tuple[str, int, int]], tokenizer) -> list[tuple[str, int, int]]:
+    """``words`` (`split_words`'s) less any the backbone's ``tokenizer`` turns into no token at all (a lone
+    accent under an accent-stripping normalizer, U+FFFD, a private-use character): an exported model's
+    pipeline never sees those, so `predict` on raw text leaves them out too, and both tag the same words.
+    (Words given as words, a CoNLL file's, keep every one: a word without tokens is read as the unknown token.)"""
+    if not words:
+        return words
+    enc = tokenizer([w for w, _, _ in words], is_split_into_words=True, add_special_tokens=False, verbose=False)
+    kept = {i for i in enc.word_ids() if i is not None}
+    return [word for i, word in enumerate(words) if i in kept]
+
+
 def split_words_first(backend) -> None:
     """Make the `tokenizers.Tokenizer` ``backend`` split raw text into `split_words`'s words before its
     own pre-tokenizer runs, each word's first token marked as a word start: byte-level BPE adds its

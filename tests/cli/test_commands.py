@@ -1,6 +1,6 @@
 """One command line: every command is `layerfuse <verb>` under the console scripts' names, the
-group's old names still work without being listed, and the bare `sweep`, `rank-layers` and
-`predict` scripts say they are deprecated and then run the command."""
+group's old names still work without being listed, and no other bare script (a generic name such as
+`predict` on a user's PATH) is installed."""
 
 from __future__ import annotations
 
@@ -12,7 +12,6 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from layerfuse.cli import deprecated
 from layerfuse.cli.main import COMMANDS, HIDDEN_ALIASES, main
 
 VERBS = ["extract", "train-head", "sweep", "rank-layers", "probe", "predict", "export", "ls", "info", "rm", "verify",
@@ -46,29 +45,7 @@ def test_console_scripts():
         "layerfuse": "layerfuse.cli.launch:layerfuse",
         "extract": "layerfuse.cli.launch:extract",
         "train-head": "layerfuse.cli.launch:train_head",
-        "sweep": "layerfuse.cli.deprecated:sweep",
-        "rank-layers": "layerfuse.cli.deprecated:rank_layers",
-        "predict": "layerfuse.cli.deprecated:predict",
     }
-
-
-@pytest.mark.parametrize("verb", ["sweep", "rank-layers", "predict"])
-def test_deprecated_script_names_the_new_command_then_runs_it(verb, monkeypatch, capsys):
-    monkeypatch.setattr(sys, "argv", [verb, "--help"])
-    with pytest.raises(SystemExit) as exit_:
-        getattr(deprecated, verb.replace("-", "_"))()
-    assert exit_.value.code == 0
-    out, err = capsys.readouterr()
-    assert err.splitlines() == [f"`{verb}` is deprecated and will go; use `layerfuse {verb}`"]
-    assert out.startswith(f"Usage: layerfuse {verb} ")
-
-
-def test_deprecated_script_passes_its_arguments_and_exit_code(monkeypatch, capsys):
-    monkeypatch.setattr(sys, "argv", ["predict", "--head", "/nonexistent/head"])  # no --text: a one-line error
-    with pytest.raises(SystemExit) as exit_:
-        deprecated.predict()
-    assert exit_.value.code == 1
-    assert capsys.readouterr().err.splitlines()[-1] == "error: nothing to tag: pass --text, --file or --fill-mask"
 
 
 @pytest.mark.parametrize("verb", ["extract", "train-head", "sweep", "rank-layers", "verify"])

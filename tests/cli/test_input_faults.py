@@ -67,3 +67,21 @@ def test_a_dataset_without_dev_is_said_at_extraction(tmp_path, tiny_bert_dir, ti
     asked = CliRunner().invoke(extract_main, ["--model", str(tiny_bert_dir), "--dataset", str(tiny_conll_dir),
                                               "--cache-dir", str(tmp_path / "cache"), "--quiet", "--splits", "train"])
     assert asked.exit_code == 0 and "no dev split" not in asked.stderr  # --splits train: nothing to say
+
+
+def test_a_line_of_unicode_spaces_shows_what_is_on_it(tmp_path, tiny_bert_dir):
+    """A line holding only NBSP is a token line without a tag; the error shows '\\xa0', not ''."""
+    data = tmp_path / "conll"
+    data.mkdir()
+    (data / "train.txt").write_text("EU B-ORG\n\u00a0\nrejects O\n\n", encoding="utf-8")
+    line = one_error_line(_extract(tmp_path, tiny_bert_dir, data))
+    assert "train.txt:2: a token line without a tag: '\\xa0'" in line
+
+
+@pytest.mark.parametrize("args, said", [(["--text", "   "], "the text given has only blank lines"),
+                                        ([], "pass --text, --file or --fill-mask")])
+def test_predict_with_nothing_to_tag_says_what_was_given(tmp_path, args, said):
+    from layerfuse.cli.main import main
+
+    result = CliRunner().invoke(main, ["predict", "--head", str(tmp_path / "none.head"), *args])
+    assert one_error_line(result) == f"error: nothing to tag: {said}"

@@ -43,7 +43,7 @@ SPAN_COLUMNS = ("ner", "chunk")  # named columns read as IOB spans; any other na
 
 def _shorten(text: str, width: int = 60) -> str:
     """A line as it goes into an error message: stripped, cut, repr'd (so it stays one line)."""
-    text = text.strip()
+    text = text.strip(" \t\r\n\f\v")  # ASCII only: a line of NBSP shows as '\xa0', not ''
     return repr(text if len(text) <= width else text[: width - 3] + "...")
 
 
