@@ -116,7 +116,8 @@ def main(model, task, dataset, read, splits, labels, granularity, special_tokens
     if int(os.environ.get("RANK", "0")) != 0:
         return
     fresh = [s for s in result.splits if not s.reused]
-    click.echo(("cached: " if fresh else "already cached, nothing to do: ") + result.path)
+    reused = "already cached, label sets added: " if result.label_sets else "already cached, nothing to do: "
+    click.echo(("cached: " if fresh else reused) + result.path)
     sentences, words = task_of(task).units
     for s in result.splits:
         rate = f"{s.words_per_second:,.0f} {words}/s" if s.words_per_second else ""

@@ -31,7 +31,11 @@ HIDDEN_ALIASES = {"train": "train-head", "rank": "rank-layers"}  # the group's n
 
 
 class _Group(click.Group):
-    """Finds a command by its old name too, without listing the old name in --help."""
+    """Finds a command by its old name too, without listing the old name in --help; lists the commands
+    in `COMMANDS`' order (a job's order: extract, then train), not alphabetically."""
+
+    def list_commands(self, ctx):
+        return list(self.commands)
 
     def get_command(self, ctx, cmd_name):
         return super().get_command(ctx, HIDDEN_ALIASES.get(cmd_name, cmd_name))

@@ -109,6 +109,9 @@ def test_extract_says_labels_only_when_no_hidden_state_was_written(tiny_bert_dir
     added = CliRunner().invoke(main, [*args, "--labels", "chunk"])
     assert added.exit_code == 0, added.output
     assert "label sets written (labels only): chunk" in added.output
+    assert "nothing to do" not in added.output and "already cached, label sets added: " in added.output
+    again = CliRunner().invoke(main, [*args, "--labels", "chunk"])
+    assert "already cached, nothing to do: " in again.output and "label sets written" not in again.output
 
 
 def test_info_lists_the_label_sets(tiny_bert_dir, conll4_dir, tmp_path):
