@@ -94,7 +94,7 @@ class ShardFiles:
             tmp.unlink(missing_ok=True)
             if exc.errno == errno.ENOSPC:
                 raise DiskFullError(path, size) from None
-            raise
+            raise OSError(exc.errno, exc.strerror, str(path)) from None  # a size limit, a quota: name the shard
 
 
 class DiskFullError(LayerfuseError, OSError):

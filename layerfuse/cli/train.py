@@ -7,14 +7,14 @@ import json
 import os
 import re
 import time
-from dataclasses import fields, replace
+from dataclasses import fields
 
 import click
 
 from ..display import f1_points
 from ..errors import LayerfuseError
 from ..fusions.registry import DEFAULT_FUSION, FUSIONS
-from ..layers.spec import canonical_layers, xie_shortfall
+from ..layers.spec import xie_shortfall
 from ..tasks import task_of
 from ..training.config import FE_LR, FE_LR_BY_FUSION, PAPER_LR, PRECISIONS, TrainConfig, diverged_at
 from ..training.diagnostics import describe
@@ -152,7 +152,9 @@ def main(cache, model, dataset, cache_dir, read, out, dry_run, verbose, quiet, p
     masking = extract_options(config.task, block_size=block_size, mask_seed=mask_seed, mlm_probability=mlm_probability)
     entry = resolve(cache, model, dataset, cache_dir, read=read, extract=masking,
                     quiet=quiet).with_labels(config.labels)
-    config = replace(config, layers=canonical_layers(config.layers, num_layers=entry.num_layers))
+    from ..experiments.runner import defaults_named_once
+
+    (config,) = defaults_named_once(entry, [config])  # `--layers 1..L`, `--extra-layers 1` on 6 layers: the default run
     if dry_run:
         click.echo(budget_table(entry, layers=config.layers, options=config.head_options(entry.num_layers),
                                 current=config.fusion))
@@ -259,7 +261,7 @@ def _refuse_another_run(path: str, config: TrainConfig, entry) -> None:
         differ = [f"{name} {old.get(name)!r} there, {mine.get(name)!r} here" for name in sorted(set(mine) | set(old))
                   if name != "device" and old.get(name, mine.get(name)) != mine.get(name)]
         what = ("; ".join(differ[:3]) or "another cache entry") if old else "not a run record"
-        raise LayerfuseError(f"{path} holds another run ({what}): training would replace it; "
+        raise LayerfuseError(f"{path} holds another run ({what}): saving this one would replace it; "
                              "pass another --out, or move that run first")
 
 
@@ -267,18 +269,26 @@ def _save_somewhere(result, data, entry, config: TrainConfig, *, out: str, load_
     """`_save` to ``out``; when that fails late (the disk filled, the folder was made read-only during the
     training) the trained head is not lost: it is saved to a new folder of the system's temporary folder,
     and the one line names both."""
+    from ..files import folder_locked
+
     try:
-        return _save(result, data, entry, config, out=out, load_seconds=load_seconds)
+        with folder_locked(out):  # two train-heads saving into one --out: one at a time, each checking again
+            _refuse_another_run(os.path.join(out, run_name(config)) + ".json", config, entry)  # saved meanwhile?
+            return _save(result, data, entry, config, out=out, load_seconds=load_seconds)
     except Exception as exc:  # noqa: BLE001 - OSError, or safetensors' own error type for the same faults
         reason = getattr(exc, "strerror", None) or (str(exc).splitlines() or [type(exc).__name__])[0]
         if getattr(exc, "filename", None):
             reason += f": {exc.filename}"
+        import shutil
         import tempfile
 
+        elsewhere = None
         try:
             elsewhere = tempfile.mkdtemp(prefix=f"layerfuse-{run_name(config)}-")
             stem = _save(result, data, entry, config, out=elsewhere, load_seconds=load_seconds)
         except Exception:  # noqa: BLE001 - nowhere to put it: say where it failed
+            if elsewhere:
+                shutil.rmtree(elsewhere, ignore_errors=True)
             raise LayerfuseError(f"could not write the head to --out {out} ({reason}); nothing was saved") from None
         raise LayerfuseError(f"could not write the head to --out {out} ({reason}); it is saved in {elsewhere} "
                              f"instead ({os.path.basename(stem)}.json and its head): move it where you want "
@@ -287,6 +297,7 @@ def _save_somewhere(result, data, entry, config: TrainConfig, *, out: str, load_
 
 def _save(result, data, entry, config: TrainConfig, *, out: str, load_seconds: float) -> str:
     """The head's checkpoint (and an FT backbone beside it) and the run's JSON record; returns the stem."""
+    from ..files import write_json
     from ..training.checkpoint import file_sha256, same_mode, save_checkpoint
 
     stem = os.path.join(out, run_name(config))
@@ -313,8 +324,7 @@ def _save(result, data, entry, config: TrainConfig, *, out: str, load_seconds: f
     # export refuses a head that is not the one this run trained.
     record["checkpoint"] = os.path.basename(weights)
     record["head_sha256"] = file_sha256(weights)
-    with open(stem + ".json", "w", encoding="utf-8") as f:
-        json.dump(record, f, indent=2)
+    write_json(stem + ".json", record)
     return stem
 
 

@@ -17,6 +17,8 @@ import socket
 import threading
 import time
 
+from ..files import folder_locked
+
 STALE_S = float(os.environ.get("LAYERFUSE_CLAIM_STALE_S", 90.0))  # no heartbeat for this long: the owner is gone
 HEARTBEAT_S = 15.0
 
@@ -54,8 +56,8 @@ class Claims:
             self.mine.discard(run_id)
         try:
             os.remove(self._path(run_id))
-        except FileNotFoundError:
-            pass
+        except OSError:  # gone already, or the folder turned read-only: a dead owner's claim is stale anyway,
+            pass  # and raising here would hide the error that ended the run
 
     def held_by_others(self, run_id: str) -> bool:
         """True while another live process holds ``run_id``."""
@@ -94,13 +96,16 @@ class Claims:
         return owner.get("host") == socket.gethostname() and not _alive(owner.get("pid"))
 
     def _clear_if_stale(self, path: str) -> bool:
-        if not self._is_stale(path):
-            return False
-        try:
-            os.remove(path)
-        except FileNotFoundError:  # another sweep cleared it first; the O_EXCL retry decides
-            pass
-        return True
+        # Under the folder's lock: two sweeps that both found the dead claim would otherwise both remove
+        # a claim, the second one the first's new claim, and both run the run.
+        with folder_locked(self.dir):
+            if not self._is_stale(path):
+                return False
+            try:
+                os.remove(path)
+            except FileNotFoundError:  # another sweep cleared it first; the O_EXCL retry decides
+                pass
+            return True
 
     def _path(self, run_id: str) -> str:
         return os.path.join(self.dir, run_id)

@@ -17,15 +17,14 @@ as the run is recorded: at most one head per cell is on disk under ``best``, plu
 
 from __future__ import annotations
 
-import fcntl
 import json
 import math
 import os
-from contextlib import contextmanager
 
 from ..errors import LayerfuseError
+from ..files import folder_locked, write_json
 from ..tasks import task_of
-from .results import RESULTS, append_result, read_results, refuse_mixed_metrics, run_id
+from .results import RESULTS, append_result, read_results, recorded, refuse_mixed_metrics, run_id
 
 KEEP_HEADS = ("none", "best", "all")
 SWEEP_KEEPS = "best"  # what `sweep` keeps unless told (scripts' grids, `run_grid`, keep none)
@@ -73,18 +72,6 @@ def dev_rank(record: dict) -> float:
     return -math.inf if f1 is None or math.isnan(f1) else f1
 
 
-@contextmanager
-def _locked(folder: str):
-    """One sweep at a time decides what a folder keeps (sweeps may share an --out)."""
-    os.makedirs(folder, exist_ok=True)
-    fd = os.open(os.path.join(folder, ".lock"), os.O_WRONLY | os.O_CREAT, 0o644)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
-        os.close(fd)
-
-
 def record_run(results: str, record: dict, *, keep: str) -> dict:
     """Append ``record`` to ``results`` once, after keeping or deleting the head its run wrote under
     ``keep`` (see the module's doc). Returns the record as appended."""
@@ -93,7 +80,11 @@ def record_run(results: str, record: dict, *, keep: str) -> dict:
     if keep == "none":  # the record as it always was: no checkpoint
         append_result(results, record)
         return record
-    with _locked(folder):
+    with folder_locked(folder):  # one sweep at a time decides what a folder keeps (sweeps may share an --out)
+        if recorded(results, rid):  # run twice (its first owner stalled past its claim): recorded once, as it was
+            if not os.path.exists(head_files(folder, rid)[2]):
+                _delete(folder, rid)  # the head it wrote is kept by no record
+            return read_results(results)[rid]
         rivals = _kept_rivals(folder, record) if keep == "best" else []
         rival = max(rivals, key=dev_rank, default=None)
         if rival is not None and dev_rank(record) <= dev_rank(rival):  # the kept one stays: first best wins ties
@@ -105,8 +96,7 @@ def record_run(results: str, record: dict, *, keep: str) -> dict:
 
         weights, _, run_record = head_files(folder, rid)
         record = {**record, "head_sha256": file_sha256(weights), "keep_heads": keep}  # export checks the hash
-        with open(run_record, "w", encoding="utf-8") as f:  # beside the head, as train-head writes it
-            json.dump({**record, "checkpoint": os.path.basename(weights)}, f, indent=2)
+        write_json(run_record, {**record, "checkpoint": os.path.basename(weights)})  # beside the head, as train-head
         for beaten in rivals:  # heads kept under best only: one a sweep kept under all is never deleted
             if beaten.get("keep_heads", "all") == "best":
                 _delete(folder, beaten["run_id"])
@@ -122,9 +112,14 @@ def kept_heads(folder: str) -> dict[str, dict]:
     kept = {}
     for name in sorted(os.listdir(folder)) if os.path.isdir(folder) else []:
         if name.endswith(".json") and not name.endswith(".head.json"):
-            with open(os.path.join(folder, name), encoding="utf-8") as f:
-                record = json.load(f)
-            kept[record["run_id"]] = record
+            path = os.path.join(folder, name)
+            try:
+                with open(path, encoding="utf-8") as f:
+                    record = json.load(f)
+                kept[record["run_id"]] = record
+            except (ValueError, KeyError, TypeError):  # damaged by hand or by a tool: say which, not a traceback
+                raise LayerfuseError(f"{path} is not a kept head's run record (cut short or edited): remove it "
+                                     f"and its head files ({name[:-5]}.head.*), then rerun") from None
     return kept
 
 

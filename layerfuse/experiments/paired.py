@@ -54,17 +54,20 @@ def _by_seed(runs: list[dict]) -> dict[int, dict]:
     return {seed: rs[0] for seed, rs in found.items() if len(rs) == 1}
 
 
-def paired_table(best: dict[tuple, list[dict]], m, against: str = "base") -> str | None:
+def paired_table(best: dict[tuple, list[dict]], m, against: str = "base",
+                 base_of: dict[str, str] | None = None) -> str | None:
     """Markdown, one row per other head and (N, epoch cap) that shares seeds with ``against``, from
     ``best`` ({(head, N, epochs): runs}, each cell at its best learning rate, as the report's table
     reads them) and ``m``, the records' `report.Metric`: the per-seed difference head − ``against`` of
     the best dev score and of the test score at the best dev point, mean ± 95% CI (pairs); whether the
     dev interval lies above 0, below it or contains it; and in how many seeds the head scored higher.
-    None when no head pairs with ``against``."""
+    ``base_of``: each head's ``against`` row when rows are named apart by other settings ("concat (mode
+    ft)" pairs with "base (mode ft)"). None when no head pairs with ``against``."""
     rows = []
     for (head, shots, epochs), runs in sorted(best.items(), key=lambda kv: (kv[0][0], kv[0][1] or 10**9, kv[0][2])):
-        other = best.get((against, shots, epochs))
-        if head == against or not other:
+        base = (base_of or {}).get(head, against)
+        other = best.get((base, shots, epochs))
+        if head == base or not other:
             continue
         a, b = _by_seed(runs), _by_seed(other)
         dev = paired_diffs(a, b, key=m.dev, scale=m.scale)

@@ -31,8 +31,10 @@ __all__ = ["BAND_LABEL", "HEAD_STYLES", "band_handle", "head_label", "head_style
 # none gets a look from a hash of its name.
 BAND_LABEL = "95% CI"  # what a shaded band or an error bar is, in every plot that draws one
 BAND_ALPHA = 0.18
-_SPARE_COLOURS = ["C7", "C8", "C9", "#17becf", "#bcbd22", "#393b79", "#8c6d31", "#843c39"]
-_SPARE_MARKERS = ["<", ">", "h", "*", "p", "d", "8", "H"]
+# Eight colours apart from the fusions' C0-C6 and from each other (C8 and C9 are #bcbd22 and #17becf: once both
+# were listed, two heads could hash to one look), and eight shapes none of the fusions declares.
+_SPARE_COLOURS = ["C7", "#17becf", "#bcbd22", "#393b79", "#8c6d31", "#843c39", "#637939", "#7b4173"]
+_SPARE_MARKERS = ["<", ">", "h", "*", "p", "d", "+", "1"]
 
 
 def _spare(name: str) -> tuple[str, str]:

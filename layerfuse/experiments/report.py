@@ -20,6 +20,7 @@ from typing import NamedTuple
 import numpy as np
 from matplotlib.ticker import FuncFormatter
 
+from ..errors import LayerfuseError
 from ..fusions.config import FusionConfig
 from ..tasks import task_of
 from ..training.config import TrainConfig, diverged_at
@@ -93,6 +94,14 @@ def label(config: dict, apart: list[str] = ()) -> str:
         shown = NONE_SHOWN.get(name, "default") if value is None else value
         parts.append(f"{name.replace('_', ' ')} {shown}")
     return f"{fusion} ({', '.join(parts)})" if parts else fusion
+
+
+def base_rows(records, against: str = "base") -> dict[str, str]:
+    """Each row's name -> the name of the ``against`` row of its settings apart (`settings_apart`): the
+    runs it is paired with."""
+    apart = settings_apart(records)
+    return {label(r["config"], apart): label({"fusion": against, **{k: r["config"][k] for k in apart
+                                                                   if k in r["config"]}}, apart) for r in records}
 
 
 def lr_of(record: dict) -> float:
@@ -408,11 +417,24 @@ def render(records, out: str, *, curve_shots: list[int] | None = None, per_lr: b
     the smallest and the largest N, or the whole split when no run has an N."""
     records = list(records)
     refuse_mixed_metrics(records, os.path.join(out, RESULTS))
+    entries = {r["cache_key"]: r for r in records if r.get("cache_key")}
+    if len(entries) > 1:  # a file put together by hand: one row would average two datasets' runs
+        shown = "; ".join(f"{r.get('model')} on {r.get('dataset')}" for r in entries.values())
+        raise LayerfuseError(f"{os.path.join(out, RESULTS)} holds runs on {len(entries)} cache entries ({shown}): "
+                             "a report compares the runs of one; give each entry's runs their own --out")
     first = records[0]
-    title = f"{first.get('model')} on {first.get('dataset')}"
+    labels = first["config"].get("labels")  # a chunk or POS sweep reads like an NER one without it
+    title = f"{first.get('model')} on {first.get('dataset')}" + (f", {labels} labels" if labels not in (None, "ner")
+                                                                  else "")
     shots_seen = sorted({r["config"]["shots"] for r in records if r["config"]["shots"] is not None})
     if not curve_shots:
         curve_shots = [shots_seen[0], shots_seen[-1]] if len(shots_seen) > 1 else shots_seen or [None]
+    ran = set(shots_seen) | ({None} if any(r["config"]["shots"] is None for r in records) else set())
+    missing = [n for n in curve_shots if n not in ran]
+    if missing:  # it drew an empty panel titled "N = 16, 0 epochs"
+        shown = ", ".join(str(n or "all") for n in sorted(ran, key=lambda n: n or math.inf))
+        raise LayerfuseError(f"--curve-shots {','.join(str(n or 'all') for n in missing)}: no run has that N "
+                             f"(the runs' N: {shown})")
     paths = {"table": os.path.join(out, "report.md")}
     shots_figure = plot_f1_vs_shots(records, os.path.join(out, "f1_vs_shots.png"), title=title)
     if shots_figure:
@@ -433,7 +455,7 @@ def render(records, out: str, *, curve_shots: list[int] | None = None, per_lr: b
     if per_lr:
         for lr in sorted({lr_of(r) for r in records}):
             text += f"\n## lr {lr:g}\n\n{table([r for r in records if lr_of(r) == lr])}\n"
-    paired = paired_table(cells(records), m)
+    paired = paired_table(cells(records), m, base_of=base_rows(records))
     if paired:
         text += (f"\n## Each head against base, paired by seed\n\nThe runs of one seed share its few-shot sample, "
                  f"so head − base per seed cancels the sample's luck; mean ± 95% CI over the seeds both ran "

@@ -88,6 +88,11 @@ def read_results(path: str, *, skipped=None) -> dict[str, dict]:
                     skipped(f"{path}:{number}: skipped: not a run record ({shown!r}: cut short by a kill, "
                             "or edited)")
                 continue
+            other = records.get(record["run_id"])
+            if other is not None and other.get("cache_key") != record.get("cache_key"):
+                raise LayerfuseError(f"{path}:{number}: run {record['run_id']} is there on two cache entries "
+                                     f"({other.get('dataset')}, {record.get('dataset')}): a results file holds the "
+                                     "runs of one entry (a run id does not name it)")
             records[record["run_id"]] = record
     return records
 
@@ -120,22 +125,47 @@ def runs_on(path: str, cache_key: str | None) -> dict[str, dict]:
     return {rid: r for rid, r in read_results(path).items() if r.get("cache_key") == cache_key}
 
 
-def append_result(path: str, record: dict) -> None:
-    """One line, written with one ``write`` in append mode (so lines of sweeps sharing the file do
-    not interleave), fsync'ed; after a line a kill cut short, it starts on a fresh line. The check
-    and the write hold an exclusive lock: without it, a sweep could see another's line half written,
-    take it for a cut one and leave an empty line."""
+def append_result(path: str, record: dict) -> bool:
+    """One line, written in append mode (so lines of sweeps sharing the file do not interleave),
+    fsync'ed; after a line a kill cut short, it starts on a fresh line. The check and the write hold
+    an exclusive lock: without it, a sweep could see another's line half written, take it for a cut
+    one and leave an empty line. A run the file already holds is not written again (two sweeps ran it:
+    one stalled past its claim's stale time); returns whether the line was written. A short write (a
+    full disk, a file size limit) is an `OSError` naming the file, never a line silently cut."""
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     line = (json.dumps(record) + "\n").encode()
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)  # released when the file is closed
+        if record.get("run_id") and recorded(path, record["run_id"]):
+            return False
         if _ends_mid_line(path):
             line = b"\n" + line
-        os.write(fd, line)
+        view = memoryview(line)
+        while view:  # os.write may write part of it (a file size limit): the rest, or the error it meets
+            view = view[os.write(fd, view):]
         os.fsync(fd)
+        return True
+    except OSError as exc:
+        raise OSError(exc.errno, exc.strerror, path) from None
     finally:
         os.close(fd)
+
+
+def recorded(path: str, rid: str) -> bool:
+    """Whether the results file ``path`` holds a finished line of run ``rid`` (the lines that name it are parsed)."""
+    if not os.path.exists(path):
+        return False
+    needle = json.dumps({"run_id": rid})[1:-1].encode()  # '"run_id": "<rid>"', as json.dumps writes records
+    with open(path, "rb") as f:
+        for raw in f:
+            if needle in raw and raw.endswith(b"\n"):
+                try:
+                    if json.loads(raw).get("run_id") == rid:
+                        return True
+                except ValueError:
+                    continue
+    return False
 
 
 def _ends_mid_line(path: str) -> bool:

@@ -75,7 +75,7 @@ def run_grid(entry, configs: list[TrainConfig], *, results: str, workers: int | 
     if keep_heads not in KEEP_HEADS:
         raise LayerfuseError(f"keep_heads {keep_heads!r} is not one of {', '.join(KEEP_HEADS)}")
 
-    configs = default_layers_named_once(entry, configs)
+    configs = defaults_named_once(entry, configs)
     key = entry.meta.get("key")
     done = read_results(results, skipped=log)
     refuse_other_entry(results, done.values(), entry)
@@ -113,14 +113,24 @@ def run_grid(entry, configs: list[TrainConfig], *, results: str, workers: int | 
     return {run_id(c): done[run_id(c)] for c in configs if run_id(c) in done}
 
 
-def default_layers_named_once(entry, configs: list[TrainConfig]) -> list[TrainConfig]:
-    """``configs`` with the entry's default layers however written (``1..L``, ``1-6``) as the default
-    (None), each run once: written out, they were other runs, trained again beside the default's."""
+def defaults_named_once(entry, configs: list[TrainConfig]) -> list[TrainConfig]:
+    """``configs`` with what the entry's backbone makes of a default, written out, as the default: its
+    default layers however written (``1..L``, ``1-6``) and a fusion setting at the value its default
+    picks by depth (``extra_layers=1`` on a 6-layer backbone), each run once: written out, they were
+    other runs, trained again beside the default's and reported in a row of their own."""
+    from ..fusions.registry import declared_options
     from ..layers.spec import canonical_layers
 
-    canonical = (replace(c, layers=canonical_layers(c.layers, num_layers=entry.num_layers)) if c.layers else c
-                 for c in configs)
-    return list({run_id(c): c for c in canonical}.values())
+    by_depth = {name: option.by_depth(entry.num_layers) for name, option in declared_options().items()
+                if option.default is None and option.by_depth is not None}
+
+    def canonical(c: TrainConfig) -> TrainConfig:
+        if c.layers:
+            c = replace(c, layers=canonical_layers(c.layers, num_layers=entry.num_layers))
+        written_out = {name: None for name, value in c.options if by_depth.get(name, object()) == value}
+        return replace(c, **written_out) if written_out else c
+
+    return list({run_id(c): c for c in map(canonical, configs)}.values())
 
 
 def refuse_other_entry(results: str, records, entry) -> None:

@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import tempfile
 
 from ..errors import LayerfuseError
+from ..files import writing
 from ..tasks import task_of
 from .card import hub_dataset_id, hub_model_id, model_card
 
@@ -125,19 +128,30 @@ def export_head(head: str, out: str, *, device: str | None = None) -> str:
     model.backbone.load_state_dict(backbone.model.cpu().state_dict())
     model.tagger.load_state_dict(tagger.cpu().state_dict())
     model.word_start.copy_(word_start_table(backbone.tokenizer, model.word_start.numel()))
-    os.makedirs(out, exist_ok=True)
-    model.save_pretrained(out)
-    tokenizer = backbone.tokenizer
-    # The model windows long inputs itself (config.max_length), as predict does: a pipeline that cut them at
-    # the backbone's positions would drop words, so the saved tokenizer sets no limit.
-    tokenizer.model_max_length = VERY_LARGE_INTEGER
-    _save_tokenizer(tokenizer, out)
-    card = os.path.join(out, "README.md")
-    with open(card, "w", encoding="utf-8") as f:
-        f.write(model_card(config, name=os.path.basename(os.path.normpath(out))))
-    for file in os.listdir(out):  # safetensors writes 0600: every file as readable as the card (the umask)
-        if os.path.isfile(os.path.join(out, file)):
-            same_mode(os.path.join(out, file), like=card)
+    # Written into a folder beside --out, then moved in file by file: a full disk leaves --out as it was,
+    # not a model folder with a config and no weights.
+    os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
+    work = tempfile.mkdtemp(prefix=f".{os.path.basename(os.path.normpath(out))}.", dir=os.path.dirname(
+        os.path.abspath(out)))
+    try:
+        with writing(os.path.join(out, "model.safetensors")):
+            model.save_pretrained(work)
+        tokenizer = backbone.tokenizer
+        # The model windows long inputs itself (config.max_length), as predict does: a pipeline that cut them
+        # at the backbone's positions would drop words, so the saved tokenizer sets no limit.
+        tokenizer.model_max_length = VERY_LARGE_INTEGER
+        _save_tokenizer(tokenizer, work)
+        card = os.path.join(work, "README.md")
+        with open(card, "w", encoding="utf-8") as f:
+            f.write(model_card(config, name=os.path.basename(os.path.normpath(out))))
+        files = sorted(os.listdir(work))
+        for file in files:  # safetensors writes 0600: every file as readable as the card (the umask)
+            same_mode(os.path.join(work, file), like=card)
+        os.makedirs(out, exist_ok=True)
+        for file in files:
+            os.replace(os.path.join(work, file), os.path.join(out, file))
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
     return out
 
 

@@ -19,6 +19,7 @@ import os
 from dataclasses import is_dataclass
 
 from layerfuse.errors import LayerfuseError
+from layerfuse.files import write_json, writing
 from layerfuse.tasks import task_of
 
 FORMAT = "layerfuse-head"
@@ -81,11 +82,11 @@ def save_checkpoint(path: str, tagger, *, tagger_kwargs: dict, layers, label_nam
         "versions": versions(),
         **(extra or {}),
     }
-    save_model(copy.deepcopy(tagger).cpu() if _on_gpu(tagger) else tagger, weights, metadata={"format": FORMAT})
+    with writing(weights):  # a full disk is an OSError naming the file, not safetensors' own error type
+        save_model(copy.deepcopy(tagger).cpu() if _on_gpu(tagger) else tagger, weights, metadata={"format": FORMAT})
     record[CHECKSUM] = file_sha256(weights)  # what load_checkpoint and a run record compare the weights with
     record[DESCRIPTION_CHECKSUM] = description_sha256(record)
-    with open(config_path, "w", encoding="utf-8") as f:
-        json.dump(record, f, indent=2)
+    write_json(config_path, record)
     same_mode(weights, like=config_path)
     return weights, config_path
 

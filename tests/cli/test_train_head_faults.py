@@ -118,3 +118,35 @@ def test_a_diverged_training_saves_no_head_and_fails_in_one_line(tiny_cache, tmp
 def test_a_bad_seed_device_or_layers_is_one_line(tiny_cache, tmp_path, args, needle):
     result = CliRunner().invoke(main, [*_train_head(tiny_cache, tmp_path), *args])
     assert result.exit_code in (1, 2) and "Traceback" not in result.output and needle in result.output, result.output
+
+
+def test_another_run_saved_into_out_while_this_one_trained_is_not_replaced(tiny_cache, tmp_path, monkeypatch):
+    """Two train-heads into one --out at once (other learning rates, one file name): the one that saves
+    second finds the first's record there, leaves it whole, and saves its own head elsewhere (it replaced
+    the first's head and record in silence)."""
+    import json
+
+    from layerfuse.training import loop
+
+    runs = tmp_path / "runs"
+    real = loop.train_head
+    other = {"config": {"fusion": "concat", "shots": 2, "epochs": 1, "seed": 0, "lr": 0.5}, "best_dev_f1": 0.25}
+
+    def trained_beside_another(*args, **kwargs):
+        result = real(*args, **kwargs)
+        runs.mkdir(exist_ok=True)  # the other train-head saved while this one trained
+        (runs / "concat-n2-e1-s0.json").write_text(json.dumps(other))
+        return result
+
+    monkeypatch.setattr(loop, "train_head", trained_beside_another)
+    monkeypatch.setenv("TMPDIR", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", None)
+    line = one_error_line(CliRunner().invoke(main, _train_head(tiny_cache, runs)))
+    assert "concat-n2-e1-s0.json holds another run (lr 0.5 there" in line and "saved in" in line
+    assert json.loads((runs / "concat-n2-e1-s0.json").read_text()) == other
+    assert sorted(os.listdir(runs)) == ["concat-n2-e1-s0.json"]  # no head of this run beside the other's record
+    (elsewhere,) = os.listdir(tmp_path / "tmp")
+    assert "concat-n2-e1-s0.head.safetensors" in os.listdir(tmp_path / "tmp" / elsewhere)

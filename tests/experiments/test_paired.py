@@ -1,5 +1,7 @@
 """The report's heads against base, paired by seed: the per-seed differences, only where both runs
-drew the same sample, each cell at its best learning rate; the section stays out of Figure 3's table."""
+drew the same sample, each cell at its best learning rate, each head against the base of its own
+settings; the section stays out of Figure 3's table. And what a report refuses or names: runs of two
+cache entries, step curves at an N no run has, a label set other than NER."""
 
 from __future__ import annotations
 
@@ -55,3 +57,56 @@ def test_the_report_has_the_section_and_figure_3_reads_only_its_first_table(tmp_
     assert "## Each head against base, paired by seed" in text and "| concat | 8 | 10 | +5.0 ± 0.0 (3) |" in text
     assert set(report.stats_from_table(text)) == {("base", 8, 10), ("concat", 8, 10)}
     assert report.stats_from_table(text)[("concat", 8, 10)] == pytest.approx((56.0, 2.5), abs=0.05)
+
+
+def test_rows_named_apart_by_a_setting_pair_with_the_base_of_that_setting(tmp_path):
+    """FE and FT runs in one file (or two --dev-sentences): every row is named by its mode, and each head
+    pairs with the base of its own mode (the section went missing: it looked for a row named "base")."""
+    records = [dict(r, run_id=f"{r['run_id']}-{mode}", config={**r["config"], "mode": mode})
+               for mode, gain in (("fe", 0.05), ("ft", 0.10))
+               for r in [_record(f, s, 0.5 + (f == "concat") * gain + s / 100) for f in ("base", "concat")
+                         for s in range(3)]]
+    text = open(report.render(records, str(tmp_path))["table"], encoding="utf-8").read()
+    assert "| concat (mode fe) | 8 | 10 | +5.0 ± 0.0 (3) |" in text
+    assert "| concat (mode ft) | 8 | 10 | +10.0 ± 0.0 (3) |" in text
+
+
+def test_a_report_over_two_cache_entries_is_refused(tmp_path):
+    """A results file put together by hand from two entries' sweeps: a row would average two datasets."""
+    from layerfuse.errors import LayerfuseError
+
+    records = [dict(_record("concat", s, 0.5), cache_key=key, dataset=key, run_id=f"c-{s}-{key}")
+               for key in ("wnut", "toy") for s in range(3)]
+    with pytest.raises(LayerfuseError, match="holds runs on 2 cache entries"):
+        report.render(records, str(tmp_path))
+
+
+def test_one_run_id_on_two_cache_entries_in_a_results_file_is_refused(tmp_path):
+    """Read by run id, the second entry's runs silently replaced the first's."""
+    import json
+
+    from layerfuse.errors import LayerfuseError
+    from layerfuse.experiments.results import read_results
+
+    path = tmp_path / "results.jsonl"
+    path.write_text("".join(json.dumps(dict(_record("concat", 0, 0.5), cache_key=key, dataset=key)) + "\n"
+                            for key in ("wnut", "toy")))
+    with pytest.raises(LayerfuseError, match=r"results.jsonl:2: run concat-n8-e10-s0\S* is there on two cache"):
+        read_results(str(path))
+
+
+def test_curve_shots_no_run_has_is_refused_naming_the_runs_n(tmp_path):
+    """`--report --curve-shots 2,16,all` where no run has N = 16 drew an empty panel titled "N = 16, 0 epochs"."""
+    from layerfuse.errors import LayerfuseError
+
+    records = [_record(f, s, 0.5, shots=n) for f in ("base", "concat") for s in range(2) for n in (2, 8)]
+    with pytest.raises(LayerfuseError, match=r"--curve-shots 16,all: no run has that N \(the runs' N: 2, 8\)"):
+        report.render(records, str(tmp_path), curve_shots=[2, 16, None])
+    assert "steps" in report.render(records, str(tmp_path), curve_shots=[2, 8])
+
+
+def test_the_report_names_a_label_set_other_than_ner(tmp_path):
+    records = [dict(r, config={**r["config"], "labels": "chunk"}) for r in
+               (_record(f, s, 0.5) for f in ("base", "concat") for s in range(2))]
+    text = open(report.render(records, str(tmp_path))["table"], encoding="utf-8").read()
+    assert text.startswith("# Sweep: m on d, chunk labels\n")

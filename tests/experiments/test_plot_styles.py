@@ -143,3 +143,18 @@ def test_figure_7_redrawn_from_the_committed_files(kept, tmp_path):
     assert min(xs) > 0 and max(xs) == 1
     labels = [t.get_text() for t in nu.axes[0].get_yticklabels() if t.get_text()]
     assert len(labels) >= 4 and all("10^" not in t and "times" not in t for t in labels)
+
+
+def test_spare_looks_differ_from_each_other_and_from_every_fusions():
+    """A head no fusion declares takes a colour and a shape by a hash of its name: two of the eight
+    colours were one (C9 is #17becf), so different rows of a report were drawn alike."""
+    from matplotlib.colors import to_hex
+
+    from layerfuse.experiments import plots
+    from layerfuse.fusions import FUSIONS
+
+    spare = [to_hex(c) for c in plots._SPARE_COLOURS]
+    declared = {to_hex(cls.style.colour) for cls in FUSIONS.values() if cls.style.colour}
+    assert len(set(spare)) == len(spare) and not set(spare) & declared
+    shapes = {cls.style.marker for cls in FUSIONS.values() if cls.style.marker}
+    assert len(set(plots._SPARE_MARKERS)) == len(plots._SPARE_MARKERS) and not set(plots._SPARE_MARKERS) & shapes

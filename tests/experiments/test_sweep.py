@@ -187,6 +187,21 @@ def test_the_default_layers_written_out_are_the_default_runs(tiny_cache, tmp_pat
         run_id({"fusion": "base", "shots": 2, "epochs": 2, "seed": 0})  # a record written with `all`
 
 
+def test_a_setting_written_at_the_value_its_default_picks_is_the_default_run(tiny_cache, tmp_path):
+    """`--extra-layers 1` on a backbone where the default picks 1 trained every run again and the
+    report showed "extra" and "extra (extra layers 1)", two rows of the same runs."""
+    small = ["--cache", tiny_cache, "--out", str(tmp_path), "--fusions", "extra", "--shots", "2", "--epochs", "1",
+             "--trials", "2", "--eval-points", "1", "--workers", "1"]
+    first = CliRunner().invoke(main, small)
+    assert first.exit_code == 0, first.output
+    again = CliRunner().invoke(main, [*small, "--extra-layers", "1"])  # the tiny cache has L = 2: one extra layer
+    assert again.exit_code == 0, again.output
+    assert "2 of 2 runs already in" in again.output and "extra layers 1" not in again.output
+    assert len(_lines(tmp_path / RESULTS)) == 2
+    deeper = CliRunner().invoke(main, [*small, "--extra-layers", "2"])
+    assert deeper.exit_code == 0 and "| extra (extra layers 2) |" in deeper.output, deeper.output
+
+
 def test_the_api_runs_the_default_layers_once_however_written(tiny_cache, tmp_path):
     """run_sweep trained `layers="1..L"` beside the default run: `all` alone was named the default."""
     from layerfuse.cache.reader import open_entry

@@ -183,6 +183,28 @@ def test_export_command(request, tmp_path_factory, exported, tmp_path):
     assert missing.exit_code == 1 and missing.output.startswith("error: ") and "nope.head" in missing.output
 
 
+def test_export_on_a_full_disk_leaves_no_half_made_model(request, tmp_path_factory, exported, tmp_path, monkeypatch):
+    """safetensors' own error for a full disk ("File too large (os error 27)") was a 35-line traceback,
+    and --out was left holding a config and no weights: now one line naming the file, --out untouched."""
+    from layerfuse.hf.modeling import LayerfuseForTokenClassification
+
+    run, _ = _exported(("word", "concat"), request, tmp_path_factory, exported)
+
+    def full(self, folder, **kwargs):
+        (tmp_path / "seen").write_text(str(folder))
+        with open(os.path.join(folder, "config.json"), "w") as f:
+            f.write("{}")
+        raise RuntimeError("Error while serializing: IoError(Os { code: 27, kind: FileTooLarge, message: "
+                           "\"File too large\" }) (os error 27)")
+
+    monkeypatch.setattr(LayerfuseForTokenClassification, "save_pretrained", full)
+    out = CliRunner().invoke(cli, ["export", run, "--out", str(tmp_path / "model")])
+    assert out.exit_code == 1 and "Traceback" not in out.output, out.output
+    assert out.output.strip() == f"error: File too large ({tmp_path / 'model' / 'model.safetensors'})"
+    assert not (tmp_path / "model").exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["seen"]  # the folder it wrote into is gone too
+
+
 def test_importing_the_model_module_first_registers_it_without_a_warning():
     """`layerfuse.hf.modeling` imports transformers' auto classes, which fire the registration hook while
     the module is half defined: it must register itself once defined, not warn."""

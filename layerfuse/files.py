@@ -1,0 +1,63 @@
+"""Writing a user's files so that a kill, a full disk or a second process never leaves half of one,
+nor loses one: JSON written whole or not at all, one writer at a time in a folder, and a library's
+write error (safetensors' "File too large (os error 27)") raised as the `OSError` it is, naming the file.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import json
+import os
+import re
+from contextlib import contextmanager
+
+
+def write_json(path: str, obj, *, indent: int | None = 2) -> None:
+    """``obj`` as JSON at ``path``, whole: written beside it, flushed to disk, then renamed over it, so a
+    reader (or a rerun after a full disk) finds the old file or the new one, never an empty one."""
+    tmp = f"{path}.{os.getpid()}.tmp"
+    try:
+        with open(tmp, "w", encoding="utf-8") as f:
+            json.dump(obj, f, indent=indent)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            os.remove(tmp)
+        raise OSError(exc.errno, exc.strerror, path) from None  # the file meant, not the temporary one
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.remove(tmp)
+        raise
+
+
+@contextmanager
+def folder_locked(folder: str):
+    """``folder`` (made if missing) held by this process alone for the block: an exclusive lock on the
+    folder itself, so no lock file is left among the user's files."""
+    os.makedirs(folder, exist_ok=True)
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)  # released when the descriptor is closed
+        yield
+    finally:
+        os.close(fd)
+
+
+@contextmanager
+def writing(path: str):
+    """A library's error while writing ``path`` that carries an OS error number only in its text (the
+    ``SafetensorError`` of a full disk) raised as that `OSError`, naming ``path``: one line at the CLI."""
+    try:
+        yield
+    except OSError:
+        raise
+    except Exception as exc:
+        found = re.search(r"os error (\d+)", str(exc))
+        if found is None:
+            raise
+        number = int(found.group(1))
+        raise OSError(number, os.strerror(number) or errno.errorcode.get(number, "error"), path) from exc

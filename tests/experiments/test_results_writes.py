@@ -1,0 +1,67 @@
+"""What a sweep writes survives a full disk and a second sweep: a results line is written whole or the
+sweep fails naming the file (a short write was a line silently cut, the run missing from the report), a
+run is recorded once however many sweeps ran it, a kept head's run record is never left empty, and one
+damaged by other means is named in one line (it was a traceback on every rerun)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from layerfuse.errors import LayerfuseError
+from layerfuse.experiments.heads import kept_heads
+from layerfuse.experiments.results import append_result, read_results
+from layerfuse.files import write_json
+
+RECORD = {"run_id": "concat-n2-e1-s0-abc", "config": {"fusion": "concat", "shots": 2, "epochs": 1, "seed": 0},
+          "best_dev_f1": 0.5, "pad": "x" * 4000}
+
+
+def test_a_run_already_in_the_file_is_not_written_again(tmp_path):
+    path = str(tmp_path / "results.jsonl")
+    assert append_result(path, RECORD)
+    assert not append_result(path, {**RECORD, "best_dev_f1": 0.6})  # a second sweep that ran it too
+    lines = (tmp_path / "results.jsonl").read_text().splitlines()
+    assert len(lines) == 1 and json.loads(lines[0])["best_dev_f1"] == 0.5
+    assert append_result(path, {**RECORD, "run_id": "concat-n2-e1-s1-def"})
+
+
+def test_a_short_write_is_an_error_naming_the_file(tmp_path):
+    """Under a file size limit (`ulimit -f`) the line is cut: the sweep must fail, naming results.jsonl."""
+    path = tmp_path / "results.jsonl"
+    code = f"""
+import json, resource
+from layerfuse.experiments.results import append_result
+resource.setrlimit(resource.RLIMIT_FSIZE, (2048, 2048))
+try:
+    append_result({str(path)!r}, json.loads({json.dumps(json.dumps(RECORD))}))
+except OSError as exc:
+    print("OSError", exc.filename, exc.strerror)
+else:
+    print("written")
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.stdout.split(None, 2)[:2] == ["OSError", str(path)], out.stdout + out.stderr
+    assert read_results(str(path)) == {}  # the cut line is never read as a run
+    assert append_result(str(path), RECORD)  # the rerun records it, on a line of its own
+    assert len(read_results(str(path))) == 1
+
+
+def test_write_json_leaves_the_old_file_when_the_new_one_cannot_be_written(tmp_path):
+    path = tmp_path / "run.json"
+    write_json(str(path), {"kept": 1})
+    with pytest.raises(TypeError):
+        write_json(str(path), {"kept": object()})  # fails halfway through the dump
+    assert json.loads(path.read_text()) == {"kept": 1}
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run.json"]
+
+
+def test_a_damaged_kept_head_record_is_named_in_one_line(tmp_path):
+    heads = tmp_path / "heads"
+    heads.mkdir()
+    (heads / "concat-n2-e1-s0-abc.json").write_text("")  # emptied: a full disk under an older version
+    with pytest.raises(LayerfuseError, match=r"concat-n2-e1-s0-abc\.json is not a kept head's run record"):
+        kept_heads(str(heads))
