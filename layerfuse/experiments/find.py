@@ -42,10 +42,13 @@ def resolve_entry(*, cache: str | None = None, model: str | None = None, dataset
     from ..extract.models import DEFAULT_MODEL
 
     root = cache_root(cache_dir)
-    complete = [e for e in list_entries(root, sizes=False) if e.complete and e.fields["task"] == task.name]
+    found = [e for e in list_entries(root, sizes=False) if e.fields["task"] == task.name]
+    complete = [e for e in found if e.complete]
     if not complete:
-        raise LayerfuseError(f"no complete {task.name} cache entry under {root}; run `extract{task.flag}` first "
-                              f"or pass --cache PATH")
+        unfinished = "; ".join(f"{e.model} on {e.dataset}" for e in found)  # killed, or still being written
+        raise LayerfuseError(f"no complete {task.name} cache entry under {root}; " + (
+            f"rerun the `extract` that made {unfinished} to finish it" if found else
+            f"run `extract{task.flag}` first") + " or pass --cache PATH")
     if any(e.model == DEFAULT_MODEL and e.dataset == task.default_dataset for e in complete):
         return _entry_for(model=None, dataset=None, cache_dir=cache_dir, options=options, log=log, progress=progress)
     if len(complete) == 1:  # nothing to choose between

@@ -58,7 +58,8 @@ def test_an_extraction_killed_between_splits_is_incomplete_until_rerun(killed_be
     assert verify(path) == [f"{path}: split test was asked for and is not finished (rerun `extract` to finish it)"]
     with pytest.raises(IncompleteEntryError, match="split.s. test were asked for"):
         resolve_entry(cache=path)
-    with pytest.raises(LayerfuseError, match="no complete ner cache entry"):
+    with pytest.raises(LayerfuseError, match="no complete ner cache entry .*; rerun the `extract` that made .* to "
+                                             "finish it"):  # not "run extract first": it was run
         resolve_entry(cache_dir=root)
     # The resolver of --model/--dataset finishes it: only test is extracted, train and dev are reused.
     logged = []
