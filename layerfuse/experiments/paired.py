@@ -36,6 +36,7 @@ def ci_cell(values: list[float], *, signed: bool = False) -> str:
     if not values:
         return "-"
     mean, half = ci95(values)
+    mean = round(mean, 1) or 0.0  # a mean that rounds to zero is 0.0, never "-0.0"
     return f"{mean:{'+' if signed else ''}.1f} ± {half:.1f} ({len(values)})"
 
 

@@ -18,7 +18,7 @@ from dataclasses import fields
 from typing import NamedTuple
 
 import numpy as np
-from matplotlib.ticker import FuncFormatter
+from matplotlib.ticker import FuncFormatter, MaxNLocator
 
 from ..errors import LayerfuseError
 from ..fusions.config import FusionConfig
@@ -281,7 +281,7 @@ def draw_f1_vs_shots(stats: dict[tuple, tuple[float, float]], path: str, *, ylab
                 ax.fill_between(shots, np.clip(mean - half, *limits), np.clip(mean + half, *limits), where=banded,
                                 color=style["color"], alpha=BAND_ALPHA, linewidth=0)
         ax.set_xscale("log", base=2)
-        _style(ax, title=f"{cap} epochs", xlabel="N-shot")
+        _style(ax, title=f"{cap} epoch{'s' * (cap != 1)}", xlabel="N-shot")
     note = (f"no interval drawn where a cell has fewer than {MIN_TRIALS} trials "
             f"(n = {', '.join(map(str, few))})") if few else ""
     return _save(fig, axes, path, ylabel=ylabel, title=title, heads=heads, note=note,
@@ -305,7 +305,8 @@ def plot_f1_vs_step(records, path: str, *, shots: list[int | None], epochs: int 
             steps = [e["step"] for e in runs[0]["evals"]]
             curves = np.array([[e[m.step] for e in r["evals"]] for r in runs if len(r["evals"]) == len(steps)])
             ax.plot(steps, m.scale * curves.mean(0), markersize=2, linewidth=1.2, label=head, **head_style(head))
-        _style(ax, title=f"N = {n or 'all'}, {cap} epochs", xlabel="step")
+        _style(ax, title=f"N = {n or 'all'}, {cap} epoch{'s' * (cap != 1)}", xlabel="step")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # steps are whole: no tick at 1.25
     return _save(fig, axes, path, ylabel=f"dev {m.name}{dev_axis(records)}", title=title, heads=heads)
 
 
@@ -399,13 +400,13 @@ def _save(fig, axes, path: str, *, ylabel: str, title: str, heads: list[str], ba
     axes[0][0].set_ylabel(ylabel, fontsize=8)
     drawn = {name for ax in axes[0] for name in ax.get_legend_handles_labels()[1]}
     handles, names = legend_handles([h for h in heads if h in drawn], band=band)
-    if handles:
-        axes[0][-1].legend(handles, names, fontsize=7, loc="lower right")
+    if handles:  # beside the last panel, not on it: inside, it covered the points of a single N
+        axes[0][-1].legend(handles, names, fontsize=7, loc="center left", bbox_to_anchor=(1.02, 0.5))
     if title or note:
         width = int(fig.get_figwidth() * CHARS_PER_INCH)  # a one-panel figure is narrow: wrap, never clip
         fig.suptitle("\n".join(textwrap.fill(t, width) for t in (title, note) if t), fontsize=9)
     fig.tight_layout()
-    fig.savefig(path)
+    fig.savefig(path, bbox_inches="tight")  # the legend beside the panels and a long title, whole
     plt.close(fig)
     return path
 
