@@ -34,12 +34,15 @@ def write_json(path: str, obj, *, indent: int | None = 2) -> None:
         raise
 
 
+LOCK_FILE = ".layerfuse.lock"  # in each folder a writer locks: a file, since NFS locks a directory itself not at all
+
+
 @contextmanager
 def folder_locked(folder: str):
-    """``folder`` (made if missing) held by this process alone for the block: an exclusive lock on the
-    folder itself, so no lock file is left among the user's files."""
+    """``folder`` (made if missing) held by this process alone for the block: an exclusive lock on its
+    `LOCK_FILE` (empty; left there for the next writer)."""
     os.makedirs(folder, exist_ok=True)
-    fd = os.open(folder, os.O_RDONLY)
+    fd = os.open(os.path.join(folder, LOCK_FILE), os.O_WRONLY | os.O_CREAT, 0o644)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)  # released when the descriptor is closed
         yield

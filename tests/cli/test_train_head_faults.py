@@ -147,6 +147,6 @@ def test_another_run_saved_into_out_while_this_one_trained_is_not_replaced(tiny_
     line = one_error_line(CliRunner().invoke(main, _train_head(tiny_cache, runs)))
     assert "concat-n2-e1-s0.json holds another run (lr 0.5 there" in line and "saved in" in line
     assert json.loads((runs / "concat-n2-e1-s0.json").read_text()) == other
-    assert sorted(os.listdir(runs)) == ["concat-n2-e1-s0.json"]  # no head of this run beside the other's record
+    assert sorted(os.listdir(runs)) == [".layerfuse.lock", "concat-n2-e1-s0.json"]  # no head of this run there
     (elsewhere,) = os.listdir(tmp_path / "tmp")
     assert "concat-n2-e1-s0.head.safetensors" in os.listdir(tmp_path / "tmp" / elsewhere)

@@ -47,7 +47,7 @@ def test_best_keeps_one_head_per_cell_and_records_who_won(tmp_path):
     assert all(r["checkpoint"] is None and r["keep_heads"] == "best" for r in lines)  # a later run may replace it
     assert records[winner]["head_sha256"] and records[run_id(_config(0))]["head_sha256"]  # both kept when recorded
     on_disk = sorted(os.listdir(heads_dir(str(results))))
-    assert on_disk == sorted([*(os.path.basename(p) for rid in (winner, dwatt)
+    assert on_disk == sorted([".layerfuse.lock", *(os.path.basename(p) for rid in (winner, dwatt)
                                          for p in head_files("", rid))])
     beside = json.loads(open(head_files(heads_dir(str(results)), winner)[2]).read())
     assert beside["checkpoint"] == f"{winner}.head.safetensors"  # relative to the run record itself
