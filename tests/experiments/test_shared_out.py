@@ -13,6 +13,7 @@ import pytest
 
 from layerfuse.experiments.heads import cell_of, kept_heads
 from layerfuse.experiments.results import RESULTS, read_results
+from layerfuse.files import LOCK_FILE
 
 pytestmark = pytest.mark.slow  # starts two sweep processes
 
@@ -39,7 +40,7 @@ def test_two_sweeps_on_one_out_run_every_run_once(tiny_cache, tmp_path):
     assert a.wait(timeout=300) == 0 and b.wait(timeout=300) == 0, a.stderr.read() + b.stderr.read()
     ids = _ids(tmp_path)
     assert len(ids) == len(set(ids)) == 16
-    assert not os.listdir(tmp_path / "claims")  # every claim released
+    assert not _held(tmp_path / "claims")  # every claim released
     # The two sweeps kept one head per cell between them (the best of its 2 trials), and only those.
     records = read_results(str(tmp_path / RESULTS))
     kept = list(kept_heads(str(tmp_path / "heads")).values())
@@ -48,16 +49,21 @@ def test_two_sweeps_on_one_out_run_every_run_once(tiny_cache, tmp_path):
     assert len(list((tmp_path / "heads").glob("*.head.safetensors"))) == 8
 
 
+def _held(claims) -> list[str]:
+    """The claims in a claims folder (its lock file aside: sweeps taking over a dead claim take turns on it)."""
+    return [name for name in os.listdir(claims) if name != LOCK_FILE]
+
+
 @pytest.mark.parametrize("pack", [1, 3])
 def test_a_killed_sweeps_claimed_run_is_taken_over(tiny_cache, tmp_path, pack):
     a = _sweep(tiny_cache, tmp_path, pack)
     claims = tmp_path / "claims"
     deadline = time.time() + 120
-    while not (claims.exists() and os.listdir(claims)) and time.time() < deadline:
+    while not (claims.exists() and _held(claims)) and time.time() < deadline:
         time.sleep(0.02)
     os.killpg(a.pid, signal.SIGKILL)  # the sweep and its worker: its claim stays behind
     a.wait()
-    held = os.listdir(claims)
+    held = _held(claims)
     assert held and len(_ids(tmp_path)) < 16, "the sweep finished before the kill: it proved nothing"
     b = _sweep(tiny_cache, tmp_path, pack)
     assert b.wait(timeout=300) == 0, b.stderr.read()
