@@ -30,6 +30,17 @@ def http_refusal(exc: BaseException) -> str | None:
     return f"{exc.request_info.real_url} answered {exc.status} {exc.message}{hint}"
 
 
+def out_of_memory(exc: BaseException) -> str | None:
+    """One line for running out of memory (Python's MemoryError, torch's allocators on a CPU or a GPU),
+    with what to lower; None for any other error."""
+    text = (str(exc).strip().splitlines() or [""])[0]
+    if not (isinstance(exc, MemoryError) or type(exc).__name__ == "OutOfMemoryError"
+            or "can't allocate memory" in text or "out of memory" in text.lower()):
+        return None
+    return (f"out of memory{f' ({text[:200]})' if text else ''}: lower --batch-size or --token-budget, "
+            "shorten what one batch holds, or free memory")
+
+
 RESUMES = "interrupted; rerun the same command to resume"
 
 
@@ -57,8 +68,8 @@ def friendly_errors(fn=None, *, interrupted: str = RESUMES):
         except KeyboardInterrupt:
             click.echo(interrupted, err=True)
             sys.exit(130)
-        except Exception as exc:
-            refusal = http_refusal(exc)
+        except Exception as exc:  # MemoryError included
+            refusal = http_refusal(exc) or out_of_memory(exc)
             if refusal is None:
                 raise
             settle_reads()

@@ -144,6 +144,8 @@ class UnitEncoder:
         ends = []  # per batch, [L+1, 2] min and max of each layer's values before narrowing
         prepared = self._prepared(tok, rows, range(first, last), lo, hi)
         for inputs, (pos, dest, weight) in _ahead(prepared) if ahead else prepared:
+            if not len(pos):  # a window of a long sentence whose words all lie in the next unit (or the last)
+                continue
             hidden = self.forward(*inputs, grad=grad)
             if out is None:
                 dtype = storage if weight is None else torch.float32  # mean pooling sums in float32

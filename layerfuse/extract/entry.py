@@ -92,6 +92,8 @@ class ExtractConfig:
             raise LayerfuseError(f"--labels needs a task with word labels, not --task {self.task}")
         if self.token_budget is not None and self.token_budget < 8:
             raise LayerfuseError(f"--token-budget {self.token_budget} is too small")
+        if self.unit_rows is not None and not 1 <= self.unit_rows <= MAX_UNIT_ROWS:  # 0 once meant the default
+            raise LayerfuseError(f"--unit-rows {self.unit_rows} is outside 1..{MAX_UNIT_ROWS} (rows per shard)")
         if task.masks_inputs and not self.read().default:
             raise LayerfuseError(f"--columns, --tokens-field and --tags-field name where the tags are: "
                                  f"--task {self.task} has none")
@@ -219,13 +221,16 @@ def special_counts(config: ExtractConfig, tokenizer) -> tuple[int, int]:
     return len(before), len(after)
 
 
+MAX_UNIT_ROWS = 65536  # the largest unit `default_unit_rows` picks; a larger one only grows the memory of a unit
+
+
 def default_unit_rows(n_layers: int, dim: int, nbytes: int) -> int:
     """A power of two near 256 MiB per shard, between 256 and 65536 rows. Sentences are length-
     sorted within a unit, so larger units pad less (measured: 32768 rows forward 15-25% faster than
     8192 for MiniLM on CPU); the cost is memory, one unit in float32 at a time."""
     nbytes = max(nbytes, 2)  # int8 units are encoded in float32 first: sized as float16's, same memory
     target = (256 << 20) // (n_layers * dim * nbytes)
-    return int(min(65536, max(256, 1 << max(0, target.bit_length() - 1))))
+    return int(min(MAX_UNIT_ROWS, max(256, 1 << max(0, target.bit_length() - 1))))
 
 
 def default_token_budget(device) -> int:

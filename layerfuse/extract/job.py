@@ -118,8 +118,13 @@ class SplitJob:
             self._tagged_rows() if self.blocks is None else self._masked_rows())
         n_layers, dim = info.num_layers + 1, info.hidden_size
         unit_rows = config.unit_rows or default_unit_rows(n_layers, dim, codec_of(config.dtype).value_bytes)
-        token_budget = stored_setting(self.run.path, self.split, "token_budget",
-                                      config.token_budget or default_token_budget(self.run.device))
+        # A resume keeps the budget its split was started with (the bytes then match); one given anew and
+        # different starts the split again, as another --unit-rows does, and says so (it was ignored).
+        started = stored_setting(self.run.path, self.split, "token_budget", None)
+        token_budget = config.token_budget or started or default_token_budget(self.run.device)
+        if started and token_budget != started and self.run.ranks.main:
+            self.run.log(f"{self.split}: --token-budget {token_budget}, not the {started} it was started with: "
+                         "starting it again")
         self.plan = SplitPlan(n_layers=n_layers, dim=dim, dtype=config.dtype, offsets=offsets, labels=labels,
                               words=words, unit_rows=unit_rows, plan_id=self._plan_id(unit_rows, token_budget),
                               word_index=word_index, attrs={"token_budget": token_budget, **extra}, arrays=arrays)

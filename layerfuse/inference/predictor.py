@@ -44,14 +44,15 @@ class Predictor:
         if isinstance(sentences, str) or any(isinstance(s, str) for s in sentences):  # a string tagged per character
             raise LayerfuseError("tag() takes sentences as lists of words; split a text first with "
                                  "[w for w, _, _ in predictor.words(text)]")
-        out = []
+        out: list = [None] * len(sentences)
         with torch.inference_mode():
-            for i in range(0, len(sentences), batch_size):
-                chunk = sentences[i:i + batch_size]
+            for batch in _batches([len(s) for s in sentences], batch_size):
+                chunk = [sentences[i] for i in batch]
                 hidden, mask = self.backbone(chunk, self.layers)
                 pred = self.head(hidden, mask).argmax(-1).cpu().numpy()  # [B, T]
                 rows = self._word_rows(chunk)
-                out += [[self.label_names[t] for t in pred[b, rows[b]]] for b in range(len(chunk))]
+                for b, i in enumerate(batch):
+                    out[i] = [self.label_names[t] for t in pred[b, rows[b]]]
         return out
 
     def _word_rows(self, sentences: list[list[str]]) -> list:
@@ -69,6 +70,22 @@ class Predictor:
             word = tok.word_of_sub[tok.sub_offsets[b]:tok.sub_offsets[b + 1]]  # every word has a subword (or UNK)
             rows.append(np.flatnonzero(np.concatenate([[True], word[1:] != word[:-1]])))
         return rows
+
+
+ROWS_PER_BATCH = 8192  # padded words a batch of `Predictor.tag` holds: [B, T, L, d] stays bounded by it
+
+
+def _batches(lengths: list[int], batch_size: int, rows: int = ROWS_PER_BATCH) -> list[list[int]]:
+    """The sentences' indices, longest first, in batches of at most ``batch_size`` sentences padded to at
+    most ``rows`` words (a longer sentence alone): in file order, one 5,000-word sentence padded the 31
+    beside it to its length, 16 GB at roberta-large's shape."""
+    batches: list[list[int]] = []
+    for i in sorted(range(len(lengths)), key=lambda i: -lengths[i]):
+        if batches and len(batches[-1]) < batch_size and (len(batches[-1]) + 1) * lengths[batches[-1][0]] <= rows:
+            batches[-1].append(i)
+        else:
+            batches.append([i])
+    return batches
 
 
 def load_head(checkpoint: str, *, device=None):

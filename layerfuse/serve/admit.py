@@ -18,9 +18,10 @@ import os
 import re
 from pathlib import Path
 
+from ..extract.entry import MAX_UNIT_ROWS
 from ..extract.formats.registry import looks_like_path
 
-UNIT_ROWS = (256, 65536)  # rows per shard a job may ask for: the range `default_unit_rows` picks from
+UNIT_ROWS = (256, MAX_UNIT_ROWS)  # rows per shard a job may ask for: the range `default_unit_rows` picks from
 log = logging.getLogger("layerfuse.serve")
 
 # "FILE:LINE: reason: 'the line'", "FILE:LINE (--columns ner=1): ..." as the dataset readers word

@@ -85,3 +85,12 @@ def test_predict_with_nothing_to_tag_says_what_was_given(tmp_path, args, said):
 
     result = CliRunner().invoke(main, ["predict", "--head", str(tmp_path / "none.head"), *args])
     assert one_error_line(result) == f"error: nothing to tag: {said}"
+
+
+@pytest.mark.parametrize("rows", ["-5", "0", "1000000000"])
+def test_unit_rows_out_of_range_is_one_line(tmp_path, tiny_bert_dir, tiny_conll_dir, rows):
+    """The hidden --unit-rows: -5 and 10^9 were numpy's and zarr's tracebacks, 0 the default in silence."""
+    result = CliRunner().invoke(extract_main, ["--model", str(tiny_bert_dir), "--dataset", str(tiny_conll_dir),
+                                               "--cache-dir", str(tmp_path / "cache"), "--unit-rows", rows, "--quiet"])
+    assert one_error_line(result) == f"error: --unit-rows {rows} is outside 1..65536 (rows per shard)"
+    assert not (tmp_path / "cache").exists() or not any((tmp_path / "cache").iterdir())

@@ -150,3 +150,18 @@ def test_another_run_saved_into_out_while_this_one_trained_is_not_replaced(tiny_
     assert sorted(os.listdir(runs)) == [".layerfuse.lock", "concat-n2-e1-s0.json"]  # no head of this run there
     (elsewhere,) = os.listdir(tmp_path / "tmp")
     assert "concat-n2-e1-s0.head.safetensors" in os.listdir(tmp_path / "tmp" / elsewhere)
+
+
+@pytest.mark.parametrize("raised", [MemoryError(), RuntimeError(
+    "DefaultCPUAllocator: can't allocate memory: you tried to allocate 1638400000 bytes. Error code 12")])
+def test_running_out_of_memory_is_one_line_saying_what_to_lower(tiny_cache, tmp_path, monkeypatch, raised):
+    """A batch too large for the machine ended in a 16-frame torch traceback (or MemoryError's)."""
+    from layerfuse.training import loop
+
+    def out_of_memory(*args, **kwargs):
+        raise raised
+
+    monkeypatch.setattr(loop, "train_head", out_of_memory)
+    line = one_error_line(CliRunner().invoke(main, _train_head(tiny_cache, tmp_path / "runs")))
+    assert line.startswith("error: out of memory") and "lower --batch-size or --token-budget" in line
+    assert ("1638400000 bytes" in line) == isinstance(raised, RuntimeError)

@@ -15,7 +15,8 @@ from layerfuse.extract.run import ExtractConfig, extract
 
 
 def _run(model_dir, data_dir, root, **kw):
-    config = ExtractConfig(model=str(model_dir), dataset=str(data_dir), cache_dir=str(root), unit_rows=256, **kw)
+    kw.setdefault("unit_rows", 256)
+    config = ExtractConfig(model=str(model_dir), dataset=str(data_dir), cache_dir=str(root), **kw)
     return extract(config, progress=False, log=lambda m: None)
 
 
@@ -100,6 +101,25 @@ def test_windowed_words_match_a_direct_forward_of_their_window(tiny_bert_dir, tm
     # width = 32 - 2 specials = 30, stride 15: windows start at 0, 15, 30; word 0 from the first.
     np.testing.assert_allclose(got[:5], _direct(tiny_bert_dir, words[:30], pooling="first")[:5], rtol=1e-4, atol=1e-5)
     np.testing.assert_allclose(got[-5:], _direct(tiny_bert_dir, words[30:], pooling="first")[-5:], rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("pooling", ["first", "mean"])
+def test_a_long_sentence_across_a_unit_boundary(tiny_bert_dir, tmp_path, pooling):
+    """A windowed sentence whose rows straddle two units: a window with no word in one of them gave
+    that unit an empty batch, and extraction died in `aminmax` (a 40-line traceback, every rerun)."""
+    from conftest import write_conll
+
+    long = [w for w in ("the big new paris said " * 20).split()]  # 100 words: windows of 30
+    sentences = [(["paris"], ["O"])] * 240 + [(long, ["O"] * len(long))] + [(["the"], ["O"])] * 20
+    d = tmp_path / "data"
+    d.mkdir()
+    write_conll(d / "train.txt", sentences)
+    units = {rows: _run(tiny_bert_dir, d, tmp_path / f"c{rows}", dtype="float32", pooling=pooling, unit_rows=rows,
+                        token_budget=32)  # one window a batch, as a 512-position model on a CPU has it
+             for rows in (256, 1024)}  # rows 240..339 cross 256 in the first; one unit in the second
+    small, whole = (open_entry(units[rows].path).split("train").hidden() for rows in (256, 1024))
+    assert small.shape[0] == whole.shape[0] == 360
+    np.testing.assert_allclose(small, whole, rtol=1e-5, atol=1e-6)
 
 
 def test_second_run_reuses_and_changed_option_makes_new_entry(tiny_bert_dir, tiny_conll_dir, tmp_path):

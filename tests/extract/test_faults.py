@@ -47,3 +47,30 @@ def test_disk_full_mid_write_then_resume(tiny_bert_dir, tiny_conll_dir, tmp_path
     assert out.exit_code == 0, out.output
     split = open_entry(str(path)).split("train")
     assert split.n_rows == 1116 and np.all(np.abs(split.hidden(layers=[2]).astype(np.float32)).sum(-1) > 0)
+
+
+def test_a_resume_with_another_token_budget_starts_the_split_again_and_says_so(tiny_bert_dir, tiny_conll_dir,
+                                                                                tmp_path, monkeypatch):
+    """A split started with a too-large --token-budget kept it on every resume: the corrected flag was
+    ignored without a word, and the same out-of-memory came back until `rm`."""
+    import layerfuse.cache.shard as shard
+
+    original, writes = shard._write_file, {"n": 0}
+
+    def filling_up(path, out, size, **options):
+        writes["n"] += 1
+        if writes["n"] > 1:
+            raise OSError(errno.ENOSPC, "No space left on device", str(path))
+        return original(path, out, size, **options)
+
+    monkeypatch.setattr(shard, "_write_file", filling_up)
+    args = ["--model", str(tiny_bert_dir), "--dataset", str(tiny_conll_dir), "--cache-dir", str(tmp_path),
+            "--unit-rows", "256", "--splits", "train", "--quiet"]
+    assert CliRunner().invoke(main, [*args, "--token-budget", "512"]).exit_code == 1  # one unit written
+    monkeypatch.setattr(shard, "_write_file", original)
+    again = CliRunner().invoke(main, [*args, "--token-budget", "256"])
+    assert again.exit_code == 0, again.output
+    assert "train: --token-budget 256, not the 512 it was started with: starting it again" in again.output
+    assert "resuming train" not in again.output
+    path = next(p for p in tmp_path.iterdir() if p.is_dir())
+    assert zarr.open_group(str(path), mode="r")["train"].attrs["token_budget"] == 256

@@ -155,3 +155,16 @@ def test_tag_refuses_a_string_for_a_sentence(checkpoint):
     with pytest.raises(LayerfuseError, match="takes sentences as lists of words"):
         tagger.tag(["EU rejects German call"])
     assert len(tagger.tag([["EU", "rejects", "German", "call"]])[0]) == 4
+
+
+def test_tag_batches_hold_a_bounded_number_of_padded_words():
+    """`Predictor.tag` batched 32 sentences in file order: one very long sentence padded the others to
+    its length ([B, T, L, d] grew with the longest sentence times the batch)."""
+    from layerfuse.inference.predictor import _batches
+
+    lengths = [10] * 40 + [5000] + [3] * 5
+    batches = _batches(lengths, 32, rows=8192)
+    assert sorted(i for b in batches for i in b) == list(range(len(lengths)))  # each sentence once
+    assert all(len(b) <= 32 and len(b) * max(lengths[i] for i in b) <= 8192 or len(b) == 1 for b in batches)
+    assert [40] in batches  # the long one alone
+    assert _batches([9000], 32, rows=8192) == [[0]]  # longer than the budget: alone, still tagged
