@@ -208,7 +208,8 @@ def _print_estimate(est: Estimate, *, task: str) -> None:
                    f"has measured a rate)")
     else:
         click.echo(f"estimated time: {_duration(est.seconds)} for {est.words_to_write:,} {words} at "
-                   f"{est.rate:,.0f} {words}/s, as measured by {est.rate_source}")
+                   f"{est.rate:,.0f} {words}/s, as measured by {est.rate_source} (loading the model and "
+                   "tokenizing come on top)")
 
 
 def _duration(seconds: float) -> str:
