@@ -45,6 +45,9 @@ class EntryLock:
                     self.fs.rm(self.lease_path)
             except FileNotFoundError:
                 pass
+            except Exception:  # the store unreachable: the lease expires by itself, and the error that
+                if exc[0] is None:  # ended the run (the same store gone, most likely) is the one to show
+                    raise
 
     def _acquire_file_lock(self):
         from filelock import FileLock, Timeout
@@ -68,7 +71,8 @@ class EntryLock:
         told = False
         while True:
             lease = self._read_lease()
-            if lease and lease.get("owner") != self.owner and lease.get("expires", 0) > time.time():
+            if (lease and lease.get("owner") != self.owner and lease.get("expires", 0) > time.time()
+                    and not _dead_here(lease.get("owner", ""))):
                 if not told:
                     self.log(f"another extract ({lease.get('owner')}) holds {self.path}; waiting for it to finish")
                     told = True
@@ -94,3 +98,19 @@ class EntryLock:
     def _renew(self):
         while not self._stop.wait(self.lease_seconds / 3):
             self._write_lease()
+
+
+def _dead_here(owner: str) -> bool:
+    """Whether a lease's owner (``host:pid:nonce``) was a process of this host that is gone: its lease is
+    taken at once, not after it expires (a rerun after a failed extract waited two minutes)."""
+    host, _, rest = owner.partition(":")
+    pid = rest.partition(":")[0]
+    if host != os.uname().nodename or not pid.isdigit():
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:  # another user's live process
+        return False
+    return False

@@ -16,7 +16,7 @@ from ..tasks import DEFAULT_TASK
 from . import label_sets, manifest
 from .codec import DEFAULT_DTYPE, SCALES, codec_of
 from .layout import ENTRY_NAME, KEY_FIELDS, OPTIONAL_KEY_FIELDS, PLAN, is_remote, local_path
-from .store import CorruptMetadataError, MissingChunkError, checked_store, open_group
+from .store import CorruptMetadataError, MissingChunkError, checked_store, open_group, shard_keys
 
 # An MLM entry's masking (in its key too): two entries masked with other seeds are told apart by it.
 MASKING_FIELDS = ("block_size", "mlm_probability", "mask_seed")
@@ -310,6 +310,8 @@ def _missing_files(path: str, group) -> list[str]:
         if not g.attrs.get("complete"):
             continue
         files = dict(g.attrs.get("files") or {})
+        if "hidden" in files and "hidden" in g:  # a shard lost before the split was finished (older versions)
+            files["hidden"] = sorted(set(files["hidden"]) | set(shard_keys(g["hidden"])))
         for name, info in sets.items():
             if split in (info.get("files") or {}):
                 files[label_sets.array_name(dict(group.attrs), name)] = info["files"][split]

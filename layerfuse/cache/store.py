@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 
@@ -187,6 +188,14 @@ def files_of(group: zarr.Group, names=None) -> dict[str, list[str]]:
         if names is None or name in names:
             out[name] = [k for k in sync(listed(f"{array.path}/c/")) if k.startswith("c/")]
     return out
+
+
+def shard_keys(array) -> list[str]:
+    """The key of every object a whole ``array`` stores (``c/0/0/0``: one per shard, or per chunk when it
+    is not sharded), in grid order: a finished ``hidden`` holds each one (empty chunks are written too)."""
+    block = array.shards or array.chunks
+    grid = (range(-(-n // b)) for n, b in zip(array.shape, block))
+    return ["c/" + "/".join(map(str, index)) for index in itertools.product(*grid)]
 
 
 def settle_reads(timeout: float = 5.0) -> None:

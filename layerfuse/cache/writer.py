@@ -22,7 +22,7 @@ from . import manifest
 from .codec import CODECS, SCALES, Codec, codec_of
 from .layout import PLAN, is_remote, local_path
 from .shard import remove_stale_partials, shard_files
-from .store import CHECKSUM, SMALL_ARRAY_CODECS, files_of, open_group
+from .store import CHECKSUM, SMALL_ARRAY_CODECS, files_of, open_group, shard_keys
 
 LABEL_SET_PREFIX = "labels."  # label_sets.ARRAY_PREFIX (that module imports this one's neighbours)
 STORAGE_DTYPES = {name: codec.stored for name, codec in CODECS.items()}  # the ``hidden`` array's dtype per format
@@ -113,8 +113,25 @@ class SplitWriter:
             return cls(_create_split(root, split, plan), plan)
 
     def pending_units(self) -> list[int]:
+        """The units to write: those not flagged, and those flagged whose shard is gone (`lost_units`)."""
         done = self.done[:]
-        return [u for u in range(self.plan.n_units) if not done[u]]
+        lost = set(self.lost_units()) if done.any() else set()
+        return [u for u in range(self.plan.n_units) if not done[u] or u in lost]
+
+    def lost_units(self) -> list[int]:
+        """Units flagged written whose shards of ``hidden`` are not in the store (deleted, or dropped by an
+        object store, after the flag): a resume trusted the flag, and the split read them as zeros."""
+        if self.writes == "none":  # timing only: nothing is stored
+            return []
+        stored = set(files_of(self.group, ["hidden"]).get("hidden", []))
+        rows = (self.hidden.shards or self.hidden.chunks)[0]  # rows one stored object holds
+        gone = {int(key.split("/")[1]) for key in shard_keys(self.hidden) if key not in stored}  # by row block
+        lost = []
+        for unit in np.flatnonzero(self.done[:]):
+            lo, hi = self.plan.unit_range(int(unit))
+            if gone & set(range(lo // rows, (hi - 1) // rows + 1)):
+                lost.append(int(unit))
+        return lost
 
     def write_unit(self, unit: int, rows: np.ndarray, *, scales: np.ndarray | None = None) -> None:
         """rows: [unit rows, L+1, d] float32 or stored already (int8 with its ``scales`` when quantised
@@ -136,6 +153,11 @@ class SplitWriter:
         self.done[unit] = True
 
     def finish(self, stats: dict) -> None:
+        lost = self.lost_units()
+        if lost:  # never complete with a hole: a rerun writes these units again
+            raise LayerfuseError(f"split {self.group.path}: unit(s) {', '.join(map(str, lost[:5]))} are flagged "
+                                 "written but their shards are gone from the store; rerun the same command to "
+                                 "write them again")
         stats = {**stats, **self.codec.finish_attrs(None if self.scales is None else self.scales[:])}
         # The chunk files written, so readers and `verify` tell a lost file from a chunk never stored
         # (label sets, written later, list theirs in their own record).

@@ -30,6 +30,20 @@ def http_refusal(exc: BaseException) -> str | None:
     return f"{exc.request_info.real_url} answered {exc.status} {exc.message}{hint}"
 
 
+def unreachable(exc: BaseException) -> str | None:
+    """One line for a remote cache root that cannot be reached or read (botocore's errors: no
+    credentials, an endpoint that does not answer; aiohttp's: a server gone mid-read), found anywhere in
+    the chain zarr and fsspec raise them through; None for any other error."""
+    seen = 0
+    while exc is not None and seen < 10:
+        module = type(exc).__module__
+        if module.startswith(("botocore", "aiohttp")):
+            text = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+            return f"the cache root could not be read ({type(exc).__name__}: {text[:300]})"
+        exc, seen = exc.__cause__ or exc.__context__, seen + 1
+    return None
+
+
 def out_of_memory(exc: BaseException) -> str | None:
     """One line for running out of memory (Python's MemoryError, torch's allocators on a CPU or a GPU),
     with what to lower; None for any other error."""
@@ -69,7 +83,7 @@ def friendly_errors(fn=None, *, interrupted: str = RESUMES):
             click.echo(interrupted, err=True)
             sys.exit(130)
         except Exception as exc:  # MemoryError included
-            refusal = http_refusal(exc) or out_of_memory(exc)
+            refusal = http_refusal(exc) or out_of_memory(exc) or unreachable(exc)
             if refusal is None:
                 raise
             settle_reads()

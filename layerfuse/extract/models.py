@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -70,15 +71,21 @@ def _fingerprint_dir(path: Path) -> str:
     return "sha256:" + h.hexdigest()[:16]
 
 
+# transformers imports its classes lazily, and two threads that first reach for one at once fail
+# ("cannot import name 'AutoConfig'"): the server reads the configs of jobs submitted side by side.
+_TRANSFORMERS_FIRST_USE = threading.Lock()
+
+
 def load_config(name: str | None, *, trust_remote_code: bool = False):
     """The model's config (no weights), with a clear one-line error when it cannot be had."""
     display, path = resolve_model_path(name)
     if not Path(path).exists() and not hub_reachable():
         go_offline()  # only the local HF cache can answer; without this the HF libraries retry for a minute
-    from transformers import AutoConfig
-
     try:
-        return display, path, AutoConfig.from_pretrained(path, trust_remote_code=trust_remote_code)
+        with _TRANSFORMERS_FIRST_USE:
+            from transformers import AutoConfig
+
+            return display, path, AutoConfig.from_pretrained(path, trust_remote_code=trust_remote_code)
     except OSError as exc:
         if Path(path).exists():
             raise LayerfuseError(f"cannot load a model from {path}: {str(exc).splitlines()[0]}") from exc

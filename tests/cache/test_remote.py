@@ -77,6 +77,29 @@ def test_a_live_lease_makes_a_second_writer_wait(s3_root):
     assert order == ["first releases", "second"] and "waiting" in messages[0]
 
 
+def test_a_lease_of_a_dead_process_of_this_host_is_taken_at_once(s3_root):
+    """A rerun after a failed extract waited for the dead run's lease to expire (two minutes)."""
+    import json
+    import os
+    import subprocess
+    import sys
+    import time
+
+    import fsspec
+
+    from layerfuse.cache.lock import EntryLock
+
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    path = s3_root + "/entry"
+    fs, base = fsspec.core.url_to_fs(path)
+    fs.pipe_file(base + ".lock", json.dumps({"owner": f"{os.uname().nodename}:{gone.stdout.strip()}:dead",
+                                             "expires": time.time() + 120}).encode())
+    messages, t0 = [], time.perf_counter()
+    with EntryLock(path, log=messages.append, poll_seconds=0.2):
+        pass
+    assert time.perf_counter() - t0 < 10 and not messages
+
+
 def test_bytes_on_disk_reads_a_fresh_listing(s3_root):
     # a resumed extraction wrote units through zarr's own filesystem after this one had listed the split:
     # the stale listing ended the run in "error: <object path>" with the other splits never extracted

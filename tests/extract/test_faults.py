@@ -74,3 +74,53 @@ def test_a_resume_with_another_token_budget_starts_the_split_again_and_says_so(t
     assert "resuming train" not in again.output
     path = next(p for p in tmp_path.iterdir() if p.is_dir())
     assert zarr.open_group(str(path), mode="r")["train"].attrs["token_budget"] == 256
+
+
+def test_a_shard_lost_after_its_unit_was_flagged_is_written_again(tiny_bert_dir, tiny_conll_dir, tmp_path,
+                                                                   monkeypatch):
+    """An object store lost a shard (or it was deleted) between the run that flagged its unit and the
+    resume: the resume trusted the flag and finished the split with those rows all zeros, and `verify`
+    passed. Now the resume writes the unit again, and the entry equals one never interrupted."""
+    import layerfuse.cache.shard as shard
+    from layerfuse.cache.manage import verify
+
+    original, writes = shard._write_file, {"n": 0}
+
+    def filling_up(path, out, size, **options):
+        writes["n"] += 1
+        if writes["n"] > 2:
+            raise OSError(errno.ENOSPC, "No space left on device", str(path))
+        return original(path, out, size, **options)
+
+    args = ["--model", str(tiny_bert_dir), "--dataset", str(tiny_conll_dir), "--unit-rows", "256", "--splits",
+            "train", "--quiet"]
+    assert CliRunner().invoke(main, [*args, "--cache-dir", str(tmp_path / "ref")]).exit_code == 0
+    monkeypatch.setattr(shard, "_write_file", filling_up)
+    assert CliRunner().invoke(main, [*args, "--cache-dir", str(tmp_path / "c")]).exit_code == 1  # two units done
+    monkeypatch.setattr(shard, "_write_file", original)
+    path = next(p for p in (tmp_path / "c").iterdir() if p.is_dir())
+    (path / "train" / "hidden" / "c" / "0" / "0" / "0").unlink()  # lost after its unit was flagged
+    again = CliRunner().invoke(main, [*args, "--cache-dir", str(tmp_path / "c")])
+    assert again.exit_code == 0, again.output
+    assert "resuming train: 1 of 5 units already cached" in again.output
+    ref = next(p for p in (tmp_path / "ref").iterdir() if p.is_dir())
+    np.testing.assert_array_equal(open_entry(str(path)).split("train").hidden(),
+                                  open_entry(str(ref)).split("train").hidden())
+    assert verify(str(path)) == []
+
+
+def test_verify_finds_a_shard_a_finished_split_never_recorded(tiny_bert_dir, tiny_conll_dir, tmp_path):
+    """A split finished by an older version with a hole (its record lists what was there, not what the
+    plan wrote): `verify` names the missing shard from the array's own grid."""
+    from layerfuse.cache.manage import verify
+
+    args = ["--model", str(tiny_bert_dir), "--dataset", str(tiny_conll_dir), "--unit-rows", "256", "--splits",
+            "train", "--quiet", "--cache-dir", str(tmp_path)]
+    assert CliRunner().invoke(main, args).exit_code == 0
+    path = next(p for p in tmp_path.iterdir() if p.is_dir())
+    (path / "train" / "hidden" / "c" / "2" / "0" / "0").unlink()
+    split = zarr.open_group(str(path / "train"), mode="r+")
+    files = dict(split.attrs["files"])
+    files["hidden"] = [k for k in files["hidden"] if k != "c/2/0/0"]
+    split.attrs["files"] = files
+    assert any("array train/hidden, chunk c/2/0/0 is missing" in p for p in verify(str(path)))

@@ -1,0 +1,44 @@
+"""A remote cache root that cannot be read is one line, whatever chain zarr and fsspec raise the
+cause through (it was 90 to 950 lines of botocore's or aiohttp's traceback)."""
+
+from __future__ import annotations
+
+import click
+import pytest
+from cli_output import one_error_line
+from click.testing import CliRunner
+
+from layerfuse.cli.errors import friendly_errors
+
+
+def _raising(exc: BaseException):
+    @click.command()
+    @friendly_errors
+    def command():
+        try:
+            raise exc
+        except BaseException as cause:
+            raise RuntimeError("zarr's read failed") from cause  # as zarr and fsspec pass it on
+
+    return command
+
+
+def test_no_credentials_and_an_endpoint_that_does_not_answer_are_one_line():
+    botocore = pytest.importorskip("botocore.exceptions")
+    line = one_error_line(CliRunner().invoke(_raising(botocore.NoCredentialsError())))
+    assert line == "error: the cache root could not be read (NoCredentialsError: Unable to locate credentials)"
+    down = botocore.EndpointConnectionError(endpoint_url="http://127.0.0.1:5099/bkt")
+    line = one_error_line(CliRunner().invoke(_raising(down)))
+    assert "EndpointConnectionError" in line and "http://127.0.0.1:5099/bkt" in line
+
+
+def test_a_server_gone_mid_read_is_one_line():
+    aiohttp = pytest.importorskip("aiohttp")
+    gone = aiohttp.ClientPayloadError("Response payload is not completed (received 0 of 786436 bytes)")
+    line = one_error_line(CliRunner().invoke(_raising(gone)))
+    assert line.startswith("error: the cache root could not be read (ClientPayloadError: Response payload")
+
+
+def test_any_other_error_is_still_raised():
+    result = CliRunner().invoke(_raising(ValueError("a bug")))
+    assert result.exit_code == 1 and isinstance(result.exception, RuntimeError)
