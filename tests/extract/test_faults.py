@@ -4,6 +4,7 @@ rerun resumes it."""
 from __future__ import annotations
 
 import errno
+from contextlib import contextmanager
 
 import numpy as np
 import pytest
@@ -49,25 +50,34 @@ def test_disk_full_mid_write_then_resume(tiny_bert_dir, tiny_conll_dir, tmp_path
     assert split.n_rows == 1116 and np.all(np.abs(split.hidden(layers=[2]).astype(np.float32)).sum(-1) > 0)
 
 
-def test_a_resume_with_another_token_budget_starts_the_split_again_and_says_so(tiny_bert_dir, tiny_conll_dir,
-                                                                                tmp_path, monkeypatch):
-    """A split started with a too-large --token-budget kept it on every resume: the corrected flag was
-    ignored without a word, and the same out-of-memory came back until `rm`."""
+@contextmanager
+def _disk_full_after(shards: int):
+    """The disk fills once ``shards`` shards of ``hidden`` are written; space is free again after the block."""
     import layerfuse.cache.shard as shard
 
     original, writes = shard._write_file, {"n": 0}
 
     def filling_up(path, out, size, **options):
         writes["n"] += 1
-        if writes["n"] > 1:
+        if writes["n"] > shards:
             raise OSError(errno.ENOSPC, "No space left on device", str(path))
         return original(path, out, size, **options)
 
-    monkeypatch.setattr(shard, "_write_file", filling_up)
+    shard._write_file = filling_up
+    try:
+        yield
+    finally:
+        shard._write_file = original
+
+
+def test_a_resume_with_another_token_budget_starts_the_split_again_and_says_so(tiny_bert_dir, tiny_conll_dir,
+                                                                                tmp_path):
+    """A split started with a too-large --token-budget kept it on every resume: the corrected flag was
+    ignored without a word, and the same out-of-memory came back until `rm`."""
     args = ["--model", str(tiny_bert_dir), "--dataset", str(tiny_conll_dir), "--cache-dir", str(tmp_path),
             "--unit-rows", "256", "--splits", "train", "--quiet"]
-    assert CliRunner().invoke(main, [*args, "--token-budget", "512"]).exit_code == 1  # one unit written
-    monkeypatch.setattr(shard, "_write_file", original)
+    with _disk_full_after(1):
+        assert CliRunner().invoke(main, [*args, "--token-budget", "512"]).exit_code == 1  # one unit written
     again = CliRunner().invoke(main, [*args, "--token-budget", "256"])
     assert again.exit_code == 0, again.output
     assert "train: --token-budget 256, not the 512 it was started with: starting it again" in again.output
@@ -76,28 +86,17 @@ def test_a_resume_with_another_token_budget_starts_the_split_again_and_says_so(t
     assert zarr.open_group(str(path), mode="r")["train"].attrs["token_budget"] == 256
 
 
-def test_a_shard_lost_after_its_unit_was_flagged_is_written_again(tiny_bert_dir, tiny_conll_dir, tmp_path,
-                                                                   monkeypatch):
+def test_a_shard_lost_after_its_unit_was_flagged_is_written_again(tiny_bert_dir, tiny_conll_dir, tmp_path):
     """An object store lost a shard (or it was deleted) between the run that flagged its unit and the
     resume: the resume trusted the flag and finished the split with those rows all zeros, and `verify`
     passed. Now the resume writes the unit again, and the entry equals one never interrupted."""
-    import layerfuse.cache.shard as shard
     from layerfuse.cache.manage import verify
-
-    original, writes = shard._write_file, {"n": 0}
-
-    def filling_up(path, out, size, **options):
-        writes["n"] += 1
-        if writes["n"] > 2:
-            raise OSError(errno.ENOSPC, "No space left on device", str(path))
-        return original(path, out, size, **options)
 
     args = ["--model", str(tiny_bert_dir), "--dataset", str(tiny_conll_dir), "--unit-rows", "256", "--splits",
             "train", "--quiet"]
     assert CliRunner().invoke(main, [*args, "--cache-dir", str(tmp_path / "ref")]).exit_code == 0
-    monkeypatch.setattr(shard, "_write_file", filling_up)
-    assert CliRunner().invoke(main, [*args, "--cache-dir", str(tmp_path / "c")]).exit_code == 1  # two units done
-    monkeypatch.setattr(shard, "_write_file", original)
+    with _disk_full_after(2):
+        assert CliRunner().invoke(main, [*args, "--cache-dir", str(tmp_path / "c")]).exit_code == 1  # two units
     path = next(p for p in (tmp_path / "c").iterdir() if p.is_dir())
     (path / "train" / "hidden" / "c" / "0" / "0" / "0").unlink()  # lost after its unit was flagged
     again = CliRunner().invoke(main, [*args, "--cache-dir", str(tmp_path / "c")])
