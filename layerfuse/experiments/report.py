@@ -373,7 +373,8 @@ def plot_layers_used(records, path: str, *, nu: list | None = None, title: str =
         axes[1][0].yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
         axes[1][0].yaxis.set_minor_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
         axes[1][0].tick_params(labelsize=6, which="both")
-        axes[1][0].set_ylabel("ν (rank-layers,\nlower = better)", fontsize=7)
+        # on all of train, where auto:K scores a run's own few-shot sample: the two can rank layers apart
+        axes[1][0].set_ylabel("ν on all of train\n(lower = better)", fontsize=7)
         axes[1][0].grid(alpha=0.3)
     axes[-1][0].set_xticks(range(len(layers)), [str(x) for x in layers], fontsize=7)
     axes[-1][0].set_xlabel("layer", fontsize=8)
