@@ -128,11 +128,11 @@ def export_head(head: str, out: str, *, device: str | None = None) -> str:
     model.backbone.load_state_dict(backbone.model.cpu().state_dict())
     model.tagger.load_state_dict(tagger.cpu().state_dict())
     model.word_start.copy_(word_start_table(backbone.tokenizer, model.word_start.numel()))
-    # Written into a folder beside --out, then moved in file by file: a full disk leaves --out as it was,
-    # not a model folder with a config and no weights.
-    os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
-    work = tempfile.mkdtemp(prefix=f".{os.path.basename(os.path.normpath(out))}.", dir=os.path.dirname(
-        os.path.abspath(out)))
+    # Written into a hidden folder inside --out, then moved up file by file: a full disk leaves --out as it
+    # was (and no --out at all if this made it), not a model folder with a config and no weights.
+    made = not os.path.isdir(out)
+    os.makedirs(out, exist_ok=True)
+    work = tempfile.mkdtemp(prefix=".export-", dir=out)
     try:
         with writing(os.path.join(out, "model.safetensors")):
             model.save_pretrained(work)
@@ -147,11 +147,14 @@ def export_head(head: str, out: str, *, device: str | None = None) -> str:
         files = sorted(os.listdir(work))
         for file in files:  # safetensors writes 0600: every file as readable as the card (the umask)
             same_mode(os.path.join(work, file), like=card)
-        os.makedirs(out, exist_ok=True)
         for file in files:
             os.replace(os.path.join(work, file), os.path.join(out, file))
-    finally:
+    except BaseException:
         shutil.rmtree(work, ignore_errors=True)
+        if made:
+            shutil.rmtree(out, ignore_errors=True)
+        raise
+    shutil.rmtree(work, ignore_errors=True)
     return out
 
 
