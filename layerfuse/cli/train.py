@@ -266,9 +266,10 @@ def _refuse_another_run(path: str, config: TrainConfig, entry) -> None:
 
 
 def _save_somewhere(result, data, entry, config: TrainConfig, *, out: str, load_seconds: float) -> str:
-    """`_save` to ``out``; when that fails late (the disk filled, the folder was made read-only during the
-    training) the trained head is not lost: it is saved to a new folder of the system's temporary folder,
-    and the one line names both."""
+    """`_save` to ``out``, one train-head at a time, checking again that no other run was saved under this
+    run's file name while it trained; when that fails late (another run there, the disk filled, the folder
+    made read-only) the trained head is not lost: it is saved to a new folder of the system's temporary
+    folder, and the one line names both."""
     from ..files import folder_locked
 
     try:
