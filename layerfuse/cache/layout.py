@@ -34,6 +34,7 @@ OPTIONAL_KEY_FIELDS = ("special_tokens",)
 PLAN = "planned_splits"
 # The cache-root variable of the package's former name, read when $LAYERFUSE_HOME is unset.
 RENAMED_HOME_ENV = "LAYERCACHE_HOME"
+_SAID: list = []  # the notice below, once given
 
 
 def cache_root(cache_dir: str | os.PathLike | None = None) -> str:
@@ -44,9 +45,11 @@ def cache_root(cache_dir: str | os.PathLike | None = None) -> str:
     if env:
         return env
     old = os.environ.get(RENAMED_HOME_ENV)
-    if old:  # the variable of the project's former name: still read, once said so
-        sys.stderr.write(f"note: ${RENAMED_HOME_ENV} is read as $LAYERFUSE_HOME (the package was renamed "
-                         "from layercache, a name taken on PyPI by an unrelated project); set $LAYERFUSE_HOME\n")
+    if old:  # the variable of the project's former name: still read, said so once a process
+        if not _SAID:
+            sys.stderr.write(f"note: ${RENAMED_HOME_ENV} is read as $LAYERFUSE_HOME (the package was renamed "
+                             "from layercache, a name taken on PyPI by an unrelated project); set $LAYERFUSE_HOME\n")
+            _SAID.append(True)
         return old
     return os.path.join(os.path.expanduser("~"), ".cache", "layerfuse")
 

@@ -29,7 +29,7 @@ def main(head, out, device, run, best):
     from ..hf.export import export_head
 
     if run is not None or best or os.path.isfile(os.path.join(head, RESULTS)):
-        head = sweep_head(head, run=run, best=best)
+        head = sweep_head(head, run=run, best=best, log=lambda message: click.echo(message, err=True))
     folder = export_head(head, out, device=device)
     click.echo(f"exported {head} -> {folder} (load: import layerfuse; "
                f"transformers.pipeline('token-classification', model={folder!r}))")

@@ -24,7 +24,7 @@ import os
 from ..errors import LayerfuseError
 from ..files import folder_locked, write_json
 from ..tasks import task_of
-from .results import RESULTS, append_result, read_results, recorded, refuse_mixed_metrics, run_id
+from .results import RESULTS, append_result, read_results, recorded, refuse_mixed_metrics, run_id, scored_by
 
 KEEP_HEADS = ("none", "best", "all")
 SWEEP_KEEPS = "best"  # what `sweep` keeps unless told (scripts' grids, `run_grid`, keep none)
@@ -137,9 +137,11 @@ def _delete(folder: str, rid: str) -> None:
             os.remove(path)
 
 
-def sweep_head(folder: str, *, run: str | None = None, best: bool = False) -> str:
+def sweep_head(folder: str, *, run: str | None = None, best: bool = False, log=None) -> str:
     """The run record of a head a sweep kept in ``folder`` (its --out), for `export`: run ``run``'s;
-    with ``best``, the best kept run of ``run``'s cell, or without ``run`` the best kept run of the sweep."""
+    with ``best``, the best kept run of ``run``'s cell, or without ``run`` the best kept run of the sweep.
+    ``log`` is told when a run that kept no head scored better (run before heads were kept, or under
+    --keep-heads none): the head exported is then the best kept, not the best run."""
     results = os.path.join(folder, RESULTS)
     if not os.path.isfile(results):
         raise LayerfuseError(f"{folder} holds no {RESULTS}: not the --out folder of a sweep")
@@ -158,6 +160,12 @@ def sweep_head(folder: str, *, run: str | None = None, best: bool = False) -> st
             raise LayerfuseError(f"no head kept for {where} (the sweep ran with --keep-heads none?)")
         refuse_mixed_metrics(in_cell, results)  # an accuracy is no better or worse than an F1
         record = max(in_cell, key=dev_rank)
+        scope = [r for r in records.values() if (cell is None or cell_of(r["config"]) == cell)
+                 and scored_by(r) == scored_by(record)]
+        top = max(scope, key=dev_rank)
+        if log is not None and dev_rank(top) > dev_rank(record) and top["run_id"] not in kept:
+            log(f"note: run {top['run_id']} scored better on dev but kept no head (it ran before heads were kept, "
+                f"or under --keep-heads none); exporting the best kept head, run {record['run_id']}")
     elif run in kept:
         record = kept[run]
     else:

@@ -23,6 +23,7 @@ from layerfuse.files import write_json, writing
 from layerfuse.tasks import task_of
 
 FORMAT = "layerfuse-head"
+FORMERLY = ("layercache-head",)  # the format's name before the package's rename: the same heads, read alike
 FORMAT_VERSION = 3  # 2: the tagger records every fusion's own settings (version 1 heads lack one); 3: MLM heads
 # Each task writes its own `Task.checkpoint_version`: NER heads still say 2 (nothing in them changed), so
 # older readers keep reading them; MLM heads say 3, which older readers refuse by name instead of failing
@@ -110,7 +111,7 @@ def read_checkpoint_meta(path: str) -> dict:
     except json.JSONDecodeError as exc:
         raise LayerfuseError(f"{config_path} is not valid JSON (line {exc.lineno}, column {exc.colno}): "
                              f"{exc.msg}") from None
-    if meta.get("format") != FORMAT:
+    if meta.get("format") not in (FORMAT, *FORMERLY):
         raise LayerfuseError(f"{config_path} is not a layerfuse head checkpoint (format {meta.get('format')!r})")
     if meta.get("format_version", 0) > FORMAT_VERSION:
         raise LayerfuseError(f"{config_path} has format version {meta['format_version']}; this layerfuse "

@@ -82,6 +82,23 @@ def test_all_and_none(tmp_path):
         sweep_head(str(nothing.parent), run=rid)
 
 
+def test_best_names_a_better_run_that_kept_no_head(tmp_path):
+    """An older sweep's --out (no heads kept) extended with a seed: --best exported the one kept head as
+    the best although an older run had scored higher on dev, and said nothing."""
+    results = tmp_path / RESULTS
+    record_run(str(results), _finished(results, 0, 0.9), keep="none")  # before heads were kept
+    record_run(str(results), _finished(results, 1, 0.6), keep="best")
+    said = []
+    beside = sweep_head(str(tmp_path), best=True, log=said.append)
+    assert os.path.basename(beside) == f"{run_id(_config(1))}.json"  # the best kept head, still exported
+    assert said == [f"note: run {run_id(_config(0))} scored better on dev but kept no head (it ran before heads "
+                    f"were kept, or under --keep-heads none); exporting the best kept head, run {run_id(_config(1))}"]
+    record_run(str(results), _finished(results, 2, 0.95), keep="best")  # now the best run is kept: nothing to say
+    said.clear()
+    sweep_head(str(tmp_path), best=True, log=said.append)
+    assert said == []
+
+
 def test_sweep_then_export_of_its_best_run_loads_in_a_pipeline(tiny_cache, tmp_path):
     from transformers import pipeline
 

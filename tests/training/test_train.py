@@ -18,7 +18,7 @@ from layerfuse.errors import LayerfuseError
 from layerfuse.fusions import FUSIONS, parameter_budget
 from layerfuse.layers import parse_layers
 from layerfuse.training import TrainConfig, train_head
-from layerfuse.training.checkpoint import load_checkpoint, save_checkpoint
+from layerfuse.training.checkpoint import FORMERLY, load_checkpoint, save_checkpoint
 from layerfuse.training.data import (
     IGNORE,
     SplitArrays,
@@ -304,9 +304,12 @@ def test_bf16_runs_track_float32_runs(data, fusion):
 
 def test_a_first_release_checkpoint_loads_and_predicts_the_same():
     """A DWAtt head saved by the first release (format 1, no layer_score: the paper's unscaled score
-    ran) loads with that score and gives the logits that release computed."""
+    ran; the file as that release wrote it, under the package's former name) loads with that score and
+    gives the logits that release computed."""
     here = Path(__file__).resolve().parents[1] / "data"
     tagger, meta = load_checkpoint(str(here / "first-release-dwatt.head"))
+    former = FORMERLY[0]  # the file keeps the name it was written under, not edited to today's
+    assert meta["format"] == former and former.removesuffix("-head") in meta["versions"]
     assert meta["format_version"] == 1 and tagger.fusion.layer_score == "paper"
     expected = json.loads((here / "first-release-dwatt.logits.json").read_text())
     hidden = torch.randn(*expected["shape"], generator=torch.Generator().manual_seed(expected["input_seed"]))
