@@ -24,13 +24,11 @@ def write_json(path: str, obj, *, indent: int | None = 2) -> None:
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
-    except OSError as exc:
+    except BaseException as exc:
         with contextlib.suppress(OSError):
             os.remove(tmp)
-        raise OSError(exc.errno, exc.strerror, path) from None  # the file meant, not the temporary one
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.remove(tmp)
+        if isinstance(exc, OSError):  # named by the file meant, not the temporary one
+            raise OSError(exc.errno, exc.strerror, path) from None
         raise
 
 

@@ -13,6 +13,9 @@ forever. `die_with_parent` is a pool initializer's first call in the worker:
   either is gone, it exits.
 
 Both hold for every start method (spawn, fork, forkserver): they look only at the worker itself.
+
+`exists` is the one test of whether a process still exists, which the watch uses and so do the owners
+of leases, claims and half-written shards (`gone_here`: a process of this host that is gone).
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from __future__ import annotations
 import ctypes
 import os
 import signal
+import socket
 import sys
 import threading
 
@@ -67,12 +71,22 @@ def _watch(parent: int, origin: int) -> None:
 
 def _orphaned(parent: int, origin: int) -> bool:
     """Re-parented (the parent's id is no longer ours), or ``origin`` no longer exists."""
-    if os.getppid() != parent:
-        return True
+    return os.getppid() != parent or not exists(origin)
+
+
+def exists(pid) -> bool:
+    """Whether process ``pid`` exists. One of another user counts (pid reuse: not ours to judge), and so
+    does a pid that is no number (nothing to judge by)."""
     try:
-        os.kill(origin, 0)
+        os.kill(int(pid), 0)
     except ProcessLookupError:
-        return True
-    except PermissionError:  # exists, under another user (pid reuse): not ours to judge
         return False
-    return False
+    except (PermissionError, TypeError, ValueError):
+        return True
+    return True
+
+
+def gone_here(host, pid) -> bool:
+    """Whether the owner ``host``/``pid`` of a lease or a claim was a process of this host that no longer
+    exists: its lease or claim is taken at once, not after it expires."""
+    return host == socket.gethostname() and not exists(pid)

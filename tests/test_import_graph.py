@@ -16,7 +16,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "layerfuse"
 # Bottom to top. A module may import its own package and any package of a lower layer; packages of
 # one layer are independent of each other. ``layerfuse`` is the package's own __init__.
 LAYERS = (
-    ("errors", "versions", "display", "hub", "lifeline", "files"),  # imports nothing of the project
+    ("errors", "versions", "display", "hub", "lifeline", "files", "seeds"),  # imports nothing of the project
     ("tasks", "transfer", "device"),  # the task registry (no torch); host arrays onto the device; --device checked
     ("cache", "fusions", "layers"),  # the on-disk format; the heads (torch only); the layer specs
     ("precision",),  # the forward-pass precisions: one table for extraction and training

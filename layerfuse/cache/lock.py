@@ -15,6 +15,7 @@ import threading
 import time
 import uuid
 
+from ..lifeline import gone_here
 from .layout import is_remote, local_path
 
 
@@ -71,8 +72,9 @@ class EntryLock:
         told = False
         while True:
             lease = self._read_lease()
+            host, pid = (str(lease.get("owner", "")).split(":") + [""])[:2]  # an owner is host:pid:nonce
             if (lease and lease.get("owner") != self.owner and lease.get("expires", 0) > time.time()
-                    and not _dead_here(lease.get("owner", ""))):
+                    and not gone_here(host, pid)):
                 if not told:
                     self.log(f"another extract ({lease.get('owner')}) holds {self.path}; waiting for it to finish")
                     told = True
@@ -99,18 +101,3 @@ class EntryLock:
         while not self._stop.wait(self.lease_seconds / 3):
             self._write_lease()
 
-
-def _dead_here(owner: str) -> bool:
-    """Whether a lease's owner (``host:pid:nonce``) was a process of this host that is gone: its lease is
-    taken at once, not after it expires (a rerun after a failed extract waited two minutes)."""
-    host, _, rest = owner.partition(":")
-    pid = rest.partition(":")[0]
-    if host != os.uname().nodename or not pid.isdigit():
-        return False
-    try:
-        os.kill(int(pid), 0)
-    except ProcessLookupError:
-        return True
-    except PermissionError:  # another user's live process
-        return False
-    return False

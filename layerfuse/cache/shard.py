@@ -27,6 +27,7 @@ import google_crc32c
 import numpy as np
 
 from ..errors import LayerfuseError
+from ..lifeline import exists
 
 EMPTY = np.uint64(2**64 - 1)  # index entry of a chunk that is not stored
 PAGE = 4096  # O_DIRECT wants buffers, offsets and lengths in whole pages
@@ -126,21 +127,11 @@ def remove_stale_partials(array_dir: str | os.PathLike) -> list[Path]:
     removed = []
     for tmp in Path(array_dir).glob(f"c/**/.*{PARTIAL}"):
         pid = tmp.name[: -len(PARTIAL)].rsplit(".", 1)[-1]
-        if pid.isdecimal() and _alive(int(pid)):
+        if pid.isdecimal() and exists(int(pid)):
             continue
         tmp.unlink(missing_ok=True)
         removed.append(tmp)
     return removed
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # someone else's process
-        return True
-    return True
 
 
 _BUFFER = np.empty(0, dtype=np.uint8)

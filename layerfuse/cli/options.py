@@ -13,6 +13,7 @@ from ..extract.run import ExtractConfig
 from ..fusions.config import QUERY_LAYERS
 from ..fusions.options import UNSET, Option
 from ..fusions.registry import declared_options, owned_options
+from ..seeds import SEED_LIMIT, is_seed
 from ..tasks import TASKS, task_of
 from ..training.config import PAPER_LR, TrainConfig
 from .progress import show_progress
@@ -113,15 +114,13 @@ def cache_options(fn):
 cache_dir_option = click.option("--cache-dir", default=None, help=CACHE_DIR_HELP)
 device_option = click.option("--device", default=None, help="torch device. Default: cuda when present, else cpu.")
 quiet_option = click.option("--quiet", is_flag=True, help="No progress bar.")
-# A seed feeds numpy's and torch's generators: 0..2^32-1 is what both (and every library's seed option) take.
-SEED_LIMIT = 2**32
 SEED = click.IntRange(0, SEED_LIMIT - 1)
 
 
 def seed_item(text: str) -> int:
     """One seed of a comma-separated list (probe's --seeds), checked as `SEED` checks --seed."""
     seed = int(text)
-    if not 0 <= seed < SEED_LIMIT:
+    if not is_seed(seed):
         raise ValueError(text)
     return seed
 

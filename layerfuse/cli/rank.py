@@ -67,9 +67,10 @@ def main(cache, model, dataset, cache_dir, read, labels, split, shots, seed, max
     labels = data.labels if sentences is None else data.labels[data.rows_of(sentences)]
     counts = np.bincount(labels[labels >= 0], minlength=len(entry.label_names))
     tag_counts = {name: int(n) for name, n in zip(entry.label_names, counts) if n}
-    # auto:K picks from 1..L, so the embedding output (layer 0) is scored and ranked but never marked best:
-    # the marked layers are the ones `train-head --layers auto:K` would fuse.
-    pool = [s for s in scores if s[0] != 0] or scores
+    # The marked layers are the ones `train-head --layers auto:K` would fuse: picked from auto's own candidates
+    # (1..L), so the embedding output (layer 0) is scored and ranked but never marked best.
+    picks_from = parse_layers("auto:1", num_layers=entry.num_layers).candidates
+    pool = [s for s in scores if s[0] in picks_from] or scores
     best = list(spec.fused(scores)) if spec.k else pick_layers(pool, min(top, len(pool)))
     ranks = _ranks(scores)
     model_name, dataset_name = _name(entry.meta.get("model", "?")), _name(entry.meta.get("dataset", "?"))

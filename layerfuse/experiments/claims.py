@@ -18,6 +18,7 @@ import threading
 import time
 
 from ..files import folder_locked
+from ..lifeline import gone_here
 
 STALE_S = float(os.environ.get("LAYERFUSE_CLAIM_STALE_S", 90.0))  # no heartbeat for this long: the owner is gone
 HEARTBEAT_S = 15.0
@@ -93,7 +94,7 @@ class Claims:
             return False
         except ValueError:  # being written this instant: its owner is alive
             return False
-        return owner.get("host") == socket.gethostname() and not _alive(owner.get("pid"))
+        return gone_here(owner.get("host"), owner.get("pid"))
 
     def _clear_if_stale(self, path: str) -> bool:
         # Under the folder's lock: two sweeps that both found the dead claim would otherwise both remove
@@ -110,12 +111,3 @@ class Claims:
     def _path(self, run_id: str) -> str:
         return os.path.join(self.dir, run_id)
 
-
-def _alive(pid) -> bool:
-    try:
-        os.kill(int(pid), 0)
-    except ProcessLookupError:
-        return False
-    except (PermissionError, TypeError, ValueError):  # someone else's process, or no pid: assume alive
-        return True
-    return True

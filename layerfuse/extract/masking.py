@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import LayerfuseError
+from ..seeds import SEED_LIMIT, is_seed
 from .tokenize import Tokenized, special_tokens
 
 IGNORE = -100  # label of rows not chosen for prediction (torch's cross-entropy ignore_index)
@@ -35,8 +36,8 @@ class MaskingSpec:
             raise LayerfuseError(f"--mlm-probability {self.probability} is not between 0 and 1")
         if self.block_size < 2:
             raise LayerfuseError(f"--block-size {self.block_size} is too small")
-        if not (isinstance(self.seed, int) and 0 <= self.seed < 2**32):  # a server's job as the CLI's --mask-seed
-            raise LayerfuseError(f"--mask-seed {self.seed} is not in 0..4294967295")
+        if not is_seed(self.seed):  # a server's job as the CLI's --mask-seed
+            raise LayerfuseError(f"--mask-seed {self.seed} is not in 0..{SEED_LIMIT - 1}")
 
 
 @dataclass(frozen=True)

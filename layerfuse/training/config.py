@@ -16,6 +16,7 @@ from ..fusions.registry import FUSIONS, check_option_names, declared_options
 from ..layers.spec import ranking_rule
 from ..precision import DEFAULT_PRECISION
 from ..precision import PRECISIONS as PRECISION_TABLE
+from ..seeds import SEED_LIMIT, is_seed
 from ..tasks import DEFAULT_TASK, TASKS, task_of
 
 PAPER_LR = 5e-5  # the paper's learning rate (§5): AdamW, linear decay to zero; FT's default
@@ -144,7 +145,7 @@ class TrainConfig:
             value = getattr(self, name)
             yield name, value, value is None or value >= 1, ">= 1" + (" or all" if name == "shots" else "")
         yield "epochs", self.epochs, self.epochs >= 0, ">= 0"
-        yield "seed", self.seed, 0 <= self.seed < 2**32, "in 0..2^32-1 (what numpy's and torch's generators take)"
+        yield "seed", self.seed, is_seed(self.seed), f"in 0..{SEED_LIMIT - 1} (numpy's and torch's generators' range)"
         yield "lr", self.lr, self.lr is None or 0 < self.lr < math.inf, "finite and > 0"
         yield "batch_size", self.batch_size, self.batch_size >= 1, ">= 1"
         yield "grad_accum", self.grad_accum, self.grad_accum >= 1, ">= 1"
