@@ -15,9 +15,12 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 if "LAYERFUSE_HOME" not in os.environ:  # what tests write by default (precision.json, caches) stays out of ~
+    import atexit
+    import shutil
     import tempfile
 
     os.environ["LAYERFUSE_HOME"] = tempfile.mkdtemp(prefix="layerfuse-tests-")
+    atexit.register(shutil.rmtree, os.environ["LAYERFUSE_HOME"], ignore_errors=True)  # one folder a run, gone after
 
 SHARED_CONLL = Path(__file__).resolve().parents[2] / "shared" / "data" / "conll2003"
 

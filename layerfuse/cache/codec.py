@@ -22,9 +22,9 @@ a store that keeps int8 values on the GPU widens each batch there).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
-import torch
 
 from .store import bfloat16_to_float32, float32_to_bfloat16_bits
 
@@ -33,19 +33,40 @@ QMAX = 127
 DEFAULT_DTYPE = "float16"
 FLOAT16_MAX = float(np.finfo(np.float16).max)  # 65504: an int8 entry with larger values reads as float32
 
+if TYPE_CHECKING:
+    import torch
+
+
+def _torch():
+    """torch, imported on first use: listing or checking a cache (`ls`, `info`, `rm`) reads numpy
+    only and should not pay torch's import (seconds)."""
+    import torch
+
+    return torch
+
 
 @dataclass(frozen=True)
 class Codec:
     """A storage format whose values are stored as they are (float16, float32)."""
 
     name: str  # the ``--dtype`` and the entry's ``dtype`` attribute
-    torch_dtype: torch.dtype  # the stored values as torch holds them
+    held_as: str  # the torch dtype that holds the stored values (`torch_dtype`)
     stored: str  # the numpy / zarr dtype of the ``hidden`` array
-    encoded: torch.dtype  # what the forward pass hands to the writer (its overflow check is this dtype's)
+    encoded_as: str  # the torch dtype the forward pass hands to the writer (`encoded`)
     read_as: str  # the numpy dtype `decode` gives by default
     # Whether a unit is encoded where it was computed (on a GPU: fewer bytes cross to the host);
     # on the CPU the writer thread encodes it beside the next unit's forward pass.
     encodes_on_device: bool = False
+
+    @property
+    def torch_dtype(self) -> torch.dtype:
+        """The stored values as torch holds them."""
+        return getattr(_torch(), self.held_as)
+
+    @property
+    def encoded(self) -> torch.dtype:
+        """What the forward pass hands to the writer (its overflow check is this dtype's)."""
+        return getattr(_torch(), self.encoded_as)
 
     @property
     def value_bytes(self) -> int:
@@ -70,6 +91,7 @@ class Codec:
 
     def to_torch(self, values: np.ndarray) -> torch.Tensor:
         """Stored values (as read from the array) as a tensor in `torch_dtype`, sharing memory."""
+        torch = _torch()
         return torch.from_numpy(values)
 
     def decode(self, values: np.ndarray, scales: np.ndarray | None = None, *,
@@ -81,8 +103,8 @@ class Codec:
         return out
 
     def decode_torch(self, values: torch.Tensor, scales: torch.Tensor | None = None, *,
-                     dtype: torch.dtype = torch.float32) -> torch.Tensor:
-        """`decode` on ``values``' own device (CPU or GPU): [..., d] in ``dtype``."""
+                     dtype: torch.dtype | None = None) -> torch.Tensor:
+        """`decode` on ``values``' own device (CPU or GPU): [..., d] in ``dtype`` (float32 by default)."""
         return decode_torch(values, scales, dtype)
 
     def read_dtype(self, split_attrs: dict) -> np.dtype:
@@ -107,9 +129,11 @@ class BFloat16Codec(Codec):
         return (x if x.dtype == np.uint16 else float32_to_bfloat16_bits(x)), None
 
     def to_numpy(self, values: torch.Tensor) -> np.ndarray:
+        torch = _torch()
         return (values.view(torch.uint16) if values.dtype == torch.bfloat16 else values).numpy()
 
     def to_torch(self, values: np.ndarray) -> torch.Tensor:
+        torch = _torch()
         return torch.from_numpy(values).view(torch.bfloat16)
 
     def decode(self, values: np.ndarray, scales: np.ndarray | None = None, *,
@@ -136,10 +160,12 @@ class Int8Codec(Codec):
     def encode(self, x: torch.Tensor | np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """[rows, L+1, d] float -> (q [rows, L+1, d] int8, s [rows, L+1] float32). Non-finite input
         gives a non-finite scale (extraction refuses such values before they get here)."""
+        torch = _torch()
         q, scale = self.encode_torch(torch.as_tensor(x))
         return q.cpu().numpy(), scale.cpu().numpy()
 
     def encode_torch(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        torch = _torch()
         x = x.float()
         # max|x| as the larger of max and -min: no |x| copy of the unit
         if x.shape[-1]:
@@ -156,6 +182,7 @@ class Int8Codec(Codec):
         """q [..., d] int8 and s [...] float32 -> q * s, computed in float32; into ``out`` (float16 or
         float32, any strides) when given, in one pass (torch's product, not numpy's widen-then-multiply,
         which made reading an int8 entry twice as slow as reading a float16 one)."""
+        torch = _torch()
         if out is None:
             out = np.empty(values.shape, dtype=np.float32)
         torch.mul(torch.from_numpy(values), torch.from_numpy(scales)[..., None], out=torch.from_numpy(out))
@@ -173,12 +200,12 @@ class Int8Codec(Codec):
 
 
 CODECS: dict[str, Codec] = {codec.name: codec for codec in (
-    Codec("float16", torch.float16, "float16", torch.float16, "float16"),
-    BFloat16Codec("bfloat16", torch.bfloat16, "uint16", torch.bfloat16, "float32"),
-    Codec("float32", torch.float32, "float32", torch.float32, "float32"),
+    Codec("float16", "float16", "float16", "float16", "float16"),
+    BFloat16Codec("bfloat16", "bfloat16", "uint16", "bfloat16", "float32"),
+    Codec("float32", "float32", "float32", "float32", "float32"),
     # int8 units leave the encoder in float32 (so the non-finite check is float32's) and are
     # quantised vector by vector: on a GPU where they were encoded, on the CPU by the writer.
-    Int8Codec("int8", torch.int8, "int8", torch.float32, "float16", encodes_on_device=True),
+    Int8Codec("int8", "int8", "int8", "float32", "float16", encodes_on_device=True),
 )}
 DTYPES = tuple(CODECS)
 
@@ -191,18 +218,22 @@ def codec_of(name: str) -> Codec:
         raise ValueError(f"storage dtype {name!r} is not one of {', '.join(CODECS)}") from None
 
 
-def decode_torch(values: torch.Tensor, scales: torch.Tensor | None, dtype: torch.dtype = torch.float32) -> torch.Tensor:
-    """Stored values [..., d] as tensors (`Codec.torch_dtype`, on any device) -> ``dtype``: scaled
+def decode_torch(values: torch.Tensor, scales: torch.Tensor | None,
+                 dtype: torch.dtype | None = None) -> torch.Tensor:
+    """Stored values [..., d] as tensors (`Codec.torch_dtype`, on any device) -> ``dtype`` (float32 by
+    default): scaled
     formats multiply by their per-vector ``scales`` [...] in float32 first (int8 * float32 promotes
     to float32 without a float32 copy of the values), as `Codec.decode` does on the host."""
+    torch = _torch()
     if scales is not None:
         values = values * scales.to(torch.float32).unsqueeze(-1)
-    return values.to(dtype)
+    return values.to(torch.float32 if dtype is None else dtype)
 
 
 def wider_dtypes(encoded: torch.dtype) -> list[str]:
     """The float storage dtypes with a larger range than ``encoded`` (a codec's `Codec.encoded`):
     what to extract with when a value overflows it."""
+    torch = _torch()
     largest = torch.finfo(encoded).max
     return [c.name for c in CODECS.values()
             if c.torch_dtype.is_floating_point and torch.finfo(c.torch_dtype).max > largest]
@@ -212,6 +243,7 @@ def first_overflow(peak: torch.Tensor, encoded: torch.dtype) -> int | None:
     """``peak``: each layer's largest magnitude before narrowing to ``encoded`` (nan if any value is
     nan). Rounding is monotone, so a layer fits iff its peak narrows to a finite value: one [L+1]
     comparison and one device sync. The first layer that does not fit, or None."""
+    torch = _torch()
     fits = torch.isfinite(peak.to(encoded))
     if bool(fits.all()):
         return None

@@ -30,7 +30,7 @@ from ..display import human_bytes
 from ..errors import LayerfuseError
 from ..tasks import task_of
 from .errors import friendly_errors
-from .options import cache_dir_option, quiet_option
+from .light_options import cache_dir_option, quiet_option
 from .progress import show_progress
 from .roots import checked_root
 

@@ -44,6 +44,16 @@ def unreachable(exc: BaseException) -> str | None:
     return None
 
 
+def remote_root_given(exc: OSError, options: dict) -> str:
+    """" (URL)" of the remote root or entry the command was given, for an object store's error that names
+    no file (s3fs turns a 403 into a bare ``PermissionError('Forbidden')``); "" otherwise."""
+    cause, seen = exc.__cause__ or exc.__context__, 0
+    while cause is not None and seen < 10 and not type(cause).__module__.startswith(("botocore", "aiohttp")):
+        cause, seen = cause.__cause__ or cause.__context__, seen + 1
+    urls = [value for value in options.values() if isinstance(value, str) and "://" in value]
+    return f" ({', '.join(urls)})" if cause is not None and urls else ""
+
+
 def out_of_memory(exc: BaseException) -> str | None:
     """One line for running out of memory (Python's MemoryError, torch's allocators on a CPU or a GPU),
     with what to lower; None for any other error."""
@@ -74,7 +84,7 @@ def friendly_errors(fn=None, *, interrupted: str = RESUMES):
             sys.exit(1)
         except OSError as exc:  # disk full, permissions: name the file, not a traceback
             settle_reads()
-            where = f" ({exc.filename})" if getattr(exc, "filename", None) else ""
+            where = f" ({exc.filename})" if getattr(exc, "filename", None) else remote_root_given(exc, kwargs)
             # an object store's FileNotFoundError carries only its key: say what it is
             what = exc.strerror or (f"not found: {exc}" if isinstance(exc, FileNotFoundError) else exc)
             click.echo(f"error: {what}{where}", err=True)

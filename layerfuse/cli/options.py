@@ -16,9 +16,9 @@ from ..fusions.registry import declared_options, owned_options
 from ..seeds import SEED_LIMIT, is_seed
 from ..tasks import TASKS, task_of
 from ..training.config import PAPER_LR, TrainConfig
+from .light_options import cache_dir_option, quiet_option  # noqa: F401 (the other commands take every option from here)
 from .progress import show_progress
 
-CACHE_DIR_HELP = "Cache root (path or fsspec URL). Default: $LAYERFUSE_HOME or ~/.cache/layerfuse."
 LAYERS_HELP = ("Layers: all (= 1..L), 4,8,12, 1..6 (0 = embedding output), auto:K (the K of 1..L with the "
                "lowest variability nu) or xie[:K] (Xie et al.'s rule: the classifier on the lowest-nu layer, the "
                "layers above it dropped; the K layers ending there, fewer when fewer candidates lie below it, "
@@ -111,9 +111,7 @@ def cache_options(fn):
     )(fn)
 
 
-cache_dir_option = click.option("--cache-dir", default=None, help=CACHE_DIR_HELP)
 device_option = click.option("--device", default=None, help="torch device. Default: cuda when present, else cpu.")
-quiet_option = click.option("--quiet", is_flag=True, help="No progress bar.")
 SEED = click.IntRange(0, SEED_LIMIT - 1)
 
 

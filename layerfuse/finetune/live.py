@@ -90,8 +90,12 @@ class LiveBackbone(torch.nn.Module):
             self._pretrained = {k: v.detach().clone() for k, v in self.state_dict().items()}
         else:
             self.load_state_dict(self._pretrained)
+        # The pooler (BERT's [CLS] projection) feeds no token head: left trainable it was counted as
+        # FT's trainable parameters while it never had a gradient.
+        pooler = getattr(self.model, "pooler", None)
+        unused = {id(p) for p in pooler.parameters()} if isinstance(pooler, torch.nn.Module) else set()
         for p in self.parameters():
-            p.requires_grad_(True)
+            p.requires_grad_(id(p) not in unused)
 
     def for_run(self, frozen: str | int | None) -> LiveBackbone:
         """This backbone `reset` for a new run, then frozen as ``frozen`` asks (`freeze.freeze`)."""

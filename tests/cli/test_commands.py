@@ -105,6 +105,19 @@ def test_help_and_version_load_no_command():
     assert out.returncode == 0 and out.stdout.strip() == "[]", out.stdout + out.stderr
 
 
+def test_cache_commands_read_an_entry_without_torch(tiny_cache):
+    """`ls`, `info` and `verify` read numpy only: they answer without torch's import (seconds)."""
+    root = str(Path(tiny_cache).parent)
+    code = ("import sys; from click.testing import CliRunner; from layerfuse.cli.main import main; "
+            f"runs = [['ls', '--cache-dir', {root!r}], ['info', {tiny_cache!r}], ['verify', {tiny_cache!r}]]; "
+            "codes = [CliRunner().invoke(main, args).exit_code for args in runs]; "
+            "print(codes, 'torch' in sys.modules)")
+    import subprocess
+
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.stdout.strip() == "[0, 0, 0] False", out.stdout + out.stderr
+
+
 def test_every_listed_command_loads_and_runs_its_help():
     for name in COMMANDS:
         result = CliRunner().invoke(main, [name, "--help"], prog_name="layerfuse")

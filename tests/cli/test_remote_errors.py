@@ -42,3 +42,22 @@ def test_a_server_gone_mid_read_is_one_line():
 def test_any_other_error_is_still_raised():
     result = CliRunner().invoke(_raising(ValueError("a bug")))
     assert result.exit_code == 1 and isinstance(result.exception, RuntimeError)
+
+
+def test_an_object_store_refusal_names_the_root_it_was_given():
+    """s3fs turns a 403 into a bare PermissionError('Forbidden'): the line names the root the command
+    was given, as an error of a local file names the file."""
+    botocore = pytest.importorskip("botocore.exceptions")
+    s3_errors = pytest.importorskip("s3fs.errors")
+    refused = botocore.ClientError({"Error": {"Code": "AccessDenied", "Message": "Forbidden"}}, "HeadObject")
+
+    @click.command()
+    @click.option("--cache-dir")
+    @friendly_errors
+    def command(cache_dir):
+        raise s3_errors.translate_boto_error(refused)
+
+    line = one_error_line(CliRunner().invoke(command, ["--cache-dir", "s3://bkt/root"]))
+    assert line == "error: Forbidden (s3://bkt/root)"
+    local = one_error_line(CliRunner().invoke(command, ["--cache-dir", "/data/root"]))
+    assert local == "error: Forbidden"  # no URL given: nothing to name

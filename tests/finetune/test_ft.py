@@ -53,6 +53,14 @@ def test_fe_leaves_every_backbone_weight_alone(tiny_cache, live):
         train_head(TrainConfig(**FT), data)
 
 
+def test_the_pooler_is_not_counted_as_trained(live):
+    """BERT's pooler feeds no token head: FT's trainable backbone parameters leave it out."""
+    result = train_head(TrainConfig(**FT), live)
+    model = live.backbone.model
+    pooler = sum(p.numel() for p in model.pooler.parameters())
+    assert pooler > 0 and result.backbone_params == sum(p.numel() for p in model.parameters()) - pooler
+
+
 def test_freeze_embeddings_and_bottom_layers(live):
     live.backbone.reset()
     pretrained = _weights(live.backbone)
