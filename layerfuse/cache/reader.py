@@ -50,6 +50,8 @@ class CacheEntry(MetaViews):
 
     def __init__(self, path):
         # A path or URL; tests may also pass a zarr store (e.g. one that counts the bytes read).
+        if not isinstance(path, str) and not hasattr(path, "get"):  # zarr stores have an async ``get``
+            raise LayerfuseError(f"open_entry takes a cache entry's path or URL, got {path!r:.80}")
         self.path = path if isinstance(path, str) else str(path)
         # Held while this entry (or a view or split of it) is referenced, or until `close`: `gc` and
         # `rm` skip an entry a reader holds. Taken before the open, so what is opened is what is held.
@@ -140,11 +142,23 @@ class CacheEntry(MetaViews):
     def split(self, name: str) -> CacheSplit:
         """Split ``name``, opened (its attributes, arrays and files checked) the first time it is asked for."""
         if name not in self._splits:
-            if name not in self.group:
+            if not self._holds_split(name):
                 raise LayerfuseError(f"split {name!r} is not in {self.path}; it has {self.splits}")
             self._splits[name] = CacheSplit(self, name)
             self._seen_finished.add(name)  # opened finished: gone later means removed while open, not "no splits"
         return self._splits[name]
+
+
+    def _holds_split(self, name) -> bool:
+        """Whether ``name`` is one of the entry's split groups: not a path into one ("train/", "train/hidden"
+        opened an array or the entry itself as a split), not another kind of group (``lm``)."""
+        if not isinstance(name, str) or not name or "/" in name or name.startswith("."):
+            return False
+        try:
+            node = self.group[name]
+        except KeyError:
+            return False
+        return isinstance(node, zarr.Group) and "kind" not in node.attrs
 
 
 class CacheSplit:
@@ -227,6 +241,8 @@ class CacheSplit:
     def nbytes(self, *, rows: int, layers: int) -> int:
         """Bytes of ``rows`` rows of ``layers`` layers as `hidden` returns them (bfloat16 as float32,
         int8 as float16 or, past its range, float32)."""
+        if int(rows) < 0 or int(layers) < 0:
+            raise LayerfuseError(f"nbytes of {rows} rows and {layers} layers: counts are never negative")
         return int(rows) * int(layers) * self._hidden.shape[2] * self._read_as.itemsize
 
     @property
@@ -261,7 +277,7 @@ class CacheSplit:
         rows = None if sentences is None else self.rows_of(sentences)
         if not layers:
             raise LayerfuseError(f"no layers asked of {self.entry.path}")
-        out = None
+        out, dtype = None, _float_dtype(dtype)
         # Each layer is decoded once, straight into its place: an int8 layer in one pass from int8
         # and its scales into the float16 result (`Codec.decode`).
         for i, layer in enumerate(layers):
@@ -394,6 +410,21 @@ def expect_files(entry: CacheEntry, split: str, attrs: dict) -> None:
         keys = (info.get("files") or {}).get(split)
         if keys is not None:
             store.expect(split, {label_sets.array_name(entry.stored_meta, name): keys})
+
+
+def _float_dtype(dtype) -> np.dtype | None:
+    """``hidden``'s ``dtype``: None (the entry's read dtype) or a float dtype. An integer dtype truncated
+    the values to 0 and +-1 (or failed in torch's cast); the stored integers are `CacheSplit.stored`'s."""
+    if dtype is None:
+        return None
+    try:
+        chosen = np.dtype(dtype)
+    except TypeError:
+        raise LayerfuseError(f"hidden(dtype={dtype!r}): not a numpy dtype") from None
+    if chosen.kind != "f":
+        raise LayerfuseError(f"hidden(dtype={dtype!r}): hidden states read as float16, float32 or float64; "
+                             "the values as stored (int8 with their scales) come from `stored()`")
+    return chosen
 
 
 def id_array(ids, *, what: str) -> np.ndarray:

@@ -132,6 +132,8 @@ def open_group(path: str, *, mode: str = "r") -> zarr.Group:
                 raise FileNotFoundError(target)
             return zarr.open_group(_read_store(path), mode="r")
         return zarr.open_group(target, mode=mode)
+    except zarr.errors.ContainsArrayError as exc:  # an array's folder (ENTRY/train/hidden), not an entry's
+        raise LayerfuseError(f"no cache entry at {path}: it is an array of one") from exc
     except (FileNotFoundError, zarr.errors.GroupNotFoundError) as exc:
         served = path.startswith(("http://", "https://"))  # a server hides an entry while an extract writes it
         why = " (a server serves complete entries only, none being extracted or extended)" if served else ""

@@ -18,6 +18,7 @@ marks the auto:K (or xie:K) pick when one is asked for.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..errors import LayerfuseError
@@ -81,13 +82,15 @@ def ranking_rule(spec: str | None) -> str | None:
     return rule if rule in RANKED else None
 
 
-def parse_layers(spec: str | None, *, num_layers: int) -> LayerSpec:
+def parse_layers(spec: str | Sequence[int] | None, *, num_layers: int) -> LayerSpec:
     """Parse a ``--layers`` value against a backbone of ``num_layers`` layers (see the module doc).
 
     Layers come back sorted, so a head's top layer (its residual, and Base's only input) is the
     highest one named, whatever the order in the spec.
     """
     L = int(num_layers)
+    if isinstance(spec, (list, tuple)):  # layer ids as Python gives them: the same as the spec "1,2"
+        spec = ",".join(str(x) for x in spec)
     text = "" if spec is None else str(spec).strip().lower()
     if text in ("", "all"):
         return LayerSpec(tuple(range(1, L + 1)))

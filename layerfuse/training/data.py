@@ -18,9 +18,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..cache.reader import MetaViews
+from ..cache.reader import MetaViews, id_array
 from ..errors import LayerfuseError, removed_names
 from ..layers import LayerSpec, parse_layers, rank_layers
+from ..seeds import SEED_LIMIT, is_seed
 from ..tasks import task_of
 from .arrays import IGNORE, Split, SplitArrays, load_split  # noqa: F401 - SplitArrays is imported from here too
 from .sampling import entity_types, few_shot_sample, shot_size
@@ -116,17 +117,23 @@ def load_data(entry, *, layers: Sequence[int] | None = None, eval_layers: Sequen
     larger than the memory budget streams instead (`store.open_split`).
 
     A sweep loads all of train (or the union of its samples) once and runs `train_head` on it."""
-    L = entry.num_layers
-    layers = tuple(range(1, L + 1)) if layers is None else tuple(int(x) for x in layers)
-    eval_layers = layers if eval_layers is None else tuple(int(x) for x in eval_layers)
+    L = _opened(entry, "load_data").num_layers
+    # ids as the reader takes them (`id_array`): a float or a string's digits were read as other ids
+    layers = tuple(range(1, L + 1)) if layers is None else tuple(id_array(layers, what="layers").tolist())
+    eval_layers = layers if eval_layers is None else tuple(id_array(eval_layers, what="eval_layers").tolist())
     for name, chosen in (("layers", layers), ("eval_layers", eval_layers)):
         bad = [x for x in chosen if not 0 <= x <= L]
         if bad or not chosen:
             raise LayerfuseError(f"{name} {list(chosen)} out of range: {entry.path} has layers 0..{L}")
     _require_splits(entry)
+    train_split = entry.split("train")
     if train_sentences is not None:
-        train_sentences = np.unique(np.asarray(train_sentences, dtype=np.int64))  # sorted, for lookups
-    train = _open_split(entry.split("train"), sentences=train_sentences, layers=layers)
+        train_sentences = np.unique(id_array(train_sentences, what="train_sentences"))  # sorted, for lookups
+        outside = train_sentences[(train_sentences < 0) | (train_sentences >= train_split.n_sentences)]
+        if outside.size:
+            raise LayerfuseError(f"train_sentences {outside[:5].tolist()} out of range: train of {entry.path} has "
+                                 f"sentences 0..{train_split.n_sentences - 1}")
+    train = _open_split(train_split, sentences=train_sentences, layers=layers)
     return _assemble(entry, train, eval_layers)
 
 
@@ -135,7 +142,9 @@ def load_for_run(entry, *, layers: str | None, shots: int | None, seed: int,
     """Exactly what one run needs: its sample of train with the candidate layers (all of 1..L for
     auto:K, to rank them), and dev/test with only the fused layers; each with ``query_layers`` too
     (the top layer a run reads as z_L: `TrainConfig.query_layers`)."""
-    spec = parse_layers(layers, num_layers=entry.num_layers)
+    spec = parse_layers(layers, num_layers=_opened(entry, "load_for_run").num_layers)
+    if not is_seed(seed):
+        raise LayerfuseError(f"seed {seed!r} is not an integer in 0..{SEED_LIMIT - 1}")
     _require_splits(entry)
     train_split = entry.split("train")
     ids = None
@@ -152,6 +161,14 @@ def load_for_run(entry, *, layers: str | None, shots: int | None, seed: int,
 def _with(layers: Sequence[int], more: Sequence[int]) -> tuple[int, ...]:
     """``layers`` and ``more``, each once, in order."""
     return tuple(sorted({*map(int, layers), *map(int, more)}))
+
+
+def _opened(entry, what: str):
+    """``entry`` if it is an opened entry (`open_entry`); a path is refused in one line, not an
+    AttributeError of a ``str``."""
+    if not hasattr(entry, "split") or isinstance(entry, (str, bytes)):
+        raise LayerfuseError(f"{what} takes an opened entry (layerfuse.open_entry(PATH)), got {entry!r:.80}")
+    return entry
 
 
 def _require_splits(entry) -> None:

@@ -1,0 +1,74 @@
+"""The Python API refuses what it cannot read right in one line: ids of the wrong type read other
+layers or sentences ("26": layers 2 and 6; 0.9: sentence 0), a path into a split opened an array as a
+split and then made the entry look removed, an integer dtype truncated the hidden states."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from layerfuse.cache.reader import open_entry
+from layerfuse.errors import LayerfuseError
+from layerfuse.layers import parse_layers
+from layerfuse.training.data import load_data, load_for_run
+
+
+@pytest.mark.parametrize("layers", ["12", [1.7], [True, False]])
+def test_load_data_refuses_ids_that_are_not_integers(tiny_cache, layers):
+    with pytest.raises(LayerfuseError, match="layers must be"):
+        load_data(open_entry(tiny_cache), layers=layers)
+
+
+def test_load_data_refuses_train_sentences_it_does_not_have(tiny_cache):
+    entry = open_entry(tiny_cache)
+    with pytest.raises(LayerfuseError, match="train_sentences must be integer ids"):
+        load_data(entry, train_sentences=[0.9, 3.2])
+    n = entry.split("train").n_sentences
+    with pytest.raises(LayerfuseError, match=rf"train_sentences \[{n}\] out of range: .* sentences 0..{n - 1}"):
+        load_data(entry, train_sentences=[0, n])
+    assert load_data(entry, layers=[1, 2], train_sentences=[0, 3]).train.layers == (1, 2)
+
+
+def test_a_path_is_refused_where_an_opened_entry_is_needed(tiny_cache):
+    with pytest.raises(LayerfuseError, match=r"load_data takes an opened entry \(layerfuse.open_entry\(PATH\)\)"):
+        load_data(tiny_cache)
+    with pytest.raises(LayerfuseError, match="load_for_run takes an opened entry"):
+        load_for_run(tiny_cache, layers=None, shots=2, seed=0)
+    with pytest.raises(LayerfuseError, match="seed 'a' is not an integer"):
+        load_for_run(open_entry(tiny_cache), layers=None, shots=2, seed="a")
+    assert load_for_run(open_entry(tiny_cache), layers=[1, 2], shots=2, seed=0).dev.layers == (1, 2)
+
+
+@pytest.mark.parametrize("name", ["train/", "", "/", "train/hidden", "./train", None, 0])
+def test_only_a_split_s_own_name_opens_it(tiny_cache, name):
+    entry = open_entry(tiny_cache)
+    with pytest.raises(LayerfuseError, match=r"is not in .*; it has \['train', 'dev', 'test'\]"):
+        entry.split(name)
+    assert entry.splits == ["train", "dev", "test"]  # still readable: nothing was opened as a split
+
+
+@pytest.mark.parametrize("path, message", [(None, "takes a cache entry's path or URL"),
+                                           (123, "takes a cache entry's path or URL")])
+def test_open_entry_refuses_what_is_not_a_path(path, message):
+    with pytest.raises(LayerfuseError, match=message):
+        open_entry(path)
+
+
+def test_open_entry_of_an_array_s_folder_says_so(tiny_cache):
+    with pytest.raises(LayerfuseError, match="no cache entry at .*train/hidden: it is an array of one"):
+        open_entry(f"{tiny_cache}/train/hidden")
+
+
+def test_hidden_reads_floats_only(tiny_cache):
+    train = open_entry(tiny_cache).split("train")
+    with pytest.raises(LayerfuseError, match=r"come from `stored\(\)`"):
+        train.hidden(sentences=[0], layers=[1], dtype=np.int8)
+    with pytest.raises(LayerfuseError, match="not a numpy dtype"):
+        train.hidden(sentences=[0], layers=[1], dtype="bogus")
+    assert train.hidden(sentences=[0], layers=[1], dtype=np.float32).dtype == np.float32
+    with pytest.raises(LayerfuseError, match="never negative"):
+        train.nbytes(rows=-1, layers=2)
+
+
+def test_layer_ids_from_python_parse_as_their_spec():
+    assert parse_layers([2, 1], num_layers=4) == parse_layers("1,2", num_layers=4)
