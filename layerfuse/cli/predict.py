@@ -32,18 +32,22 @@ from .options import default_of, say
               help="Tokens printed per mask.")
 @click.option("--conll", "conll", type=click.Path(dir_okay=False), default=None,
               help="Score the head on a labelled CoNLL file (one word a line, gold tag in the last column, or in "
-                   "the column of the head's label set for a pos or chunk head of a CoNLL-2003-layout file, blank "
+                   "the column of the head's label set for a pos or chunk head of a CoNLL-2003-layout file, or as "
+                   "--columns says, blank "
                    "lines between sentences, -DOCSTART- lines skipped): writes 'word gold pred' lines (conlleval's "
                    "input; gold normalised to IOB2) and prints precision, recall, F1 and support per entity type "
                    "plus the micro average, by the project's own metric (conlleval's chunking, seqeval's default "
                    "mode), so the micro F1 is what training reports on the same words (for a head trained at fp32).")
+@click.option("--columns", default=None, metavar="NAME=N,...",
+              help="With --conll: the file's 0-based columns of the words and the tags, as for extract (e.g. "
+                   "word=0,ner=1). Default: those the head's training data was read with.")
 @click.option("--out", "out", type=click.Path(dir_okay=False, writable=True), default=None,
               help="With --conll: write the 'word gold pred' lines here (default: stdout, the report then goes "
                    "to stderr).")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per sentence (--conll: the report).")
 @click.option("--device", default=None, help="torch device. Default: cuda when present, else cpu.")
 @friendly_errors
-def main(checkpoint, text, file_, fill_mask, top_k, conll, out, as_json, device):
+def main(checkpoint, text, file_, fill_mask, top_k, conll, columns, out, as_json, device):
     """Tag raw sentences with a trained head and print the entities found, or score it on a labelled
     CoNLL file (--conll); MLM heads: fill masks.
 
@@ -55,10 +59,10 @@ def main(checkpoint, text, file_, fill_mask, top_k, conll, out, as_json, device)
         head = _head(checkpoint)
         if out:
             _refuse_inputs_as_out(out, {conll, checkpoint, *checkpoint_paths(head)})
-        _score_conll(head, conll, out=out, as_json=as_json, device=device)
+        _score_conll(head, conll, columns=columns, out=out, as_json=as_json, device=device)
         return
-    if out:
-        raise LayerfuseError("--out goes with --conll")
+    if out or columns:
+        raise LayerfuseError(f"{'--out' if out else '--columns'} goes with --conll")
     lines = list(fill_mask) + list(text)
     if file_:
         try:
@@ -146,8 +150,9 @@ def _tag(checkpoint, lines, *, as_json: bool, device) -> None:
             click.echo("  (no entities)")
 
 
-def _score_conll(checkpoint, path: str, *, out, as_json: bool, device) -> None:
+def _score_conll(checkpoint, path: str, *, columns, out, as_json: bool, device) -> None:
     from ..cache.label_sets import TOKEN
+    from ..extract.reading import columns_of_source
     from ..inference import Predictor
     from ..inference import conll_eval as ce
     from ..training.checkpoint import read_checkpoint_meta
@@ -155,7 +160,9 @@ def _score_conll(checkpoint, path: str, *, out, as_json: bool, device) -> None:
     meta = read_checkpoint_meta(checkpoint)
     cache = meta.get("cache", {})
     token_set = cache.get("label_kind") == TOKEN
-    sentences = ce.read_labelled(path, label_set=cache.get("label_set"))  # a bad file fails before the backbone loads
+    columns = columns or columns_of_source(cache.get("dataset_source"))  # as the head's data was read
+    # a bad file fails before the backbone loads
+    sentences = ce.read_labelled(path, label_set=cache.get("label_set"), columns=columns)
     tagger = Predictor(checkpoint, device=device)
     (ce.check_known_tokens if token_set else ce.check_known)(path, sentences, tagger.label_names)
     pred = tagger.tag([words for words, _ in sentences])

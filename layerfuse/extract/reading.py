@@ -43,6 +43,12 @@ class Reading:
         return ""
 
 
+def columns_of_source(source: str | None) -> str | None:
+    """The ``--columns`` a dataset was read with, from the source string `describe` wrote, or None."""
+    found = re.search(r" \(columns ([^)]*)\)$", source or "")
+    return found.group(1) if found else None
+
+
 def parse_columns(spec: str | dict[str, int]) -> dict[str, int]:
     """``"word=0,ner=3"`` (or a mapping) -> {"word": 0, "ner": 3, ...}: word (default 0), ner, then the
     other label sets in the order given; a bad item is a one-line error naming it."""

@@ -17,20 +17,22 @@ import numpy as np
 from ..errors import LayerfuseError
 from ..extract.datasets import load_dataset
 from ..extract.iob import split_tag
+from ..extract.reading import Reading
 from ..extract.tagged import open_text
 from ..training.metrics import Chunker, entity_f1
 
 Sentence = tuple[list[str], list[str]]
 
 
-def read_labelled(path: str, *, label_set: str | None = None) -> list[Sentence]:
-    """(words, gold tags) per sentence of a CoNLL file: word first, gold tag last, ``-DOCSTART-``
-    lines skipped, the tag scheme detected over the file and normalised to IOB2 (the datasets reader,
-    reading one file as a train-only dataset). ``label_set``: another set than the file's primary one,
-    e.g. ``pos`` or ``chunk`` of a CoNLL-2003 layout file, or ``xpos`` of a ``.conllu`` file."""
+def read_labelled(path: str, *, label_set: str | None = None, columns: str | None = None) -> list[Sentence]:
+    """(words, gold tags) per sentence of a CoNLL file: word first, gold tag last (or where ``columns``,
+    ``extract --columns``'s value, puts them), ``-DOCSTART-`` lines skipped, the tag scheme detected over
+    the file and normalised to IOB2 (the datasets reader, reading one file as a train-only dataset).
+    ``label_set``: another set than the file's primary one, e.g. ``pos`` or ``chunk`` of a CoNLL-2003
+    layout file, or ``xpos`` of a ``.conllu`` file."""
     if not Path(path).is_file():
         raise LayerfuseError(f"{path}: no such file")
-    data = load_dataset(str(path))
+    data = load_dataset(str(path), read=Reading(columns=columns))
     if label_set is None or label_set == data.primary:
         return data.splits["train"]
     tags = data.column(label_set).tags["train"]

@@ -4,6 +4,8 @@ missing field is one `error:` line naming the file, line and value."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from cli_output import one_error_line
 from click.testing import CliRunner
@@ -60,8 +62,45 @@ def test_columns_name_the_word_the_tag_and_more_label_sets(tag_in_column_1):
 
 def test_a_load_reads_as_its_reading_says_and_nothing_else(tag_in_column_1):
     assert load_dataset(str(tag_in_column_1), read=Reading(columns="word=0,ner=1")).splits["train"] == TRAIN
-    with pytest.raises(LayerfuseError, match="malformed tag 'B-NP'|chunk column"):  # the last column, by default
-        load_dataset(str(tag_in_column_1))
+    default = load_dataset(str(tag_in_column_1))  # the tag is the last column by default: here the chunks
+    assert default.entity_types == ["NP"] and default.label_set_names == ["ner"]
+
+
+def test_four_columns_that_are_not_conll2003_s_read_word_and_tag_only(tmp_path):
+    """word lemma POS NER: four columns whose third holds no IOB tags is no CoNLL-2003 layout (word POS
+    chunk NER). It read the POS column as chunk and stopped at its first tag; the middle columns now stay
+    unread, as for any other width, and --columns names them."""
+    data = tmp_path / "lemmas"
+    data.mkdir()
+    for name, sentences in (("train.txt", TRAIN), ("dev.txt", DEV)):
+        write_conll(data / name, sentences, line=lambda w, t: f"{w} {w.lower()} {POS[t]} {t}")
+    read = load_dataset(str(data))
+    assert read.splits["train"] == TRAIN and read.label_set_names == ["ner"]
+    named = load_dataset(str(data), read=Reading(columns="word=0,ner=3,pos=2"))
+    assert named.label_set_names == ["ner", "pos"] and named.column("pos").tags["dev"] == [["NNP", "NN", "NNP"]]
+
+
+def test_predict_conll_reads_a_file_as_the_head_s_data_was_read(tmp_path, tiny_bert_dir, tag_in_column_1):
+    """A head trained on `--columns word=0,ner=1,...` data scores a file of that layout: predict --conll read
+    its last column (the chunks) as the gold tags and refused them; --columns overrides."""
+    from layerfuse.cli.predict import main as predict
+    from layerfuse.cli.train import main as train
+
+    assert _extract(tmp_path, tiny_bert_dir, tag_in_column_1, "--columns", "word=0,ner=1,pos=2").exit_code == 0
+    trained = CliRunner().invoke(train, ["--model", str(tiny_bert_dir), "--dataset", str(tag_in_column_1),
+                                         "--columns", "word=0,ner=1,pos=2", "--cache-dir", str(tmp_path / "cache"),
+                                         "--fusion", "base", "--shots", "all", "--epochs", "1", "--quiet",
+                                         "--out", str(tmp_path / "runs")])
+    assert trained.exit_code == 0, trained.output
+    head = next((tmp_path / "runs").glob("*.head.json")).with_suffix("")  # the stem: RUN.head
+    dev = str(tag_in_column_1 / "dev.txt")
+    scored = CliRunner().invoke(predict, ["--head", str(head), "--conll", dev, "--json", "--out", str(tmp_path / "o")])
+    assert scored.exit_code == 0, scored.output
+    assert json.loads(scored.output.splitlines()[0])["micro"]["support"] == 2  # Carol, Rome: the NER column
+    chunks = CliRunner().invoke(predict, ["--head", str(head), "--conll", dev, "--columns", "word=0,ner=3"])
+    assert chunks.exit_code == 1 and "tag 'B-NP'" in chunks.output and "NP" in chunks.output
+    lone = CliRunner().invoke(predict, ["--head", str(head), "--text", "Alice", "--columns", "word=0,ner=1"])
+    assert lone.exit_code == 1 and "--columns goes with --conll" in lone.output
 
 
 @pytest.mark.parametrize("text, message", [

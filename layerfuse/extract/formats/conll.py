@@ -182,8 +182,10 @@ def _load_file(request: Request) -> TaggedDataset:
 def _named_columns(middles: dict[str, list[list[tuple[str, ...]]]], widths: dict[str, int],
                    paths: dict[str, Path], columns: dict[str, int] | None = None) -> Extras:
     """The label sets of the other columns: those ``columns`` names beside word and ner, else CoNLL-2003's
-    POS and chunk when every file has its four columns (word POS chunk NER); no named columns otherwise
-    (they stay unread). A malformed tag of a span column (chunk) is an error naming file and line."""
+    POS and chunk when every file has its four columns (word POS chunk NER) and the third holds IOB tags;
+    no named columns otherwise (they stay unread: four columns such as word, lemma, POS, NER are no
+    CoNLL-2003 layout, and `--columns` names them). A malformed tag of a span column that ``columns``
+    names (chunk) is an error naming file and line."""
     if columns is not None:
         others = {name: c for name, c in columns.items() if name not in ("word", "ner")}
         names = tuple((name, SPAN if name in SPAN_COLUMNS else TOKEN) for name in others)
@@ -191,6 +193,9 @@ def _named_columns(middles: dict[str, list[list[tuple[str, ...]]]], widths: dict
     else:
         names = CONLL2003_COLUMNS.get(next(iter(widths.values()))) if len(set(widths.values())) == 1 else None
         at = [1, 2]
+        if names and not all(_is_iob(tag) for tag in {token[1] for sentences in middles.values()
+                                                        for sentence in sentences for token in sentence}):
+            return {}
     if not names:
         return {}
     for i, (name, kind) in enumerate(names):
@@ -200,6 +205,14 @@ def _named_columns(middles: dict[str, list[list[tuple[str, ...]]]], widths: dict
     return {name: (kind, {split: [[token[i] for token in sentence] for sentence in sentences]
                           for split, sentences in middles.items()})
             for i, (name, kind) in enumerate(names)}
+
+
+def _is_iob(tag: str) -> bool:
+    try:
+        split_tag(tag)
+    except LayerfuseError:
+        return False
+    return True
 
 
 def _check_span_column(path: Path, sentences: list[list[tuple[str, ...]]], *, column: int, at: int,
