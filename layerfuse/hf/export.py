@@ -11,7 +11,7 @@ import tempfile
 from ..errors import LayerfuseError
 from ..files import writing
 from ..tasks import task_of
-from .card import hub_dataset_id, hub_model_id, model_card
+from .card import hub_dataset_id, hub_model_id, language_of, model_card
 
 
 def resolve_head(path: str) -> tuple[str, dict | None]:
@@ -20,6 +20,11 @@ def resolve_head(path: str) -> tuple[str, dict | None]:
     from ..training.checkpoint import checkpoint_paths
 
     path = str(path)
+    if os.path.isdir(path):
+        raise LayerfuseError(f"{path} is a folder, not a head: give a head (RUN.head) or its run record (RUN.json), "
+                             "or a sweep's folder with --best or --run")
+    if path.endswith(".json") and not os.path.exists(path):
+        raise LayerfuseError(f"no head at {path}: the file does not exist")
     if path.endswith(".json") and os.path.isfile(path):
         try:
             with open(path, encoding="utf-8") as f:
@@ -174,6 +179,8 @@ def _save_tokenizer(tokenizer, out: str) -> None:
     with open(path, encoding="utf-8") as f:
         config = json.load(f)
     config.update(tokenizer_class="PreTrainedTokenizerFast", model_input_names=inputs)
+    for loaded_with in ("local_files_only", "is_local"):  # how this machine loaded it, not the model's
+        config.pop(loaded_with, None)
     with open(path, "w", encoding="utf-8") as f:
         json.dump(config, f, indent=2, ensure_ascii=False)
 
@@ -204,6 +211,7 @@ def _provenance(meta: dict, record: dict | None) -> dict:
         "base_model": hub_model_id(cache.get("model"), cache.get("model_revision")),
         "dataset": _public_name(cache.get("dataset")), "dataset_fingerprint": cache.get("dataset_fingerprint"),
         "datasets": hub_dataset_id(cache.get("dataset"), cache.get("dataset_source")),
+        "language": language_of(cache.get("dataset"), cache.get("dataset_source")),
         "cache_key": cache.get("key"), "fusion": run.get("fusion"), "shots": run.get("shots"),
         "epochs": run.get("epochs"), "seed": run.get("seed"), "mode": run.get("mode", "fe"),
         "dev_sentences": run.get("dev_sentences"),  # a subset of dev: the card's dev score says so

@@ -27,6 +27,7 @@ from torch import nn
 from transformers import AutoConfig, AutoModel, AutoModelForTokenClassification, PreTrainedConfig, PreTrainedModel
 from transformers import __version__ as transformers_version
 from transformers.modeling_outputs import TokenClassifierOutput
+from transformers.utils import can_return_tuple
 
 from ..fusions.tagger import TokenTagger
 from .support import supported
@@ -75,6 +76,7 @@ class LayerfuseForTokenClassification(PreTrainedModel):
     def _init_weights(self, module):
         """Nothing: every weight comes from the exported checkpoint (the backbone's and the head's)."""
 
+    @can_return_tuple  # return_dict=False: a tuple, as every transformers model gives
     def forward(self, input_ids=None, attention_mask=None, token_type_ids=None, word_ids=None, labels=None,
                 **kwargs) -> TokenClassifierOutput:
         if attention_mask is None:
@@ -97,12 +99,14 @@ class LayerfuseForTokenClassification(PreTrainedModel):
         return TokenClassifierOutput(loss=loss, logits=logits)
 
     def _layers(self, input_ids, attention_mask, token_type_ids=None):
-        """[B, S, L, d] float32: the fused layers' hidden states of one backbone forward."""
+        """[B, S, L, d]: the fused layers' hidden states of one backbone forward, in the head's dtype
+        (float32 as exported; a model loaded or cast to bfloat16 or float16 runs its head in that dtype)."""
         inputs = {"input_ids": input_ids, "attention_mask": attention_mask}
         if token_type_ids is not None:  # not every backbone takes them (DistilBERT)
             inputs["token_type_ids"] = token_type_ids
         states = self.backbone(**inputs, output_hidden_states=True).hidden_states  # L+1 x [B, S, d]
-        return torch.stack([states[i] for i in self.config.layers], dim=2).float()
+        head_dtype = next(self.tagger.parameters()).dtype
+        return torch.stack([states[i] for i in self.config.layers], dim=2).to(head_dtype)
 
     def _hidden(self, input_ids, attention_mask, token_type_ids, content):
         """[B, S, L, d]; a sequence longer than the backbone's positions is encoded as `extract` and `predict`

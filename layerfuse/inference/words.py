@@ -20,9 +20,9 @@ import json
 from functools import lru_cache
 
 # Kept runs (the rest is dropped): a run of word characters, allowed to start with invisible format
-# characters (zero-width joiners a BERT normalizer deletes, joining what they split), or one mark,
-# symbol or Chinese character.
-PATTERN = (r"[\p{Cc}\p{Cf}]*[^\s\p{P}\p{S}\p{Cc}\p{Cf}\p{Han}][^\s\p{P}\p{S}\p{Han}]*"
+# or control characters (zero-width joiners a BERT normalizer deletes, joining what they split) but not
+# whitespace ones (a tab or newline before a word is no part of it), or one mark, symbol or Chinese character.
+PATTERN = (r"[\p{Cc}\p{Cf}&&[^\s]]*[^\s\p{P}\p{S}\p{Cc}\p{Cf}\p{Han}][^\s\p{P}\p{S}\p{Han}]*"
            r"|[\p{P}\p{S}\p{Han}]")
 
 

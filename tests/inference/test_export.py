@@ -137,9 +137,17 @@ def test_round_trip_and_model_card(request, tmp_path_factory, exported, tmp_path
     again = AutoModelForTokenClassification.from_pretrained(tmp_path / "again").eval()
     ids = torch.tensor([[2, 40, 41, 3]])
     torch.testing.assert_close(again(input_ids=ids).logits, model(input_ids=ids).logits)
+    as_tuple = model(input_ids=ids, return_dict=False)  # the transformers convention
+    assert isinstance(as_tuple, tuple) and torch.equal(as_tuple[0], model(input_ids=ids).logits)
+    # Loaded in bfloat16 (or cast to it) the head runs in that dtype: it failed on float32 hidden states.
+    half = AutoModelForTokenClassification.from_pretrained(folder, dtype=torch.bfloat16).eval()
+    torch.testing.assert_close(half(input_ids=ids).logits.float(), model(input_ids=ids).logits, atol=0.1, rtol=0.1)
+    assert model.to(torch.bfloat16)(input_ids=ids).logits.dtype == torch.bfloat16
     files = set(os.listdir(folder))
     assert {"config.json", "model.safetensors", "README.md", "tokenizer_config.json"} <= files
     config = json.loads(open(os.path.join(folder, "config.json")).read())
+    tokenizer_config = json.loads(open(os.path.join(folder, "tokenizer_config.json")).read())
+    assert "local_files_only" not in tokenizer_config and "is_local" not in tokenizer_config
     assert config["model_type"] == "layerfuse-tagger" and "auto_map" not in config
     assert config["id2label"]["0"] in model.config.label2id
     card = open(os.path.join(folder, "README.md")).read()
@@ -181,6 +189,10 @@ def test_export_command(request, tmp_path_factory, exported, tmp_path):
     assert (tmp_path / "theirs" / "config.json").read_text() == '{"mine": 1}'
     missing = CliRunner().invoke(cli, ["export", str(tmp_path / "nope.head"), "--out", str(tmp_path / "m2")])
     assert missing.exit_code == 1 and missing.output.startswith("error: ") and "nope.head" in missing.output
+    record = CliRunner().invoke(cli, ["export", str(tmp_path / "nope.json"), "--out", str(tmp_path / "m2")])
+    assert record.output == f"error: no head at {tmp_path / 'nope.json'}: the file does not exist\n"  # not .safetensors
+    folder = CliRunner().invoke(cli, ["export", str(tmp_path / "theirs"), "--out", str(tmp_path / "m2")])
+    assert folder.exit_code == 1 and "is a folder, not a head" in folder.output, folder.output
 
 
 def test_export_on_a_full_disk_leaves_no_half_made_model(request, tmp_path_factory, exported, tmp_path, monkeypatch):

