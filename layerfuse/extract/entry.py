@@ -90,8 +90,9 @@ class ExtractConfig:
             raise LayerfuseError("--special-tokens needs --granularity subword (and a task with word tags)")
         if self.labels is not None and task.masks_inputs:
             raise LayerfuseError(f"--labels needs a task with word labels, not --task {self.task}")
-        if self.token_budget is not None and self.token_budget < 8:
-            raise LayerfuseError(f"--token-budget {self.token_budget} is too small")
+        if self.token_budget is not None and self.token_budget < MIN_TOKEN_BUDGET:
+            raise LayerfuseError(f"--token-budget {self.token_budget} is too small: the least is {MIN_TOKEN_BUDGET} "
+                                 "tokens a batch")
         if self.unit_rows is not None and not 1 <= self.unit_rows <= MAX_UNIT_ROWS:  # 0 once meant the default
             raise LayerfuseError(f"--unit-rows {self.unit_rows} is outside 1..{MAX_UNIT_ROWS} (rows per shard)")
         if task.masks_inputs and not self.read().default:
@@ -221,6 +222,7 @@ def special_counts(config: ExtractConfig, tokenizer) -> tuple[int, int]:
     return len(before), len(after)
 
 
+MIN_TOKEN_BUDGET = 8  # tokens a batch: the least --token-budget extract takes
 MAX_UNIT_ROWS = 65536  # the largest unit `default_unit_rows` picks; a larger one only grows the memory of a unit
 
 

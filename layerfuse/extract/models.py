@@ -106,8 +106,7 @@ def model_info(name: str | None, *, trust_remote_code: bool = False) -> ModelInf
             json.dumps(config.to_dict(), sort_keys=True, default=str).encode()
         ).hexdigest()[:16]
     max_pos = getattr(config, "max_position_embeddings", 512) or 512
-    if "roberta" in config.model_type or config.model_type in ("camembert", "longformer", "mpnet"):
-        # RoBERTa-style position ids (MPNet's too) start after the padding index.
+    if _positions_after_padding(config):
         max_pos -= (getattr(config, "pad_token_id", 1) or 1) + 1
     return ModelInfo(
         name=display,
@@ -120,6 +119,48 @@ def model_info(name: str | None, *, trust_remote_code: bool = False) -> ModelInf
         ffn_dim=int(getattr(config, "intermediate_size", 4 * config.hidden_size)),
         max_length=int(max_pos),
     )
+
+
+def _positions_after_padding(config) -> bool:
+    """Whether the architecture numbers positions from its padding index + 1 (RoBERTa and its kin:
+    XLM-R, CamemBERT, Longformer, MPNet, data2vec-text, I-BERT, ...), so 2 + pad of its positions are
+    never a token's: told by the modeling module's position-id helper, which those models share; the
+    model types known to do it where the class is not transformers' own (remote code)."""
+    import inspect
+    import sys
+
+    from transformers.models.auto.modeling_auto import MODEL_MAPPING
+
+    try:
+        module = sys.modules[MODEL_MAPPING[type(config)].__module__]
+    except (KeyError, ValueError, ImportError):
+        return "roberta" in config.model_type or config.model_type in ("camembert", "longformer", "mpnet")
+    helper = "create_position_ids_from_input_ids"
+    return hasattr(module, helper) or any(hasattr(c, helper) for _, c in inspect.getmembers(module, inspect.isclass))
+
+
+def _mark_every_word(tok) -> None:
+    """A byte-level BPE tokenizer given pre-split words marks each as following a space (``Ġ``) only
+    with ``add_prefix_space``; without it every word was encoded as if it opened the text (``P ar is``
+    for ``Paris``), in silence. Turned on in the backend itself, for whatever class or model type the
+    tokenizer came with (the ``add_prefix_space`` argument reaches only some classes)."""
+    from tokenizers import Tokenizer
+
+    state = json.loads(tok.backend_tokenizer.to_str())
+    if _prefix_space_on(state.get("pre_tokenizer")):
+        tok._tokenizer = Tokenizer.from_str(json.dumps(state))
+
+
+def _prefix_space_on(pre_tokenizer) -> bool:
+    """Set ``add_prefix_space`` on every ByteLevel step of a pre-tokenizer's JSON; whether one was off."""
+    if not isinstance(pre_tokenizer, dict):
+        return False
+    if pre_tokenizer.get("type") == "Sequence":
+        return any([_prefix_space_on(step) for step in pre_tokenizer.get("pretokenizers") or []])
+    if pre_tokenizer.get("type") == "ByteLevel" and not pre_tokenizer.get("add_prefix_space"):
+        pre_tokenizer["add_prefix_space"] = True
+        return True
+    return False
 
 
 def load_tokenizer(info: ModelInfo, *, trust_remote_code: bool = False):
@@ -139,6 +180,7 @@ def load_tokenizer(info: ModelInfo, *, trust_remote_code: bool = False):
             f"model {info.name} has no fast tokenizer ({type(tok).__name__}); word alignment needs one "
             "(a tokenizer.json next to the weights)"
         )
+    _mark_every_word(tok)
     return tok
 
 
