@@ -118,7 +118,7 @@ def _fill(checkpoint, lines, *, top_k: int, as_json: bool, device) -> None:
             continue
         click.echo(line)
         for k, m in enumerate(masks, 1):
-            click.echo(f"  mask {k}: " + ", ".join(f"{t['token']} ({t['probability']:.3f})" for t in m["top"]))
+            click.echo(f"  mask {k}: " + ", ".join(f"{t['token']} ({t['probability']:.3g})" for t in m["top"]))
 
 
 def _tag(checkpoint, lines, *, as_json: bool, device) -> None:

@@ -116,7 +116,9 @@ def budget_table(entry, *, layers: str | None, options: dict, current: str | Non
               show_default=True, help="0 = no clipping.")
 @click.option("--mode", type=click.Choice(["fe", "ft"]), default=default_of(TrainConfig, "mode"), show_default=True,
               help="fe: train on the cache; ft: fine-tune the backbone end to end with the head.")
-@click.option("--freeze", default=None, help="FT: freeze 'embeddings', or the embeddings and the bottom K layers.")
+@click.option("--freeze", default=None,
+              help="FT: freeze 'embeddings', or the embeddings and the bottom K layers (K >= 1; 0: nothing frozen, "
+                   "the default).")
 @click.option("--grad-accum", type=click.IntRange(min=1), default=default_of(TrainConfig, "grad_accum"),
               show_default=True, help="Micro-batches per optimizer step.")
 @click.option("--precision", type=click.Choice(["auto", *PRECISIONS]), default="auto", show_default=True,
@@ -180,7 +182,7 @@ def main(cache, model, dataset, cache_dir, read, out, dry_run, verbose, quiet, p
     _refuse_diverged(result, config)
     stem = _save_somewhere(result, data, entry, config, out=out, load_seconds=load_seconds)
     click.echo(f"{config.fusion} shots={config.shots or 'all'} epochs={config.epochs} seed={config.seed}: "
-               f"{_scores(result)}, {result.params:,} params, {result.seconds['total']:.1f} s -> {stem}.json")
+               f"{_scores(result)}, {_params(result)}, {result.seconds['total']:.1f} s -> {stem}.json")
     z_layer = entry.num_layers if config.query_layers(entry.num_layers) else max(result.layers)
     click.echo(describe(result.layer_usage, z_layer=z_layer))
     short = xie_shortfall(config.layers, result.layers, num_layers=entry.num_layers)
@@ -327,6 +329,12 @@ def _save(result, data, entry, config: TrainConfig, *, out: str, load_seconds: f
     record["head_sha256"] = file_sha256(weights)
     write_json(stem + ".json", record)
     return stem
+
+
+def _params(result) -> str:
+    """The head's trainable parameters, and in FT the backbone's trained with it."""
+    backbone = f" + {result.backbone_params:,} of the backbone" if result.backbone_params else ""
+    return f"{result.params:,} params{backbone}"
 
 
 if __name__ == "__main__":

@@ -3,6 +3,7 @@ network that is not there, and describing it for the cache key."""
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -191,12 +192,30 @@ def load_model(info: ModelInfo, *, device, trust_remote_code: bool = False):
     from transformers.utils import logging as hf_logging
 
     hf_logging.disable_progress_bar()
+    # transformers' load report lists an MLM checkpoint's head (unused) and its missing pooler on every
+    # run; what matters in it is checked below, so the report stays quiet.
+    verbosity = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()
+    load = functools.partial(AutoModel.from_pretrained, info.path, trust_remote_code=trust_remote_code,
+                             dtype=torch.float32, output_loading_info=True)
     try:
-        model = AutoModel.from_pretrained(
-            info.path, trust_remote_code=trust_remote_code, attn_implementation="sdpa", dtype=torch.float32
-        )
-    except (ValueError, ImportError):
-        model = AutoModel.from_pretrained(info.path, trust_remote_code=trust_remote_code, dtype=torch.float32)
+        try:
+            model, loaded = load(attn_implementation="sdpa")
+        except (ValueError, ImportError):
+            model, loaded = load()
     except OSError as exc:
         raise LayerfuseError(f"cannot load weights of {info.name}: {str(exc).splitlines()[0]}") from exc
+    finally:
+        hf_logging.set_verbosity(verbosity)
+    check_weights_found(info.name, loaded.get("missing_keys") or [])
     return model.eval().to(device)
+
+
+def check_weights_found(name: str, missing) -> None:
+    """Weights the checkpoint lacks are random: refused, but for the pooler ([CLS]'s projection, which no
+    token head reads; an MLM checkpoint has none)."""
+    lacking = sorted(key for key in missing if not key.startswith("pooler."))
+    if lacking:
+        shown = ", ".join(lacking[:3]) + (", ..." if len(lacking) > 3 else "")
+        raise LayerfuseError(f"the weights of {name} lack {len(lacking)} of the encoder's tensors ({shown}): they "
+                             "would be random; is it a checkpoint of this architecture?")

@@ -40,7 +40,7 @@ from .data import HeadData, choose_layers
 from .diagnostics import layer_usage
 from .memory import keep_freed_memory
 from .runtime import apply_thread_setting, autocast, now, pick_device
-from .tasks import batch_loss, training_task
+from .tasks import IGNORE, batch_loss, training_task
 
 PACK_MULTIPLE = 32  # training batches are padded to a multiple of this many rows (see SplitArrays.batch)
 
@@ -396,16 +396,34 @@ def lr_schedule(config: TrainConfig, total_steps: int):
 
 
 def train_step(run: Run, step_order: np.ndarray) -> None:
-    """One optimizer step over ``step_order`` (micro-batches of batch_size, gradients accumulated)."""
+    """One optimizer step over ``step_order`` (micro-batches of batch_size, gradients accumulated).
+
+    The step's loss is the mean over every scored row of the step, as one batch of them all would have
+    it: with several micro-batches each adds its rows' summed loss, and the gradients are divided by the
+    step's row count once they are all in (on the device: no sync). Weighting each micro-batch's mean by
+    its sentences instead let `--grad-accum 2` train otherwise than twice the batch."""
     config, packed = run.config, packable(run.head)  # packed: no padding but to a multiple of PACK_MULTIPLE
     run.optimizer.zero_grad(set_to_none=True)
-    for m in range(0, len(step_order), config.batch_size):
-        micro = step_order[m:m + config.batch_size]
+    micros = [step_order[m:m + config.batch_size] for m in range(0, len(step_order), config.batch_size)]
+    summed = rows = None
+    for micro in micros:
         with run.autocast():
             batch = run.train.batch(micro, device=run.device, packed=packed, multiple=PACK_MULTIPLE)
             logits, targets = run.task.outputs(run.head, batch)  # [N, classes], [N]: the rows the task scores
         loss = batch_loss(logits, targets)
-        run.scaler.scale(loss * len(micro) / len(step_order)).backward()
+        if len(micros) == 1:
+            run.scaler.scale(loss).backward()
+            continue
+        scored = (targets != IGNORE).sum()
+        run.scaler.scale(loss * scored).backward()
+        summed = loss.detach() * scored if summed is None else summed + loss.detach() * scored
+        rows = scored if rows is None else rows + scored
+    if len(micros) > 1:
+        rows = rows.clamp(min=1).float()
+        for p in run.model.parameters():
+            if p.grad is not None:
+                p.grad.div_(rows)
+        loss = summed / rows
     if config.max_grad_norm > 0:
         run.scaler.unscale_(run.optimizer)
         torch.nn.utils.clip_grad_norm_([p for p in run.model.parameters() if p.requires_grad], config.max_grad_norm)
