@@ -21,7 +21,7 @@ import click
 
 from ..cache.layout import is_remote, local_path
 from ..errors import LayerfuseError
-from ..serve.state import DEFAULT_HOST, DEFAULT_PORT, ServerState
+from ..serve.state import DEFAULT_HOST, DEFAULT_PORT, LOOPBACK_HOSTS, ServerState
 from .errors import friendly_errors
 from .options import cache_dir_option, device_option, say
 from .roots import checked_root
@@ -79,10 +79,12 @@ def main(cache_dir, host, port, token_file, read_token_file, runs, data_dirs, de
     state = ServerState(root=root, token=token, read_token=read_token(read_token_file) if read_token_file else None,
                         runs=[Path(r).resolve() for r in runs], trust_remote_code=trust_remote_code, device=device,
                         max_size=_size(max_size), data_dirs=[Path(d).resolve() for d in data_dirs],
-                        private=[Path(p).resolve() for p in (where, read_token_file) if p])
+                        private=[Path(p).resolve() for p in (where, read_token_file) if p],
+                        hosts=LOOPBACK_HOSTS if _loopback(host) else None)
     held = _only_server(root)  # before the queue reads its jobs: a second server would requeue the first's
     port = port or _free_port(host)  # --port 0: the port is named in the banner, not left to uvicorn's line
-    say(f"serving {root} on http://{host}:{port}/ (write token in {where}; send it as 'Authorization: Bearer ...')")
+    shown = f"[{host}]" if ":" in host else host  # an IPv6 address is bracketed in a URL
+    say(f"serving {root} on http://{shown}:{port}/ (write token in {where}; send it as 'Authorization: Bearer ...')")
     if state.read_token is None and not _loopback(host):
         say(f"reads are open to anyone who can reach {host}:{port}; --read-token-file closes them")
     try:

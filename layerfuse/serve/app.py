@@ -13,14 +13,18 @@ from pathlib import Path
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
+from starlette.middleware.trustedhost import TrustedHostMiddleware
 from starlette.responses import JSONResponse
 
 from . import entries, jobs, page
+from .guard import hide_secrets
 from .state import ServerState
 
 
 def create_app(state: ServerState) -> Starlette:
     state.root = Path(state.root).resolve()
+    hide_secrets(state.token, state.read_token)
     state.queue = jobs.JobQueue(state)
 
     @asynccontextmanager
@@ -31,8 +35,9 @@ def create_app(state: ServerState) -> Starlette:
         finally:
             state.queue.stop()
 
+    hosts = [Middleware(TrustedHostMiddleware, allowed_hosts=list(state.hosts))] if state.hosts else []
     app = Starlette(routes=[*entries.routes(), *jobs.routes(), *page.routes()], lifespan=lifespan,
-                    exception_handlers={HTTPException: _json_error})
+                    exception_handlers={HTTPException: _json_error}, middleware=hosts)
     app.state.server = state
     return app
 

@@ -72,6 +72,31 @@ class NoQueryString(logging.Filter):
         return True
 
 
+class NoSecrets(logging.Filter):
+    """A log line with a token in it (a dataset file that is the token file, quoted by a reader's error)
+    gets ``<token>`` in its place: tokens never appear in a log."""
+
+    def __init__(self, secrets):
+        super().__init__()
+        self.secrets = [s for s in secrets if s]
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        text = record.getMessage()
+        if any(secret in text for secret in self.secrets):
+            for secret in self.secrets:
+                text = text.replace(secret, "<token>")
+            record.msg, record.args = text, ()
+        return True
+
+
+def hide_secrets(*secrets: str | None) -> None:
+    """Install `NoSecrets` for ``secrets`` on this package's server log (one filter: a new server's
+    tokens replace the last one's)."""
+    for old in [f for f in log.filters if isinstance(f, NoSecrets)]:
+        log.removeFilter(old)
+    log.addFilter(NoSecrets(secrets))
+
+
 refused = OncePerInterval()
 
 

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from ..cache.usage import hold, mark_read
 from ..errors import LayerfuseError
+from ..extract.entry import READING_FIELDS
 from ..extract.run import ExtractConfig, extract
 from .admit import Refusal, admit, without_contents
 
@@ -32,7 +33,8 @@ log = logging.getLogger("layerfuse.serve")
 
 def _covers(making: list[str] | None, wanted: list[str] | None) -> bool:
     """Whether a job storing the label sets ``making`` stores every set of ``wanted`` too (None: every
-    set the dataset has). Label sets do not change an entry's key, so the path alone does not say it."""
+    set the dataset has, read as that job reads it: a request joins only a job reading the same columns,
+    which name the sets). Label sets do not change an entry's key, so the path alone does not say it."""
     return making is None or (wanted is not None and set(wanted) <= set(making))
 
 
@@ -61,6 +63,7 @@ class JobQueue:
             for job in self._jobs.values():
                 if (job["state"] in ("queued", "running") and job["path"] == path
                         and set(splits) <= set(job["splits"])
+                        and all(job["options"].get(f) == options.get(f) for f in READING_FIELDS)
                         and _covers(job["options"].get("labels"), options.get("labels"))):
                     job["requests"] += 1
                     self._save(job)

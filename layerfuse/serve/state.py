@@ -10,6 +10,9 @@ from pathlib import Path
 
 DEFAULT_HOST = "127.0.0.1"  # only this machine, unless the operator says otherwise
 DEFAULT_PORT = 8000
+# The Host values a server bound to loopback answers: a web page elsewhere that rebinds its own name to
+# 127.0.0.1 sends its name, and gets a 400 instead of the entries (reads are open by default).
+LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "[::1]")
 MAX_BODY_BYTES = 64 * 1024  # a job request is a few hundred bytes of JSON
 
 
@@ -24,6 +27,7 @@ class ServerState:
     max_size: int | None = None  # after each job, evict least recently read entries down to this (bytes)
     data_dirs: list[Path] = field(default_factory=list)  # a job's dataset path must lie under one (--data-dir)
     private: list[Path] = field(default_factory=list)  # files no job may read whatever the data dirs (the tokens)
+    hosts: tuple[str, ...] | None = None  # the Host header values answered (None: any)
     queue: object = None  # the `jobs.JobQueue`, set by create_app
 
     def may_write(self, header: str | None) -> bool:

@@ -31,3 +31,26 @@ def test_a_root_that_is_a_file_is_one_line(tmp_path):
     path.write_text("x")
     line = one_error_line(CliRunner().invoke(main, ["serve", "--cache-dir", str(path)]))
     assert f"--cache-dir {path} is not a directory" in line
+
+
+def test_an_ipv6_address_is_bracketed_and_a_loopback_server_answers_loopback_names_only(tmp_path, monkeypatch):
+    """http://::1:PORT/ is no URL; a page elsewhere that rebinds its name to 127.0.0.1 sends that name as
+    Host, and a loopback server (reads open by default) answered it."""
+    import socket
+
+    import uvicorn
+    from starlette.testclient import TestClient
+
+    if not socket.has_ipv6:
+        pytest.skip("no IPv6 on this machine")
+    served = []
+    monkeypatch.setattr(uvicorn, "run", lambda app, **kw: served.append((app, kw["port"])))
+    result = CliRunner().invoke(main, ["serve", "--cache-dir", str(tmp_path / "root"), "--host", "::1",
+                                       "--port", "0"])
+    if result.exit_code != 0 and "Cannot assign requested address" in str(result.exception):
+        pytest.skip("::1 cannot be bound here")
+    assert result.exit_code == 0, result.output
+    [(app, port)] = served
+    assert f"on http://[::1]:{port}/ " in result.stderr, result.stderr
+    for host, status in (("127.0.0.1:8000", 200), ("localhost", 200), ("[::1]:8000", 200), ("evil.example", 400)):
+        assert TestClient(app).get("/api/entries", headers={"Host": host}).status_code == status, host

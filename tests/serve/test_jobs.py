@@ -98,6 +98,10 @@ def test_a_request_joins_only_a_job_that_stores_its_label_sets(body, data_dirs, 
     assert post(labels=["ner"])["joined"]
     again = post()
     assert again["joined"] and again["id"] == every["id"]
+    # --columns name the sets a job finds: one reading word and ner only stores no pos, whatever it asks
+    words_and_ner = post(columns="word=0,ner=3", splits=["dev"])
+    with_pos = post(columns="word=0,pos=1,ner=3", labels=["pos"], splits=["dev"])
+    assert not with_pos["joined"] and with_pos["id"] != words_and_ner["id"]
 
 
 def test_files_in_the_jobs_folder_that_are_not_jobs_are_skipped(body, data_dirs, tmp_path, caplog):

@@ -76,3 +76,16 @@ def test_the_bearer_scheme_in_any_case(scheme, tmp_path):
     state = ServerState(root=tmp_path, token="t0k")
     assert state.may_write(f"{scheme} t0k") and not state.may_write(f"{scheme} other")
     assert not state.may_write("Basic t0k")
+
+
+def test_tokens_never_reach_the_server_log(tmp_path, caplog):
+    """A dataset file that is the token file (a link to it inside a data dir): the reader's error quotes the
+    line, and the operator's log line quoted the token."""
+    from layerfuse.serve.admit import without_contents
+    from layerfuse.serve.app import create_app
+
+    create_app(ServerState(root=tmp_path, token="w-s3cret", read_token="r-s3cret"))
+    with caplog.at_level(logging.WARNING, logger="layerfuse.serve"):
+        client_line = without_contents("data/leak/train.txt:1: a token line without a tag: 'w-s3cret r-s3cret'")
+    assert "s3cret" not in client_line and "s3cret" not in caplog.text
+    assert "a token line without a tag: '<token> <token>'" in caplog.text  # the reason stays, the token goes
