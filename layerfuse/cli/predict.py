@@ -31,9 +31,9 @@ from .options import default_of, say
 @click.option("--top-k", type=click.IntRange(min=1), default=default_of(MaskFiller.fill, "top_k"), show_default=True,
               help="Tokens printed per mask.")
 @click.option("--conll", "conll", type=click.Path(dir_okay=False), default=None,
-              help="Score the head on a labelled CoNLL file (one word a line, gold tag in the last column, or in "
-                   "the column of the head's label set for a pos or chunk head of a CoNLL-2003-layout file, or as "
-                   "--columns says, blank "
+              help="Score the head on a labelled CoNLL file (one word a line, the gold tag where the head's training "
+                   "data had it: the last column, or as that data's --columns or this --columns say, or the column "
+                   "of the head's label set for a pos or chunk head of a CoNLL-2003-layout file; blank "
                    "lines between sentences, -DOCSTART- lines skipped): writes 'word gold pred' lines (conlleval's "
                    "input; gold normalised to IOB2) and prints precision, recall, F1 and support per entity type "
                    "plus the micro average, by the project's own metric (conlleval's chunking, seqeval's default "
