@@ -21,6 +21,7 @@ BLOCK = re.compile(r"(?P<before>[^\n]*)\n```python\n(?P<code>.*?)\n```", re.S)
 TINY = [("layers=[2, 6]", "layers=[1, 2]"), ("shots=[8, 128]", "shots=[2, 4]"), ("trials=3", "trials=1"),
         ("epochs=10", "epochs=2"), ("epochs=[10]", "epochs=[2]")]
 EXPORTED = "models/concat-n8"  # the folder docs/guide/export.md loads
+SAVED = "runs/concat-n8-e10-s0.head"  # the head docs/guide/training.md tags with
 
 
 def blocks() -> list:
@@ -67,6 +68,10 @@ def test_block_runs_as_typed(code, tiny_cache, exported_model, tmp_path):
     if EXPORTED in code:
         (tmp_path / EXPORTED).parent.mkdir(parents=True)
         (tmp_path / EXPORTED).symlink_to(exported_model, target_is_directory=True)
+    if SAVED in code:  # the head the export was made from, where train-head saves it
+        (tmp_path / SAVED).parent.mkdir(parents=True)
+        for suffix in (".safetensors", ".json"):
+            (tmp_path / (SAVED + suffix)).symlink_to(exported_model.parent / ("concat.head" + suffix))
     (tmp_path / "example.py").write_text(code + "\n", encoding="utf-8")
     env = dict(os.environ, LAYERFUSE_HOME=str(Path(tiny_cache).parent), HF_HUB_OFFLINE="1")
     out = subprocess.run([sys.executable, "example.py"], cwd=tmp_path, env=env, capture_output=True, text=True,
