@@ -12,7 +12,7 @@ import click
 
 from ..cache import label_sets
 from ..cache.gc import collect, last_used, leftovers, parse_size
-from ..cache.layout import is_remote
+from ..cache.layout import is_remote, local_path
 from ..cache.manage import (
     bytes_on_disk,
     differences,
@@ -35,6 +35,16 @@ from .progress import show_progress
 from .roots import checked_root
 
 
+def _why_empty(root: str) -> str:
+    """What may explain an empty listing: a local root that is not there, a server's address without its
+    ``/entries`` (``layerfuse serve`` serves the root there)."""
+    if not is_remote(root):
+        return "" if os.path.isdir(local_path(root)) else " (no such folder)"
+    if root.startswith(("http://", "https://")) and not root.rstrip("/").endswith("/entries"):
+        return f" (a layerfuse server serves its root at {root.rstrip('/')}/entries)"
+    return ""
+
+
 @click.command("ls")
 @cache_dir_option
 @friendly_errors
@@ -45,7 +55,7 @@ def ls_cmd(cache_dir):
     damaged: list[str] = []
     entries = list_entries(root, damaged=damaged)
     if not entries and not damaged:
-        click.echo(f"no entries under {root}")
+        click.echo(f"no entries under {root}{_why_empty(root)}")
         return
     remote = is_remote(root)
     for e in entries:

@@ -62,7 +62,7 @@ def out_of_memory(exc: BaseException) -> str | None:
             or "can't allocate memory" in text or "out of memory" in text.lower()):
         return None
     return (f"out of memory{f' ({text[:200]})' if text else ''}: lower --batch-size or --token-budget, "
-            "shorten what one batch holds, or free memory")
+            "shorten what one batch holds, take a smaller head (--extra-layers), or free memory")
 
 
 RESUMES = "interrupted; rerun the same command to resume"

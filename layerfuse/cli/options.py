@@ -251,8 +251,10 @@ def _values(option: Option, text, flag: str, *, grid: bool):
     left as it is) stays None, [None] in a grid. ``flag`` names it in an error."""
     if text is None:
         return [None] if grid else None
+    bounds = [f"{sign} {bound:g}" for sign, bound in ((">=", option.minimum), ("<=", option.maximum))
+              if bound is not None]
     what = (f"one of {', '.join(map(str, option.choices))}" if option.choices else
-            _WHAT.get(option.type, "valid") + (f" >= {option.minimum:g}" if option.minimum is not None else ""))
+            " ".join([_WHAT.get(option.type, "valid"), " and ".join(bounds)]).strip())
 
     def cast(item: str):
         try:

@@ -175,12 +175,17 @@ def _score_conll(checkpoint, path: str, *, columns, out, as_json: bool, device) 
             click.echo(line)
     gold = [tags for _, tags in sentences]
     report = ce.token_report(gold, pred) if token_set else ce.span_report(gold, pred, tagger.label_names)
-    text = json.dumps(report) if as_json else (ce.format_token_report if token_set else ce.format_report)(report)
-    click.echo(text, err=not out)
     scored_in = (meta.get("config") or {}).get("precision") or "fp32"
+    note = None
     if scored_in != "fp32":  # training's scores came from autocast passes; these from float32 ones
-        say(f"note: training scored this head under {scored_in} autocast; predict runs float32, so its figures "
-            "can differ slightly from the training's (train with --precision fp32 for the same)")
+        note = (f"training scored this head under {scored_in} autocast; predict runs float32, so its figures "
+                "can differ slightly from the training's (train with --precision fp32 for the same)")
+    if as_json:  # one JSON object on its stream, the note in it: a line after it made the stream no JSON
+        click.echo(json.dumps({**report, **({"note": note} if note else {})}), err=not out)
+        return
+    click.echo((ce.format_token_report if token_set else ce.format_report)(report), err=not out)
+    if note:
+        say(f"note: {note}")
 
 
 if __name__ == "__main__":

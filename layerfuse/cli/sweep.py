@@ -19,6 +19,7 @@ from .options import (
     apply_protocol,
     cache_options,
     default_of,
+    device_option,
     extract_options,
     fusion_option_flags,
     fusion_settings,
@@ -60,6 +61,7 @@ from .options import (
 @click.option("--precision", type=click.Choice(["auto", "fp32", "bf16"]), default="auto", show_default=True,
               help="Autocast of the heads' products; auto = bf16 where this machine multiplies it clearly "
                    "faster (measured once, remembered in the cache root), else fp32.")
+@device_option
 @click.option("--workers", type=click.IntRange(min=1), default=None, help="Processes. Default: one per core.")
 @click.option("--pack", type=click.IntRange(min=1), default=None,
               help="Train up to K runs that differ in seed, N, rate or epoch cap together, as one stacked head "
@@ -85,8 +87,9 @@ from .options import (
 @quiet_option
 @friendly_errors
 def main(task, labels, fusions, shots, epochs, trials, lrs, batch_size, layers, query_layer, eval_points,
-         dev_sentences, precision, workers, pack, ray_address, out, keep_heads, cache, model, dataset, cache_dir, read,
-         block_size, mask_seed, mlm_probability, report_only, curve_shots, per_lr, protocol, quiet, **fusion_flags):
+         dev_sentences, precision, device, workers, pack, ray_address, out, keep_heads, cache, model, dataset,
+         cache_dir, read, block_size, mask_seed, mlm_probability, report_only, curve_shots, per_lr, protocol, quiet,
+         **fusion_flags):
     """Run fusion x N-shot x epoch cap x trial from one cache (skipping runs already done)."""
     from ..experiments.report import render
     from ..experiments.results import RESULTS, read_results
@@ -122,8 +125,8 @@ def main(task, labels, fusions, shots, epochs, trials, lrs, batch_size, layers, 
         masking = extract_options(task, block_size=block_size, mask_seed=mask_seed, mlm_probability=mlm_probability)
         base = TrainConfig(fusion="base", shots=None, epochs=1, seed=0, batch_size=batch_size, task=task,
                            labels=labels, layers=layers, eval_points=eval_points,
-                           dev_sentences=dev_sentences, query_layer=query_layer,
-                           precision=resolve_precision(precision, root=cache_dir))
+                           dev_sentences=dev_sentences, query_layer=query_layer, device=device,
+                           precision=resolve_precision(precision, device, root=cache_dir))
         configs = grid(**lists, trials=trials, base=base, lr=_listed(axes["lr"]),
                        **{name: _listed(values) for name, values in settings.items()})
         _say_settings_unused(settings, lists["fusions"])
@@ -136,7 +139,7 @@ def main(task, labels, fusions, shots, epochs, trials, lrs, batch_size, layers, 
             from ..experiments.packs import default_pack
             from ..training.runtime import pick_device
 
-            pack = default_pack(entry, configs, pick_device(None))
+            pack = default_pack(entry, configs, pick_device(device))
         _say_alone(configs, pack)
         run_sweep(entry, configs, out=out, workers=workers, ray=ray_address, progress=show_progress(quiet), log=say,
                   pack=pack, keep_heads=keep_heads)

@@ -20,8 +20,9 @@ def paper_depth(num_layers: int | None) -> int:
     return 1 if num_layers is None or num_layers <= 12 else 2
 
 
-EXTRA_LAYERS = Option("extra_layers", None, type=int, minimum=1, by_depth=paper_depth,
-                      help="Layers of the extra head. Default: 1 if L <= 12 else 2.")
+# At most as deep as the deepest common backbones (48 layers): a deeper "head" is a model of its own.
+EXTRA_LAYERS = Option("extra_layers", None, type=int, minimum=1, maximum=48, by_depth=paper_depth,
+                      help="Layers of the extra head (1 to 48). Default: 1 if L <= 12 else 2.")
 
 
 class ExtraLayers(Fusion):

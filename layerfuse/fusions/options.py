@@ -50,6 +50,7 @@ class Option:
     type: type = str  # of a value given on the command line
     choices: tuple = ()  # the values it takes; () = any of ``type``
     minimum: float | None = None  # the least value it takes (None, where it is the default, stays allowed)
+    maximum: float | None = None  # the most it takes (a typo's 99999 layers filled the memory before a line)
     # a default of None is picked by the backbone's depth (its layer count; None when unknown)
     by_depth: Callable[[int | None], object] | None = None
     # what ran before the option existed: records and heads without it read it so, and run ids name the
@@ -74,6 +75,8 @@ class Option:
             raise LayerfuseError(f"{self.name} must be one of {', '.join(map(str, self.choices))}, got {value!r}")
         if self.minimum is not None and not (isinstance(value, (int, float)) and value >= self.minimum):
             raise LayerfuseError(f"{self.name} must be >= {self.minimum}, got {value!r}")
+        if self.maximum is not None and not (isinstance(value, (int, float)) and value <= self.maximum):
+            raise LayerfuseError(f"{self.name} must be <= {self.maximum}, got {value!r}")
 
     def value(self, given: Mapping, *, num_layers: int | None = None):
         """The value a head is built with, from ``given`` (name -> value; missing = the default),

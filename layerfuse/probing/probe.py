@@ -53,8 +53,8 @@ class ProbeConfig:
             value = getattr(self, name)
             if not isinstance(value, int) or value < (0 if name in ("epochs", "min_steps") else 1):
                 raise LayerfuseError(f"ProbeConfig.{name} = {value!r} is not a valid count")
-        if not self.lr > 0:
-            raise LayerfuseError(f"ProbeConfig.lr = {self.lr!r} must be > 0")
+        if not (self.lr > 0 and math.isfinite(self.lr)):
+            raise LayerfuseError(f"ProbeConfig.lr = {self.lr!r} must be a finite number > 0")
         if self.weight_decay < 0:
             raise LayerfuseError(f"ProbeConfig.weight_decay = {self.weight_decay!r} must be >= 0")
         if self.max_train_tokens is not None and self.max_train_tokens < 1:
@@ -166,6 +166,10 @@ def train_probe(probe: nn.Module, x: torch.Tensor, y: torch.Tensor, *, config: P
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         optimizer.step()
+    # A diverged probe's scores are no result (and its record, with nan in it, was not JSON): one line.
+    if not all(bool(torch.isfinite(p).all()) for p in probe.parameters()):
+        raise LayerfuseError(f"a probe diverged (its weights are not finite) at learning rate {config.lr:g}: "
+                             "lower --lr")
     return probe.eval()
 
 

@@ -104,3 +104,12 @@ def test_train_head_never_picks_a_damaged_entry(tmp_path, tiny_cache):
     shutil.move(corrupt, root / "corrupt")
     out = CliRunner().invoke(cli, ["train-head", "--cache-dir", str(root), "--dry-run"])
     assert out.exit_code == 0 and f"({intact})" in out.output
+
+
+def test_an_empty_listing_says_what_may_explain_it(tmp_path):
+    from layerfuse.cli.cache import _why_empty
+
+    missing = CliRunner().invoke(cli, ["ls", "--cache-dir", str(tmp_path / "nowhere")])
+    assert missing.exit_code == 0 and missing.output == f"no entries under {tmp_path / 'nowhere'} (no such folder)\n"
+    assert _why_empty("http://127.0.0.1:8000") == " (a layerfuse server serves its root at http://127.0.0.1:8000/entries)"
+    assert _why_empty("http://127.0.0.1:8000/entries/") == "" and _why_empty(str(tmp_path)) == ""

@@ -94,3 +94,41 @@ def test_unit_rows_out_of_range_is_one_line(tmp_path, tiny_bert_dir, tiny_conll_
                                                "--cache-dir", str(tmp_path / "cache"), "--unit-rows", rows, "--quiet"])
     assert one_error_line(result) == f"error: --unit-rows {rows} is outside 1..65536 (rows per shard)"
     assert not (tmp_path / "cache").exists() or not any((tmp_path / "cache").iterdir())
+
+
+@pytest.mark.parametrize("command", ["train-head", "sweep"])
+def test_a_head_far_deeper_than_any_backbone_is_refused_before_it_is_built(tiny_cache, tmp_path, command):
+    """--extra-layers 99999 built layers until the kernel killed the process, without a line."""
+    from layerfuse.cli.main import main
+
+    more = ["--fusions", "extra", "--shots", "2", "--epochs", "1", "--trials", "1"] if command == "sweep" else \
+        ["--fusion", "extra", "--shots", "2", "--epochs", "1"]
+    result = CliRunner().invoke(main, [command, "--cache", tiny_cache, *more, "--extra-layers", "99999",
+                                       "--out", str(tmp_path / "runs")])
+    assert result.exit_code in (1, 2) and ("extra_layers must be <= 48, got 99999" in result.output or
+                                           "is not an integer >= 1 and <= 48" in result.output), result.output
+
+
+def test_a_sweep_takes_the_device_train_head_takes(tiny_cache, tmp_path):
+    """`sweep --device` was no option: a sweep on a GPU machine could not be kept on the CPU."""
+    import json
+
+    from layerfuse.cli.main import main
+
+    args = ["sweep", "--cache", tiny_cache, "--fusions", "base", "--shots", "2", "--epochs", "1", "--trials", "1",
+            "--workers", "1", "--quiet", "--out", str(tmp_path / "runs")]
+    result = CliRunner().invoke(main, [*args, "--device", "cpu"])
+    assert result.exit_code == 0, result.output
+    [record] = [json.loads(line) for line in (tmp_path / "runs" / "results.jsonl").read_text().splitlines()]
+    assert record["config"]["device"] == "cpu"
+    bogus = CliRunner().invoke(main, [*args, "--device", "bogus"])
+    assert bogus.exit_code == 1 and "bogus" in one_error_line(bogus)
+
+
+def test_rank_layers_refuses_a_file_as_out_before_it_scores(tiny_cache, tmp_path):
+    from layerfuse.cli.main import main
+
+    (tmp_path / "a-file").write_text("mine")
+    result = CliRunner().invoke(main, ["rank-layers", "--cache", tiny_cache, "--out", str(tmp_path / "a-file")])
+    assert result.exit_code == 1 and "is a file, not a folder" in one_error_line(result)
+    assert (tmp_path / "a-file").read_text() == "mine"

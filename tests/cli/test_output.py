@@ -65,7 +65,7 @@ def test_sweep_quiet_draws_no_bar(tiny_cache, tmp_path, quiet, monkeypatch):
     ("--lrs", "abc", "--lrs 'abc': 'abc' is not a number or 'default'"),
     ("--fusions", "dwatt,foo", "--fusions 'dwatt,foo': 'foo' is not one of base, concat, dwatt, extra, scalarmix"),
     ("--layer-scores", "paper,x", "--layer-scores 'paper,x': 'x' is not one of paper, scaled, learned"),
-    ("--extra-layers", "1,0", "--extra-layers '1,0': '0' is not an integer >= 1"),
+    ("--extra-layers", "1,0", "--extra-layers '1,0': '0' is not an integer >= 1 and <= 48"),
     ("--fusion-opt", "nope=1", "--fusion-opt 'nope=1': no fusion has an option 'nope' (the fusions' options: "
                                "layer_score, extra_layers)"),
     ("--fusion-opt", "layer_score=paper,x", "--fusion-opt layer_score 'paper,x': 'x' is not one of paper, scaled, "

@@ -106,6 +106,25 @@ def test_conll_output_scores_as_training_does(fixture, request, tiny_conll_dir, 
             assert got[key] == pytest.approx(float(want[other]), abs=1e-12)
 
 
+def test_the_json_report_stays_json_with_the_bf16_note_in_it(head, tiny_conll_dir, tmp_path):
+    """A head trained under bf16 autocast: the note on predict's float32 scores followed the JSON report on
+    stderr, which then was no JSON."""
+    import shutil
+
+    stem, *_ = head
+    bf16 = tmp_path / "bf16"
+    shutil.copy(stem + ".safetensors", str(bf16) + ".safetensors")
+    meta = json.loads(open(stem + ".json", encoding="utf-8").read())
+    meta["config"] = {**(meta.get("config") or {}), "precision": "bf16"}
+    (tmp_path / "bf16.json").write_text(json.dumps(meta), encoding="utf-8")
+    out = CliRunner().invoke(main, ["--head", str(bf16), "--conll", str(tiny_conll_dir / "dev.txt"), "--json"])
+    assert out.exit_code == 0, out.output
+    report = json.loads(out.stderr)
+    assert "micro" in report and report["note"].startswith("training scored this head under bf16 autocast")
+    table = CliRunner().invoke(main, ["--head", str(bf16), "--conll", str(tiny_conll_dir / "dev.txt")])
+    assert table.stderr.splitlines()[-1].startswith("note: training scored this head under bf16")
+
+
 def test_conll_to_stdout_with_a_table(head, tiny_conll_dir):
     stem, *_ = head
     out = CliRunner().invoke(main, ["--head", stem, "--conll", str(tiny_conll_dir / "dev.txt")])

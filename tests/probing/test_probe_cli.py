@@ -59,6 +59,9 @@ def test_probe_defaults_to_every_label_set(tiny_cache, tmp_path):
     (["--seeds", "0,x"], "'x' is not a seed in 0..4294967295"),
     (["--seeds", "0,-1"], "'-1' is not a seed in 0..4294967295"),  # numpy's traceback before
     (["--shots", "0"], "--shots '0' must be >= 1"),
+    (["--lr", "inf"], "ProbeConfig.lr = inf must be a finite number > 0"),  # a 46-line traceback before
+    (["--lr", "1e30", "--min-steps", "50", "--no-control"], "a probe diverged (its weights are not finite) at "
+                                                            "learning rate 1e+30: lower --lr"),
 ])
 def test_bad_options_are_one_line_errors(tiny_cache, tmp_path, args, message):
     result = CliRunner().invoke(main, ["probe", "--cache", tiny_cache, "--out", str(tmp_path), "--quiet", *args])
