@@ -68,6 +68,15 @@ def out_of_memory(exc: BaseException) -> str | None:
 RESUMES = "interrupted; rerun the same command to resume"
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where the process is (`launch.terminate_as_interrupt`): ends as Ctrl-C does."""
+
+
+def exit_code(interrupt: KeyboardInterrupt) -> int:
+    """128 + the signal's number, as a shell reports a process the signal ended: 143 for SIGTERM, 130 for Ctrl-C."""
+    return 143 if isinstance(interrupt, Terminated) else 130
+
+
 def friendly_errors(fn=None, *, interrupted: str = RESUMES):
     """``@friendly_errors`` or ``@friendly_errors(interrupted=...)``: ``interrupted`` is what Ctrl-C prints,
     true of the command (a command that keeps no partial work must not promise a resume)."""
@@ -89,9 +98,9 @@ def friendly_errors(fn=None, *, interrupted: str = RESUMES):
             what = exc.strerror or (f"not found: {exc}" if isinstance(exc, FileNotFoundError) else exc)
             click.echo(f"error: {what}{where}", err=True)
             sys.exit(1)
-        except KeyboardInterrupt:
+        except KeyboardInterrupt as exc:
             click.echo(interrupted, err=True)
-            sys.exit(130)
+            sys.exit(exit_code(exc))
         except Exception as exc:  # MemoryError included
             refusal = http_refusal(exc) or out_of_memory(exc) or unreachable(exc)
             if refusal is None:

@@ -5,7 +5,10 @@ as it does once the command runs (`errors.friendly_errors`), rather than in a tr
 from __future__ import annotations
 
 import importlib
+import signal
 import sys
+
+from .errors import Terminated, exit_code
 
 LOADING = "interrupted while loading; nothing was done"
 
@@ -14,15 +17,28 @@ def command(module: str, name: str = "main"):
     """``module``'s attribute ``name``, imported now; Ctrl-C meanwhile is one line and exit 130."""
     try:
         return getattr(importlib.import_module(module), name)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:
         print(LOADING, file=sys.stderr)
-        sys.exit(130)
+        sys.exit(exit_code(exc))
+
+
+def terminate_as_interrupt() -> None:
+    """SIGTERM (a scheduler's time limit, `kill`) ends a command as Ctrl-C does: its cleanup runs (locks,
+    half-written files), it says what was kept, and it exits 143, where Python's default died mid-step
+    in silence. A SIGTERM this process inherited ignored stays ignored."""
+    if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+        signal.signal(signal.SIGTERM, _raise_terminated)
+
+
+def _raise_terminated(signum, frame):
+    raise Terminated()
 
 
 def _script(module: str, name: str = "main"):
     """A console script that runs ``module``'s command ``name``; ``loads`` names that command
     (``module:name``), for whoever runs it in process (the docs' tests, with click's runner)."""
     def run():
+        terminate_as_interrupt()
         return command(module, name)()
 
     run.loads = f"{module}:{name}"

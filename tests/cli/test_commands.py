@@ -92,6 +92,30 @@ def test_ctrl_c_while_a_command_loads_is_one_line(tmp_path):
     assert child.returncode == 130 and err.strip() == LOADING, err
 
 
+def test_sigterm_ends_a_command_as_ctrl_c_does(tiny_cache, tmp_path):
+    """A scheduler's time limit (SIGTERM) killed a command mid-step in silence, its cleanup never run: it
+    now says what was kept, as Ctrl-C does, and exits 143."""
+    import os
+    import signal
+    import subprocess
+
+    code = "import sys; from layerfuse.cli.launch import train_head; sys.argv[0] = 'train-head'; train_head()"
+    args = ["--cache", tiny_cache, "--fusion", "base", "--shots", "all", "--epochs", "100000", "--eval-points", "1",
+            "--out", str(tmp_path / "runs")]
+    child = subprocess.Popen([sys.executable, "-c", code, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True, env={**os.environ, "PYTHONPATH": os.getcwd()})
+    seen = ""
+    while "precision" not in seen:  # train-head names its precision before it trains
+        line = child.stderr.readline()
+        assert line, f"train-head ended before training: {seen}"
+        seen += line
+    os.kill(child.pid, signal.SIGTERM)
+    _, err = child.communicate(timeout=60)
+    assert child.returncode == 143, err
+    assert err.strip().splitlines()[-1].startswith("interrupted; no head was saved"), err
+    assert not list((tmp_path / "runs").glob("*.head.safetensors"))
+
+
 def test_help_and_version_load_no_command():
     """`layerfuse --help` and `--version` list and name the commands without importing them (most import
     torch: 1.5 s before the first line); each command is loaded when it runs."""
