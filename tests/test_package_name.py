@@ -6,6 +6,7 @@ an earlier release wrote (the test fixtures, the results files)."""
 from __future__ import annotations
 
 import os
+import tomllib
 from pathlib import Path
 
 from layerfuse.cache.layout import cache_root
@@ -54,8 +55,7 @@ def test_one_version_in_the_three_places_that_state_it():
 
     import layerfuse
 
-    # the first `version =` line: [project]'s (tomllib would need Python 3.11; the package runs on 3.10)
-    declared = re.search(r'^version = "(.+)"$', (REPO / "pyproject.toml").read_text(encoding="utf-8"), re.M).group(1)
+    declared = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["project"]["version"]
     cited = re.search(r"^version: *(\S+)$", (REPO / "CITATION.cff").read_text(encoding="utf-8"), re.M).group(1)
     assert layerfuse.__version__ == declared == cited.strip("\"'")
     for page in ("README.md", "docs/index.md"):  # the BibTeX entry of "Citing"
@@ -77,3 +77,10 @@ def test_the_source_distribution_holds_the_package_and_no_part_of_the_tests(tmp_
         members = [m.split("/", 1)[1] for m in sdist.getnames() if "/" in m]
     assert not [m for m in members if m.startswith("tests")]
     assert {"README.md", "LICENSE", "CITATION.cff", "pyproject.toml", "layerfuse/cli/main.py"} <= set(members)
+
+
+def test_the_package_says_it_is_typed():
+    """PEP 561: without `py.typed` in the wheel a user's mypy saw no hint of the package."""
+    pyproject = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))
+    assert "py.typed" in pyproject["tool"]["setuptools"]["package-data"]["layerfuse"]
+    assert (REPO / "layerfuse" / "py.typed").is_file()

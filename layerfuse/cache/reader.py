@@ -69,6 +69,9 @@ class CacheEntry(MetaViews):
         if label_sets.PRIMARY in self.meta or label_sets.LISTING in self.meta:  # seen through its primary set
             self.meta = label_sets.view_meta(self.stored_meta, None, where=self.path)
 
+    def __repr__(self) -> str:
+        return f"CacheEntry({self.path!r})"
+
     def close(self) -> None:
         """Let `gc` and `rm` remove the entry again (views made by `with_labels` share the hold)."""
         if self._hold is not None:
@@ -162,6 +165,9 @@ class CacheEntry(MetaViews):
 
 
 class CacheSplit:
+    """One finished split of an entry (`CacheEntry.split`): its hidden states (`hidden`, `stored`, read by
+    sentence and layer), labels, offsets (sentence i is rows ``offsets[i]:offsets[i+1]``) and words."""
+
     def __init__(self, entry: CacheEntry, name: str):
         self.entry = entry
         self.name = name
@@ -237,6 +243,9 @@ class CacheSplit:
     @property
     def n_rows(self) -> int:
         return int(self.offsets[-1])
+
+    def __repr__(self) -> str:
+        return f"CacheSplit({self.entry.path!r}, {self.name!r}: {self.n_sentences} sentences, {self.n_rows} rows)"
 
     def nbytes(self, *, rows: int, layers: int) -> int:
         """Bytes of ``rows`` rows of ``layers`` layers as `hidden` returns them (bfloat16 as float32,

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import time
 from dataclasses import dataclass
 
@@ -68,6 +69,20 @@ class ExtractConfig:
 
     def __post_init__(self):
         task = self.task_info
+        for name in ("splits", "labels"):  # one name alone is that one, not its letters; () names none
+            value = getattr(self, name)
+            if isinstance(value, str):
+                object.__setattr__(self, name, (value,))
+            elif value is not None:
+                object.__setattr__(self, name, tuple(value))
+                if not value:
+                    raise LayerfuseError(f"ExtractConfig.{name} is empty: name at least one, or None for every one")
+        for name in ("model", "dataset"):
+            value = getattr(self, name)
+            if isinstance(value, os.PathLike):
+                object.__setattr__(self, name, os.fspath(value))
+            elif value is not None and not isinstance(value, str):
+                raise LayerfuseError(f"ExtractConfig.{name} takes a name or a path, got {value!r}")
         if self.dataset is None:
             object.__setattr__(self, "dataset", task.default_dataset)
         if task.granularity:  # MLM: a row per token is what it scores

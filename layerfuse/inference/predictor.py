@@ -46,7 +46,13 @@ class Predictor:
                                  "[w for w, _, _ in predictor.words(text)]")
         out: list = [None] * len(sentences)
         with torch.inference_mode():
+            for i, words in enumerate(sentences):
+                if not words:  # nothing to encode: a batch of empty sentences alone gave the backbone nothing
+                    out[i] = []
             for batch in _batches([len(s) for s in sentences], batch_size):
+                batch = [i for i in batch if sentences[i]]
+                if not batch:
+                    continue
                 chunk = [sentences[i] for i in batch]
                 hidden, mask = self.backbone(chunk, self.layers)
                 pred = self.head(hidden, mask).argmax(-1).cpu().numpy()  # [B, T]

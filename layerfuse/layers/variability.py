@@ -120,9 +120,12 @@ def rank_layers(
     max_per_class: int | None = 2000,
     seed: int = 0,
     ignore_label: int = -100,
+    array_layers: list[int] | None = None,
 ) -> list[tuple[int, float]]:
-    """``[(layer, nu), ...]`` in ``layer_ids`` order. ``hidden`` is an array [N, L, d] (``layer_ids``
-    index its axis 1) or a callable ``layer -> [N, d]``. The same token subsample is used for every layer."""
+    """``[(layer, nu), ...]`` in ``layer_ids`` order. ``hidden`` is a callable ``layer -> [N, d]``, or an
+    array [N, K, d] whose column k holds layer ``array_layers[k]``: give them when the array holds other
+    layers than 0..K-1 (``split.hidden(layers=[1, 2, 3])`` holds layers 1, 2, 3: ``array_layers=[1, 2, 3]``),
+    or the scores are named by column, not by layer. The same token subsample is used for every layer."""
     labels = np.asarray(labels)
     if not layer_ids:
         raise LayerfuseError("layer_ids is empty; name at least one layer to rank")
@@ -132,9 +135,13 @@ def rank_layers(
             raise LayerfuseError(
                 f"hidden must be [N, L, d] with N = {labels.shape[0]} labels, got shape {hidden.shape}"
             )
-        bad = [i for i in layer_ids if not 0 <= i < hidden.shape[1]]  # the cache's ids: -1 was reported as -1
+        held = list(range(hidden.shape[1])) if array_layers is None else [int(x) for x in array_layers]
+        if len(held) != hidden.shape[1]:
+            raise LayerfuseError(f"array_layers names {len(held)} layers for an array of {hidden.shape[1]}")
+        bad = [i for i in layer_ids if i not in held]  # the cache's ids: -1 was reported as -1
         if bad:
-            raise LayerfuseError(f"layer_ids {bad} out of range for {hidden.shape[1]} layers")
+            raise LayerfuseError(f"layer_ids {bad} are not in the array (its layers: {held})")
+        columns = {layer: k for k, layer in enumerate(held)}
     idx = subsample_per_class(labels, max_per_class=max_per_class, seed=seed, ignore_label=ignore_label)
     out = []
     for layer in layer_ids:
@@ -146,7 +153,7 @@ def rank_layers(
                 )
             z = z[idx]
         else:
-            z = hidden[idx, layer]
+            z = hidden[idx, columns[layer]]
         out.append((int(layer), _nu(z, labels[idx])))
     return out
 

@@ -53,10 +53,10 @@ class ProbeConfig:
             value = getattr(self, name)
             if not isinstance(value, int) or value < (0 if name in ("epochs", "min_steps") else 1):
                 raise LayerfuseError(f"ProbeConfig.{name} = {value!r} is not a valid count")
-        if not (self.lr > 0 and math.isfinite(self.lr)):
+        if not (_is_number(self.lr) and self.lr > 0 and math.isfinite(self.lr)):
             raise LayerfuseError(f"ProbeConfig.lr = {self.lr!r} must be a finite number > 0")
-        if self.weight_decay < 0:
-            raise LayerfuseError(f"ProbeConfig.weight_decay = {self.weight_decay!r} must be >= 0")
+        if not (_is_number(self.weight_decay) and 0 <= self.weight_decay < math.inf):
+            raise LayerfuseError(f"ProbeConfig.weight_decay = {self.weight_decay!r} must be a finite number >= 0")
         if self.max_train_tokens is not None and self.max_train_tokens < 1:
             raise LayerfuseError(f"ProbeConfig.max_train_tokens = {self.max_train_tokens!r} must be >= 1 or None")
 
@@ -66,6 +66,10 @@ class ProbeConfig:
     def steps(self, n_tokens: int) -> int:
         """Updates for ``n_tokens`` train tokens: ``epochs`` passes, at least ``min_steps``."""
         return max(self.epochs * math.ceil(n_tokens / self.batch_size), self.min_steps) if n_tokens else 0
+
+
+def _is_number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 def _stats(x: torch.Tensor, *, elements: int = 1 << 24) -> tuple[torch.Tensor, torch.Tensor]:

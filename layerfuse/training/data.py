@@ -52,6 +52,12 @@ class HeadData(MetaViews):
     lm: dict = field(default_factory=dict)  # MLM: the lm/* arrays (embeddings [vocab, d], the head's init)
     backbone: object = field(default=None, repr=False)  # FT: the live backbone; None: cached hidden states
 
+    def __repr__(self) -> str:  # the dataclass's printed every array: 350 lines in a notebook cell
+        splits = ", ".join(f"{name}: {split.n_sentences} sentences, layers {list(split.layers)}"
+                           for name, split in (("train", self.train), ("dev", self.dev), ("test", self.test))
+                           if split is not None)
+        return f"HeadData({self.path!r}; {splits}{'; live backbone' if self.backbone is not None else ''})"
+
     @property
     def entity_types(self) -> list[str]:
         return entity_types(self.meta)

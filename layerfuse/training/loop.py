@@ -51,13 +51,25 @@ def train_head(config: TrainConfig, data: HeadData, *, log=None, keep_head: bool
     best dev point in ``.tagger`` unless ``keep_head`` is False (sweeps: no copies kept).
     ``keep_tagger`` is the former name of ``keep_head`` and still accepted. ``progress``: told
     ``start(total_steps)``, ``step(loss tensor)`` after each step and ``evaluated(record)`` after each
-    dev evaluation (`layerfuse.cli.progress.TrainBar`)."""
+    dev evaluation (`layerfuse.cli.progress.TrainBar`).
+
+    Like any seeded training it seeds torch's global generator with the run's seed. ``data`` is what
+    `load_for_run` or `load_data` returns, not an entry. ``LAYERFUSE_NUM_THREADS``, when set, is torch's
+    thread count during the run; the caller's count is back after it."""
     if keep_tagger is not None:
         keep_head = keep_tagger
+    if not isinstance(data, HeadData):
+        raise LayerfuseError(f"train_head takes the data load_for_run or load_data returns, got a "
+                             f"{type(data).__name__}: train_head(config, load_for_run(entry, layers=config.layers, "
+                             "shots=config.shots, seed=config.seed))")
     t_start = time.perf_counter()
-    prepare_process()
-    run = prepare_run(config, data)
-    return train_runs([run], Solo(run), t_start=t_start, keep_head=keep_head, logs=[log], progress=progress)[0]
+    threads = torch.get_num_threads()
+    try:
+        prepare_process()
+        run = prepare_run(config, data)
+        return train_runs([run], Solo(run), t_start=t_start, keep_head=keep_head, logs=[log], progress=progress)[0]
+    finally:
+        torch.set_num_threads(threads)
 
 
 def prepare_process() -> None:

@@ -72,3 +72,33 @@ def test_hidden_reads_floats_only(tiny_cache):
 
 def test_layer_ids_from_python_parse_as_their_spec():
     assert parse_layers([2, 1], num_layers=4) == parse_layers("1,2", num_layers=4)
+
+
+def test_extract_config_takes_one_name_as_that_name(tmp_path):
+    """splits="train" was read letter by letter ("no split 'a', 'i', 'n', 'r', 't'"), splits=() as every
+    split, model=3 failed in pathlib."""
+    from layerfuse.extract.run import ExtractConfig
+
+    config = ExtractConfig(splits="train", labels="pos", dataset=tmp_path)
+    assert config.splits == ("train",) and config.labels == ("pos",) and config.dataset == str(tmp_path)
+    assert ExtractConfig(splits=["train", "dev"]).splits == ("train", "dev")
+    with pytest.raises(LayerfuseError, match="ExtractConfig.splits is empty"):
+        ExtractConfig(splits=())
+    with pytest.raises(LayerfuseError, match="ExtractConfig.model takes a name or a path, got 3"):
+        ExtractConfig(model=3)
+
+
+def test_api_objects_say_what_they_are(tiny_cache):
+    """HeadData's repr printed every array (350 lines in a notebook cell); an entry's was an address."""
+    entry = open_entry(tiny_cache)
+    data = load_data(entry)
+    assert repr(entry) == f"CacheEntry({tiny_cache!r})"
+    assert repr(entry.split("dev")).startswith(f"CacheSplit({tiny_cache!r}, 'dev': ")
+    assert repr(data).startswith("HeadData(") and repr(data).count("\n") == 0 and "train: " in repr(data)
+
+
+def test_train_head_refuses_an_entry_for_its_data(tiny_cache):
+    from layerfuse.training import TrainConfig, train_head
+
+    with pytest.raises(LayerfuseError, match="train_head takes the data load_for_run or load_data returns"):
+        train_head(TrainConfig(fusion="base", shots=2, epochs=1, seed=0), open_entry(tiny_cache))

@@ -155,6 +155,8 @@ def test_tag_refuses_a_string_for_a_sentence(checkpoint):
     with pytest.raises(LayerfuseError, match="takes sentences as lists of words"):
         tagger.tag(["EU rejects German call"])
     assert len(tagger.tag([["EU", "rejects", "German", "call"]])[0]) == 4
+    assert tagger.tag([[]]) == [[]] and tagger.tag([[], []]) == [[], []]  # it failed deep in the backbone
+    assert tagger.tag([[], ["EU"]])[0] == [] and len(tagger.tag([[], ["EU"]])[1]) == 1
 
 
 def test_tag_batches_hold_a_bounded_number_of_padded_words():

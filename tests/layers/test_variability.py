@@ -103,5 +103,18 @@ def test_pick_layers():
 def test_a_negative_layer_id_is_refused():
     """rank_layers(layer_ids=[-1]) scored the last layer and reported it as layer -1."""
     hidden, labels = np.random.default_rng(0).normal(size=(40, 3, 4)), np.arange(40) % 2
-    with pytest.raises(LayerfuseError, match=r"layer_ids \[-1\] out of range for 3 layers"):
+    with pytest.raises(LayerfuseError, match=r"layer_ids \[-1\] are not in the array \(its layers: \[0, 1, 2\]\)"):
         rank_layers(hidden, labels, layer_ids=[-1])
+
+
+def test_an_array_of_some_layers_is_scored_by_layer_not_by_column():
+    """split.hidden(layers=[1, 2, 3]) holds layers 1 to 3 in columns 0 to 2: with ``array_layers`` the
+    scores are named by layer, as the callable form names them (by column they named layer 2 "1")."""
+    rng = np.random.default_rng(0)
+    every, labels = rng.normal(size=(60, 4, 5)), np.arange(60) % 3
+    some = every[:, 1:]
+    by_callable = rank_layers(lambda layer: every[:, layer], labels, layer_ids=[1, 2, 3])
+    assert rank_layers(some, labels, layer_ids=[1, 2, 3], array_layers=[1, 2, 3]) == by_callable
+    assert rank_layers(every, labels, layer_ids=[1, 2, 3]) == by_callable  # columns are layers 0..3
+    with pytest.raises(LayerfuseError, match="array_layers names 2 layers for an array of 3"):
+        rank_layers(some, labels, layer_ids=[1], array_layers=[1, 2])

@@ -66,6 +66,9 @@ def test_config_steps_and_checks():
     assert ProbeConfig(epochs=2, batch_size=100, min_steps=50).steps(250) == 50
     with pytest.raises(LayerfuseError, match="lr = -1"):
         ProbeConfig(lr=-1)
+    for bad in ({"lr": "x"}, {"weight_decay": "x"}, {"weight_decay": float("inf")}):  # a TypeError before
+        with pytest.raises(LayerfuseError, match=f"{next(iter(bad))} = .* must be a finite number"):
+            ProbeConfig(**bad)
     with pytest.raises(LayerfuseError, match="batch_size = 0"):
         ProbeConfig(batch_size=0)
     x, y = _separable(10)

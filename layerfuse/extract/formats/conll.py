@@ -182,7 +182,8 @@ def _load_file(request: Request) -> TaggedDataset:
 def _named_columns(middles: dict[str, list[list[tuple[str, ...]]]], widths: dict[str, int],
                    paths: dict[str, Path], columns: dict[str, int] | None = None) -> Extras:
     """The label sets of the other columns: those ``columns`` names beside word and ner, else CoNLL-2003's
-    POS and chunk when every file has its four columns (word POS chunk NER) and the third holds IOB tags;
+    POS and chunk when every file has its four columns (word POS chunk NER) and the third holds IOB tags
+    (most of its tokens);
     no named columns otherwise (they stay unread: four columns such as word, lemma, POS, NER are no
     CoNLL-2003 layout, and `--columns` names them). A malformed tag of a span column that ``columns``
     names (chunk) is an error naming file and line."""
@@ -193,8 +194,8 @@ def _named_columns(middles: dict[str, list[list[tuple[str, ...]]]], widths: dict
     else:
         names = CONLL2003_COLUMNS.get(next(iter(widths.values()))) if len(set(widths.values())) == 1 else None
         at = [1, 2]
-        if names and not all(_is_iob(tag) for tag in {token[1] for sentences in middles.values()
-                                                        for sentence in sentences for token in sentence}):
+        if names and not _mostly_iob([token[1] for sentences in middles.values()
+                                      for sentence in sentences for token in sentence]):
             return {}
     if not names:
         return {}
@@ -207,12 +208,17 @@ def _named_columns(middles: dict[str, list[list[tuple[str, ...]]]], widths: dict
             for i, (name, kind) in enumerate(names)}
 
 
-def _is_iob(tag: str) -> bool:
-    try:
-        split_tag(tag)
-    except LayerfuseError:
-        return False
-    return True
+def _mostly_iob(tags: list[str]) -> bool:
+    """Whether a column is chunk tags: most of its tokens parse as IOB (CoNLL-2003's chunks do, a slip or
+    two aside, which the check then names; a lemma or POS column hardly ever does)."""
+    valid = {}
+    for tag in set(tags):
+        try:
+            split_tag(tag)
+            valid[tag] = True
+        except LayerfuseError:
+            valid[tag] = False
+    return sum(valid[tag] for tag in tags) * 2 >= len(tags)
 
 
 def _check_span_column(path: Path, sentences: list[list[tuple[str, ...]]], *, column: int, at: int,
