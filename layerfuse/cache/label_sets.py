@@ -21,6 +21,8 @@ Kinds: ``span`` sets (IOB2: NER, chunks) are scored by span F1 in conlleval's co
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 
 from ..errors import LayerfuseError
@@ -53,7 +55,13 @@ def array_name(meta: dict, name: str) -> str:
     others (``labels.NAME`` in entries written before versions)."""
     if name == primary_name(meta):
         return "labels"
-    return ((meta.get(LISTING) or {}).get(name) or {}).get("array") or ARRAY_PREFIX + name
+    array = ((meta.get(LISTING) or {}).get(name) or {}).get("array") or ARRAY_PREFIX + name
+    # the set's own array, as `write_label_set` names it: an edited listing that points at another array
+    # ("labels", "hidden", "../x") read other ids as this set's, or something that is no array of a split
+    if not isinstance(array, str) or not re.fullmatch(re.escape(ARRAY_PREFIX + name) + r"(\.v\d+)?", array):
+        raise LayerfuseError(f"label set {name!r} names the array {array!r}, not its own ({ARRAY_PREFIX}{name}.vN): "
+                             "the entry's metadata was edited; take another copy of the entry, or extract it again")
+    return array
 
 
 def check_name(meta: dict, name: str, *, where: str) -> dict:

@@ -248,12 +248,19 @@ def _verify(path: str, *, progress: bool) -> list[str]:
 
     group = open_group(path, mode="r")
     codec = codec_of(group.attrs.get("dtype") or DEFAULT_DTYPE)
-    problems = _missing_files(path, group) + manifest.problems(path, group, group.attrs.get(label_sets.LISTING) or {})
+    problems = _metadata_problems(path, group)
     problems += [f"{path}: split {name} was asked for and is not finished (rerun `extract` to finish it)"
                  for name in entry_status(path, size=False).missing]
     non_finite: dict[tuple[str, int], int] = {}
     bad_scales: dict[tuple[str, int], int] = {}  # int8 entries
-    arrays = [(split, name, arr) for split, g in group.groups() for name, arr in g.arrays()]
+    arrays = []
+    for split, g in group.groups():
+        for name, arr in g.arrays():
+            edited = _declared_rows_problem(path, split, g, name, arr)
+            if edited is None:
+                arrays.append((split, name, arr))
+            elif edited and edited not in problems:  # not read: named instead
+                problems.append(edited)
     for split, name, arr in tqdm(arrays, desc="verify", disable=not progress, leave=False):
         hidden = name == "hidden" and arr.ndim == 3
         scales = name == SCALES  # scaled formats (int8): a non-finite scale makes its whole vector non-finite
@@ -294,8 +301,39 @@ def quick_check(path: str) -> list[str]:
     a flipped byte inside a chunk, or a non-finite value, is left to `verify`."""
     group = open_group(path, mode="r")
     with _unlisted_folders_named_by_us():
-        return _missing_files(path, group) + manifest.problems(path, group,
-                                                               group.attrs.get(label_sets.LISTING) or {})
+        return _metadata_problems(path, group)
+
+
+def _metadata_problems(path: str, group) -> list[str]:
+    """`_missing_files` and `manifest.problems`, for `quick_check` and `verify`."""
+    try:
+        return _missing_files(path, group) + manifest.problems(path, group, group.attrs.get(label_sets.LISTING) or {})
+    except (TypeError, AttributeError, ValueError, KeyError, LayerfuseError) as exc:
+        # metadata of another shape than layerfuse writes (a list where a listing goes, a string for a file
+        # list): damage to name, as every other, not a traceback that hid the root's other entries
+        return [f"{path}: its metadata is not as written ({type(exc).__name__}: {str(exc)[:200]})"]
+
+
+ROW_ARRAYS = ("hidden", SCALES, "labels", "word_index")  # one row per row of the split
+
+
+def _declared_rows_problem(path: str, split: str, g, name: str, arr) -> str | None:
+    """Whether array ``name`` of split group ``g`` declares another length than the split records (an edited
+    shape: a grid of 2**38 rows made `ls` list billions of shard keys and `verify` read them): "" when
+    `manifest` names the change already (the shape recorded at the split's end differs), the message when
+    only this check can tell, None when the length is as recorded or the array is not one it knows."""
+    attrs = g.attrs
+    n_rows, unit = attrs.get("n_rows"), attrs.get("unit_rows")
+    sentences = attrs.get("n_sentences")
+    expected = {"offsets": sentences + 1 if isinstance(sentences, int) else None, "words": attrs.get("n_words"),
+                "done": -(-n_rows // unit) if isinstance(n_rows, int) and isinstance(unit, int) and unit else None}
+    want = expected.get(name, n_rows if name in ROW_ARRAYS or name.startswith(label_sets.ARRAY_PREFIX) else None)
+    if not isinstance(want, int) or "kind" in attrs or arr.shape[0] == want:
+        return None
+    recorded = ((attrs.get(manifest.ARRAYS) or {}).get(name) or {}).get("shape")
+    if recorded is not None and list(recorded) != list(arr.shape):
+        return ""
+    return f"{path}: array {split}/{name} declares {arr.shape[0]:,} rows, the split records {want:,}"
 
 
 def _missing_files(path: str, group) -> list[str]:
@@ -310,11 +348,21 @@ def _missing_files(path: str, group) -> list[str]:
         if not g.attrs.get("complete"):
             continue
         files = dict(g.attrs.get("files") or {})
-        if "hidden" in files and "hidden" in g:  # a shard lost before the split was finished (older versions)
-            files["hidden"] = sorted(set(files["hidden"]) | set(shard_keys(g["hidden"])))
         for name, info in sets.items():
             if split in (info.get("files") or {}):
                 files[label_sets.array_name(dict(group.attrs), name)] = info["files"][split]
+        outside = [f"{name}/{key}" for name, keys in files.items() for key in keys
+                   if not isinstance(key, str) or key.startswith("/") or ".." in key.split("/")]
+        if outside:  # the store is asked whether they exist: never about a path outside the entry
+            problems.append(f"{path}: split {split} lists files outside it ({', '.join(map(str, outside[:3]))}): "
+                            "its metadata was edited")
+            continue
+        if "hidden" in files and "hidden" in g:  # a shard lost before the split was finished (older versions)
+            edited = _declared_rows_problem(path, split, g, "hidden", g["hidden"])
+            if edited is not None:  # its grid of shards could be billions of keys: not listed
+                problems += [edited] if edited else []
+                continue
+            files["hidden"] = sorted(set(files["hidden"]) | set(shard_keys(g["hidden"])))
         store.expect(split, files)
         arrays = {name for name, _ in g.arrays()}
         for name, keys in sorted(files.items()):

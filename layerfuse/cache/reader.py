@@ -178,6 +178,10 @@ class CacheSplit:
         manifest.check(manifest.names_problem(entry.path, f"split {name}", entry.stored_meta.get("label_names") or [],
                                               self.attrs.get(manifest.NAMES)))
         self._hidden = self.array("hidden")
+        rows = self.attrs.get("n_rows")
+        if isinstance(rows, int) and self._hidden.shape[0] != rows:  # an edited shape the records do not catch
+            raise LayerfuseError(f"{entry.path}: array {name}/hidden declares {self._hidden.shape[0]:,} rows, the "
+                                 f"split records {rows:,}: its metadata was edited; take another copy of the entry")
         # The entry's storage format; an entry that names none is read as its array is stored.
         self.codec = codec_of(self.entry.meta.get("dtype") or str(self._hidden.dtype))
         # Scaled formats (int8): a float32 scale per row and layer, applied by every read.

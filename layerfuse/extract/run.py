@@ -68,9 +68,23 @@ def _lm_arrays(info: ModelInfo, model, attrs: dict) -> dict[str, np.ndarray]:
 
 
 def extract(config: ExtractConfig, *, progress: bool = True, log=print, on_unit=None) -> ExtractResult:
-    """``on_unit(split, rows_done, rows_total)``: called as each split starts (rows already cached)
-    and after each unit is encoded, for a caller that reports progress its own way; an exception it
-    raises stops the run between units, the units handed to the writer still written."""
+    """Stage one, as `extract` on the command line: run ``config.model`` once over ``config.dataset`` and
+    write every layer's hidden states into the cache entry those options key (resumed where a run
+    stopped; an entry already complete is found, not made again). Returns an `ExtractResult`: the
+    entry's ``path`` (for `open_entry`) and ``key``.
+
+    ``progress``: a progress bar per split; ``log``: where the summary lines go (``print``; a function
+    of one string). ``on_unit(split, rows_done, rows_total)``: called as each split starts (rows already
+    cached) and after each unit is encoded, for a caller that reports progress its own way; an exception
+    it raises stops the run between units, the units handed to the writer still written.
+
+    Example:
+        ```python
+        from layerfuse.extract.run import ExtractConfig, extract
+
+        path = extract(ExtractConfig(model="all-MiniLM-L6-v2", dataset="PATH/conll2003"), progress=False).path
+        ```
+    """
     ranks = Ranks()
     if not ranks.main:
         progress, log, on_unit = False, (lambda message: None), None

@@ -172,3 +172,43 @@ def test_ls_and_info_never_call_an_entry_verify_fails_complete(entry_copy):
     assert "DAMAGED" in train_line and "complete" not in train_line
     ls = CliRunner().invoke(main, ["ls", "--cache-dir", root])
     assert message in one_error_line(ls) and intact in ls.output and "damaged: 1 problem" in ls.output
+
+
+def _huge(meta):
+    meta["shape"][0] = 2**38
+
+
+def _huge_recorded(meta):
+    meta["attributes"]["arrays"]["hidden"]["shape"][0] = 2**38
+
+
+def _files_outside(meta):
+    meta["attributes"]["files"]["labels"] = ["../../../../outside.txt"]
+
+
+def _sets_as_a_list(meta):
+    meta["attributes"]["label_sets"] = ["pos"]
+
+
+# Someone else's entry, edited: each is named in a line, and `ls` goes on to list the root's other entries.
+@pytest.mark.parametrize("edits, needle", [
+    ([("train/hidden/zarr.json", _huge), ("train/zarr.json", _huge_recorded)], "declares 274,877,906,944 rows"),
+    ([("train/zarr.json", _files_outside)], "lists files outside it"),
+    ([("zarr.json", _sets_as_a_list)], "its metadata is not as written"),
+], ids=["huge-shape", "files-outside", "sets-as-a-list"])
+def test_an_edited_entry_is_named_not_followed(entry_copy, edits, needle):
+    """A declared shape of 2**38 rows made `ls` list 10**9 shard keys (a hang); files listed outside the entry
+    were looked for; a listing of another type was a traceback that hid every other entry of the root."""
+    import time
+
+    for file, edit in edits:
+        _edit_json(os.path.join(entry_copy, file), edit)
+    started = time.monotonic()
+    problems = verify(entry_copy)
+    assert any(needle in p for p in problems), problems
+    listed = CliRunner().invoke(main, ["ls", "--cache-dir", os.path.dirname(entry_copy)])
+    assert needle in listed.output and "on tiny_conll" in listed.output, listed.output  # listed, damage named
+    assert time.monotonic() - started < 60
+    if needle.startswith("declares"):  # trained on without a word before
+        with pytest.raises(LayerfuseError, match=needle):
+            open_entry(entry_copy).split("train")

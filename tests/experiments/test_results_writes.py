@@ -65,3 +65,16 @@ def test_a_damaged_kept_head_record_is_named_in_one_line(tmp_path):
     (heads / "concat-n2-e1-s0-abc.json").write_text("")  # emptied: a full disk under an older version
     with pytest.raises(LayerfuseError, match=r"concat-n2-e1-s0-abc\.json is not a kept head's run record"):
         kept_heads(str(heads))
+
+
+@pytest.mark.parametrize("run, head", [("../../victim/concat-n4-e3-s0", "concat-n4-e3-s0.head.safetensors"),
+                                       ("/tmp/victim/concat-n4-e3-s0", "concat-n4-e3-s0.head.safetensors"),
+                                       ("concat-n4-e3-s0", "../../elsewhere.head.safetensors")])
+def test_a_kept_head_record_names_only_its_own_run_and_a_head_beside_it(tmp_path, run, head):
+    """A record's run id and head name become paths: a sweep deletes beaten heads by run id, export reads the
+    best; an edited record ("../../victim/...") deleted and read files outside the sweep's folder."""
+    heads = tmp_path / "heads"
+    heads.mkdir()
+    (heads / "concat-n4-e3-s0.json").write_text(json.dumps({"run_id": run, "checkpoint": head}))
+    with pytest.raises(LayerfuseError, match="not its own run and a file beside it: it was edited"):
+        kept_heads(str(heads))

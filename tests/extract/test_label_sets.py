@@ -150,6 +150,18 @@ def test_a_half_written_label_set_is_never_read(tiny_bert_dir, conll4_dir, tmp_p
     assert open_entry(path).with_labels("pos").split("train").labels.max() > 0
 
 
+@pytest.mark.parametrize("pointer", ["labels", "hidden", "../../x", "labels.chunk.v1"])
+def test_a_label_set_reads_its_own_array_only(tiny_bert_dir, conll4_dir, tmp_path, pointer):
+    """An edited listing pointed pos at the NER ids ("labels"): train-head reported an accuracy on them."""
+    path = _extract(tiny_bert_dir, conll4_dir, tmp_path).path
+    group = zarr.open_group(path, mode="r+")
+    sets = dict(group.attrs["label_sets"])
+    sets["pos"] = {**sets["pos"], "array": pointer}
+    group.attrs["label_sets"] = sets
+    with pytest.raises(LayerfuseError, match=r"label set 'pos' names the array .*, not its own"):
+        open_entry(path).with_labels("pos")
+
+
 def _copy_of(data_dir, dest):
     """A copy of a dataset folder to edit."""
     shutil.copytree(data_dir, dest)
