@@ -9,6 +9,7 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import json
+import math
 import os
 from dataclasses import MISSING
 from dataclasses import fields as dataclass_fields
@@ -88,6 +89,10 @@ def read_results(path: str, *, skipped=None) -> dict[str, dict]:
                     skipped(f"{path}:{number}: skipped: not a run record ({shown!r}: cut short by a kill, "
                             "or edited)")
                 continue
+            impossible = _impossible_value(record)
+            if impossible:  # a table of "nan +- nan" or of an F1 of 5e10 would be read as a result
+                raise LayerfuseError(f"{path}:{number}: run {record['run_id']} records {impossible}: the file was "
+                                     "edited or damaged; remove that line (the run is then redone) or restore the file")
             other = records.get(record["run_id"])
             if other is not None and other.get("cache_key") != record.get("cache_key"):
                 raise LayerfuseError(f"{path}:{number}: run {record['run_id']} is there on two cache entries "
@@ -95,6 +100,22 @@ def read_results(path: str, *, skipped=None) -> dict[str, dict]:
                                      "runs of one entry (a run id does not name it)")
             records[record["run_id"]] = record
     return records
+
+
+SHARES = ("best_dev_f1", "test_f1_at_best", "best_dev_accuracy", "test_accuracy_at_best")  # in [0, 1]
+
+
+def _impossible_value(record: dict) -> str | None:
+    """A recorded score or time no run can have (an F1 outside [0, 1] or nan, a negative or nan time)."""
+    for name in SHARES:
+        value = record.get(name)
+        if value is not None and not (isinstance(value, (int, float)) and 0 <= value <= 1):
+            return f"{name} = {value!r}"
+    seconds = record.get("seconds")
+    for name, value in (seconds.items() if isinstance(seconds, dict) else ()):
+        if value is not None and not (isinstance(value, (int, float)) and 0 <= value < math.inf):
+            return f"seconds.{name} = {value!r}"
+    return None
 
 
 def scored_by(record: dict) -> str:

@@ -149,6 +149,7 @@ def load_checkpoint(path: str, *, entry=None, device: str = "cpu"):
     if meta.get(CHECKSUM) and file_sha256(weights) != meta[CHECKSUM]:
         raise LayerfuseError(f"{weights} does not match the checksum in {config_path} (truncated or changed since "
                               "it was written); retrain the head or restore the file")
+    _check_shapes(head_class(meta), meta["tagger"], weights, config_path)
     tagger = head_class(meta)(**meta["tagger"])
     try:
         load_model(tagger, weights, strict=True, device=str(device))
@@ -160,6 +161,35 @@ def load_checkpoint(path: str, *, entry=None, device: str = "cpu"):
         raise LayerfuseError(f"{weights} holds non-finite weights (nan or inf) in {', '.join(bad[:3])}"
                               f"{' and more' if len(bad) > 3 else ''}; the head cannot tag anything")
     return tagger.to(device).eval(), meta
+
+
+def _check_shapes(head, kwargs: dict, weights: str, config_path: str) -> None:
+    """The head the description builds, on the meta device (no memory), against the tensors the weights
+    file holds, before anything is allocated: an edited description sized a head of hundreds of GB where
+    the file holds megabytes. Keys present on one side only are left to ``load_model``'s strict load."""
+    import torch
+
+    stored = _stored_shapes(weights)
+    if stored is None:
+        return
+    with torch.device("meta"):
+        built = {name: tuple(t.shape) for name, t in head(**kwargs).state_dict().items()}
+    differ = [name for name in built if name in stored and built[name] != stored[name]]
+    if differ:
+        raise LayerfuseError(f"weights in {weights} do not fit the head described in {config_path}: "
+                             + ", ".join(f"{n} is {list(stored[n])}, not {list(built[n])}" for n in differ[:2]))
+
+
+def _stored_shapes(weights: str) -> dict[str, tuple[int, ...]] | None:
+    """Each tensor's shape from a safetensors file's header (no tensor read); None when the header cannot
+    be read (``load_model`` then names the damage)."""
+    from safetensors import SafetensorError, safe_open
+
+    try:
+        with safe_open(weights, framework="pt") as f:
+            return {name: tuple(f.get_slice(name).get_shape()) for name in f.keys()}
+    except (SafetensorError, OSError, ValueError):
+        return None
 
 
 def non_finite_weights(tagger) -> list[str]:

@@ -78,3 +78,15 @@ def test_a_kept_head_record_names_only_its_own_run_and_a_head_beside_it(tmp_path
     (heads / "concat-n4-e3-s0.json").write_text(json.dumps({"run_id": run, "checkpoint": head}))
     with pytest.raises(LayerfuseError, match="not its own run and a file beside it: it was edited"):
         kept_heads(str(heads))
+
+
+@pytest.mark.parametrize("field, value", [("best_dev_f1", float("nan")), ("test_f1_at_best", 1e9),
+                                          ("seconds", {"total": -500})])
+def test_a_record_no_run_can_have_is_named(tmp_path, field, value):
+    """An edited results.jsonl made the report print "nan ± nan" and an F1 of 5e10 as results."""
+    config = {"fusion": "concat", "shots": 4, "epochs": 2, "seed": 0}
+    path = tmp_path / "results.jsonl"
+    path.write_text(json.dumps({"config": config, "best_dev_f1": 0.5}) + "\n"
+                    + json.dumps({"config": {**config, "seed": 1}, "best_dev_f1": 0.5, field: value}) + "\n")
+    with pytest.raises(LayerfuseError, match=rf"results.jsonl:2: run .* records {field}"):
+        read_results(str(path))

@@ -83,3 +83,18 @@ def test_non_finite_weights_are_refused_at_load(runs, tmp_path):
     meta_path.write_text(json.dumps(meta))
     assert "non-finite weights" in _predict(weights)
     assert torch.isnan(load_file(str(weights))[name]).any()
+
+
+def test_a_description_sizing_another_head_is_refused_before_it_is_built(runs, tmp_path):
+    """An edited description (its checksum made to agree) sized a head of hundreds of GB from a file of MB:
+    the head is built on the meta device first and its shapes checked against the file's header."""
+    from layerfuse.training.checkpoint import DESCRIPTION_CHECKSUM, description_sha256
+
+    shutil.copytree(runs / "runsA", tmp_path / "r")
+    meta_path = tmp_path / "r" / f"{RUN}.head.json"
+    meta = json.loads(meta_path.read_text())
+    meta["tagger"]["dim"] = 200_000
+    meta[DESCRIPTION_CHECKSUM] = description_sha256(meta)
+    meta_path.write_text(json.dumps(meta))
+    line = _predict(tmp_path / "r" / f"{RUN}.head.safetensors")
+    assert "do not fit the head described in" in line and "200000" in line, line
