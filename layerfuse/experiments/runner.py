@@ -40,7 +40,10 @@ def grid(*, fusions, shots, epochs, trials: int, base: TrainConfig, **axes) -> l
     """Every run of the grid, cheapest first (so early results arrive early); trial t uses seed t.
     ``axes`` adds more dimensions: a config field name and its values (e.g. ``lr=[5e-5, 1e-3]``).
     A setting some fusions own (`Fusion.options`) multiplies their runs alone: the others run once,
-    at ``base``'s value."""
+    at ``base``'s value. A single value stands for a list of it (``fusions="dwatt"``, ``shots=8``)."""
+    if not isinstance(trials, int) or trials < 1:
+        raise LayerfuseError(f"trials {trials!r}: at least 1 (seeds 0..trials-1)")
+    fusions, shots, epochs = ([x] if isinstance(x, (str, int)) or x is None else x for x in (fusions, shots, epochs))
     names = ["fusion", "shots", "epochs", "seed", *axes]
     values = [fusions, shots, epochs, range(trials), *axes.values()]
     runs = {}

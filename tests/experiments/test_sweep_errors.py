@@ -99,3 +99,15 @@ def test_small_api_mistakes_are_one_line(tiny_cache, tmp_path):
         run_grid(open_entry(tiny_cache), [config], results=str(tmp_path / "r.jsonl"), workers=-1)
     with pytest.raises(LayerfuseError, match="is a folder; a results file is a JSON-lines file"):
         read_results(str(tmp_path))
+
+
+def test_grid_takes_a_single_value_as_one_and_refuses_no_trials():
+    """grid(fusions="dwatt") read the name letter by letter ("unknown fusion 'd'"); trials=0 gave no runs."""
+    from layerfuse.experiments.runner import grid
+
+    base = TrainConfig(fusion="base", shots=None, epochs=1, seed=0)
+    configs = grid(fusions="dwatt", shots=8, epochs=[1, 2], trials=2, base=base)
+    runs = {(c.fusion, c.shots, c.epochs, c.seed) for c in configs}
+    assert runs == {("dwatt", 8, e, s) for e in (1, 2) for s in (0, 1)}
+    with pytest.raises(LayerfuseError, match="trials 0: at least 1"):
+        grid(fusions=["dwatt"], shots=[8], epochs=[1], trials=0, base=base)
