@@ -329,9 +329,14 @@ def _local_results(job: _Job, todo, queue, workers: int, run):
             for config, future in _bounded(queue, futures, submit, workers,
                                            lambda fs: wait(fs, timeout=POLL_S, return_when=FIRST_COMPLETED)[0]):
                 yield config, future.result()
-        except BaseException:
+        except BaseException as exc:
             for f in futures:
                 f.cancel()
+            if isinstance(exc, KeyboardInterrupt):
+                # Ctrl-C reached the workers too (one process group); a SIGTERM to this process alone did
+                # not: they would finish their runs, unrecorded, while the pool's shutdown waited on them.
+                for process in list((getattr(pool, "_processes", None) or {}).values()):
+                    process.terminate()
             raise
 
 

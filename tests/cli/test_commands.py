@@ -116,6 +116,32 @@ def test_sigterm_ends_a_command_as_ctrl_c_does(tiny_cache, tmp_path):
     assert not list((tmp_path / "runs").glob("*.head.safetensors"))
 
 
+@pytest.mark.slow
+def test_sigterm_to_a_sweep_ends_its_workers_too(tiny_cache, tmp_path):
+    """A SIGTERM to the sweep alone (not its process group, as Ctrl-C reaches them) left its workers finishing
+    their runs, unrecorded, while the pool's shutdown waited on them."""
+    import os
+    import signal
+    import subprocess
+    import time
+
+    code = "import sys; from layerfuse.cli.launch import layerfuse; sys.argv[0] = 'layerfuse'; layerfuse()"
+    args = ["sweep", "--cache", tiny_cache, "--fusions", "base", "--shots", "all", "--epochs", "100000", "--trials",
+            "2", "--workers", "2", "--pack", "1", "--quiet", "--out", str(tmp_path / "sweep")]
+    child = subprocess.Popen([sys.executable, "-c", code, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True, env={**os.environ, "PYTHONPATH": os.getcwd()})
+    seen = ""
+    while "precision" not in seen:
+        line = child.stderr.readline()
+        assert line, f"the sweep ended before its runs: {seen}"
+        seen += line
+    time.sleep(8)  # the workers start (spawned: each imports torch) and train
+    os.kill(child.pid, signal.SIGTERM)
+    started = time.monotonic()
+    _, err = child.communicate(timeout=120)
+    assert child.returncode == 143 and time.monotonic() - started < 30, err
+
+
 def test_help_and_version_load_no_command():
     """`layerfuse --help` and `--version` list and name the commands without importing them (most import
     torch: 1.5 s before the first line); each command is loaded when it runs."""
