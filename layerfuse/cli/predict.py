@@ -118,7 +118,8 @@ def _fill(checkpoint, lines, *, top_k: int, as_json: bool, device) -> None:
             continue
         click.echo(line)
         for k, m in enumerate(masks, 1):
-            click.echo(f"  mask {k}: " + ", ".join(f"{t['token']} ({t['probability']:.3g})" for t in m["top"]))
+            shown = (f"{t['token']} ({_probability(t['probability'])})" for t in m["top"])
+            click.echo(f"  mask {k}: " + ", ".join(shown))
 
 
 def _tag(checkpoint, lines, *, as_json: bool, device) -> None:
@@ -152,7 +153,6 @@ def _tag(checkpoint, lines, *, as_json: bool, device) -> None:
 
 def _score_conll(checkpoint, path: str, *, columns, out, as_json: bool, device) -> None:
     from ..cache.label_sets import TOKEN
-    from ..extract.reading import columns_of_source
     from ..inference import Predictor
     from ..inference import conll_eval as ce
     from ..training.checkpoint import read_checkpoint_meta
@@ -160,9 +160,8 @@ def _score_conll(checkpoint, path: str, *, columns, out, as_json: bool, device) 
     meta = read_checkpoint_meta(checkpoint)
     cache = meta.get("cache", {})
     token_set = cache.get("label_kind") == TOKEN
-    columns = columns or columns_of_source(cache.get("dataset_source"))  # as the head's data was read
     # a bad file fails before the backbone loads
-    sentences = ce.read_labelled(path, label_set=cache.get("label_set"), columns=columns)
+    sentences = _labelled(ce, path, cache, columns)
     tagger = Predictor(checkpoint, device=device)
     (ce.check_known_tokens if token_set else ce.check_known)(path, sentences, tagger.label_names)
     pred = tagger.tag([words for words, _ in sentences])
@@ -186,6 +185,36 @@ def _score_conll(checkpoint, path: str, *, columns, out, as_json: bool, device) 
     click.echo((ce.format_token_report if token_set else ce.format_report)(report), err=not out)
     if note:
         say(f"note: {note}")
+
+
+def _labelled(ce, path: str, cache: dict, columns: str | None):
+    """The words and gold tags of ``path``: read with ``columns`` (--columns) when given; else with the
+    columns of the head's own training data (its word, tag and label-set columns only: a pos column the
+    head never reads is not asked of the file), and failing that as the file lays itself out."""
+    from ..errors import LayerfuseError
+    from ..extract.reading import columns_of_source, parse_columns
+
+    label_set = cache.get("label_set")
+    if columns:
+        return ce.read_labelled(path, label_set=label_set, columns=columns)
+    inferred = columns_of_source(cache.get("dataset_source"))
+    if inferred:
+        needed = {name: at for name, at in parse_columns(inferred).items() if name in ("word", "ner", label_set)}
+        try:
+            return ce.read_labelled(path, label_set=label_set, columns=needed)
+        except LayerfuseError as exc:
+            try:  # a file of another layout than the training data's: word first, tag last
+                return ce.read_labelled(path, label_set=label_set)
+            except LayerfuseError:
+                shown = ",".join(f"{name}={at}" for name, at in needed.items())
+                raise LayerfuseError(f"{exc} (columns {shown}, as the head's training data was read; give "
+                                     "--columns for this file)") from None
+    return ce.read_labelled(path, label_set=label_set)
+
+
+def _probability(p: float) -> str:
+    """A probability to read: 0.032, not 0.0320 or 3.2e-02; one under 0.001 in scientific form (0.000 hid it)."""
+    return f"{p:.3f}" if p >= 0.001 else f"{p:.1e}"
 
 
 if __name__ == "__main__":

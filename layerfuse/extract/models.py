@@ -134,7 +134,7 @@ def _positions_after_padding(config) -> bool:
 
     try:
         module = sys.modules[MODEL_MAPPING[type(config)].__module__]
-    except (KeyError, ValueError, ImportError):
+    except (KeyError, ValueError, ImportError, AttributeError):  # AttributeError: a mapping to several classes
         return "roberta" in config.model_type or config.model_type in ("camembert", "longformer", "mpnet")
     helper = "create_position_ids_from_input_ids"
     return hasattr(module, helper) or any(hasattr(c, helper) for _, c in inspect.getmembers(module, inspect.isclass))

@@ -90,6 +90,8 @@ def parse_layers(spec: str | Sequence[int] | None, *, num_layers: int) -> LayerS
     """
     L = int(num_layers)
     if isinstance(spec, (list, tuple)):  # layer ids as Python gives them: the same as the spec "1,2"
+        if not spec:  # "" is the default (all): an empty list names no layer
+            raise LayerfuseError("no layers named (an empty list); name some, or leave layers out for all")
         spec = ",".join(str(x) for x in spec)
     text = "" if spec is None else str(spec).strip().lower()
     if text in ("", "all"):

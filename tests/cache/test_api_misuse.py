@@ -102,3 +102,8 @@ def test_train_head_refuses_an_entry_for_its_data(tiny_cache):
 
     with pytest.raises(LayerfuseError, match="train_head takes the data load_for_run or load_data returns"):
         train_head(TrainConfig(fusion="base", shots=2, epochs=1, seed=0), open_entry(tiny_cache))
+
+
+def test_an_empty_list_of_layers_names_none():
+    with pytest.raises(LayerfuseError, match="no layers named"):  # it read as "" (all)
+        parse_layers([], num_layers=4)

@@ -54,3 +54,18 @@ def test_an_ipv6_address_is_bracketed_and_a_loopback_server_answers_loopback_nam
     assert f"on http://[::1]:{port}/ " in result.stderr, result.stderr
     for host, status in (("127.0.0.1:8000", 200), ("localhost", 200), ("[::1]:8000", 200), ("evil.example", 400)):
         assert TestClient(app).get("/api/entries", headers={"Host": host}).status_code == status, host
+
+
+def test_a_server_on_another_loopback_address_answers_its_own_name(tmp_path, monkeypatch):
+    """--host 127.0.0.2 answered 400 at the URL its own banner printed."""
+    import uvicorn
+    from starlette.testclient import TestClient
+
+    served = []
+    monkeypatch.setattr(uvicorn, "run", lambda app, **kw: served.append(app))
+    monkeypatch.setattr("layerfuse.cli.serve._free_port", lambda host: 18777)
+    result = CliRunner().invoke(main, ["serve", "--cache-dir", str(tmp_path / "root"), "--host", "127.0.0.2"])
+    assert result.exit_code == 0, result.output
+    [app] = served
+    assert TestClient(app).get("/api/entries", headers={"Host": "127.0.0.2:18777"}).status_code == 200
+    assert TestClient(app).get("/api/entries", headers={"Host": "evil.example"}).status_code == 400

@@ -97,6 +97,11 @@ def test_predict_conll_reads_a_file_as_the_head_s_data_was_read(tmp_path, tiny_b
     scored = CliRunner().invoke(predict, ["--head", str(head), "--conll", dev, "--json", "--out", str(tmp_path / "o")])
     assert scored.exit_code == 0, scored.output
     assert json.loads(scored.output.splitlines()[0])["micro"]["support"] == 2  # Carol, Rome: the NER column
+    plain = tmp_path / "plain.txt"  # word and tag alone: the pos column the head never reads is not asked of it
+    write_conll(plain, DEV, line=lambda w, t: f"{w} {t}")
+    two = CliRunner().invoke(predict, ["--head", str(head), "--conll", str(plain), "--json",
+                                       "--out", str(tmp_path / "p")])
+    assert two.exit_code == 0 and json.loads(two.output.splitlines()[0])["micro"]["support"] == 2, two.output
     chunks = CliRunner().invoke(predict, ["--head", str(head), "--conll", dev, "--columns", "word=0,ner=3"])
     assert chunks.exit_code == 1 and "tag 'B-NP'" in chunks.output and "NP" in chunks.output
     lone = CliRunner().invoke(predict, ["--head", str(head), "--text", "Alice", "--columns", "word=0,ner=1"])
