@@ -29,7 +29,7 @@ from ..cache.store import open_group
 from ..display import human_bytes
 from ..errors import LayerfuseError
 from ..tasks import task_of
-from .errors import friendly_errors
+from .errors import NOTHING_TO_RESUME, friendly_errors
 from .light_options import cache_dir_option, quiet_option
 from .progress import show_progress
 from .roots import checked_root
@@ -47,7 +47,7 @@ def _why_empty(root: str) -> str:
 
 @click.command("ls")
 @cache_dir_option
-@friendly_errors
+@friendly_errors(interrupted=NOTHING_TO_RESUME)
 def ls_cmd(cache_dir):
     """List entries, newest first, with the options that tell them apart (rows/pooling, storage
     dtype, forward precision, max length)."""
@@ -80,7 +80,7 @@ def ls_cmd(cache_dir):
 @click.command("info")
 @click.argument("path")
 @click.option("--json", "as_json", is_flag=True, help="All metadata as JSON.")
-@friendly_errors
+@friendly_errors(interrupted=NOTHING_TO_RESUME)
 def info_cmd(path, as_json):
     """Show an entry's metadata and splits."""
     group = open_group(path, mode="r")
@@ -160,13 +160,13 @@ def _variants(path: str, status):
 @click.command("rm")
 @click.argument("path")
 @click.option("--yes", is_flag=True, help="Do not ask.")
-@friendly_errors
+@friendly_errors(interrupted=NOTHING_TO_RESUME)
 def rm_cmd(path, yes):
     """Delete an entry; a damaged one too (its metadata cannot be read), which no command can use and
     `extract` will not write over."""
     damaged = is_damaged_entry(path)  # refuses what is no entry
     said = " (a damaged entry: its metadata cannot be read)" if damaged else ""
-    if not yes and not click.confirm(f"delete {path}{said}?", default=False):
+    if not yes and not click.confirm(f"delete {path}{said}?", default=False, err=True):
         return
     remove(path, readable=not damaged)
     click.echo(f"removed {path}{said}")
@@ -175,7 +175,7 @@ def rm_cmd(path, yes):
 @click.command("verify")
 @click.argument("path")
 @quiet_option
-@friendly_errors
+@friendly_errors(interrupted=NOTHING_TO_RESUME)
 def verify_cmd(path, quiet):
     """Re-read every chunk, check its crc32c checksum, and count non-finite hidden values."""
     problems = verify(path, progress=show_progress(quiet))
@@ -191,7 +191,7 @@ def verify_cmd(path, quiet):
 @click.option("--max-size", required=True, help="Size the root must fit in: bytes, or with K, M, G or T (500M, 20G).")
 @click.option("--dry-run", is_flag=True, help="Only list the entries that would be removed.")
 @cache_dir_option
-@friendly_errors
+@friendly_errors(interrupted=NOTHING_TO_RESUME)
 def gc_cmd(max_size, dry_run, cache_dir):
     """Remove the least recently read complete entries until the cache root fits in --max-size;
     never a partial entry, nor one being written or open in a reader (each such is named, with why)."""

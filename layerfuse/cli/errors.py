@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import os
 import sys
 
 import click
@@ -66,6 +67,7 @@ def out_of_memory(exc: BaseException) -> str | None:
 
 
 RESUMES = "interrupted; rerun the same command to resume"
+NOTHING_TO_RESUME = "interrupted"  # a command that keeps no partial work (a read, a listing, a tagging)
 
 
 class Terminated(KeyboardInterrupt):
@@ -91,6 +93,12 @@ def friendly_errors(fn=None, *, interrupted: str = RESUMES):
             settle_reads()
             click.echo(f"error: {exc}", err=True)
             sys.exit(1)
+        except BrokenPipeError:  # the reader went away (`| head`): quiet, as a Unix tool ends (128 + SIGPIPE)
+            try:  # stdout to /dev/null: Python's own flush at exit would fail on the pipe again
+                os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            except (OSError, ValueError):  # no file descriptor (a test's captured stream)
+                pass
+            sys.exit(141)
         except OSError as exc:  # disk full, permissions: name the file, not a traceback
             settle_reads()
             where = f" ({exc.filename})" if getattr(exc, "filename", None) else remote_root_given(exc, kwargs)

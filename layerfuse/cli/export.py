@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from .errors import friendly_errors
+from .errors import NOTHING_TO_RESUME, friendly_errors
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
@@ -17,7 +17,7 @@ from .errors import friendly_errors
 @click.option("--best", is_flag=True,
               help="HEAD is a sweep's --out folder: the kept head with the best dev score; with --run, the best "
                    "of that run's cell (the same setting, any seed).")
-@friendly_errors
+@friendly_errors(interrupted=NOTHING_TO_RESUME)
 def main(head, out, device, run, best):
     """Write HEAD (a run's JSON record or its head checkpoint, or with --run/--best a sweep's folder)
     with its backbone as a transformers model: AutoModelForTokenClassification.from_pretrained(OUT) and

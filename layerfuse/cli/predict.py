@@ -14,7 +14,7 @@ from ..errors import LayerfuseError
 from ..inference.fill_mask import MaskFiller
 from ..tasks import task_of
 from ..training.checkpoint import checkpoint_paths
-from .errors import friendly_errors
+from .errors import NOTHING_TO_RESUME, friendly_errors
 from .options import default_of, say
 
 
@@ -46,7 +46,7 @@ from .options import default_of, say
                    "to stderr).")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per sentence (--conll: the report).")
 @click.option("--device", default=None, help="torch device. Default: cuda when present, else cpu.")
-@friendly_errors
+@friendly_errors(interrupted=NOTHING_TO_RESUME)
 def main(checkpoint, text, file_, fill_mask, top_k, conll, columns, out, as_json, device):
     """Tag raw sentences with a trained head and print the entities found, or score it on a labelled
     CoNLL file (--conll); MLM heads: fill masks.

@@ -86,10 +86,9 @@ def main(cache, model, dataset, cache_dir, read, labels, shots, seeds, trials, c
     unknown = [n for n in names if n not in sets]
     if unknown:
         raise LayerfuseError(f"--labels {labels}: {', '.join(unknown)} not in {entry.path}; it has {', '.join(sets)}")
-    if not quiet:
-        with_control = ", with control tasks" if control else ""
-        say(f"probing {', '.join(names)} on {entry.path}: layers 0..{entry.num_layers} and a ScalarMix, "
-            f"seeds {', '.join(map(str, seed_list))}, shots {shots or 'all'}{with_control}")
+    with_control = ", with control tasks" if control else ""  # said with or without --quiet (bars only)
+    say(f"probing {', '.join(names)} on {entry.path}: layers 0..{entry.num_layers} and a ScalarMix, "
+        f"seeds {', '.join(map(str, seed_list))}, shots {shots or 'all'}{with_control}")
     records = run_probes(entry, out=out, label_set_names=names, shots=shots, seeds=seed_list, control=control,
                          config=config, device=device, progress=show_progress(quiet))
     title = f"{_title(entry)}, shots {shots or 'all'}"

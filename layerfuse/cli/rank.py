@@ -14,7 +14,7 @@ import numpy as np
 
 from ..layers.scores import score_layers
 from ..versions import versions
-from .errors import friendly_errors
+from .errors import NOTHING_TO_RESUME, friendly_errors
 from .options import SEED, cache_options, default_of, labels_option, layers_option, quiet_option, resolve
 
 
@@ -45,7 +45,7 @@ def _ranks(scores: list[tuple[int, float]]) -> dict[int, int]:
               help="Mark this many lowest-nu layers.")
 @click.option("--out", default="runs", show_default=True, help="Folder for the JSON record and the PNG plot.")
 @quiet_option
-@friendly_errors
+@friendly_errors(interrupted=NOTHING_TO_RESUME)
 def main(cache, model, dataset, cache_dir, read, labels, split, shots, seed, max_per_class, layers, top, out, quiet):
     """Rank the cached layers by variability nu = tr(Sigma_w Sigma_b^+)/C (lower = better)."""
     from ..experiments.plots import plot_scores

@@ -22,7 +22,7 @@ import click
 from ..cache.layout import is_remote, local_path
 from ..errors import LayerfuseError
 from ..serve.state import DEFAULT_HOST, DEFAULT_PORT, LOOPBACK_HOSTS, ServerState
-from .errors import friendly_errors
+from .errors import NOTHING_TO_RESUME, friendly_errors
 from .options import cache_dir_option, device_option, say
 from .roots import checked_root
 
@@ -51,7 +51,7 @@ TOKEN_BYTES = 32
               help="After each job, remove the least recently read entries until the root fits (500M, 20G).")
 @click.option("--trust-remote-code", is_flag=True,
               help="Allow model code from the hub to run in jobs (off by default).")
-@friendly_errors
+@friendly_errors(interrupted=NOTHING_TO_RESUME)
 def main(cache_dir, host, port, token_file, read_token_file, runs, data_dirs, device, max_size, trust_remote_code):
     """Serve a cache root: complete entries as read-only zarr over HTTP (train-head --cache
     http://HOST:PORT/entries/NAME), a JSON API, an extraction queue and a web page."""
@@ -87,10 +87,24 @@ def main(cache_dir, host, port, token_file, read_token_file, runs, data_dirs, de
     say(f"serving {root} on http://{shown}:{port}/ (write token in {where}; send it as 'Authorization: Bearer ...')")
     if state.read_token is None and not _loopback(host):
         say(f"reads are open to anyone who can reach {host}:{port}; --read-token-file closes them")
+    _log_jobs()
     try:
         uvicorn.run(create_app(state), **server_options(host=host, port=port))
     finally:
         os.close(held)
+
+
+def _log_jobs() -> None:
+    """The server's own lines (a job started, done or failed) on stderr beside uvicorn's: left to Python's
+    defaults, only warnings showed, and an operator saw no sign of a job."""
+    import logging
+
+    log = logging.getLogger("layerfuse.serve")
+    log.setLevel(logging.INFO)
+    if not log.handlers:
+        handler = logging.StreamHandler()
+        handler.setFormatter(logging.Formatter("%(levelname)s:     %(message)s"))  # as uvicorn's lines
+        log.addHandler(handler)
 
 
 def _free_port(host: str) -> int:

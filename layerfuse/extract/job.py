@@ -229,7 +229,7 @@ class SplitJob:
         rows_done = plan.n_rows - self._rows_in(self.pending)
         if run.on_unit:
             run.on_unit(split, rows_done, plan.n_rows)
-        with BackgroundWriter(self.writer) as background:
+        with bar, BackgroundWriter(self.writer) as background:  # the bar closed on Ctrl-C too: a line of its own
             for unit in units:
                 lo, hi = plan.unit_range(unit)
                 out = self.encoder.encode_unit(self.tokens, self.rows, lo, hi, storage=storage, split=split)
@@ -238,7 +238,6 @@ class SplitJob:
                 rows_done += hi - lo
                 if run.on_unit:
                     run.on_unit(split, rows_done, plan.n_rows)
-        bar.close()
 
     def _rows_in(self, units) -> int:
         return sum(hi - lo for lo, hi in map(self.plan.unit_range, units))

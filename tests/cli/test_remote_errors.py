@@ -61,3 +61,18 @@ def test_an_object_store_refusal_names_the_root_it_was_given():
     assert line == "error: Forbidden (s3://bkt/root)"
     local = one_error_line(CliRunner().invoke(command, ["--cache-dir", "/data/root"]))
     assert local == "error: Forbidden"  # no URL given: nothing to name
+
+
+def test_a_reader_gone_from_the_pipe_ends_quietly():
+    """`layerfuse ls | head -1` said "error: Broken pipe" and exited 1; a Unix tool ends quietly (141)."""
+    result = CliRunner().invoke(_pipe_closed())
+    assert result.exit_code == 141 and result.output == ""
+
+
+def _pipe_closed():
+    @click.command()
+    @friendly_errors
+    def command():
+        raise BrokenPipeError(32, "Broken pipe")
+
+    return command
