@@ -123,20 +123,41 @@ def _fill(checkpoint, lines, *, top_k: int, as_json: bool, device) -> None:
 
 
 def _tag(checkpoint, lines, *, as_json: bool, device) -> None:
+    from tqdm.auto import tqdm
+
     from ..cache.label_sets import TOKEN
-    from ..inference import Predictor, entities
+    from ..inference import Predictor
 
     tagger = Predictor(checkpoint, device=device)
-    words = [tagger.words(line) for line in lines]
-    tagged = iter(tagger.tag([[w for w, _, _ in ws] for ws in words if ws]))
-    tags = [next(tagged) if ws else [] for ws in words]
-    if tagger.meta.get("cache", {}).get("label_kind") == TOKEN:  # POS and the like: a tag per word, no spans
-        for line, ws, ts in zip(lines, words, tags):
-            if as_json:
-                click.echo(json.dumps({"text": line, "words": [w for w, _, _ in ws], "tags": ts}, ensure_ascii=False))
-            else:
-                click.echo(line + "\n  " + " ".join(f"{w}/{t}" for (w, _, _), t in zip(ws, ts)))
-        return
+    token_set = tagger.meta.get("cache", {}).get("label_kind") == TOKEN
+    # Tagged and printed a block of lines at a time: a long --file shows its first answers at once, where it
+    # printed nothing until every line was tagged; with the answers going to a file, a bar on the terminal.
+    quiet = sys.stdout.isatty() or None  # None: tqdm's own test, off when stderr is no terminal either
+    with tqdm(total=len(lines), unit="line", desc="predict", leave=False, disable=quiet) as bar:
+        for lo in range(0, len(lines), LINES_PER_BLOCK):
+            block = lines[lo:lo + LINES_PER_BLOCK]
+            words = [tagger.words(line) for line in block]
+            tags = tagger.tag([[w for w, _, _ in ws] for ws in words])
+            (_echo_tokens if token_set else _echo_entities)(block, words, tags, as_json=as_json)
+            sys.stdout.flush()
+            bar.update(len(block))
+
+
+LINES_PER_BLOCK = 256  # lines of --text/--file tagged and printed together
+
+
+def _echo_tokens(lines, words, tags, *, as_json: bool) -> None:
+    """POS and the like: a tag per word, no spans."""
+    for line, ws, ts in zip(lines, words, tags):
+        if as_json:
+            click.echo(json.dumps({"text": line, "words": [w for w, _, _ in ws], "tags": ts}, ensure_ascii=False))
+        else:
+            click.echo(line + "\n  " + " ".join(f"{w}/{t}" for (w, _, _), t in zip(ws, ts)))
+
+
+def _echo_entities(lines, words, tags, *, as_json: bool) -> None:
+    from ..inference import entities
+
     for line, ws, ts in zip(lines, words, tags):
         found = entities(ts, ws, line)
         if as_json:

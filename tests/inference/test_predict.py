@@ -144,6 +144,13 @@ def test_json_lines_answer_the_file_line_by_line(checkpoint, tmp_path):
     assert rows[1] == {"text": "", "words": [], "tags": [], "entities": []}
     alone = CliRunner().invoke(main, ["--head", stem, "--json", "--text", "Bob went to Paris ."])
     assert json.loads(alone.stdout) == rows[3]  # the blank lines change nothing around them
+    # A file longer than a block is tagged and printed block by block: still a line for each, in order.
+    from layerfuse.cli.predict import LINES_PER_BLOCK
+
+    many = [f"Alice met Bob {i} ." if i % 7 else "" for i in range(LINES_PER_BLOCK + 40)]
+    sentences.write_text("\n".join(many) + "\n")
+    out = CliRunner().invoke(main, ["--head", stem, "--json", "--file", str(sentences)])
+    assert [json.loads(line)["text"] for line in out.stdout.splitlines()] == many
 
 
 def test_tag_refuses_a_string_for_a_sentence(checkpoint):
