@@ -64,11 +64,12 @@ def load_run(entry, configs: list) -> object:
 def load_live(entry, configs: list) -> object:
     """FT: the words and tags of every split around the live backbone, loaded once (every run
     starts again from its pretrained weights)."""
-    from ..finetune.data import live_data
+    from ..finetune.data import check_live, live_data
     from ..finetune.live import load_live_backbone
     from ..training.runtime import pick_device
 
     entry = with_labels(entry, configs)
+    check_live(entry)
     device = pick_device(configs[0].device if configs else None)
     backbone = load_live_backbone(entry.meta, device=device)
     return live_data(entry, backbone, layers=_candidate_layers(entry, configs) or range(1, entry.num_layers + 1))

@@ -15,6 +15,12 @@ from ..training.data import HeadData
 from .states import LiveSplit
 
 
+def check_live(entry) -> None:
+    """FT tags a word-level entry's words (an MLM entry's blocks): refused before its backbone is loaded."""
+    if not task_of(entry.meta).masks_inputs and entry.meta.get("granularity") != "word":
+        raise LayerfuseError(f"FT mode needs a word-level cache; {entry.path} is {entry.meta.get('granularity')}")
+
+
 def live_data(entry, backbone, *, layers) -> HeadData:
     """Words and tags of every split of a cache entry, around a live backbone (MLM entries: their
     blocks of token ids, `layerfuse.finetune.mlm`)."""
@@ -27,8 +33,7 @@ def live_data(entry, backbone, *, layers) -> HeadData:
 
         return HeadData(meta=dict(entry.meta), path=entry.path, n_train_total=n_train, backbone=backbone,
                         **live_blocks(entry, backbone, layers=layers))
-    if entry.meta.get("granularity") != "word":
-        raise LayerfuseError(f"FT mode needs a word-level cache; {entry.path} is {entry.meta.get('granularity')}")
+    check_live(entry)
     layers = tuple(int(x) for x in layers)
 
     def split(name):

@@ -129,3 +129,17 @@ def test_a_mask_seed_is_checked_wherever_it_comes_from():
 
     with pytest.raises(LayerfuseError, match="--mask-seed 184467440737095516150 is not in 0..4294967295"):
         MaskingSpec(seed=184467440737095516150)
+
+
+def test_ft_on_a_subword_entry_is_refused_before_the_backbone_loads(tiny_bert_dir, tiny_conll_dir, tmp_path,
+                                                                    monkeypatch):
+    from layerfuse.experiments import loaders
+    from layerfuse.extract.run import ExtractConfig, extract
+    from layerfuse.finetune import live
+
+    config = ExtractConfig(model=str(tiny_bert_dir), dataset=str(tiny_conll_dir), granularity="subword",
+                           cache_dir=str(tmp_path), unit_rows=256, splits=("train", "dev"))
+    entry = open_entry(extract(config, progress=False, log=lambda m: None).path)
+    monkeypatch.setattr(live, "load_live_backbone", lambda *a, **k: pytest.fail("the backbone was loaded"))
+    with pytest.raises(LayerfuseError, match="FT mode needs a word-level cache"):
+        loaders.load_live(entry, [TrainConfig(**FT)])
