@@ -35,24 +35,27 @@ def unreachable(exc: BaseException) -> str | None:
     """One line for a remote cache root that cannot be reached or read (botocore's errors: no
     credentials, an endpoint that does not answer; aiohttp's: a server gone mid-read), found anywhere in
     the chain zarr and fsspec raise them through; None for any other error."""
-    seen = 0
-    while exc is not None and seen < 10:
-        module = type(exc).__module__
-        if module.startswith(("botocore", "aiohttp")):
-            text = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-            return f"the cache root could not be read ({type(exc).__name__}: {text[:300]})"
-        exc, seen = exc.__cause__ or exc.__context__, seen + 1
+    cause = _remote_cause(exc)
+    if cause is None:
+        return None
+    text = (str(cause).strip().splitlines() or [type(cause).__name__])[0]
+    return f"the cache root could not be read ({type(cause).__name__}: {text[:300]})"
+
+
+def _remote_cause(exc: BaseException | None) -> BaseException | None:
+    """The first error of botocore or aiohttp (an object store's, an HTTP root's) in ``exc``'s chain."""
+    for _ in range(10):
+        if exc is None or type(exc).__module__.startswith(("botocore", "aiohttp")):
+            return exc
+        exc = exc.__cause__ or exc.__context__
     return None
 
 
 def remote_root_given(exc: OSError, options: dict) -> str:
     """" (URL)" of the remote root or entry the command was given, for an object store's error that names
     no file (s3fs turns a 403 into a bare ``PermissionError('Forbidden')``); "" otherwise."""
-    cause, seen = exc.__cause__ or exc.__context__, 0
-    while cause is not None and seen < 10 and not type(cause).__module__.startswith(("botocore", "aiohttp")):
-        cause, seen = cause.__cause__ or cause.__context__, seen + 1
     urls = [value for value in options.values() if isinstance(value, str) and "://" in value]
-    return f" ({', '.join(urls)})" if cause is not None and urls else ""
+    return f" ({', '.join(urls)})" if urls and _remote_cause(exc) is not None else ""
 
 
 def out_of_memory(exc: BaseException) -> str | None:

@@ -182,7 +182,7 @@ def _score_conll(checkpoint, path: str, *, columns, out, as_json: bool, device) 
     cache = meta.get("cache", {})
     token_set = cache.get("label_kind") == TOKEN
     # a bad file fails before the backbone loads
-    sentences = _labelled(ce, path, cache, columns)
+    sentences = ce.read_for_head(path, cache, columns=columns)
     tagger = Predictor(checkpoint, device=device)
     (ce.check_known_tokens if token_set else ce.check_known)(path, sentences, tagger.label_names)
     pred = tagger.tag([words for words, _ in sentences])
@@ -206,31 +206,6 @@ def _score_conll(checkpoint, path: str, *, columns, out, as_json: bool, device) 
     click.echo((ce.format_token_report if token_set else ce.format_report)(report), err=not out)
     if note:
         say(f"note: {note}")
-
-
-def _labelled(ce, path: str, cache: dict, columns: str | None):
-    """The words and gold tags of ``path``: read with ``columns`` (--columns) when given; else with the
-    columns of the head's own training data (its word, tag and label-set columns only: a pos column the
-    head never reads is not asked of the file), and failing that as the file lays itself out."""
-    from ..errors import LayerfuseError
-    from ..extract.reading import columns_of_source, parse_columns
-
-    label_set = cache.get("label_set")
-    if columns:
-        return ce.read_labelled(path, label_set=label_set, columns=columns)
-    inferred = columns_of_source(cache.get("dataset_source"))
-    if inferred:
-        needed = {name: at for name, at in parse_columns(inferred).items() if name in ("word", "ner", label_set)}
-        try:
-            return ce.read_labelled(path, label_set=label_set, columns=needed)
-        except LayerfuseError as exc:
-            try:  # a file of another layout than the training data's: word first, tag last
-                return ce.read_labelled(path, label_set=label_set)
-            except LayerfuseError:
-                shown = ",".join(f"{name}={at}" for name, at in needed.items())
-                raise LayerfuseError(f"{exc} (columns {shown}, as the head's training data was read; give "
-                                     "--columns for this file)") from None
-    return ce.read_labelled(path, label_set=label_set)
 
 
 def _probability(p: float) -> str:

@@ -76,14 +76,14 @@ def main(cache_dir, host, port, token_file, read_token_file, runs, data_dirs, de
         token, where = read_token(token_file), Path(token_file)
     else:
         token, where = ensure_token(root / TOKEN_FILE), root / TOKEN_FILE
+    shown = f"[{host}]" if ":" in host else host  # as a URL (and a Host header) names it: IPv6 bracketed
     state = ServerState(root=root, token=token, read_token=read_token(read_token_file) if read_token_file else None,
                         runs=[Path(r).resolve() for r in runs], trust_remote_code=trust_remote_code, device=device,
                         max_size=_size(max_size), data_dirs=[Path(d).resolve() for d in data_dirs],
                         private=[Path(p).resolve() for p in (where, read_token_file) if p],
-                        hosts=(*LOOPBACK_HOSTS, f"[{host}]" if ":" in host else host) if _loopback(host) else None)
+                        hosts=(*LOOPBACK_HOSTS, shown) if _loopback(host) else None)
     held = _only_server(root)  # before the queue reads its jobs: a second server would requeue the first's
     port = port or _free_port(host)  # --port 0: the port is named in the banner, not left to uvicorn's line
-    shown = f"[{host}]" if ":" in host else host  # an IPv6 address is bracketed in a URL
     say(f"serving {root} on http://{shown}:{port}/ (write token in {where}; send it as 'Authorization: Bearer ...')")
     if state.read_token is None and not _loopback(host):
         say(f"reads are open to anyone who can reach {host}:{port}; --read-token-file closes them")

@@ -39,6 +39,31 @@ def read_labelled(path: str, *, label_set: str | None = None, columns: str | Non
     return [(words, column) for (words, _), column in zip(data.splits["train"], tags)]
 
 
+def read_for_head(path: str, cache: dict, *, columns: str | None = None) -> list[Sentence]:
+    """`read_labelled` for a head whose cache metadata is ``cache``: with ``columns`` (--columns) when
+    given; else with the columns of the head's own training data (its word, tag and label-set columns
+    only: a pos column the head never reads is not asked of the file), and failing that as the file lays
+    itself out."""
+    from ..extract.reading import columns_of_source, parse_columns
+
+    label_set = cache.get("label_set")
+    if columns:
+        return read_labelled(path, label_set=label_set, columns=columns)
+    inferred = columns_of_source(cache.get("dataset_source"))
+    if inferred:
+        needed = {name: at for name, at in parse_columns(inferred).items() if name in ("word", "ner", label_set)}
+        try:
+            return read_labelled(path, label_set=label_set, columns=needed)
+        except LayerfuseError as exc:
+            try:  # a file of another layout than the training data's: word first, tag last
+                return read_labelled(path, label_set=label_set)
+            except LayerfuseError:
+                shown = ",".join(f"{name}={at}" for name, at in needed.items())
+                raise LayerfuseError(f"{exc} (columns {shown}, as the head's training data was read; give "
+                                     "--columns for this file)") from None
+    return read_labelled(path, label_set=label_set)
+
+
 def check_known_tokens(path: str, sentences: list[Sentence], label_names: list[str]) -> None:
     """A gold tag the head of a token-level set was not trained on is an error naming file and line."""
     known = set(label_names)

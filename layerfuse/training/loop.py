@@ -417,7 +417,7 @@ def train_step(run: Run, step_order: np.ndarray) -> None:
     config, packed = run.config, packable(run.head)  # packed: no padding but to a multiple of PACK_MULTIPLE
     run.optimizer.zero_grad(set_to_none=True)
     micros = [step_order[m:m + config.batch_size] for m in range(0, len(step_order), config.batch_size)]
-    summed = rows = None
+    summed = rows = 0  # over the micro-batches: their rows' summed loss, their scored rows
     for micro in micros:
         with run.autocast():
             batch = run.train.batch(micro, device=run.device, packed=packed, multiple=PACK_MULTIPLE)
@@ -428,8 +428,7 @@ def train_step(run: Run, step_order: np.ndarray) -> None:
             continue
         scored = (targets != IGNORE).sum()
         run.scaler.scale(loss * scored).backward()
-        summed = loss.detach() * scored if summed is None else summed + loss.detach() * scored
-        rows = scored if rows is None else rows + scored
+        summed, rows = summed + loss.detach() * scored, rows + scored
     if len(micros) > 1:
         rows = rows.clamp(min=1).float()
         for p in run.model.parameters():
