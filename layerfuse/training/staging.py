@@ -4,8 +4,9 @@ never make the step wait.
 A block read from the cache is a pageable numpy array; copied to a GPU as it is, the copy is
 synchronous (the driver stages it through a pinned buffer of its own, and the host waits). Here each
 block's stored values are first copied into one of two pinned buffers that the process allocates
-once (grown when a block is larger, never shrunk), then sent to the device with ``non_blocking`` on a
-copy stream of their own, from the read-ahead thread, while the current block computes. The compute
+once (both grown together when a block is larger than any before, never shrunk), then sent to the
+device with ``non_blocking`` on a copy stream of their own, from the read-ahead thread, while the
+current block computes. The compute
 stream waits for that copy on the device (`ready`), not the host. Before a buffer is refilled, the
 thread that refills it waits until its previous copy has left (the read-ahead thread, never the step).
 """
@@ -24,6 +25,7 @@ class PinnedStaging:
         self._buffers: list = [None, None]
         self._copied: list = [None, None]  # the CUDA event recorded after each buffer's last copy
         self._turn = 0
+        self._size = 0  # bytes each buffer holds: the largest block seen
         self._stream = None
         self._lock = threading.Lock()  # the read-ahead thread and the main thread may both read a block
 
@@ -34,10 +36,9 @@ class PinnedStaging:
         raw = np.ascontiguousarray(array).reshape(-1).view(np.uint8)
         with self._lock:
             i, self._turn = self._turn, self._turn ^ 1
+            self._fit(raw.size)
             if self._copied[i] is not None:
                 self._copied[i].synchronize()  # its last block has left the buffer
-            if self._buffers[i] is None or self._buffers[i].numel() < raw.size:
-                self._buffers[i] = torch.empty(raw.size, dtype=torch.uint8, pin_memory=True)
             buffer = self._buffers[i][: raw.size]
             buffer.numpy()[:] = raw
             if self._stream is None:
@@ -49,6 +50,24 @@ class PinnedStaging:
             self._copied[i] = copied
         dtype = torch.from_numpy(np.empty(0, dtype=array.dtype)).dtype
         return out.view(dtype).reshape(array.shape), copied
+
+    def _fit(self, nbytes: int) -> None:
+        """Both buffers hold at least ``nbytes``. They grow together: which block lands in which buffer
+        depends on whether the read-ahead thread or the step asked first, so a buffer sized by its own
+        blocks alone would be allocated again on a later pass over the same blocks."""
+        if nbytes <= self._size:
+            return
+        self._size = nbytes
+        for k in (0, 1):
+            if self._copied[k] is not None:
+                self._copied[k].synchronize()  # its last block has left the buffer
+            self._buffers[k] = self._allocate(nbytes)
+
+    @staticmethod
+    def _allocate(nbytes: int):
+        import torch
+
+        return torch.empty(nbytes, dtype=torch.uint8, pin_memory=True)
 
 
 def ready(tensors, copied) -> None:
