@@ -6,9 +6,9 @@ synchronous (the driver stages it through a pinned buffer of its own, and the ho
 block's stored values are first copied into one of two pinned buffers that the process allocates
 once (both grown together when a block is larger than any before, never shrunk), then sent to the
 device with ``non_blocking`` on a copy stream of their own, from the read-ahead thread, while the
-current block computes. The compute
-stream waits for that copy on the device (`ready`), not the host. Before a buffer is refilled, the
-thread that refills it waits until its previous copy has left (the read-ahead thread, never the step).
+current block computes. The compute stream waits for that copy on the device (`ready`), not the
+host. Before a buffer is refilled, the thread that refills it waits until its previous copy has left
+(the read-ahead thread, never the step).
 """
 
 from __future__ import annotations
