@@ -230,3 +230,22 @@ def test_an_unknown_fusion_in_a_worker_says_where_to_register_it():
 
     with pytest.raises(LayerfuseError, match="registered when its module is imported"):
         default_lr("weighted")
+
+
+def test_the_training_guide_names_every_tensor_of_every_head():
+    # docs/guide/training.md tells a reader outside layerfuse what each tensor of a head file is
+    import re
+    from pathlib import Path
+
+    from layerfuse.fusions.registry import BUILT_IN
+    from layerfuse.fusions.tagger import TokenTagger
+
+    guide = (Path(__file__).parents[2] / "docs" / "guide" / "training.md").read_text()
+    section = guide.split("## A head's tensors")[1].split("\n## ")[0]
+    rows = {m.group(1).strip("`"): m.group(0) for m in re.finditer(r"^\| (`\w+`|every head) \|.*$", section, re.M)}
+    for fusion in BUILT_IN:
+        tagger = TokenTagger(fusion=fusion, n_labels=3, n_layers=2, dim=8, num_heads=2, ffn_dim=16)
+        for name in tagger.state_dict():
+            name = re.sub(r"\.\d+\.", ".k.", name)
+            where = rows["every head"] if name.startswith("classifier.") else rows.get(fusion, "")
+            assert f"`{name}`" in where, (fusion, name)
