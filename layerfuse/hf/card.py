@@ -1,17 +1,50 @@
-"""The model card (``README.md``) of an exported head: the metadata the Hub reads (library, license,
-base model, datasets, task, tags and a ``model-index`` with the dev and test F1), what the model is,
-how to install and load it, and how to cite the software."""
+"""The model card (``README.md``) of an exported head: the metadata the Hub reads (library, the
+backbone's license, base model, datasets, task, tags and a ``model-index`` with the dev and test F1),
+what the model is, how to install and load it, and how to cite the software."""
 
 from __future__ import annotations
 
 import os
 
 from ..versions import versions
+from .support import REQUIREMENT
 
 # As CITATION.cff has them (a test keeps the two alike): the card travels without the repository.
 TITLE = "layerfuse: cache every layer of a frozen encoder once, train few-shot layer-fusion heads from the cache"
 AUTHORS = "The layerfuse authors"
-LICENSE = "mit"
+LICENSE = "MIT"  # the software's; the exported weights are the backbone's, under its license
+LICENSE_FIELDS = ("license", "license_name", "license_link")  # the Hub's (name and link for "other")
+
+
+def backbone_license(folder: str | None) -> dict:
+    """The license fields of the model card (``README.md``) in the backbone's ``folder`` (or of a Hub id's
+    card in the local HF cache), where it states them: the exported model holds the backbone's
+    weights, so its license is theirs."""
+    import yaml
+
+    path = os.path.join(folder, "README.md") if folder and os.path.isdir(folder) else _hub_cached_card(folder)
+    try:
+        with open(path or "", encoding="utf-8") as f:
+            text = f.read()
+        front = yaml.safe_load(text.split("---", 2)[1]) if text.startswith("---") else None
+    except (OSError, UnicodeDecodeError, IndexError, yaml.YAMLError):
+        return {}
+    if not isinstance(front, dict):
+        return {}
+    return {k: front[k] for k in LICENSE_FIELDS if isinstance(front.get(k), str) and front[k].strip()}
+
+
+def _hub_cached_card(repo: str | None) -> str | None:
+    """The model card of a Hub backbone in the local HF cache, where it is there (nothing is downloaded)."""
+    if not repo:
+        return None
+    from huggingface_hub import try_to_load_from_cache
+
+    try:
+        found = try_to_load_from_cache(repo, "README.md")
+    except ValueError:  # not a repo id
+        return None
+    return found if isinstance(found, str) else None
 def hub_model_id(name: str | None, revision: str | None) -> str | None:
     """The Hub id of the backbone a cache was extracted with, or None for a local folder. The PyPI
     copies layerfuse installs offline are Hub models (all-MiniLM-L6-v2, all-mpnet-base-v2); a folder
@@ -56,7 +89,8 @@ def model_card(config, *, name: str) -> str:
     import yaml
 
     p = config.layerfuse
-    front = {"library_name": "layerfuse", "license": LICENSE, "pipeline_tag": "token-classification",
+    front = {"library_name": "layerfuse", **{k: p[k] for k in LICENSE_FIELDS if p.get(k)},
+             "pipeline_tag": "token-classification",
              "tags": ["layerfuse", "token-classification", "layer-fusion", str(p.get("fusion", "head"))]}
     if p.get("base_model"):
         front["base_model"] = p["base_model"]
@@ -105,6 +139,8 @@ def _about(config, p: dict) -> str:
     rows = config.granularity + ("" if config.granularity == "subword" else f" (subword pooling: {config.pooling})")
     trained = ("trained with the backbone, fine-tuned end to end (the model holds the tuned backbone)"
                if p.get("mode") == "ft" else "trained on cached hidden states (feature extraction: backbone frozen)")
+    license = (f"the backbone's, `{p['license']}`, as its model card states" if p.get("license")
+               else "the backbone's (its folder states none: see the backbone's own terms)")
     read = ("one layer's hidden states" if len(config.layers) == 1
             else f"the hidden states of {len(config.layers)} layers")
     return f"""A token classifier exported by [layerfuse](https://pypi.org/project/layerfuse/): the backbone
@@ -116,6 +152,7 @@ def _about(config, p: dict) -> str:
 | backbone | {backbone} |
 | dataset | {dataset}, fingerprint `{p.get('dataset_fingerprint', '-')}` |
 | training sample | {sample} |
+| license | {license} |
 | epochs, seed | {p.get('epochs')}, {p.get('seed')} |
 | layers read (0 = embeddings) | {', '.join(str(x) for x in config.layers)} |
 | rows | {rows} |
@@ -131,7 +168,7 @@ def _use(name: str) -> str:
     return f"""## Use
 
 ```bash
-pip install layerfuse "transformers>=5"
+pip install layerfuse "{REQUIREMENT}"
 ```
 
 The model's code is layerfuse's, not this repository's: `import layerfuse` registers the
@@ -167,7 +204,7 @@ def _citation(p: dict) -> str:
   title = {{{TITLE}}},
   author = {{{{{AUTHORS}}}}},
   version = {{{versions()['layerfuse']}}},
-  license = {{MIT}},
+  license = {{{LICENSE}}},
   url = {{https://pypi.org/project/layerfuse/}},
 }}
 ```{source}

@@ -11,7 +11,7 @@ import tempfile
 from ..errors import LayerfuseError
 from ..files import writing
 from ..tasks import task_of
-from .card import hub_dataset_id, hub_model_id, language_of, model_card
+from .card import backbone_license, hub_dataset_id, hub_model_id, language_of, model_card
 
 
 def resolve_head(path: str) -> tuple[str, dict | None]:
@@ -95,11 +95,11 @@ def export_head(head: str, out: str, *, device: str | None = None) -> str:
 
     from ..inference.predictor import load_head
     from ..training.checkpoint import same_mode
-    from .register import supported
+    from .support import REQUIREMENT, supported
 
     if not supported(transformers.__version__):
-        raise LayerfuseError(f"export needs transformers 5 or later (installed: {transformers.__version__}): "
-                              f"pip install -U 'transformers>=5'")
+        raise LayerfuseError(f"export needs {REQUIREMENT} (installed: {transformers.__version__}): "
+                              f"pip install -U '{REQUIREMENT}'")
     from transformers.tokenization_utils_base import VERY_LARGE_INTEGER
 
     from .modeling import LayerfuseForTokenClassification, LayerfuseTaggerConfig
@@ -110,7 +110,8 @@ def export_head(head: str, out: str, *, device: str | None = None) -> str:
     if not task.labels_from_data:
         raise LayerfuseError(f"{stem} is an {meta['task'].upper()} head; only taggers export as token "
                               f"classification models")
-    provenance = _provenance(meta, record)
+    # the backbone's folder (transformers keeps where it loaded from): its model card states its license
+    provenance = {**_provenance(meta, record), **backbone_license(backbone.model.config._name_or_path)}
     _refuse_to_replace(out, provenance)
     labels = list(meta["label_names"])
     model_config = backbone.model.config

@@ -22,7 +22,7 @@ TRIGGER = "transformers.models.auto.modeling_auto"
 
 def register() -> None:
     """Add ``layerfuse-tagger`` to `AutoConfig` and `AutoModelForTokenClassification` (idempotent).
-    transformers 4 has no dataclass configs: nothing is registered there (`export_head` says so)."""
+    Below `support.MINIMUM` nothing is registered (`export_head` says so)."""
     import transformers
 
     if not supported(transformers.__version__):

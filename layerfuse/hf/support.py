@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
+# The floor pyproject.toml declares (a test keeps the two alike): 5.0-5.3 count tokens otherwise, so an
+# export there would not tag what `predict` tags; version 4 has no dataclass configs at all.
+MINIMUM = (5, 4)
+REQUIREMENT = "transformers>=" + ".".join(map(str, MINIMUM))
+
 
 def supported(version: str) -> bool:
-    """transformers 5 or later: version 4 has no dataclass configs, so nothing is registered there."""
-    return int(version.split(".")[0]) >= 5
+    """Whether transformers ``version`` is at least `MINIMUM`."""
+    from packaging.version import Version
+
+    return Version(version).release[:2] >= MINIMUM

