@@ -314,6 +314,7 @@ def _in_process(job: _Job, todo, queue, run, entry):
 def _local_results(job: _Job, todo, queue, workers: int, run):
     import multiprocessing
     from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+    from concurrent.futures.process import BrokenProcessPool
 
     from ..training.runtime import run_threads
 
@@ -324,19 +325,32 @@ def _local_results(job: _Job, todo, queue, workers: int, run):
     with ProcessPoolExecutor(workers, mp_context=context, initializer=_init_pool_worker,
                              initargs=(os.getpid(), job, todo, threads, slots)) as pool:
         submit = lambda item: pool.submit(_after_init, run, job, item)  # noqa: E731
+        processes = lambda: list((getattr(pool, "_processes", None) or {}).values())  # noqa: E731
         futures: dict = {}
+
+        def finished(handles):
+            done = wait(handles, timeout=POLL_S, return_when=FIRST_COMPLETED)[0]
+            # A worker killed (the out-of-memory killer, a signal) right after it was spawned goes unseen by
+            # the pool (Python 3.11 waits on the workers it had before), which then waits for ever.
+            if not done and any(process.exitcode is not None for process in processes()):
+                raise BrokenProcessPool("a worker process died")
+            return done
+
         try:
-            for config, future in _bounded(queue, futures, submit, workers,
-                                           lambda fs: wait(fs, timeout=POLL_S, return_when=FIRST_COMPLETED)[0]):
+            for config, future in _bounded(queue, futures, submit, workers, finished):
                 yield config, future.result()
         except BaseException as exc:
             for f in futures:
                 f.cancel()
-            if isinstance(exc, KeyboardInterrupt):
+            if isinstance(exc, (KeyboardInterrupt, BrokenProcessPool)):
                 # Ctrl-C reached the workers too (one process group); a SIGTERM to this process alone did
-                # not: they would finish their runs, unrecorded, while the pool's shutdown waited on them.
-                for process in list((getattr(pool, "_processes", None) or {}).values()):
+                # not, nor a dead worker: they would finish their runs, unrecorded, while the pool's shutdown
+                # waited on them.
+                for process in processes():
                     process.terminate()
+            if isinstance(exc, BrokenProcessPool):  # a worker killed: one line, not a traceback
+                raise LayerfuseError("a worker process died mid-run (killed: out of memory, or a signal); the runs "
+                                     "recorded so far are kept: rerun the same command to go on") from None
             raise
 
 

@@ -142,6 +142,49 @@ def test_sigterm_to_a_sweep_ends_its_workers_too(tiny_cache, tmp_path):
     assert child.returncode == 143 and time.monotonic() - started < 30, err
 
 
+@pytest.mark.slow
+def test_a_sweep_whose_worker_is_killed_says_so_in_one_line(tiny_cache, tmp_path):
+    """A worker killed mid-run (the out-of-memory killer) ended the sweep in a BrokenProcessPool traceback, or,
+    killed right after it was spawned, left the sweep waiting for ever (the pool never saw it die)."""
+    import os
+    import signal
+    import subprocess
+    import time
+
+    code = "import sys; from layerfuse.cli.launch import layerfuse; sys.argv[0] = 'layerfuse'; layerfuse()"
+    args = ["sweep", "--cache", tiny_cache, "--fusions", "base", "--shots", "all", "--epochs", "100000", "--trials",
+            "2", "--workers", "2", "--pack", "1", "--quiet", "--out", str(tmp_path / "sweep")]
+    child = subprocess.Popen([sys.executable, "-c", code, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True, env={**os.environ, "PYTHONPATH": os.getcwd()})
+    try:
+        workers: list[int] = []
+        for _ in range(1200):  # the pool's processes, the second spawned once the first run is submitted
+            time.sleep(0.1)
+            pids = map(int, filter(str.isdigit, os.listdir("/proc")))
+            workers = [pid for pid in pids if _is_worker_of(pid, child.pid)]
+            if len(workers) >= 2:
+                break
+        assert len(workers) == 2, "the sweep started no second worker"
+        os.kill(max(workers), signal.SIGKILL)
+        _, err = child.communicate(timeout=120)
+    finally:
+        child.kill()
+    assert child.returncode == 1, err
+    assert err.strip().splitlines()[-1].startswith("error: a worker process died mid-run"), err
+    assert "Traceback" not in err, err
+
+
+def _is_worker_of(pid: int, parent: int) -> bool:
+    """Whether ``pid`` is a pool worker ``parent`` spawned (not its resource tracker)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return ppid == parent and b"spawn_main" in f.read()
+    except (OSError, ValueError, IndexError):
+        return False
+
+
 def test_help_and_version_load_no_command():
     """`layerfuse --help` and `--version` list and name the commands without importing them (most import
     torch: 1.5 s before the first line); each command is loaded when it runs."""
