@@ -21,6 +21,8 @@ Kinds: ``span`` sets (IOB2: NER, chunks) are scored by span F1 in conlleval's co
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
 
 import numpy as np
@@ -75,16 +77,31 @@ def check_name(meta: dict, name: str, *, where: str) -> dict:
 
 def view_meta(meta: dict, name: str | None, *, where: str) -> dict:
     """``meta`` as seen through label set ``name`` (None = the primary): its ``label_names``,
-    ``entity_types`` (a token set's are its classes: C of an N-way sample), ``label_set`` and ``label_kind``."""
+    ``entity_types`` (a token set's are its classes: C of an N-way sample), ``label_set``, ``label_kind``
+    and ``label_set_id`` (`content_id`)."""
     name = name or primary_name(meta)
     info = check_name(meta, name, where=where)
     manifest.check(manifest.names_problem(where, f"label set {name!r}", info["names"], info.get(manifest.NAMES)))
-    out = {**meta, "label_set": name, "label_kind": info["kind"], "label_names": list(info["names"])}
+    out = {**meta, "label_set": name, "label_kind": info["kind"], "label_names": list(info["names"]),
+           "label_set_id": content_id(meta, name)}
     if info["kind"] == TOKEN:
         out["entity_types"] = list(info["names"])
     elif name != primary_name(meta):
         out["entity_types"] = [label[2:] for label in info["names"][1::2]]
     return out
+
+
+def content_id(meta: dict, name: str | None) -> str | None:
+    """What tells set ``name``'s labels apart beyond the entry's key, which covers the primary set's alone
+    (None for it): a digest of a listed set's names and per-split fingerprints (its array's version in a
+    listing from before them). A relabelled set has another: runs and probes record it, so a rerun after
+    a relabel is not taken for one already done."""
+    name = name or primary_name(meta)
+    if name == primary_name(meta):
+        return None
+    info = (meta.get(LISTING) or {}).get(name) or {}
+    what = {"names": info.get("names"), "labels": info.get("split_fingerprints") or info.get("array")}
+    return hashlib.sha256(json.dumps(what, sort_keys=True).encode()).hexdigest()[:16]
 
 
 def is_current(meta: dict, name: str, *, fingerprints: dict[str, str]) -> bool:

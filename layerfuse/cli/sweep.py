@@ -146,7 +146,10 @@ def main(task, labels, fusions, shots, epochs, trials, lrs, batch_size, layers, 
         records = list(read_results(os.path.join(out, RESULTS)).values())  # the report covers the whole --out
         _say_kept(out, task)
         if task_of(task).labels_from_data:  # nu needs classes; an MLM entry's labels are the vocabulary
-            _save_layer_scores(entry, layers, out)
+            try:
+                _save_layer_scores(entry, layers, out)
+            except (LayerfuseError, OSError) as exc:  # the runs are done and recorded: the report still goes out
+                say(f"note: the layers' scores were not computed ({exc}); the report goes without them")
     paths = render(records, out, curve_shots=curve, per_lr=per_lr, nu=_layer_scores(out))
     with open(paths["table"], encoding="utf-8") as f:
         click.echo(f.read())

@@ -24,7 +24,16 @@ import os
 from ..errors import LayerfuseError
 from ..files import folder_locked, write_json
 from ..tasks import task_of
-from .results import RESULTS, append_result, read_results, recorded, refuse_mixed_metrics, run_id, scored_by
+from .results import (
+    RESULTS,
+    append_result,
+    label_set_of,
+    read_results,
+    recorded,
+    refuse_mixed_metrics,
+    run_id,
+    scored_by,
+)
 
 KEEP_HEADS = ("none", "best", "all")
 SWEEP_KEEPS = "best"  # what `sweep` keeps unless told (scripts' grids, `run_grid`, keep none)
@@ -166,6 +175,10 @@ def sweep_head(folder: str, *, run: str | None = None, best: bool = False, log=N
             where = f"run {run}'s cell" if run is not None else folder
             raise LayerfuseError(f"no head kept for {where} (the sweep ran with --keep-heads none?)")
         refuse_mixed_metrics(in_cell, results)  # an accuracy is no better or worse than an F1
+        sets = sorted({label_set_of(r) for r in in_cell})
+        if len(sets) > 1:  # nor is an F1 over chunks than one over entities: each its own model
+            raise LayerfuseError(f"{folder} kept heads of the label sets {', '.join(sets)}: --best compares one; "
+                                 f"name a run of the set you want with --best --run RUN_ID")
         record = max(in_cell, key=dev_rank)
         scope = [r for r in records.values() if (cell is None or cell_of(r["config"]) == cell)
                  and scored_by(r) == scored_by(record)]
@@ -176,8 +189,14 @@ def sweep_head(folder: str, *, run: str | None = None, best: bool = False, log=N
     elif run in kept:
         record = kept[run]
     else:
-        why = (f"run {in_cell[0]['run_id']} of its cell scored better on dev (export it: --run "
-               f"{in_cell[0]['run_id']}, or --best)" if in_cell else "the sweep ran with --keep-heads none")
+        kept_best = max(in_cell, key=dev_rank) if in_cell else None
+        if kept_best is not None and dev_rank(kept_best) >= dev_rank(records[run]):
+            how = "better" if dev_rank(kept_best) > dev_rank(records[run]) else "as well, and was kept first,"
+            why = (f"run {kept_best['run_id']} of its cell scored {how} on dev (export it: --run "
+                   f"{kept_best['run_id']}, or --best)")
+        else:  # the best of its cell, or no head kept there: it ran before heads were kept, or under none
+            why = "it ran under --keep-heads none, or before heads were kept" + (
+                f"; the best kept head of its cell is run {kept_best['run_id']} (--best)" if kept_best else "")
         raise LayerfuseError(f"run {run} in {folder} kept no head: {why}")
     beside = head_files(heads, record["run_id"])[2]
     if not os.path.isfile(os.path.join(heads, record["checkpoint"])):

@@ -126,12 +126,17 @@ def scored_by(record: dict) -> str:
     return "perplexity" if record.get("best_dev_ppl") is not None else "F1"
 
 
+def label_set_of(record: dict) -> str:
+    """The label set a run trained on (``ner``: the primary set of an entry with no other name for it)."""
+    return str(record["config"].get("labels") or record["config"].get("task") or "ner")
+
+
 def refuse_mixed_metrics(records, where: str, *, adding: tuple[str, str] | None = None) -> None:
     """One report (one --best) compares one metric: records of ``where`` scored by two are one line.
     ``adding``: the (metric, label set) of runs about to join them."""
     by_metric: dict[str, set] = {}
     for r in records:
-        by_metric.setdefault(scored_by(r), set()).add(r["config"].get("labels") or r["config"].get("task") or "ner")
+        by_metric.setdefault(scored_by(r), set()).add(label_set_of(r))
     if adding:
         by_metric.setdefault(adding[0], set()).add(adding[1])
     if len(by_metric) > 1:

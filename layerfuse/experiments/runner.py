@@ -139,12 +139,21 @@ def defaults_named_once(entry, configs: list[TrainConfig]) -> list[TrainConfig]:
 def refuse_other_entry(results: str, records, entry) -> None:
     """A results file holds the runs of one cache entry: a run id does not name its entry, so another
     entry's run would be taken for this one's, done already, and the report would mix the two."""
+    from ..cache.label_sets import content_id, listed
+
     key = entry.meta.get("key")
     other = next((r for r in records if r.get("cache_key") not in (None, key)), None)
     if other is not None:
         raise LayerfuseError(f"{results} holds runs on another cache entry ({other.get('model')} on "
                              f"{other.get('dataset')}, {other.get('cache_path') or other['cache_key']}), not "
                              f"{entry.path}: give this grid another --out")
+    # A relabelled set keeps the entry's key and the runs' ids: its earlier runs would pass for done ones,
+    # and the report would average the two labellings in one cell.
+    for r in records:
+        name = r["config"].get("labels")
+        if r.get("labels_id") and name in listed(entry.meta) and r["labels_id"] != content_id(entry.meta, name):
+            raise LayerfuseError(f"{results} holds runs on label set {name!r} as it was before it was relabelled "
+                                 f"(run {r['run_id']}): give this grid another --out, or move that file away")
 
 
 def _headline(record: dict) -> str:

@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 import torch
 
-from ..cache.label_sets import SPAN, TOKEN
+from ..cache.label_sets import SPAN, TOKEN, content_id
 from ..errors import LayerfuseError
 from ..layers.variability import layer_variability
 from ..training.metrics import Chunker
@@ -134,7 +134,8 @@ def run_probes(entry, *, out: str, label_set_names: Sequence[str] | None = None,
     have = {rec.record_key(r): r for r in rec.read_records(path)}
 
     def key(name, seed, job):
-        return rec.record_key({**base, "label_set": name, "seed": seed, "probe": job.probe, "control": job.control})
+        return rec.record_key({**base, "label_set": name, "labels_id": content_id(entry.meta, name), "seed": seed,
+                               "probe": job.probe, "control": job.control})
 
     missing = [(n, s, j) for n in names for s in seeds for j in jobs if key(n, s, j) not in have]
     bar = tqdm(total=len(missing), disable=not progress, desc="probes", unit="probe")
@@ -180,7 +181,8 @@ def _train_set(data: _SetRun, todo: list[Job], *, entry, base: dict, device, bar
             probe = (ScalarMixProbe if target == MIX else LinearProbe).for_data(x, data.n_classes)
             data.fit(probe, x, control=job.control, device=device)
             record = {
-                **base, "label_set": data.name, "kind": data.kind, "probe": job.probe, "control": job.control,
+                **base, "label_set": data.name, "labels_id": content_id(entry.meta, data.name), "kind": data.kind,
+                "probe": job.probe, "control": job.control,
                 "seed": data.seed, "n_classes": data.n_classes, "n_train_tokens": len(data.train),
                 "scores": data.scores(probe, xs, control=job.control, device=device),
             }

@@ -78,7 +78,8 @@ def test_all_and_none(tmp_path):
     rid = run_id(_config(0))
     record_run(str(nothing), {"run_id": rid, "config": _config(0), "best_dev_f1": 0.5}, keep="none")
     assert read_results(str(nothing))[rid].get("checkpoint") is None
-    with pytest.raises(LayerfuseError, match="kept no head: the sweep ran with --keep-heads none"):
+    with pytest.raises(LayerfuseError, match="kept no head: it ran under --keep-heads none, or before heads were "
+                                             "kept$"):
         sweep_head(str(nothing.parent), run=rid)
 
 
@@ -132,8 +133,37 @@ def test_sweep_then_export_of_its_best_run_loads_in_a_pipeline(tiny_cache, tmp_p
 
     loser = next(rid for rid in records if rid != best["run_id"])
     refused = CliRunner().invoke(cli, ["export", str(moved), "--run", loser, "--out", str(tmp_path / "m2")])
-    assert refused.exit_code == 1 and f"run {best['run_id']} of its cell scored better" in refused.output
+    assert refused.exit_code == 1 and f"run {best['run_id']} of its cell scored " in refused.output
     by_cell = CliRunner().invoke(cli, ["export", str(moved), "--run", loser, "--best", "--out", str(tmp_path / "m3")])
     assert by_cell.exit_code == 0, by_cell.output
     unnamed = CliRunner().invoke(cli, ["export", str(moved), "--out", str(tmp_path / "m4")])
     assert unnamed.exit_code == 1 and "--run RUN_ID, or --best" in unnamed.output
+
+
+def test_a_run_without_a_head_is_told_which_run_beat_it_if_one_did(tmp_path):
+    """The error named the first kept head of the cell as the run that "scored better", whatever its score."""
+    results = tmp_path / RESULTS
+    for seed, f1 in ((0, 0.3), (1, 0.2)):
+        record_run(str(results), _finished(results, seed, f1), keep="all")
+    record_run(str(results), _finished(results, 2, 0.6), keep="none")  # the best of its cell, no head kept
+    record_run(str(results), _finished(results, 3, 0.25), keep="none")
+    with pytest.raises(LayerfuseError, match=f"run {run_id(_config(0))} of its cell scored better"):
+        sweep_head(str(tmp_path), run=run_id(_config(3)))  # 0.3 beat it, not 0.2
+    with pytest.raises(LayerfuseError, match=f"kept no head: it ran under --keep-heads none, or before heads were "
+                                             f"kept; the best kept head of its cell is run {run_id(_config(0))}"):
+        sweep_head(str(tmp_path), run=run_id(_config(2)))  # nothing beat it
+
+
+def test_best_compares_heads_of_one_label_set(tmp_path):
+    """A chunker's F1 beat a NER head's, and --best exported the chunker."""
+    results = tmp_path / RESULTS
+    record_run(str(results), _finished(results, 0, 0.4), keep="best")
+    config = {**_config(1), "labels": "chunk"}
+    for path in head_files(heads_dir(str(results)), run_id(config))[:2]:
+        open(path, "w").close()
+    chunk = {"run_id": run_id(config), "config": config, "best_dev_f1": 0.65, "cache_key": "k"}
+    record_run(str(results), chunk, keep="best")
+    with pytest.raises(LayerfuseError, match="kept heads of the label sets chunk, ner: --best compares one"):
+        sweep_head(str(tmp_path), best=True)
+    beside = sweep_head(str(tmp_path), best=True, run=run_id(_config(0)))  # one set named by a run of it
+    assert os.path.basename(beside) == f"{run_id(_config(0))}.json"

@@ -111,3 +111,19 @@ def test_grid_takes_a_single_value_as_one_and_refuses_no_trials():
     assert runs == {("dwatt", 8, e, s) for e in (1, 2) for s in (0, 1)}
     with pytest.raises(LayerfuseError, match="trials 0: at least 1"):
         grid(fusions=["dwatt"], shots=[8], epochs=[1], trials=0, base=base)
+
+
+def test_the_report_goes_out_when_the_layer_scores_fail(tiny_cache, tmp_path, monkeypatch):
+    """The layer scores read train again after the runs: an entry removed from under a served sweep by then
+    lost the finished sweep's report, in an error that blamed its label set."""
+    import layerfuse.cli.sweep as sweep
+
+    def gone(*args):
+        raise LayerfuseError("the entry was removed")
+
+    monkeypatch.setattr(sweep, "_save_layer_scores", gone)
+    out = CliRunner().invoke(main, ["--cache", tiny_cache, "--fusions", "base", "--shots", "2", "--epochs", "1",
+                                    "--trials", "1", "--workers", "1", "--quiet", "--out", str(tmp_path / "sw")])
+    assert out.exit_code == 0, out.output
+    assert "note: the layers' scores were not computed (the entry was removed)" in out.stderr
+    assert (tmp_path / "sw" / "report.md").exists() and not (tmp_path / "sw" / "layer_scores.json").exists()

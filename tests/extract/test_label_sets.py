@@ -431,3 +431,32 @@ def test_a_label_set_is_checked_before_it_is_written(entry_copy, labels, said):
                                    fingerprints=dict.fromkeys(labels, "fp"),
                                    labels={split: arrays[what] for split, what in labels.items()})
     assert "toy" not in open_entry(entry_copy).label_sets
+
+
+def test_runs_and_probes_on_a_set_relabelled_since_are_not_taken_for_done(tiny_bert_dir, conll4_dir, tmp_path):
+    """A relabel keeps the entry's key and the runs' ids: a resumed sweep took the old runs for done ones and
+    averaged the two labellings in one cell, and a probe rerun printed the old table."""
+    from layerfuse.cache.reader import open_entry
+    from layerfuse.probing import ProbeConfig, run_probes
+
+    data_dir = _copy_of(conll4_dir, tmp_path / "data")
+    path = _extract(tiny_bert_dir, data_dir, tmp_path / "root").path
+    args = ["sweep", "--cache", path, "--labels", "pos", "--out", str(tmp_path / "sweep"), "--fusions", "base",
+            "--shots", "1", "--epochs", "1", "--eval-points", "1", "--workers", "1", "--precision", "fp32", "--quiet"]
+    assert CliRunner().invoke(cli, [*args, "--trials", "1"]).exit_code == 0
+    probe = {"out": str(tmp_path / "probe"), "label_set_names": ["pos"], "control": False,
+             "config": ProbeConfig(min_steps=2, epochs=1)}
+    before = run_probes(open_entry(path), **probe)
+    assert run_probes(open_entry(path), **probe) == before  # a rerun on the same labels trains nothing
+
+    for split in ("train", "dev", "test"):
+        text = (data_dir / f"{split}.txt").read_text().replace(" NN ", " VB ")
+        (data_dir / f"{split}.txt").write_text(text)
+    assert _extract(tiny_bert_dir, data_dir, tmp_path / "root").path == path  # the same entry, relabelled
+
+    refused = CliRunner().invoke(cli, [*args, "--trials", "2"])
+    assert refused.exit_code == 1 and "before it was relabelled" in refused.stderr, refused.output
+    assert len((tmp_path / "sweep" / "results.jsonl").read_text().splitlines()) == 1  # nothing trained
+    after = run_probes(open_entry(path), **probe)
+    assert [r["labels_id"] for r in after] != [r["labels_id"] for r in before]  # trained again, on the new labels
+    assert all(r["n_classes"] == 3 for r in after) and all(r["n_classes"] == 4 for r in before)
