@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import shutil
 from dataclasses import replace
 from pathlib import Path
@@ -350,6 +351,24 @@ def test_hf_pos_and_chunk_columns_become_label_sets(tmp_path):
     assert data.label_set_names == ["ner", "pos", "chunk"]
     assert data.column("pos").tags["dev"] == [["NNP", "VB"]]  # the empty row is skipped, as for the words
     assert data.column("chunk").kind == "span" and data.column("chunk").tags["train"] == [["B-NP", "B-VP"]]
+
+
+@pytest.mark.parametrize(("pos_tags", "said"), [
+    ([[1, 2], [1]], "split 'train' row 1: 2 tokens but 1 pos_tags"),  # one short: took the next sentence's tag
+    ([[1, 2], [1, 2, 0]], "split 'train' row 1: 2 tokens but 3 pos_tags"),
+])
+def test_a_label_set_column_of_another_length_than_the_words_is_refused(tmp_path, pos_tags, said):
+    import datasets
+
+    pos = datasets.ClassLabel(names=["NN", "NNP", "VB"])
+    ner = datasets.ClassLabel(names=["O", "B-PER", "I-PER"])
+    features = datasets.Features({"tokens": datasets.Sequence(datasets.Value("string")),
+                                  "pos_tags": datasets.Sequence(pos), "ner_tags": datasets.Sequence(ner)})
+    rows = {"tokens": [["Alice", "runs"], ["Bob", "runs"]], "pos_tags": pos_tags, "ner_tags": [[1, 0], [1, 0]]}
+    datasets.DatasetDict({"train": datasets.Dataset.from_dict(rows, features=features)}).save_to_disk(
+        str(tmp_path / "hf"))
+    with pytest.raises(LayerfuseError, match=re.escape(said)):
+        load_dataset(str(tmp_path / "hf"))
 
 
 def test_extracting_some_splits_adds_to_a_set_never_shrinks_it(tiny_bert_dir, conll4_dir, tmp_path):

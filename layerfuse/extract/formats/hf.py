@@ -67,11 +67,28 @@ def _from_hf(loaded, *, where: str, read: Reading) -> tuple[dict[str, list[Sente
             names = getattr(table.features[column], "feature", None)
             if not isinstance(names, datasets.ClassLabel):
                 break
-            rows = [ids for words, ids in zip(table[read.tokens_field], table[column]) if words]
-            tags[SPLIT_ALIASES.get(str(split), str(split))] = [[names.names[i] for i in ids] for ids in rows]
+            tags[SPLIT_ALIASES.get(str(split), str(split))] = _extra_tags(
+                table, column, names.names, where=f"{where} split {split!r}", tokens=read.tokens_field)
         else:
             extras[name] = (kind, tags)
     return raw, extras
+
+
+def _extra_tags(table, column: str, names: list[str], *, where: str, tokens: str) -> list[list[str]]:
+    """Each non-empty row's tags of ``column`` (a label set beside the primary one), checked as the primary
+    tags are: as many as the row's words (one short took the next sentence's first tag on a subword cache),
+    and every id a label."""
+    out = []
+    for row, (words, ids) in enumerate(zip(table[tokens], table[column])):
+        if not words:
+            continue
+        if len(ids) != len(words):
+            raise LayerfuseError(f"{where} row {row}: {len(words)} {tokens} but {len(ids)} {column}")
+        bad = next((i for i in ids if not (isinstance(i, int) and 0 <= i < len(names))), "none")
+        if bad != "none":
+            raise LayerfuseError(f"{where} row {row}: {column} id {bad!r} is not a label")
+        out.append([names[i] for i in ids])
+    return out
 
 
 def _hf_label_names(table, *, where: str, read: Reading) -> list[str] | None:
