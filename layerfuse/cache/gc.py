@@ -94,17 +94,40 @@ def leftovers(root: str, *, dry_run: bool = False) -> list[tuple[str, int]]:
         # lock a folder of an entry's name was not made here, and is not ours to remove
         orphan = (ENTRY_NAME.match(name) and os.path.exists(path + ".lock")
                   and not os.path.exists(os.path.join(path, "zarr.json")) and not being_written(path))
-        if renamed or orphan:
-            size = bytes_on_disk(path)
-            if not dry_run:
-                shutil.rmtree(path, ignore_errors=True)
-                if os.path.exists(path):  # not removed (permissions): not reported as removed
-                    continue
-                for sidecar in (".lock", ".read"):
-                    if os.path.exists(path + sidecar) and not renamed:
-                        os.remove(path + sidecar)
-            found.append((path, size))
+        if not (renamed or orphan):
+            continue
+        size = bytes_on_disk(path)
+        if not dry_run and not (_remove_renamed(path) if renamed else _remove_orphan(path)):
+            continue  # not removed (permissions, or an extract took it meanwhile): not reported as removed
+        found.append((path, size))
     return found
+
+
+def _remove_renamed(path: str) -> bool:
+    shutil.rmtree(path, ignore_errors=True)
+    return not os.path.exists(path)
+
+
+def _remove_orphan(path: str) -> bool:
+    """Remove an unfinished entry's folder while holding its lock, as an extract would: an extract starting
+    between the check and the removal lost its folder. The lock file stays: removed, a second writer could
+    lock a new file of that name while the first held the old one."""
+    from filelock import FileLock, Timeout
+
+    lock = FileLock(path + ".lock")
+    try:
+        lock.acquire(timeout=0)
+    except Timeout:  # an extract took it since
+        return False
+    try:
+        if os.path.exists(os.path.join(path, "zarr.json")):  # an extract finished it since
+            return False
+        shutil.rmtree(path, ignore_errors=True)
+        if os.path.exists(path + ".read"):
+            os.remove(path + ".read")
+        return not os.path.exists(path)
+    finally:
+        lock.release()
 
 
 def damaged(root: str) -> list[str]:

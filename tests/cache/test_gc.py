@@ -242,3 +242,24 @@ def test_the_count_covers_every_removal(make_entry, root):
     result = CliRunner().invoke(main, ["gc", "--max-size", "1", "--cache-dir", str(root)])
     assert result.exit_code == 0, result.output
     assert f"removed {broken} (" in result.output and "1 entry removed" in result.output
+
+
+def test_gc_removes_an_unfinished_entry_only_while_holding_its_lock(make_entry, root, monkeypatch):
+    """gc checked that no extract held the lock, then removed the folder: an extract that took the lock in
+    between lost its folder. The folder now goes while gc holds the lock, and the lock file stays."""
+    from filelock import FileLock
+
+    from layerfuse.cache import gc
+
+    orphan = make_entry(f"m__d__{'3' * 16}")
+    os.remove(os.path.join(orphan, "zarr.json"))
+    open(orphan + ".lock", "w").close()
+    monkeypatch.setattr(gc, "being_written", lambda path: False)  # the check passed; then an extract starts
+    extract = FileLock(orphan + ".lock")
+    extract.acquire(timeout=0)
+    try:
+        assert gc.leftovers(str(root)) == [] and os.path.isdir(orphan)
+    finally:
+        extract.release()
+    assert [path for path, _ in gc.leftovers(str(root))] == [orphan]
+    assert not os.path.exists(orphan) and os.path.exists(orphan + ".lock")
