@@ -278,8 +278,13 @@ def draw_f1_vs_shots(stats: dict[tuple, tuple[float, float]], path: str, *, ylab
             style = head_style(head)
             ax.plot(shots, mean, markersize=3, linewidth=1.2, label=head, **style)
             if banded.any():
-                ax.fill_between(shots, np.clip(mean - half, *limits), np.clip(mean + half, *limits), where=banded,
-                                color=style["color"], alpha=BAND_ALPHA, linewidth=0)
+                low, high = np.clip(mean - half, *limits), np.clip(mean + half, *limits)
+                ax.fill_between(shots, low, high, where=banded, color=style["color"], alpha=BAND_ALPHA, linewidth=0)
+                # a band has no width at a point without banded neighbours (one N, say): a bar shows it there
+                alone = banded & ~np.r_[False, banded[:-1]] & ~np.r_[banded[1:], False]
+                if alone.any():
+                    ax.errorbar(np.asarray(shots)[alone], mean[alone], yerr=[(mean - low)[alone], (high - mean)[alone]],
+                                fmt="none", ecolor=style["color"], alpha=0.6, capsize=3, linewidth=1)
         ax.set_xscale("log", base=2)
         _style(ax, title=f"{cap} epoch{'s' * (cap != 1)}", xlabel="N-shot")
     note = (f"no interval drawn where a cell has fewer than {MIN_TRIALS} trials "

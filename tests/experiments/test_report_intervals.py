@@ -61,6 +61,15 @@ def test_three_trials_get_their_band_and_no_notice(figures, tmp_path):
     assert "only indicative" not in (tmp_path / "report.md").read_text()
 
 
+def test_a_cell_without_banded_neighbours_gets_a_bar(figures, tmp_path):
+    """With one N a band has no width: the legend said "95% CI over trials" over nothing drawn."""
+    stats = {("concat", 8, 25): (50.0, 10.0)}
+    report.draw_f1_vs_shots(stats, str(tmp_path / "f.png"), trials=dict.fromkeys(stats, 5))
+    [ax] = figures["f.png"].axes
+    bars = [c for c in ax.collections if hasattr(c, "get_segments")]  # the errorbar's vertical line
+    assert [s.tolist() for c in bars for s in c.get_segments()] == [[[8.0, 40.0], [8.0, 60.0]]]
+
+
 def test_a_grid_of_the_whole_train_split_reports_without_an_n_axis(figures, tmp_path):
     records = [_record(f, None, 25, seed, 0.5) for f in ("concat", "dwatt") for seed in range(3)]
     paths = report.render(records, str(tmp_path))
