@@ -78,11 +78,24 @@ def _declared_name(name: str) -> str | None:
     return None
 
 
+_VARIANT_LINES = ["--", ":", "-."]
+
+
 def head_style(name: str) -> dict[str, str]:
-    """``{"color", "marker"}`` of the head called ``name``: from `HEAD_STYLES` for the declared heads,
-    else chosen by a hash of the name."""
+    """``{"color", "marker"}`` of the head called ``name``: from `HEAD_STYLES` for the declared heads; a
+    variant no declaration names ("FUSION (precision fp32)") keeps its fusion's colour, with a marker and a
+    dashed line of its own chosen by a hash of the variant (a hash of the whole name gave two fusions'
+    variants one colour); any other head, all chosen by a hash of its name."""
     declared = _declared_name(name)
-    color, marker = HEAD_STYLES[declared][:2] if declared else _spare(name)
+    if declared:
+        color, marker = HEAD_STYLES[declared][:2]
+        return {"color": color, "marker": marker}
+    fusion, _, rest = name.partition(" (")
+    if fusion in HEAD_STYLES and rest.endswith(")"):
+        marker = _spare(rest)[1]
+        lines = _VARIANT_LINES[zlib.crc32(rest.encode("utf-8")) % len(_VARIANT_LINES)]
+        return {"color": HEAD_STYLES[fusion][0], "marker": marker, "linestyle": lines}
+    color, marker = _spare(name)
     return {"color": color, "marker": marker}
 
 

@@ -75,6 +75,15 @@ def test_the_table_is_the_fusions_declarations():
     assert head_label("dwatt (paper score)") == head_label("dwatt (paper)")
 
 
+def test_variants_keep_their_fusions_colour_and_differ_in_line():
+    """Labelled variants took a hashed spare colour: "concat (precision fp32)" and "dwatt (precision bf16)"
+    were one colour, neither their fusion's."""
+    a, b = head_style("concat (precision fp32)"), head_style("dwatt (precision bf16)")
+    assert a["color"] == head_style("concat")["color"] and b["color"] == head_style("dwatt")["color"]
+    assert a["linestyle"] != "-" and (a["marker"], a["linestyle"]) != (head_style("concat (precision bf16)")["marker"],
+                                                                     head_style("concat (precision bf16)")["linestyle"])
+
+
 def test_the_band_says_it_is_a_95_percent_ci():
     assert BAND_LABEL == "95% CI"
     handles, labels = legend_handles(["dwatt", "concat"], band=f"{BAND_LABEL} over 5 seeds")
