@@ -13,7 +13,9 @@ hidden bytes untouched.
 A written version is never changed: relabelling writes version k + 1 beside it and switches the
 listing to it, so a reader keeps reading the arrays of the listing it opened. Relabelling some splits
 (``extract --splits test``) carries the other splits over into the new version: a set only grows.
-Versions no listing names are deleted once no reader has the entry open (`usage.readers_of`).
+Versions no listing names are deleted at a relabel once no reader has the entry open
+(`usage.readers_of`), but the version just replaced, which a server's client (holding no lock) may still read:
+it goes at the next relabel.
 
 Kinds: ``span`` sets (IOB2: NER, chunks) are scored by span F1 in conlleval's convention,
 ``token`` sets (POS, UPOS, XPOS, DEPREL) by token accuracy.

@@ -102,7 +102,7 @@ def main(model, task, dataset, read, splits, labels, granularity, special_tokens
                            precision=precision, cache_dir=cache_dir, device=device, unit_rows=unit_rows,
                            trust_remote_code=trust_remote_code, task=task, block_size=block_size, mask_seed=mask_seed,
                            mlm_probability=mlm_probability, special_tokens=special_tokens,
-                           labels=tuple(parse_list(labels, name="labels", cast=str)) if labels else None,
+                           labels=tuple(parse_list(labels, name="labels", cast=str)) if labels is not None else None,
                            **read)
     if server:
         _extract_on_server(server, config, token_file=token_file, quiet=quiet,

@@ -73,8 +73,8 @@ def main(checkpoint, text, file_, fill_mask, top_k, conll, columns, out, as_json
     if not lines:
         raise LayerfuseError("nothing to tag: pass --text, --file or --fill-mask")
     if not any(line.strip() for line in lines):
-        raise LayerfuseError(f"nothing to tag: {'--file ' + file_ + ' has' if file_ else 'the text given has'} "
-                             "only blank lines")
+        raise LayerfuseError(f"nothing to {'fill' if fill_mask else 'tag'}: "
+                             f"{'--file ' + file_ + ' has' if file_ else 'the text given has'} only blank lines")
     checkpoint = _head(checkpoint)
     if fill_mask or _is_mlm(checkpoint):
         _fill(checkpoint, [line for line in lines if line.strip()], top_k=top_k, as_json=as_json, device=device)

@@ -87,6 +87,20 @@ def test_predict_with_nothing_to_tag_says_what_was_given(tmp_path, args, said):
     assert one_error_line(result) == f"error: nothing to tag: {said}"
 
 
+def test_predict_fill_mask_with_only_blank_text_says_fill(tmp_path):
+    from layerfuse.cli.main import main
+
+    result = CliRunner().invoke(main, ["predict", "--head", str(tmp_path / "none.head"), "--fill-mask", " "])
+    assert one_error_line(result) == "error: nothing to fill: the text given has only blank lines"
+
+
+def test_extract_labels_empty_is_one_line(tmp_path, tiny_bert_dir, tiny_conll_dir):
+    """`extract --labels ""` ran as if no --labels were given, where probe and sweep say it is empty."""
+    result = CliRunner().invoke(extract_main, ["--model", str(tiny_bert_dir), "--dataset", str(tiny_conll_dir),
+                                               "--cache-dir", str(tmp_path / "cache"), "--labels", "", "--quiet"])
+    assert one_error_line(result) == "error: --labels is empty"
+
+
 @pytest.mark.parametrize("rows", ["-5", "0", "1000000000"])
 def test_unit_rows_out_of_range_is_one_line(tmp_path, tiny_bert_dir, tiny_conll_dir, rows):
     """The hidden --unit-rows: -5 and 10^9 were numpy's and zarr's tracebacks, 0 the default in silence."""
