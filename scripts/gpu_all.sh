@@ -21,6 +21,11 @@
 # profile     scripts/profile_pack_step.py: a Figure-3 cell's pack step at roberta-large shape, by phase
 #             and operator, on batches of CoNLL-2003's sentence lengths (FUSIONS, default concat,dwatt,extra)
 #
+# One call does not hold them all: on an H200 the grid took 355 s with its encoder, and gpu-check
+# wanted more than the 162 s left after it (docs/results/gpu/gpu_all_h200.log). With 15 minutes of
+# device time, two calls on one warm machine: "grid check" (BUDGET_S=565), then at once "ft cuda-tests"
+# (BUDGET_S=225; ft reads the grid's entry, still on the machine).
+#
 # Inputs (environment): ASSETS (default .gpu) holds minilm-fp16/ (all-MiniLM-L6-v2's weights and
 # tokenizer, weights in float16 for the transfer; read in float32) and conll2003/, each folder or a .tgz of it;
 # WORK (default /tmp/gpu_all) the work folder; RESULTS (default $WORK/results) where every results
