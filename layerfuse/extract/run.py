@@ -141,6 +141,9 @@ def _start_backbone(run: Extraction) -> None:
 def _extract_splits(run: Extraction, splits: list[str]) -> list[SplitSummary]:
     """Each split of ``splits`` extracted as a `SplitJob`, or reused where another process finished it
     while this one waited for the entry."""
+    # Every split tokenized first: an MLM split that tokenizes to nothing is refused before any split is
+    # written (refused after train was, it left an entry no rerun could finish).
+    jobs = {split: SplitJob.tokenized(run, split) for split in splits if not split_complete(run.path, split)}
     summaries = []
     for split in splits:
         done = split_complete(run.path, split)
@@ -148,7 +151,7 @@ def _extract_splits(run: Extraction, splits: list[str]) -> list[SplitSummary]:
         if done:
             summaries.append(summary_from_cache(run.path, split, reused=True))
         else:
-            summaries.append(SplitJob.tokenized(run, split).execute())
+            summaries.append((jobs.pop(split, None) or SplitJob.tokenized(run, split)).execute())
     return summaries
 
 

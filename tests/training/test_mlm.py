@@ -184,3 +184,18 @@ def test_cli_trains_and_prints_perplexity(tiny_mlm_cache, tmp_path):
     assert dry.exit_code == 0 and "LM head over 144 tokens" in dry.output, dry.output
     wrong = CliRunner().invoke(main, ["--cache", tiny_mlm_cache, "--epochs", "0"])
     assert wrong.exit_code != 0 and "needs a ner cache entry" in wrong.output
+
+
+def test_a_split_that_tokenizes_to_nothing_is_refused_before_any_split_is_written(tiny_mlm_bert_dir, tmp_path):
+    """Refused when its turn came, after train was written: an entry no rerun could finish."""
+    from mlm_fixtures import write_text_corpus
+
+    from layerfuse.extract.run import ExtractConfig, extract
+
+    data = write_text_corpus(tmp_path / "text")
+    (data / "dev.txt").write_text("\u200b\u200d\n\n\u0301\n", encoding="utf-8")  # nothing a tokenizer keeps
+    config = ExtractConfig(model=str(tiny_mlm_bert_dir), dataset=str(data), task="mlm", block_size=16,
+                           cache_dir=str(tmp_path / "cache"), unit_rows=256)
+    with pytest.raises(LayerfuseError, match="split 'dev' of .* tokenizes to nothing"):
+        extract(config, progress=False, log=lambda m: None)
+    assert not list((tmp_path / "cache").glob("*/train/hidden"))  # nothing written
