@@ -141,7 +141,7 @@ def read_conllu(path: str | Path) -> list[UdSentence]:
     try:
         with open_text(path) as handle:
             for lineno, raw in enumerate(handle, 1):
-                line = raw.rstrip("\r\n")
+                line = raw.rstrip("\r\n").removeprefix("\ufeff")  # a byte-order mark inside: files joined with `cat`
                 if not line.strip():
                     finish()
                 elif line.startswith("#"):

@@ -89,6 +89,13 @@ def test_sentences_split_on_blank_lines_last_one_without_blank_line(tmp_path):
     assert sentences[2].sent_id is None
 
 
+def test_files_joined_with_cat_read_past_the_second_byte_order_mark(tmp_path):
+    """A byte-order mark opening the second file's first line was a line of 1 field, as the CoNLL reader
+    already read past it."""
+    sentences = read_conllu(write(tmp_path, "\ufeff" + NORMAL + "\n" + "\ufeff" + MULTIWORD))
+    assert [len(s.words) for s in sentences] == [4, 5]
+
+
 def test_spaces_inside_a_form_are_kept(tmp_path):
     [s] = read_conllu(write(tmp_path, conllu("1 500~000 500~000 NUM CD _ 0 root _ _")))
     assert s.words == ["500 000"]
