@@ -22,6 +22,7 @@ from layerfuse.cli.main import main as cli
 from layerfuse.errors import LayerfuseError
 from layerfuse.extract import run as extract_run
 from layerfuse.extract.datasets import load_dataset
+from layerfuse.extract.reading import Reading
 from layerfuse.extract.run import ExtractConfig, extract
 from layerfuse.training.config import TrainConfig
 from layerfuse.training.data import load_for_run
@@ -369,6 +370,22 @@ def test_a_label_set_column_of_another_length_than_the_words_is_refused(tmp_path
         str(tmp_path / "hf"))
     with pytest.raises(LayerfuseError, match=re.escape(said)):
         load_dataset(str(tmp_path / "hf"))
+
+
+@pytest.mark.parametrize(("tokens", "feature"), [([7], "Value('int32')"), (["ab"], "Value('string')"),
+                                                 ([[1, 2]], "List(Value('int32'))")])
+def test_a_tokens_field_that_is_no_sequence_of_strings_is_refused(tmp_path, tokens, feature):
+    """An int column was a TypeError traceback; a string column was read letter by letter as words."""
+    import datasets
+
+    value = {"Value('int32')": datasets.Value("int32"), "Value('string')": datasets.Value("string"),
+             "List(Value('int32'))": datasets.Sequence(datasets.Value("int32"))}[feature]
+    features = datasets.Features({"words": value, "ner_tags": datasets.Sequence(datasets.Value("string"))})
+    datasets.DatasetDict({"train": datasets.Dataset.from_dict({"words": tokens, "ner_tags": [["O", "O"]]},
+                                                              features=features)}).save_to_disk(str(tmp_path / "hf"))
+    with pytest.raises(LayerfuseError, match=re.escape(f"field 'words' must be a sequence of strings (the words), "
+                                                       f"got {feature}")):
+        load_dataset(str(tmp_path / "hf"), read=Reading(tokens_field="words"))
 
 
 def test_extracting_some_splits_adds_to_a_set_never_shrinks_it(tiny_bert_dir, conll4_dir, tmp_path):

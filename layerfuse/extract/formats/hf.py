@@ -100,6 +100,10 @@ def _hf_label_names(table, *, where: str, read: Reading) -> list[str] | None:
     if missing:
         raise LayerfuseError(f"{where}: no field {' and no field '.join(missing)}; it has "
                               f"{', '.join(table.column_names)}")
+    words = getattr(table.features[read.tokens_field], "feature", None)  # a sequence of strings, and nothing else:
+    if not (isinstance(words, datasets.Value) and words.dtype in ("string", "large_string")):  # a str is letters
+        raise LayerfuseError(f"{where}: field {read.tokens_field!r} must be a sequence of strings (the words), got "
+                              f"{table.features[read.tokens_field]}")
     tags = read.tags_field
     inner = getattr(table.features[tags], "feature", None)
     if isinstance(inner, datasets.Value) and inner.dtype in ("string", "large_string"):
