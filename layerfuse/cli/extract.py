@@ -137,7 +137,8 @@ def main(model, task, dataset, read, splits, labels, granularity, special_tokens
         click.echo(f"  label sets written{only}: {', '.join(result.label_sets)}")
     if not config.splits and "dev" not in {s.split for s in result.splits}:  # found out now, not at train-head
         say("note: the dataset has no dev split; train-head and sweep pick a run's best point on dev, so add a "
-            "dev file (dev.txt, or a split named validation) and extract again")
+            "dev split as its format names one (dev.txt in a CoNLL folder or a text corpus, dev.conllu in a treebank, "
+            "a split named validation in a HF dataset) and extract again")
 
 
 def _extract_on_server(server: str, config: ExtractConfig, *, token_file: str | None, quiet: bool,
