@@ -94,15 +94,16 @@ def view_meta(meta: dict, name: str | None, *, where: str) -> dict:
 
 
 def content_id(meta: dict, name: str | None) -> str | None:
-    """What tells set ``name``'s labels apart beyond the entry's key, which covers the primary set's alone
-    (None for it): a digest of a listed set's names and per-split fingerprints (its array's version in a
-    listing from before them). A relabelled set has another: runs and probes record it, so a rerun after
-    a relabel is not taken for one already done."""
+    """What tells set ``name``'s labels apart beyond the entry's key, which covers the primary set's alone:
+    a digest of a listed set's names and per-split fingerprints. A relabelled set has another: runs and
+    probes record it, so a rerun after a relabel is not taken for one already done. None for the primary
+    set, and for a listing from before per-split fingerprints (`extract` rewrites it once, with the same
+    labels): its content is not known, and records without an id are taken as they are."""
     name = name or primary_name(meta)
-    if name == primary_name(meta):
-        return None
     info = (meta.get(LISTING) or {}).get(name) or {}
-    what = {"names": info.get("names"), "labels": info.get("split_fingerprints") or info.get("array")}
+    if name == primary_name(meta) or not info.get("split_fingerprints"):
+        return None
+    what = {"names": info.get("names"), "labels": info["split_fingerprints"]}
     return hashlib.sha256(json.dumps(what, sort_keys=True).encode()).hexdigest()[:16]
 
 

@@ -173,7 +173,9 @@ def sweep_head(folder: str, *, run: str | None = None, best: bool = False, log=N
     if best:
         if not in_cell:
             where = f"run {run}'s cell" if run is not None else folder
-            raise LayerfuseError(f"no head kept for {where} (the sweep ran with --keep-heads none?)")
+            raise LayerfuseError(f"no head kept for {where}: the sweep ran under --keep-heads none, or before heads "
+                                 "were kept; train-head with a run's settings and seed (its record's config) trains "
+                                 "its head again")
         refuse_mixed_metrics(in_cell, results)  # an accuracy is no better or worse than an F1
         sets = sorted({label_set_of(r) for r in in_cell})
         if len(sets) > 1:  # nor is an F1 over chunks than one over entities: each its own model

@@ -133,11 +133,16 @@ def run_probes(entry, *, out: str, label_set_names: Sequence[str] | None = None,
     base = {"command": "probe", "cache": info, "shots": shots, "config": config.record()}
     have = {rec.record_key(r): r for r in rec.read_records(path)}
 
-    def key(name, seed, job):
-        return rec.record_key({**base, "label_set": name, "labels_id": content_id(entry.meta, name), "seed": seed,
-                               "probe": job.probe, "control": job.control})
+    def key(name, seed, job, labels_id):
+        return rec.record_key({**base, "label_set": name, "labels_id": labels_id, "seed": seed, "probe": job.probe,
+                               "control": job.control})
 
-    missing = [(n, s, j) for n in names for s in seeds for j in jobs if key(n, s, j) not in have]
+    def found(name, seed, job) -> dict | None:
+        """The record of this probe on the set's labels as they are, or one from before records named them
+        (taken as it is, as a sweep takes such runs)."""
+        return have.get(key(name, seed, job, content_id(entry.meta, name))) or have.get(key(name, seed, job, None))
+
+    missing = [(n, s, j) for n in names for s in seeds for j in jobs if found(n, s, j) is None]
     bar = tqdm(total=len(missing), disable=not progress, desc="probes", unit="probe")
     threads = torch.get_num_threads()
     if device.type == "cpu":
@@ -147,7 +152,7 @@ def run_probes(entry, *, out: str, label_set_names: Sequence[str] | None = None,
     try:
         for name in names:
             for seed in seeds:
-                todo = [j for j in jobs if key(name, seed, j) not in have]
+                todo = [j for j in jobs if found(name, seed, j) is None]
                 if not todo:
                     continue
                 data = _SetRun(entry, name=name, info=sets[name], shots=shots, seed=seed, config=config)
@@ -159,7 +164,7 @@ def run_probes(entry, *, out: str, label_set_names: Sequence[str] | None = None,
     finally:
         torch.set_num_threads(threads)
         bar.close()
-    return [have[key(n, s, j)] for n in names for s in seeds for j in jobs]
+    return [found(n, s, j) for n in names for s in seeds for j in jobs]
 
 
 def _train_set(data: _SetRun, todo: list[Job], *, entry, base: dict, device, bar):

@@ -496,3 +496,30 @@ def test_runs_and_probes_on_a_set_relabelled_since_are_not_taken_for_done(tiny_b
     after = run_probes(open_entry(path), **probe)
     assert [r["labels_id"] for r in after] != [r["labels_id"] for r in before]  # trained again, on the new labels
     assert all(r["n_classes"] == 3 for r in after) and all(r["n_classes"] == 4 for r in before)
+
+
+def test_a_listing_from_before_split_fingerprints_rewritten_alike_is_no_relabel(tiny_bert_dir, conll4_dir, tmp_path):
+    """extract rewrites such a listing once, with the same labels: its runs and probes were then refused as
+    on a relabelled set, and every probe trained again."""
+    import zarr
+
+    from layerfuse.cache.reader import open_entry
+    from layerfuse.probing import ProbeConfig, run_probes
+
+    data_dir = _copy_of(conll4_dir, tmp_path / "data")
+    path = _extract(tiny_bert_dir, data_dir, tmp_path / "root").path
+    root = zarr.open_group(path, mode="a")
+    sets = dict(root.attrs["label_sets"])
+    sets["pos"] = {k: v for k, v in sets["pos"].items() if k != "split_fingerprints"}  # as older releases wrote it
+    root.attrs["label_sets"] = sets
+    args = ["sweep", "--cache", path, "--labels", "pos", "--out", str(tmp_path / "sweep"), "--fusions", "base",
+            "--shots", "1", "--epochs", "1", "--eval-points", "1", "--workers", "1", "--precision", "fp32", "--quiet"]
+    assert CliRunner().invoke(cli, [*args, "--trials", "1"]).exit_code == 0
+    probe = {"out": str(tmp_path / "probe"), "label_set_names": ["pos"], "control": False,
+             "config": ProbeConfig(min_steps=2, epochs=1)}
+    before = run_probes(open_entry(path), **probe)
+    _extract(tiny_bert_dir, data_dir, tmp_path / "root")  # rewrites the listing, labels unchanged
+    assert open_entry(path).label_sets["pos"].get("split_fingerprints")
+    extended = CliRunner().invoke(cli, [*args, "--trials", "2"])
+    assert extended.exit_code == 0, extended.output
+    assert run_probes(open_entry(path), **probe) == before  # nothing trained again
