@@ -23,8 +23,6 @@ Kinds: ``span`` sets (IOB2: NER, chunks) are scored by span F1 in conlleval's co
 
 from __future__ import annotations
 
-import hashlib
-import json
 import re
 
 import numpy as np
@@ -80,12 +78,12 @@ def check_name(meta: dict, name: str, *, where: str) -> dict:
 def view_meta(meta: dict, name: str | None, *, where: str) -> dict:
     """``meta`` as seen through label set ``name`` (None = the primary): its ``label_names``,
     ``entity_types`` (a token set's are its classes: C of an N-way sample), ``label_set``, ``label_kind``
-    and ``label_set_id`` (`content_id`)."""
+    and ``label_fingerprints`` (`fingerprints_of`)."""
     name = name or primary_name(meta)
     info = check_name(meta, name, where=where)
     manifest.check(manifest.names_problem(where, f"label set {name!r}", info["names"], info.get(manifest.NAMES)))
     out = {**meta, "label_set": name, "label_kind": info["kind"], "label_names": list(info["names"]),
-           "label_set_id": content_id(meta, name)}
+           "label_fingerprints": fingerprints_of(meta, name)}
     if info["kind"] == TOKEN:
         out["entity_types"] = list(info["names"])
     elif name != primary_name(meta):
@@ -93,18 +91,24 @@ def view_meta(meta: dict, name: str | None, *, where: str) -> dict:
     return out
 
 
-def content_id(meta: dict, name: str | None) -> str | None:
+def fingerprints_of(meta: dict, name: str | None) -> dict[str, str] | None:
     """What tells set ``name``'s labels apart beyond the entry's key, which covers the primary set's alone:
-    a digest of a listed set's names and per-split fingerprints. A relabelled set has another: runs and
-    probes record it, so a rerun after a relabel is not taken for one already done. None for the primary
-    set, and for a listing from before per-split fingerprints (`extract` rewrites it once, with the same
-    labels): its content is not known, and records without an id are taken as they are."""
+    the fingerprint of each split's labels, as listed. A relabel changes one; adding a split adds one.
+    Runs and probes record them (`same_labels`), so a rerun after a relabel is not taken for one done.
+    None for the primary set and for a listing from before per-split fingerprints (`extract` rewrites it
+    once, its labels unchanged): its content is not known."""
     name = name or primary_name(meta)
     info = (meta.get(LISTING) or {}).get(name) or {}
-    if name == primary_name(meta) or not info.get("split_fingerprints"):
-        return None
-    what = {"names": info.get("names"), "labels": info["split_fingerprints"]}
-    return hashlib.sha256(json.dumps(what, sort_keys=True).encode()).hexdigest()[:16]
+    known = {split: fp for split, fp in (info.get("split_fingerprints") or {}).items() if fp}
+    return known if name != primary_name(meta) and known else None
+
+
+def same_labels(recorded: dict | None, current: dict | None) -> bool:
+    """Whether labels recorded as ``recorded`` (`fingerprints_of`) are those listed now as ``current``, in
+    every split both know (a split added since changes nothing); unknown on either side: taken as the same."""
+    if not recorded or not current:
+        return True
+    return all(recorded[split] == current[split] for split in recorded.keys() & current.keys())
 
 
 def is_current(meta: dict, name: str, *, fingerprints: dict[str, str]) -> bool:

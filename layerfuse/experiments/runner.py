@@ -139,7 +139,7 @@ def defaults_named_once(entry, configs: list[TrainConfig]) -> list[TrainConfig]:
 def refuse_other_entry(results: str, records, entry) -> None:
     """A results file holds the runs of one cache entry: a run id does not name its entry, so another
     entry's run would be taken for this one's, done already, and the report would mix the two."""
-    from ..cache.label_sets import content_id, listed
+    from ..cache.label_sets import fingerprints_of, listed, same_labels
 
     key = entry.meta.get("key")
     other = next((r for r in records if r.get("cache_key") not in (None, key)), None)
@@ -151,7 +151,8 @@ def refuse_other_entry(results: str, records, entry) -> None:
     # and the report would average the two labellings in one cell.
     for r in records:
         name = r["config"].get("labels")
-        if r.get("labels_id") and name in listed(entry.meta) and r["labels_id"] != content_id(entry.meta, name):
+        now = fingerprints_of(entry.meta, name) if name in listed(entry.meta) else None
+        if not same_labels(r.get("labels_fingerprints"), now):
             raise LayerfuseError(f"{results} holds runs on label set {name!r} as it was before it was relabelled "
                                  f"(run {r['run_id']}): give this grid another --out, or move that file away")
 

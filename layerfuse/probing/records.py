@@ -2,10 +2,10 @@
 flushed as soon as the probe is scored, so a killed run loses at most the probe it was training and a
 rerun trains only what is missing.
 
-A record is identified by what made it: the cache entry, the label set (and its content, which a
-relabel changes), the probe (a layer or
+A record is identified by what made it: the cache entry, the label set, the probe (a layer or
 ``"mix"``), control or task labels, the seed, the shots and the training config. A rerun with
-another config or on another entry adds its own records beside the old ones and skips none of them.
+another config or on another entry adds its own records beside the old ones and skips none of them; so
+does a rerun on a set relabelled since (its labels' fingerprints, `label_sets.same_labels`).
 """
 
 from __future__ import annotations
@@ -23,7 +23,6 @@ def record_key(record: dict) -> tuple:
     return (
         record["cache"]["key"], record["label_set"], str(record["probe"]), bool(record["control"]),
         int(record["seed"]), record["shots"] or "all", json.dumps(record["config"], sort_keys=True),
-        record.get("labels_id"),  # a set relabelled since keeps the entry's key (`label_sets.content_id`)
     )
 
 

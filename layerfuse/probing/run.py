@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 import torch
 
-from ..cache.label_sets import SPAN, TOKEN, content_id
+from ..cache.label_sets import SPAN, TOKEN, fingerprints_of, same_labels
 from ..errors import LayerfuseError
 from ..layers.variability import layer_variability
 from ..training.metrics import Chunker
@@ -131,16 +131,19 @@ def run_probes(entry, *, out: str, label_set_names: Sequence[str] | None = None,
     info = cache_info(entry)
     jobs = plan(entry, control=control)
     base = {"command": "probe", "cache": info, "shots": shots, "config": config.record()}
-    have = {rec.record_key(r): r for r in rec.read_records(path)}
+    have: dict[tuple, list[dict]] = {}
+    for r in rec.read_records(path):
+        have.setdefault(rec.record_key(r), []).append(r)
+    labels = {name: fingerprints_of(entry.meta, name) for name in names}
 
-    def key(name, seed, job, labels_id):
-        return rec.record_key({**base, "label_set": name, "labels_id": labels_id, "seed": seed, "probe": job.probe,
-                               "control": job.control})
+    def key(name, seed, job):
+        return rec.record_key({**base, "label_set": name, "seed": seed, "probe": job.probe, "control": job.control})
 
     def found(name, seed, job) -> dict | None:
-        """The record of this probe on the set's labels as they are, or one from before records named them
-        (taken as it is, as a sweep takes such runs)."""
-        return have.get(key(name, seed, job, content_id(entry.meta, name))) or have.get(key(name, seed, job, None))
+        """The record of this probe on the set's labels as they are (the latest; one from before records
+        named the labels is taken as it is, as a sweep takes such runs)."""
+        return next((r for r in reversed(have.get(key(name, seed, job), []))
+                     if same_labels(r.get("labels_fingerprints"), labels[name])), None)
 
     missing = [(n, s, j) for n in names for s in seeds for j in jobs if found(n, s, j) is None]
     bar = tqdm(total=len(missing), disable=not progress, desc="probes", unit="probe")
@@ -158,7 +161,7 @@ def run_probes(entry, *, out: str, label_set_names: Sequence[str] | None = None,
                 data = _SetRun(entry, name=name, info=sets[name], shots=shots, seed=seed, config=config)
                 for record in _train_set(data, todo, entry=entry, base=base, device=device, bar=bar):
                     rec.append_record(path, record)
-                    have[rec.record_key(record)] = record
+                    have.setdefault(rec.record_key(record), []).append(record)
                     if on_record:
                         on_record(record)
     finally:
@@ -186,8 +189,8 @@ def _train_set(data: _SetRun, todo: list[Job], *, entry, base: dict, device, bar
             probe = (ScalarMixProbe if target == MIX else LinearProbe).for_data(x, data.n_classes)
             data.fit(probe, x, control=job.control, device=device)
             record = {
-                **base, "label_set": data.name, "labels_id": content_id(entry.meta, data.name), "kind": data.kind,
-                "probe": job.probe, "control": job.control,
+                **base, "label_set": data.name, "labels_fingerprints": fingerprints_of(entry.meta, data.name),
+                "kind": data.kind, "probe": job.probe, "control": job.control,
                 "seed": data.seed, "n_classes": data.n_classes, "n_train_tokens": len(data.train),
                 "scores": data.scores(probe, xs, control=job.control, device=device),
             }

@@ -208,9 +208,9 @@ class RunResult:
     # Token-level label sets (POS, UPOS, ...): best dev accuracy and test accuracy there, instead of F1.
     best_dev_accuracy: float | None = None
     test_accuracy_at_best: float | None = None
-    # A label set other than the entry's primary one: its content id (`label_sets.content_id`), which a
-    # relabel changes while the entry's key stays; None, and then left out of the record, for the primary.
-    labels_id: str | None = None
+    # A label set other than the entry's primary one: its splits' label fingerprints (`label_sets.fingerprints_of`),
+    # which a relabel changes while the entry's key stays; None, and then left out of the record, for the primary.
+    labels_fingerprints: dict | None = None
     tagger: object = field(default=None, repr=False, compare=False)  # the head at its best dev point
 
     def to_dict(self) -> dict:
@@ -225,7 +225,7 @@ def diverged_at(evals: list[dict]) -> dict | None:
 
 
 MLM_FIELDS = ("best_dev_loss", "best_dev_ppl", "test_ppl_at_best")
-OPTIONAL_FIELDS = (*MLM_FIELDS, "best_dev_accuracy", "test_accuracy_at_best", "labels_id")
+OPTIONAL_FIELDS = (*MLM_FIELDS, "best_dev_accuracy", "test_accuracy_at_best", "labels_fingerprints")
 
 
 # The fields that count (whole numbers) and those that measure (numbers); the others may be None.

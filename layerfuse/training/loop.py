@@ -289,7 +289,7 @@ class Run:
             seconds={"total": seconds, "train": book.clock["train"], "eval": book.clock["eval"]},
             device=str(self.device), versions=versions(), tagger_kwargs=self.head_kwargs,
             backbone_params=count_parameters(self.model[1]) if len(self.model) > 1 else None, layer_usage=usage,
-            labels_id=meta.get("label_set_id"), tagger=self.head if keep_head else None,
+            labels_fingerprints=meta.get("label_fingerprints"), tagger=self.head if keep_head else None,
         )
 
 

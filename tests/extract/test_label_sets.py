@@ -494,7 +494,8 @@ def test_runs_and_probes_on_a_set_relabelled_since_are_not_taken_for_done(tiny_b
     assert refused.exit_code == 1 and "before it was relabelled" in refused.stderr, refused.output
     assert len((tmp_path / "sweep" / "results.jsonl").read_text().splitlines()) == 1  # nothing trained
     after = run_probes(open_entry(path), **probe)
-    assert [r["labels_id"] for r in after] != [r["labels_id"] for r in before]  # trained again, on the new labels
+    # trained again, on the new labels
+    assert all(a["labels_fingerprints"] != b["labels_fingerprints"] for a, b in zip(after, before))
     assert all(r["n_classes"] == 3 for r in after) and all(r["n_classes"] == 4 for r in before)
 
 
@@ -523,3 +524,14 @@ def test_a_listing_from_before_split_fingerprints_rewritten_alike_is_no_relabel(
     extended = CliRunner().invoke(cli, [*args, "--trials", "2"])
     assert extended.exit_code == 0, extended.output
     assert run_probes(open_entry(path), **probe) == before  # nothing trained again
+
+
+def test_a_split_added_to_the_entry_is_no_relabel(tiny_bert_dir, conll4_dir, tmp_path):
+    """Every split's fingerprint was in one digest: adding test made the runs on train and dev look relabelled."""
+    path = _extract(tiny_bert_dir, conll4_dir, tmp_path / "root", splits=("train", "dev")).path
+    args = ["sweep", "--cache", path, "--labels", "chunk", "--out", str(tmp_path / "sweep"), "--fusions", "base",
+            "--shots", "1", "--epochs", "1", "--eval-points", "1", "--workers", "1", "--precision", "fp32", "--quiet"]
+    assert CliRunner().invoke(cli, [*args, "--trials", "1"]).exit_code == 0
+    assert _extract(tiny_bert_dir, conll4_dir, tmp_path / "root").path == path  # test added to the same entry
+    extended = CliRunner().invoke(cli, [*args, "--trials", "2"])
+    assert extended.exit_code == 0, extended.output
