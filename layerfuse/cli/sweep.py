@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -149,6 +150,8 @@ def main(task, labels, fusions, shots, epochs, trials, lrs, batch_size, layers, 
             try:
                 _save_layer_scores(entry, layers, out)
             except (LayerfuseError, OSError) as exc:  # the runs are done and recorded: the report still goes out
+                with contextlib.suppress(FileNotFoundError):  # an earlier sweep's scores are not these runs'
+                    os.remove(os.path.join(out, "layer_scores.json"))
                 say(f"note: the layers' scores were not computed ({exc}); the report goes without them")
     paths = render(records, out, curve_shots=curve, per_lr=per_lr, nu=_layer_scores(out))
     with open(paths["table"], encoding="utf-8") as f:

@@ -183,7 +183,7 @@ def sweep_head(folder: str, *, run: str | None = None, best: bool = False, log=N
                                  f"name a run of the set you want with --best --run RUN_ID")
         record = max(in_cell, key=dev_rank)
         scope = [r for r in records.values() if (cell is None or cell_of(r["config"]) == cell)
-                 and scored_by(r) == scored_by(record)]
+                 and scored_by(r) == scored_by(record) and label_set_of(r) == label_set_of(record)]
         top = max(scope, key=dev_rank)
         if log is not None and dev_rank(top) > dev_rank(record) and top["run_id"] not in kept:
             log(f"note: run {top['run_id']} scored better on dev but kept no head (it ran before heads were kept, "

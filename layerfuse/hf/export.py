@@ -11,7 +11,7 @@ import tempfile
 from ..errors import LayerfuseError
 from ..files import writing
 from ..tasks import task_of
-from .card import backbone_license, hub_dataset_id, hub_model_id, language_of, model_card
+from .card import LICENSE_FIELDS, backbone_license, hub_dataset_id, hub_model_id, language_of, model_card
 
 
 def resolve_head(path: str) -> tuple[str, dict | None]:
@@ -110,8 +110,7 @@ def export_head(head: str, out: str, *, device: str | None = None) -> str:
     if not task.labels_from_data:
         raise LayerfuseError(f"{stem} is an {meta['task'].upper()} head; only taggers export as token "
                               f"classification models")
-    # the backbone's folder (transformers keeps where it loaded from): its model card states its license
-    provenance = {**_provenance(meta, record), **backbone_license(backbone.model.config._name_or_path)}
+    provenance = {**_provenance(meta, record), **_license(meta)}
     _refuse_to_replace(out, provenance)
     labels = list(meta["label_names"])
     model_config = backbone.model.config
@@ -198,9 +197,29 @@ def _refuse_to_replace(out: str, provenance: dict) -> None:
             before = json.load(f).get("layerfuse")
     except (OSError, ValueError, AttributeError):
         before = None
-    if before != provenance:
+    if _identity(before) != _identity(provenance):
         what = "another head's exported model" if isinstance(before, dict) else "files that are not this head's export"
         raise LayerfuseError(f"--out {out} holds {what}; name a new folder, or remove it first")
+
+
+def _identity(provenance) -> dict | None:
+    """What names an export's head: its provenance less what is read about the backbone (its license, which
+    an earlier release did not record and a backbone's card may state later)."""
+    if not isinstance(provenance, dict):
+        return None
+    return {k: v for k, v in provenance.items() if k not in LICENSE_FIELDS}
+
+
+def _license(meta: dict) -> dict:
+    """The license the original backbone's model card states: the exported weights are its, fine-tuned or
+    not (an FT head's tuned copy beside it has no card)."""
+    from ..extract.models import resolve_model_path
+
+    try:
+        path = resolve_model_path(meta.get("cache", {}).get("model"))[1]
+    except LayerfuseError:  # not installed here: nothing to read
+        return {}
+    return backbone_license(path)
 
 
 def _provenance(meta: dict, record: dict | None) -> dict:

@@ -57,11 +57,11 @@ class PinnedStaging:
         blocks alone would be allocated again on a later pass over the same blocks."""
         if nbytes <= self._size:
             return
-        self._size = nbytes
         for k in (0, 1):
             if self._copied[k] is not None:
                 self._copied[k].synchronize()  # its last block has left the buffer
-            self._buffers[k] = self._allocate(nbytes)
+        grown = [self._allocate(nbytes) for _ in (0, 1)]  # both, before either is kept: a failed one keeps the old
+        self._buffers, self._size = grown, nbytes
 
     @staticmethod
     def _allocate(nbytes: int):

@@ -122,6 +122,8 @@ def test_the_report_goes_out_when_the_layer_scores_fail(tiny_cache, tmp_path, mo
         raise LayerfuseError("the entry was removed")
 
     monkeypatch.setattr(sweep, "_save_layer_scores", gone)
+    (tmp_path / "sw").mkdir()
+    (tmp_path / "sw" / "layer_scores.json").write_text("[[1, 0.5]]")  # an earlier sweep's: not these runs'
     out = CliRunner().invoke(main, ["--cache", tiny_cache, "--fusions", "base", "--shots", "2", "--epochs", "1",
                                     "--trials", "1", "--workers", "1", "--quiet", "--out", str(tmp_path / "sw")])
     assert out.exit_code == 0, out.output

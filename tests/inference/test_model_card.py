@@ -174,3 +174,16 @@ def test_the_transformers_floor_is_the_packages():
     assert REQUIREMENT in project["dependencies"]
     assert supported("5.4.0") and supported("5.17.0") and supported("6.0.0.dev0")
     assert not supported("5.3.2") and not supported("4.57.1")
+
+
+def test_an_export_is_made_again_over_its_own_earlier_output(trained, tmp_path):
+    """An earlier release recorded no license: exporting the same head over its export was refused as
+    "another head's exported model"."""
+    import json
+
+    stem, folder = _export(trained, tmp_path, 0o022)
+    config = Path(folder) / "config.json"
+    written = json.loads(config.read_text())
+    written["layerfuse"]["license"] = "apache-2.0"  # read about the backbone, not part of the head's identity
+    config.write_text(json.dumps(written))
+    assert export_head(stem, folder) == folder
