@@ -338,6 +338,8 @@ def _local_results(job: _Job, todo, queue, workers: int, run):
         processes = lambda: list((getattr(pool, "_processes", None) or {}).values())  # noqa: E731
         futures: dict = {}
 
+        died: list[int] = []  # the exit codes of dead workers (-9: killed by SIGKILL)
+
         def finished(handles):
             done = wait(handles, timeout=POLL_S, return_when=FIRST_COMPLETED)[0]
             # A worker killed (the out-of-memory killer, a signal) right after it was spawned goes unseen by
@@ -353,14 +355,19 @@ def _local_results(job: _Job, todo, queue, workers: int, run):
             for f in futures:
                 f.cancel()
             if isinstance(exc, (KeyboardInterrupt, BrokenProcessPool)):
+                died += [p.exitcode for p in processes() if p.exitcode is not None]
                 # Ctrl-C reached the workers too (one process group); a SIGTERM to this process alone did
                 # not, nor a dead worker: they would finish their runs, unrecorded, while the pool's shutdown
                 # waited on them.
                 for process in processes():
                     process.terminate()
-            if isinstance(exc, BrokenProcessPool):  # a worker killed: one line, not a traceback
-                raise LayerfuseError("a worker process died mid-run (killed: out of memory, or a signal); the runs "
-                                     "recorded so far are kept: rerun the same command to go on") from None
+            if isinstance(exc, BrokenProcessPool) and died:  # a worker killed: one line, not a traceback
+                raise LayerfuseError(f"a worker process died mid-run (exit {', '.join(map(str, died))}: killed by "
+                                     "the out-of-memory killer or a signal when negative); the runs recorded so far "
+                                     "are kept: rerun the same command to go on") from None
+            if isinstance(exc, BrokenProcessPool):  # no worker seen dead: the pool's own words
+                raise LayerfuseError(f"the sweep's worker pool broke ({exc}); the runs recorded so far are kept") \
+                    from None
             raise
 
 

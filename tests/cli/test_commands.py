@@ -170,7 +170,7 @@ def test_a_sweep_whose_worker_is_killed_says_so_in_one_line(tiny_cache, tmp_path
     finally:
         child.kill()
     assert child.returncode == 1, err
-    assert err.strip().splitlines()[-1].startswith("error: a worker process died mid-run"), err
+    assert err.strip().splitlines()[-1].startswith("error: a worker process died mid-run (exit -9: killed"), err
     assert "Traceback" not in err, err
 
 
