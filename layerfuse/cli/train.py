@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
+import tempfile
 import time
 from dataclasses import fields
 
@@ -301,7 +303,7 @@ def _save_somewhere(result, data, entry, config: TrainConfig, *, out: str, load_
 def _save(result, data, entry, config: TrainConfig, *, out: str, load_seconds: float) -> str:
     """The head's checkpoint (and an FT backbone beside it) and the run's JSON record; returns the stem."""
     from ..files import write_json
-    from ..training.checkpoint import file_sha256, same_mode, save_checkpoint
+    from ..training.checkpoint import file_sha256, same_mode, save_checkpoint, weights_sha256
 
     stem = os.path.join(out, run_name(config))
     task = task_of(config)
@@ -313,11 +315,20 @@ def _save(result, data, entry, config: TrainConfig, *, out: str, load_seconds: f
         extra = {"task": task.name, **extra}
     if config.mode == "ft":  # the fine-tuned backbone goes beside the head; predict loads it
         backbone_dir = stem + ".backbone"
-        data.backbone.model.save_pretrained(backbone_dir)
-        data.backbone.tokenizer.save_pretrained(backbone_dir)
-        for name in os.listdir(backbone_dir):  # safetensors writes 0600: as readable as the head (the umask)
-            same_mode(os.path.join(backbone_dir, name), like=os.path.join(backbone_dir, "config.json"))
+        # written whole into a hidden folder, then moved in place: a kill while saving leaves no half folder
+        work = tempfile.mkdtemp(prefix=".backbone-", dir=out)
+        try:
+            data.backbone.model.save_pretrained(work)
+            data.backbone.tokenizer.save_pretrained(work)
+            for name in os.listdir(work):  # safetensors writes 0600: as readable as the head (the umask)
+                same_mode(os.path.join(work, name), like=os.path.join(work, "config.json"))
+            os.chmod(work, os.stat(out).st_mode & 0o7777)  # mkdtemp makes it 0700: as open as --out
+            shutil.rmtree(backbone_dir, ignore_errors=True)
+            os.replace(work, backbone_dir)
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
         extra["backbone_path"] = os.path.basename(backbone_dir)
+        extra["backbone_sha256"] = weights_sha256(backbone_dir)  # predict and export check the folder is this one
     weights, _ = save_checkpoint(stem + ".head", result.tagger, tagger_kwargs=result.tagger_kwargs,
                                  layers=result.layers, label_names=data.label_names, cache_meta=data.meta,
                                  cache_path=entry.path, config=config.record(), extra=extra)

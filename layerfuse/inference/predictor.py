@@ -94,6 +94,25 @@ def _batches(lengths: list[int], batch_size: int, rows: int = ROWS_PER_BATCH) ->
     return batches
 
 
+def _check_tuned_backbone(checkpoint: str, meta: dict, folder: str | None) -> None:
+    """An FT head tags only with the backbone tuned with it: without it (a head a sweep kept from Python,
+    which saves the head alone), or with another folder put in its place, the cache's pretrained backbone
+    or another run's tagged in silence."""
+    from ..training.checkpoint import weights_sha256
+
+    if (meta.get("config") or {}).get("mode") != "ft":
+        return
+    if not folder:
+        raise LayerfuseError(f"{checkpoint} is an FT head saved without its fine-tuned backbone: train it with "
+                             "`train-head --mode ft`, which saves the backbone beside the head")
+    if not os.path.isdir(folder):
+        raise LayerfuseError(f"{checkpoint}: its fine-tuned backbone {folder} is missing")
+    recorded = meta.get("backbone_sha256")
+    if recorded is not None and weights_sha256(folder) != recorded:
+        raise LayerfuseError(f"{checkpoint}: the backbone in {folder} is not the one tuned with this head (changed "
+                             "or replaced since); train the head again")
+
+
 def load_head(checkpoint: str, *, device=None):
     """(head in eval mode, checkpoint metadata, its live backbone in eval mode, device): the backbone
     of the cache it was trained on, or the fine-tuned one saved beside an FT head."""
@@ -106,6 +125,7 @@ def load_head(checkpoint: str, *, device=None):
     backbone_dir = meta.get("backbone_path")
     if backbone_dir and not os.path.isabs(backbone_dir):  # stored relative to the checkpoint
         backbone_dir = os.path.join(os.path.dirname(checkpoint_paths(checkpoint)[1]), backbone_dir)
+    _check_tuned_backbone(checkpoint, meta, backbone_dir)
     backbone = load_live_backbone(meta["cache"], device=device, model_path=backbone_dir)
     backbone.eval()
     return head, meta, backbone, device

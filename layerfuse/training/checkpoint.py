@@ -49,6 +49,15 @@ def file_sha256(path: str) -> str:
     return digest.hexdigest()
 
 
+def weights_sha256(folder: str) -> str:
+    """One sha256 over the weight files of a saved model ``folder`` (an FT head's tuned backbone), by name."""
+    digest = hashlib.sha256()
+    for name in sorted(os.listdir(folder)):
+        if name.endswith((".safetensors", ".bin")):
+            digest.update(name.encode() + file_sha256(os.path.join(folder, name)).encode())
+    return digest.hexdigest()
+
+
 def checkpoint_paths(path: str) -> tuple[str, str]:
     """(weights, config) for a stem or either file of the pair."""
     path = str(path)

@@ -168,6 +168,8 @@ class TrainConfig:
                "'embeddings' or a number of layers")
         yield ("freeze", self.freeze, self.freeze is None or self.mode == "ft",
                "left out without --mode ft (FE trains no backbone)")
+        yield ("layers", self.layers, self.mode != "ft" or not self.ranked_by,
+               "named with --mode ft (auto:K and xie rank the cached layers of a frozen backbone; e.g. --layers 1,2,3)")
 
 
 @dataclass

@@ -5,6 +5,7 @@ works, every run starts from the pretrained weights, accumulation equals a big b
 from __future__ import annotations
 
 import json
+import shutil
 
 import pytest
 import torch
@@ -109,6 +110,30 @@ def test_ft_cli_then_predict_uses_the_tuned_backbone(tiny_cache, tmp_path):
                                              "--text", "Alice met Bob in Paris"])
     assert pred.exit_code == 0, pred.output
     assert len(json.loads(pred.output)["tags"]) == 5
+    assert (tmp_path / meta["backbone_path"]).stat().st_mode & 0o777 == tmp_path.stat().st_mode & 0o777
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".backbone-")]  # written whole, then moved
+
+    def predict():
+        return CliRunner().invoke(predict_main, ["--head", str(stem) + ".head", "--text", "Alice met Bob"])
+
+    weights = tmp_path / meta["backbone_path"] / "model.safetensors"
+    tuned = weights.read_bytes()
+    weights.write_bytes(tuned[:-4] + bytes(4))  # another run's backbone put in its place, say
+    assert predict().exit_code == 1 and "is not the one tuned with this head" in predict().output
+    weights.write_bytes(tuned)
+    shutil.move(tmp_path / meta["backbone_path"], tmp_path / "elsewhere")
+    gone = predict()
+    assert gone.exit_code == 1 and "its fine-tuned backbone" in gone.output and "is missing" in gone.output
+    shutil.move(tmp_path / "elsewhere", tmp_path / meta["backbone_path"])
+    without = {k: v for k, v in meta.items() if k not in ("backbone_path", "backbone_sha256")}  # as a sweep kept it
+    (tmp_path / "base-ft-n2-e1-s0.head.json").write_text(json.dumps(without))
+    assert predict().exit_code == 1 and "saved without its fine-tuned backbone" in predict().output
+
+
+def test_ft_with_ranked_layers_is_one_line():
+    """auto:K and xie score a frozen backbone's cached layers: FT failed in an AttributeError."""
+    with pytest.raises(LayerfuseError, match="named with --mode ft"):
+        TrainConfig(fusion="concat", shots=2, epochs=1, seed=0, mode="ft", layers="auto:2")
 
 
 def test_freeze_is_checked(tiny_cache, tmp_path):
