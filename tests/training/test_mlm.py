@@ -198,4 +198,4 @@ def test_a_split_that_tokenizes_to_nothing_is_refused_before_any_split_is_writte
                            cache_dir=str(tmp_path / "cache"), unit_rows=256)
     with pytest.raises(LayerfuseError, match="split 'dev' of .* tokenizes to nothing"):
         extract(config, progress=False, log=lambda m: None)
-    assert not list((tmp_path / "cache").glob("*/train/hidden"))  # nothing written
+    assert not (tmp_path / "cache").exists() or not any((tmp_path / "cache").iterdir())  # nothing written
