@@ -198,9 +198,9 @@ def remove(path: str, *, readable: bool = True) -> None:
         return
     if being_written(path):  # before the lock: a removal that will not happen never turns a reader away
         raise EntryInUse(path, "being written by an extract")
-    with exclusive(path):  # held until the directory is gone: a reader opening it meanwhile waits, then fails
-        if being_written(path):
-            raise EntryInUse(path, "being written by an extract")
+    with exclusive(path), _writer_lock(path):  # held until the directory is gone: a reader opening it meanwhile
+        # waits, then fails; an extract (adding a label set, say) waits too, where it took its folder from
+        # under the removal between a check and the rename
         # renamed first, in one step: a removal killed half-way leaves a folder `gc` knows for garbage,
         # never an entry missing some files that `ls` passes by in silence
         trash = removal_folder(path)
@@ -210,6 +210,24 @@ def remove(path: str, *, readable: bool = True) -> None:
         leftover = local_path(path).rstrip("/") + sidecar
         if os.path.exists(leftover):
             os.remove(leftover)
+
+
+@contextlib.contextmanager
+def _writer_lock(path: str):
+    """The entry's writer lock (an extract's, `lock.EntryLock`), taken at once or `usage.EntryInUse`."""
+    from filelock import FileLock, Timeout
+
+    from .usage import EntryInUse
+
+    lock = FileLock(local_path(path).rstrip("/") + ".lock")
+    try:
+        lock.acquire(timeout=0)
+    except Timeout:
+        raise EntryInUse(path, "being written by an extract") from None
+    try:
+        yield
+    finally:
+        lock.release()
 
 
 REMOVING = ".removing-"  # the name a local entry takes while `remove` deletes it: `.NAME.removing-PID`

@@ -263,3 +263,24 @@ def test_gc_removes_an_unfinished_entry_only_while_holding_its_lock(make_entry, 
         extract.release()
     assert [path for path, _ in gc.leftovers(str(root))] == [orphan]
     assert not os.path.exists(orphan) and os.path.exists(orphan + ".lock")
+
+
+def test_rm_removes_an_entry_only_while_holding_its_writer_lock(make_entry, root, monkeypatch):
+    """rm checked that no extract held the lock, then renamed the folder away: an extract adding a label
+    set in between lost its folder."""
+    from filelock import FileLock
+
+    from layerfuse.cache import manage, usage
+
+    entry = make_entry(f"m__d__{'4' * 16}")
+    monkeypatch.setattr(usage, "being_written", lambda path: False)  # the check passed; then an extract starts
+    extract = FileLock(entry + ".lock")
+    extract.acquire(timeout=0)
+    try:
+        with pytest.raises(usage.EntryInUse, match="being written by an extract"):
+            manage.remove(entry)
+        assert os.path.isdir(entry)
+    finally:
+        extract.release()
+    manage.remove(entry)
+    assert not os.path.exists(entry) and not os.path.exists(entry + ".lock")
