@@ -91,6 +91,14 @@ def _extra_tags(table, column: str, names: list[str], *, where: str, tokens: str
     return out
 
 
+def _item_feature(feature):
+    """The feature of a sequence's items: ``Sequence``/``List``/``LargeList``'s, or a one-item list
+    literal's (``[Value("string")]``, as datasets 3 stores some features); None for no sequence."""
+    if isinstance(feature, list):
+        return feature[0] if len(feature) == 1 else None
+    return getattr(feature, "feature", None)
+
+
 def _hf_label_names(table, *, where: str, read: Reading) -> list[str] | None:
     """Tag names of the tag field's ClassLabel, each checked as a tag; None when it holds tag strings."""
     import datasets
@@ -100,12 +108,12 @@ def _hf_label_names(table, *, where: str, read: Reading) -> list[str] | None:
     if missing:
         raise LayerfuseError(f"{where}: no field {' and no field '.join(missing)}; it has "
                               f"{', '.join(table.column_names)}")
-    words = getattr(table.features[read.tokens_field], "feature", None)  # a sequence of strings, and nothing else:
+    words = _item_feature(table.features[read.tokens_field])  # a sequence of strings, and nothing else:
     if not (isinstance(words, datasets.Value) and words.dtype in ("string", "large_string")):  # a str is letters
         raise LayerfuseError(f"{where}: field {read.tokens_field!r} must be a sequence of strings (the words), got "
                               f"{table.features[read.tokens_field]}")
     tags = read.tags_field
-    inner = getattr(table.features[tags], "feature", None)
+    inner = _item_feature(table.features[tags])
     if isinstance(inner, datasets.Value) and inner.dtype in ("string", "large_string"):
         return None
     if not isinstance(inner, datasets.ClassLabel):
