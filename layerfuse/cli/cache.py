@@ -203,7 +203,7 @@ def gc_cmd(max_size, dry_run, cache_dir):
     verb = "would remove" if dry_run else "removed"
     garbage = leftovers(root, dry_run=dry_run)
     for path, size in garbage:
-        click.echo(f"{verb} {path} ({human_bytes(size)}): what a removal that was killed left")
+        click.echo(f"{verb} {path} ({human_bytes(size)}): what a killed removal or extract left")
     skip = lambda e, reason: click.echo(f"skipped {e.path}: {reason}", err=True)  # noqa: E731
     unreadable = []
     damaged = lambda path, size: unreadable.append(size) or click.echo(  # noqa: E731

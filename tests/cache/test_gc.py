@@ -174,7 +174,7 @@ def test_gc_reclaims_what_killed_removals_left_and_unreadable_entries(make_entry
     runner = CliRunner()
     dry = runner.invoke(main, ["gc", "--max-size", str(limit), "--dry-run", "--cache-dir", str(root)])
     assert dry.exit_code == 0, dry.output
-    assert "what a removal that was killed left" in dry.output and orphan in dry.output
+    assert "what a killed removal or extract left" in dry.output and orphan in dry.output
     assert f"would remove {broken} (" in dry.output and "cannot be read" in dry.output
     assert len(dirs(root)) == 4  # a dry run removes nothing
 
