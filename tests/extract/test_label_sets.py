@@ -473,15 +473,13 @@ def test_runs_and_probes_on_a_set_relabelled_since_are_not_taken_for_done(tiny_b
     """A relabel keeps the entry's key and the runs' ids: a resumed sweep took the old runs for done ones and
     averaged the two labellings in one cell, and a probe rerun printed the old table."""
     from layerfuse.cache.reader import open_entry
-    from layerfuse.probing import ProbeConfig, run_probes
+    from layerfuse.probing import run_probes
 
     data_dir = _copy_of(conll4_dir, tmp_path / "data")
     path = _extract(tiny_bert_dir, data_dir, tmp_path / "root").path
-    args = ["sweep", "--cache", path, "--labels", "pos", "--out", str(tmp_path / "sweep"), "--fusions", "base",
-            "--shots", "1", "--epochs", "1", "--eval-points", "1", "--workers", "1", "--precision", "fp32", "--quiet"]
+    args = _small_sweep(path, tmp_path / "sweep", "pos")
     assert CliRunner().invoke(cli, [*args, "--trials", "1"]).exit_code == 0
-    probe = {"out": str(tmp_path / "probe"), "label_set_names": ["pos"], "control": False,
-             "config": ProbeConfig(min_steps=2, epochs=1)}
+    probe = _small_probe(tmp_path / "probe")
     before = run_probes(open_entry(path), **probe)
     assert run_probes(open_entry(path), **probe) == before  # a rerun on the same labels trains nothing
 
@@ -505,7 +503,7 @@ def test_a_listing_from_before_split_fingerprints_rewritten_alike_is_no_relabel(
     import zarr
 
     from layerfuse.cache.reader import open_entry
-    from layerfuse.probing import ProbeConfig, run_probes
+    from layerfuse.probing import run_probes
 
     data_dir = _copy_of(conll4_dir, tmp_path / "data")
     path = _extract(tiny_bert_dir, data_dir, tmp_path / "root").path
@@ -513,11 +511,9 @@ def test_a_listing_from_before_split_fingerprints_rewritten_alike_is_no_relabel(
     sets = dict(root.attrs["label_sets"])
     sets["pos"] = {k: v for k, v in sets["pos"].items() if k != "split_fingerprints"}  # as older releases wrote it
     root.attrs["label_sets"] = sets
-    args = ["sweep", "--cache", path, "--labels", "pos", "--out", str(tmp_path / "sweep"), "--fusions", "base",
-            "--shots", "1", "--epochs", "1", "--eval-points", "1", "--workers", "1", "--precision", "fp32", "--quiet"]
+    args = _small_sweep(path, tmp_path / "sweep", "pos")
     assert CliRunner().invoke(cli, [*args, "--trials", "1"]).exit_code == 0
-    probe = {"out": str(tmp_path / "probe"), "label_set_names": ["pos"], "control": False,
-             "config": ProbeConfig(min_steps=2, epochs=1)}
+    probe = _small_probe(tmp_path / "probe")
     before = run_probes(open_entry(path), **probe)
     _extract(tiny_bert_dir, data_dir, tmp_path / "root")  # rewrites the listing, labels unchanged
     assert open_entry(path).label_sets["pos"].get("split_fingerprints")
@@ -529,9 +525,21 @@ def test_a_listing_from_before_split_fingerprints_rewritten_alike_is_no_relabel(
 def test_a_split_added_to_the_entry_is_no_relabel(tiny_bert_dir, conll4_dir, tmp_path):
     """Every split's fingerprint was in one digest: adding test made the runs on train and dev look relabelled."""
     path = _extract(tiny_bert_dir, conll4_dir, tmp_path / "root", splits=("train", "dev")).path
-    args = ["sweep", "--cache", path, "--labels", "chunk", "--out", str(tmp_path / "sweep"), "--fusions", "base",
-            "--shots", "1", "--epochs", "1", "--eval-points", "1", "--workers", "1", "--precision", "fp32", "--quiet"]
+    args = _small_sweep(path, tmp_path / "sweep", "chunk")
     assert CliRunner().invoke(cli, [*args, "--trials", "1"]).exit_code == 0
     assert _extract(tiny_bert_dir, conll4_dir, tmp_path / "root").path == path  # test added to the same entry
     extended = CliRunner().invoke(cli, [*args, "--trials", "2"])
     assert extended.exit_code == 0, extended.output
+
+
+def _small_sweep(path: str, out, labels: str) -> list[str]:
+    """A one-run base sweep's arguments on ``labels`` (no --trials: each test adds its own)."""
+    return ["sweep", "--cache", path, "--labels", labels, "--out", str(out), "--fusions", "base", "--shots", "1",
+            "--epochs", "1", "--eval-points", "1", "--workers", "1", "--precision", "fp32", "--quiet"]
+
+
+def _small_probe(out) -> dict:
+    """`run_probes` keywords for a few quick POS probes."""
+    from layerfuse.probing import ProbeConfig
+
+    return {"out": str(out), "label_set_names": ["pos"], "control": False, "config": ProbeConfig(min_steps=2, epochs=1)}
