@@ -77,6 +77,9 @@ def run_grid(entry, configs: list[TrainConfig], *, results: str, workers: int | 
         raise LayerfuseError("pack > 1 trains runs on data loaded once per executor; load_per_run times each alone")
     if keep_heads not in KEEP_HEADS:
         raise LayerfuseError(f"keep_heads {keep_heads!r} is not one of {', '.join(KEEP_HEADS)}")
+    if load is load_cached and any(c.mode == "ft" for c in configs):  # before a worker starts, not inside one
+        raise LayerfuseError("FT runs train the backbone, which a cache does not hold: pass "
+                             "load=layerfuse.experiments.load_live")
 
     configs = defaults_named_once(entry, configs)
     key = entry.meta.get("key")

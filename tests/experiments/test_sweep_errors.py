@@ -129,3 +129,11 @@ def test_the_report_goes_out_when_the_layer_scores_fail(tiny_cache, tmp_path, mo
     assert out.exit_code == 0, out.output
     assert "note: the layers' scores were not computed (the entry was removed)" in out.stderr
     assert (tmp_path / "sw" / "report.md").exists() and not (tmp_path / "sw" / "layer_scores.json").exists()
+
+
+def test_ft_runs_from_the_cache_are_one_line_before_any_worker(tiny_cache, tmp_path):
+    """The cache's loader failed inside a worker, in a traceback that did not name the loader to use."""
+    config = TrainConfig(fusion="base", shots=2, epochs=1, seed=0, mode="ft")
+    with pytest.raises(LayerfuseError, match="load=layerfuse.experiments.load_live"):
+        run_grid(open_entry(tiny_cache), [config], results=str(tmp_path / "results.jsonl"), workers=2,
+                 progress=False, log=lambda m: None)
