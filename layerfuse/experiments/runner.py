@@ -364,11 +364,13 @@ def _local_results(job: _Job, todo, queue, workers: int, run):
                 # waited on them.
                 for process in processes():
                     process.terminate()
-            if isinstance(exc, BrokenProcessPool) and died:  # a worker killed: one line, not a traceback
-                raise LayerfuseError(f"a worker process died mid-run (exit {', '.join(map(str, died))}: killed by "
-                                     "the out-of-memory killer or a signal when negative); the runs recorded so far "
-                                     "are kept: rerun the same command to go on") from None
-            if isinstance(exc, BrokenProcessPool):  # no worker seen dead: the pool's own words
+            # a worker killed: one line, not a traceback (its exit code, where this process saw it die first)
+            if isinstance(exc, BrokenProcessPool) and (died or "terminated abruptly" in str(exc)):
+                how = (f"exit {', '.join(map(str, died))}: killed by the out-of-memory killer or a signal when "
+                       "negative" if died else "killed: the out-of-memory killer, or a signal")
+                raise LayerfuseError(f"a worker process died mid-run ({how}); the runs recorded so far are kept: "
+                                     "rerun the same command to go on") from None
+            if isinstance(exc, BrokenProcessPool):  # no worker died (a result that could not be read back, say)
                 raise LayerfuseError(f"the sweep's worker pool broke ({exc}); the runs recorded so far are kept") \
                     from None
             raise
