@@ -160,14 +160,18 @@ def main(task, labels, fusions, shots, epochs, trials, lrs, batch_size, layers, 
 
 
 def _refuse_another_metric(out: str, entry, task: str) -> None:
-    """Before any run: this grid's metric must be that of the runs already in ``out`` (one report, one metric)."""
+    """Before any run, and before anything is said: this grid's metric must be that of the runs already in
+    ``out`` (one report, one metric), on this entry and its labels as they are (`runner.refuse_other_entry`)."""
     from ..cache.label_sets import TOKEN
     from ..experiments.report import ACCURACY, METRICS
     from ..experiments.results import RESULTS, read_results, refuse_mixed_metrics
+    from ..experiments.runner import refuse_other_entry
 
     metric = (ACCURACY if entry.meta.get("label_kind") == TOKEN else METRICS[task_of(task).headline]).name
-    refuse_mixed_metrics(read_results(os.path.join(out, RESULTS)).values(), os.path.join(out, RESULTS),
-                         adding=(metric, entry.meta.get("label_set") or task))
+    results = os.path.join(out, RESULTS)
+    records = read_results(results).values()
+    refuse_mixed_metrics(records, results, adding=(metric, entry.meta.get("label_set") or task))
+    refuse_other_entry(results, records, entry)
 
 
 def _say_kept(out: str, task: str) -> None:

@@ -490,6 +490,7 @@ def test_runs_and_probes_on_a_set_relabelled_since_are_not_taken_for_done(tiny_b
 
     refused = CliRunner().invoke(cli, [*args, "--trials", "2"])
     assert refused.exit_code == 1 and "before it was relabelled" in refused.stderr, refused.output
+    assert refused.stderr.count("\n") == 1, refused.stderr  # the one line, before anything else is said
     assert len((tmp_path / "sweep" / "results.jsonl").read_text().splitlines()) == 1  # nothing trained
     after = run_probes(open_entry(path), **probe)
     # trained again, on the new labels
