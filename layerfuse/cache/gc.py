@@ -21,7 +21,16 @@ from datetime import datetime
 
 from ..errors import LayerfuseError
 from .layout import ENTRY_NAME, is_remote
-from .manage import REMOVING, EntryStatus, NotAnEntryError, bytes_on_disk, entry_status, list_entries, remove
+from .manage import (
+    REMOVING,
+    EntryStatus,
+    NotAnEntryError,
+    bytes_on_disk,
+    entry_status,
+    list_entries,
+    remove,
+    writer_lock,
+)
 from .usage import EntryInUse, being_written, busy, last_read
 
 FINISHED_FORMAT = "%Y-%m-%dT%H:%M:%S%z"  # how the writer stamps a split's "finished"
@@ -112,22 +121,16 @@ def _remove_orphan(path: str) -> bool:
     """Remove an unfinished entry's folder while holding its lock, as an extract would: an extract starting
     between the check and the removal lost its folder. The lock file stays: removed, a second writer could
     lock a new file of that name while the first held the old one."""
-    from filelock import FileLock, Timeout
-
-    lock = FileLock(path + ".lock")
     try:
-        lock.acquire(timeout=0)
-    except Timeout:  # an extract took it since
+        with writer_lock(path):
+            if os.path.exists(os.path.join(path, "zarr.json")):  # an extract finished it since
+                return False
+            shutil.rmtree(path, ignore_errors=True)
+            if os.path.exists(path + ".read"):
+                os.remove(path + ".read")
+            return not os.path.exists(path)
+    except EntryInUse:  # an extract took it since
         return False
-    try:
-        if os.path.exists(os.path.join(path, "zarr.json")):  # an extract finished it since
-            return False
-        shutil.rmtree(path, ignore_errors=True)
-        if os.path.exists(path + ".read"):
-            os.remove(path + ".read")
-        return not os.path.exists(path)
-    finally:
-        lock.release()
 
 
 def damaged(root: str) -> list[str]:

@@ -198,7 +198,7 @@ def remove(path: str, *, readable: bool = True) -> None:
         return
     if being_written(path):  # before the lock: a removal that will not happen never turns a reader away
         raise EntryInUse(path, "being written by an extract")
-    with exclusive(path), _writer_lock(path):  # held until the directory is gone: a reader opening it meanwhile
+    with exclusive(path), writer_lock(path):  # held until the directory is gone: a reader opening it meanwhile
         # waits, then fails; an extract (adding a label set, say) waits too, where it took its folder from
         # under the removal between a check and the rename
         # renamed first, in one step: a removal killed half-way leaves a folder `gc` knows for garbage,
@@ -213,8 +213,9 @@ def remove(path: str, *, readable: bool = True) -> None:
 
 
 @contextlib.contextmanager
-def _writer_lock(path: str):
-    """The entry's writer lock (an extract's, `lock.EntryLock`), taken at once or `usage.EntryInUse`."""
+def writer_lock(path: str):
+    """The entry's writer lock (an extract's, `lock.EntryLock`), taken at once or `usage.EntryInUse`: what
+    removes an entry's folder holds it, so an extract never loses the folder it has started writing."""
     from filelock import FileLock, Timeout
 
     from .usage import EntryInUse

@@ -341,8 +341,6 @@ def _local_results(job: _Job, todo, queue, workers: int, run):
         processes = lambda: list((getattr(pool, "_processes", None) or {}).values())  # noqa: E731
         futures: dict = {}
 
-        died: list[int] = []  # the exit codes of dead workers (-9: killed by SIGKILL)
-
         def finished(handles):
             done = wait(handles, timeout=POLL_S, return_when=FIRST_COMPLETED)[0]
             # A worker killed (the out-of-memory killer, a signal) right after it was spawned goes unseen by
@@ -357,8 +355,8 @@ def _local_results(job: _Job, todo, queue, workers: int, run):
         except BaseException as exc:
             for f in futures:
                 f.cancel()
+            died = [p.exitcode for p in processes() if p.exitcode is not None]  # -9: killed by SIGKILL
             if isinstance(exc, (KeyboardInterrupt, BrokenProcessPool)):
-                died += [p.exitcode for p in processes() if p.exitcode is not None]
                 # Ctrl-C reached the workers too (one process group); a SIGTERM to this process alone did
                 # not, nor a dead worker: they would finish their runs, unrecorded, while the pool's shutdown
                 # waited on them.

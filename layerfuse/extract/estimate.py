@@ -159,7 +159,8 @@ def split_plan(config, dataset, split: str, info, *, tokenizer=None) -> SplitPla
     if config.task_info.masks_inputs:
         from .masking import masked_split
 
-        blocks = masked_split(tokenizer, dataset.splits[split], spec=config.masking, split=split)
+        blocks = masked_split(tokenizer, dataset.splits[split], spec=config.masking, split=split,
+                              source=dataset.source)
         offsets, labels = blocks.offsets, blocks.labels.astype(np.int32)
         words = tokenizer.convert_ids_to_tokens(blocks.inputs.tolist())
         arrays = {"input_ids": blocks.inputs.astype(np.int32)}

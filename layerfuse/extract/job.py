@@ -25,7 +25,6 @@ from ..cache.codec import codec_of
 from ..cache.manage import bytes_on_disk
 from ..cache.store import open_group
 from ..cache.writer import SplitPlan, SplitWriter, open_root, plan_splits
-from ..errors import LayerfuseError
 from .distributed import Ranks
 from .encode import RowMap, UnitEncoder, row_map
 from .entry import ExtractConfig, default_token_budget, default_unit_rows, special_counts, stored_setting
@@ -91,9 +90,7 @@ class SplitJob:
         config, tokenizer, sentences = run.config, run.tokenizer, run.dataset.splits[split]
         blocks = None
         if config.task_info.masks_inputs:
-            blocks = masked_split(tokenizer, sentences, spec=config.masking, split=split)
-            if not len(blocks.ids):
-                raise LayerfuseError(f"split {split!r} of {run.dataset.source} tokenizes to nothing")
+            blocks = masked_split(tokenizer, sentences, spec=config.masking, split=split, source=run.dataset.source)
             tokens = blocks.tokenized()
         else:
             tokens = tokenize_words(tokenizer, [s[0] for s in sentences])

@@ -120,9 +120,14 @@ def split_seed(spec: MaskingSpec, split: str) -> int:
     return int.from_bytes(digest[:8], "big")
 
 
-def masked_split(tokenizer, documents: list[str], *, spec: MaskingSpec, split: str) -> MaskedBlocks:
-    """A split's blocks with their fixed masks (what extraction stores; FT's dev and test)."""
+def masked_split(tokenizer, documents: list[str], *, spec: MaskingSpec, split: str,
+                 source: str = "the documents") -> MaskedBlocks:
+    """A split's blocks with their fixed masks (what extraction stores; FT's dev and test). A split that
+    tokenizes to nothing is refused here: the free-space check makes every split's blocks before the entry
+    exists, so nothing is written (refused at its turn, it left an entry no rerun could finish)."""
     ids, offsets = make_blocks(tokenizer, documents, block_size=spec.block_size)
+    if not len(ids):
+        raise LayerfuseError(f"split {split!r} of {source} tokenizes to nothing")
     inputs, labels = mask_tokens(ids, tokenizer_info=MaskVocab.of(tokenizer), probability=spec.probability,
                                  rng=np.random.default_rng(split_seed(spec, split)))
     return MaskedBlocks(ids=ids, inputs=inputs, labels=labels, offsets=offsets)

@@ -111,15 +111,12 @@ def extract(config: ExtractConfig, *, progress: bool = True, log=print, on_unit=
     check_free_space(config, dataset, info, path, attrs, todo, tokenizer=tokenizer)
     run = Extraction(config=config, dataset=dataset, info=info, tokenizer=tokenizer, path=path, attrs=attrs,
                      ranks=ranks, progress=progress, log=log, on_unit=on_unit)
-    # MLM splits tokenized before the entry is made: one that tokenizes to nothing is refused with nothing
-    # written (refused at its turn, it left an entry no rerun could finish). A tagging split has words.
-    jobs = {split: SplitJob.tokenized(run, split) for split in todo} if mlm else {}
     with EntryLock(path, log=log) if ranks.main else contextlib.nullcontext():
         if ranks.main:  # a writer this run waited on and that was killed left its half-written shards
             remove_partials(path, todo)
         ranks.barrier()  # the other ranks start once rank 0 holds the entry
         _start_backbone(run)
-        result.splits += _extract_splits(run, todo, jobs)
+        result.splits += _extract_splits(run, todo)
         if wanted and ranks.main:
             result.label_sets = write_label_sets(path, dataset, wanted, log=log)
     order = list(dataset.splits)
@@ -141,9 +138,9 @@ def _start_backbone(run: Extraction) -> None:
         write_entry_arrays(run.path, run.attrs, "lm", _lm_arrays(run.info, run.model.result(), run.attrs))
 
 
-def _extract_splits(run: Extraction, splits: list[str], jobs: dict) -> list[SplitSummary]:
-    """Each split of ``splits`` extracted as a `SplitJob` (``jobs``: those tokenized already), or reused
-    where another process finished it while this one waited for the entry."""
+def _extract_splits(run: Extraction, splits: list[str]) -> list[SplitSummary]:
+    """Each split of ``splits`` extracted as a `SplitJob`, or reused where another process finished it
+    while this one waited for the entry."""
     summaries = []
     for split in splits:
         done = split_complete(run.path, split)
@@ -151,7 +148,7 @@ def _extract_splits(run: Extraction, splits: list[str], jobs: dict) -> list[Spli
         if done:
             summaries.append(summary_from_cache(run.path, split, reused=True))
         else:
-            summaries.append((jobs.pop(split, None) or SplitJob.tokenized(run, split)).execute())
+            summaries.append(SplitJob.tokenized(run, split).execute())
     return summaries
 
 

@@ -45,6 +45,8 @@ def _hub_cached_card(repo: str | None) -> str | None:
     except ValueError:  # not a repo id
         return None
     return found if isinstance(found, str) else None
+
+
 def hub_model_id(name: str | None, revision: str | None) -> str | None:
     """The Hub id of the backbone a cache was extracted with, or None for a local folder. The PyPI
     copies layerfuse installs offline are Hub models (all-MiniLM-L6-v2, all-mpnet-base-v2); a folder

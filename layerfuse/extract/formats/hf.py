@@ -64,7 +64,7 @@ def _from_hf(loaded, *, where: str, read: Reading) -> tuple[dict[str, list[Sente
             continue
         tags = {}
         for split, table in loaded.items():
-            names = getattr(table.features[column], "feature", None)
+            names = _item_feature(table.features[column])
             if not isinstance(names, datasets.ClassLabel):
                 break
             tags[SPLIT_ALIASES.get(str(split), str(split))] = _extra_tags(
@@ -84,9 +84,9 @@ def _extra_tags(table, column: str, names: list[str], *, where: str, tokens: str
             continue
         if len(ids) != len(words):
             raise LayerfuseError(f"{where} row {row}: {len(words)} {tokens} but {len(ids)} {column}")
-        bad = next((i for i in ids if not (isinstance(i, int) and 0 <= i < len(names))), "none")
-        if bad != "none":
-            raise LayerfuseError(f"{where} row {row}: {column} id {bad!r} is not a label")
+        bad = [i for i in ids if not (isinstance(i, int) and 0 <= i < len(names))]
+        if bad:
+            raise LayerfuseError(f"{where} row {row}: {column} id {bad[0]!r} is not a label")
         out.append([names[i] for i in ids])
     return out
 
