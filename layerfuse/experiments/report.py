@@ -183,15 +183,14 @@ def dev_note(records) -> str:
 
 def shots_stats(records) -> dict[tuple, tuple[float, float]]:
     """(label, N, epoch cap) -> (mean, 95% CI half-width) of the best dev score (x scale), each cell
-    at its best learning rate: what Figure 3 plots. Runs on the whole train split (N = None) are left out."""
+    at its best learning rate: what Figure 3 plots (N None: the whole train split, `--shots all`)."""
     m = metric_of(records)
-    return {key: ci95([m.scale * r[m.dev] for r in runs]) for key, runs in cells(records).items()
-            if key[1] is not None}
+    return {key: ci95([m.scale * r[m.dev] for r in runs]) for key, runs in cells(records).items()}
 
 
 def shots_trials(records) -> dict[tuple, int]:
     """(label, N, epoch cap) -> the number of trials behind each `shots_stats` cell."""
-    return {key: len(runs) for key, runs in cells(records).items() if key[1] is not None}
+    return {key: len(runs) for key, runs in cells(records).items()}
 
 
 def few_trials_note(records, *, figure: bool = True) -> str | None:
@@ -228,17 +227,16 @@ def stats_from_table(markdown: str) -> dict[tuple, tuple[float, float]]:
     first = markdown.split("\n## ", 1)[0].split("\nAttention over layers", 1)[0]
     out = {}
     for row in TABLE_ROW.finditer(first):
-        if row["shots"] == "all":
-            continue
-        key = (row["label"], int(row["shots"]), int(row["epochs"]))
+        key = (row["label"], None if row["shots"] == "all" else int(row["shots"]), int(row["epochs"]))
         out[key] = (float(row["mean"].replace(",", "")), float(row["half"].replace(",", "")))
     return out
 
 
 def plot_f1_vs_shots(records, path: str, *, title: str = "") -> str | None:
     """Figure 3: one panel per epoch cap; x = N-shot (log2), y = best dev F1; CI bands (clipped to the
-    metric's range, none for a cell of fewer than `MIN_TRIALS` trials). None when no run has an N (a
-    grid of `--shots all` alone): there is no x axis to draw."""
+    metric's range, none for a cell of fewer than `MIN_TRIALS` trials); runs on the whole train split at
+    "all", right of the largest N. None when no run has an N (a grid of `--shots all` alone): there is
+    no x axis to draw."""
     m = metric_of(records)
     return draw_f1_vs_shots(shots_stats(records), path, ylabel=f"best dev {m.name}{dev_axis(records)}",
                             title=title, trials=shots_trials(records), limits=m.limits)
@@ -258,39 +256,56 @@ def draw_f1_vs_shots(stats: dict[tuple, tuple[float, float]], path: str, *, ylab
                      title: str = "", trials: dict[tuple, int] | None = None,
                      limits: tuple[float, float] = F1.limits) -> str | None:
     """Figure 3 from ``{(label, N, cap): (mean, half-width)}``: one panel per cap, each head in its
-    own `head_style` whichever panels it is in. Bands are clipped to ``limits`` (a mean ± a wide
-    half-width can leave the metric's range); ``trials`` (cell -> n, when known): no band for a cell of
-    fewer than `MIN_TRIALS`, and the figure says so. None, and nothing written, when ``stats`` is empty."""
-    if not stats:
+    own `head_style` whichever panels it is in. N None (the whole train split) is a point of its own
+    at "all", one doubling right of the largest N and not joined to the line (its distance means
+    nothing). Bands are clipped to ``limits`` (a mean ± a wide half-width can leave the metric's
+    range); ``trials`` (cell -> n, when known): no band for a cell of fewer than `MIN_TRIALS`, and the
+    figure says so. None, and nothing written, when no cell has an N."""
+    numbers = sorted({k[1] for k in stats if k[1] is not None})
+    if not numbers:
         return None
+    at = {**{n: n for n in numbers}, None: 2 * numbers[-1]}  # where each N is drawn
     few = sorted({n for key, n in (trials or {}).items() if key in stats and n < MIN_TRIALS})
     caps = sorted({k[2] for k in stats})
     heads = sorted({k[0] for k in stats})
     fig, axes = plt.subplots(1, len(caps), figsize=(2.6 * len(caps) + 0.6, 2.8), dpi=100, sharey=True, squeeze=False)
     for ax, cap in zip(axes[0], caps):
         for head in heads:
-            shots = sorted(k[1] for k in stats if k[0] == head and k[2] == cap)
-            if not shots:
-                continue
-            mean = np.array([stats[head, n, cap][0] for n in shots])
-            half = np.array([stats[head, n, cap][1] for n in shots])
-            banded = np.array([(trials or {}).get((head, n, cap), MIN_TRIALS) >= MIN_TRIALS for n in shots])
             style = head_style(head)
-            ax.plot(shots, mean, markersize=3, linewidth=1.2, label=head, **style)
-            if banded.any():
-                low, high = np.clip(mean - half, *limits), np.clip(mean + half, *limits)
-                ax.fill_between(shots, low, high, where=banded, color=style["color"], alpha=BAND_ALPHA, linewidth=0)
-                # a band has no width at a point without banded neighbours (one N, say): a bar shows it there
-                alone = banded & ~np.r_[False, banded[:-1]] & ~np.r_[banded[1:], False]
-                if alone.any():
-                    ax.errorbar(np.asarray(shots)[alone], mean[alone], yerr=[(mean - low)[alone], (high - mean)[alone]],
-                                fmt="none", ecolor=style["color"], alpha=0.6, capsize=3, linewidth=1)
+            shots = sorted(k[1] for k in stats if k[0] == head and k[2] == cap and k[1] is not None)
+            apart = [None] if (head, None, cap) in stats else []
+            for group, joined in ((shots, True), (apart, False)):
+                if group:
+                    _shots_points(ax, [at[n] for n in group], [stats[head, n, cap] for n in group], label=head,
+                                  banded=[(trials or {}).get((head, n, cap), MIN_TRIALS) >= MIN_TRIALS for n in group],
+                                  joined=joined, limits=limits, style=style)
         ax.set_xscale("log", base=2)
+        drawn = sorted({at[k[1]] for k in stats if k[2] == cap})
+        ax.set_xticks(drawn, ["all" if x == at[None] else str(x) for x in drawn])
+        ax.xaxis.set_minor_locator(plt.NullLocator())
         _style(ax, title=f"{cap} epoch{'s' * (cap != 1)}", xlabel="N-shot")
     note = (f"no interval drawn where a cell has fewer than {MIN_TRIALS} trials "
             f"(n = {', '.join(map(str, few))})") if few else ""
     return _save(fig, axes, path, ylabel=ylabel, title=title, heads=heads, note=note,
                  band=f"{BAND_LABEL} over trials" if any(ax.collections for ax in axes[0]) else None)
+
+
+def _shots_points(ax, xs: list, cells: list[tuple[float, float]], *, label: str, banded: list[bool], joined: bool,
+                  limits: tuple[float, float], style: dict) -> None:
+    """One head's points of one panel of Figure 3 (``cells``: mean, half-width) at ``xs``, a line through
+    them when ``joined``; a band where ``banded``, or a bar at a banded point without banded neighbours (a
+    band has no width there: one N, say, or the "all" point)."""
+    mean, half, banded = (np.array([c[0] for c in cells]), np.array([c[1] for c in cells]), np.array(banded))
+    ax.plot(xs, mean, markersize=3, linewidth=1.2, label=label, **(style if joined else {**style, "linestyle": "none"}))
+    if not banded.any():
+        return
+    low, high = np.clip(mean - half, *limits), np.clip(mean + half, *limits)
+    if joined:
+        ax.fill_between(xs, low, high, where=banded, color=style["color"], alpha=BAND_ALPHA, linewidth=0)
+    alone = banded & ~np.r_[False, banded[:-1]] & ~np.r_[banded[1:], False] if joined else banded
+    if alone.any():
+        ax.errorbar(np.asarray(xs)[alone], mean[alone], yerr=[(mean - low)[alone], (high - mean)[alone]],
+                    fmt="none", ecolor=style["color"], alpha=0.6, capsize=3, linewidth=1)
 
 
 def plot_f1_vs_step(records, path: str, *, shots: list[int | None], epochs: int | None = None,

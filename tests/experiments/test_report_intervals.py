@@ -79,6 +79,22 @@ def test_a_grid_of_the_whole_train_split_reports_without_an_n_axis(figures, tmp_
     assert "| concat | all | 25 |" in (tmp_path / "report.md").read_text()
 
 
+def test_the_whole_train_split_beside_some_n_is_drawn_at_all_apart_from_the_line(figures, tmp_path):
+    """`--shots 8,32,all`: the runs on the whole split were left out of Figure 3 without a word."""
+    records = [_record("concat", n, 25, seed, f1 + 0.01 * seed) for n, f1 in ((8, 0.3), (32, 0.5), (None, 0.8))
+               for seed in range(3)]
+    paths = report.render(records, str(tmp_path))
+    [ax] = figures["f1_vs_shots.png"].axes
+    assert paths["shots"] and [t.get_text() for t in ax.get_xticklabels()] == ["8", "32", "all"]
+    lines = {tuple(line.get_xdata()): line for line in ax.get_lines() if line.get_label() == "concat"}  # no caps
+    assert set(lines) == {(8, 32), (64,)}  # the whole split one doubling right of the largest N
+    assert lines[64,].get_linestyle() == "None" and lines[64,].get_ydata()[0] == pytest.approx(81.0)
+    bars = [c for c in ax.collections if hasattr(c, "get_segments")]  # its interval, as a bar
+    assert [s[0][0] for c in bars for s in c.get_segments()] == [64.0]
+    assert report.stats_from_table((tmp_path / "report.md").read_text())[("concat", None, 25)][0] == \
+        pytest.approx(81.0, abs=0.05)
+
+
 @pytest.mark.usefixtures("one_thread")
 def test_sweep_shots_all_writes_its_report_and_report_redraws_it(tiny_cache, tmp_path):
     from layerfuse.cli.sweep import main
