@@ -92,7 +92,8 @@ def entry_dir(root: str, name: str) -> str:
 
 # An entry's verdict is kept while its metadata files are unchanged: a range request then costs a
 # few stat calls, not a zarr open. A split turning complete rewrites its zarr.json (size, mtime).
-_verdicts: dict[str, tuple[tuple, bool]] = {}
+# A verdict: whether the whole entry is complete, and which of its splits are.
+_verdicts: dict[str, tuple[tuple, tuple[bool, frozenset]]] = {}
 
 
 def _signature(real: str) -> tuple:
@@ -106,32 +107,38 @@ def _signature(real: str) -> tuple:
     return tuple(parts)
 
 
-def _known(real: str) -> bool | None:
+def _known(real: str) -> tuple[bool, frozenset] | None:
     """The cached verdict on ``real``, or None when its metadata changed since (or never seen)."""
     try:
         signature = _signature(real)
     except OSError:
-        return False
+        return False, frozenset()
     hit = _verdicts.get(real)
     return hit[1] if hit is not None and hit[0] == signature else None
 
 
-def _judge(real: str) -> bool:
+def _judge(real: str) -> tuple[bool, frozenset]:
     signature = _signature(real)
     try:
-        verdict = entry_status(real, size=False).complete
+        status = entry_status(real, size=False)
+        verdict = status.complete, frozenset(name for name, done in status.splits.items() if done)
     except Exception:  # not an entry, or damaged: not served either way
-        verdict = False
+        verdict = False, frozenset()
     _verdicts[real] = (signature, verdict)
     return verdict
 
 
-async def complete_dir(root: str, name: str) -> str:
+async def complete_dir(root: str, name: str, path: str = "") -> str:
+    """The real directory of entry ``name`` when it is complete, or, while another split is written into
+    it, when ``path`` is a file of one of its complete splits: a reader that opened the entry before
+    keeps reading its split (as a local reader does); opening it waits until the entry is complete."""
     real = entry_dir(root, name)
     verdict = _known(real)
     if verdict is None:  # zarr's metadata read, off the event loop
         verdict = await anyio.to_thread.run_sync(_judge, real)
-    if not verdict:
+    complete, splits = verdict
+    split, _, inside = path.partition("/")
+    if not complete and not (inside and split in splits):
         raise Refused(404, f"entry {name!r} is not complete (its extraction has not finished)")
     return real
 
@@ -162,7 +169,7 @@ async def entry_path(request: Request) -> Response:
     held = None
     try:
         _check_read(request)
-        real = await complete_dir(str(state.root), name)
+        real = await complete_dir(str(state.root), name, path)
         held = _hold(real, name)
         target = inner_path(real, path) if path else real
         st = os.stat(target)

@@ -98,6 +98,27 @@ def test_nothing_outside_a_complete_entry_is_served(serve, served_root, tiny_cac
 
 
 @pytest.mark.slow
+def test_a_split_added_to_an_entry_leaves_its_finished_splits_served(served, served_root, tiny_cache):
+    """A job adding a split to an entry made its finished splits 404 for the whole job: a trainer that had
+    opened one over HTTP died reading its next chunk, told to re-extract a healthy entry."""
+    import numpy as np
+    import zarr
+
+    from layerfuse.cache.reader import open_entry
+
+    name = os.path.basename(tiny_cache)
+    train = open_entry(f"{served.url}/entries/{name}").split("train")
+    before = train.hidden(sentences=[0, 1])
+    zarr.open_group(str(served_root / name), mode="r+")["test"].attrs["complete"] = False  # being written
+    assert np.array_equal(train.hidden(sentences=[0, 1]), before)
+    chunk = next(f for f in entry_files(str(served_root / name)) if f.startswith("train/hidden/c/"))
+    assert request(served.url, f"/entries/{name}/{chunk}")[0] == 200
+    test_chunk = next(f for f in entry_files(str(served_root / name)) if f.startswith("test/hidden/c/"))
+    for path in (test_chunk, "zarr.json", "train"):  # the split being written; opening the entry; a bare split
+        assert request(served.url, f"/entries/{name}/{path}")[0] == 404, path
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize("server_fields", [{"read_token": "read-token-of-the-tests"}])
 def test_reads_need_the_read_token_when_set(served, tiny_cache, monkeypatch):
     import fsspec.config
