@@ -241,14 +241,26 @@ def api_entries(request: Request) -> Response:
         _check_read(request)
     except Refused as exc:
         return error(exc.status, str(exc))
-    root, out = str(state.root), []
-    for entry in list_entries(root):
+    out = []
+    for entry in served_entries(str(state.root)):
         try:
-            entry_dir(root, os.path.basename(entry.path))  # a symlink to an entry elsewhere is not ours
             out.append(summary(entry))
-        except Exception:  # that, or removed (gc, rm) since it was listed
+        except Exception:  # removed (gc, rm) since it was listed
             continue
     return JSONResponse(out)
+
+
+def served_entries(root: str) -> list:
+    """The `EntryStatus` of every entry the server may serve under ``root``, complete or not: a symlink to
+    an entry elsewhere is not ours (neither listed nor counted)."""
+    out = []
+    for entry in list_entries(root):
+        try:
+            entry_dir(root, os.path.basename(entry.path))
+        except Refused:
+            continue
+        out.append(entry)
+    return out
 
 
 def api_entry(request: Request) -> Response:

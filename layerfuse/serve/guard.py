@@ -90,11 +90,13 @@ class NoSecrets(logging.Filter):
 
 
 def hide_secrets(*secrets: str | None) -> None:
-    """Install `NoSecrets` for ``secrets`` on this package's server log (one filter: a new server's
-    tokens replace the last one's)."""
-    for old in [f for f in log.filters if isinstance(f, NoSecrets)]:
-        log.removeFilter(old)
-    log.addFilter(NoSecrets(secrets))
+    """Install `NoSecrets` for ``secrets`` on this package's server log and on uvicorn's access log (a
+    token sent in a URL's path would be logged there); one filter each: a new server's tokens replace
+    the last one's."""
+    for logger in (log, logging.getLogger("uvicorn.access")):
+        for old in [f for f in logger.filters if isinstance(f, NoSecrets)]:
+            logger.removeFilter(old)
+        logger.addFilter(NoSecrets(secrets))
 
 
 refused = OncePerInterval()

@@ -22,11 +22,12 @@ from starlette.requests import Request
 from starlette.responses import FileResponse, HTMLResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
-from ..cache.manage import EntryStatus, list_entries
+from ..cache.manage import EntryStatus
 from ..cache.usage import being_written, last_read
 from ..display import human_bytes
 from ..tasks import DEFAULT_TASK
 from . import runs
+from .entries import served_entries
 
 REFRESH_SECONDS = 10
 ACTIVE = ("running", "queued")  # job states shown first, and that keep the page reloading
@@ -62,7 +63,7 @@ def index(request: Request) -> Response:
     state = request.app.state.server
     jobs = _jobs(state.queue)
     refresh = any(j.get("state") in ACTIVE for j in jobs or [])
-    entries = list_entries(str(state.root))
+    entries = served_entries(str(state.root))
     body = [f"<h1>layerfuse: {html.escape(str(state.root))}</h1>",
             f'<p class="muted">{len(entries)} entries, {human_bytes(sum(e.bytes_on_disk or 0 for e in entries))}; '
             f'shown {time.strftime("%Y-%m-%d %H:%M:%S %Z")}</p>',

@@ -95,6 +95,8 @@ def test_nothing_outside_a_complete_entry_is_served(serve, served_root, tiny_cac
     index = request(server.url, "/entries/")[2].decode()
     assert f'href="/entries/{name}"' in index and "partial" not in index and "linked" not in index
     assert "escape" not in request(server.url, f"/entries/{name}")[2].decode()
+    page = request(server.url, "/")[2].decode()  # the page listed the linked entry, sized outside the root
+    assert '<p class="muted">2 entries' in page and "linked" not in page
 
 
 @pytest.mark.slow

@@ -89,3 +89,14 @@ def test_tokens_never_reach_the_server_log(tmp_path, caplog):
         client_line = without_contents("data/leak/train.txt:1: a token line without a tag: 'w-s3cret r-s3cret'")
     assert "s3cret" not in client_line and "s3cret" not in caplog.text
     assert "a token line without a tag: '<token> <token>'" in caplog.text  # the reason stays, the token goes
+
+
+def test_a_token_sent_in_a_path_is_not_written_to_the_access_log(tmp_path, caplog):
+    """`GET /api/jobs/<token>` (a token pasted into a URL) went to uvicorn's access log as it was sent."""
+    from layerfuse.serve.app import create_app
+
+    create_app(ServerState(root=tmp_path, token="w-s3cret", read_token="r-s3cret"))
+    access = logging.getLogger("uvicorn.access")
+    with caplog.at_level(logging.INFO, logger="uvicorn.access"):
+        access.info('%s - "%s %s HTTP/%s" %d', "127.0.0.1:5", "GET", "/api/jobs/r-s3cret", "1.1", 401)
+    assert "s3cret" not in caplog.text and '"GET /api/jobs/<token> HTTP/1.1" 401' in caplog.text
