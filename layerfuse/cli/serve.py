@@ -83,7 +83,7 @@ def main(cache_dir, host, port, token_file, read_token_file, runs, data_dirs, de
                         private=[Path(p).resolve() for p in (where, read_token_file) if p],
                         hosts=(*LOOPBACK_HOSTS, shown) if _loopback(host) else None)
     held = _only_server(root)  # before the queue reads its jobs: a second server would requeue the first's
-    port = port or _free_port(host)  # --port 0: the port is named in the banner, not left to uvicorn's line
+    port = _port_to_listen(host, port)  # --port 0: the port is named in the banner, not left to uvicorn's line
     say(f"serving {root} on http://{shown}:{port}/ (write token in {where}; send it as 'Authorization: Bearer ...')")
     if state.read_token is None and not _loopback(host):
         say(f"reads are open to anyone who can reach {host}:{port}; --read-token-file closes them")
@@ -107,14 +107,19 @@ def _log_jobs() -> None:
         log.addHandler(handler)
 
 
-def _free_port(host: str) -> int:
-    """A port the system has free on ``host`` now (another process could take it before uvicorn binds: then
-    uvicorn says so and the server stops)."""
+def _port_to_listen(host: str, port: int) -> int:
+    """``port``, checked free on ``host`` now (0: one the system has free): a port in use is one line
+    before the banner, not uvicorn's error after it and after the job queue started. Another process
+    could take it before uvicorn binds: then uvicorn says so and the server stops."""
     import socket
 
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     with socket.socket(family, socket.SOCK_STREAM) as s:
-        s.bind((host, 0))
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds: a port in TIME_WAIT is free
+        try:
+            s.bind((host, port))
+        except OSError as exc:
+            raise LayerfuseError(f"cannot listen on {host} port {port}: {exc.strerror or exc}") from None
         return s.getsockname()[1]
 
 

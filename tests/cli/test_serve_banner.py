@@ -63,9 +63,26 @@ def test_a_server_on_another_loopback_address_answers_its_own_name(tmp_path, mon
 
     served = []
     monkeypatch.setattr(uvicorn, "run", lambda app, **kw: served.append(app))
-    monkeypatch.setattr("layerfuse.cli.serve._free_port", lambda host: 18777)
+    monkeypatch.setattr("layerfuse.cli.serve._port_to_listen", lambda host, port: 18777)
     result = CliRunner().invoke(main, ["serve", "--cache-dir", str(tmp_path / "root"), "--host", "127.0.0.2"])
     assert result.exit_code == 0, result.output
     [app] = served
     assert TestClient(app).get("/api/entries", headers={"Host": "127.0.0.2:18777"}).status_code == 200
     assert TestClient(app).get("/api/entries", headers={"Host": "evil.example"}).status_code == 400
+
+
+def test_a_port_in_use_is_one_line_before_the_banner(tmp_path, monkeypatch):
+    """A busy --port printed "serving ... on http://..." and started the job queue, then failed to bind."""
+    import socket
+
+    import uvicorn
+
+    served = []
+    monkeypatch.setattr(uvicorn, "run", lambda app, **kw: served.append(app))
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = CliRunner().invoke(main, ["serve", "--cache-dir", str(tmp_path / "root"), "--port", str(port)])
+    assert result.exit_code == 1 and not served
+    assert result.output == f"error: cannot listen on 127.0.0.1 port {port}: Address already in use\n"
