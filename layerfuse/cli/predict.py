@@ -23,8 +23,8 @@ from .options import default_of, say
               help="Head checkpoint (.safetensors/.json or their stem), or the run record train-head writes "
                    "beside it (<run>.json).")
 @click.option("--text", multiple=True, help="A sentence to tag (repeatable).")
-@click.option("--file", "file_", type=click.Path(dir_okay=False, allow_dash=True), default=None,
-              help="One sentence per line ('-' = stdin).")
+@click.option("--file", "files", type=click.Path(dir_okay=False, allow_dash=True), multiple=True,
+              help="One sentence per line ('-' = stdin; repeatable: the files' lines in order).")
 @click.option("--fill-mask", "fill_mask", multiple=True,
               help="MLM heads: a text with [MASK] (or <mask>) to fill (repeatable); "
                    "--text/--file lines are filled too.")
@@ -47,14 +47,14 @@ from .options import default_of, say
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per sentence (--conll: the report).")
 @click.option("--device", default=None, help="torch device. Default: cuda when present, else cpu.")
 @friendly_errors(interrupted=NOTHING_TO_RESUME)
-def main(checkpoint, text, file_, fill_mask, top_k, conll, columns, out, as_json, device):
+def main(checkpoint, text, files, fill_mask, top_k, conll, columns, out, as_json, device):
     """Tag raw sentences with a trained head and print the entities found, or score it on a labelled
     CoNLL file (--conll); MLM heads: fill masks.
 
     Words of raw text: runs of letters and digits; each punctuation mark or symbol is a word of its
     own (Jean-Claude is Jean, -, Claude), as an exported model's tokenizer splits them."""
     if conll:
-        if text or file_ or fill_mask:
+        if text or files or fill_mask:
             raise LayerfuseError("--conll takes no --text, --file or --fill-mask")
         head = _head(checkpoint)
         if out:
@@ -64,17 +64,17 @@ def main(checkpoint, text, file_, fill_mask, top_k, conll, columns, out, as_json
     if out or columns:
         raise LayerfuseError(f"{'--out' if out else '--columns'} goes with --conll")
     lines = list(fill_mask) + list(text)
-    if file_:
-        try:
-            with click.open_file(file_, encoding="utf-8") as f:
+    for file_ in files:
+        try:  # utf-8-sig: a byte-order mark (a file saved on Windows) is no part of the first word
+            with click.open_file(file_, encoding="utf-8-sig") as f:
                 lines += [line.rstrip("\n") for line in f]
         except UnicodeDecodeError as exc:
             raise LayerfuseError(f"{file_} is not UTF-8 text (byte {exc.start})") from None
     if not lines:
         raise LayerfuseError("nothing to tag: pass --text, --file or --fill-mask")
     if not any(line.strip() for line in lines):
-        raise LayerfuseError(f"nothing to {'fill' if fill_mask else 'tag'}: "
-                             f"{'--file ' + file_ + ' has' if file_ else 'the text given has'} only blank lines")
+        given = f"--file {', '.join(files)} {'has' if len(files) == 1 else 'have'}" if files else "the text given has"
+        raise LayerfuseError(f"nothing to {'fill' if fill_mask else 'tag'}: {given} only blank lines")
     checkpoint = _head(checkpoint)
     if fill_mask or _is_mlm(checkpoint):
         _fill(checkpoint, [line for line in lines if line.strip()], top_k=top_k, as_json=as_json, device=device)

@@ -65,8 +65,28 @@ def split_words_first(backend) -> None:
     state["pre_tokenizer"] = {"type": "Sequence", "pretokenizers": steps}
     if state.get("post_processor"):
         state["post_processor"] = _untrimmed(state["post_processor"])
+    if _cleans_text(state.get("normalizer")):
+        state["normalizer"] = {"type": "Sequence", "normalizers": [SEPARATORS_KEPT, state["normalizer"]]}
     words = Tokenizer.from_str(json.dumps(state))
-    backend.pre_tokenizer, backend.post_processor = words.pre_tokenizer, words.post_processor
+    backend.normalizer, backend.pre_tokenizer, backend.post_processor = (words.normalizer, words.pre_tokenizer,
+                                                                          words.post_processor)
+
+
+# A BERT normalizer (``clean_text``) deletes control characters and U+FFFD before any pre-tokenizer runs,
+# joining the words around them ("Paris\fBerlin" became one word), while `split_words` on the raw text
+# splits there (the vertical tab, form feed and NEL are whitespace, U+FFFD a symbol): they become spaces
+# first, one character for one, so offsets stay the text's. (A control character that is no separator,
+# such as NUL or \x1c, is deleted and joins on both paths.)
+SEPARATORS_KEPT = {"type": "Replace", "pattern": {"Regex": "[\u000b\u000c\u0085\ufffd]"},
+                   "content": " "}
+
+
+def _cleans_text(normalizer) -> bool:
+    if not isinstance(normalizer, dict):
+        return False
+    if normalizer.get("type") == "Sequence":
+        return any(_cleans_text(n) for n in normalizer.get("normalizers") or [])
+    return normalizer.get("type") == "BertNormalizer" and bool(normalizer.get("clean_text"))
 
 
 def _mark_starts(step: dict) -> dict:

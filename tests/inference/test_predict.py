@@ -153,6 +153,19 @@ def test_json_lines_answer_the_file_line_by_line(checkpoint, tmp_path):
     assert [json.loads(line)["text"] for line in out.stdout.splitlines()] == many
 
 
+def test_files_lose_their_byte_order_mark_and_several_are_read_in_order(checkpoint, tmp_path):
+    """A file saved with a BOM made its first word '\ufeffAlice'; a second --file silently replaced the first."""
+    stem, *_ = checkpoint
+    (tmp_path / "a.txt").write_text("\ufeffAlice met Bob .\n", encoding="utf-8")
+    (tmp_path / "b.txt").write_text("\ufeffBob went to Paris .\n", encoding="utf-8")
+    out = CliRunner().invoke(main, ["--head", stem, "--json", "--file", str(tmp_path / "a.txt"),
+                                    "--file", str(tmp_path / "b.txt")])
+    assert out.exit_code == 0, out.output
+    rows = [json.loads(line) for line in out.stdout.splitlines()]
+    assert [r["text"] for r in rows] == ["Alice met Bob .", "Bob went to Paris ."]
+    assert rows[0]["words"][0] == "Alice"
+
+
 def test_tag_refuses_a_string_for_a_sentence(checkpoint):
     """Predictor.tag(["EU rejects German call"]) tagged each character: 22 tags for 4 words."""
     from layerfuse.errors import LayerfuseError

@@ -86,3 +86,28 @@ def test_pipeline_finds_predicts_spans(cache, request, tmp_path):
     ner = pipeline("token-classification", model=folder, aggregation_strategy="simple", device="cpu")
     assert [[(e["entity_group"], e["start"], e["end"]) for e in ner(t)] for t in TEXTS] == found
     assert os.path.isfile(os.path.join(folder, "tokenizer.json"))
+
+
+# Separators a BERT normalizer deletes before the exported tokenizer splits: a vertical tab, a form feed,
+# NEL, U+FFFD (text decoded with errors="replace").
+SEPARATED = ["Angela\ufffdMerkel met Paris\x0cBerlin and Oslo\x0bRome\x85Madrid .", "Acme\ufffd\ufffd Inc \x0c\x0b ok"]
+
+
+@pytest.mark.parametrize("cache", ["tiny_cache", "roberta_cache"], ids=["wordpiece", "byte-level-bpe"])
+def test_the_exported_tokenizer_splits_at_separators_its_normalizer_deletes(cache, request, tmp_path):
+    """The exported MiniLM read 'Angela\ufffdMerkel' and 'Paris\x0cBerlin' as one word each, where predict
+    tagged two: its BERT normalizer deleted the character before the word splitter ran."""
+    from transformers import AutoTokenizer
+
+    from layerfuse.inference.predictor import Predictor
+
+    run = _export(request.getfixturevalue(cache), tmp_path)
+    tokenizer = AutoTokenizer.from_pretrained(str(tmp_path / "exported"))
+    predictor = Predictor(run.removesuffix(".json") + ".head", device="cpu")
+    for text in SEPARATED:
+        enc = tokenizer(text, return_offsets_mapping=True, add_special_tokens=False)
+        spans: dict[int, list[int]] = {}
+        for word, (start, end) in zip(enc.word_ids(), enc["offset_mapping"]):
+            spans.setdefault(word, [start, end])[1] = end
+        assert [tuple(s) for s in spans.values()] == [(lo, hi) for _, lo, hi in predictor.words(text)], text
+    assert {"Angela", "Merkel", "Paris", "Berlin"} <= {w for w, _, _ in predictor.words(SEPARATED[0])}
