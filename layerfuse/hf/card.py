@@ -108,9 +108,12 @@ def model_card(config, *, name: str) -> str:
 
 
 def _results(p: dict, name: str) -> list[dict]:
-    local = "" if p.get("datasets") else " (local files)"  # scores on a Hub dataset's splits, or on one's own
-    dataset = {"name": f"{p.get('dataset') or 'unknown'}{local}",
-               "type": p.get("datasets") or p.get("dataset") or "unknown"}
+    """The model-index results: scores on a Hub dataset's splits only. The Hub reads ``dataset.type`` as a
+    dataset id, so scores on local files (a folder named conll2003, a 20-sentence cut of it) were listed
+    against the Hub's CoNLL-2003; the card's text gives them, named as local."""
+    if not p.get("datasets"):
+        return []
+    dataset = {"name": p.get("dataset") or p["datasets"], "type": p["datasets"]}
     subset = f", on a fixed {p['dev_sentences']:,}-sentence subset of dev" if p.get("dev_sentences") else ""
     out = []
     for split, key, what in (("validation", "best_dev_f1", f"dev F1 at the best dev point{subset}"),

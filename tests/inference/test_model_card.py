@@ -63,12 +63,20 @@ def test_the_card_metadata_is_the_hubs(trained, tmp_path):
     assert meta["pipeline_tag"] == "token-classification" and {"layerfuse", "concat"} <= set(meta["tags"])
     assert "base_model" not in meta and "datasets" not in meta  # a local backbone and local data
     assert "a local model, not on the Hub" in card
-    [index] = meta["model-index"]
+    assert "model-index" not in meta  # scores on local files: in the text, not against a Hub dataset id
+    assert f"| dev F1 (best) | {100 * result.best_dev_f1:.1f} |" in card
+    assert f"| test F1 at the best dev point | {100 * result.test_f1_at_best:.1f} |" in card
+    from transformers import AutoConfig
+
+    exported = AutoConfig.from_pretrained(folder)  # the same scores, as if the data had come from the Hub
+    exported.layerfuse = {**exported.layerfuse, "dataset": "conll03", "datasets": "eriktks/conll2003"}
+    [index] = front_matter(model_card(exported, name="concat-tiny"))["model-index"]
     scores = {r["dataset"]["split"]: r["metrics"][0] for r in index["results"]}
     assert index["name"] == "concat-tiny" and set(scores) == {"validation", "test"}
     assert scores["validation"]["type"] == "f1" and scores["validation"]["value"] == round(100 * result.best_dev_f1, 2)
     assert scores["test"]["value"] == round(100 * result.test_f1_at_best, 2)
     assert all(r["task"]["type"] == "token-classification" for r in index["results"])
+    assert index["results"][0]["dataset"] == {"name": "conll03", "type": "eriktks/conll2003", "split": "validation"}
 
     assert f'pip install layerfuse "{REQUIREMENT}"' in card
     example = re.search(r"```python\n(.*?)```", card, re.S).group(1)
@@ -102,8 +110,11 @@ def test_a_hub_backbone_and_dataset_are_named_by_their_hub_ids():
     assert result["dataset"] == {"name": "conll2003", "type": "eriktks/conll2003", "split": "validation"}
     mine = {**config.layerfuse, "datasets": None, "dev_sentences": 20}  # a local folder named conll2003
     local = SimpleNamespace(**{**vars(config), "layerfuse": mine})
-    [result] = front_matter(model_card(local, name="dwatt-n8"))["model-index"][0]["results"]
-    assert result["dataset"]["name"] == "conll2003 (local files)"
+    # the Hub reads dataset.type as a Hub id: local scores were listed against the Hub's CoNLL-2003
+    assert "model-index" not in front_matter(model_card(local, name="dwatt-n8"))
+    assert "| dev F1 (best) | 50.0 |" in model_card(local, name="dwatt-n8")  # the card's text still gives them
+    subset = SimpleNamespace(**{**vars(config), "layerfuse": {**config.layerfuse, "dev_sentences": 20}})
+    [result] = front_matter(model_card(subset, name="dwatt-n8"))["model-index"][0]["results"]
     assert result["metrics"][0]["name"] == "dev F1 at the best dev point, on a fixed 20-sentence subset of dev"
     ft = model_card(SimpleNamespace(**{**vars(config), "layerfuse": {**config.layerfuse, "mode": "ft"}}), name="x")
     assert "fine-tuned end to end" in ft and "cached hidden states" not in ft  # it said both
