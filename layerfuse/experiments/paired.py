@@ -42,9 +42,11 @@ def ci_cell(values: list[float], *, signed: bool = False) -> str:
 
 def against_zero(values: list[float]) -> str:
     """Whether the 95% CI of the mean of ``values`` lies above 0, below 0, or contains it ('inside');
-    with fewer than 2 values there is no interval: 'inside'."""
+    with fewer than 2 values there is no interval, and no verdict: '-' (it said 'inside' beside '± 0.0')."""
+    if len(values) < 2:
+        return "-"
     mean, half = ci95(values)
-    return "inside" if len(values) < 2 or abs(mean) <= half else ("above 0" if mean > 0 else "below 0")
+    return "inside" if abs(mean) <= half else ("above 0" if mean > 0 else "below 0")
 
 
 def _by_seed(runs: list[dict]) -> dict[int, dict]:

@@ -47,7 +47,7 @@ def test_each_cell_pairs_at_its_best_rate():
 
 
 def test_against_zero_needs_two_values():
-    assert against_zero([3.0]) == "inside"
+    assert against_zero([3.0]) == "-"  # it said "inside" beside "+3.0 ± 0.0 (1)", an interval that excludes 0
     assert against_zero([-3.0, -4.0, -5.0]) == "below 0"
 
 
