@@ -15,6 +15,10 @@ import json
 
 from ..errors import LayerfuseError
 
+# What a damaged entry's error advises: `extract` refuses a damaged entry (it would reuse the broken split),
+# so the entry goes first; `verify` lists every problem, not only the first one met.
+REPAIR = "run `layerfuse verify` to list what is damaged, then `layerfuse rm` the entry and extract it again"
+
 ARRAYS = "arrays"  # split attribute: {array: {"shape", "dtype", "chunks"}}
 NAMES = "label_names_sha256"  # split attribute (the entry's label names), and a label set listing's key
 
@@ -35,8 +39,7 @@ def array_problem(where: str, split: str, name: str, array, attrs: dict) -> str 
     if want is None or got == want:
         return None
     diff = ", ".join(f"{k} {got[k]} (recorded {want.get(k)})" for k in got if got[k] != want.get(k))
-    return (f"{where}: array {split}/{name} has {diff}: its zarr.json changed after the split was finished; "
-            "run `layerfuse verify` and re-extract")
+    return f"{where}: array {split}/{name} has {diff}: its zarr.json changed after the split was finished; {REPAIR}"
 
 
 def names_problem(where: str, what: str, names, digest: str | None) -> str | None:
@@ -44,7 +47,7 @@ def names_problem(where: str, what: str, names, digest: str | None) -> str | Non
     if digest is None or names_digest(names) == digest:
         return None
     return (f"{where}: the label names of {what} are not the ones recorded when it was written "
-            f"(edited since?): {', '.join(map(str, names))}; run `layerfuse verify` and re-extract")
+            f"(edited since?): {', '.join(map(str, names))}; {REPAIR}")
 
 
 def check(problem: str | None) -> None:

@@ -196,7 +196,7 @@ class CacheSplit:
             array = self.group[name]
         except KeyError:
             raise LayerfuseError(f"{self.entry.path}: array {self.name}/{name} is missing (no "
-                                  f"{self.name}/{name}/zarr.json); re-extract the entry") from None
+                                  f"{self.name}/{name}/zarr.json); {manifest.REPAIR}") from None
         manifest.check(manifest.array_problem(self.entry.path, self.name, name, array, self.attrs))
         return array
 
@@ -215,8 +215,7 @@ class CacheSplit:
                     array[start:start + chunk]
                 except ValueError:
                     raise LayerfuseError(f"{self.entry.path}: array {self.name}/{name}, chunk ({start // chunk}) "
-                                          "fails its crc32c checksum (corrupt on disk); run `layerfuse verify` "
-                                          "and re-extract") from exc
+                                          f"fails its crc32c checksum (corrupt on disk); {manifest.REPAIR}") from exc
             raise
 
     @cached_property
@@ -374,7 +373,7 @@ class CacheSplit:
                     index = f"({start // chunk}, {layer}, 0)" if array.ndim == 3 else f"({start // chunk}, 0)"
                     raise LayerfuseError(
                         f"{self.entry.path}: array {self.name}/{name}, chunk {index} fails its "
-                        "crc32c checksum (corrupt on disk); run `layerfuse verify` and re-extract"
+                        f"crc32c checksum (corrupt on disk); {manifest.REPAIR}"
                     ) from exc
             raise
 

@@ -15,6 +15,7 @@ from zarr.storage import WrapperStore
 
 from ..errors import IncompleteEntryError, LayerfuseError
 from .layout import is_remote, local_path
+from .manifest import REPAIR
 
 # Every chunk carries a crc32c checksum so a flipped byte is caught on read.
 CHECKSUM = Crc32cCodec()
@@ -56,7 +57,7 @@ class CheckedStore(WrapperStore):
             if key in self.expected:
                 array, _, chunk = key.partition("/c/")
                 raise MissingChunkError(f"{self.where}: array {array}, chunk c/{chunk} is missing (file {key}); "
-                                        "the entry lists it as written: run `layerfuse verify` and re-extract")
+                                        f"the entry lists it as written: {REPAIR}")
             return None
         if key.endswith("zarr.json"):
             why = _not_metadata(buf.to_bytes())

@@ -104,7 +104,9 @@ class SplitWriter:
         """`open` in an entry already open for writing (`open_root`)."""
         if split in root:
             old = root[split]
-            if old.attrs.get("plan_id") == plan.plan_id and old.attrs.get("ready"):
+            arrays = ("hidden", "done", *([SCALES] if plan.codec.scale_bytes else []))
+            # an array folder removed by hand since: started again (its metadata gone, it read as a KeyError)
+            if old.attrs.get("plan_id") == plan.plan_id and old.attrs.get("ready") and all(a in old for a in arrays):
                 return cls(old, plan)
             if not create:
                 raise RuntimeError(f"split {split!r} of {root.store} was created with another plan")

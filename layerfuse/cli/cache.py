@@ -25,6 +25,7 @@ from ..cache.manage import (
     variants,
     verify,
 )
+from ..cache.manifest import REPAIR
 from ..cache.store import open_group
 from ..display import human_bytes
 from ..errors import LayerfuseError
@@ -139,8 +140,7 @@ def _first_of(problems: list[str]) -> str:
 
 def _hidden_shape(path: str, split: str, group) -> list[int]:
     if "hidden" not in group:
-        raise LayerfuseError(f"{path}: array {split}/hidden is missing (no {split}/hidden/zarr.json); "
-                              "re-extract the entry")
+        raise LayerfuseError(f"{path}: array {split}/hidden is missing (no {split}/hidden/zarr.json); {REPAIR}")
     return list(group["hidden"].shape)
 
 

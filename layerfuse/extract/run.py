@@ -97,6 +97,8 @@ def extract(config: ExtractConfig, *, progress: bool = True, log=print, on_unit=
     wanted = wanted_label_sets(config, dataset)
     cached = open_group(path, mode="r") if exists(path) else None  # what is there already, read once
     todo = [s for s in dataset.splits if not split_finished(cached, s)]
+    if len(todo) < len(dataset.splits):
+        _refuse_damaged(path)
     result.splits += [summary_from_cache(path, s, reused=True, group=cached) for s in dataset.splits if s not in todo]
     if not todo and not (mlm and not lm_finished(cached)):
         if wanted and ranks.main:  # every split is cached: new label sets are labels only, no forward pass
@@ -122,6 +124,21 @@ def extract(config: ExtractConfig, *, progress: bool = True, log=print, on_unit=
     order = list(dataset.splits)
     result.splits.sort(key=lambda s: order.index(s.split))
     return result
+
+
+def _refuse_damaged(path: str) -> None:
+    """A finished split is reused as it is: one whose files are gone or whose metadata changed (what `ls`
+    checks, a stat per file) made `extract` say "already cached" while every reader said "re-extract".
+    Local entries only: on an object store the check is a request per file."""
+    from ..cache.layout import is_remote
+    from ..cache.manage import quick_check
+    from ..cache.manifest import REPAIR
+
+    problems = [] if is_remote(path) else quick_check(path)
+    if problems:
+        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+        first = problems[0].removesuffix(f"; {REPAIR}")
+        raise LayerfuseError(f"{first}{more}: extract would reuse the damaged split; {REPAIR}")
 
 
 def _start_backbone(run: Extraction) -> None:
@@ -178,7 +195,9 @@ def write_label_sets(path: str, dataset, names: list[str], *, log=print) -> list
         column = dataset.column(name)
         splits = [split for split in column.tags if split_finished(group, split)]
         fingerprints = dataset.label_fingerprints(name, splits=splits)
-        if label_sets.is_current(meta, name, fingerprints=fingerprints):
+        stored = label_sets.array_name(meta, name) if name in (meta.get(label_sets.LISTING) or {}) else None
+        # a split written again since (its array folder was gone) holds no array of the set listed as current
+        if label_sets.is_current(meta, name, fingerprints=fingerprints) and all(stored in group[s] for s in splits):
             continue
         index = {label: i for i, label in enumerate(column.names)}
         ids = {split: _row_labels(group[split], [np.array([index[t] for t in tags], dtype=np.int16)

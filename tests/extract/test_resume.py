@@ -54,3 +54,43 @@ def test_two_extracts_on_one_entry(tiny_bert_dir, tiny_conll_dir, tmp_path):
     path = ref.path.replace(str(tmp_path / "r"), str(tmp_path))
     for name, arr in split_arrays(ref.path).items():
         np.testing.assert_array_equal(split_arrays(path)[name], arr)
+
+
+def test_extract_refuses_to_reuse_a_damaged_finished_split(tiny_bert_dir, tiny_conll_dir, tmp_path):
+    """A shard of a finished split deleted: `ls` and every reader said damaged, "re-extract", while `extract`
+    said "already cached" and exit 0; an array's zarr.json gone was a 67-line KeyError."""
+    from layerfuse.errors import LayerfuseError
+
+    config = ExtractConfig(model=str(tiny_bert_dir), dataset=str(tiny_conll_dir), cache_dir=str(tmp_path),
+                           unit_rows=256)
+    path = extract(config, progress=False, log=lambda m: None).path
+    shard = os.path.join(path, "dev", "hidden", "c", "0", "0", "0")
+    os.rename(shard, shard + ".aside")
+    with pytest.raises(LayerfuseError, match=r"array dev/hidden, chunk c/0/0/0 is missing .*: extract would reuse "
+                                             r"the damaged split; run `layerfuse verify` .*`layerfuse rm` the entry"):
+        extract(config, progress=False, log=lambda m: None)
+    os.rename(shard + ".aside", shard)
+    os.rename(os.path.join(path, "test", "hidden", "zarr.json"), os.path.join(tmp_path, "zarr.json"))
+    with pytest.raises(LayerfuseError, match=r"array test/hidden is missing \(no test/hidden/zarr.json\)"):
+        extract(config, progress=False, log=lambda m: None)
+
+
+def test_an_unfinished_split_whose_array_is_gone_is_written_again(tiny_bert_dir, tiny_conll_dir, tmp_path):
+    """An interrupted split whose hidden/zarr.json was removed: every rerun was a KeyError traceback."""
+    import zarr
+
+    config = ExtractConfig(model=str(tiny_bert_dir), dataset=str(tiny_conll_dir), cache_dir=str(tmp_path),
+                           unit_rows=256)
+    path = extract(config, progress=False, log=lambda m: None).path
+    before = split_arrays(path, "train")
+    zarr.open_group(path, mode="r+")["train"].attrs["complete"] = False  # as a run stopped before its end
+    os.remove(os.path.join(path, "train", "hidden", "zarr.json"))
+    extract(config, progress=False, log=lambda m: None)
+    after = split_arrays(path, "train")
+    def label_sets(arrays: dict) -> list:  # written again, they take a new version: the same labels
+        return [arrays.pop(k) for k in sorted(k for k in list(arrays) if k.startswith("labels."))]
+
+    old_sets, new_sets = label_sets(before), label_sets(after)
+    assert len(old_sets) == len(new_sets) == 2 and all(np.array_equal(a, b) for a, b in zip(old_sets, new_sets))
+    assert set(after) == set(before) and all(np.array_equal(after[k], before[k]) for k in before)
+    assert open_entry(path).with_labels("pos").split("train").labels.shape == before["labels"].shape
