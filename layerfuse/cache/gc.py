@@ -20,7 +20,7 @@ import shutil
 from datetime import datetime
 
 from ..errors import LayerfuseError
-from .layout import ENTRY_NAME, is_remote
+from .layout import ENTRY_NAME, is_remote, local_path
 from .manage import (
     REMOVING,
     EntryStatus,
@@ -54,17 +54,24 @@ def last_used(entry: EntryStatus) -> float:
     return max(last_read(entry.path) or 0.0, finished)
 
 
-def collect(root: str, *, max_size: int, dry_run: bool = False, on_skip=None,
-            on_damaged=None) -> list[EntryStatus]:
-    """Remove the least recently used complete entries not in use until ``root`` holds at most
-    ``max_size`` bytes; returns the entries removed (``dry_run``: those that would be), oldest first.
-    ``on_skip(entry, reason)`` hears of each entry it would have removed but a reader or writer has;
-    ``on_damaged(path, bytes)`` of each unreadable entry removed first (`damaged`)."""
+def collect(root: str, *, max_size: int, dry_run: bool = False, on_skip=None, on_damaged=None,
+            on_leftover=None) -> list[EntryStatus]:
+    """Remove what killed removals and extracts left (`leftovers`), then the least recently used complete
+    entries not in use, until ``root`` holds at most ``max_size`` bytes; returns the entries removed
+    (``dry_run``: those that would be), oldest first. An entry that is a link stays (it and what it points
+    to are the user's). ``on_leftover(path, bytes)`` hears of each leftover removed; ``on_skip(entry,
+    reason)`` of each entry it would have removed but a reader or writer has; ``on_damaged(path, bytes)``
+    of each unreadable entry removed first (`damaged`)."""
     if is_remote(root):  # reads of an object store are not recorded: the order would be a guess
         raise LayerfuseError(f"gc works on local cache roots only, not {root}")
+    root = local_path(root)  # a file:// root is a local one
     if not os.path.isdir(root):
         return []
-    total = bytes_on_disk(root)  # the whole root: partial entries and sidecars count toward the size
+    garbage = leftovers(root, dry_run=dry_run)
+    for path, size in garbage if on_leftover is not None else []:
+        on_leftover(path, size)
+    # the whole root: partial entries and sidecars count toward the size; leftovers a dry run keeps do not
+    total = bytes_on_disk(root) - (sum(size for _, size in garbage) if dry_run else 0)
     for path in damaged(root):
         if total <= max_size:
             break
@@ -74,7 +81,8 @@ def collect(root: str, *, max_size: int, dry_run: bool = False, on_skip=None,
             if on_damaged is not None:
                 on_damaged(path, size)
     removed = []
-    for entry in sorted((e for e in list_entries(root) if e.complete), key=last_used):
+    ours = (e for e in list_entries(root) if e.complete and not os.path.islink(e.path))
+    for entry in sorted(ours, key=last_used):
         if total <= max_size:
             break
         reason = _removal(entry.path, dry_run=dry_run)
@@ -91,8 +99,9 @@ def leftovers(root: str, *, dry_run: bool = False) -> list[tuple[str, int]]:
     """Remove (``dry_run``: only find) what killed removals left under a local ``root``: folders
     `manage.remove` renamed, and entry folders without ``zarr.json`` that no extract is writing.
     Returns ``(path, bytes)`` of each."""
-    if is_remote(root) or not os.path.isdir(root):
+    if is_remote(root) or not os.path.isdir(local_path(root)):
         return []
+    root = local_path(root)
     found = []
     for name in sorted(os.listdir(root)):
         path = os.path.join(root, name)
@@ -134,13 +143,14 @@ def _remove_orphan(path: str) -> bool:
 
 
 def damaged(root: str) -> list[str]:
-    """The entries under a local ``root`` whose metadata cannot be read (oldest first)."""
-    if is_remote(root) or not os.path.isdir(root):
+    """The entries under a local ``root`` whose metadata cannot be read (oldest first); a link is the user's."""
+    if is_remote(root) or not os.path.isdir(local_path(root)):
         return []
+    root = local_path(root)
     paths = []
     for name in sorted(os.listdir(root)):
         path = os.path.join(root, name)
-        if ENTRY_NAME.match(name) and os.path.isfile(os.path.join(path, "zarr.json")):
+        if ENTRY_NAME.match(name) and os.path.isfile(os.path.join(path, "zarr.json")) and not os.path.islink(path):
             try:
                 entry_status(path, size=False)
             except NotAnEntryError:  # a zarr group of someone else's: not ours to remove

@@ -196,6 +196,10 @@ def remove(path: str, *, readable: bool = True) -> None:
         fs, p = fsspec.core.url_to_fs(path)
         fs.rm(p, recursive=True)
         return
+    link = local_path(path).rstrip("/")
+    if os.path.islink(link):  # renamed and then refused by rmtree, it vanished from `ls`, a lock file beside it
+        raise LayerfuseError(f"{path} is a link to {os.path.realpath(link)}: `layerfuse rm` removes entries, not "
+                             "links; remove the link itself with rm, or the entry with `layerfuse rm` on its folder")
     if being_written(path):  # before the lock: a removal that will not happen never turns a reader away
         raise EntryInUse(path, "being written by an extract")
     with exclusive(path), writer_lock(path):  # held until the directory is gone: a reader opening it meanwhile

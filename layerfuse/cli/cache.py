@@ -11,7 +11,7 @@ import time
 import click
 
 from ..cache import label_sets
-from ..cache.gc import collect, last_used, leftovers, parse_size
+from ..cache.gc import collect, last_used, parse_size
 from ..cache.layout import is_remote, local_path
 from ..cache.manage import (
     bytes_on_disk,
@@ -197,26 +197,27 @@ def gc_cmd(max_size, dry_run, cache_dir):
     never a partial entry, nor one being written or open in a reader (each such is named, with why)."""
     limit = parse_size(max_size)
     root = checked_root(cache_dir, write=not dry_run)  # a file, or read-only: one line, as for every command
-    if not is_remote(root) and not os.path.isdir(root):  # a mistyped root would read as an empty one
+    if not is_remote(root) and not os.path.isdir(local_path(root)):  # a mistyped root would read as an empty one
         raise LayerfuseError(f"{'--cache-dir ' + cache_dir if cache_dir else 'the cache root ' + root} does not "
                              "exist: there is nothing to collect")
     verb = "would remove" if dry_run else "removed"
-    garbage = leftovers(root, dry_run=dry_run)
-    for path, size in garbage:
-        click.echo(f"{verb} {path} ({human_bytes(size)}): what a killed removal or extract left")
+    garbage = []
+    leftover = lambda path, size: garbage.append(size) or click.echo(  # noqa: E731
+        f"{verb} {path} ({human_bytes(size)}): what a killed removal or extract left")
     skip = lambda e, reason: click.echo(f"skipped {e.path}: {reason}", err=True)  # noqa: E731
     unreadable = []
     damaged = lambda path, size: unreadable.append(size) or click.echo(  # noqa: E731
         f"{verb} {path} ({human_bytes(size)}): its metadata cannot be read (damaged)")
-    removed = collect(root, max_size=limit, dry_run=dry_run, on_skip=skip, on_damaged=damaged)
+    removed = collect(root, max_size=limit, dry_run=dry_run, on_skip=skip, on_damaged=damaged, on_leftover=leftover)
     for e in removed:
         used = time.strftime("%Y-%m-%d %H:%M", time.localtime(last_used(e)))
         click.echo(f"{verb} {e.path} ({e.model} on {e.dataset}, {human_bytes(e.bytes_on_disk)}, last used {used})")
+    root = local_path(root)
     left = bytes_on_disk(root) if os.path.isdir(root) else 0
     n = len(removed) + len(unreadable) + len(garbage)  # every line above that says removed
     count = f"{n} {'entry' if n == 1 else 'entries'}"
     if dry_run:
-        left -= sum(e.bytes_on_disk or 0 for e in removed) + sum(size for _, size in garbage) + sum(unreadable)
+        left -= sum(e.bytes_on_disk or 0 for e in removed) + sum(garbage) + sum(unreadable)
         click.echo(f"{count} would be removed; {human_bytes(left)} would be left under {root} "
                    f"(limit {human_bytes(limit)})")
     else:

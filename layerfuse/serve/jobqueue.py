@@ -207,6 +207,9 @@ class JobQueue:
         root, limit = str(self.state.root), self.state.max_size
         try:  # each eviction said, as `layerfuse gc` says it: it deletes what someone extracted
             removed = collect(root, max_size=limit,
+                              on_leftover=lambda path, size: log.warning(
+                                  "--max-size: removed %s (%d bytes): what a killed removal or extract left", path,
+                                  size),
                               on_skip=lambda e, why: log.warning("--max-size: kept %s: %s", e.path, why),
                               on_damaged=lambda path, size: log.warning(
                                   "--max-size: removed %s (%d bytes): its metadata cannot be read", path, size))

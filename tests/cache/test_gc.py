@@ -284,3 +284,35 @@ def test_rm_removes_an_entry_only_while_holding_its_writer_lock(make_entry, root
         extract.release()
     manage.remove(entry)
     assert not os.path.exists(entry) and not os.path.exists(entry + ".lock")
+
+
+def test_a_linked_entry_stays_and_rm_refuses_it(make_entry, root, tmp_path, monkeypatch):
+    """A link to an entry elsewhere: gc renamed it, then crashed in rmtree ("Cannot call rmtree on a symbolic
+    link") after removing older entries without a word, and the link vanished from `ls`; rm did the same."""
+    old = make_entry(f"m__d__{'1' * 16}")
+    shutil.copytree(old, tmp_path / "elsewhere")
+    link = root / f"m__d__{'2' * 16}"
+    link.symlink_to(tmp_path / "elsewhere")
+    read_at(str(link), time.time() - 10 * HOUR, monkeypatch)  # the least recently used
+    read_at(old, time.time() - HOUR, monkeypatch)
+    result = CliRunner().invoke(main, ["gc", "--max-size", "0", "--cache-dir", str(root)])
+    assert f"removed {old} (" in result.output and str(link) not in result.output.replace(str(link) + ".", "")
+    assert link.is_symlink() and (tmp_path / "elsewhere" / "zarr.json").is_file()
+    refused = CliRunner().invoke(main, ["rm", "--yes", str(link)])
+    assert refused.exit_code == 1 and f"{link} is a link to " in refused.output, refused.output
+    assert link.is_symlink() and not os.path.exists(str(link) + ".lock")
+
+
+def test_a_dry_run_with_leftovers_lists_what_the_real_run_removes(make_entry, root):
+    """A dry run counted a killed removal's folder as still there, and listed entries the real run keeps."""
+    from layerfuse.cache import manage
+
+    keep = make_entry(f"m__d__{'1' * 16}")
+    renamed = make_entry(f"m__d__{'2' * 16}")
+    os.rename(renamed, manage.removal_folder(renamed))
+    limit = bytes_on_disk(keep) + 4096
+    dry = CliRunner().invoke(main, ["gc", "--max-size", str(limit), "--dry-run", "--cache-dir", str(root)])
+    assert dry.exit_code == 0 and "1 entry would be removed" in dry.output and keep not in dry.output, dry.output
+    real = CliRunner().invoke(main, ["gc", "--max-size", str(limit), "--cache-dir", f"file://{root}"])
+    assert real.exit_code == 0 and "1 entry removed" in real.output, real.output  # a file:// root is local
+    assert dirs(root) == [os.path.basename(keep)]
