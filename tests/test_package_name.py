@@ -48,6 +48,23 @@ def test_the_former_variable_is_still_read_and_said_so(monkeypatch, tmp_path, ca
     assert cache_root() == str(tmp_path / "new")
 
 
+def test_the_former_default_root_is_used_while_the_new_one_is_absent(monkeypatch, tmp_path, capsys):
+    """Entries under the former name's default root (~/.cache/<former name>) were passed by in silence and
+    extracted again."""
+    from layerfuse.cache import layout
+
+    monkeypatch.setattr(layout, "_SAID", [])
+    for name in ("LAYERFUSE_HOME", OLD.upper() + "_HOME"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert cache_root() == str(tmp_path / ".cache" / "layerfuse")  # neither there: the new default
+    (tmp_path / ".cache" / OLD).mkdir(parents=True)
+    assert cache_root() == cache_root() == str(tmp_path / ".cache" / OLD)
+    assert capsys.readouterr().err.count(f"note: using the cache root {tmp_path / '.cache' / OLD}") == 1
+    (tmp_path / ".cache" / "layerfuse").mkdir()
+    assert cache_root() == str(tmp_path / ".cache" / "layerfuse")
+
+
 def test_one_version_in_the_three_places_that_state_it():
     """pyproject.toml (what pip installs and `--version` prints), ``layerfuse.__version__``,
     CITATION.cff and the BibTeX entries of the README and the docs say the same release."""

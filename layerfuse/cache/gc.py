@@ -17,7 +17,6 @@ from __future__ import annotations
 import os
 import re
 import shutil
-from datetime import datetime
 
 from ..errors import LayerfuseError
 from .layout import ENTRY_NAME, is_remote, local_path
@@ -27,13 +26,13 @@ from .manage import (
     NotAnEntryError,
     bytes_on_disk,
     entry_status,
+    finished_seconds,
     list_entries,
     remove,
     writer_lock,
 )
 from .usage import EntryInUse, being_written, busy, last_read
 
-FINISHED_FORMAT = "%Y-%m-%dT%H:%M:%S%z"  # how the writer stamps a split's "finished"
 _UNITS = {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4}  # binary, as `ls` prints sizes
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?)(?:I?B)?\s*$", re.IGNORECASE)
 
@@ -50,8 +49,7 @@ def parse_size(text: str | int, *, name: str = "--max-size") -> int:
 
 def last_used(entry: EntryStatus) -> float:
     """Seconds since the epoch of the entry's last read or finish, whichever is later (0: neither)."""
-    finished = datetime.strptime(entry.finished, FINISHED_FORMAT).timestamp() if entry.finished else 0.0
-    return max(last_read(entry.path) or 0.0, finished)
+    return max(last_read(entry.path) or 0.0, finished_seconds(entry.finished))
 
 
 def collect(root: str, *, max_size: int, dry_run: bool = False, on_skip=None, on_damaged=None,

@@ -32,13 +32,15 @@ OPTIONAL_KEY_FIELDS = ("special_tokens",)
 # The entry attribute listing every split an extraction was asked for, written before the first of
 # them: the entry is complete only when each one is.
 PLAN = "planned_splits"
+FINISHED_FORMAT = "%Y-%m-%dT%H:%M:%S%z"  # how a split's "finished" is stamped: local time and its offset
 # The cache-root variable of the package's former name, read when $LAYERFUSE_HOME is unset.
 RENAMED_HOME_ENV = "LAYERCACHE_HOME"
 _SAID: list = []  # the notice below, once given
 
 
 def cache_root(cache_dir: str | os.PathLike | None = None) -> str:
-    """`--cache-dir`, else `$LAYERFUSE_HOME`, else `~/.cache/layerfuse`."""
+    """`--cache-dir`, else `$LAYERFUSE_HOME`, else `~/.cache/layerfuse` (or, while only it exists, the
+    former name's `~/.cache/layercache`: its entries were made for the same package)."""
     if cache_dir:
         return str(cache_dir)
     env = os.environ.get("LAYERFUSE_HOME")
@@ -51,7 +53,15 @@ def cache_root(cache_dir: str | os.PathLike | None = None) -> str:
                              "from layercache, a name taken on PyPI by an unrelated project); set $LAYERFUSE_HOME\n")
             _SAID.append(True)
         return old
-    return os.path.join(os.path.expanduser("~"), ".cache", "layerfuse")
+    default = os.path.join(os.path.expanduser("~"), ".cache", "layerfuse")
+    former = os.path.join(os.path.expanduser("~"), ".cache", "layercache")
+    if not os.path.exists(default) and os.path.isdir(former):  # else every entry made before was extracted again
+        if not _SAID:
+            sys.stderr.write(f"note: using the cache root {former} of the package's former name (layercache); "
+                             f"`mv {former} {default}` makes it the default's\n")
+            _SAID.append(True)
+        return former
+    return default
 
 
 def is_remote(path: str) -> bool:

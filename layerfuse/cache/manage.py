@@ -8,6 +8,7 @@ import posixpath
 import shutil
 import warnings
 from dataclasses import dataclass, field
+from datetime import datetime
 
 import numpy as np
 
@@ -15,7 +16,7 @@ from ..errors import LayerfuseError
 from ..tasks import DEFAULT_TASK
 from . import label_sets, manifest
 from .codec import DEFAULT_DTYPE, SCALES, codec_of
-from .layout import ENTRY_NAME, KEY_FIELDS, OPTIONAL_KEY_FIELDS, PLAN, is_remote, local_path
+from .layout import ENTRY_NAME, FINISHED_FORMAT, KEY_FIELDS, OPTIONAL_KEY_FIELDS, PLAN, is_remote, local_path
 from .store import CorruptMetadataError, MissingChunkError, checked_store, open_group, shard_keys
 
 # An MLM entry's masking (in its key too): two entries masked with other seeds are told apart by it.
@@ -63,7 +64,17 @@ def list_entries(root: str, *, sizes: bool = True, damaged: list[str] | None = N
         except Exception as exc:  # damaged (a corrupt zarr.json, a file gone meanwhile): said, not fatal
             if damaged is not None:
                 damaged.append(_reason(path, exc))
-    return sorted(out, key=lambda e: e.finished or "", reverse=True)
+    return sorted(out, key=lambda e: finished_seconds(e.finished), reverse=True)
+
+
+def finished_seconds(stamp: str | None) -> float:
+    """Seconds since the epoch of a ``finished`` stamp (0 for none, or one that does not parse): stamps
+    carry the writer's offset, so compared as text an entry made under another time zone, or across a
+    change of summer time, sorted out of its place."""
+    try:
+        return datetime.strptime(stamp, FINISHED_FORMAT).timestamp() if stamp else 0.0
+    except (TypeError, ValueError):
+        return 0.0
 
 
 def _reason(path: str, exc: Exception) -> str:
@@ -114,7 +125,7 @@ def entry_status(path: str, *, size: bool = True, group=None) -> EntryStatus:
     fields = {f: attrs[f] for f in KEY_FIELDS + OPTIONAL_KEY_FIELDS + MASKING_FIELDS if f in attrs}
     fields["task"] = attrs.get("task", DEFAULT_TASK)
     return EntryStatus(path=path, model=attrs.get("model", "?"), dataset=attrs.get("dataset", "?"), splits=splits,
-                       finished=max(finished) if finished else None,
+                       finished=max(finished, key=finished_seconds) if finished else None,
                        bytes_on_disk=bytes_on_disk(path) if size else None, fields=fields)
 
 

@@ -20,7 +20,7 @@ import zarr
 from ..errors import LayerfuseError
 from . import manifest
 from .codec import CODECS, SCALES, Codec, codec_of
-from .layout import PLAN, is_remote, local_path
+from .layout import FINISHED_FORMAT, PLAN, is_remote, local_path
 from .shard import remove_stale_partials, shard_files
 from .store import CHECKSUM, SMALL_ARRAY_CODECS, files_of, open_group, shard_keys
 
@@ -172,7 +172,7 @@ class SplitWriter:
         with named_writes(self.group, "the split's completion record"):
             self.group.update_attributes({**stats, "files": files, manifest.ARRAYS: arrays,
                                           manifest.NAMES: manifest.names_digest(names), "complete": True,
-                                          "finished": time.strftime("%Y-%m-%dT%H:%M:%S%z")})
+                                          "finished": time.strftime(FINISHED_FORMAT)})
 
 
 @contextmanager

@@ -103,6 +103,7 @@ def _made_otherwise(path: str, attrs: dict, *, splits, explicit: set, resuming: 
                   and not differences(attrs, e.fields, sorted(explicit))]
     relaxable = set(RELAXABLE) - explicit
     usable = [e for e in candidates if set(differences(attrs, e.fields)) <= relaxable]
+    usable.sort(key=lambda e: len(differences(attrs, e.fields)))  # the same options first (a renamed folder)
     if usable:
         log(_using(usable, attrs))
         return usable[0].path
@@ -118,6 +119,9 @@ def _covers(entry: EntryStatus, splits) -> bool:
 def _using(usable: list[EntryStatus], attrs: dict) -> str:
     first = usable[0]
     diff = differences(attrs, first.fields)
+    if not diff:  # a folder renamed, or copied in under another name: the same entry
+        return (f"using the entry {first.path} made {first.finished}: it was made with these options (its folder "
+                "is named otherwise)")
     made = ", ".join(f"{v}-forward" if n == "precision" else f"{v}-stored" for n, v in diff.items())
     defaults = ", ".join(f"{n} ({attrs[n]} by default)" for n in diff)
     newest = f" (the newest of {len(usable)} such)" if len(usable) > 1 else ""

@@ -162,3 +162,37 @@ def test_mlm_masking_options_must_match(tmp_path, tmp_path_factory, tiny_bert_di
     other = resolve_entry(model=str(tiny_bert_dir), dataset=str(corpus), cache_dir=str(tmp_path),
                           extract_options={**mlm, "mask_seed": 1}, log=lambda m: None)
     assert other.path != made and other.meta["mask_seed"] == 1 and len(_entries(tmp_path)) == 2
+
+
+def test_newest_is_by_time_not_by_the_text_of_the_stamp(tmp_path, tiny_bert_dir, tiny_conll_dir):
+    """Stamps carry their writer's offset: compared as text, 01:43-05:00 (06:43 UTC) sorted before 03:00+00:00."""
+    import zarr
+
+    older, newer = (_extract(tmp_path / name, tiny_bert_dir, tiny_conll_dir) for name in ("a", "b"))
+    for path, stamp in ((older, "2026-11-28T03:00:00+0000"), (newer, "2026-11-28T01:43:09-0500")):
+        group = zarr.open_group(path, mode="r+")
+        for split in group.group_keys():
+            group[split].attrs["finished"] = stamp
+    root = tmp_path / "both"
+    root.mkdir()
+    for path in (older, newer):
+        os.rename(path, root / os.path.basename(os.path.dirname(path)))
+    assert [os.path.basename(e.path) for e in list_entries(str(root))] == ["b", "a"]
+
+
+def test_a_renamed_entry_of_the_same_options_is_used_and_said_plainly(tmp_path, tiny_bert_dir, tiny_conll_dir):
+    """A folder renamed (my_entry): the note read "using the  entry ... differs ... only in , so"; and an
+    entry made otherwise, if newer, was preferred to the one made with the very options asked for."""
+    import shutil
+
+    made = _extract(tmp_path / "made", tiny_bert_dir, tiny_conll_dir)
+    root = tmp_path / "root"
+    root.mkdir()
+    shutil.copytree(made, root / "my_entry")
+    _extract(root, tiny_bert_dir, tiny_conll_dir, dtype="float32")  # newer, and made otherwise
+    assert not (root / os.path.basename(made)).exists()  # no entry under its own name: it must be found
+    notes = []
+    entry = resolve_entry(model=str(tiny_bert_dir), dataset=str(tiny_conll_dir), cache_dir=str(root), log=notes.append)
+    assert entry.path == str(root / "my_entry")
+    assert notes == [f"using the entry {root / 'my_entry'} made {list_entries(str(root))[-1].finished}: it was made "
+                     "with these options (its folder is named otherwise)"]
