@@ -2,7 +2,8 @@
 
 A cell is one setting of the grid but for its seed: the trials of one fusion, N, epoch cap, rate, ...
 ``best`` keeps the head of the best run of each cell by its best dev score (F1 or token accuracy,
-higher; perplexity, lower; ties: the run that finished first), ``all`` every run's, ``none`` none.
+higher; perplexity, lower; ties: the lower seed, so what is kept never hangs on which run finished first),
+``all`` every run's, ``none`` none.
 
 A kept head lies in the sweep's folder as `train-head` writes one: ``heads/<run id>.head.safetensors``
 and ``.head.json`` (the checkpoint), and ``heads/<run id>.json``, its run record, which names the head
@@ -11,7 +12,8 @@ still exports. The heads folder is the one account of what is kept. Each run's l
 ``results.jsonl`` is written once, when it finishes, and never again: under ``all`` it names its head
 (``"checkpoint": "heads/<id>.head.safetensors"``, relative to results.jsonl: that head stays); under
 ``best`` it names none, since a later run of its cell may still beat it, and says ``"keep_heads":
-"best"``. Each run's head is written where it trained (a worker, a Ray task), then kept or deleted here
+"best"`` (the head's hash is in the heads folder's record alone: a line never differs by the order runs
+finished in). Each run's head is written where it trained (a worker, a Ray task), then kept or deleted here
 as the run is recorded: at most one head per cell is on disk under ``best``, plus those in flight.
 """
 
@@ -81,6 +83,11 @@ def dev_rank(record: dict) -> float:
     return -math.inf if f1 is None or math.isnan(f1) else f1
 
 
+def keep_rank(record: dict) -> tuple:
+    """`dev_rank`, ties broken by the lower seed: which head of a cell stays, whatever order its runs finish in."""
+    return dev_rank(record), -int(record["config"].get("seed") or 0)
+
+
 def record_run(results: str, record: dict, *, keep: str) -> dict:
     """Append ``record`` to ``results`` once, after keeping or deleting the head its run wrote under
     ``keep`` (see the module's doc). Returns the record as appended."""
@@ -95,10 +102,10 @@ def record_run(results: str, record: dict, *, keep: str) -> dict:
                 _delete(folder, rid)  # the head it wrote is kept by no record
             return read_results(results)[rid]
         rivals = _kept_rivals(folder, record) if keep == "best" else []
-        rival = max(rivals, key=dev_rank, default=None)
-        if rival is not None and dev_rank(record) <= dev_rank(rival):  # the kept one stays: first best wins ties
+        rival = max(rivals, key=keep_rank, default=None)
+        if rival is not None and keep_rank(record) <= keep_rank(rival):  # the kept one stays
             _delete(folder, rid)
-            record = {**record, "checkpoint": None, "keep_heads": keep}
+            record = {**record, "keep_heads": keep, "checkpoint": None}  # as a kept run's line orders them
             append_result(results, record)
             return record
         from ..training.checkpoint import file_sha256
@@ -112,6 +119,8 @@ def record_run(results: str, record: dict, *, keep: str) -> dict:
         # only a head that stays is named here: under best a later run of the cell may replace it
         here = os.path.relpath(weights, os.path.dirname(os.path.abspath(results))) if keep == "all" else None
         record = {**record, "checkpoint": here}
+        if keep == "best":
+            del record["head_sha256"]
         append_result(results, record)
         return record
 
@@ -181,7 +190,7 @@ def sweep_head(folder: str, *, run: str | None = None, best: bool = False, log=N
         if len(sets) > 1:  # nor is an F1 over chunks than one over entities: each its own model
             raise LayerfuseError(f"{folder} kept heads of the label sets {', '.join(sets)}: --best compares one; "
                                  f"name a run of the set you want with --best --run RUN_ID")
-        record = max(in_cell, key=dev_rank)
+        record = max(in_cell, key=keep_rank)
         scope = [r for r in records.values() if (cell is None or cell_of(r["config"]) == cell)
                  and scored_by(r) == scored_by(record) and label_set_of(r) == label_set_of(record)]
         top = max(scope, key=dev_rank)
@@ -191,9 +200,9 @@ def sweep_head(folder: str, *, run: str | None = None, best: bool = False, log=N
     elif run in kept:
         record = kept[run]
     else:
-        kept_best = max(in_cell, key=dev_rank) if in_cell else None
+        kept_best = max(in_cell, key=keep_rank) if in_cell else None
         if kept_best is not None and dev_rank(kept_best) >= dev_rank(records[run]):
-            how = "better" if dev_rank(kept_best) > dev_rank(records[run]) else "as well, and was kept first,"
+            how = "better" if dev_rank(kept_best) > dev_rank(records[run]) else "as well, with a lower seed,"
             why = (f"run {kept_best['run_id']} of its cell scored {how} on dev (export it: --run "
                    f"{kept_best['run_id']}, or --best)")
         else:  # the best of its cell, or no head kept there: it ran before heads were kept, or under none
