@@ -19,7 +19,7 @@ import zarr
 
 from ..errors import LayerfuseError
 from . import manifest
-from .codec import CODECS, SCALES, Codec, codec_of
+from .codec import CODECS, SCALES, ZERO_SHARE_WARNING, Codec, codec_of
 from .layout import FINISHED_FORMAT, PLAN, is_remote, local_path
 from .shard import remove_stale_partials, shard_files
 from .store import CHECKSUM, SMALL_ARRAY_CODECS, files_of, open_group, shard_keys
@@ -86,6 +86,7 @@ class SplitWriter:
         self.done = group["done"]
         self.codec = plan.codec
         self.scales = group[SCALES].with_config({"write_empty_chunks": True}) if self.codec.scale_bytes else None
+        self.zeros, self.codes = None, 0  # int8 codes at 0 per layer, and codes per layer, written by this run
         self.writes = os.environ.get(WRITES_ENV) or "direct"
         if self.writes not in WRITES:
             raise ValueError(f"{WRITES_ENV}={self.writes!r}: expected one of {', '.join(WRITES)}")
@@ -146,6 +147,10 @@ class SplitWriter:
             raise ValueError(f"unit {unit}: {rows.shape[0]} rows for range {lo}:{hi}")
         if scales is None:  # not encoded where it was computed
             rows, scales = self.codec.encode(rows)
+        if scales is not None:  # int8: how many codes are 0, per layer, of the units this run writes
+            zeros = self.codec.zero_counts(rows)
+            self.zeros = zeros if self.zeros is None else self.zeros + zeros
+            self.codes += rows.shape[0] * rows.shape[2]
         if self.shards is not None and self.shards.shard_rows == self.plan.unit_rows:  # a unit is one shard
             self.shards.write(unit, rows)
         else:
@@ -153,6 +158,14 @@ class SplitWriter:
         if scales is not None:  # one chunk per unit: stored, like the rows, before the unit is flagged
             self.scales[lo:hi] = scales
         self.done[unit] = True
+
+    def zero_shares(self) -> dict[int, float]:
+        """{layer: share of its int8 codes at 0} of the layers above `ZERO_SHARE_WARNING`, over the units
+        this run wrote (a resumed run: the rest of the split)."""
+        if self.zeros is None or not self.codes:
+            return {}
+        return {layer: float(n) / self.codes for layer, n in enumerate(self.zeros)
+                if n / self.codes > ZERO_SHARE_WARNING}
 
     def finish(self, stats: dict) -> None:
         lost = self.lost_units()

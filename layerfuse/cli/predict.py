@@ -196,10 +196,14 @@ def _score_conll(checkpoint, path: str, *, columns, out, as_json: bool, device) 
     gold = [tags for _, tags in sentences]
     report = ce.token_report(gold, pred) if token_set else ce.span_report(gold, pred, tagger.label_names)
     scored_in = (meta.get("config") or {}).get("precision") or "fp32"
+    stored = (meta.get("cache") or {}).get("dtype")
     note = None
     if scored_in != "fp32":  # training's scores came from autocast passes; these from float32 ones
         note = (f"training scored this head under {scored_in} autocast; predict runs float32, so its figures "
                 "can differ slightly from the training's (train with --precision fp32 for the same)")
+    elif stored == "int8" and (meta.get("config") or {}).get("mode") != "ft":  # a lossy cache: other inputs
+        note = ("training scored this head on the entry's int8 hidden states; predict runs the backbone live, "
+                "so its figures differ from the training's by what int8 rounded away")
     if as_json:  # one JSON object on its stream, the note in it: a line after it made the stream no JSON
         click.echo(json.dumps({**report, **({"note": note} if note else {})}), err=not out)
         return

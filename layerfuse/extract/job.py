@@ -248,6 +248,12 @@ class SplitJob:
         written = self._rows_in(self.pending)
         wps = float(n_words * written / max(self.plan.n_rows, 1) / seconds) if seconds > 0 else None
         if ranks.main:
+            lossy = self.writer.zero_shares()
+            if lossy:  # the entry is usable, but a head reads far less than the float16 one would give it
+                shown = ", ".join(f"layer {layer} {share:.0%}" for layer, share in lossy.items())
+                run.log(f"{self.split}: int8 stores many of some layers' values as 0 ({shown}; a model without "
+                        "outliers holds a few percent): a few outlier dimensions set each vector's scale and the "
+                        "rest lose their precision; --dtype float16 (or bfloat16, past float16's range) keeps them")
             self.writer.finish({"seconds": round(seconds, 3), "words_per_second": wps,
                                 "n_empty_words": self.tokens.n_empty_words, "n_windowed_sentences": self.windowed,
                                 "device": str(run.device), "processes": ranks.world})

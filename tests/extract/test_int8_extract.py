@@ -131,3 +131,23 @@ def test_units_quantised_where_they_were_encoded_store_the_same_bytes(int8_entry
         assert got[split].keys() == want[split].keys() and SCALES in got[split]
         for name in want[split]:
             np.testing.assert_array_equal(got[split][name], want[split][name], err_msg=f"{split}/{name}")
+
+
+def test_an_outlier_dimension_that_zeroes_the_rest_is_said(tiny_bert_dir, tiny_conll_dir, tmp_path):
+    """A model with outlier dimensions (a LayerNorm bias of 400 on one of them, as the roberta family has):
+    int8 stored nearly every other value as 0, and a head's F1 halved, without a word (only the last layer
+    is given the outlier here)."""
+    def outlier(layer):
+        layer.output.LayerNorm.bias[0] = 400.0
+
+    said = []
+    model = scaled_bert(tiny_bert_dir, tmp_path / "outlier", outlier)
+    config = ExtractConfig(model=str(model), dataset=str(tiny_conll_dir), cache_dir=str(tmp_path / "root"),
+                           unit_rows=256, dtype="int8", splits=("train",))
+    extract(config, progress=False, log=said.append)
+    [line] = [m for m in said if "int8 stores many" in m]
+    assert line.startswith("train: int8 stores many of some layers' values as 0 (layer 2 ")  # the last, changed
+    quiet = []
+    extract(ExtractConfig(model=str(tiny_bert_dir), dataset=str(tiny_conll_dir), cache_dir=str(tmp_path / "p2"),
+                          unit_rows=256, dtype="int8", splits=("train",)), progress=False, log=quiet.append)
+    assert not any("int8 stores" in m for m in quiet)  # the plain tiny model: no warning

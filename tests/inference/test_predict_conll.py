@@ -125,6 +125,23 @@ def test_the_json_report_stays_json_with_the_bf16_note_in_it(head, tiny_conll_di
     assert table.stderr.splitlines()[-1].startswith("note: training scored this head under bf16")
 
 
+def test_a_head_trained_on_an_int8_entry_is_said_to_differ(head, tiny_conll_dir, tmp_path):
+    """Training read int8-rounded states, predict the live backbone: F1 25.5 against 20.7, not a word."""
+    import shutil
+
+    stem, *_ = head
+    int8 = tmp_path / "int8"
+    shutil.copy(stem + ".safetensors", str(int8) + ".safetensors")
+    meta = json.loads(open(stem + ".json", encoding="utf-8").read())
+    meta["cache"] = {**meta["cache"], "dtype": "int8"}
+    (tmp_path / "int8.json").write_text(json.dumps(meta), encoding="utf-8")
+    out = CliRunner().invoke(main, ["--head", str(int8), "--conll", str(tiny_conll_dir / "dev.txt")])
+    assert out.exit_code == 0, out.output
+    assert out.stderr.splitlines()[-1].startswith("note: training scored this head on the entry's int8 hidden states")
+    plain = CliRunner().invoke(main, ["--head", stem, "--conll", str(tiny_conll_dir / "dev.txt")])
+    assert "note:" not in plain.stderr  # a float16 entry: the same scores as training's
+
+
 def test_conll_to_stdout_with_a_table(head, tiny_conll_dir):
     stem, *_ = head
     out = CliRunner().invoke(main, ["--head", stem, "--conll", str(tiny_conll_dir / "dev.txt")])
