@@ -41,6 +41,8 @@ def parse_size(text: str | int, *, name: str = "--max-size") -> int:
     """Bytes from ``500M``, ``20G``, ``1.5T`` (K/M/G/T in powers of 1024; ``GB``/``GiB`` alike) or
     a plain number of bytes."""
     match = _SIZE.match(str(text))
+    if match and not match[2] and "." in match[1]:  # 0.5 read as 0 bytes: a gc that evicted everything
+        raise LayerfuseError(f"{name} {text!r}: a number of bytes is whole; give a unit for a fraction (0.5G)")
     if not match:
         raise LayerfuseError(f"{name} {text!r} is not a size: a number of bytes, or one with K, M, G or T "
                               f"(500M, 20G)")

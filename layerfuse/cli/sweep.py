@@ -11,6 +11,7 @@ import click
 
 from ..errors import LayerfuseError
 from ..experiments.heads import KEEP_HEADS, SWEEP_KEEPS
+from ..experiments.packs import CUDA_PACK_MAX
 from ..fusions.registry import DEFAULT_SWEEP_FUSIONS, FUSIONS, fusions_that_pack
 from ..tasks import task_of
 from ..training.config import TrainConfig
@@ -70,7 +71,7 @@ from .options import (
                    f"NER runs of {', '.join(fusions_that_pack())} pack; other fusions, MLM, FT, auto:K, "
                    "grad_accum > 1 and fp16 runs train alone. "
                    "1 = one run at a time. Default: 1 on a CPU; on CUDA as many as a quarter of the GPU's free "
-                   "memory holds, at most 8.")
+                   f"memory holds, at most {CUDA_PACK_MAX}.")
 @click.option("--ray", "ray_address", is_flag=False, flag_value="local", default=None,
               help="Run every run as a Ray task: --ray alone starts Ray here, --ray ADDRESS joins a cluster.")
 @click.option("--out", default=os.path.join("runs", "sweep"), show_default=True, help="Results folder.")

@@ -18,6 +18,7 @@ marks the auto:K (or xie:K) pick when one is asked for.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -69,11 +70,15 @@ def xie_shortfall(spec: str | None, fused: list[int], *, num_layers: int) -> str
 
 
 def canonical_layers(spec: str | None, *, num_layers: int) -> str | None:
-    """``spec``, or None where it names the default layers 1..L however it is written (``all``, ``1..L``,
-    ``1-6``): the default run has one name, so a sweep rerun with ``--layers all`` skips it rather than
-    training it again and averaging each seed with itself."""
+    """One name for each set of layers however it is written: None for the default layers 1..L (``all``,
+    ``1..L``, ``1-6``), the layers sorted and comma-separated for any other set (``5,4``, ``4..5`` and
+    ``4-5`` are ``4,5``; ``L`` is its number), a ranked spec (``auto:K``, ``xie:K``) as given. A sweep
+    rerun that spells a set otherwise skips its runs rather than training them again and averaging
+    each seed with itself, in a row of its own."""
     parsed = parse_layers(spec, num_layers=num_layers)
-    return None if parsed.k is None and parsed.candidates == tuple(range(1, num_layers + 1)) else spec
+    if parsed.k is not None:  # ranked (auto:K, xie[:K]): named as given, as runs have been recorded
+        return spec
+    return None if parsed.candidates == tuple(range(1, num_layers + 1)) else ",".join(map(str, parsed.candidates))
 
 
 def ranking_rule(spec: str | None) -> str | None:
@@ -101,7 +106,7 @@ def parse_layers(spec: str | Sequence[int] | None, *, num_layers: int) -> LayerS
         return LayerSpec(tuple(range(1, L + 1)), _ranked_k(spec, rule, k_text or RANKED[rule], L), rule)
     out: list[int] = []
     for part in text.split(","):
-        for x in _ids(spec, part.strip().replace("l", str(L))):
+        for x in _ids(spec, re.sub(r"\bl\b", str(L), part.strip())):  # L alone, not inside "all" ('a66')
             if not 0 <= x <= L:
                 raise LayerfuseError(f"layer {x} in {spec!r} is out of range: valid layers are 0..{L} "
                                       f"(0 = embedding output, 1..{L} = transformer layers)")

@@ -144,6 +144,8 @@ class TrainConfig:
         for name in optional_positive:
             value = getattr(self, name)
             yield name, value, value is None or value >= 1, ">= 1" + (" or all" if name == "shots" else "")
+        yield ("eval_points", self.eval_points, not (self.eval_points and self.eval_every),
+               "left out with eval_every (one schedule: every K steps, or P evenly spaced points; both were merged)")
         yield "epochs", self.epochs, self.epochs >= 0, ">= 0"
         yield "seed", self.seed, is_seed(self.seed), f"in 0..{SEED_LIMIT - 1} (numpy's and torch's generators' range)"
         yield "lr", self.lr, self.lr is None or 0 < self.lr < math.inf, "finite and > 0"

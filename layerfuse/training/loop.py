@@ -311,8 +311,9 @@ def prepare_run(config: TrainConfig, data: HeadData, *, built: dict | None = Non
     total = config.epochs * steps_per_epoch
     optimizer, scheduler = build_optimizer(config, model, total_steps=total)
     eval_at = set()
-    if config.eval_points:
-        eval_at = {max(1, round(total * k / config.eval_points)) for k in range(1, config.eval_points + 1)}
+    if config.eval_points:  # more points than steps is every step (10**12 of them filled the memory)
+        points = min(config.eval_points, max(total, 1))
+        eval_at = {max(1, round(total * k / points)) for k in range(1, points + 1)}
     scaler = torch.amp.GradScaler(device.type, enabled=precision_of(config.precision).scales_loss)
     return Run(config, data, device, ids, layers, scores, train, dev, test, task, head, kwargs, model, optimizer,
                scheduler, scaler, steps_per_epoch, total, eval_at, torch.Generator().manual_seed(config.seed))

@@ -132,6 +132,13 @@ def test_a_bad_size_is_a_one_line_error(text, tmp_path):
     assert out.exit_code == 1 and out.output.startswith("error: --max-size") and out.output.count("\n") == 1
 
 
+def test_a_fraction_of_a_byte_is_refused():
+    """`--max-size 0.5` (a unit forgotten) was 0 bytes: a real run would evict every entry."""
+    with pytest.raises(LayerfuseError, match=r"--max-size '0.5': a number of bytes is whole"):
+        parse_size("0.5")
+    assert parse_size("0.5G") == 2**29
+
+
 def test_an_object_store_root_is_refused_in_one_line():
     out = CliRunner().invoke(main, ["gc", "--max-size", "1G", "--cache-dir", "memory://gc-root"])
     assert out.exit_code == 1 and out.output == "error: gc works on local cache roots only, not memory://gc-root\n"

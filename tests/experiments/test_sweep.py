@@ -187,6 +187,18 @@ def test_the_default_layers_written_out_are_the_default_runs(tiny_cache, tmp_pat
         run_id({"fusion": "base", "shots": 2, "epochs": 2, "seed": 0})  # a record written with `all`
 
 
+def test_one_set_of_layers_spelled_otherwise_is_one_run(tiny_cache, tmp_path):
+    """`--layers 2,0`, then `0,2`, `0+L`-style spellings: each was a run and a report row of its own, the same
+    run five times."""
+    small = ["--cache", tiny_cache, "--out", str(tmp_path), "--fusions", "base", "--shots", "2", "--epochs", "1",
+             "--trials", "1", "--eval-points", "1", "--workers", "1", "--keep-heads", "none"]
+    for spec in ("2,0", "0,2", "0,L", " 0 , 2 "):  # the tiny cache has L = 2
+        result = CliRunner().invoke(main, [*small, "--layers", spec])
+        assert result.exit_code == 0, result.output
+    [line] = _lines(tmp_path / RESULTS)
+    assert json.loads(line)["config"]["layers"] == "0,2"
+
+
 def test_a_setting_written_at_the_value_its_default_picks_is_the_default_run(tiny_cache, tmp_path):
     """`--extra-layers 1` on a backbone where the default picks 1 trained every run again and the
     report showed "extra" and "extra (extra layers 1)", two rows of the same runs."""

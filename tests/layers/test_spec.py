@@ -110,3 +110,12 @@ def test_bad_spec_is_one_line_in_every_command(tiny_cache, tmp_path, command):
     result = CliRunner().invoke(main, [command, "--cache", tiny_cache, "--out", str(tmp_path), "--layers", "2,2"])
     assert result.exit_code == 1
     assert result.output.strip().splitlines() == ["error: layer 2 is named twice in '2,2'"]
+
+
+def test_all_among_other_layers_is_named_as_written():
+    """'all,4' was reported as "at 'a66'": every l of the text had become the layer count."""
+    from layerfuse.errors import LayerfuseError
+
+    with pytest.raises(LayerfuseError, match=r"bad layer spec 'all,4' at 'all':"):
+        parse_layers("all,4", num_layers=6)
+    assert parse_layers("0..L", num_layers=6).candidates == tuple(range(7))

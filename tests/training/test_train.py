@@ -404,3 +404,14 @@ def test_fp16_off_cuda_is_refused_from_python_too(tiny_cache):
     data = load_for_run(open_entry(tiny_cache), layers=None, shots=2, seed=0)
     with pytest.raises(LayerfuseError, match="precision fp16 needs CUDA; on cpu"):
         train_head(TrainConfig(fusion="base", shots=2, epochs=1, seed=0, precision="fp16", device="cpu"), data)
+
+
+def test_more_evaluation_points_than_steps_is_every_step_and_two_schedules_are_refused(data):
+    """--eval-points 10**12 on a run of a few steps built a set of 10**12 steps (hung until killed);
+    --eval-every with --eval-points merged both schedules where the help said one replaced the other."""
+    base = TrainConfig(fusion="base", shots=1, epochs=1, seed=0, batch_size=2)
+    many = train_head(TrainConfig(**{**base.__dict__, "eval_points": 10**12}), data)
+    each = train_head(TrainConfig(**{**base.__dict__, "eval_every": 1}), data)
+    assert [e["step"] for e in many.evals] == [e["step"] for e in each.evals] == list(range(1, len(each.evals) + 1))
+    with pytest.raises(LayerfuseError, match="eval_points must be left out with eval_every"):
+        TrainConfig(**{**base.__dict__, "eval_every": 2, "eval_points": 3})
