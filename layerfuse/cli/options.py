@@ -297,6 +297,10 @@ def resolve(cache, model, dataset, cache_dir, *, read: dict | None = None, extra
     ``quiet``: no progress bar when it must be extracted."""
     from ..experiments.find import resolve_entry
 
+    if cache and (model or dataset):  # the entry named was used, the others dropped in silence
+        given = " and ".join(f for f, v in (("--model", model), ("--dataset", dataset)) if v)
+        raise LayerfuseError(f"--cache names the entry itself; {given} pick one by what it was made from: give one "
+                             "or the other")
     return resolve_entry(cache=cache, model=model, dataset=dataset, cache_dir=cache_dir,
                          extract_options={**(extract or {}), **(read or {})}, log=say, progress=show_progress(quiet))
 

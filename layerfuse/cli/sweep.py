@@ -131,6 +131,7 @@ def main(task, labels, fusions, shots, epochs, trials, lrs, batch_size, layers, 
                            precision=resolve_precision(precision, device, root=cache_dir))
         configs = grid(**lists, trials=trials, base=base, lr=_listed(axes["lr"]),
                        **{name: _listed(values) for name, values in settings.items()})
+        _check_curve_shots(curve, lists["shots"], out)
         _say_settings_unused(settings, lists["fusions"])
         entry = resolve(cache, model, dataset, cache_dir, read=read, extract=masking, quiet=quiet).with_labels(labels)
         check_samples(entry, configs)  # a sample larger than train: one line before anything else is said
@@ -158,6 +159,21 @@ def main(task, labels, fusions, shots, epochs, trials, lrs, batch_size, layers, 
     with open(paths["table"], encoding="utf-8") as f:
         click.echo(f.read())
     click.echo("plots: " + ", ".join(p for k, p in paths.items() if k != "table"))
+
+
+def _check_curve_shots(curve: list | None, shots: list, out: str) -> None:
+    """--curve-shots names N this grid or the runs already in ``out`` have, before any run (it was checked
+    by the report, after the whole grid had trained)."""
+    from ..experiments.results import RESULTS, read_results
+
+    if not curve:
+        return
+    ran = set(shots) | {r["config"].get("shots") for r in read_results(os.path.join(out, RESULTS)).values()}
+    missing = [n for n in curve if n not in ran]
+    if missing:
+        shown = ", ".join(str(n or "all") for n in sorted(ran, key=lambda n: n or math.inf))
+        raise LayerfuseError(f"--curve-shots {','.join(str(n or 'all') for n in missing)}: no run has that N "
+                             f"(the grid's and the runs' N: {shown})")
 
 
 def _refuse_another_metric(out: str, entry, task: str) -> None:

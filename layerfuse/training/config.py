@@ -201,6 +201,9 @@ class RunResult:
     seconds: dict  # {"total", "train", "eval"}
     device: str
     versions: dict
+    # torch's CPU threads: a CPU run's sums are ordered by them, so another count gives other weights in the
+    # last bits (and, after many steps, another best point); None in records written before it was kept
+    threads: int | None = None
     tagger_kwargs: dict = field(default_factory=dict)  # TokenTagger(**tagger_kwargs) rebuilds the head
     backbone_params: int | None = None  # FT: the backbone's trainable parameters (beside the head's)
     layer_usage: dict | None = None  # which layers the head uses, at its best dev point (training.diagnostics)

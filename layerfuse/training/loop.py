@@ -287,7 +287,8 @@ class Run:
             total_steps=self.total_steps, evals=book.evals, best_step=book.best["step"],
             best_epoch=book.best["epoch"], **self.task.summary(book.best["scores"], book.test),
             seconds={"total": seconds, "train": book.clock["train"], "eval": book.clock["eval"]},
-            device=str(self.device), versions=versions(), tagger_kwargs=self.head_kwargs,
+            device=str(self.device), versions=versions(), threads=torch.get_num_threads(),
+            tagger_kwargs=self.head_kwargs,
             backbone_params=count_parameters(self.model[1]) if len(self.model) > 1 else None, layer_usage=usage,
             labels_fingerprints=meta.get("label_fingerprints"), tagger=self.head if keep_head else None,
         )

@@ -146,3 +146,15 @@ def test_rank_layers_refuses_a_file_as_out_before_it_scores(tiny_cache, tmp_path
     result = CliRunner().invoke(main, ["rank-layers", "--cache", tiny_cache, "--out", str(tmp_path / "a-file")])
     assert result.exit_code == 1 and "is a file, not a folder" in one_error_line(result)
     assert (tmp_path / "a-file").read_text() == "mine"
+
+
+@pytest.mark.parametrize("command", ["train-head", "sweep", "rank-layers"])
+def test_cache_beside_model_or_dataset_is_refused(tiny_cache, tmp_path, command):
+    """`train-head --cache ENTRY --model bert-base-cased` trained on ENTRY's model and said nothing."""
+    from layerfuse.cli.main import main
+
+    result = CliRunner().invoke(main, [command, "--cache", tiny_cache, "--model", "bert-base-cased",
+                                       "--dataset", "wnut16", "--out", str(tmp_path / "out")])
+    assert result.exit_code == 1 and one_error_line(result) == (
+        "error: --cache names the entry itself; --model and --dataset pick one by what it was made from: give one "
+        "or the other"), result.output

@@ -199,6 +199,15 @@ def test_one_set_of_layers_spelled_otherwise_is_one_run(tiny_cache, tmp_path):
     assert json.loads(line)["config"]["layers"] == "0,2"
 
 
+def test_curve_shots_no_run_will_have_is_refused_before_any_run(tiny_cache, tmp_path):
+    """`--curve-shots 999` trained the whole grid, kept its heads, then stopped in the report."""
+    args = ["--cache", tiny_cache, "--out", str(tmp_path), "--fusions", "base", "--shots", "2", "--epochs", "1",
+            "--trials", "1", "--eval-points", "1", "--workers", "1", "--curve-shots", "999"]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 1 and not (tmp_path / RESULTS).exists(), result.output
+    assert "--curve-shots 999: no run has that N (the grid's and the runs' N: 2)" in result.output
+
+
 def test_a_setting_written_at_the_value_its_default_picks_is_the_default_run(tiny_cache, tmp_path):
     """`--extra-layers 1` on a backbone where the default picks 1 trained every run again and the
     report showed "extra" and "extra (extra layers 1)", two rows of the same runs."""

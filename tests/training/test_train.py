@@ -415,3 +415,14 @@ def test_more_evaluation_points_than_steps_is_every_step_and_two_schedules_are_r
     assert [e["step"] for e in many.evals] == [e["step"] for e in each.evals] == list(range(1, len(each.evals) + 1))
     with pytest.raises(LayerfuseError, match="eval_points must be left out with eval_every"):
         TrainConfig(**{**base.__dict__, "eval_every": 2, "eval_points": 3})
+
+
+def test_a_record_says_how_many_threads_it_trained_on(data):
+    """A run's weights depend on torch's thread count, which no record kept: a resumed sweep mixed two in silence."""
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        result = train_head(TrainConfig(fusion="base", shots=1, epochs=1, seed=0), data)
+    finally:
+        torch.set_num_threads(before)
+    assert result.to_dict()["threads"] == 1
