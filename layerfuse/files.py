@@ -11,6 +11,8 @@ import fcntl
 import json
 import os
 import re
+import signal
+import threading
 from contextlib import contextmanager
 
 
@@ -30,6 +32,41 @@ def write_json(path: str, obj, *, indent: int | None = 2) -> None:
         if isinstance(exc, OSError):  # named by the file meant, not the temporary one
             raise OSError(exc.errno, exc.strerror, path) from None
         raise
+
+
+@contextmanager
+def uninterrupted(*, deliver: bool = True):
+    """Ctrl-C and SIGTERM held until the block ends, then delivered (``deliver``; else the caller reads the
+    signals held from the list it is given): files that go together (a head's weights, its description and
+    the run's record) are never left half the old run's and half the new one's by an interrupt between
+    them. In the main thread only (where Python runs signal handlers); elsewhere nothing is held."""
+    held: list[int] = []
+    if threading.current_thread() is not threading.main_thread():
+        yield held
+        return
+    previous = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    for s in previous:
+        signal.signal(s, lambda signum, frame: held.append(signum))
+    try:
+        yield held
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+        if held and deliver:  # as if it came now: the command's own handler says what was kept
+            os.kill(os.getpid(), held[0])
+
+
+def replaced_whole(path: str, write) -> None:
+    """``write(tmp)`` writes the file beside ``path``, which then replaces ``path`` in one rename: a kill
+    while writing leaves the old file whole (a library that writes in place, as safetensors does, left a
+    cut one over it)."""
+    tmp = f"{path}.{os.getpid()}.tmp"
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    finally:
+        with contextlib.suppress(OSError):
+            os.remove(tmp)
 
 
 LOCK_FILE = ".layerfuse.lock"  # in each folder a writer locks: a file, since NFS locks a directory itself not at all

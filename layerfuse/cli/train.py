@@ -301,7 +301,23 @@ def _save_somewhere(result, data, entry, config: TrainConfig, *, out: str, load_
 
 
 def _save(result, data, entry, config: TrainConfig, *, out: str, load_seconds: float) -> str:
-    """The head's checkpoint (and an FT backbone beside it) and the run's JSON record; returns the stem."""
+    """The head's checkpoint (and an FT backbone beside it) and the run's JSON record, written together: a
+    Ctrl-C meanwhile waits for the last of them (`uninterrupted`), so a rerun of a run never leaves the
+    earlier head with the new record, or the reverse; returns the stem."""
+    import signal
+    import sys
+
+    from ..files import uninterrupted
+
+    with uninterrupted(deliver=False) as held:
+        stem = _write_run(result, data, entry, config, out=out, load_seconds=load_seconds)
+    if held:  # the run is trained and saved: the interrupt ends the command, saying so
+        say(f"interrupted after the head was saved: {stem}.json")
+        sys.exit(130 if held[0] == signal.SIGINT else 143)
+    return stem
+
+
+def _write_run(result, data, entry, config: TrainConfig, *, out: str, load_seconds: float) -> str:
     from ..files import write_json
     from ..training.checkpoint import file_sha256, same_mode, save_checkpoint, weights_sha256
 

@@ -24,7 +24,7 @@ import math
 import os
 
 from ..errors import LayerfuseError
-from ..files import folder_locked, write_json
+from ..files import folder_locked, uninterrupted, write_json
 from ..tasks import task_of
 from .results import (
     RESULTS,
@@ -63,9 +63,10 @@ def save_run_head(result, data, config, *, folder: str) -> None:
     if not task.is_default:  # NER checkpoints name no task, as train-head writes them
         extra = {"task": task.name, **extra}
     weights, _, _ = head_files(folder, run_id(config))
-    save_checkpoint(weights[: -len(".safetensors")], result.tagger, tagger_kwargs=result.tagger_kwargs,
-                    layers=result.layers, label_names=data.label_names, cache_meta=data.meta, cache_path=data.path,
-                    config=config.record(), extra=extra)
+    with uninterrupted():  # the weights and their description together (`files.uninterrupted`)
+        save_checkpoint(weights[: -len(".safetensors")], result.tagger, tagger_kwargs=result.tagger_kwargs,
+                        layers=result.layers, label_names=data.label_names, cache_meta=data.meta,
+                        cache_path=data.path, config=config.record(), extra=extra)
 
 
 def cell_of(config: dict) -> str:

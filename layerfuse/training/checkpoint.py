@@ -19,7 +19,7 @@ import os
 from dataclasses import is_dataclass
 
 from layerfuse.errors import LayerfuseError
-from layerfuse.files import write_json, writing
+from layerfuse.files import replaced_whole, write_json, writing
 from layerfuse.tasks import task_of
 
 FORMAT = "layerfuse-head"
@@ -92,8 +92,9 @@ def save_checkpoint(path: str, tagger, *, tagger_kwargs: dict, layers, label_nam
         "versions": versions(),
         **(extra or {}),
     }
+    module = copy.deepcopy(tagger).cpu() if _on_gpu(tagger) else tagger
     with writing(weights):  # a full disk is an OSError naming the file, not safetensors' own error type
-        save_model(copy.deepcopy(tagger).cpu() if _on_gpu(tagger) else tagger, weights, metadata={"format": FORMAT})
+        replaced_whole(weights, lambda tmp: save_model(module, tmp, metadata={"format": FORMAT}))
     record[CHECKSUM] = file_sha256(weights)  # what load_checkpoint and a run record compare the weights with
     record[DESCRIPTION_CHECKSUM] = description_sha256(record)
     write_json(config_path, record)

@@ -4,6 +4,7 @@ group's old names still work without being listed, and no other bare script (a g
 
 from __future__ import annotations
 
+import json
 import re
 import sys
 import tomllib
@@ -218,3 +219,34 @@ def test_every_listed_command_loads_and_runs_its_help():
     for name in COMMANDS:
         result = CliRunner().invoke(main, [name, "--help"], prog_name="layerfuse")
         assert result.exit_code == 0 and result.output.startswith(f"Usage: layerfuse {name} "), result.output
+
+
+def test_ctrl_c_while_a_rerun_saves_leaves_its_files_in_agreement(tiny_cache, tmp_path):
+    """A rerun of a run whose weights come out other (another thread count, device or precision) was cut by
+    Ctrl-C right after its weights were written: the earlier description and record no longer matched them,
+    and predict refused the head ("sha256 differs") while train-head said no head was saved."""
+    import os
+    import subprocess
+
+    from layerfuse.training.checkpoint import file_sha256, load_checkpoint
+
+    args = ["--cache", tiny_cache, "--fusion", "base", "--shots", "2", "--epochs", "1", "--out", str(tmp_path)]
+    first = CliRunner().invoke(main, ["train-head", *args])
+    assert first.exit_code == 0, first.output
+    code = ("import os, signal, sys, torch, safetensors.torch as st\n"
+            "save = st.save_model\n"
+            "def other_weights_then_ctrl_c(module, path, **kw):\n"
+            "    with torch.no_grad():\n"
+            "        next(module.parameters()).add_(1.0)  # a rerun whose weights differ\n"
+            "    save(module, path, **kw)\n"
+            "    os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C as soon as they are written\n"
+            "st.save_model = other_weights_then_ctrl_c\n"
+            "from layerfuse.cli.launch import train_head; sys.argv[0] = 'train-head'; train_head()")
+    child = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=300,
+                           env={**os.environ, "PYTHONPATH": os.getcwd()})
+    assert child.returncode == 130, child.stderr
+    assert child.stderr.strip().splitlines()[-1].startswith("interrupted after the head was saved: ")  # not "no head"
+    [record] = [p for p in tmp_path.glob("base-*.json") if not p.name.endswith(".head.json")]
+    weights = tmp_path / json.loads(record.read_text())["checkpoint"]
+    assert json.loads(record.read_text())["head_sha256"] == file_sha256(str(weights))  # the new pair, whole
+    load_checkpoint(str(weights))  # its description's checksum is the weights' too
