@@ -15,6 +15,15 @@ import sys
 
 FORMAT_VERSION = 1
 
+
+def newer_format(path: str, version) -> str | None:
+    """Why an entry of cache format ``version`` cannot be read here (written by a newer layerfuse, whose
+    layout this one would misread), or None."""
+    if isinstance(version, int) and version > FORMAT_VERSION:
+        return (f"{path} was written by a newer layerfuse (cache format {version}; this one reads format "
+                f"{FORMAT_VERSION}): upgrade layerfuse (pip install -U layerfuse) to read it")
+    return None
+
 # Fields that decide the stored numbers; the entry key hashes exactly these.
 KEY_FIELDS = (
     "model",

@@ -16,7 +16,16 @@ from ..errors import LayerfuseError
 from ..tasks import DEFAULT_TASK
 from . import label_sets, manifest
 from .codec import DEFAULT_DTYPE, SCALES, codec_of
-from .layout import ENTRY_NAME, FINISHED_FORMAT, KEY_FIELDS, OPTIONAL_KEY_FIELDS, PLAN, is_remote, local_path
+from .layout import (
+    ENTRY_NAME,
+    FINISHED_FORMAT,
+    KEY_FIELDS,
+    OPTIONAL_KEY_FIELDS,
+    PLAN,
+    is_remote,
+    local_path,
+    newer_format,
+)
 from .store import CorruptMetadataError, MissingChunkError, checked_store, open_group, shard_keys
 
 # An MLM entry's masking (in its key too): two entries masked with other seeds are told apart by it.
@@ -113,6 +122,9 @@ def entry_status(path: str, *, size: bool = True, group=None) -> EntryStatus:
     attrs = dict(group.attrs)
     if not attrs.get("format_version"):
         raise NotAnEntryError(f"{path} is not a layerfuse entry")
+    newer = newer_format(path, attrs["format_version"])
+    if newer:
+        raise LayerfuseError(newer)
     # Planned splits first, in the order asked for; one not even started is missing all the same.
     splits, finished = {name: False for name in attrs.get(PLAN) or []}, []
     for name, g in group.groups():
@@ -391,12 +403,14 @@ def _missing_files(path: str, group) -> list[str]:
             problems.append(f"{path}: split {split} lists files outside it ({', '.join(map(str, outside[:3]))}): "
                             "its metadata was edited")
             continue
-        if "hidden" in files and "hidden" in g:  # a shard lost before the split was finished (older versions)
+        # every shard of hidden is written: one lost before the split was finished (older versions), or by an
+        # entry finished before files were listed at all, is named, not read as zeros
+        if "hidden" in g and ("hidden" in files or "files" not in g.attrs):
             edited = _declared_rows_problem(path, split, g, "hidden", g["hidden"])
             if edited is not None:  # its grid of shards could be billions of keys: not listed
                 problems += [edited] if edited else []
                 continue
-            files["hidden"] = sorted(set(files["hidden"]) | set(shard_keys(g["hidden"])))
+            files["hidden"] = sorted(set(files.get("hidden", [])) | set(shard_keys(g["hidden"])))
         store.expect(split, files)
         arrays = {name for name, _ in g.arrays()}
         for name, keys in sorted(files.items()):

@@ -18,8 +18,8 @@ from ..errors import IncompleteEntryError, LayerfuseError
 from ..tasks import DEFAULT_TASK
 from . import label_sets, manifest
 from .codec import SCALES, codec_of
-from .layout import PLAN
-from .store import checked_store, open_group, require_complete
+from .layout import PLAN, newer_format
+from .store import checked_store, open_group, require_complete, shard_keys
 from .usage import hold, mark_read
 
 
@@ -60,6 +60,9 @@ class CacheEntry(MetaViews):
         self.meta = dict(self.group.attrs)
         if not self.meta.get("format_version"):
             raise LayerfuseError(f"{path} is not a layerfuse entry (no format_version attribute)")
+        newer = newer_format(self.path, self.meta["format_version"])
+        if newer:
+            raise LayerfuseError(newer)
         if isinstance(path, str):
             mark_read(path)  # eviction (`gc`) keeps what was read last, local readers included
         self._seen_finished: set[str] = set()  # `splits`: what this reader has seen finished
@@ -417,7 +420,12 @@ def expect_files(entry: CacheEntry, split: str, attrs: dict) -> None:
     store = checked_store(entry.group)
     if store is None:
         return
-    store.expect(split, attrs.get("files") or {})
+    files = dict(attrs.get("files") or {})
+    if "files" not in attrs and "kind" not in attrs:  # finished before files were listed: a lost shard read as 0
+        hidden = entry.group[split].get("hidden")
+        if hidden is not None and hidden.shape[0] == attrs.get("n_rows"):  # every shard of its grid is written
+            files["hidden"] = shard_keys(hidden)
+    store.expect(split, files)
     for name, info in (entry.stored_meta.get(label_sets.LISTING) or {}).items():
         keys = (info.get("files") or {}).get(split)
         if keys is not None:

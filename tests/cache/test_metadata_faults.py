@@ -112,3 +112,40 @@ def test_rm_of_a_missing_entry_is_still_refused(entry_copy):
     with pytest.raises(LayerfuseError, match="no cache entry"):
         remove(gone)
     assert "no cache entry" in one_error_line(_invoke("rm", "--yes", gone))
+
+
+def test_an_entry_of_a_newer_format_is_refused_by_name(entry_copy, tmp_path):
+    """An entry written by a newer layerfuse (format_version 7) was listed, verified and trained on as if
+    this one could read its layout."""
+    import zarr
+
+    zarr.open_group(entry_copy, mode="r+").attrs["format_version"] = 7
+    said = (f"error: {entry_copy} was written by a newer layerfuse (cache format 7; this one reads format 1): "
+            "upgrade layerfuse (pip install -U layerfuse) to read it")
+    assert one_error_line(_train_head(entry_copy, tmp_path)) == said
+    listed = _invoke("ls", "--cache-dir", os.path.dirname(entry_copy))
+    assert "written by a newer layerfuse (cache format 7" in listed.output
+
+
+def test_a_lost_shard_of_an_entry_from_before_file_lists_is_an_error_not_zeros(entry_copy):
+    """An entry finished before splits listed their files: a shard of hidden deleted read back as zeros and
+    `verify` said ok."""
+    import json
+
+    import numpy as np
+
+    from layerfuse.cache.reader import open_entry
+
+    for split in ("train", "dev", "test"):  # as an older release wrote the split's completion record
+        meta_path = os.path.join(entry_copy, split, "zarr.json")
+        meta = json.loads(open(meta_path, encoding="utf-8").read())
+        for old in ("files", "ready", "arrays"):
+            meta["attributes"].pop(old, None)
+        open(meta_path, "w", encoding="utf-8").write(json.dumps(meta))
+    before = open_entry(entry_copy).split("train").hidden(sentences=[0])
+    assert np.abs(before).max() > 0
+    os.remove(os.path.join(entry_copy, "train", "hidden", "c", "0", "0", "0"))
+    with pytest.raises(LayerfuseError, match=r"array train/hidden, chunk c/0/0/0 is missing"):
+        open_entry(entry_copy).split("train").hidden(sentences=[0])
+    verified = _invoke("verify", entry_copy)
+    assert verified.exit_code == 1 and "array train/hidden, chunk c/0/0/0 is missing" in verified.output
