@@ -26,6 +26,7 @@ from .layout import (
     local_path,
     newer_format,
 )
+from .shard import cut_shards
 from .store import CorruptMetadataError, MissingChunkError, checked_store, open_group, shard_keys
 
 # An MLM entry's masking (in its key too): two entries masked with other seeds are told apart by it.
@@ -421,6 +422,9 @@ def _missing_files(path: str, group) -> list[str]:
                 if not sync(store.exists(f"{split}/{name}/{key}")):
                     problems.append(f"{path}: array {split}/{name}, chunk {key} is missing "
                                     f"(file {split}/{name}/{key})")
+        if "hidden" in arrays and "hidden" in files:  # a stat per shard: one cut short is no whole shard
+            problems += [f"{path}: array {split}/hidden, chunk c/{block}/0/0 is cut short (file {split}/hidden/c/"
+                         f"{block}/0/0 is not a whole shard's size)" for block in cut_shards(g["hidden"])]
     return problems
 
 

@@ -41,11 +41,12 @@ def shard_files(array) -> ShardFiles | None:
     return None if layout is None else ShardFiles(array, shard_rows=layout[0], inner_rows=layout[1])
 
 
-def _layout(array) -> tuple[int, int] | None:
-    """(rows per shard, rows per inner chunk) of the cache's layout, else None."""
+def _layout(array, *, store=None) -> tuple[int, int] | None:
+    """(rows per shard, rows per inner chunk) of the cache's layout, on a local store (``store``: the one
+    under a reader's wrapper, else the array's own), else None."""
     from zarr.storage import LocalStore
 
-    if not isinstance(array.store, LocalStore) or array.ndim != 3:
+    if not isinstance(store or array.store, LocalStore) or array.ndim != 3:
         return None
     meta = json.loads(json.dumps(array.metadata.to_dict(), default=str))  # as in zarr.json: lists, not tuples
     codecs = meta.get("codecs", [])
@@ -169,6 +170,34 @@ def _write_file(path: Path, out: np.ndarray, size: int, *, direct: bool = True) 
                 os.close(fd)
     with open(path, "wb") as f:
         f.write(memoryview(out[:size]))
+
+
+def cut_shards(array) -> list[int]:
+    """The row blocks of ``array`` (of the layout `shard_files` accepts) whose shard file is there but not
+    the size a whole shard of its rows has: cut by a crash after its unit was flagged written, or since.
+    A stat per shard; other arrays and stores: none found."""
+    from zarr.storage import WrapperStore
+
+    store = array.store
+    while isinstance(store, WrapperStore):  # a reader's `CheckedStore`, say
+        store = store._store
+    layout = _layout(array, store=store)
+    if layout is None:
+        return []
+    shard_rows, inner_rows = layout
+    n, layers, d = array.shape
+    folder = Path(store.root) / array.path
+    cut = []
+    for block in range(-(-n // shard_rows)):
+        try:
+            size = (folder / array.metadata.encode_chunk_key((block, 0, 0))).stat().st_size
+        except FileNotFoundError:  # gone: named as missing by whoever lists the files
+            continue
+        rows = min(shard_rows, n - block * shard_rows)
+        if size != shard_size(rows, (layers, d), itemsize=array.dtype.itemsize, shard_rows=shard_rows,
+                              inner_rows=inner_rows):
+            cut.append(block)
+    return cut
 
 
 def shard_size(n: int, inner_shape: tuple[int, int], *, itemsize: int, shard_rows: int, inner_rows: int) -> int:

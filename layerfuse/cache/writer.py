@@ -21,7 +21,7 @@ from ..errors import LayerfuseError
 from . import manifest
 from .codec import CODECS, SCALES, ZERO_SHARE_WARNING, Codec, codec_of
 from .layout import FINISHED_FORMAT, PLAN, is_remote, local_path
-from .shard import remove_stale_partials, shard_files
+from .shard import cut_shards, remove_stale_partials, shard_files
 from .store import CHECKSUM, SMALL_ARRAY_CODECS, files_of, open_group, shard_keys
 
 LABEL_SET_PREFIX = "labels."  # label_sets.ARRAY_PREFIX (that module imports this one's neighbours)
@@ -129,6 +129,7 @@ class SplitWriter:
         stored = set(files_of(self.group, ["hidden"]).get("hidden", []))
         rows = (self.hidden.shards or self.hidden.chunks)[0]  # rows one stored object holds
         gone = {int(key.split("/")[1]) for key in shard_keys(self.hidden) if key not in stored}  # by row block
+        gone |= set(cut_shards(self.hidden))  # there, but cut short: a flag set before its bytes reached the disk
         lost = []
         for unit in np.flatnonzero(self.done[:]):
             lo, hi = self.plan.unit_range(int(unit))

@@ -94,3 +94,25 @@ def test_an_unfinished_split_whose_array_is_gone_is_written_again(tiny_bert_dir,
     assert len(old_sets) == len(new_sets) == 2 and all(np.array_equal(a, b) for a, b in zip(old_sets, new_sets))
     assert set(after) == set(before) and all(np.array_equal(after[k], before[k]) for k in before)
     assert open_entry(path).with_labels("pos").split("train").labels.shape == before["labels"].shape
+
+
+def test_a_shard_cut_short_after_its_unit_was_flagged_is_written_again(tiny_bert_dir, tiny_conll_dir, tmp_path):
+    """A crash whose flag reached the disk before the shard's bytes (no fsync between them): the resumed
+    run trusted the flag, marked the split complete, and `ls` called the entry complete; reads then failed
+    their checksums."""
+    import zarr
+
+    from layerfuse.cache.manage import quick_check
+
+    config = ExtractConfig(model=str(tiny_bert_dir), dataset=str(tiny_conll_dir), cache_dir=str(tmp_path),
+                           unit_rows=256)
+    path = extract(config, progress=False, log=lambda m: None).path
+    before = split_arrays(path, "train")
+    shard = os.path.join(path, "train", "hidden", "c", "1", "0", "0")
+    with open(shard, "r+b") as f:
+        f.truncate(os.path.getsize(shard) // 2)
+    assert any("chunk c/1/0/0 is cut short" in p for p in quick_check(path))  # ls and extract name it
+    zarr.open_group(path, mode="r+")["train"].attrs["complete"] = False  # as a run stopped before its end
+    extract(config, progress=False, log=lambda m: None)
+    after = split_arrays(path, "train")
+    assert all(np.array_equal(after[k], before[k]) for k in before) and quick_check(path) == []
