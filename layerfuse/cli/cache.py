@@ -164,6 +164,8 @@ def _variants(path: str, status):
 def rm_cmd(path, yes):
     """Delete an entry; a damaged one too (its metadata cannot be read), which no command can use and
     `extract` will not write over."""
+    if not is_remote(path):  # `.` (inside the entry) made the lock file `..lock` in it, and the rename failed
+        path = os.path.abspath(local_path(path))
     damaged = is_damaged_entry(path)  # refuses what is no entry
     said = " (a damaged entry: its metadata cannot be read)" if damaged else ""
     if not yes and not click.confirm(f"delete {path}{said}?", default=False, err=True):

@@ -323,3 +323,12 @@ def test_a_dry_run_with_leftovers_lists_what_the_real_run_removes(make_entry, ro
     real = CliRunner().invoke(main, ["gc", "--max-size", str(limit), "--cache-dir", f"file://{root}"])
     assert real.exit_code == 0 and "1 entry removed" in real.output, real.output  # a file:// root is local
     assert dirs(root) == [os.path.basename(keep)]
+
+
+def test_rm_of_dot_inside_the_entry_removes_it(make_entry, root, monkeypatch):
+    """`cd ENTRY && layerfuse rm --yes .` failed with "Device or resource busy (.)" and left a `..lock` in it."""
+    entry = make_entry(f"m__d__{'1' * 16}")
+    monkeypatch.chdir(entry)
+    result = CliRunner().invoke(main, ["rm", "--yes", "."])
+    assert result.exit_code == 0 and result.output == f"removed {entry}\n", result.output
+    assert os.listdir(root) == []
