@@ -79,13 +79,18 @@ class Tokens:
         return self._read(layer, np.float32)
 
     def layers(self, layers: list[int]) -> np.ndarray:
-        """[n, len(layers), d] float16: every layer of the scored rows, read one layer at a time."""
+        """[n, len(layers), d]: every layer of the scored rows, read one layer at a time; float16, or float32
+        once a layer holds values past float16's 65504 (a float32, bfloat16 or int8 entry's: the probe was
+        refused on them, per-layer probes and all)."""
         out = np.empty((len(self.rows), len(layers), self.split.dim), dtype=np.float16)
         for i, layer in enumerate(layers):
-            out[:, i] = self._read(layer, None)
-            if not np.isfinite(out[:, i]).all():  # a bfloat16 or int8 entry's values past float16's 65504
-                raise LayerfuseError(f"layer {layer} of split {self.split.name!r} has values beyond float16's range;"
-                                      f" the ScalarMix probe holds its layers in float16")
+            values = self._read(layer, None)
+            if not np.isfinite(values).all():
+                raise LayerfuseError(f"layer {layer} of split {self.split.name!r} holds non-finite values "
+                                     "(`layerfuse verify` names them)")
+            if out.dtype == np.float16 and values.size and np.abs(values).max() > np.finfo(np.float16).max:
+                out = out.astype(np.float32)  # the layers read so far, widened exactly
+            out[:, i] = values
         return out
 
 

@@ -4,7 +4,8 @@ record in ``<out>/probe.jsonl`` (see `records`), skipped when already there.
 
 Memory stays bounded by one layer for the single-layer probes (train, dev and test vectors of that
 layer, float32), and by the float16 [tokens, L + 1, d] of the train, dev and test tokens for the mix
-(13 layers x 768 x 200k train tokens is 4 GB); `ProbeConfig.max_train_tokens` caps the train part.
+(13 layers x 768 x 200k train tokens is 4 GB; float32, twice that, for a split whose values pass
+float16's range); `ProbeConfig.max_train_tokens` caps the train part.
 """
 
 from __future__ import annotations

@@ -68,3 +68,20 @@ def test_bad_options_are_one_line_errors(tiny_cache, tmp_path, args, message):
     assert result.exit_code == 1
     lines = [line for line in result.output.splitlines() if not line.startswith("probing ")]  # what it runs
     assert message in result.output and len(lines) == 1, result.output
+
+
+def test_an_entry_past_float16_range_is_probed(tiny_bert_dir, tiny_conll_dir, tmp_path):
+    """A float32 (or bfloat16, int8) entry holding values past 65504, what `extract` advises for such a model:
+    the probe stopped at the mix ("holds its layers in float16"), every per-layer probe lost with it."""
+    from conftest import scaled_bert
+
+    from layerfuse.extract.run import ExtractConfig, extract
+
+    loud = scaled_bert(tiny_bert_dir, tmp_path / "loud", lambda layer: layer.output.LayerNorm.weight.fill_(1e5))
+    entry = extract(ExtractConfig(model=str(loud), dataset=str(tiny_conll_dir), cache_dir=str(tmp_path / "root"),
+                                  dtype="float32", unit_rows=256), progress=False, log=lambda m: None).path
+    out = tmp_path / "probe"
+    result = CliRunner().invoke(main, ["probe", "--cache", entry, "--labels", "ner", "--trials", "1", "--out",
+                                       str(out), "--quiet", *FAST])
+    assert result.exit_code == 0, result.output
+    assert {r["probe"] for r in read_records(str(out / FILENAME))} == {0, 1, 2, "mix"}
