@@ -90,7 +90,7 @@ def _head(path: str) -> str:
         return path
     if not os.path.isfile(path):
         raise LayerfuseError(f"no head at {path}: the file does not exist")
-    from ..hf.export import resolve_head
+    from ..training.run_record import resolve_head
 
     return resolve_head(path)[0]
 

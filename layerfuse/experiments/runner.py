@@ -20,6 +20,9 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from itertools import product
+from numbers import Number
+
+import numpy as np
 
 from ..display import f1_points
 from ..errors import LayerfuseError
@@ -43,9 +46,15 @@ def grid(*, fusions, shots, epochs, trials: int, base: TrainConfig, **axes) -> l
     at ``base``'s value. A single value stands for a list of it (``fusions="dwatt"``, ``shots=8``)."""
     if not isinstance(trials, int) or trials < 1:
         raise LayerfuseError(f"trials {trials!r}: at least 1 (seeds 0..trials-1)")
-    fusions, shots, epochs = ([x] if isinstance(x, (str, int)) or x is None else x for x in (fusions, shots, epochs))
+    if not isinstance(base, TrainConfig):
+        raise LayerfuseError(f"base must be a TrainConfig (the settings every run shares), got {base!r:.80}")
+
+    def listed(values) -> list:  # a string, a number or None is one value: "12" is layers 12, not 1 and 2
+        one = isinstance(values, (str, bytes, Number)) or values is None
+        return [v.item() if isinstance(v, np.generic) else v for v in ([values] if one else values)]  # Python's
+
     names = ["fusion", "shots", "epochs", "seed", *axes]
-    values = [fusions, shots, epochs, range(trials), *axes.values()]
+    values = [listed(fusions), listed(shots), listed(epochs), range(trials), *map(listed, axes.values())]
     runs = {}
     for combo in product(*values):
         config = replace(base, **dict(zip(names, combo)))
@@ -71,6 +80,11 @@ def run_grid(entry, configs: list[TrainConfig], *, results: str, workers: int | 
     beside ``results`` (`layerfuse.experiments.heads`)."""
     from tqdm.auto import tqdm
 
+    from ..training.data import opened_entry
+
+    entry = opened_entry(entry, "run_grid")
+    if isinstance(configs, TrainConfig) or not all(isinstance(c, TrainConfig) for c in configs):
+        raise LayerfuseError(f"configs must be a list of TrainConfig (`grid` makes one), got {configs!r:.80}")
     if workers is not None and workers < 0:
         raise LayerfuseError(f"workers {workers}: use 0 (this process), a number of processes, or None (one per core)")
     if pack > 1 and load_per_run:

@@ -13,6 +13,9 @@ import json
 import os
 import time
 from dataclasses import dataclass
+from numbers import Integral, Real
+
+import numpy as np
 
 from ..cache import label_sets
 from ..cache.codec import CODECS, DEFAULT_DTYPE
@@ -72,8 +75,25 @@ class ExtractConfig:
     tokens_field: str | None = None
     tags_field: str | None = None
 
+    def _check_numbers(self) -> None:
+        """Whole numbers where a count is meant, a bool for trust_remote_code (a string "no" is true):
+        numpy's numbers taken as Python's (they failed later as JSON), anything else one line."""
+        for name, kind in (("max_length", Integral), ("token_budget", Integral), ("unit_rows", Integral),
+                           ("block_size", Integral), ("mask_seed", Integral), ("mlm_probability", Real),
+                           ("trust_remote_code", bool)):
+            value = getattr(self, name)
+            if value is None and name in ("max_length", "token_budget", "unit_rows"):
+                continue
+            if isinstance(value, np.generic):
+                value = value.item()
+                object.__setattr__(self, name, value)
+            if not isinstance(value, kind) or (kind is not bool and isinstance(value, bool)):
+                what = {Integral: "a whole number", Real: "a number", bool: "True or False"}[kind]
+                raise LayerfuseError(f"ExtractConfig.{name} must be {what}, got {value!r}")
+
     def __post_init__(self):
         task = self.task_info
+        self._check_numbers()
         for name in ("splits", "labels"):  # one name alone is that one, not its letters; () names none
             value = getattr(self, name)
             if isinstance(value, str):

@@ -8,6 +8,8 @@ import math
 from dataclasses import asdict, dataclass, field, fields
 from numbers import Integral, Real
 
+import numpy as np
+
 from ..errors import LayerfuseError
 from ..fusions.config import LM_HIDDEN_ACT, LM_LAYER_NORM_EPS, QUERY_LAYERS, FusionConfig
 from ..fusions.fusion import FE_LR
@@ -133,6 +135,9 @@ class TrainConfig:
         failed deep inside the run (numpy's SeedSequence, a slice), a string N in a comparison here."""
         for name in INTEGER_FIELDS + NUMBER_FIELDS:
             value = getattr(self, name)
+            if isinstance(value, np.generic):  # numpy's numbers as Python's: they failed later, as JSON or a seed
+                value = value.item()
+                object.__setattr__(self, name, value)
             kind = Integral if name in INTEGER_FIELDS else Real
             if (value is not None or name in REQUIRED_NUMBERS) and (isinstance(value, bool)
                                                                     or not isinstance(value, kind)):

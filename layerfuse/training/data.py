@@ -123,7 +123,7 @@ def load_data(entry, *, layers: Sequence[int] | None = None, eval_layers: Sequen
     larger than the memory budget streams instead (`store.open_split`).
 
     A sweep loads all of train (or the union of its samples) once and runs `train_head` on it."""
-    L = _opened(entry, "load_data").num_layers
+    L = opened_entry(entry, "load_data").num_layers
     # ids as the reader takes them (`id_array`): a float or a string's digits were read as other ids
     layers = tuple(range(1, L + 1)) if layers is None else tuple(id_array(layers, what="layers").tolist())
     eval_layers = layers if eval_layers is None else tuple(id_array(eval_layers, what="eval_layers").tolist())
@@ -148,7 +148,7 @@ def load_for_run(entry, *, layers: str | None, shots: int | None, seed: int,
     """Exactly what one run needs: its sample of train with the candidate layers (all of 1..L for
     auto:K, to rank them), and dev/test with only the fused layers; each with ``query_layers`` too
     (the top layer a run reads as z_L: `TrainConfig.query_layers`)."""
-    spec = parse_layers(layers, num_layers=_opened(entry, "load_for_run").num_layers)
+    spec = parse_layers(layers, num_layers=opened_entry(entry, "load_for_run").num_layers)
     if not is_seed(seed):
         raise LayerfuseError(f"seed {seed!r} is not an integer in 0..{SEED_LIMIT - 1}")
     _require_splits(entry)
@@ -169,7 +169,7 @@ def _with(layers: Sequence[int], more: Sequence[int]) -> tuple[int, ...]:
     return tuple(sorted({*map(int, layers), *map(int, more)}))
 
 
-def _opened(entry, what: str):
+def opened_entry(entry, what: str):
     """``entry`` if it is an opened entry (`open_entry`); a path is refused in one line, not an
     AttributeError of a ``str``."""
     if not hasattr(entry, "split") or isinstance(entry, (str, bytes)):

@@ -37,6 +37,26 @@ def test_a_path_is_refused_where_an_opened_entry_is_needed(tiny_cache):
     with pytest.raises(LayerfuseError, match="seed 'a' is not an integer"):
         load_for_run(open_entry(tiny_cache), layers=None, shots=2, seed="a")
     assert load_for_run(open_entry(tiny_cache), layers=[1, 2], shots=2, seed=0).dev.layers == (1, 2)
+    from layerfuse.experiments import run_sweep
+    from layerfuse.training import TrainConfig
+
+    config = TrainConfig(fusion="base", shots=2, epochs=1, seed=0)
+    with pytest.raises(LayerfuseError, match="run_grid takes an opened entry"):  # was AttributeError of a str
+        run_sweep(tiny_cache, [config], out="unused")
+    with pytest.raises(LayerfuseError, match="configs must be a list of TrainConfig"):
+        run_sweep(open_entry(tiny_cache), config, out="unused")
+
+
+def test_extract_config_numbers_are_numbers(tmp_path):
+    """numpy integers failed as JSON deep inside extract; unit_rows=10.5 in zarr; trust_remote_code="no" was true."""
+    from layerfuse.extract.run import ExtractConfig
+
+    config = ExtractConfig(dataset=str(tmp_path), max_length=np.int64(64), unit_rows=np.int32(256))
+    assert (type(config.max_length), type(config.unit_rows)) == (int, int)
+    for name, value in (("unit_rows", 10.5), ("token_budget", 2048.5), ("trust_remote_code", "no"),
+                        ("max_length", True)):
+        with pytest.raises(LayerfuseError, match=rf"ExtractConfig.{name} must be"):
+            ExtractConfig(dataset=str(tmp_path), **{name: value})
 
 
 @pytest.mark.parametrize("name", ["train/", "", "/", "train/hidden", "./train", None, 0])

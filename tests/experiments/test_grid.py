@@ -42,3 +42,20 @@ def test_default_lr_is_per_fusion_and_named_by_its_value():
     assert run_id(configs["concat"]) == run_id(explicit) == run_id(explicit.record())
     assert default_lr("concat", "ft") == 5e-5 == TrainConfig(fusion="concat", shots=8, epochs=1, seed=0,
                                                              mode="ft").max_lr
+
+
+def test_one_value_of_an_axis_is_that_value_and_numpy_numbers_are_pythons():
+    """`layers="12"` made runs on layer 1 and on layer 2 (a string iterated letter by letter), `lr=1e-3` was a
+    TypeError, and numpy numbers failed later as JSON in the run id."""
+    import numpy as np
+    import pytest
+
+    from layerfuse.errors import LayerfuseError
+
+    base = TrainConfig(fusion="concat", shots=2, epochs=1, seed=0)
+    [one] = grid(fusions="concat", shots=np.int64(2), epochs=1, trials=1, base=base, layers="1,2", lr=1e-3)
+    assert (one.layers, one.lr, type(one.shots)) == ("1,2", 1e-3, int)
+    assert {c.shots for c in grid(fusions="concat", shots=np.array([1, 2]), epochs=[1], trials=1, base=base)} == {1, 2}
+    run_id(TrainConfig(fusion="concat", shots=2, epochs=1, seed=np.int64(0), lr=np.float32(1e-3)))  # JSON, no error
+    with pytest.raises(LayerfuseError, match="base must be a TrainConfig"):
+        grid(fusions="concat", shots=2, epochs=1, trials=1, base=None)

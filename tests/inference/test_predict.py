@@ -190,3 +190,20 @@ def test_tag_batches_hold_a_bounded_number_of_padded_words():
     assert all(len(b) <= 32 and len(b) * max(lengths[i] for i in b) <= 8192 or len(b) == 1 for b in batches)
     assert [40] in batches  # the long one alone
     assert _batches([9000], 32, rows=8192) == [[0]]  # longer than the budget: alone, still tagged
+
+
+def test_predictor_takes_the_run_record_as_predict_does(tiny_cache, tmp_path):
+    """`Predictor("RUN.json")` said "RUN.safetensors does not exist" where `predict --head RUN.json` worked."""
+    from layerfuse.cli.train import main as train_head_cli
+    from layerfuse.errors import LayerfuseError
+    from layerfuse.inference import Predictor
+
+    trained = CliRunner().invoke(train_head_cli, ["--cache", tiny_cache, "--fusion", "base", "--shots", "2",
+                                                  "--epochs", "1", "--out", str(tmp_path)])
+    assert trained.exit_code == 0, trained.output
+    by_record = Predictor(str(tmp_path / "base-n2-e1-s0.json"))
+    by_head = Predictor(str(tmp_path / "base-n2-e1-s0.head"))
+    words = [["Alice", "met", "Bob"]]
+    assert by_record.tag(words) == by_head.tag(words)
+    with pytest.raises(LayerfuseError, match="a head is a checkpoint's path or its run record's"):
+        Predictor(None)

@@ -13,7 +13,7 @@ from cli_output import one_error_line
 from click.testing import CliRunner
 
 from layerfuse.cli.main import main as cli
-from layerfuse.hf.export import resolve_head
+from layerfuse.training.run_record import resolve_head
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 RUN = "concat-n1-e1-s0"  # the run name train-head gives the options below
