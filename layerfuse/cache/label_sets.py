@@ -125,6 +125,11 @@ def write_label_set(entry_path: str, name: str, *, kind: str, names: list[str], 
     and list it once every split's array is written. Only labels are written."""
     if kind not in KINDS:
         raise LayerfuseError(f"label set {name!r}: kind {kind!r} is not one of {', '.join(KINDS)}")
+    if not isinstance(name, str) or not re.fullmatch(r"[a-z][a-z0-9_]*", name):  # as --columns takes them
+        raise LayerfuseError(f"label set name {name!r}: a lower-case letter, then letters, digits or '_' (it names "
+                             "the set's array; 'a/b' failed there)")
+    if len(set(names)) != len(names):
+        raise LayerfuseError(f"label set {name!r}: its names hold duplicates ({', '.join(map(str, names))})")
     root = open_group(entry_path, mode="a")
     meta = dict(root.attrs)
     if name == primary_name(meta):
@@ -167,6 +172,9 @@ def _check_ids(name: str, split: str, ids: np.ndarray, *, n_names: int) -> None:
     if ids.size and int(ids.max()) >= n_names:
         raise LayerfuseError(f"label set {name!r}, split {split!r}: label id {int(ids.max())} is past its "
                              f"{n_names} names (ids 0..{n_names - 1}; negative = no label)")
+    if ids.size and int(ids.min()) < np.iinfo(np.int16).min:  # stored as int16: -40000 read back as label 25536
+        raise LayerfuseError(f"label set {name!r}, split {split!r}: label id {int(ids.min())} is below int16's "
+                             "range (a negative id means no label: use -1)")
 
 
 def _drop_unlisted(entry_path: str, root, sets: dict, *, keep: set[str]) -> None:

@@ -458,12 +458,18 @@ def test_train_head_refuses_data_of_another_set_than_its_config(tiny_bert_dir, c
     ({"train": "ids past the names"}, "label id 2 is past its 2 names"),  # a target out of bounds in training
     ({"train": "floats"}, "label ids must be integers, not float64"),  # truncated in silence
     ({"nosuch": "ids"}, "has no split 'nosuch'"),  # zarr's bare KeyError
+    ({"train": "below int16"}, "label id -40000 is below int16's range"),  # read back as label 25536
+    ({"train": "ids", "name": "a/b"}, "label set name 'a/b': a lower-case letter"),  # a KeyError of its array
+    ({"train": "ids", "names": ["A", "A"]}, "its names hold duplicates"),
 ])
 def test_a_label_set_is_checked_before_it_is_written(entry_copy, labels, said):
     n = open_entry(entry_copy).split("train").n_rows
-    arrays = {"ids past the names": np.arange(n) % 3, "floats": np.zeros(n) + 0.7, "ids": np.zeros(n, dtype=int)}
+    arrays = {"ids past the names": np.arange(n) % 3, "floats": np.zeros(n) + 0.7, "ids": np.zeros(n, dtype=int),
+              "below int16": np.full(n, -40000)}
+    labels = dict(labels)
+    name, names = labels.pop("name", "toy"), labels.pop("names", ["A", "B"])
     with pytest.raises(LayerfuseError, match=said):
-        label_sets.write_label_set(entry_copy, "toy", kind="token", names=["A", "B"],
+        label_sets.write_label_set(entry_copy, name, kind="token", names=names,
                                    fingerprints=dict.fromkeys(labels, "fp"),
                                    labels={split: arrays[what] for split, what in labels.items()})
     assert "toy" not in open_entry(entry_copy).label_sets
