@@ -104,6 +104,8 @@ def main(model, task, dataset, read, splits, labels, granularity, special_tokens
                            mlm_probability=mlm_probability, special_tokens=special_tokens,
                            labels=tuple(parse_list(labels, name="labels", cast=str)) if labels is not None else None,
                            **read)
+    if token_file and not server:  # it goes with --server: read by no one, the extraction ran here
+        raise LayerfuseError("--token-file goes with --server (the service's write token)")
     if server:
         _extract_on_server(server, config, token_file=token_file, quiet=quiet,
                            local={"--cache-dir": cache_dir, "--device": device, "--dry-run": dry_run})

@@ -158,3 +158,18 @@ def test_cache_beside_model_or_dataset_is_refused(tiny_cache, tmp_path, command)
     assert result.exit_code == 1 and one_error_line(result) == (
         "error: --cache names the entry itself; --model and --dataset pick one by what it was made from: give one "
         "or the other"), result.output
+
+
+def test_a_token_file_without_server_and_an_empty_export_out_are_one_line(tiny_cache, tmp_path):
+    """`extract --token-file F` without --server extracted here, the file read by no one; `export --out ''`
+    said only "No such file or directory"."""
+    from layerfuse.cli.main import main
+
+    token = tmp_path / "token"
+    token.write_text("t\n")
+    ran = CliRunner().invoke(extract_main, ["--token-file", str(token), "--cache-dir", str(tmp_path / "root")])
+    assert ran.exit_code == 1 and one_error_line(ran) == "error: --token-file goes with --server (the service's " \
+        "write token)", ran.output
+    empty = CliRunner().invoke(main, ["export", tiny_cache, "--out", ""])
+    assert empty.exit_code == 1 and one_error_line(empty) == "error: --out is empty: name the folder to write the " \
+        "model to", empty.output
