@@ -148,12 +148,14 @@ def checked_store(group: zarr.Group) -> CheckedStore | None:
 
 
 def exists(path: str) -> bool:
+    """Whether an entry (its ``zarr.json``) is at ``path``. On an object store the object is asked for,
+    and a failure to ask is an error, not "no": an entry that could not be read (a damaged zarr.json, a
+    throttled or refused request) was taken for none, and `extract` created a new one over it, deleting it."""
     if is_remote(path):
-        try:
-            zarr.open_group(path, mode="r")
-            return True
-        except Exception:
-            return False
+        import fsspec
+
+        fs, base = fsspec.core.url_to_fs(path)
+        return bool(fs.exists(base.rstrip("/") + "/zarr.json"))
     return os.path.exists(os.path.join(local_path(path), "zarr.json"))
 
 

@@ -169,6 +169,11 @@ class SplitWriter:
                 if n / self.codes > ZERO_SHARE_WARNING}
 
     def finish(self, stats: dict) -> None:
+        unwritten = np.flatnonzero(~self.done[:].astype(bool)) if self.writes != "none" else []
+        if len(unwritten):  # never complete with units no process wrote (their rows read as zeros)
+            raise LayerfuseError(f"split {self.group.path}: unit(s) {', '.join(map(str, unwritten[:5]))} were never "
+                                 "written here; with several processes every one must write to one cache root that "
+                                 "all of them reach (a folder of each node's own is not one)")
         lost = self.lost_units()
         if lost:  # never complete with a hole: a rerun writes these units again
             raise LayerfuseError(f"split {self.group.path}: unit(s) {', '.join(map(str, lost[:5]))} are flagged "
@@ -220,7 +225,9 @@ def _exists(path: str) -> bool:
 
 def open_root(entry_path: str, entry_attrs: dict) -> zarr.Group:
     """The entry at ``entry_path`` open for writing, created with ``entry_attrs`` if need be."""
-    root = open_group(entry_path, mode="a") if _exists(entry_path) else zarr.open_group(entry_path, mode="w")
+    # a new entry: created at the path itself (a file:// URL through fsspec made no folder for it)
+    root = open_group(entry_path, mode="a") if _exists(entry_path) else zarr.open_group(
+        entry_path if is_remote(entry_path) else local_path(entry_path), mode="w")
     if not root.attrs.get("format_version"):
         with named_writes(root, "the entry's metadata"):
             root.update_attributes(entry_attrs)  # one metadata write (attrs.update writes once per key)

@@ -114,3 +114,23 @@ def test_bytes_on_disk_reads_a_fresh_listing(s3_root):
     s3fs.S3FileSystem(skip_instance_cache=True).pipe(f"{base}/1", b"y" * 5)  # another writer
     assert bytes_on_disk(s3_root + "/entry/train") == 15
 
+
+
+def test_an_entry_that_cannot_be_read_is_never_written_over(s3_root, tiny_bert_dir, tiny_conll_dir):
+    """A damaged zarr.json on S3 (or a refused request) read as "no entry": `extract` created a new entry over
+    it, deleting its splits, and exited 0."""
+    import s3fs
+
+    from layerfuse.errors import LayerfuseError
+    from layerfuse.extract.run import ExtractConfig, extract
+
+    config = ExtractConfig(model=str(tiny_bert_dir), dataset=str(tiny_conll_dir), cache_dir=s3_root, unit_rows=256)
+    path = extract(config, progress=False, log=lambda m: None).path
+    fs = s3fs.S3FileSystem()
+    key = path.removeprefix("s3://") + "/zarr.json"
+    fs.pipe_file(key, fs.cat_file(key)[:-5])
+    objects = sorted(fs.find(path.removeprefix("s3://")))
+    with pytest.raises(LayerfuseError, match="zarr.json is corrupt"):
+        extract(ExtractConfig(**{**config.__dict__, "splits": ("train",)}), progress=False, log=lambda m: None)
+    fs.invalidate_cache()
+    assert sorted(fs.find(path.removeprefix("s3://"))) == objects  # nothing deleted, nothing written

@@ -116,3 +116,32 @@ def test_a_shard_cut_short_after_its_unit_was_flagged_is_written_again(tiny_bert
     extract(config, progress=False, log=lambda m: None)
     after = split_arrays(path, "train")
     assert all(np.array_equal(after[k], before[k]) for k in before) and quick_check(path) == []
+
+
+def test_a_split_with_units_no_process_wrote_is_never_complete(tiny_bert_dir, tiny_conll_dir, tmp_path, monkeypatch):
+    """Ranks writing to cache folders of their own (not one shared root): rank 0 marked each split complete with
+    the other ranks' units missing, and a head trained on their rows read as zeros."""
+    from layerfuse.cache.reader import open_entry
+    from layerfuse.cache.writer import SplitWriter
+    from layerfuse.errors import LayerfuseError
+
+    write = SplitWriter.write_unit
+    monkeypatch.setattr(SplitWriter, "write_unit",  # unit 1 is another process's, written elsewhere
+                        lambda self, unit, rows, **kw: None if unit == 1 else write(self, unit, rows, **kw))
+    config = ExtractConfig(model=str(tiny_bert_dir), dataset=str(tiny_conll_dir), cache_dir=str(tmp_path),
+                           unit_rows=64, splits=("train",))
+    with pytest.raises(LayerfuseError, match=r"unit\(s\) 1 were never written here; with several processes"):
+        extract(config, progress=False, log=lambda m: None)
+    monkeypatch.setattr(SplitWriter, "write_unit", write)
+    path = extract(config, progress=False, log=lambda m: None).path  # the rerun writes it: complete
+    assert "train" in open_entry(path).splits
+
+
+def test_a_file_url_root_takes_new_entries(tiny_bert_dir, tiny_conll_dir, tmp_path):
+    """`--cache-dir file:///...` read and reused entries, but creating one failed ("No such file or directory")."""
+    from layerfuse.cache.reader import open_entry
+
+    config = ExtractConfig(model=str(tiny_bert_dir), dataset=str(tiny_conll_dir), cache_dir=f"file://{tmp_path}",
+                           unit_rows=256, splits=("train",))
+    path = extract(config, progress=False, log=lambda m: None).path
+    assert open_entry(path).split("train").n_sentences > 0
