@@ -5,6 +5,10 @@ class LayerfuseError(Exception):
     """A problem with the user's input, files or cache; the message names the value, file and line."""
 
 
+class NewerFormatError(LayerfuseError):
+    """A cache entry written by a newer layerfuse: not damaged, only not readable by this release (`gc` keeps it)."""
+
+
 class IncompleteEntryError(LayerfuseError):
     """A cache entry (or split) whose extraction has not finished; it is never read as complete."""
 

@@ -18,7 +18,7 @@ import os
 import re
 import shutil
 
-from ..errors import LayerfuseError
+from ..errors import LayerfuseError, NewerFormatError
 from .layout import ENTRY_NAME, is_remote, local_path
 from .manage import (
     REMOVING,
@@ -153,7 +153,7 @@ def damaged(root: str) -> list[str]:
         if ENTRY_NAME.match(name) and os.path.isfile(os.path.join(path, "zarr.json")) and not os.path.islink(path):
             try:
                 entry_status(path, size=False)
-            except NotAnEntryError:  # a zarr group of someone else's: not ours to remove
+            except (NotAnEntryError, NewerFormatError):  # someone else's group; a newer release's entry: not damaged
                 continue
             except Exception:  # noqa: BLE001 - whatever makes it unreadable: it cannot be used
                 paths.append(path)

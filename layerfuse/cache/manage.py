@@ -12,7 +12,7 @@ from datetime import datetime
 
 import numpy as np
 
-from ..errors import LayerfuseError
+from ..errors import LayerfuseError, NewerFormatError
 from ..tasks import DEFAULT_TASK
 from . import label_sets, manifest
 from .codec import DEFAULT_DTYPE, SCALES, codec_of
@@ -125,7 +125,7 @@ def entry_status(path: str, *, size: bool = True, group=None) -> EntryStatus:
         raise NotAnEntryError(f"{path} is not a layerfuse entry")
     newer = newer_format(path, attrs["format_version"])
     if newer:
-        raise LayerfuseError(newer)
+        raise NewerFormatError(newer)
     # Planned splits first, in the order asked for; one not even started is missing all the same.
     splits, finished = {name: False for name in attrs.get(PLAN) or []}, []
     for name, g in group.groups():

@@ -14,7 +14,7 @@ from functools import cached_property
 import numpy as np
 import zarr
 
-from ..errors import IncompleteEntryError, LayerfuseError
+from ..errors import IncompleteEntryError, LayerfuseError, NewerFormatError
 from ..tasks import DEFAULT_TASK
 from . import label_sets, manifest
 from .codec import SCALES, codec_of
@@ -62,7 +62,7 @@ class CacheEntry(MetaViews):
             raise LayerfuseError(f"{path} is not a layerfuse entry (no format_version attribute)")
         newer = newer_format(self.path, self.meta["format_version"])
         if newer:
-            raise LayerfuseError(newer)
+            raise NewerFormatError(newer)
         if isinstance(path, str):
             mark_read(path)  # eviction (`gc`) keeps what was read last, local readers included
         self._seen_finished: set[str] = set()  # `splits`: what this reader has seen finished

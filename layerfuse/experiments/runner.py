@@ -44,6 +44,7 @@ def grid(*, fusions, shots, epochs, trials: int, base: TrainConfig, **axes) -> l
     ``axes`` adds more dimensions: a config field name and its values (e.g. ``lr=[5e-5, 1e-3]``).
     A setting some fusions own (`Fusion.options`) multiplies their runs alone: the others run once,
     at ``base``'s value. A single value stands for a list of it (``fusions="dwatt"``, ``shots=8``)."""
+    trials = trials.item() if isinstance(trials, np.generic) else trials
     if not isinstance(trials, int) or trials < 1:
         raise LayerfuseError(f"trials {trials!r}: at least 1 (seeds 0..trials-1)")
     if not isinstance(base, TrainConfig):
@@ -95,9 +96,9 @@ def run_grid(entry, configs: list[TrainConfig], *, results: str, workers: int | 
         raise LayerfuseError("FT runs train the backbone, which a cache does not hold: pass "
                              "load=layerfuse.experiments.load_live")
 
-    configs = defaults_named_once(entry, configs)
-    key = entry.meta.get("key")
     done = read_results(results, skipped=log)
+    configs = defaults_named_once(entry, configs, recorded=done.values())
+    key = entry.meta.get("key")
     refuse_other_entry(results, done.values(), entry)
     todo = [c for c in configs if run_id(c) not in done]
     check_samples(entry, todo)  # before any worker starts: a sample larger than train is one line
@@ -133,20 +134,30 @@ def run_grid(entry, configs: list[TrainConfig], *, results: str, workers: int | 
     return {run_id(c): done[run_id(c)] for c in configs if run_id(c) in done}
 
 
-def defaults_named_once(entry, configs: list[TrainConfig]) -> list[TrainConfig]:
+def defaults_named_once(entry, configs: list[TrainConfig], recorded=()) -> list[TrainConfig]:
     """``configs`` with what the entry's backbone makes of a default, written out, as the default: its
     default layers however written (``1..L``, ``1-6``) and a fusion setting at the value its default
     picks by depth (``extra_layers=1`` on a 6-layer backbone), each run once: written out, they were
-    other runs, trained again beside the default's and reported in a row of their own."""
+    other runs, trained again beside the default's and reported in a row of their own. A set of layers
+    spelled otherwise than a ``recorded`` run (or an earlier config) spelled it takes that spelling
+    (``5,4`` after ``4,5``; ``4-6`` after ``4..6``): one run and one row, the recorded ids unchanged."""
     from ..fusions.registry import declared_options
-    from ..layers.spec import canonical_layers
+    from ..layers.spec import layer_set
 
     by_depth = {name: option.by_depth(entry.num_layers) for name, option in declared_options().items()
                 if option.default is None and option.by_depth is not None}
+    spelled: dict = {}  # what a set names -> its first spelling, recorded runs' first
+    for layers in [(r.get("config") or {}).get("layers") for r in recorded] + [c.layers for c in configs]:
+        if isinstance(layers, str) and layers:
+            try:
+                spelled.setdefault(layer_set(layers, num_layers=entry.num_layers), layers)
+            except LayerfuseError:  # a record of another backbone's layers: it names no set of this one
+                continue
 
     def canonical(c: TrainConfig) -> TrainConfig:
         if c.layers:
-            c = replace(c, layers=canonical_layers(c.layers, num_layers=entry.num_layers))
+            named = layer_set(c.layers, num_layers=entry.num_layers)
+            c = replace(c, layers=None if named is None else spelled.get(named, c.layers))
         written_out = {name: None for name, value in c.options if by_depth.get(name, object()) == value}
         return replace(c, **written_out) if written_out else c
 

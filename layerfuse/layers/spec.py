@@ -70,23 +70,20 @@ def xie_shortfall(spec: str | None, fused: list[int], *, num_layers: int) -> str
 
 
 def canonical_layers(spec: str | None, *, num_layers: int) -> str | None:
-    """One name for each set of layers however it is written: None for the default layers 1..L (``all``,
-    ``1..L``, ``1-6``), the layers in order with consecutive ones as a range for any other set (``6,4,5``,
-    ``4-6`` and ``4..L`` on six layers are ``4..6``; ``4,8,12`` stays), a ranked spec (``auto:K``,
-    ``xie:K``) as given. A sweep rerun that spells a set otherwise skips its runs rather than training
-    them again and averaging each seed with itself, in a row of its own."""
+    """``spec``, or None where it names the default layers 1..L however it is written (``all``, ``1..L``,
+    ``1-6``): the default run has one name, so a sweep rerun with ``--layers all`` skips it rather than
+    training it again and averaging each seed with itself. Another set keeps its spelling, which its
+    runs' ids hash; `layer_set` tells two spellings of one set apart from two sets."""
+    return None if layer_set(spec, num_layers=num_layers) is None else spec
+
+
+def layer_set(spec: str | None, *, num_layers: int) -> tuple | str | None:
+    """What ``spec`` names, whatever its spelling: None for the default layers 1..L, the sorted layer ids
+    of any other set (``6,4,5``, ``4-6`` and ``4..L`` on six layers are one), ``rule:K`` for a ranked one."""
     parsed = parse_layers(spec, num_layers=num_layers)
-    if parsed.k is not None:  # ranked (auto:K, xie[:K]): named as given, as runs have been recorded
-        return spec
-    if parsed.candidates == tuple(range(1, num_layers + 1)):
-        return None
-    runs: list[list[int]] = []  # consecutive layers as a..b, the way most sets are written (10..12, 4,8,12)
-    for layer in parsed.candidates:
-        if runs and layer == runs[-1][-1] + 1:
-            runs[-1].append(layer)
-        else:
-            runs.append([layer])
-    return ",".join(f"{r[0]}..{r[-1]}" if len(r) > 1 else str(r[0]) for r in runs)
+    if parsed.k is not None:
+        return f"{parsed.rule}:{parsed.k}"
+    return None if parsed.candidates == tuple(range(1, num_layers + 1)) else parsed.candidates
 
 
 def ranking_rule(spec: str | None) -> str | None:

@@ -125,6 +125,9 @@ def test_an_entry_of_a_newer_format_is_refused_by_name(entry_copy, tmp_path):
     assert one_error_line(_train_head(entry_copy, tmp_path)) == said
     listed = _invoke("ls", "--cache-dir", os.path.dirname(entry_copy))
     assert "written by a newer layerfuse (cache format 7" in listed.output
+    # not damaged: gc removed it first of all, as unreadable, while rm refused it (a root two releases share)
+    _invoke("gc", "--max-size", "0", "--cache-dir", os.path.dirname(entry_copy))
+    assert os.path.isfile(os.path.join(entry_copy, "zarr.json"))
 
 
 def test_a_lost_shard_of_an_entry_from_before_file_lists_is_an_error_not_zeros(entry_copy):

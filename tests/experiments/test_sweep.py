@@ -189,18 +189,17 @@ def test_the_default_layers_written_out_are_the_default_runs(tiny_cache, tmp_pat
 
 def test_one_set_of_layers_spelled_otherwise_is_one_run(tiny_cache, tmp_path):
     """`--layers 2,0`, then `0,2`, `0,L` and with spaces: each was a run and a report row of its own, the same
-    run four times; consecutive layers are one range however written."""
+    run four times. The recorded spelling names the set, so runs recorded before keep their ids."""
     small = ["--cache", tiny_cache, "--out", str(tmp_path), "--fusions", "base", "--shots", "2", "--epochs", "1",
              "--trials", "1", "--eval-points", "1", "--workers", "1", "--keep-heads", "none"]
     for spec in ("2,0", "0,2", "0,L", " 0 , 2 "):  # the tiny cache has L = 2
         result = CliRunner().invoke(main, [*small, "--layers", spec])
         assert result.exit_code == 0, result.output
     [line] = _lines(tmp_path / RESULTS)
-    assert json.loads(line)["config"]["layers"] == "0,2"
-    from layerfuse.layers.spec import canonical_layers
+    assert json.loads(line)["config"]["layers"] == "2,0"  # the first spelling, its id kept for every later one
+    from layerfuse.layers.spec import layer_set
 
-    assert {canonical_layers(s, num_layers=12) for s in ("12,10,11", "10-12", "10..L", "10..12")} == {"10..12"}
-    assert canonical_layers("4,8,12", num_layers=12) == "4,8,12" and canonical_layers("3..3", num_layers=6) == "3"
+    assert {layer_set(s, num_layers=12) for s in ("12,10,11", "10-12", "10..L", "10..12")} == {(10, 11, 12)}
 
 
 def test_curve_shots_no_run_will_have_is_refused_before_any_run(tiny_cache, tmp_path):

@@ -19,7 +19,7 @@ def test_depth_study_on_two_depths(tiny_conll_dir, tiny_bert_dir, tiny_roberta_d
     concat = next(r for r in rows if "| layerfuse | concat |" in r)
     assert concat.split("|")[7].strip() != "-" and "(2)" in concat  # a gain over base, two seeds
     assert any(line.startswith(f"| {tiny_roberta_dir} | dwatt | 2 | auto:1 |") for line in text.splitlines())
-    assert any(line.startswith(f"| {tiny_roberta_dir} | concat | 2 | 3 |") for line in text.splitlines())
+    assert any(line.startswith(f"| {tiny_roberta_dir} | concat | 2 | 3..3 |") for line in text.splitlines())
     for name in ("gains_over_base.png", "nu_by_relative_depth.png"):
         assert (tmp_path / "docs" / f"depth_{name}").stat().st_size > 1000
     assert "\n\nDev: all 40 dev sentences.\n\n" in (tmp_path / "docs" / "depth.md").read_text()
