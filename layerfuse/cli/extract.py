@@ -112,7 +112,8 @@ def main(model, task, dataset, read, splits, labels, granularity, special_tokens
         return
     checked_root(cache_dir, write=not dry_run)
     if dry_run:
-        _print_estimate(estimate(config), task=task)
+        if int(os.environ.get("RANK", "0")) == 0:  # under torchrun the plan is printed once, as results are
+            _print_estimate(estimate(config), task=task)
         return
     result = extract(config, progress=show_progress(quiet), log=lambda m: click.echo(m, err=True))
     if int(os.environ.get("RANK", "0")) != 0:

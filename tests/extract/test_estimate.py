@@ -141,3 +141,15 @@ def test_a_dry_run_refuses_a_label_set_the_data_lacks_as_the_run_does(tiny_bert_
     result = CliRunner().invoke(extract_cli, [*args, "--dry-run", "--labels", "ner,foo"])
     assert result.exit_code == 1 and result.output.startswith("error: --labels 'foo': "), result.output
     assert "dry run" not in result.output
+
+
+def test_a_dry_run_under_torchrun_prints_its_plan_once(tiny_bert_dir, tiny_conll_dir, tmp_path, monkeypatch):
+    """Every rank of `torchrun ... extract --dry-run` printed the whole plan; ranks other than 0 now say nothing."""
+    args = ["--model", str(tiny_bert_dir), "--dataset", str(tiny_conll_dir), "--cache-dir", str(tmp_path / "root"),
+            "--dry-run"]
+    monkeypatch.setenv("RANK", "1")
+    other = CliRunner().invoke(extract_cli, args)
+    assert other.exit_code == 0 and other.output == "", other.output
+    monkeypatch.setenv("RANK", "0")
+    first = CliRunner().invoke(extract_cli, args)
+    assert first.exit_code == 0 and "dry run" in first.output, first.output
