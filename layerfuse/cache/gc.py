@@ -68,8 +68,9 @@ def collect(root: str, *, max_size: int, dry_run: bool = False, on_skip=None, on
     if not os.path.isdir(root):
         return []
     garbage = leftovers(root, dry_run=dry_run)
-    for path, size in garbage if on_leftover is not None else []:
-        on_leftover(path, size)
+    if on_leftover is not None:
+        for path, size in garbage:
+            on_leftover(path, size)
     # the whole root: partial entries and sidecars count toward the size; leftovers a dry run keeps do not
     total = bytes_on_disk(root) - (sum(size for _, size in garbage) if dry_run else 0)
     for path in damaged(root):
@@ -99,9 +100,9 @@ def leftovers(root: str, *, dry_run: bool = False) -> list[tuple[str, int]]:
     """Remove (``dry_run``: only find) what killed removals left under a local ``root``: folders
     `manage.remove` renamed, and entry folders without ``zarr.json`` that no extract is writing.
     Returns ``(path, bytes)`` of each."""
-    if is_remote(root) or not os.path.isdir(local_path(root)):
+    root = local_path(root)  # a file:// root is a local one
+    if is_remote(root) or not os.path.isdir(root):
         return []
-    root = local_path(root)
     found = []
     for name in sorted(os.listdir(root)):
         path = os.path.join(root, name)
@@ -144,9 +145,9 @@ def _remove_orphan(path: str) -> bool:
 
 def damaged(root: str) -> list[str]:
     """The entries under a local ``root`` whose metadata cannot be read (oldest first); a link is the user's."""
-    if is_remote(root) or not os.path.isdir(local_path(root)):
+    root = local_path(root)  # a file:// root is a local one
+    if is_remote(root) or not os.path.isdir(root):
         return []
-    root = local_path(root)
     paths = []
     for name in sorted(os.listdir(root)):
         path = os.path.join(root, name)

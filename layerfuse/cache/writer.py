@@ -169,7 +169,7 @@ class SplitWriter:
                 if n / self.codes > ZERO_SHARE_WARNING}
 
     def finish(self, stats: dict) -> None:
-        unwritten = np.flatnonzero(~self.done[:].astype(bool)) if self.writes != "none" else []
+        unwritten = np.flatnonzero(~self.done[:])
         if len(unwritten):  # never complete with units no process wrote (their rows read as zeros)
             raise LayerfuseError(f"split {self.group.path}: unit(s) {', '.join(map(str, unwritten[:5]))} were never "
                                  "written here; with several processes every one must write to one cache root that "

@@ -164,16 +164,12 @@ def main(task, labels, fusions, shots, epochs, trials, lrs, batch_size, layers, 
 def _check_curve_shots(curve: list | None, shots: list, out: str) -> None:
     """--curve-shots names N this grid or the runs already in ``out`` have, before any run (it was checked
     by the report, after the whole grid had trained)."""
+    from ..experiments.report import check_curve_shots
     from ..experiments.results import RESULTS, read_results
 
-    if not curve:
-        return
-    ran = set(shots) | {r["config"].get("shots") for r in read_results(os.path.join(out, RESULTS)).values()}
-    missing = [n for n in curve if n not in ran]
-    if missing:
-        shown = ", ".join(str(n or "all") for n in sorted(ran, key=lambda n: n or math.inf))
-        raise LayerfuseError(f"--curve-shots {','.join(str(n or 'all') for n in missing)}: no run has that N "
-                             f"(the grid's and the runs' N: {shown})")
+    if curve:
+        recorded = {r["config"].get("shots") for r in read_results(os.path.join(out, RESULTS)).values()}
+        check_curve_shots(curve, set(shots) | recorded, whose="the grid's and the runs'")
 
 
 def _refuse_another_metric(out: str, entry, task: str) -> None:

@@ -432,6 +432,15 @@ def _save(fig, axes, path: str, *, ylabel: str, title: str, heads: list[str], ba
     return path
 
 
+def check_curve_shots(curve_shots, ran: set, *, whose: str = "the runs'") -> None:
+    """Every N of ``curve_shots`` (None: the whole train split) is one of ``ran``, else one line naming them."""
+    missing = [n for n in curve_shots if n not in ran]
+    if missing:
+        shown = ", ".join(str(n or "all") for n in sorted(ran, key=lambda n: n or math.inf))
+        raise LayerfuseError(f"--curve-shots {','.join(str(n or 'all') for n in missing)}: no run has that N "
+                             f"({whose} N: {shown})")
+
+
 def render(records, out: str, *, curve_shots: list[int] | None = None, per_lr: bool = False,
            nu: list | None = None) -> dict[str, str]:
     """Write report.md, f1_vs_shots.png (when some run has an N) and f1_vs_step.png into `out`; returns
@@ -451,12 +460,7 @@ def render(records, out: str, *, curve_shots: list[int] | None = None, per_lr: b
     shots_seen = sorted({r["config"]["shots"] for r in records if r["config"]["shots"] is not None})
     if not curve_shots:
         curve_shots = [shots_seen[0], shots_seen[-1]] if len(shots_seen) > 1 else shots_seen or [None]
-    ran = set(shots_seen) | ({None} if any(r["config"]["shots"] is None for r in records) else set())
-    missing = [n for n in curve_shots if n not in ran]
-    if missing:  # it drew an empty panel titled "N = 16, 0 epochs"
-        shown = ", ".join(str(n or "all") for n in sorted(ran, key=lambda n: n or math.inf))
-        raise LayerfuseError(f"--curve-shots {','.join(str(n or 'all') for n in missing)}: no run has that N "
-                             f"(the runs' N: {shown})")
+    check_curve_shots(curve_shots, {r["config"]["shots"] for r in records})  # it drew an empty "N = 16" panel
     paths = {"table": os.path.join(out, "report.md")}
     shots_figure = plot_f1_vs_shots(records, os.path.join(out, "f1_vs_shots.png"), title=title)
     if shots_figure:
