@@ -68,6 +68,7 @@ class TrainConfig:
         if self.shots == "all":  # as --shots all and load_for_run say it
             object.__setattr__(self, "shots", None)
         self._check_types()
+        object.__setattr__(self, "layers", _layers_text(self.layers))
         if not FUSIONS[self.fusion].reads_query_layer:  # no z_L: --query-layer changes nothing, so the run says fused
             object.__setattr__(self, "query_layer", FusionConfig.query_layer)
         for name, value, ok, rule in self._checks():
@@ -228,6 +229,22 @@ class RunResult:
     def to_dict(self) -> dict:
         return {k: v for k, v in self.__dict__.items()
                 if k != "tagger" and not (k in OPTIONAL_FIELDS and v is None)}  # NER records keep their old keys
+
+
+def _layers_text(layers):
+    """``layers`` as the text `--layers` takes: a number or a list of numbers (``[4, 8]``) is written
+    ``"4,8"`` (a list made the config unhashable, so `grid` and a set of runs failed on it)."""
+    if isinstance(layers, np.generic):
+        layers = layers.item()
+    if isinstance(layers, Integral) and not isinstance(layers, bool):
+        return str(int(layers))
+    if isinstance(layers, (list, tuple, np.ndarray)):
+        items = [x.item() if isinstance(x, np.generic) else x for x in layers]
+        if items and all(isinstance(x, Integral) and not isinstance(x, bool) for x in items):
+            return ",".join(str(int(x)) for x in items)
+    elif layers is None or isinstance(layers, str):
+        return layers
+    raise LayerfuseError(f"layers must be text such as '4,8,12', a layer number or a list of them, got {layers!r}")
 
 
 def diverged_at(evals: list[dict]) -> dict | None:

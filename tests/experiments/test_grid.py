@@ -59,3 +59,21 @@ def test_one_value_of_an_axis_is_that_value_and_numpy_numbers_are_pythons():
     run_id(TrainConfig(fusion="concat", shots=2, epochs=1, seed=np.int64(0), lr=np.float32(1e-3)))  # JSON, no error
     with pytest.raises(LayerfuseError, match="base must be a TrainConfig"):
         grid(fusions="concat", shots=2, epochs=1, trials=1, base=None)
+
+
+def test_layers_given_as_numbers_are_the_text_layers_takes():
+    """`TrainConfig(layers=[4, 8])` made an unhashable config (a list in a frozen dataclass): sets of
+    runs and the grid failed on it far from the call. Numbers are written as `--layers` takes them;
+    anything else is refused in one line."""
+    import numpy as np
+    import pytest
+
+    from layerfuse.errors import LayerfuseError
+
+    made = [TrainConfig(fusion="concat", shots=2, epochs=1, seed=0, layers=layers)
+            for layers in ([1, 2], (1, 2), np.array([1, 2]), "1,2")]
+    assert {c.layers for c in made} == {"1,2"} and len({run_id(c) for c in made}) == 1
+    assert TrainConfig(fusion="concat", shots=2, epochs=1, seed=0, layers=np.int64(3)).layers == "3"
+    for bad in ([], ["a"], 1.5, True):
+        with pytest.raises(LayerfuseError, match="layers must be text"):
+            TrainConfig(fusion="concat", shots=2, epochs=1, seed=0, layers=bad)
