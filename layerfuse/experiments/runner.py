@@ -95,6 +95,10 @@ def run_grid(entry, configs: list[TrainConfig], *, results: str, workers: int | 
     if load is load_cached and any(c.mode == "ft" for c in configs):  # before a worker starts, not inside one
         raise LayerfuseError("FT runs train the backbone, which a cache does not hold: pass "
                              "load=layerfuse.experiments.load_live")
+    if keep_heads != "none" and any(c.mode == "ft" for c in configs):  # a head alone would export the untuned backbone
+        raise LayerfuseError(f"keep_heads={keep_heads!r} with FT runs: an FT head needs its tuned backbone, "
+                             "which a grid does not save; pass keep_heads='none' and train the winner with "
+                             "`train-head --mode ft`")
 
     done = read_results(results, skipped=log)
     configs = defaults_named_once(entry, configs, recorded=done.values())

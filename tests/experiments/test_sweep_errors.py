@@ -137,3 +137,17 @@ def test_ft_runs_from_the_cache_are_one_line_before_any_worker(tiny_cache, tmp_p
     with pytest.raises(LayerfuseError, match="load=layerfuse.experiments.load_live"):
         run_grid(open_entry(tiny_cache), [config], results=str(tmp_path / "results.jsonl"), workers=2,
                  progress=False, log=lambda m: None)
+
+
+def test_ft_runs_keep_no_head_without_their_backbone(tiny_cache, tmp_path):
+    """A grid kept an FT run's head alone: exported, it sat on the untuned backbone and tagged worse
+    without a word. Keeping one is refused before any run, naming what to do instead."""
+    from layerfuse.experiments import load_live
+
+    config = TrainConfig(fusion="base", shots=2, epochs=1, seed=0, mode="ft")
+    results = tmp_path / "results.jsonl"
+    for keep in ("best", "all"):
+        with pytest.raises(LayerfuseError, match="an FT head needs its tuned backbone"):
+            run_grid(open_entry(tiny_cache), [config], results=str(results), workers=0, load=load_live,
+                     keep_heads=keep, progress=False, log=lambda m: None)
+    assert not results.exists() and not (tmp_path / "heads").exists()
