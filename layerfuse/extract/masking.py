@@ -20,7 +20,7 @@ import numpy as np
 
 from ..errors import LayerfuseError
 from ..seeds import SEED_LIMIT, is_seed
-from .tokenize import Tokenized, special_tokens
+from .tokenize import AS_TEXT, Tokenized, special_tokens
 
 IGNORE = -100  # label of rows not chosen for prediction (torch's cross-entropy ignore_index)
 
@@ -88,7 +88,7 @@ def make_blocks(tokenizer, documents: list[str], *, block_size: int,
     size = content_size(tokenizer, block_size)
     parts = []
     for start in range(0, len(documents), batch):
-        enc = tokenizer(list(documents[start : start + batch]), add_special_tokens=False, verbose=False,
+        enc = tokenizer(list(documents[start : start + batch]), **AS_TEXT,  # a "<mask>" in a text is text
                         return_attention_mask=False, return_token_type_ids=False)
         parts.extend(np.asarray(ids, dtype=np.int64) for ids in enc["input_ids"])
     ids = np.concatenate(parts) if parts else np.zeros(0, np.int64)

@@ -10,6 +10,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
+# How words are tokenized everywhere (extraction, FT, predict, the exported tokenizer): a word spelled like
+# a special token ("[SEP]", "<mask>") is text, not that token (it was encoded as the separator); no
+# specials are added here (`special_tokens`); and no warning that a sentence is longer than the model's
+# input: such a sentence is windowed later, so "will result in indexing errors" would be false.
+AS_TEXT = dict(split_special_tokens=True, add_special_tokens=False, verbose=False)
+
 
 @dataclass
 class Tokenized:
@@ -71,19 +77,18 @@ def tokenize_words(tokenizer, sentences: list[list[str]], *, batch: int = 4096) 
     n_empty = 0
     for start in range(0, len(sentences), batch):
         chunk = [list(s) for s in sentences[start : start + batch]]
-        # verbose=False: a sentence longer than the model's input is windowed later, so the tokenizer's
-        # warning that it "will result in indexing errors" would be false
-        enc = tokenizer(chunk, is_split_into_words=True, add_special_tokens=False, verbose=False)
+        enc = tokenizer(chunk, is_split_into_words=True, **AS_TEXT)
         for i, words in enumerate(chunk):
             sent_ids, wids = enc["input_ids"][i], enc.word_ids(i)
             present = set(w for w in wids if w is not None)
-            if len(present) < len(words):
-                missing = [j for j in range(len(words)) if j not in present]
-                n_empty += len(missing)
-                for j in missing:
-                    words[j] = tokenizer.unk_token
-                redo = tokenizer([words], is_split_into_words=True, add_special_tokens=False, verbose=False)
-                sent_ids, wids = redo["input_ids"][0], redo.word_ids(0)
+            if len(present) < len(words):  # a word of no tokens gets the unknown token, in its place
+                n_empty += len(words) - len(present)
+                pieces = [([], j) for j in range(len(words))]
+                for token, w in zip(sent_ids, wids):
+                    pieces[w][0].append(token)
+                pieces = [(tokens or [tokenizer.unk_token_id], j) for tokens, j in pieces]
+                sent_ids = [t for tokens, _ in pieces for t in tokens]
+                wids = [j for tokens, j in pieces for _ in tokens]
             ids.extend(sent_ids)
             word_of.extend(wids)
             sub_counts.append(len(sent_ids))

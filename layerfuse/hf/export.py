@@ -129,7 +129,8 @@ def _save_tokenizer(tokenizer, out: str) -> None:
     path = os.path.join(out, "tokenizer_config.json")
     with open(path, encoding="utf-8") as f:
         config = json.load(f)
-    config.update(tokenizer_class="PreTrainedTokenizerFast", model_input_names=inputs)
+    # a word spelled like a special token ("[SEP]") is text to the pipeline too, as to `predict` (AS_TEXT)
+    config.update(tokenizer_class="PreTrainedTokenizerFast", model_input_names=inputs, split_special_tokens=True)
     for loaded_with in ("local_files_only", "is_local"):  # how this machine loaded it, not the model's
         config.pop(loaded_with, None)
     with open(path, "w", encoding="utf-8") as f:

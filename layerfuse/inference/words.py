@@ -47,7 +47,9 @@ def tokenized_words(words: list[tuple[str, int, int]], tokenizer) -> list[tuple[
     (Words given as words, a CoNLL file's, keep every one: a word without tokens is read as the unknown token.)"""
     if not words:
         return words
-    enc = tokenizer([w for w, _, _ in words], is_split_into_words=True, add_special_tokens=False, verbose=False)
+    from ..extract.tokenize import AS_TEXT
+
+    enc = tokenizer([w for w, _, _ in words], is_split_into_words=True, **AS_TEXT)
     kept = {i for i in enc.word_ids() if i is not None}
     return [word for i, word in enumerate(words) if i in kept]
 

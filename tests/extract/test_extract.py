@@ -230,3 +230,29 @@ def test_devel_is_dev_and_the_log_names_the_files_not_read(tiny_bert_dir, tmp_pa
     logs.clear()
     extract(config, progress=False, log=logs.append)  # all cached: nothing written, nothing said
     assert not any("not read" in m for m in logs), logs
+
+
+@pytest.mark.parametrize("model_fixture", ["tiny_bert_dir", "tiny_roberta_dir"])
+def test_a_word_spelled_like_a_special_token_is_text(model_fixture, request):
+    """A CoNLL word "[SEP]" (or "</s>") was encoded as the separator itself, a word "<mask>" of an MLM
+    text as the mask: text is text, as `predict` and the exported model read it; a word of no tokens
+    is still the unknown token, in its place."""
+    from transformers import AutoTokenizer
+
+    from layerfuse.extract.masking import make_blocks
+    from layerfuse.extract.tokenize import tokenize_words
+
+    tokenizer = AutoTokenizer.from_pretrained(request.getfixturevalue(model_fixture))
+    specials = [tokenizer.sep_token, tokenizer.cls_token, tokenizer.mask_token, tokenizer.pad_token]
+    words = ["Alice", *specials, "\u200b", "Bob"]
+    tok = tokenize_words(tokenizer, [words])
+    special_ids = {tokenizer.convert_tokens_to_ids(t) for t in specials}
+    assert not special_ids & set(tok.ids.tolist())
+    assert sorted(set(tok.word_of_sub.tolist())) == list(range(len(words)))
+    if not tokenizer("\u200b", add_special_tokens=False)["input_ids"]:  # WordPiece deletes it; byte-level BPE keeps it
+        assert tok.n_empty_words == 1
+        assert tok.ids[tok.word_of_sub == words.index("\u200b")].tolist() == [tokenizer.unk_token_id]
+    alone = tokenizer([["Alice", "Bob"]], is_split_into_words=True, add_special_tokens=False)["input_ids"][0]
+    assert tok.ids[np.isin(tok.word_of_sub, [0, len(words) - 1])].tolist() == alone  # other words as before
+    ids, _ = make_blocks(tokenizer, [f"Alice {tokenizer.mask_token} Bob {tokenizer.sep_token}"], block_size=16)
+    assert not special_ids & set(ids.tolist())

@@ -31,6 +31,8 @@ TEXTS = ["Alice met Bobson in Paris, and Acme Inc visited Berlin today.",
          # longer than the tiny BERT's 32 positions: windows, as predict encodes it
          "Alice met Bobson in Paris and Carolson visited Berlin with Grace from Globex and Heidi of Hooli today, "
          "and Frank met Daveson in Oslo with Erin of Acme Inc.",
+         # special tokens' spellings are text to both (the pipeline's tokenizer read them as those tokens)
+         "Alice typed [MASK] and [SEP] then [CLS] Bobson met [UNK] Carolson in [PAD] Paris.",
          # words BERT's normalizer deletes whole (a lone accent, U+FFFD, a private-use character): the pipeline
          # never sees them, so predict leaves them out too
          "Alice \u0301 Bobson met \ufffd Carolson in \ue000 Paris."]
