@@ -398,8 +398,12 @@ def decays_weight(name: str, p: torch.Tensor) -> bool:
 
 def lr_schedule(config: TrainConfig, total_steps: int):
     """The multiplier of the rate after ``step`` optimizer steps: linear warmup, then linear decay to
-    zero at ``total_steps``."""
-    warmup = min(config.warmup, total_steps)
+    zero at ``total_steps``. A warmup as long as the run is refused: it was cut to the run's length in
+    silence, the rate never decayed, and the record named the warmup asked for."""
+    if 0 < total_steps <= config.warmup:
+        raise LayerfuseError(f"warmup {config.warmup} is not shorter than the run's {total_steps} optimizer steps "
+                             "(its sentences / batch size x epochs): no step would decay the rate; use fewer")
+    warmup = config.warmup
 
     def schedule(step: int) -> float:
         if step < warmup:

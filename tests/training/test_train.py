@@ -426,3 +426,21 @@ def test_a_record_says_how_many_threads_it_trained_on(data):
     finally:
         torch.set_num_threads(before)
     assert result.to_dict()["threads"] == 1
+
+
+def test_a_warmup_as_long_as_the_run_is_refused(tiny_cache, tmp_path):
+    """--warmup 100 on a run of 6 steps was cut to 6 in silence: the rate rose to the last step and never
+    decayed, and the record said warmup 100."""
+    from layerfuse.training.loop import lr_schedule
+
+    config = TrainConfig(fusion="concat", shots=None, epochs=1, seed=0, warmup=6)
+    with pytest.raises(LayerfuseError, match="warmup 6 is not shorter than the run's 6 optimizer steps"):
+        lr_schedule(config, 6)
+    schedule = lr_schedule(config, 8)
+    assert schedule(5) == 1.0 and schedule(7) == 0.5  # the rate decays once warmed up
+    lr_schedule(config, 0)  # epochs 0: no step to warm, nothing refused
+    out = CliRunner().invoke(main, ["--cache", tiny_cache, "--fusion", "concat", "--epochs", "1", "--warmup", "1000",
+                                    "--out", str(tmp_path / "runs"), "--quiet"])
+    errors = [line for line in out.output.splitlines() if line.startswith("error:")]
+    assert out.exit_code == 1 and len(errors) == 1 and "warmup 1000 is not shorter than the run's" in errors[0]
+    assert "Traceback" not in out.output
