@@ -204,16 +204,28 @@ def _save_layer_scores(entry, layers: str | None, out: str) -> None:
 
     spec = parse_layers(layers, num_layers=entry.num_layers)
     scores = score_layers(entry.split("train"), layers=list(spec.candidates))
-    with open(os.path.join(out, "layer_scores.json"), "w", encoding="utf-8") as f:
-        json.dump([[int(layer), nu if math.isfinite(nu) else None] for layer, nu in scores], f)
+    from ..files import write_json  # whole or not at all: a kill while writing left a file every report failed on
+
+    write_json(os.path.join(out, "layer_scores.json"),
+               [[int(layer), nu if math.isfinite(nu) else None] for layer, nu in scores], indent=None)
 
 
 def _layer_scores(out: str) -> list | None:
+    """The scores `_save_layer_scores` wrote, or None (the figure then has no nu panel): none were written,
+    or the file is not what it writes (cut short, edited), which is said in one line."""
     path = os.path.join(out, "layer_scores.json")
     if not os.path.exists(path):
         return None
-    with open(path, encoding="utf-8") as f:
-        return json.load(f)
+    try:
+        with open(path, encoding="utf-8") as f:
+            scores = json.load(f)
+        if all(isinstance(layer, int) and (nu is None or isinstance(nu, (int, float))) for layer, nu in scores):
+            return scores
+    except (OSError, ValueError, TypeError):
+        pass
+    say(f"note: {path} is not a list of [layer, score] pairs (cut short or edited): the layers-used figure is "
+        "drawn without the scores; the next sweep into this folder writes it again")
+    return None
 
 
 def _one_of(choices):

@@ -318,15 +318,22 @@ def plot_f1_vs_step(records, path: str, *, shots: list[int | None], epochs: int 
     fig, axes = plt.subplots(1, len(shots), figsize=(3.0 * len(shots) + 0.6, 2.8), dpi=100, squeeze=False)
     for ax, n in zip(axes[0], shots):
         cap = epochs or max((k[2] for k in groups if k[1] == n), default=0)  # the longest runs of this N
+        drawn = set()
         for head in heads:
             runs = groups.get((head, n, cap), [])
             if not runs:
                 continue
+            runs = [r for r in runs if r.get("evals")]  # a record without its curve (edited) draws none
+            if not runs:
+                continue
             steps = [e["step"] for e in runs[0]["evals"]]
+            drawn.update(steps)
             curves = np.array([[e[m.step] for e in r["evals"]] for r in runs if len(r["evals"]) == len(steps)])
             ax.plot(steps, m.scale * curves.mean(0), markersize=2, linewidth=1.2, label=head, **head_style(head))
         _style(ax, title=f"N = {n or 'all'}, {cap} epoch{'s' * (cap != 1)}", xlabel="step")
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # steps are whole: no tick at 1.25
+        if len(drawn) == 1:  # the locator falls back to fractions around a single whole number
+            ax.set_xticks(sorted(drawn))
     return _save(fig, axes, path, ylabel=f"dev {m.name}{dev_axis(records)}", title=title, heads=heads)
 
 
@@ -441,18 +448,24 @@ def check_curve_shots(curve_shots, ran: set, *, whose: str = "the runs'") -> Non
                              f"({whose} N: {shown})")
 
 
+def check_comparable(records: list[dict], where: str) -> None:
+    """The runs of one table: one metric, one cache entry (a file put together by hand, or a folder of
+    train-head records of two datasets, would average two datasets' runs in one row)."""
+    refuse_mixed_metrics(records, where)
+    entries = {r["cache_key"]: r for r in records if r.get("cache_key")}
+    if len(entries) > 1:
+        shown = "; ".join(f"{r.get('model')} on {r.get('dataset')}" for r in entries.values())
+        raise LayerfuseError(f"{where} holds runs on {len(entries)} cache entries ({shown}): "
+                             "a report compares the runs of one; give each entry's runs their own --out")
+
+
 def render(records, out: str, *, curve_shots: list[int] | None = None, per_lr: bool = False,
            nu: list | None = None) -> dict[str, str]:
     """Write report.md, f1_vs_shots.png (when some run has an N) and f1_vs_step.png into `out`; returns
     their paths. ``curve_shots``: the N of the step curves (None = the whole train split); by default
     the smallest and the largest N, or the whole split when no run has an N."""
     records = list(records)
-    refuse_mixed_metrics(records, os.path.join(out, RESULTS))
-    entries = {r["cache_key"]: r for r in records if r.get("cache_key")}
-    if len(entries) > 1:  # a file put together by hand: one row would average two datasets' runs
-        shown = "; ".join(f"{r.get('model')} on {r.get('dataset')}" for r in entries.values())
-        raise LayerfuseError(f"{os.path.join(out, RESULTS)} holds runs on {len(entries)} cache entries ({shown}): "
-                             "a report compares the runs of one; give each entry's runs their own --out")
+    check_comparable(records, os.path.join(out, RESULTS))
     first = records[0]
     labels = first["config"].get("labels")  # a chunk or POS sweep reads like an NER one without it
     title = f"{first.get('model')} on {first.get('dataset')}" + (f", {labels} labels" if labels not in (None, "ner")
@@ -470,7 +483,7 @@ def render(records, out: str, *, curve_shots: list[int] | None = None, per_lr: b
         paths["layers"] = used
     if curve_shots:
         paths["steps"] = plot_f1_vs_step(records, os.path.join(out, "f1_vs_step.png"), shots=curve_shots, title=title)
-    seconds = [r["seconds"]["total"] for r in records]
+    seconds = [t for t in ((r.get("seconds") or {}).get("total") for r in records) if isinstance(t, (int, float))]
     m = metric_of(records)
     what = {F1: "F1 (x100)", ACCURACY: "token accuracy (x100)"}.get(m, "masked-token perplexity (lower is better)")
     text = (f"# Sweep: {title}\n\n{len(records)} runs; {what}, mean ± 95% CI over trials (n); test {m.name} of "
@@ -490,7 +503,8 @@ def render(records, out: str, *, curve_shots: list[int] | None = None, per_lr: b
     attention = attention_table(records)
     if attention:
         text += f"\nAttention over layers on dev, at the best dev point (mean ± 95% CI):\n\n{attention}\n"
-    text += f"\nseconds per run: median {np.median(seconds):.1f}, total {sum(seconds):.0f}\n"
+    if seconds:  # records edited to drop their times have none to add
+        text += f"\nseconds per run: median {np.median(seconds):.1f}, total {sum(seconds):.0f}\n"
     with open(paths["table"], "w", encoding="utf-8") as f:
         f.write(text)
     return paths

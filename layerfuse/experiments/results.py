@@ -16,7 +16,7 @@ from dataclasses import fields as dataclass_fields
 
 from ..errors import LayerfuseError
 from ..fusions.registry import FUSIONS, declared_options
-from ..training.config import PAPER_LR, TrainConfig, default_lr
+from ..training.config import INTEGER_FIELDS, NUMBER_FIELDS, PAPER_LR, TrainConfig, default_lr
 
 RESULTS = "results.jsonl"
 UNNAMED = ("device", "options")  # fields that name no run: where it ran; the settings, named one by one
@@ -63,7 +63,8 @@ def read_results(path: str, *, skipped=None) -> dict[str, dict]:
     cut from the file: another sweep sharing the file may be appending it this very moment.
     ``skipped`` (a callable), when given, is told of each finished line (one that ends in a newline) that
     is skipped, in one line naming the file and line number; the last line, without its newline yet, may
-    be another sweep's being written, and is passed by in silence."""
+    be another sweep's being written: passed by, in silence unless it holds a whole record (an editor
+    that drops the final newline made the last run vanish from the report without a word)."""
     if not os.path.exists(path):
         return {}
     if os.path.isdir(path):  # a sweep's --out, say: its results are the results.jsonl inside
@@ -76,7 +77,10 @@ def read_results(path: str, *, skipped=None) -> dict[str, dict]:
                 record = json.loads(raw)
             except ValueError:
                 record = None
-            if not raw.endswith(b"\n"):
+            if not raw.endswith(b"\n"):  # a sweep writes a line and its newline at once: a whole record is an edit's
+                if skipped is not None and isinstance(record, dict) and "config" in record:
+                    skipped(f"{path}:{number}: left out: the last line has no newline (a sweep writing it now, "
+                            "or an editor dropped it): end the file with one to count the run")
                 continue
             if isinstance(record, dict) and isinstance(record.get("config"), dict):
                 try:  # recomputed, so the ids of records from older versions still match
@@ -89,6 +93,11 @@ def read_results(path: str, *, skipped=None) -> dict[str, dict]:
                     skipped(f"{path}:{number}: skipped: not a run record ({shown!r}: cut short by a kill, "
                             "or edited)")
                 continue
+            newer = _unknown_settings(record)
+            if newer:  # named in no run id here: it would overwrite, or be averaged with, a run without it
+                raise LayerfuseError(f"{path}:{number}: run {record['run_id']} records setting"
+                                     f"{'s' * (len(newer) > 1)} {', '.join(newer)}, which this release does not "
+                                     "know (a newer release's run?): read the file with the release that wrote it")
             impossible = _impossible_value(record)
             if impossible:  # a table of "nan +- nan" or of an F1 of 5e10 would be read as a result
                 raise LayerfuseError(f"{path}:{number}: run {record['run_id']} records {impossible}: the file was "
@@ -102,11 +111,35 @@ def read_results(path: str, *, skipped=None) -> dict[str, dict]:
     return records
 
 
+BEST_SCORES = ("best_dev_f1", "best_dev_accuracy", "best_dev_ppl")  # one of them, by the run's metric
 SHARES = ("best_dev_f1", "test_f1_at_best", "best_dev_accuracy", "test_accuracy_at_best")  # in [0, 1]
 
 
+def _unknown_settings(record: dict) -> list[str]:
+    """The settings of ``record``'s config that are neither a `TrainConfig` field nor a fusion's option."""
+    config = record.get("config")
+    known = {f.name for f in dataclass_fields(TrainConfig)} | set(declared_options())
+    return sorted(set(config) - known) if isinstance(config, dict) else []
+
+
 def _impossible_value(record: dict) -> str | None:
-    """A recorded score or time no run can have (an F1 outside [0, 1] or nan, a negative or nan time)."""
+    """A recorded score, time or setting no run can have (an F1 outside [0, 1] or nan, a negative or
+    nan time, no best dev score at all, a count or a rate that is text: the report failed on them
+    in a traceback)."""
+    config = record.get("config")
+    for name in INTEGER_FIELDS + NUMBER_FIELDS if isinstance(config, dict) else ():
+        value = config.get(name)
+        kind = int if name in INTEGER_FIELDS else (int, float)
+        wrong = isinstance(value, bool) or not isinstance(value, kind)
+        if wrong and (value is not None or name in ("epochs", "seed")):
+            return f"config.{name} = {value!r}"
+    if isinstance(config, dict) and not isinstance(config.get("fusion"), str):
+        return f"config.fusion = {config.get('fusion')!r}"
+    if isinstance(config, dict) and all(record.get(name) is None for name in BEST_SCORES):
+        return f"no best dev score ({', '.join(BEST_SCORES)})"
+    for name, kind in (("evals", list), ("seconds", dict)):
+        if name in record and not isinstance(record[name], kind):
+            return f"{name} = {record[name]!r:.40}"
     for name in SHARES:
         value = record.get(name)
         if value is not None and not (isinstance(value, (int, float)) and 0 <= value <= 1):

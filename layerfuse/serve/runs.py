@@ -13,6 +13,7 @@ import json
 import re
 from pathlib import Path
 
+from ..errors import LayerfuseError
 from ..tasks import DEFAULT_TASK
 
 REPORT = "report.md"
@@ -52,7 +53,13 @@ def report_html(folder: Path) -> str:
     report = run_file(folder, REPORT)
     if report is not None:
         return markdown_html(report.read_text(encoding="utf-8", errors="replace"))
-    tables = [_records_table(records) for records in _records(folder).values()]
+    try:  # one folder's damaged records are one line on the page, not a 500 for every section of it
+        tables = [_records_table(records, folder) for records in _records(folder).values()]
+    except LayerfuseError as exc:
+        return f"<p>{html.escape(str(exc))}</p>"
+    except (KeyError, TypeError, ValueError) as exc:  # a train-head record edited by hand: no read_results checks
+        return f"<p>{html.escape(str(folder))}: its run records do not make a table ({type(exc).__name__}: " \
+               f"{html.escape(str(exc))})</p>"
     return "".join(markdown_html(t) for t in tables)
 
 
@@ -80,9 +87,10 @@ def _records(folder: Path) -> dict[str, list[dict]]:
     return by_task
 
 
-def _records_table(records: list[dict]) -> str:
-    from ..experiments.report import metric_of, table  # matplotlib comes with it: only when needed
+def _records_table(records: list[dict], folder: Path) -> str:
+    from ..experiments.report import check_comparable, metric_of, table  # matplotlib comes with it: only when needed
 
+    check_comparable(records, str(folder))  # as `sweep --report` refuses them
     runs = f"{len(records)} run{'' if len(records) == 1 else 's'}"
     return f"{runs}, {metric_of(records).name}: the table made from their records\n\n{table(records)}"
 

@@ -90,3 +90,43 @@ def test_a_record_no_run_can_have_is_named(tmp_path, field, value):
                     + json.dumps({"config": {**config, "seed": 1}, "best_dev_f1": 0.5, field: value}) + "\n")
     with pytest.raises(LayerfuseError, match=rf"results.jsonl:2: run .* records {field}"):
         read_results(str(path))
+
+
+def _line(**changes) -> str:
+    record = {"config": {"fusion": "concat", "shots": 2, "epochs": 1, "seed": 0, "lr": 1e-3},
+              "best_dev_f1": 0.5, "evals": [], "seconds": {"total": 1.0}}
+    for key, value in changes.items():
+        if key.startswith("config_"):
+            record["config"][key[len("config_"):]] = value
+        elif value is None:
+            record.pop(key)
+        else:
+            record[key] = value
+    return json.dumps(record) + "\n"
+
+
+@pytest.mark.parametrize("changes, said", [
+    # a newer release's setting: named in no run id here, so it overwrote the run without it, or joined its row
+    (dict(config_label_smoothing=0.1), "setting label_smoothing, which this release does not know"),
+    (dict(config_shots="4"), "config.shots = '4'"),  # the report sorted text against numbers: a traceback
+    (dict(config_lr="0.01"), "config.lr = '0.01'"),
+    (dict(best_dev_f1=None), "no best dev score"),
+    (dict(seconds=3), "seconds = 3"),
+])
+def test_a_record_the_report_cannot_read_is_one_line_naming_it(tmp_path, changes, said):
+    path = tmp_path / "results.jsonl"
+    path.write_text(_line() + _line(config_seed=1, **changes))
+    with pytest.raises(LayerfuseError, match=f"results.jsonl:2: .*{said}"):
+        read_results(str(path))
+
+
+def test_a_whole_last_record_without_its_newline_is_named(tmp_path):
+    """An editor that drops the final newline made the last run vanish from the report without a word."""
+    path = tmp_path / "results.jsonl"
+    path.write_text(_line() + _line(config_seed=1).rstrip("\n"))
+    said = []
+    assert len(read_results(str(path), skipped=said.append)) == 1
+    assert said and "results.jsonl:2: left out: the last line has no newline" in said[0]
+    path.write_text(_line() + _line(config_seed=1)[:30])  # cut short by a kill, maybe being written: silence
+    said.clear()
+    assert len(read_results(str(path), skipped=said.append)) == 1 and not said

@@ -82,12 +82,14 @@ def test_a_skipped_line_is_reported_naming_file_and_line(tmp_path):
                     + "\n" + json.dumps(records[2]))  # the last line unfinished: maybe being written
     told = []
     assert len(read_results(str(path), skipped=told.append)) == 2
-    assert told == [f"{path}:2: skipped: not a run record ('{{\"run_id\": \"b\", \"x\"': cut short by a kill, "
-                    "or edited)"]
+    assert told[0] == (f"{path}:2: skipped: not a run record ('{{\"run_id\": \"b\", \"x\"': cut short by a "
+                       "kill, or edited)")
+    assert told[1:] == [f"{path}:5: left out: the last line has no newline (a sweep writing it now, or an editor "
+                        "dropped it): end the file with one to count the run"]
     path.write_text(path.read_text() + "\n")
     out = CliRunner().invoke(main, ["--report", "--out", str(tmp_path)])
     assert out.exit_code == 0, out.output
-    assert [line for line in out.output.splitlines() if ": skipped: " in line] == [told[0]]
+    assert [line for line in out.output.splitlines() if ": skipped: " in line or "left out" in line] == [told[0]]
 
 
 def test_a_json_line_that_is_not_a_run_is_skipped_in_one_line(tmp_path):

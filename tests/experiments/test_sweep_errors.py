@@ -151,3 +151,17 @@ def test_ft_runs_keep_no_head_without_their_backbone(tiny_cache, tmp_path):
             run_grid(open_entry(tiny_cache), [config], results=str(results), workers=0, load=load_live,
                      keep_heads=keep, progress=False, log=lambda m: None)
     assert not results.exists() and not (tmp_path / "heads").exists()
+
+
+def test_a_cut_layer_scores_file_leaves_the_report_without_them(tmp_path, capsys):
+    """A kill while the scores were written (in place) left a file every `sweep --report` failed on, in a
+    JSON traceback, until someone found and deleted it; it is now written whole, and one not as written is a note."""
+    from layerfuse.cli.sweep import _layer_scores
+
+    path = tmp_path / "layer_scores.json"
+    for text in ("", "[[1, 0.7", '[[1, "NaN"]]', '{"a": 1}', "[3]"):
+        path.write_text(text)
+        assert _layer_scores(str(tmp_path)) is None
+        assert "is not a list of [layer, score] pairs (cut short or edited)" in capsys.readouterr().err
+    path.write_text("[[1, 0.5], [2, null]]")
+    assert _layer_scores(str(tmp_path)) == [[1, 0.5], [2, None]]

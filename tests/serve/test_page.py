@@ -125,6 +125,27 @@ def test_a_folder_of_train_head_records(serve, site, tmp_path):
 
 
 @pytest.mark.slow
+def test_a_damaged_or_mixed_run_folder_is_one_line_on_a_page_that_stays(serve, site, tmp_path):
+    """A NaN in one folder's results made the whole page a 500 (entries and jobs gone with it), and a
+    folder of two entries' runs was averaged in one row where `sweep --report` refuses it."""
+    import json
+
+    damaged, mixed = tmp_path / "damaged", tmp_path / "mixed"
+    damaged.mkdir()
+    mixed.mkdir()
+    (damaged / "results.jsonl").write_text(json.dumps({**_record("concat", 8, 5, 0, 0.5), "best_dev_f1": "NaN"})
+                                           + "\n")
+    for seed, key in enumerate(("a", "b")):
+        (mixed / f"run{seed}.json").write_text(json.dumps({**_record("concat", 8, 5, seed, 0.5), "cache_key": key}))
+    response = httpx.get(serve(site[0], runs=[damaged, mixed, site[1]]).url + "/")
+    assert response.status_code == 200
+    page = response.text
+    assert "results.jsonl:1: run concat-n8-e5-s0" in page and "records best_dev_f1" in page
+    assert "holds runs on 2 cache entries" in page
+    assert "f1_vs_shots.png" in page  # the good folder is still shown
+
+
+@pytest.mark.slow
 def test_the_read_token(guarded):
     for path in ("/", "/runs/0/f1_vs_shots.png"):
         assert httpx.get(guarded + path).status_code == 401
