@@ -67,16 +67,33 @@ def read_for_head(path: str, cache: dict, *, columns: str | None = None) -> list
 def check_known_tokens(path: str, sentences: list[Sentence], label_names: list[str]) -> None:
     """A gold tag the head of a token-level set was not trained on is an error naming file and line."""
     known = set(label_names)
-    for _, tags in sentences:
-        for tag in tags:
+    for s, (_, tags) in enumerate(sentences):
+        for w, tag in enumerate(tags):
             if tag not in known:
-                where = path
-                with open_text(path) as handle:
-                    where = next((f"{path}:{n}" for n, line in enumerate(handle, 1) if tag in line.split("\t")
-                                  or tag in line.split()), path)
-                raise LayerfuseError(f"{where}: tag {tag!r} is not one the head was trained on "
+                raise LayerfuseError(f"{_where(path, s, w)}: tag {tag!r} is not one the head was trained on "
                                       f"({len(label_names)} tags: {', '.join(label_names[:10])}"
                                       f"{', ...' if len(label_names) > 10 else ''})")
+
+
+def _where(path: str, sentence: int, word: int) -> str:
+    """``path:line: 'the line'`` of the ``word``-th word of the ``sentence``-th sentence, counted as the
+    reader counts them (blank and -DOCSTART- lines end a sentence): the line itself, not one of another
+    column holding the same text, or the first of its type in the last column. A layout that reader
+    does not read line by line (.conllu, a Hub dataset) is named by its path and position."""
+    from ..extract.formats.conll import _columns, _shorten
+
+    if Path(path).suffix.lower() != ".conllu":
+        at, seen = (sentence, word), (0, 0)
+        with open_text(path) as handle:
+            for lineno, line in enumerate(handle, 1):
+                cols = _columns(line.lstrip("\ufeff"))
+                if not cols or cols[0] == "-DOCSTART-":
+                    seen = (seen[0] + 1, 0) if seen[1] else seen
+                    continue
+                if seen == at:
+                    return f"{path}:{lineno}: {_shorten(line)}"
+                seen = (seen[0], seen[1] + 1)
+    return f"{path}: sentence {sentence + 1}, word {word + 1}"
 
 
 def token_report(gold: list[list[str]], pred: list[list[str]]) -> dict:
@@ -102,25 +119,12 @@ def format_token_report(report: dict) -> str:
 def check_known(path: str, sentences: list[Sentence], label_names: list[str]) -> None:
     """A tag whose type the head was not trained on is an error naming its file and line."""
     known = set(label_names)
-    for _, tags in sentences:
-        for tag in tags:
-            if tag not in known:
-                raise _unknown_tag(path, tag, label_names)
-
-
-def _unknown_tag(path: str, tag: str, label_names: list[str]) -> LayerfuseError:
-    """The error for the first line of ``path`` whose tag has the (unknown) type of ``tag``."""
-    etype = split_tag(tag)[1]
     types = sorted({split_tag(name)[1] for name in label_names} - {None})
-    where, raw = str(path), tag
-    with open_text(path) as handle:
-        for lineno, line in enumerate(handle, 1):
-            cols = line.split()
-            if len(cols) >= 2 and cols[0] != "-DOCSTART-" and split_tag(cols[-1])[1] == etype:
-                where, raw = f"{path}:{lineno}", cols[-1]
-                break
-    return LayerfuseError(f"{where}: tag {raw!r} is not one the head was trained on "
-                           f"(types: {', '.join(types) or 'none'})")
+    for s, (_, tags) in enumerate(sentences):
+        for w, tag in enumerate(tags):
+            if tag not in known:
+                raise LayerfuseError(f"{_where(path, s, w)}: entity type {split_tag(tag)[1]!r} is not one the "
+                                      f"head was trained on (types: {', '.join(types) or 'none'})")
 
 
 def span_report(gold: list[list[str]], pred: list[list[str]], label_names: list[str]) -> dict:

@@ -4,6 +4,7 @@ and scored by the project's metric, give the F1 the training evaluation gives on
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import pytest
@@ -13,6 +14,7 @@ from seqeval.metrics import classification_report
 
 from layerfuse.cache.reader import open_entry
 from layerfuse.cli.predict import main
+from layerfuse.errors import LayerfuseError
 from layerfuse.extract.datasets import load_dataset
 from layerfuse.extract.run import ExtractConfig, extract
 from layerfuse.inference.conll_eval import span_report
@@ -166,7 +168,7 @@ def test_span_report_by_hand():
 
 @pytest.mark.parametrize("body, line, value", [
     ("Alice B-PER\nmet\n", 4, "'met'"),  # one column: no tag
-    ("Alice B-PER\nParis B-GPE\n", 4, "'B-GPE'"),  # a type the head was not trained on
+    ("Alice B-PER\nParis B-GPE\n", 4, "entity type 'GPE'"),  # a type the head was not trained on
     ("Alice B-PER\nParis X-LOC\n", 4, "'X-LOC'"),  # not a tag
 ])
 def test_bad_conll_lines_are_one_line_errors(head, tmp_path, body, line, value):
@@ -200,3 +202,18 @@ def test_a_head_scored_under_bf16_is_said_to_differ(tiny_cache, tiny_conll_dir, 
                                         "--out", str(tmp_path / f"{precision}.txt")])
         assert run.exit_code == 0, run.output
         assert ("bf16 autocast" in run.stderr) == (precision == "bf16"), run.stderr
+
+
+def test_an_unknown_type_is_named_at_its_own_line_whatever_the_columns(tmp_path):
+    """The line was searched for in the last column: a head read with --columns word=0,ner=1 over a file
+    with POS after the tag got "malformed tag 'NNP'" with no line, and a chunk file's I-INTJ was named
+    as B-INTJ with no line."""
+    from layerfuse.inference.conll_eval import check_known, check_known_tokens, read_labelled
+
+    path = tmp_path / "t.txt"
+    path.write_text("-DOCSTART- O NN\n\nAlice B-PER NNP\n\n\nB-GPE O NNP\nParis I-GPE NNP\n", encoding="utf-8")
+    sentences = read_labelled(str(path), columns="word=0,ner=1")
+    with pytest.raises(LayerfuseError, match=rf"^{re.escape(str(path))}:7: 'Paris I-GPE NNP': entity type 'GPE'"):
+        check_known(str(path), sentences, ["O", "B-PER", "I-PER"])
+    with pytest.raises(LayerfuseError, match=rf"^{re.escape(str(path))}:6: 'B-GPE O NNP': tag 'NNP'"):
+        check_known_tokens(str(path), [(["Alice"], ["NN"]), (["B-GPE", "Paris"], ["NNP", "NN"])], ["NN"])
