@@ -144,7 +144,9 @@ def defaults_named_once(entry, configs: list[TrainConfig], recorded=()) -> list[
     picks by depth (``extra_layers=1`` on a 6-layer backbone), each run once: written out, they were
     other runs, trained again beside the default's and reported in a row of their own. A set of layers
     spelled otherwise than a ``recorded`` run (or an earlier config) spelled it takes that spelling
-    (``5,4`` after ``4,5``; ``4-6`` after ``4..6``): one run and one row, the recorded ids unchanged."""
+    (``5,4`` after ``4,5``; ``4-6`` after ``4..6``): one run and one row, the recorded ids unchanged.
+    ``labels`` naming the entry's primary set is the run without it (``--labels ner`` on an NER entry)."""
+    from ..cache.label_sets import primary_name
     from ..fusions.registry import declared_options
     from ..layers.spec import layer_set
 
@@ -158,7 +160,11 @@ def defaults_named_once(entry, configs: list[TrainConfig], recorded=()) -> list[
             except LayerfuseError:  # a record of another backbone's layers: it names no set of this one
                 continue
 
+    primary = primary_name(getattr(entry, "stored_meta", entry.meta))
+
     def canonical(c: TrainConfig) -> TrainConfig:
+        if c.labels == primary:  # the primary set, named: the run without --labels
+            c = replace(c, labels=None)
         if c.layers:
             named = layer_set(c.layers, num_layers=entry.num_layers)
             c = replace(c, layers=None if named is None else spelled.get(named, c.layers))

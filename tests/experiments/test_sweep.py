@@ -235,7 +235,8 @@ def test_the_api_runs_the_default_layers_once_however_written(tiny_cache, tmp_pa
     from layerfuse.training import TrainConfig
 
     base = dict(fusion="base", shots=2, epochs=1, seed=0, eval_points=1)
-    configs = [TrainConfig(**base), TrainConfig(**base, layers="1..2"), TrainConfig(**base, layers="2,1")]
+    configs = [TrainConfig(**base), TrainConfig(**base, layers="1..2"), TrainConfig(**base, layers="2,1"),
+               TrainConfig(**base, labels="ner")]  # the primary set, named: it was a run and a row of its own
     records = run_sweep(open_entry(tiny_cache), configs, out=str(tmp_path), workers=0, progress=False,
                         log=lambda m: None)
     assert len(records) == 1 and len(_lines(tmp_path / RESULTS)) == 1
