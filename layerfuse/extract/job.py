@@ -208,6 +208,9 @@ class SplitJob:
             types = ", ".join(getattr(self.run.dataset, "unseen_types", {}).get(split, []))
             log(f"{split}: {unseen} tokens carry an entity type never seen in train"
                 + (f" ({types})" if types else "") + "; kept under their own labels")
+        if split == "train" and hasattr(self.run.dataset, "entity_types") and not self.run.dataset.entity_types:
+            log("train: every tag is O (no entity type): an N-shot sample draws N sentences per type, so only "
+                "--shots all trains on this entry; check the tag column (--columns)")
         if self.tokens.n_empty_words:
             log(f"{split}: {self.tokens.n_empty_words} words tokenize to nothing; encoded as "
                 f"{self.run.tokenizer.unk_token}")

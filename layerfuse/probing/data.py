@@ -36,8 +36,9 @@ def label_view(entry, name: str):
 def n_way(view) -> int:
     """C of an N-shot sample (N * C sentences) of a label set's view: its entity types for a span set
     (PER, LOC, ...), its classes for a token set (`entity_types` of the view's meta, as `train-head`
-    draws its sample, so one seed gives both the same sentences)."""
-    return max(1, len(entity_types(view.meta)))
+    draws its sample, so one seed gives both the same sentences; none, every tag O, is refused there as
+    in `train-head`: one was taken for C = 1, another sample than the one it claims to share)."""
+    return len(entity_types(view.meta))
 
 
 def covered_splits(entry, name: str) -> list[str]:

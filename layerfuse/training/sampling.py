@@ -25,8 +25,9 @@ def few_shot_sample(n_train_sentences: int, *, shots: int | str | None, n_types:
         return np.arange(n_train_sentences, dtype=np.int64)
     if isinstance(shots, bool) or not isinstance(shots, (int, np.integer)) or shots < 1:
         raise LayerfuseError(f"shots must be a positive integer or 'all', got {shots!r}")
-    if n_types < 1:
-        raise LayerfuseError(f"n_types (number of entity types) must be >= 1, got {n_types!r}")
+    if n_types < 1:  # every tag O: N sentences per type is no sentence at all
+        raise LayerfuseError(f"shots={shots}: an N-shot sample draws N sentences per entity type, and this entry's "
+                             "tags have none (every tag is O); use --shots all, or check the tag column")
     size = int(shots) * int(n_types)
     if size > n_train_sentences:
         raise LayerfuseError(

@@ -256,3 +256,26 @@ def test_a_word_spelled_like_a_special_token_is_text(model_fixture, request):
     assert tok.ids[np.isin(tok.word_of_sub, [0, len(words) - 1])].tolist() == alone  # other words as before
     ids, _ = make_blocks(tokenizer, [f"Alice {tokenizer.mask_token} Bob {tokenizer.sep_token}"], block_size=16)
     assert not special_ids & set(ids.tolist())
+
+
+def test_a_tag_column_of_only_o_is_said_at_extract_and_at_the_sample(tiny_bert_dir, tmp_path):
+    """Every tag O was extracted without a word; `train-head --shots 8` then stopped on an internal
+    "n_types (number of entity types) must be >= 1" and `--shots all` reported F1 0.0 as a result."""
+    from conftest import write_conll
+
+    from layerfuse.cache.reader import open_entry
+    from layerfuse.training import TrainConfig, train_head
+    from layerfuse.training.data import load_for_run
+
+    d = tmp_path / "data"
+    d.mkdir()
+    for split in ("train", "dev"):
+        write_conll(d / f"{split}.txt", [(["alice", "met", "bob"], ["O", "O", "O"])] * 4)
+    logged = []
+    config = ExtractConfig(model=str(tiny_bert_dir), dataset=str(d), cache_dir=str(tmp_path / "c"), unit_rows=256)
+    result = extract(config, progress=False, log=logged.append)
+    assert any("train: every tag is O (no entity type)" in m for m in logged)
+    entry = open_entry(result.path)
+    with pytest.raises(LayerfuseError, match="draws N sentences per entity type, and this entry's tags have none"):
+        data = load_for_run(entry, layers=None, shots=2, seed=0)
+        train_head(TrainConfig(fusion="base", shots=2, epochs=1, seed=0), data)
