@@ -160,14 +160,15 @@ def redraw(docs: str, steps_from: str | None = None) -> str:
     """Figure 3 of the committed report in ``docs`` drawn again from its report.md, training nothing;
     with ``steps_from`` (per-run records of the cap's runs at the smallest and largest N), its
     f1_vs_step.png too."""
-    from layerfuse.experiments.report import draw_f1_vs_shots, plot_f1_vs_step, stats_from_table
+    from layerfuse.experiments.report import draw_f1_vs_shots, plot_f1_vs_step, stats_from_table, trials_from_table
 
     text = (Path(docs) / "report.md").read_text(encoding="utf-8")
     title = text.split("\n", 1)[0].removeprefix("# Sweep: ").strip()
     # what the dev scores were measured on
     subset = re.search(r"subset of ([\d,]+) (?:of the [\d,]+ )?dev sentences", text)
     ylabel = f"best dev F1\n(dev subset of {subset.group(1)} sentences)" if subset else "best dev F1"
-    drawn = [draw_f1_vs_shots(stats_from_table(text), str(Path(docs) / "f1_vs_shots.png"), title=title, ylabel=ylabel)]
+    drawn = [draw_f1_vs_shots(stats_from_table(text), str(Path(docs) / "f1_vs_shots.png"), title=title, ylabel=ylabel,
+                              trials=trials_from_table(text))]
     if steps_from:
         records = list(read_results(steps_from).values())
         shots = sorted({r["config"]["shots"] for r in records})

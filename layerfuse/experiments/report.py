@@ -216,7 +216,7 @@ def diverged_note(records) -> str | None:
 
 
 TABLE_ROW = re.compile(r"^\|\s*(?P<label>[^|]+?)\s*\|\s*(?P<shots>\d+|all)\s*\|\s*(?P<epochs>\d+)\s*\|[^|]*\|"
-                       r"\s*(?P<mean>-?[\d,]+\.\d+)\s*±\s*(?P<half>[\d,]+\.\d+)", re.M)
+                       r"\s*(?P<mean>-?[\d,]+\.\d+)\s*±\s*(?P<half>[\d,]+\.\d+)(?:\s*\((?P<n>\d+)\))?", re.M)
 
 
 def stats_from_table(markdown: str) -> dict[tuple, tuple[float, float]]:
@@ -227,9 +227,19 @@ def stats_from_table(markdown: str) -> dict[tuple, tuple[float, float]]:
     first = markdown.split("\n## ", 1)[0].split("\nAttention over layers", 1)[0]
     out = {}
     for row in TABLE_ROW.finditer(first):
-        key = (row["label"], None if row["shots"] == "all" else int(row["shots"]), int(row["epochs"]))
-        out[key] = (float(row["mean"].replace(",", "")), float(row["half"].replace(",", "")))
+        out[_row_key(row)] = (float(row["mean"].replace(",", "")), float(row["half"].replace(",", "")))
     return out
+
+
+def trials_from_table(markdown: str) -> dict[tuple, int]:
+    """`shots_trials` read back from the same table (its "(n)"): the redrawn figure leaves out the bands
+    of cells of few trials, as the figure drawn from the records does."""
+    first = markdown.split("\n## ", 1)[0].split("\nAttention over layers", 1)[0]
+    return {_row_key(row): int(row["n"]) for row in TABLE_ROW.finditer(first) if row["n"]}
+
+
+def _row_key(row) -> tuple:
+    return row["label"], None if row["shots"] == "all" else int(row["shots"]), int(row["epochs"])
 
 
 def plot_f1_vs_shots(records, path: str, *, title: str = "") -> str | None:

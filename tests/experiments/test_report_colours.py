@@ -99,6 +99,8 @@ def test_figure_3_redrawn_from_the_committed_table(figures, tmp_path):
     assert set(parsed) == set(stats)
     for key, (mean, half) in stats.items():
         assert parsed[key] == pytest.approx((mean, half), abs=0.051)
+    # the "(n)" too: a redrawn figure drew bands for cells of too few trials, which the live one leaves out
+    assert report.trials_from_table((tmp_path / "report.md").read_text()) == report.shots_trials(records)
     report.draw_f1_vs_shots(parsed, str(tmp_path / "again.png"))
     redrawn = figures["again.png"]
     legend = _legend(redrawn)
