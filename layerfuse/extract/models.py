@@ -20,9 +20,9 @@ DEFAULT_MODEL = "all-MiniLM-L6-v2"
 
 @dataclass(frozen=True)
 class ModelInfo:
-    name: str  # what the user passed (or the default's name)
+    name: str  # what the user passed (a local folder's real path; the built-in models' names)
     path: str  # what from_pretrained receives
-    revision: str  # hub commit or a content hash of config + weights
+    revision: str  # hub commit, or a hash of a folder's config, weights and tokenizer (see content_fingerprint)
     model_type: str
     num_layers: int
     hidden_size: int
@@ -52,12 +52,61 @@ def resolve_model_path(name: str | None) -> tuple[str, str]:
         if hub_reachable():
             return bundle.name, bundle.hub_id
         raise not_installed(bundle)
+    if Path(name).is_dir():  # one folder, one name: `m/x`, `./m/x/`, its absolute path and a link to it were
+        # five entries, and a relative name recorded in a head failed from any other working directory
+        real = os.path.realpath(name)
+        return real, real
     return name, name
 
 
-def _fingerprint_dir(path: Path) -> str:
-    """sha256 over config.json and each weight file's size plus its first and last MiB: cheap even
-    for multi-GB checkpoints, and any retrained or swapped weight file changes it."""
+WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".h5", ".msgpack")
+TOKENIZER_STEMS = ("tokenizer", "vocab", "merges", "special_tokens_map", "added_tokens", "spiece", "sentencepiece",
+                   "spm", "bpe")  # tokenizer.json, vocab.txt, merges.txt, spiece.model, sentencepiece.bpe.model, ...
+
+
+def is_tokenizer_file(f: Path) -> bool:
+    return f.is_file() and (f.name.startswith(TOKENIZER_STEMS) or f.suffix == ".model")
+
+
+def content_fingerprint(path: Path) -> str:
+    """A local model folder's revision: sha256 over every byte of config.json, the weight files and the
+    tokenizer's files (a few seconds for a GB of weights, once per process and folder state): a model
+    retrained or a tokenizer changed in place is another revision, so its cache entry and heads are
+    not taken for the old ones'."""
+    files = [f for f in sorted(Path(path).iterdir()) if f.is_file() and (
+        f.name == "config.json" or f.suffix in WEIGHT_SUFFIXES or is_tokenizer_file(f))]
+    stamps = tuple((f.name, st.st_size, st.st_mtime_ns, st.st_ino) for f in files for st in [f.stat()])
+    return _hashed(os.path.realpath(path), stamps)
+
+
+@functools.lru_cache(maxsize=16)
+def _hashed(folder: str, stamps: tuple) -> str:
+    """`content_fingerprint` of ``folder`` whose files are ``stamps`` (name, size, mtime, inode): a file
+    written since has another stamp, and is hashed again."""
+    h = hashlib.sha256()
+    for name, *_ in stamps:
+        h.update(name.encode() + b"\0")
+        with open(os.path.join(folder, name), "rb") as f:
+            while block := f.read(16 << 20):
+                h.update(block)
+        h.update(b"\0")
+    return "content:" + h.hexdigest()[:16]
+
+
+def revision_matches(info: ModelInfo, recorded: str) -> bool:
+    """Whether the model of ``info`` is the one a cache entry or head recorded as ``recorded``: the same
+    revision, or, for one recorded before local folders were hashed whole, the same `legacy_fingerprint`."""
+    if recorded == info.revision:
+        return True
+    return Path(info.path).is_dir() and not recorded.startswith("content:") and \
+        legacy_fingerprint(Path(info.path)) == recorded
+
+
+def legacy_fingerprint(path: Path) -> str:
+    """sha256 over config.json and each weight file's size plus its first and last MiB: the revision of
+    the built-in models (their files are a package's, fixed by its version, and their entries keep
+    their keys), and how local folders were fingerprinted before `content_fingerprint`: it missed a
+    retrain that left both ends of the file as they were (frozen embeddings, an unused pooler)."""
     h = hashlib.sha256()
     for f in sorted(path.iterdir()):
         if f.name == "config.json" or f.suffix in (".safetensors", ".bin", ".pt", ".h5", ".msgpack"):
@@ -100,8 +149,11 @@ def load_config(name: str | None, *, trust_remote_code: bool = False):
 
 def model_info(name: str | None, *, trust_remote_code: bool = False) -> ModelInfo:
     display, path, config = load_config(name, trust_remote_code=trust_remote_code)
+    if getattr(config, "is_encoder_decoder", False):  # its forward wants decoder inputs: a traceback deep inside
+        raise LayerfuseError(f"{display} is an encoder-decoder model ({config.model_type}); layerfuse reads the "
+                             "layers of an encoder (BERT, RoBERTa, DeBERTa, ELECTRA, ...)")
     if Path(path).is_dir():
-        revision = _fingerprint_dir(Path(path))
+        revision = content_fingerprint(Path(path)) if display == path else legacy_fingerprint(Path(path))
     else:
         revision = getattr(config, "_commit_hash", None) or "sha256:" + hashlib.sha256(
             json.dumps(config.to_dict(), sort_keys=True, default=str).encode()
@@ -169,6 +221,11 @@ def load_tokenizer(info: ModelInfo, *, trust_remote_code: bool = False):
     pre-split words."""
     from transformers import AutoTokenizer
 
+    folder = Path(info.path)
+    if folder.is_dir() and not any(is_tokenizer_file(f) for f in folder.iterdir()):
+        # transformers then builds an empty tokenizer of special tokens only: every word [UNK], in silence
+        raise LayerfuseError(f"{info.name} holds no tokenizer (tokenizer.json, vocab.txt, vocab.json, ...): save the "
+                             "model's tokenizer beside its weights")
     kwargs = {"trust_remote_code": trust_remote_code}
     if info.model_type in ("roberta", "xlm-roberta", "camembert", "longformer", "gpt2", "bart", "deberta"):
         kwargs["add_prefix_space"] = True
@@ -181,6 +238,10 @@ def load_tokenizer(info: ModelInfo, *, trust_remote_code: bool = False):
             f"model {info.name} has no fast tokenizer ({type(tok).__name__}); word alignment needs one "
             "(a tokenizer.json next to the weights)"
         )
+    rows = getattr(load_config(info.path, trust_remote_code=trust_remote_code)[2], "vocab_size", None)
+    if rows and len(tok) > rows:  # another model's tokenizer: an id past the embedding matrix failed deep in torch
+        raise LayerfuseError(f"the tokenizer of {info.name} has {len(tok)} tokens, more than the {rows} rows of "
+                             "its embedding matrix: it is another model's")
     _mark_every_word(tok)
     return tok
 

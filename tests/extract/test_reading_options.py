@@ -103,7 +103,7 @@ def test_predict_conll_reads_a_file_as_the_head_s_data_was_read(tmp_path, tiny_b
                                        "--out", str(tmp_path / "p")])
     assert two.exit_code == 0 and json.loads(two.output.splitlines()[0])["micro"]["support"] == 2, two.output
     chunks = CliRunner().invoke(predict, ["--head", str(head), "--conll", dev, "--columns", "word=0,ner=3"])
-    assert chunks.exit_code == 1 and "tag 'B-NP'" in chunks.output and "NP" in chunks.output
+    assert chunks.exit_code == 1 and "entity type 'NP'" in chunks.output and "NP" in chunks.output
     lone = CliRunner().invoke(predict, ["--head", str(head), "--text", "Alice", "--columns", "word=0,ner=1"])
     assert lone.exit_code == 1 and "--columns goes with --conll" in lone.output
 

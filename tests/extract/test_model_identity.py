@@ -1,0 +1,119 @@
+"""A local model folder is one model whatever its spelling, and another model once its files change:
+its entry is named by the folder's real path and keyed by a hash of every byte of its config, weights
+and tokenizer; a folder the encoder cannot be read from is one line."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+
+import pytest
+import torch
+from safetensors.torch import load_file, save_file
+
+from layerfuse.errors import LayerfuseError
+from layerfuse.extract.models import legacy_fingerprint, load_tokenizer, model_info, revision_matches
+from layerfuse.extract.run import ExtractConfig, describe
+
+
+def _copy(tiny_bert_dir, tmp_path, name="m"):
+    folder = tmp_path / name
+    shutil.copytree(tiny_bert_dir, folder)
+    return folder
+
+
+def test_one_folder_spelled_any_way_is_one_entry(tiny_bert_dir, tiny_conll_dir, tmp_path, monkeypatch):
+    """`m/x`, `./m/x/`, its absolute path and a link to it made four full extractions, and a relative
+    name recorded in a head failed from any other working directory."""
+    folder = _copy(tiny_bert_dir, tmp_path / "models")
+    os.symlink(folder, tmp_path / "link")
+    monkeypatch.chdir(tmp_path)
+    spellings = ["models/m", "./models/m/", str(folder), "link"]
+    described = [describe(ExtractConfig(model=m, dataset=str(tiny_conll_dir), cache_dir=str(tmp_path / "c")))
+                 for m in spellings]
+    assert len({path for path, _, _ in described}) == 1
+    assert described[0][2]["model"] == os.path.realpath(folder)  # loadable from anywhere
+
+
+def test_weights_or_a_tokenizer_changed_in_place_are_another_revision(tiny_bert_dir, tmp_path):
+    """The revision read a weight file's size and its first and last MiB: a retrain that left both ends
+    as they were (frozen embeddings, an unused pooler) reused the old entry and ran old heads on the new
+    model in silence; tokenizer files were not read at all."""
+    folder = _copy(tiny_bert_dir, tmp_path)
+    weights = load_file(folder / "model.safetensors")
+    pad = {"a.pad": torch.zeros(1 << 19), "z.pad": torch.zeros(1 << 19)}  # 2 MiB each: the weights in between
+    save_file({**weights, **pad}, folder / "model.safetensors", metadata={"format": "pt"})
+    before, old = model_info(str(folder)).revision, legacy_fingerprint(folder)
+    assert before.startswith("content:")
+    middle = sorted(weights)[len(weights) // 2]
+    weights[middle] = weights[middle] + 1.0  # same size, same first and last MiB
+    save_file({**weights, **pad}, folder / "model.safetensors", metadata={"format": "pt"})
+    assert legacy_fingerprint(folder) == old  # what the old revision missed
+    retrained = model_info(str(folder)).revision
+    assert retrained != before
+    config = json.loads((folder / "tokenizer_config.json").read_text())
+    (folder / "tokenizer_config.json").write_text(json.dumps({**config, "do_lower_case": False}))
+    assert model_info(str(folder)).revision not in (before, retrained)
+
+
+def test_a_revision_recorded_before_content_hashes_still_matches(tiny_bert_dir, tmp_path):
+    """Heads and entries made before folders were hashed whole recorded the legacy fingerprint: the
+    same folder is still their model (predict refused them all), another one is not."""
+    folder = _copy(tiny_bert_dir, tmp_path)
+    info = model_info(str(folder))
+    assert revision_matches(info, info.revision)
+    assert revision_matches(info, legacy_fingerprint(folder))
+    assert not revision_matches(info, "sha256:0123456789abcdef")
+    assert not revision_matches(info, "content:0123456789abcdef")
+
+
+def test_a_folder_without_its_tokenizer_or_with_another_models_is_one_line(tiny_bert_dir, tmp_path):
+    """Without tokenizer files transformers built a tokenizer of special tokens only: every word [UNK]
+    and a cache of position vectors, exit 0; a tokenizer larger than the embedding matrix failed with an
+    IndexError deep in torch."""
+    bare = tmp_path / "bare"
+    bare.mkdir()
+    for name in ("config.json", "model.safetensors"):
+        shutil.copy(tiny_bert_dir / name, bare / name)
+    with pytest.raises(LayerfuseError, match="holds no tokenizer"):
+        load_tokenizer(model_info(str(bare)))
+    small = _copy(tiny_bert_dir, tmp_path, "small")
+    config = json.loads((small / "config.json").read_text())
+    (small / "config.json").write_text(json.dumps({**config, "vocab_size": 10}))
+    with pytest.raises(LayerfuseError, match=r"more than the 10 rows of its embedding matrix"):
+        load_tokenizer(model_info(str(small)))
+
+
+def test_an_encoder_decoder_model_is_one_line(tmp_path):
+    """BART and T5 failed inside the forward (no hidden_states; decoder inputs wanted), in a traceback."""
+    from transformers import BartConfig
+
+    BartConfig(vocab_size=50, d_model=16, encoder_layers=1, decoder_layers=1, encoder_attention_heads=2,
+               decoder_attention_heads=2, encoder_ffn_dim=32, decoder_ffn_dim=32).save_pretrained(tmp_path)
+    with pytest.raises(LayerfuseError, match=r"is an encoder-decoder model \(bart\)"):
+        model_info(str(tmp_path))
+
+
+def test_ls_tells_apart_entries_of_one_folder_and_one_dataset(tiny_bert_dir, tiny_conll_dir, tmp_path):
+    """After a model folder or a dataset changed in place, `ls` listed their entries on identical lines."""
+    from click.testing import CliRunner
+
+    from layerfuse.cli.main import main
+    from layerfuse.extract.run import extract
+
+    folder, data = _copy(tiny_bert_dir, tmp_path), tmp_path / "data"
+    shutil.copytree(tiny_conll_dir, data)
+    root = tmp_path / "root"
+
+    def run():
+        extract(ExtractConfig(model=str(folder), dataset=str(data), cache_dir=str(root), splits=("dev",)),
+                progress=False, log=lambda m: None)
+
+    run()
+    (data / "dev.txt").write_text((data / "dev.txt").read_text().replace("B-PER", "B-ORG", 1))
+    run()
+    out = CliRunner().invoke(main, ["ls", "--cache-dir", str(root)])
+    described = [line for line in out.output.splitlines() if " on data [" in line]
+    assert len(described) == 2 and len(set(described)) == 2 and all(" data " in line for line in described)
+    assert not any(" revision " in line for line in described)  # the model did not change
