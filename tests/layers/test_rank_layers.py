@@ -115,12 +115,15 @@ def test_cli_shots_scores_the_few_shot_sample(tiny_cache, tmp_path):
     (["--layers", "0..5"], "layer 3"),
     (["--layers", "9"], "layer 9"),
     (["--shots", "1000"], "shots=1000"),
+    # the split scored, not train, and no --shots all (which rank-layers does not take)
+    (["--shots", "1000", "--split", "dev"], "the dev split has only"),
 ])
 def test_cli_errors_are_one_line(tiny_cache, tmp_path, args, needle):
     result, out = _run(["--cache", tiny_cache, "--out", str(tmp_path), *args])
     assert result.exit_code != 0
     lines = [line for line in out.splitlines() if line.strip()]
     assert len(lines) == 1 and lines[0].startswith("error: ") and needle in lines[0], out
+    assert "--shots all" not in lines[0] or "--split" not in args  # rank-layers takes no --shots all
     assert not list(Path(tmp_path).iterdir())
 
 
