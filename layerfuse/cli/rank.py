@@ -62,7 +62,7 @@ def main(cache, model, dataset, cache_dir, read, labels, split, shots, seed, max
     sentences = None
     if shots is not None:  # the same sample train-head draws for --shots/--seed
         sentences = few_shot_sample(data.n_sentences, shots=shots, n_types=len(entity_types(entry.meta)), seed=seed,
-                                    split=split)
+                                    split=split, instead="leave --shots out (the whole split)")
     t0 = time.perf_counter()
     scores = score_layers(data, sentences=sentences, layers=layers, max_per_class=max_per_class, seed=seed)
     seconds = time.perf_counter() - t0

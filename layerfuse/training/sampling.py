@@ -15,7 +15,7 @@ from layerfuse.tasks import task_of
 
 
 def few_shot_sample(n_train_sentences: int, *, shots: int | str | None, n_types: int, seed: int,
-                    split: str = "train") -> np.ndarray:
+                    split: str = "train", instead: str = "--shots all") -> np.ndarray:
     """Sentence ids (int64, in draw order) of a seeded sample of ``shots * n_types`` sentences.
 
     ``shots`` None or ``"all"`` returns every sentence in order (``arange``), for full-data runs.
@@ -33,7 +33,7 @@ def few_shot_sample(n_train_sentences: int, *, shots: int | str | None, n_types:
     if size > n_train_sentences:
         raise LayerfuseError(
             f"shots={shots} x C={n_types} (entity types, or a token set's tags) = {size} sentences, but the {split} "
-            f"split has only {n_train_sentences}; use fewer shots" + (" or --shots all" if split == "train" else "")
+            f"split has only {n_train_sentences}; use fewer shots or {instead}"
         )
     rng = np.random.default_rng(seed)
     return rng.choice(n_train_sentences, size=size, replace=False).astype(np.int64)

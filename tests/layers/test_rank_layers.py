@@ -123,7 +123,7 @@ def test_cli_errors_are_one_line(tiny_cache, tmp_path, args, needle):
     assert result.exit_code != 0
     lines = [line for line in out.splitlines() if line.strip()]
     assert len(lines) == 1 and lines[0].startswith("error: ") and needle in lines[0], out
-    assert "--shots all" not in lines[0] or "--split" not in args  # rank-layers takes no --shots all
+    assert "--shots all" not in lines[0]  # which rank-layers does not take
     assert not list(Path(tmp_path).iterdir())
 
 
