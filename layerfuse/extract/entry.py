@@ -181,7 +181,12 @@ def describe(config: ExtractConfig, *, dataset: TaggedDataset | TextCorpus | Non
     if config.special_tokens:  # only then: every other entry keeps its key and its attributes
         fields["special_tokens"] = True
     key = entry_key(fields)
-    path = entry_path(cache_root(config.cache_dir), model_name=info.name, dataset_name=dataset.name, key=key)
+    root = cache_root(config.cache_dir)
+    path = entry_path(root, model_name=info.name, dataset_name=dataset.name, key=key)
+    former = _former_entry(root, fields, info) if not exists(path) else None
+    if former is not None:  # reused as the release that made it would: same options, same former fingerprint
+        fields.update(model=former.model, model_revision=former.fields["model_revision"])
+        path, key = former.path, entry_key(fields)
     attrs = {
         "format_version": 1,
         **fields,
@@ -203,6 +208,25 @@ def describe(config: ExtractConfig, *, dataset: TaggedDataset | TextCorpus | Non
         tokenizer = tokenizer or load_tokenizer(info, trust_remote_code=config.trust_remote_code)
         attrs.update(_mlm_attrs(config, info, tokenizer, max_length))
     return path, key, attrs
+
+
+def _former_entry(root: str, fields: dict, info: ModelInfo):
+    """The entry a release before content fingerprints made of the local folder ``info`` with these
+    options and data (keyed by the name it was typed as and `legacy_fingerprint`), or None: found by
+    everything but the name, so a sweep over it resumes and it is not extracted again beside itself."""
+    from pathlib import Path
+
+    from ..cache.manage import list_entries
+    from .models import legacy_fingerprint
+
+    if info.name != info.path or not Path(info.path).is_dir():  # a hub model or a built-in one: keys unchanged
+        return None
+    want = {**fields, "model_revision": legacy_fingerprint(Path(info.path))}
+    for entry in list_entries(root, sizes=False):
+        if entry.fields.get("model_revision") == want["model_revision"] and \
+                entry.path.rstrip("/").endswith("__" + entry_key({**want, "model": entry.model})):
+            return entry  # its key is these options' under the name it was made with: every field agrees
+    return None
 
 
 def _primary_attrs(dataset, config: ExtractConfig) -> dict:

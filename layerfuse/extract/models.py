@@ -139,9 +139,13 @@ def load_config(name: str | None, *, trust_remote_code: bool = False):
     except OSError as exc:
         if Path(path).exists():
             raise LayerfuseError(f"cannot load a model from {path}: {str(exc).splitlines()[0]}") from exc
+        # a relative folder a former release recorded as typed is found from where it was typed only
+        where = (" (if it is a folder named relative to where its entry or head was made, run from there)"
+                 if name and not os.path.isabs(str(name)) and ("/" in str(name) or str(name).startswith("."))
+                 else "")
         raise LayerfuseError(
-            f"model {name!r} is neither a local directory nor in the local HF cache, and the hub is unreachable "
-            f"(offline); pass --model with a directory holding config.json and weights"
+            f"model {name!r} is neither a local directory{where} nor in the local HF cache, and the hub is "
+            f"unreachable (offline); name a directory holding config.json and weights"
         ) from exc
     except ValueError as exc:
         raise LayerfuseError(f"cannot load model {name!r}: {str(exc).splitlines()[0]}") from exc

@@ -117,3 +117,44 @@ def test_ls_tells_apart_entries_of_one_folder_and_one_dataset(tiny_bert_dir, tin
     described = [line for line in out.output.splitlines() if " on data [" in line]
     assert len(described) == 2 and len(set(described)) == 2 and all(" data " in line for line in described)
     assert not any(" revision " in line for line in described)  # the model did not change
+
+
+def test_an_entry_a_former_release_made_of_the_folder_is_reused(tiny_bert_dir, tiny_conll_dir, tmp_path,
+                                                                monkeypatch):
+    """Entries of local folders were keyed by the name as typed and a fingerprint of the weights' ends:
+    under the new key the unchanged folder was extracted again beside its entry, and a sweep over the old
+    entry refused to resume. Found by its options and its former fingerprint, it is used as before."""
+    import zarr
+
+    from layerfuse.cache.layout import entry_key, entry_path
+    from layerfuse.extract.run import extract
+
+    folder = _copy(tiny_bert_dir, tmp_path / "models")
+    root = tmp_path / "root"
+    config = ExtractConfig(model=str(folder), dataset=str(tiny_conll_dir), cache_dir=str(root), splits=("dev",))
+    made = extract(config, progress=False, log=lambda m: None).path
+    # as the former release would have made it, named `models/m` from tmp_path
+    group = zarr.open_group(made, mode="r+")
+    attrs = dict(group.attrs)
+    fields = {name: attrs[name] for name in ("model", "model_revision", "dataset_fingerprint", "granularity",
+                                             "pooling", "dtype", "max_length", "precision")}
+    fields.update(model="models/m", model_revision=legacy_fingerprint(folder))
+    old_key = entry_key(fields)
+    group.attrs.update(model="models/m", model_revision=fields["model_revision"], key=old_key)
+    old = entry_path(str(root), model_name="models/m", dataset_name=attrs["dataset"], key=old_key)
+    os.rename(made, old)
+    monkeypatch.chdir(tmp_path / "models")  # not where it was made: found all the same
+    again = extract(config, progress=False, log=lambda m: None)
+    assert again.path == old and all(s.reused for s in again.splits)
+    assert [p.name for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")] == [os.path.basename(old)]
+    # once the folder changes, it is another model: a new entry
+    (folder / "config.json").write_text((folder / "config.json").read_text().replace("}", ', "x": 1}', 1))
+    assert extract(config, progress=False, log=lambda m: None).path != old
+
+
+def test_a_relative_folder_not_found_here_says_where_it_is_looked_for(tmp_path, monkeypatch):
+    """A head of a former release names its folder as typed; from elsewhere the error advised `--model`,
+    which `predict` and `export` do not take."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(LayerfuseError, match="if it is a folder named relative to where its entry or head was made"):
+        model_info("m/mini")
