@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from .errors import NOTHING_TO_RESUME, friendly_errors
+from .options import moved_model_option
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
@@ -17,8 +18,9 @@ from .errors import NOTHING_TO_RESUME, friendly_errors
 @click.option("--best", is_flag=True,
               help="HEAD is a sweep's --out folder: the kept head with the best dev score; with --run, the best "
                    "of that run's cell (the same setting, any seed).")
+@moved_model_option
 @friendly_errors(interrupted=NOTHING_TO_RESUME)
-def main(head, out, device, run, best):
+def main(head, out, device, run, best, model):
     """Write HEAD (a run's JSON record or its head checkpoint, or with --run/--best a sweep's folder)
     with its backbone as a transformers model: AutoModelForTokenClassification.from_pretrained(OUT) and
     pipeline("token-classification", model=OUT) load it once layerfuse is imported."""
@@ -33,7 +35,7 @@ def main(head, out, device, run, best):
         raise LayerfuseError("--out is empty: name the folder to write the model to")
     if run is not None or best or os.path.isfile(os.path.join(head, RESULTS)):
         head = sweep_head(head, run=run, best=best, log=lambda message: click.echo(message, err=True))
-    folder = export_head(head, out, device=device)
+    folder = export_head(head, out, device=device, model=model)
     click.echo(f"exported {head} -> {folder} (load: import layerfuse; "
                f"transformers.pipeline('token-classification', model={folder!r}))")
 

@@ -15,7 +15,7 @@ from ..inference.fill_mask import MaskFiller
 from ..tasks import task_of
 from ..training.checkpoint import checkpoint_paths
 from .errors import NOTHING_TO_RESUME, friendly_errors
-from .options import default_of, say
+from .options import default_of, moved_model_option, say
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
@@ -46,8 +46,9 @@ from .options import default_of, say
                    "to stderr).")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per sentence (--conll: the report).")
 @click.option("--device", default=None, help="torch device. Default: cuda when present, else cpu.")
+@moved_model_option
 @friendly_errors(interrupted=NOTHING_TO_RESUME)
-def main(checkpoint, text, files, fill_mask, top_k, conll, columns, out, as_json, device):
+def main(checkpoint, text, files, fill_mask, top_k, conll, columns, out, as_json, device, model):
     """Tag raw sentences with a trained head and print the entities found, or score it on a labelled
     CoNLL file (--conll); MLM heads: fill masks.
 
@@ -59,7 +60,7 @@ def main(checkpoint, text, files, fill_mask, top_k, conll, columns, out, as_json
         head = _head(checkpoint)
         if out:
             _refuse_inputs_as_out(out, {conll, checkpoint, *checkpoint_paths(head)})
-        _score_conll(head, conll, columns=columns, out=out, as_json=as_json, device=device)
+        _score_conll(head, conll, columns=columns, out=out, as_json=as_json, device=device, model=model)
         return
     if out or columns:
         raise LayerfuseError(f"{'--out' if out else '--columns'} goes with --conll")
@@ -77,9 +78,10 @@ def main(checkpoint, text, files, fill_mask, top_k, conll, columns, out, as_json
         raise LayerfuseError(f"nothing to {'fill' if fill_mask else 'tag'}: {given} only blank lines")
     checkpoint = _head(checkpoint)
     if fill_mask or _is_mlm(checkpoint):
-        _fill(checkpoint, [line for line in lines if line.strip()], top_k=top_k, as_json=as_json, device=device)
+        _fill(checkpoint, [line for line in lines if line.strip()], top_k=top_k, as_json=as_json, device=device,
+              model=model)
     else:  # a blank line of --file gets its (empty) answer too: output line k answers input line k
-        _tag(checkpoint, lines, as_json=as_json, device=device)
+        _tag(checkpoint, lines, as_json=as_json, device=device, model=model)
     sys.stdout.flush()
 
 
@@ -109,8 +111,8 @@ def _is_mlm(checkpoint: str) -> bool:
         return False  # loading it says what is wrong
 
 
-def _fill(checkpoint, lines, *, top_k: int, as_json: bool, device) -> None:
-    filler = MaskFiller(checkpoint, device=device)
+def _fill(checkpoint, lines, *, top_k: int, as_json: bool, device, model) -> None:
+    filler = MaskFiller(checkpoint, device=device, model=model)
     for line in lines:
         masks = filler.fill(line, top_k=top_k)
         if as_json:
@@ -122,13 +124,13 @@ def _fill(checkpoint, lines, *, top_k: int, as_json: bool, device) -> None:
             click.echo(f"  mask {k}: " + ", ".join(shown))
 
 
-def _tag(checkpoint, lines, *, as_json: bool, device) -> None:
+def _tag(checkpoint, lines, *, as_json: bool, device, model) -> None:
     from tqdm.auto import tqdm
 
     from ..cache.label_sets import TOKEN
     from ..inference import Predictor
 
-    tagger = Predictor(checkpoint, device=device)
+    tagger = Predictor(checkpoint, device=device, model=model)
     token_set = tagger.meta.get("cache", {}).get("label_kind") == TOKEN
     # Tagged and printed a block of lines at a time: a long --file shows its first answers at once, where it
     # printed nothing until every line was tagged; with the answers going to a file, a bar on the terminal.
@@ -172,7 +174,7 @@ def _echo_entities(lines, words, tags, *, as_json: bool) -> None:
             click.echo("  (no entities)")
 
 
-def _score_conll(checkpoint, path: str, *, columns, out, as_json: bool, device) -> None:
+def _score_conll(checkpoint, path: str, *, columns, out, as_json: bool, device, model) -> None:
     from ..cache.label_sets import TOKEN
     from ..inference import Predictor
     from ..inference import conll_eval as ce
@@ -183,7 +185,7 @@ def _score_conll(checkpoint, path: str, *, columns, out, as_json: bool, device) 
     token_set = cache.get("label_kind") == TOKEN
     # a bad file fails before the backbone loads
     sentences = ce.read_for_head(path, cache, columns=columns)
-    tagger = Predictor(checkpoint, device=device)
+    tagger = Predictor(checkpoint, device=device, model=model)
     (ce.check_known_tokens if token_set else ce.check_known)(path, sentences, tagger.label_names)
     pred = tagger.tag([words for words, _ in sentences])
     lines = ce.conll_lines(sentences, pred)

@@ -53,6 +53,28 @@ def check_samples(entry, configs: list) -> None:
         few_shot_sample(n_train, shots=n, n_types=n_types, seed=0)
 
 
+def check_warmups(entry, configs: list) -> None:
+    """A warmup not shorter than its run, refused before any run starts and naming every such run (the
+    run's own refusal, `lr_schedule`, stopped a grid at its first short run, mid-grid with workers)."""
+    warmed = [c for c in configs if c.warmup]
+    if not warmed or "train" not in entry.splits:
+        return
+    entry = with_labels(entry, warmed)
+    n_train, n_types = entry.split("train").n_sentences, shot_size(entry.meta)
+    short = [c for c in warmed if 0 < steps_of(c, n_train, n_types) <= c.warmup]
+    if short:
+        named = ", ".join(f"{c.fusion} N={c.shots or 'all'} {c.epochs} epochs ({steps_of(c, n_train, n_types)} steps)"
+                          for c in short[:4]) + (f" and {len(short) - 4} more" if len(short) > 4 else "")
+        raise LayerfuseError(f"warmup {short[0].warmup} is not shorter than the run of {named}: no step would "
+                             "decay the rate; use a shorter warmup, or leave those runs out")
+
+
+def steps_of(config, n_train: int, n_types: int) -> int:
+    """A run's optimizer steps, as its loop counts them: epochs x ceil(sentences / (batch x accumulation))."""
+    n = n_train if config.shots is None else config.shots * n_types
+    return config.epochs * -(-n // (config.batch_size * config.grad_accum))
+
+
 def load_run(entry, configs: list) -> object:
     """FE, one run (``load_per_run``): exactly what it reads, its sample with its candidate layers
     (all of 1..L for auto:K, to rank them) and dev/test with only the layers it fuses."""

@@ -118,8 +118,10 @@ SHARES = ("best_dev_f1", "test_f1_at_best", "best_dev_accuracy", "test_accuracy_
 def _unknown_settings(record: dict) -> list[str]:
     """The settings of ``record``'s config that are neither a `TrainConfig` field nor a fusion's option."""
     config = record.get("config")
+    if not isinstance(config, dict) or config.get("fusion") not in FUSIONS:
+        return []  # a fusion this process has not registered (a user's, defined in their code): its options unknown
     known = {f.name for f in dataclass_fields(TrainConfig)} | set(declared_options())
-    return sorted(set(config) - known) if isinstance(config, dict) else []
+    return sorted(set(config) - known)
 
 
 def _impossible_value(record: dict) -> str | None:

@@ -69,12 +69,17 @@ def is_tokenizer_file(f: Path) -> bool:
 
 
 def content_fingerprint(path: Path) -> str:
-    """A local model folder's revision: sha256 over every byte of config.json, the weight files and the
-    tokenizer's files (a few seconds for a GB of weights, once per process and folder state): a model
+    """A local model folder's revision: sha256 over every byte of config.json, the weight files loaded and
+    the tokenizer's files (about a second per GB of weights, once per process and folder state): a model
     retrained or a tokenizer changed in place is another revision, so its cache entry and heads are
     not taken for the old ones'."""
-    files = [f for f in sorted(Path(path).iterdir()) if f.is_file() and (
-        f.name == "config.json" or f.suffix in WEIGHT_SUFFIXES or is_tokenizer_file(f))]
+    files = [f for f in sorted(Path(path).iterdir()) if f.is_file()]
+    # the weights from_pretrained loads (safetensors first, as it does; not a checkpoint's optimizer.pt,
+    # nor a TF or Flax copy beside them), the config, the tokenizer, and remote code
+    weights = ([f for f in files if f.suffix == ".safetensors"] or
+               [f for f in files if f.suffix == ".bin" and f.name.startswith("pytorch_model")] or
+               [f for f in files if f.suffix in WEIGHT_SUFFIXES])
+    files = sorted([f for f in files if f.name == "config.json" or f.suffix == ".py" or is_tokenizer_file(f)] + weights)
     stamps = tuple((f.name, st.st_size, st.st_mtime_ns, st.st_ino) for f in files for st in [f.stat()])
     return _hashed(os.path.realpath(path), stamps)
 
@@ -145,7 +150,8 @@ def load_config(name: str | None, *, trust_remote_code: bool = False):
                  else "")
         raise LayerfuseError(
             f"model {name!r} is neither a local directory{where} nor in the local HF cache, and the hub is "
-            f"unreachable (offline); name a directory holding config.json and weights"
+            f"unreachable (offline); name a directory holding config.json and weights (predict and export: --model DIR "
+            f"where it has moved)"
         ) from exc
     except ValueError as exc:
         raise LayerfuseError(f"cannot load model {name!r}: {str(exc).splitlines()[0]}") from exc

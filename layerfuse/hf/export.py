@@ -35,13 +35,14 @@ def word_start_table(tokenizer, vocab_size: int):
     return table
 
 
-def export_head(head: str, out: str, *, device: str | None = None) -> str:
+def export_head(head: str, out: str, *, device: str | None = None, model: str | None = None) -> str:
     """Write ``head`` (a checkpoint or its run record) with its backbone as a transformers model in
     ``out``: loadable by `AutoModelForTokenClassification.from_pretrained` and usable in
     ``pipeline("token-classification")`` once layerfuse is imported. Returns ``out``.
 
     The model tags what `predict` tags: the same backbone weights, layers, pooling and head, its
-    logits at a word's first token the head's for that word (`layerfuse.hf.modeling`)."""
+    logits at a word's first token the head's for that word (`layerfuse.hf.modeling`). ``model``: the
+    backbone's folder where it has moved since the head was trained (checked against its revision)."""
     import transformers
 
     from ..inference.predictor import load_head
@@ -56,7 +57,7 @@ def export_head(head: str, out: str, *, device: str | None = None) -> str:
     from .modeling import LayerfuseForTokenClassification, LayerfuseTaggerConfig
 
     stem, record = resolve_head(head)
-    tagger, meta, backbone, _ = load_head(stem, device=device or "cpu")
+    tagger, meta, backbone, _ = load_head(stem, device=device or "cpu", model=model)
     task = task_of(meta)
     if not task.labels_from_data:
         raise LayerfuseError(f"{stem} is an {meta['task'].upper()} head; only taggers export as token "

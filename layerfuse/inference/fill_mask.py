@@ -16,8 +16,8 @@ class MaskFiller:
     """An MLM checkpoint with its decoder tied to the backbone's input embeddings (for an FT head,
     the fine-tuned backbone's), as during training."""
 
-    def __init__(self, checkpoint: str, *, device=None):
-        self.head, self.meta, self.backbone, self.device = load_head(checkpoint, device=device)
+    def __init__(self, checkpoint: str, *, device=None, model: str | None = None):
+        self.head, self.meta, self.backbone, self.device = load_head(checkpoint, device=device, model=model)
         if not task_of(self.meta).masks_inputs:
             raise LayerfuseError(f"{checkpoint} is a NER head; --fill-mask needs an MLM head (train-head --task mlm)")
         self.head.lm.tie(self.backbone.model.get_input_embeddings().weight)

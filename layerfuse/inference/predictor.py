@@ -22,8 +22,8 @@ def entities(tags: list[str], words: list[tuple[str, int, int]], text: str) -> l
 class Predictor:
     """A checkpoint plus the backbone it needs (the fine-tuned one for an FT head)."""
 
-    def __init__(self, checkpoint: str, *, device=None):
-        self.head, self.meta, self.backbone, self.device = load_head(checkpoint, device=device)
+    def __init__(self, checkpoint: str, *, device=None, model: str | None = None):
+        self.head, self.meta, self.backbone, self.device = load_head(checkpoint, device=device, model=model)
         if not task_of(self.meta).labels_from_data:
             raise LayerfuseError(f"{checkpoint} is an {self.meta['task'].upper()} head, not a tagger; use --fill-mask")
         self.layers = self.meta["layers"]
@@ -113,9 +113,10 @@ def _check_tuned_backbone(checkpoint: str, meta: dict, folder: str | None) -> No
                              "or replaced since); train the head again")
 
 
-def load_head(checkpoint: str, *, device=None):
+def load_head(checkpoint: str, *, device=None, model: str | None = None):
     """(head in eval mode, checkpoint metadata, its live backbone in eval mode, device): the backbone
-    of the cache it was trained on, or the fine-tuned one saved beside an FT head."""
+    of the cache it was trained on (``model``: its folder where it has moved since, checked against the
+    revision recorded), or the fine-tuned one saved beside an FT head."""
     from ..finetune.live import load_live_backbone
     from ..training.checkpoint import checkpoint_paths, load_checkpoint
     from ..training.run_record import resolve_head
@@ -131,6 +132,8 @@ def load_head(checkpoint: str, *, device=None):
     if backbone_dir and not os.path.isabs(backbone_dir):  # stored relative to the checkpoint
         backbone_dir = os.path.join(os.path.dirname(checkpoint_paths(checkpoint)[1]), backbone_dir)
     _check_tuned_backbone(checkpoint, meta, backbone_dir)
-    backbone = load_live_backbone(meta["cache"], device=device, model_path=backbone_dir)
+    if backbone_dir and model:
+        raise LayerfuseError(f"{checkpoint} is an FT head: its tuned backbone is the one beside it, not --model's")
+    backbone = load_live_backbone(meta["cache"], device=device, model_path=backbone_dir, model=model)
     backbone.eval()
     return head, meta, backbone, device

@@ -402,7 +402,8 @@ def lr_schedule(config: TrainConfig, total_steps: int):
     silence, the rate never decayed, and the record named the warmup asked for."""
     if 0 < total_steps <= config.warmup:
         raise LayerfuseError(f"warmup {config.warmup} is not shorter than the run's {total_steps} optimizer steps "
-                             "(its sentences / batch size x epochs): no step would decay the rate; use fewer")
+                             "(epochs x its sentences / (batch size x grad accumulation)): no step would decay "
+                             "the rate; use a shorter warmup")
     warmup = config.warmup
 
     def schedule(step: int) -> float:

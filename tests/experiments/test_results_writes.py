@@ -120,6 +120,14 @@ def test_a_record_the_report_cannot_read_is_one_line_naming_it(tmp_path, changes
         read_results(str(path))
 
 
+def test_a_fusion_not_registered_here_keeps_its_own_settings(tmp_path):
+    """A user's fusion, defined in their code, is not registered in a `sweep --report` process: its option
+    was refused as a newer release's setting, and the report of its sweep failed."""
+    path = tmp_path / "results.jsonl"
+    path.write_text(_line(config_fusion="weighted", config_gain=0.5))
+    assert len(read_results(str(path))) == 1
+
+
 def test_a_whole_last_record_without_its_newline_is_named(tmp_path):
     """An editor that drops the final newline made the last run vanish from the report without a word."""
     path = tmp_path / "results.jsonl"

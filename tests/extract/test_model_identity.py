@@ -158,3 +158,44 @@ def test_a_relative_folder_not_found_here_says_where_it_is_looked_for(tmp_path, 
     monkeypatch.chdir(tmp_path)
     with pytest.raises(LayerfuseError, match="if it is a folder named relative to where its entry or head was made"):
         model_info("m/mini")
+
+
+def test_predict_and_export_take_the_folder_where_it_has_moved(tiny_bert_dir, tiny_conll_dir, tmp_path):
+    """A head names its backbone's folder by its real path: moved, the head could not be used at all, and
+    the error advised an option predict did not have. --model names the new place, checked against the
+    revision the head recorded."""
+    from click.testing import CliRunner
+
+    from layerfuse.cli.export import main as export
+    from layerfuse.cli.predict import main as predict
+    from layerfuse.cli.train import main as train
+
+    folder = _copy(tiny_bert_dir, tmp_path)
+    out = CliRunner().invoke(train, ["--model", str(folder), "--dataset", str(tiny_conll_dir), "--cache-dir",
+                                     str(tmp_path / "root"), "--fusion", "concat", "--epochs", "1", "--out",
+                                     str(tmp_path / "runs"), "--quiet"])
+    assert out.exit_code == 0, out.output
+    run = str(next((tmp_path / "runs").glob("concat-*.json")))
+    moved = tmp_path / "moved"
+    os.rename(folder, moved)
+    gone = CliRunner().invoke(predict, ["--head", run, "--text", "Alice met Bob"])
+    assert gone.exit_code == 1 and "--model DIR where it has moved" in gone.output
+    here = CliRunner().invoke(predict, ["--head", run, "--text", "Alice met Bob", "--model", str(moved)])
+    assert here.exit_code == 0, here.output
+    exported = CliRunner().invoke(export, [run, "--out", str(tmp_path / "exported"), "--model", str(moved)])
+    assert exported.exit_code == 0, exported.output
+    (moved / "config.json").write_text((moved / "config.json").read_text().replace("}", ', "x": 1}', 1))
+    other = CliRunner().invoke(predict, ["--head", run, "--text", "Alice met Bob", "--model", str(moved)])
+    assert other.exit_code == 1 and "now has revision" in other.output
+
+
+def test_the_revision_reads_what_loads_and_no_more(tiny_bert_dir, tmp_path):
+    """Every *.pt, *.h5 and *.msgpack beside the weights was hashed too (a checkpoint's optimizer.pt is
+    twice the model), and remote code was not."""
+    folder = _copy(tiny_bert_dir, tmp_path)
+    before = model_info(str(folder)).revision
+    (folder / "optimizer.pt").write_bytes(b"x" * 1000)
+    (folder / "tf_model.h5").write_bytes(b"y" * 1000)
+    assert model_info(str(folder)).revision == before
+    (folder / "modeling_x.py").write_text("# remote code\n")
+    assert model_info(str(folder)).revision != before

@@ -442,5 +442,17 @@ def test_a_warmup_as_long_as_the_run_is_refused(tiny_cache, tmp_path):
     out = CliRunner().invoke(main, ["--cache", tiny_cache, "--fusion", "concat", "--epochs", "1", "--warmup", "1000",
                                     "--out", str(tmp_path / "runs"), "--quiet"])
     errors = [line for line in out.output.splitlines() if line.startswith("error:")]
-    assert out.exit_code == 1 and len(errors) == 1 and "warmup 1000 is not shorter than the run's" in errors[0]
+    assert out.exit_code == 1 and len(errors) == 1 and "warmup 1000 is not shorter than the run of" in errors[0]
     assert "Traceback" not in out.output
+
+
+def test_a_grid_names_its_runs_shorter_than_their_warmup_before_any_runs(tiny_cache, tmp_path):
+    """The run's own refusal stopped a grid at its first short run (mid-grid, with workers), naming no run."""
+    from layerfuse.experiments import grid, run_grid
+
+    base = TrainConfig(fusion="concat", shots=None, epochs=1, seed=0, warmup=10)
+    configs = grid(fusions="concat", shots=None, epochs=[1, 40], trials=1, base=base)
+    results = tmp_path / "results.jsonl"
+    with pytest.raises(LayerfuseError, match=r"not shorter than the run of concat N=all 1 epochs \(8 steps\):"):
+        run_grid(open_entry(tiny_cache), configs, results=str(results), workers=0, progress=False, log=lambda m: None)
+    assert not results.exists()  # no run trained first
