@@ -93,6 +93,7 @@ def read_results(path: str, *, skipped=None) -> dict[str, dict]:
                     skipped(f"{path}:{number}: skipped: not a run record ({shown!r}: cut short by a kill, "
                             "or edited)")
                 continue
+            _refuse_unregistered_twins(path, number, record, records)
             newer = _unknown_settings(record)
             if newer:  # named in no run id here: it would overwrite, or be averaged with, a run without it
                 raise LayerfuseError(f"{path}:{number}: run {record['run_id']} records setting"
@@ -113,6 +114,22 @@ def read_results(path: str, *, skipped=None) -> dict[str, dict]:
 
 BEST_SCORES = ("best_dev_f1", "best_dev_accuracy", "best_dev_ppl")  # one of them, by the run's metric
 SHARES = ("best_dev_f1", "test_f1_at_best", "best_dev_accuracy", "test_accuracy_at_best")  # in [0, 1]
+
+
+def _refuse_unregistered_twins(path: str, number: int, record: dict, records: dict) -> None:
+    """A fusion this process has not registered (a user's, defined in their code) names no option in its run
+    ids here: two of its runs that differ only in one would be one run, the later line kept in silence."""
+    config = record.get("config")
+    other = records.get(record["run_id"])
+    if not isinstance(config, dict) or config.get("fusion") in FUSIONS or other is None:
+        return
+    known = {f.name for f in dataclass_fields(TrainConfig)}
+    differ = sorted(k for k in set(config) | set(other["config"]) - known
+                    if k not in known and config.get(k) != other["config"].get(k))
+    if differ:
+        raise LayerfuseError(f"{path}:{number}: runs of fusion {config['fusion']!r}, which this process has not "
+                             f"registered, differ only in {', '.join(differ)}: they cannot be told apart here; "
+                             "import the module that registers it and report them from Python")
 
 
 def _unknown_settings(record: dict) -> list[str]:

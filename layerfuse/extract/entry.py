@@ -212,8 +212,10 @@ def describe(config: ExtractConfig, *, dataset: TaggedDataset | TextCorpus | Non
 
 def _former_entry(root: str, fields: dict, info: ModelInfo):
     """The entry a release before content fingerprints made of the local folder ``info`` with these
-    options and data (keyed by the name it was typed as and `legacy_fingerprint`), or None: found by
-    everything but the name, so a sweep over it resumes and it is not extracted again beside itself."""
+    options and data (keyed by the name it was typed as and `legacy_fingerprint`), or None, so a sweep over
+    it resumes and it is not extracted again beside itself. Its name must lead to this folder from here, as
+    it did where it was typed: the former fingerprint reads no tokenizer, so another folder of the same
+    weights would match it, and a head trained on it records that name, which must load."""
     from pathlib import Path
 
     from ..cache.manage import list_entries
@@ -224,6 +226,7 @@ def _former_entry(root: str, fields: dict, info: ModelInfo):
     want = {**fields, "model_revision": legacy_fingerprint(Path(info.path))}
     for entry in list_entries(root, sizes=False):
         if entry.fields.get("model_revision") == want["model_revision"] and \
+                os.path.realpath(entry.model) == info.path and \
                 entry.path.rstrip("/").endswith("__" + entry_key({**want, "model": entry.model})):
             return entry  # its key is these options' under the name it was made with: every field agrees
     return None

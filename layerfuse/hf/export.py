@@ -62,6 +62,8 @@ def export_head(head: str, out: str, *, device: str | None = None, model: str | 
     if not task.labels_from_data:
         raise LayerfuseError(f"{stem} is an {meta['task'].upper()} head; only taggers export as token "
                               f"classification models")
+    if model:  # the backbone read from where it has moved: its name and license are that folder's
+        meta = {**meta, "cache": {**meta.get("cache", {}), "model": os.path.realpath(model)}}
     provenance = {**_provenance(meta, record), **_license(meta)}
     _refuse_to_replace(out, provenance)
     labels = list(meta["label_names"])

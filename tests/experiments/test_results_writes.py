@@ -124,8 +124,14 @@ def test_a_fusion_not_registered_here_keeps_its_own_settings(tmp_path):
     """A user's fusion, defined in their code, is not registered in a `sweep --report` process: its option
     was refused as a newer release's setting, and the report of its sweep failed."""
     path = tmp_path / "results.jsonl"
-    path.write_text(_line(config_fusion="weighted", config_gain=0.5))
-    assert len(read_results(str(path))) == 1
+    path.write_text(_line(config_fusion="weighted", config_gain=0.5) + _line(config_fusion="weighted", config_gain=0.5,
+                                                                            config_seed=1))
+    assert len(read_results(str(path))) == 2
+    # two of its runs that differ only in that option are one run id here: refused, not one kept in silence
+    path.write_text(_line(config_fusion="weighted", config_gain=0.5) + _line(config_fusion="weighted", config_gain=2.0))
+    with pytest.raises(LayerfuseError, match="results.jsonl:2: runs of fusion 'weighted', which this process has not "
+                                             "registered, differ only in gain"):
+        read_results(str(path))
 
 
 def test_a_whole_last_record_without_its_newline_is_named(tmp_path):

@@ -143,10 +143,20 @@ def test_an_entry_a_former_release_made_of_the_folder_is_reused(tiny_bert_dir, t
     group.attrs.update(model="models/m", model_revision=fields["model_revision"], key=old_key)
     old = entry_path(str(root), model_name="models/m", dataset_name=attrs["dataset"], key=old_key)
     os.rename(made, old)
-    monkeypatch.chdir(tmp_path / "models")  # not where it was made: found all the same
+    monkeypatch.chdir(tmp_path)  # where its name leads to the folder
     again = extract(config, progress=False, log=lambda m: None)
     assert again.path == old and all(s.reused for s in again.splits)
     assert [p.name for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")] == [os.path.basename(old)]
+    # another folder of the same weights and another tokenizer matches the former fingerprint: not that entry
+    twin = _copy(folder, tmp_path, "twin")
+    tokenizer = json.loads((twin / "tokenizer_config.json").read_text())
+    (twin / "tokenizer_config.json").write_text(json.dumps({**tokenizer, "do_lower_case": False}))
+    twin_config = ExtractConfig(model=str(twin), dataset=str(tiny_conll_dir), cache_dir=str(root), splits=("dev",))
+    assert extract(twin_config, progress=False, log=lambda m: None).path != old
+    # from where its name leads nowhere (a head trained on it would not load): a new entry
+    monkeypatch.chdir(tmp_path / "models")
+    assert extract(config, progress=False, log=lambda m: None).path == made  # its own key, made anew
+    monkeypatch.chdir(tmp_path)
     # once the folder changes, it is another model: a new entry
     (folder / "config.json").write_text((folder / "config.json").read_text().replace("}", ', "x": 1}', 1))
     assert extract(config, progress=False, log=lambda m: None).path != old
@@ -184,6 +194,8 @@ def test_predict_and_export_take_the_folder_where_it_has_moved(tiny_bert_dir, ti
     assert here.exit_code == 0, here.output
     exported = CliRunner().invoke(export, [run, "--out", str(tmp_path / "exported"), "--model", str(moved)])
     assert exported.exit_code == 0, exported.output
+    provenance = json.loads((tmp_path / "exported" / "config.json").read_text())["layerfuse"]
+    assert provenance["backbone"] == "moved"  # the folder read, where its name and license come from
     (moved / "config.json").write_text((moved / "config.json").read_text().replace("}", ', "x": 1}', 1))
     other = CliRunner().invoke(predict, ["--head", run, "--text", "Alice met Bob", "--model", str(moved)])
     assert other.exit_code == 1 and "now has revision" in other.output
