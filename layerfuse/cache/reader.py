@@ -92,6 +92,15 @@ class CacheEntry(MetaViews):
         (`layerfuse.cache.label_sets`); an entry from before label sets holds ``ner`` alone."""
         return label_sets.listed(self.stored_meta)
 
+    def with_model_path(self, path: str) -> CacheEntry:
+        """This entry with its backbone read from the folder ``path`` (the one named to find it: a copy of the
+        folder it was made from, at another path): the heads trained on it record that folder, FT loads it."""
+        if self.meta.get("model_path") == path:
+            return self
+        view = copy.copy(self)
+        view.stored_meta, view.meta = {**self.stored_meta, "model_path": path}, {**self.meta, "model_path": path}
+        return view
+
     def with_labels(self, name: str | None) -> CacheEntry:
         """The same entry seen through label set ``name`` (None = the primary set): ``meta`` carries
         its ``label_names``, ``label_set`` and ``label_kind``, and every split's ``labels`` are its. An

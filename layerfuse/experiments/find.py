@@ -63,6 +63,18 @@ def resolve_entry(*, cache: str | None = None, model: str | None = None, dataset
 
 def _entry_for(*, model: str | None, dataset: str | None, cache_dir: str | None, options: dict, log,
                progress: bool) -> CacheEntry:
+    """The entry of ``model`` on ``dataset``, found or extracted; a folder of the user's is where its backbone
+    is read from (an entry made of a copy elsewhere records that copy's path)."""
+    from ..extract.models import local_folder
+
+    entry = _found_or_made(model=model, dataset=dataset, cache_dir=cache_dir, options=options, log=log,
+                           progress=progress)
+    folder = local_folder(model)
+    return entry.with_model_path(folder) if folder else entry
+
+
+def _found_or_made(*, model: str | None, dataset: str | None, cache_dir: str | None, options: dict, log,
+                   progress: bool) -> CacheEntry:
     from ..extract.run import ExtractConfig, describe, extract, load_data, nothing_to_write  # needs transformers
 
     config = ExtractConfig(model=model, dataset=dataset, cache_dir=cache_dir, **options)

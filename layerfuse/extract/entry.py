@@ -27,7 +27,7 @@ from ..tasks import DEFAULT_TASK, TASKS, Task, task_of
 from ..versions import versions
 from .datasets import Reading, TaggedDataset, load_dataset
 from .masking import MaskingSpec, MaskVocab, content_size
-from .models import ModelInfo, load_config, load_tokenizer, model_info
+from .models import ModelInfo, is_local_folder, load_config, load_tokenizer, model_info
 from .text import TextCorpus, load_text
 from .tokenize import special_tokens
 
@@ -204,6 +204,8 @@ def describe(config: ExtractConfig, *, dataset: TaggedDataset | TextCorpus | Non
         "versions": versions(),
         "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
     }
+    if is_local_folder(info):  # where it was read: heads load it from there while it is there (`model_source`)
+        attrs["model_path"] = info.path
     if mlm:
         tokenizer = tokenizer or load_tokenizer(info, trust_remote_code=config.trust_remote_code)
         attrs.update(_mlm_attrs(config, info, tokenizer, max_length))
@@ -221,7 +223,7 @@ def _former_entry(root: str, fields: dict, info: ModelInfo):
     from ..cache.manage import list_entries
     from .models import legacy_fingerprint
 
-    if info.name != info.path or not Path(info.path).is_dir():  # a hub model or a built-in one: keys unchanged
+    if not is_local_folder(info):  # a hub model or a built-in one: keys unchanged
         return None
     want = {**fields, "model_revision": legacy_fingerprint(Path(info.path))}
     for entry in list_entries(root, sizes=False):

@@ -52,14 +52,47 @@ def resolve_model_path(name: str | None) -> tuple[str, str]:
         if hub_reachable():
             return bundle.name, bundle.hub_id
         raise not_installed(bundle)
-    if Path(name).is_dir():  # one folder, one name: `m/x`, `./m/x/`, its absolute path and a link to it were
-        # five entries, and a relative name recorded in a head failed from any other working directory
+    if Path(name).is_dir():  # a folder is named by its own name, wherever it lies and however it is spelled
+        # (`m/x`, `./m/x/`, its absolute path, a link: four entries): its content (`content_fingerprint`) tells
+        # it apart, so a copy at another path, a colleague's, finds the same entries
         real = os.path.realpath(name)
-        return real, real
+        return os.path.basename(real), real
     return name, name
 
 
+def is_local_folder(info: ModelInfo) -> bool:
+    """A model folder of the user's (not a hub model, not a built-in one): named by its folder's name,
+    its revision the hash of its content, its entries and heads recording where it was read (``model_path``)."""
+    return info.revision.startswith(CONTENT)
+
+
+def model_source(meta: dict, model: str | None = None) -> str:
+    """Where to load the backbone an entry or a head recorded: ``model`` when given (its folder moved
+    since, or a colleague's copy), else the folder it was read from while that is there, else its name."""
+    if model:
+        return model
+    path = meta.get("model_path")
+    if path and Path(path).is_dir():
+        return path
+    if path and not Path(str(meta.get("model"))).is_dir():
+        raise LayerfuseError(f"the backbone {meta.get('model')} was read from {path}, which is not here: name its "
+                             "folder with --model DIR (checked against the revision recorded)")
+    return meta.get("model")
+
+
+def local_folder(name: str | None) -> str | None:
+    """The real path of ``name`` when it names a folder of the user's (`is_local_folder`), else None."""
+    return os.path.realpath(name) if _named_folder(name) else None
+
+
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".h5", ".msgpack")
+CONTENT = "content:"  # the revision of a local folder (`content_fingerprint`)
+
+
+def _named_folder(name: str | None) -> bool:
+    """``name`` is a folder of the user's: a directory that is not a built-in model's name."""
+    return bool(name) and name not in (DEFAULT_MODEL, "sentence-transformers/all-MiniLM-L6-v2") and \
+        bundle_for(name) is None and Path(name).is_dir()
 TOKENIZER_STEMS = ("tokenizer", "vocab", "merges", "special_tokens_map", "added_tokens", "spiece", "sentencepiece",
                    "spm", "bpe")  # tokenizer.json, vocab.txt, merges.txt, spiece.model, sentencepiece.bpe.model, ...
 
@@ -95,7 +128,7 @@ def _hashed(folder: str, stamps: tuple) -> str:
             while block := f.read(16 << 20):
                 h.update(block)
         h.update(b"\0")
-    return "content:" + h.hexdigest()[:16]
+    return CONTENT + h.hexdigest()[:16]
 
 
 def revision_matches(info: ModelInfo, recorded: str) -> bool:
@@ -103,7 +136,7 @@ def revision_matches(info: ModelInfo, recorded: str) -> bool:
     revision, or, for one recorded before local folders were hashed whole, the same `legacy_fingerprint`."""
     if recorded == info.revision:
         return True
-    return Path(info.path).is_dir() and not recorded.startswith("content:") and \
+    return Path(info.path).is_dir() and not recorded.startswith(CONTENT) and \
         legacy_fingerprint(Path(info.path)) == recorded
 
 
@@ -163,7 +196,7 @@ def model_info(name: str | None, *, trust_remote_code: bool = False) -> ModelInf
         raise LayerfuseError(f"{display} is an encoder-decoder model ({config.model_type}); layerfuse reads the "
                              "layers of an encoder (BERT, RoBERTa, DeBERTa, ELECTRA, ...)")
     if Path(path).is_dir():
-        revision = content_fingerprint(Path(path)) if display == path else legacy_fingerprint(Path(path))
+        revision = content_fingerprint(Path(path)) if _named_folder(name) else legacy_fingerprint(Path(path))
     else:
         revision = getattr(config, "_commit_hash", None) or "sha256:" + hashlib.sha256(
             json.dumps(config.to_dict(), sort_keys=True, default=str).encode()

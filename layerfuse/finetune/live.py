@@ -109,12 +109,12 @@ def load_live_backbone(meta: dict, *, device, precision: str = DEFAULT_PRECISION
     """The backbone a cache entry (or checkpoint) was made with, checked against its revision: the model it
     names, or ``model`` (its folder, moved since), checked all the same; ``model_path``: an FT head's tuned
     backbone, checked by its own hash beforehand."""
-    from ..extract.models import load_model, load_tokenizer, model_info, revision_matches
+    from ..extract.models import load_model, load_tokenizer, model_info, model_source, revision_matches
 
     if meta.get("special_tokens"):
         raise LayerfuseError("heads over a cache with special-token rows (extract --special-tokens) run on "
                               "cached hidden states only: no live backbone for FT or predict")
-    info = model_info(model_path or model or meta["model"], trust_remote_code=trust_remote_code)
+    info = model_info(model_path or model_source(meta, model), trust_remote_code=trust_remote_code)
     if model_path is None and meta.get("model_revision") and not revision_matches(info, meta["model_revision"]):
         raise LayerfuseError(
             f"model {meta['model']} now has revision {info.revision}, but the cache was made with "

@@ -63,7 +63,8 @@ def export_head(head: str, out: str, *, device: str | None = None, model: str | 
         raise LayerfuseError(f"{stem} is an {meta['task'].upper()} head; only taggers export as token "
                               f"classification models")
     if model:  # the backbone read from where it has moved: its name and license are that folder's
-        meta = {**meta, "cache": {**meta.get("cache", {}), "model": os.path.realpath(model)}}
+        meta = {**meta, "cache": {**meta.get("cache", {}), "model": os.path.basename(os.path.realpath(model)),
+                                  "model_path": os.path.realpath(model)}}
     provenance = {**_provenance(meta, record), **_license(meta)}
     _refuse_to_replace(out, provenance)
     labels = list(meta["label_names"])
@@ -168,10 +169,10 @@ def _identity(provenance) -> dict | None:
 def _license(meta: dict) -> dict:
     """The license the original backbone's model card states: the exported weights are its, fine-tuned or
     not (an FT head's tuned copy beside it has no card)."""
-    from ..extract.models import resolve_model_path
+    from ..extract.models import model_source, resolve_model_path
 
     try:
-        path = resolve_model_path(meta.get("cache", {}).get("model"))[1]
+        path = resolve_model_path(model_source(meta.get("cache", {})))[1]
     except LayerfuseError:  # not installed here: nothing to read
         return {}
     return backbone_license(path)

@@ -28,7 +28,7 @@ FORMAT_VERSION = 3  # 2: the tagger records every fusion's own settings (version
 # Each task writes its own `Task.checkpoint_version`: NER heads still say 2 (nothing in them changed), so
 # older readers keep reading them; MLM heads say 3, which older readers refuse by name instead of failing
 # on the unknown arguments.
-CACHE_FIELDS = ("key", "model", "model_revision", "model_type", "hidden_size", "num_layers", "num_heads",
+CACHE_FIELDS = ("key", "model", "model_path", "model_revision", "model_type", "hidden_size", "num_layers", "num_heads",
                 "ffn_dim", "dataset", "dataset_source", "dataset_fingerprint", "granularity", "pooling", "dtype",
                 "max_length")
 CHECKSUM = "weights_sha256"  # the head JSON's hash of its weights file (heads written before it carry none)

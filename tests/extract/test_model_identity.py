@@ -33,7 +33,8 @@ def test_one_folder_spelled_any_way_is_one_entry(tiny_bert_dir, tiny_conll_dir, 
     described = [describe(ExtractConfig(model=m, dataset=str(tiny_conll_dir), cache_dir=str(tmp_path / "c")))
                  for m in spellings]
     assert len({path for path, _, _ in described}) == 1
-    assert described[0][2]["model"] == os.path.realpath(folder)  # loadable from anywhere
+    attrs = described[0][2]
+    assert attrs["model"] == "m" and attrs["model_path"] == os.path.realpath(folder)  # loadable from anywhere
 
 
 def test_weights_or_a_tokenizer_changed_in_place_are_another_revision(tiny_bert_dir, tmp_path):
@@ -189,7 +190,7 @@ def test_predict_and_export_take_the_folder_where_it_has_moved(tiny_bert_dir, ti
     moved = tmp_path / "moved"
     os.rename(folder, moved)
     gone = CliRunner().invoke(predict, ["--head", run, "--text", "Alice met Bob"])
-    assert gone.exit_code == 1 and "--model DIR where it has moved" in gone.output
+    assert gone.exit_code == 1 and "which is not here: name its folder with --model DIR" in gone.output
     here = CliRunner().invoke(predict, ["--head", run, "--text", "Alice met Bob", "--model", str(moved)])
     assert here.exit_code == 0, here.output
     exported = CliRunner().invoke(export, [run, "--out", str(tmp_path / "exported"), "--model", str(moved)])
@@ -211,3 +212,26 @@ def test_the_revision_reads_what_loads_and_no_more(tiny_bert_dir, tmp_path):
     assert model_info(str(folder)).revision == before
     (folder / "modeling_x.py").write_text("# remote code\n")
     assert model_info(str(folder)).revision != before
+
+
+def test_a_copy_of_the_folder_at_another_path_shares_its_entries(tiny_bert_dir, tiny_conll_dir, tmp_path):
+    """A colleague's copy of the folder, at another path, found other entries than the ones made of the
+    original (keyed by the path): the shared cache was extracted again. One name and one content are one
+    model; its heads record the copy they were trained with, and load it."""
+    from click.testing import CliRunner
+
+    from layerfuse.cli.predict import main as predict
+    from layerfuse.cli.train import main as train
+
+    mine, theirs = _copy(tiny_bert_dir, tmp_path / "alice"), _copy(tiny_bert_dir, tmp_path / "bob")
+    root = str(tmp_path / "root")
+    made = describe(ExtractConfig(model=str(mine), dataset=str(tiny_conll_dir), cache_dir=root))
+    found = describe(ExtractConfig(model=str(theirs), dataset=str(tiny_conll_dir), cache_dir=root))
+    assert made[0] == found[0] and made[2]["model_path"] != found[2]["model_path"]
+    args = ["--dataset", str(tiny_conll_dir), "--cache-dir", root, "--fusion", "concat", "--epochs", "1", "--quiet"]
+    assert CliRunner().invoke(train, ["--model", str(mine), *args, "--out", str(tmp_path / "a")]).exit_code == 0
+    shutil.rmtree(mine)  # Alice's folder is not on Bob's machine
+    out = CliRunner().invoke(train, ["--model", str(theirs), *args, "--out", str(tmp_path / "b")])
+    assert out.exit_code == 0 and "extracted" not in out.output, out.output
+    run = str(next((tmp_path / "b").glob("concat-*.json")))
+    assert CliRunner().invoke(predict, ["--head", run, "--text", "Alice met Bob"]).exit_code == 0
