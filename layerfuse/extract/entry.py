@@ -220,16 +220,20 @@ def _former_entry(root: str, fields: dict, info: ModelInfo):
     weights would match it, and a head trained on it records that name, which must load."""
     from pathlib import Path
 
-    from ..cache.manage import list_entries
-    from .models import legacy_fingerprint
+    from ..cache.manage import finished_seconds, list_entries
+    from .models import legacy_fingerprint, model_files
 
     if not is_local_folder(info):  # a hub model or a built-in one: keys unchanged
         return None
     want = {**fields, "model_revision": legacy_fingerprint(Path(info.path))}
+    # that fingerprint misses a retrain that leaves a file's ends as they were: a file written since the entry
+    # was made is taken for one (a copy made without its times too: extracted again, never reused wrong)
+    changed = max(f.stat().st_mtime for f in model_files(Path(info.path)))
     for entry in list_entries(root, sizes=False):
         if entry.fields.get("model_revision") == want["model_revision"] and \
                 os.path.realpath(entry.model) == info.path and \
-                entry.path.rstrip("/").endswith("__" + entry_key({**want, "model": entry.model})):
+                entry.path.rstrip("/").endswith("__" + entry_key({**want, "model": entry.model})) and \
+                finished_seconds(open_group(entry.path).attrs.get("created")) > changed:
             return entry  # its key is these options' under the name it was made with: every field agrees
     return None
 

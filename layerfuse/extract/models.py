@@ -52,6 +52,8 @@ def resolve_model_path(name: str | None) -> tuple[str, str]:
         if hub_reachable():
             return bundle.name, bundle.hub_id
         raise not_installed(bundle)
+    if Path(name).is_file():  # from_pretrained reads a config file alone, and the tokenizer fails later on it
+        raise LayerfuseError(f"model {name!r} is a file: name the folder holding its config.json and weights")
     if Path(name).is_dir():  # a folder is named by its own name, wherever it lies and however it is spelled
         # (`m/x`, `./m/x/`, its absolute path, a link: four entries): its content (`content_fingerprint`) tells
         # it apart, so a copy at another path, a colleague's, finds the same entries
@@ -106,15 +108,19 @@ def content_fingerprint(path: Path) -> str:
     the tokenizer's files (about a second per GB of weights, once per process and folder state): a model
     retrained or a tokenizer changed in place is another revision, so its cache entry and heads are
     not taken for the old ones'."""
+    stamps = tuple((f.name, st.st_size, st.st_mtime_ns, st.st_ino) for f in model_files(path) for st in [f.stat()])
+    return _hashed(os.path.realpath(path), stamps)
+
+
+def model_files(path: Path) -> list[Path]:
+    """What makes a local folder's model: the weights from_pretrained loads (safetensors first, as it does;
+    not a checkpoint's optimizer.pt, nor a TF or Flax copy beside them), the config, the tokenizer, and
+    remote code."""
     files = [f for f in sorted(Path(path).iterdir()) if f.is_file()]
-    # the weights from_pretrained loads (safetensors first, as it does; not a checkpoint's optimizer.pt,
-    # nor a TF or Flax copy beside them), the config, the tokenizer, and remote code
     weights = ([f for f in files if f.suffix == ".safetensors"] or
                [f for f in files if f.suffix == ".bin" and f.name.startswith("pytorch_model")] or
                [f for f in files if f.suffix in WEIGHT_SUFFIXES])
-    files = sorted([f for f in files if f.name == "config.json" or f.suffix == ".py" or is_tokenizer_file(f)] + weights)
-    stamps = tuple((f.name, st.st_size, st.st_mtime_ns, st.st_ino) for f in files for st in [f.stat()])
-    return _hashed(os.path.realpath(path), stamps)
+    return sorted([f for f in files if f.name == "config.json" or f.suffix == ".py" or is_tokenizer_file(f)] + weights)
 
 
 @functools.lru_cache(maxsize=16)

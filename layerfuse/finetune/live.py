@@ -117,7 +117,7 @@ def load_live_backbone(meta: dict, *, device, precision: str = DEFAULT_PRECISION
     info = model_info(model_path or model_source(meta, model), trust_remote_code=trust_remote_code)
     if model_path is None and meta.get("model_revision") and not revision_matches(info, meta["model_revision"]):
         raise LayerfuseError(
-            f"model {meta['model']} now has revision {info.revision}, but the cache was made with "
+            f"model {model or meta['model']} now has revision {info.revision}, but the cache was made with "
             f"{meta['model_revision']}; its hidden states would not match"
         )
     if info.hidden_size != int(meta["hidden_size"]) or info.num_layers != int(meta["num_layers"]):

@@ -55,6 +55,9 @@ def _call(method: str, url: str, *, token: str | None, body: dict | None = None)
         raise LayerfuseError(f"the server refused ({exc.code}): {_reason(exc)}") from None
     except (urllib.error.URLError, OSError) as exc:
         reason = getattr(exc, "reason", exc)
+        if isinstance(reason, TimeoutError):  # reached, and still working (a large model folder is hashed first)
+            queued = f" (the job may be queued all the same: see {url})" if method == "POST" else ""
+            raise LayerfuseError(f"{url} did not answer within {TIMEOUT_S:g} s{queued}") from None
         raise LayerfuseError(f"cannot reach {url}: {reason}") from None
     except ValueError as exc:
         raise LayerfuseError(f"{url} answered something that is not JSON: {exc}") from None

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import time
 
 import pytest
 import torch
@@ -79,6 +80,8 @@ def test_a_folder_without_its_tokenizer_or_with_another_models_is_one_line(tiny_
         shutil.copy(tiny_bert_dir / name, bare / name)
     with pytest.raises(LayerfuseError, match="holds no tokenizer"):
         load_tokenizer(model_info(str(bare)))
+    with pytest.raises(LayerfuseError, match="is a file: name the folder"):  # from_pretrained took the config alone
+        model_info(str(bare / "config.json"))
     small = _copy(tiny_bert_dir, tmp_path, "small")
     config = json.loads((small / "config.json").read_text())
     (small / "config.json").write_text(json.dumps({**config, "vocab_size": 10}))
@@ -158,6 +161,11 @@ def test_an_entry_a_former_release_made_of_the_folder_is_reused(tiny_bert_dir, t
     monkeypatch.chdir(tmp_path / "models")
     assert extract(config, progress=False, log=lambda m: None).path == made  # its own key, made anew
     monkeypatch.chdir(tmp_path)
+    # a weight file written since the entry was made (a retrain that left the file's ends as they were, which
+    # the former fingerprint misses): not that entry
+    later = time.time() + 60
+    os.utime(folder / "model.safetensors", (later, later))
+    assert extract(config, progress=False, log=lambda m: None).path != old
     # once the folder changes, it is another model: a new entry
     (folder / "config.json").write_text((folder / "config.json").read_text().replace("}", ', "x": 1}', 1))
     assert extract(config, progress=False, log=lambda m: None).path != old
