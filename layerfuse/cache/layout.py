@@ -42,6 +42,9 @@ OPTIONAL_KEY_FIELDS = ("special_tokens",)
 # them: the entry is complete only when each one is.
 PLAN = "planned_splits"
 FINISHED_FORMAT = "%Y-%m-%dT%H:%M:%S%z"  # how a split's "finished" is stamped: local time and its offset
+# A local model folder's revision begins so (a hash of its content, `extract.models.content_fingerprint`):
+# that content is the model, whatever the folder is named.
+CONTENT_REVISION = "content:"
 # The cache-root variable of the package's former name, read when $LAYERFUSE_HOME is unset.
 RENAMED_HOME_ENV = "LAYERCACHE_HOME"
 _SAID: list = []  # the notice below, once given

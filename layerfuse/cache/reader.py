@@ -92,13 +92,15 @@ class CacheEntry(MetaViews):
         (`layerfuse.cache.label_sets`); an entry from before label sets holds ``ner`` alone."""
         return label_sets.listed(self.stored_meta)
 
-    def with_model_path(self, path: str) -> CacheEntry:
-        """This entry with its backbone read from the folder ``path`` (the one named to find it: a copy of the
-        folder it was made from, at another path): the heads trained on it record that folder, FT loads it."""
-        if self.meta.get("model_path") == path:
+    def with_meta(self, **seen) -> CacheEntry:
+        """This entry as the call that found it sees it, its attributes ``seen`` in place of the stored ones:
+        ``model_path``, the folder named to find it (a copy of the one it was made from, at another path),
+        and ``dataset_source``, the data as read now (another ``--columns``): heads trained on it record
+        them, FT loads that folder, predict reads a file as that data was read."""
+        if all(self.meta.get(name) == value for name, value in seen.items()):
             return self
         view = copy.copy(self)
-        view.stored_meta, view.meta = {**self.stored_meta, "model_path": path}, {**self.meta, "model_path": path}
+        view.stored_meta, view.meta = {**self.stored_meta, **seen}, {**self.meta, **seen}
         return view
 
     def with_labels(self, name: str | None) -> CacheEntry:

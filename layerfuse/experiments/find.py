@@ -63,23 +63,23 @@ def resolve_entry(*, cache: str | None = None, model: str | None = None, dataset
 
 def _entry_for(*, model: str | None, dataset: str | None, cache_dir: str | None, options: dict, log,
                progress: bool) -> CacheEntry:
-    """The entry of ``model`` on ``dataset``, found or extracted; a folder of the user's is where its backbone
-    is read from (an entry made of a copy elsewhere records that copy's path)."""
+    """The entry of ``model`` on ``dataset``, found or extracted, seen as this call reads them: the data as
+    read now (its ``--columns``: an entry made of the same words read otherwise keeps the first reading,
+    which predict then used) and, for a folder of the user's, the backbone read from it (an entry made of a
+    copy elsewhere records that copy's path)."""
     from ..extract.models import local_folder
-
-    entry = _found_or_made(model=model, dataset=dataset, cache_dir=cache_dir, options=options, log=log,
-                           progress=progress)
-    folder = local_folder(model)
-    return entry.with_model_path(folder) if folder else entry
-
-
-def _found_or_made(*, model: str | None, dataset: str | None, cache_dir: str | None, options: dict, log,
-                   progress: bool) -> CacheEntry:
-    from ..extract.run import ExtractConfig, describe, extract, load_data, nothing_to_write  # needs transformers
+    from ..extract.run import ExtractConfig, describe, load_data  # needs transformers
 
     config = ExtractConfig(model=model, dataset=dataset, cache_dir=cache_dir, **options)
     data = load_data(config, splits=list(config.splits) if config.splits else None)
     path, _, attrs = describe(config, dataset=data)
+    entry = _found_or_made(config, data, path, attrs, options=options, log=log, progress=progress)
+    folder = local_folder(model)
+    return entry.with_meta(dataset_source=attrs["dataset_source"], **({"model_path": folder} if folder else {}))
+
+
+def _found_or_made(config, data, path: str, attrs: dict, *, options: dict, log, progress: bool) -> CacheEntry:
+    from ..extract.run import extract, nothing_to_write
     opened = open_entry(path) if exists(path) else None
     if opened is not None and nothing_to_write(opened, config, data):
         return opened  # the usual case: the entry is there, finished, and read through this one open

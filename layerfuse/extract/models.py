@@ -11,6 +11,7 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..cache.layout import CONTENT_REVISION
 from ..errors import LayerfuseError
 from ..hub import go_offline, hub_reachable
 from .bundled import bundle_for, bundled_model_path, not_installed
@@ -74,12 +75,11 @@ def model_source(meta: dict, model: str | None = None) -> str:
     if model:
         return model
     path = meta.get("model_path")
-    if path and Path(path).is_dir():
-        return path
-    if path and not Path(str(meta.get("model"))).is_dir():
+    if path and not Path(path).is_dir():  # never a folder of its name that happens to be here: it is not the one
         raise LayerfuseError(f"the backbone {meta.get('model')} was read from {path}, which is not here: name its "
-                             "folder with --model DIR (checked against the revision recorded)")
-    return meta.get("model")
+                             "folder (predict, export: --model DIR; train-head: --model DIR --dataset ... for "
+                             "--cache), checked against the revision recorded")
+    return path or meta.get("model")
 
 
 def local_folder(name: str | None) -> str | None:
@@ -88,7 +88,7 @@ def local_folder(name: str | None) -> str | None:
 
 
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".h5", ".msgpack")
-CONTENT = "content:"  # the revision of a local folder (`content_fingerprint`)
+CONTENT = CONTENT_REVISION  # the revision of a local folder (`content_fingerprint`)
 
 
 def _named_folder(name: str | None) -> bool:

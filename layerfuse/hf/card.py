@@ -60,7 +60,9 @@ def hub_model_id(name: str | None, revision: str | None) -> str | None:
     if bundle is not None:
         return bundle.hub_id
     local = not name or os.path.isabs(name) or name.startswith((".", "~")) or os.path.exists(name)
-    return None if local or str(revision or "").startswith("sha256:") else name
+    from ..cache.layout import CONTENT_REVISION
+
+    return None if local or str(revision or "").startswith(("sha256:", CONTENT_REVISION)) else name
 
 
 def hub_dataset_id(name: str | None, source: str | None) -> str | None:

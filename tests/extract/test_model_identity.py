@@ -198,7 +198,7 @@ def test_predict_and_export_take_the_folder_where_it_has_moved(tiny_bert_dir, ti
     moved = tmp_path / "moved"
     os.rename(folder, moved)
     gone = CliRunner().invoke(predict, ["--head", run, "--text", "Alice met Bob"])
-    assert gone.exit_code == 1 and "which is not here: name its folder with --model DIR" in gone.output
+    assert gone.exit_code == 1 and "which is not here: name its folder (predict, export: --model DIR" in gone.output
     here = CliRunner().invoke(predict, ["--head", run, "--text", "Alice met Bob", "--model", str(moved)])
     assert here.exit_code == 0, here.output
     exported = CliRunner().invoke(export, [run, "--out", str(tmp_path / "exported"), "--model", str(moved)])
@@ -243,3 +243,35 @@ def test_a_copy_of_the_folder_at_another_path_shares_its_entries(tiny_bert_dir, 
     assert out.exit_code == 0 and "extracted" not in out.output, out.output
     run = str(next((tmp_path / "b").glob("concat-*.json")))
     assert CliRunner().invoke(predict, ["--head", run, "--text", "Alice met Bob"]).exit_code == 0
+
+
+def test_a_renamed_copy_of_the_folder_finds_its_entries(tiny_bert_dir, tiny_conll_dir, tmp_path):
+    """A colleague's copy under another folder name was extracted again and a sweep over the shared results
+    refused to resume; its content is the model. An exported card names no Hub model for it."""
+    from click.testing import CliRunner
+
+    from layerfuse.cli.train import main as train
+    from layerfuse.hf.card import hub_model_id
+
+    mine = _copy(tiny_bert_dir, tmp_path, "my-bert")
+    renamed = _copy(tiny_bert_dir, tmp_path / "lib", "bert-base-local")
+    args = ["--dataset", str(tiny_conll_dir), "--cache-dir", str(tmp_path / "root"), "--fusion", "concat", "--epochs",
+            "1", "--quiet"]
+    assert CliRunner().invoke(train, ["--model", str(mine), *args, "--out", str(tmp_path / "a")]).exit_code == 0
+    out = CliRunner().invoke(train, ["--model", str(renamed), *args, "--out", str(tmp_path / "b")])
+    assert out.exit_code == 0 and "its folder is named otherwise" in out.output and "extracted" not in out.output
+    assert hub_model_id("my-bert", model_info(str(mine)).revision) is None  # not https://huggingface.co/my-bert
+
+
+def test_a_head_whose_folder_is_gone_never_takes_one_of_its_name_here(tiny_bert_dir, tmp_path, monkeypatch):
+    """With the recorded folder gone, a folder of the same name in the working directory was loaded (and
+    refused only by its revision, in a message that named neither)."""
+    from layerfuse.extract.models import model_source
+
+    folder = _copy(tiny_bert_dir, tmp_path, "my-bert")
+    monkeypatch.chdir(tmp_path)
+    meta = {"model": "my-bert", "model_path": str(tmp_path / "gone" / "my-bert")}
+    with pytest.raises(LayerfuseError, match=r"read from .*gone/my-bert, which is not here: name its folder"):
+        model_source(meta)
+    assert model_source(meta, str(folder)) == str(folder)
+    assert model_source({"model": "my-bert"}) == "my-bert"  # a head of a former release: its name, as before

@@ -214,3 +214,26 @@ def test_a_bad_span_column_names_its_first_bad_line_as_columns_counts(tmp_path):
     with pytest.raises(LayerfuseError) as err:
         load_dataset(str(data), read=Reading(columns="word=0,ner=3,chunk=1"))
     assert "train.txt:1: chunk column (--columns chunk=1, counting from 0): malformed tag 'NNP'" in str(err.value)
+
+
+def test_a_head_records_its_own_reading_of_an_entry_made_of_the_same_words(tmp_path, tiny_bert_dir, tag_in_column_1):
+    """The same words and tags in another layout find the entry made first: the head recorded that entry's
+    reading (no --columns), and predict --conll then read the last column of its own layout's file."""
+    from layerfuse.cli.predict import main as predict
+    from layerfuse.cli.train import main as train
+
+    first = tmp_path / "first"  # WORD POS CHUNK TAG: the tag last, as CoNLL-2003 lays it out
+    first.mkdir()
+    for name, sentences in (("train.txt", TRAIN), ("dev.txt", DEV)):
+        write_conll(first / name, sentences, line=lambda w, t: f"{w} {POS[t]} {'O' if t == 'O' else 'B-NP'} {t}")
+    common = ["--model", str(tiny_bert_dir), "--cache-dir", str(tmp_path / "cache"), "--fusion", "base", "--shots",
+              "all", "--epochs", "1", "--quiet"]
+    assert CliRunner().invoke(train, [*common, "--dataset", str(first), "--out", str(tmp_path / "a")]).exit_code == 0
+    trained = CliRunner().invoke(train, [*common, "--dataset", str(tag_in_column_1), "--columns", "word=0,ner=1",
+                                         "--out", str(tmp_path / "b")])
+    assert trained.exit_code == 0 and "extracted" not in trained.output, trained.output  # the first entry, reused
+    head = next((tmp_path / "b").glob("*.head.json")).with_suffix("")
+    scored = CliRunner().invoke(predict, ["--head", str(head), "--conll", str(tag_in_column_1 / "dev.txt"), "--json",
+                                          "--out", str(tmp_path / "o")])
+    assert scored.exit_code == 0, scored.output
+    assert json.loads(scored.output.splitlines()[0])["micro"]["support"] == 2
