@@ -209,6 +209,15 @@ def is_damaged_entry(path: str) -> bool:
         return True
 
 
+def refuse_link(path: str) -> None:
+    """A link to an entry is no entry to remove: renamed and then refused by rmtree, it vanished from `ls`,
+    a lock file beside it."""
+    link = local_path(path).rstrip("/")
+    if not is_remote(path) and os.path.islink(link):
+        raise LayerfuseError(f"{path} is a link to {os.path.realpath(link)}: `layerfuse rm` removes entries, not "
+                             "links; remove the link itself with rm, or the entry with `layerfuse rm` on its folder")
+
+
 def remove(path: str, *, readable: bool = True) -> None:
     """Delete the entry ``path``; a local one only while no reader has it open and no `extract`
     writes it (`usage.exclusive`), else `usage.EntryInUse` says who has it and nothing is deleted.
@@ -223,10 +232,7 @@ def remove(path: str, *, readable: bool = True) -> None:
         fs, p = fsspec.core.url_to_fs(path)
         fs.rm(p, recursive=True)
         return
-    link = local_path(path).rstrip("/")
-    if os.path.islink(link):  # renamed and then refused by rmtree, it vanished from `ls`, a lock file beside it
-        raise LayerfuseError(f"{path} is a link to {os.path.realpath(link)}: `layerfuse rm` removes entries, not "
-                             "links; remove the link itself with rm, or the entry with `layerfuse rm` on its folder")
+    refuse_link(path)
     if being_written(path):  # before the lock: a removal that will not happen never turns a reader away
         raise EntryInUse(path, "being written by an extract")
     with exclusive(path), writer_lock(path):  # held until the directory is gone: a reader opening it meanwhile

@@ -21,6 +21,7 @@ from ..cache.manage import (
     list_entries,
     options_label,
     quick_check,
+    refuse_link,
     remove,
     variants,
     verify,
@@ -179,6 +180,7 @@ def rm_cmd(path, yes):
     if not is_remote(path):  # `.` (inside the entry) made the lock file `..lock` in it, and the rename failed
         path = os.path.abspath(local_path(path))
     damaged = is_damaged_entry(path)  # refuses what is no entry
+    refuse_link(path)  # before the question, not after a "y"
     said = " (a damaged entry: its metadata cannot be read)" if damaged else ""
     if not yes and not click.confirm(f"delete {path}{said}?", default=False, err=True):
         return
@@ -222,9 +224,11 @@ def gc_cmd(max_size, dry_run, cache_dir):
     unreadable = []
     damaged = lambda path, size: unreadable.append(size) or click.echo(  # noqa: E731
         f"{verb} {path} ({human_bytes(size)}): its metadata cannot be read (damaged)")
+    # read before: a removed entry's record of its last read goes with it, and its finish time was shown instead
+    used_at = {e.path: last_used(e) for e in list_entries(root, sizes=False)}
     removed = collect(root, max_size=limit, dry_run=dry_run, on_skip=skip, on_damaged=damaged, on_leftover=leftover)
     for e in removed:
-        used = time.strftime("%Y-%m-%d %H:%M", time.localtime(last_used(e)))
+        used = time.strftime("%Y-%m-%d %H:%M", time.localtime(used_at.get(e.path) or last_used(e)))
         click.echo(f"{verb} {e.path} ({e.model} on {e.dataset}, {human_bytes(e.bytes_on_disk)}, last used {used})")
     root = local_path(root)
     left = bytes_on_disk(root) if os.path.isdir(root) else 0

@@ -301,12 +301,17 @@ def resolve(cache, model, dataset, cache_dir, *, read: dict | None = None, extra
     ``quiet``: no progress bar when it must be extracted."""
     from ..experiments.find import resolve_entry
 
-    if cache and (model or dataset):  # the entry named was used, the others dropped in silence
+    check_one_source(cache, model, dataset)
+    return resolve_entry(cache=cache, model=model, dataset=dataset, cache_dir=cache_dir,
+                         extract_options={**(extract or {}), **(read or {})}, log=say, progress=show_progress(quiet))
+
+
+def check_one_source(cache, model, dataset) -> None:
+    """--cache, or --model/--dataset: both, and the entry named was used, the others dropped in silence."""
+    if cache and (model or dataset):
         given = " and ".join(f for f, v in (("--model", model), ("--dataset", dataset)) if v)
         raise LayerfuseError(f"--cache names the entry itself; {given} pick one by what it was made from: give one "
                              "or the other")
-    return resolve_entry(cache=cache, model=model, dataset=dataset, cache_dir=cache_dir,
-                         extract_options={**(extract or {}), **(read or {})}, log=say, progress=show_progress(quiet))
 
 
 def say(message: str) -> None:

@@ -28,6 +28,7 @@ from .options import (
     SEED,
     apply_protocol,
     cache_options,
+    check_one_source,
     default_of,
     device_option,
     extract_options,
@@ -141,11 +142,13 @@ def main(cache, model, dataset, cache_dir, read, out, dry_run, verbose, quiet, p
          mlm_probability, **options):
     """Train a fusion head on cached hidden states and report its best dev F1 (MLM: perplexity)."""
     if cache_dir or not cache:  # the root is read (and written: the measured precision, a missing entry)
-        checked_root(cache_dir, write=True, or_else=READ_ONLY_ROOT)
+        checked_root(cache_dir, write=not dry_run, or_else=READ_ONLY_ROOT)
     if not dry_run:
         checked_out(out)  # a file, or read-only: one line now, not after the training
     options = apply_protocol({**options, "shots": parse_shots(options["shots"])}, protocol)
-    options["precision"] = resolve_precision(options["precision"], options["device"], root=cache_dir)
+    # nothing trains on a dry run: no speed check measured and written into the root
+    options["precision"] = "fp32" if dry_run else resolve_precision(options["precision"], options["device"],
+                                                                    root=cache_dir)
     device = pick_device(options["device"]).type
     if options["precision"] == "fp16" and device != "cuda":
         raise LayerfuseError(f"--precision fp16 needs CUDA (its loss scaling is a GPU's); on {device} use bf16 or fp32")
@@ -154,8 +157,15 @@ def main(cache, model, dataset, cache_dir, read, out, dry_run, verbose, quiet, p
                          options=settings)  # the other options = the fields, one to one
     _say_ignored(config, asked_top=options["query_layer"] == "top")
     masking = extract_options(config.task, block_size=block_size, mask_seed=mask_seed, mlm_probability=mlm_probability)
-    entry = resolve(cache, model, dataset, cache_dir, read=read, extract=masking,
-                    quiet=quiet).with_labels(config.labels)
+    if dry_run:  # the budgets need the backbone's shape and the labels: no extraction of a missing entry
+        from ..experiments.find import planned_entry
+
+        check_one_source(cache, model, dataset)
+        entry = planned_entry(cache=cache, model=model, dataset=dataset, cache_dir=cache_dir,
+                              options={**masking, **(read or {})}, labels=config.labels, log=say)
+    else:
+        entry = resolve(cache, model, dataset, cache_dir, read=read, extract=masking,
+                        quiet=quiet).with_labels(config.labels)
     from ..experiments.runner import defaults_named_once
 
     (config,) = defaults_named_once(entry, [config])  # `--layers 1..L`, `--extra-layers 1` on 6 layers: the default run

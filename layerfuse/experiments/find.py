@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from ..cache.layout import KEY_FIELDS, OPTIONAL_KEY_FIELDS, cache_root
 from ..cache.manage import EntryStatus, differences, entry_status, list_entries, options_label, variants
-from ..cache.reader import CacheEntry, open_entry
+from ..cache.reader import CacheEntry, MetaViews, open_entry
 from ..cache.store import exists
 from ..errors import LayerfuseError
 from ..tasks import task_of
@@ -76,6 +76,35 @@ def _entry_for(*, model: str | None, dataset: str | None, cache_dir: str | None,
     entry = _found_or_made(config, data, path, attrs, options=options, log=log, progress=progress)
     folder = local_folder(model)
     return entry.with_meta(dataset_source=attrs["dataset_source"], **({"model_path": folder} if folder else {}))
+
+
+class PlannedEntry(MetaViews):
+    """The entry `extract` would make, as its attributes describe it (no hidden state is there to read)."""
+
+    def __init__(self, meta: dict):
+        self.meta = meta
+
+
+def planned_entry(*, cache: str | None, model: str | None, dataset: str | None, cache_dir: str | None,
+                  options: dict, labels: str | None = None, log=print):
+    """The entry --cache names, else the one --model and --dataset find, else the one `extract` would make of
+    them (read off the model's config and the data, nothing extracted or written): what `train-head
+    --dry-run` sizes the heads on."""
+    if cache:
+        return open_entry(cache).with_labels(labels)
+    if not (model or dataset):  # a complete entry of the root, chosen as train-head chooses one: none is made
+        return resolve_entry(cache_dir=cache_dir, extract_options=options, log=log).with_labels(labels)
+    from ..extract.run import ExtractConfig, describe, load_data  # needs transformers
+
+    config = ExtractConfig(model=model, dataset=dataset, cache_dir=cache_dir, **options)
+    data = load_data(config, splits=list(config.splits) if config.splits else None)
+    path, _, attrs = describe(config, dataset=data)
+    if exists(path):
+        return open_entry(path).with_labels(labels)
+    meta = dict(attrs)
+    if labels and labels != (meta.get("primary_labels") or "ner"):  # a label set the data has beside the primary
+        meta["label_names"] = list(data.column(labels).names)
+    return PlannedEntry(meta)
 
 
 def _found_or_made(config, data, path: str, attrs: dict, *, options: dict, log, progress: bool) -> CacheEntry:

@@ -191,6 +191,11 @@ def sweep_head(folder: str, *, run: str | None = None, best: bool = False, log=N
         if len(sets) > 1:  # nor is an F1 over chunks than one over entities: each its own model
             raise LayerfuseError(f"{folder} kept heads of the label sets {', '.join(sets)}: --best compares one; "
                                  f"name a run of the set you want with --best --run RUN_ID")
+        devs = sorted({r["config"].get("dev_sentences") or 0 for r in in_cell})
+        if len(devs) > 1:  # an F1 on 3 dev sentences beat one on all of dev, and the card did not say so
+            shown = ", ".join(f"{n} sentences" if n else "all of dev" for n in devs)
+            raise LayerfuseError(f"{folder} kept heads scored on different dev sets ({shown}): --best compares "
+                                 "scores on one; name a run scored on the one you want with --best --run RUN_ID")
         record = max(in_cell, key=keep_rank)
         scope = [r for r in records.values() if (cell is None or cell_of(r["config"]) == cell)
                  and scored_by(r) == scored_by(record) and label_set_of(r) == label_set_of(record)]

@@ -139,8 +139,10 @@ def _about(config, p: dict) -> str:
     # an N-shot sample draws N x C sentences at random: C entity types of a span set, C classes of a token set
     per = "classes" if p.get("label_kind") == "token" else "entity types"
     sample = "the whole train split" if not shots else f"N = {shots} shots (N x {per} sentences)"
-    scores = [("dev F1 (best)", p.get("best_dev_f1")), ("test F1 at the best dev point", p.get("test_f1_at_best")),
-              ("dev accuracy (best)", p.get("best_dev_accuracy")),
+    dev = f" on {p['dev_sentences']:,} dev sentences" if p.get("dev_sentences") else ""  # a subset: said in the table
+    scores = [(f"dev F1 (best){dev}", p.get("best_dev_f1")),
+              ("test F1 at the best dev point", p.get("test_f1_at_best")),
+              (f"dev accuracy (best){dev}", p.get("best_dev_accuracy")),
               ("test accuracy at the best dev point", p.get("test_accuracy_at_best"))]
     score_lines = "\n".join(f"| {what} | {points(v)} |" for what, v in scores if v is not None) or "| - | - |"
     rows = config.granularity + ("" if config.granularity == "subword" else f" (subword pooling: {config.pooling})")

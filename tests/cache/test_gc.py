@@ -14,6 +14,7 @@ from click.testing import CliRunner
 
 from layerfuse.cache import usage
 from layerfuse.cache.gc import collect, parse_size
+from layerfuse.cache.layout import FINISHED_FORMAT
 from layerfuse.cache.lock import EntryLock
 from layerfuse.cache.manage import bytes_on_disk
 from layerfuse.cache.reader import open_entry
@@ -308,6 +309,19 @@ def test_a_linked_entry_stays_and_rm_refuses_it(make_entry, root, tmp_path, monk
     refused = CliRunner().invoke(main, ["rm", "--yes", str(link)])
     assert refused.exit_code == 1 and f"{link} is a link to " in refused.output, refused.output
     assert link.is_symlink() and not os.path.exists(str(link) + ".lock")
+    asked = CliRunner().invoke(main, ["rm", str(link)], input="")  # refused before it asks, not after a "y"
+    assert asked.exit_code == 1 and "delete " not in asked.output and f"{link} is a link to " in asked.output
+
+
+def test_gc_says_when_a_removed_entry_was_last_read(make_entry, root, monkeypatch):
+    """The real run showed the entry's finish time: its record of the last read had gone with it."""
+    entry = make_entry(f"m__d__{'3' * 16}")
+    finished_at(entry, time.strftime(FINISHED_FORMAT, time.localtime(time.time() - 5 * HOUR)))
+    read_at(entry, time.time() - 3 * HOUR, monkeypatch)
+    told = time.strftime("%Y-%m-%d %H:%M", time.localtime(time.time() - 3 * HOUR))
+    for args in (["--dry-run"], []):
+        out = CliRunner().invoke(main, ["gc", "--max-size", "0", "--cache-dir", str(root), *args])
+        assert f"last used {told})" in out.output, out.output
 
 
 def test_a_dry_run_with_leftovers_lists_what_the_real_run_removes(make_entry, root):

@@ -20,7 +20,8 @@ def _commands(root, tiny_bert_dir, tiny_conll_dir) -> dict[str, list[str]]:
     return {"ls": ["ls", "--cache-dir", str(root)],
             "extract": ["extract", "--model", str(tiny_bert_dir), "--dataset", str(tiny_conll_dir),
                         "--cache-dir", str(root), "--quiet"],
-            "train-head": ["train-head", "--cache-dir", str(root), "--dry-run"]}
+            "train-head": ["train-head", "--model", str(tiny_bert_dir), "--dataset", str(tiny_conll_dir),
+                           "--cache-dir", str(root), "--quiet"]}
 
 
 @pytest.mark.parametrize("command", ["ls", "extract", "train-head"])

@@ -180,3 +180,18 @@ def test_a_tie_keeps_the_lower_seed_whichever_finished_first(tmp_path):
         assert set(kept_heads(heads_dir(str(results)))) == {run_id(_config(0))}
         lines = sorted(results.read_text().splitlines())
         assert lines == sorted((tmp_path / "10" / RESULTS).read_text().splitlines())  # the same lines either way
+
+
+def test_best_compares_heads_scored_on_one_dev_set(tmp_path):
+    """A head's F1 on a 3-sentence dev subset beat one on all of dev, and --best exported it."""
+    results = tmp_path / RESULTS
+    record_run(str(results), _finished(results, 0, 0.4), keep="best")
+    config = {**_config(1), "dev_sentences": 3}
+    for path in head_files(heads_dir(str(results)), run_id(config))[:2]:
+        open(path, "w").close()
+    record_run(str(results), {"run_id": run_id(config), "config": config, "best_dev_f1": 0.9, "cache_key": "k"},
+               keep="best")
+    with pytest.raises(LayerfuseError, match=r"heads scored on different dev sets \(all of dev, 3 sentences\)"):
+        sweep_head(str(tmp_path), best=True)
+    beside = sweep_head(str(tmp_path), best=True, run=run_id(_config(0)))  # one dev set named by a run of it
+    assert os.path.basename(beside) == f"{run_id(_config(0))}.json"

@@ -93,6 +93,7 @@ def test_a_hub_backbone_and_dataset_are_named_by_their_hub_ids():
         "FacebookAI/roberta-base"
     assert hub_model_id("/data/models/my-bert", "sha256:0123") is None
     assert hub_model_id("my-bert", "sha256:0123") is None  # a folder's content hash, not a Hub commit
+    assert hub_model_id("my-bert", "content:0123") is None  # a folder named by its own name, hashed whole
     assert hub_dataset_id("conll2003", "hf:eriktks/conll2003@refs/convert/parquet:conll2003") == "eriktks/conll2003"
     assert hub_dataset_id("wikiann-de", None) == "unimelb-nlp/wikiann"
     assert hub_dataset_id("mydata", "/home/me/mydata") is None
@@ -112,7 +113,8 @@ def test_a_hub_backbone_and_dataset_are_named_by_their_hub_ids():
     local = SimpleNamespace(**{**vars(config), "layerfuse": mine})
     # the Hub reads dataset.type as a Hub id: local scores were listed against the Hub's CoNLL-2003
     assert "model-index" not in front_matter(model_card(local, name="dwatt-n8"))
-    assert "| dev F1 (best) | 50.0 |" in model_card(local, name="dwatt-n8")  # the card's text still gives them
+    # the card's text still gives them, and says they are on a dev subset (a 3-sentence F1 read as dev's)
+    assert "| dev F1 (best) on 20 dev sentences | 50.0 |" in model_card(local, name="dwatt-n8")
     subset = SimpleNamespace(**{**vars(config), "layerfuse": {**config.layerfuse, "dev_sentences": 20}})
     [result] = front_matter(model_card(subset, name="dwatt-n8"))["model-index"][0]["results"]
     assert result["metrics"][0]["name"] == "dev F1 at the best dev point, on a fixed 20-sentence subset of dev"

@@ -265,6 +265,23 @@ def test_cli_dry_run_prints_every_budget(tiny_cache):
         assert any(line.split()[:2] == [fusion, f"{n:,}"] for line in result.stdout.splitlines()), fusion
 
 
+def test_a_dry_run_extracts_nothing_and_writes_nothing(tiny_bert_dir, tiny_conll_dir, tmp_path):
+    """`train-head --dry-run --model M --dataset D` ran the whole extraction (and the bf16 speed check, written
+    into the root) before printing the budgets: on roberta-large, a full cache to read a table off a config."""
+    root = tmp_path / "root"
+    root.mkdir()
+    result = CliRunner().invoke(main, ["--model", str(tiny_bert_dir), "--dataset", str(tiny_conll_dir), "--cache-dir",
+                                       str(root), "--dry-run"])
+    assert result.exit_code == 0, result.output
+    budget = parameter_budget(n_layers=2, dim=32, num_heads=4, ffn_dim=64, n_labels=7, extra_layers=1)
+    for fusion, n in budget.items():
+        assert any(line.split()[:2] == [fusion, f"{n:,}"] for line in result.stdout.splitlines()), fusion
+    assert list(root.iterdir()) == []
+    pos = CliRunner().invoke(main, ["--model", str(tiny_bert_dir), "--dataset", str(tiny_conll_dir), "--cache-dir",
+                                    str(root), "--dry-run", "--labels", "pos"])
+    assert pos.exit_code == 0 and " labels" in pos.stdout and list(root.iterdir()) == [], pos.output
+
+
 @pytest.mark.parametrize("args, match", [
     (["--shots", "1000"], "3000 sentences, but the train split has only 122"),
     (["--layers", "5"], r"layer 5 .*0\.\.2"),
