@@ -118,6 +118,12 @@ def _children(root: str) -> list[str]:
             if os.path.isfile(os.path.join(base, n, "zarr.json")) and not _being_removed(n)]
 
 
+def entries_keyed(root: str, key: str) -> list[str]:
+    """The entries under ``root`` whose key is ``key``, however their folders are named (the model's and
+    the data's names are in the name, not in the key)."""
+    return [p for p in _children(root) if p.rstrip("/").endswith("__" + key)]
+
+
 def entry_status(path: str, *, size: bool = True, group=None) -> EntryStatus:
     """``group``: the entry's group when the caller holds it open already (it is not opened again)."""
     group = open_group(path, mode="r") if group is None else group

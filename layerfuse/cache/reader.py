@@ -69,6 +69,7 @@ class CacheEntry(MetaViews):
         self._splits: dict[str, CacheSplit] = {}  # `split`: each opened once, for every caller of this entry
         self.labels_array = "labels"  # the array `CacheSplit.labels` reads: the primary set's unless `with_labels`
         self.stored_meta = self.meta  # the attributes as stored; `meta` of a label-set view differs
+        self.seen: dict = {}  # attributes as the call that found it sees them (`with_meta`)
         if label_sets.PRIMARY in self.meta or label_sets.LISTING in self.meta:  # seen through its primary set
             self.meta = label_sets.view_meta(self.stored_meta, None, where=self.path)
 
@@ -100,6 +101,7 @@ class CacheEntry(MetaViews):
         if all(self.meta.get(name) == value for name, value in seen.items()):
             return self
         view = copy.copy(self)
+        view.seen = {**self.seen, **seen}
         view.stored_meta, view.meta = {**self.stored_meta, **seen}, {**self.meta, **seen}
         return view
 

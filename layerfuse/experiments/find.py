@@ -39,9 +39,18 @@ def resolve_entry(*, cache: str | None = None, model: str | None = None, dataset
     if model or dataset:  # no dataset: the task's default, as `extract` has it
         return _entry_for(model=model, dataset=dataset, cache_dir=cache_dir, options=options, log=log,
                           progress=progress)
+    chosen = _chosen(cache_root(cache_dir), task, log)
+    if chosen is None:
+        return _entry_for(model=None, dataset=None, cache_dir=cache_dir, options=options, log=log, progress=progress)
+    return open_entry(chosen)
+
+
+def _chosen(root: str, task, log) -> str | None:
+    """The complete entry of ``root`` a command takes when no --model/--dataset/--cache names one: None for
+    the default model on the task's default data when that is there, else the only complete one; several,
+    or none, are one line naming what to do."""
     from ..extract.models import DEFAULT_MODEL
 
-    root = cache_root(cache_dir)
     found = [e for e in list_entries(root, sizes=False) if e.fields["task"] == task.name]
     complete = [e for e in found if e.complete]
     if not complete:
@@ -50,11 +59,11 @@ def resolve_entry(*, cache: str | None = None, model: str | None = None, dataset
             f"rerun the `extract` that made {unfinished} to finish it" if found else
             f"run `extract{task.flag}` first") + " or pass --cache PATH")
     if any(e.model == DEFAULT_MODEL and e.dataset == task.default_dataset for e in complete):
-        return _entry_for(model=None, dataset=None, cache_dir=cache_dir, options=options, log=log, progress=progress)
+        return None
     if len(complete) == 1:  # nothing to choose between
         log(f"using the only complete {task.name} cache entry under {root}: {complete[0].model} on "
             f"{complete[0].dataset} ({complete[0].path})")
-        return open_entry(complete[0].path)
+        return complete[0].path
     listed = "; ".join(f"{e.model} on {e.dataset} [{options_label(e.fields)}]: --cache {e.path}" for e in complete)
     raise LayerfuseError(f"which entry? {root} holds {len(complete)} complete {task.name} entries, none of the "
                           f"default ({DEFAULT_MODEL} on {task.default_dataset}); name one with --model/--dataset or "
@@ -93,7 +102,9 @@ def planned_entry(*, cache: str | None, model: str | None, dataset: str | None, 
     if cache:
         return open_entry(cache).with_labels(labels)
     if not (model or dataset):  # a complete entry of the root, chosen as train-head chooses one: none is made
-        return resolve_entry(cache_dir=cache_dir, extract_options=options, log=log).with_labels(labels)
+        chosen = _chosen(cache_root(cache_dir), task_of(options), log)
+        if chosen is not None:
+            return open_entry(chosen).with_labels(labels)
     from ..extract.run import ExtractConfig, describe, load_data  # needs transformers
 
     config = ExtractConfig(model=model, dataset=dataset, cache_dir=cache_dir, **options)
@@ -101,6 +112,10 @@ def planned_entry(*, cache: str | None, model: str | None, dataset: str | None, 
     path, _, attrs = describe(config, dataset=data)
     if exists(path):
         return open_entry(path).with_labels(labels)
+    explicit = set(options) & set(KEY_FIELDS + OPTIONAL_KEY_FIELDS)  # the entry a run would use instead, as it says
+    other = _made_otherwise(path, attrs, splits=data.splits, explicit=explicit, resuming=False, log=log)
+    if other is not None:
+        return open_entry(other).with_labels(labels)
     meta = dict(attrs)
     if labels and labels != (meta.get("primary_labels") or "ner"):  # a label set the data has beside the primary
         meta["label_names"] = list(data.column(labels).names)

@@ -111,7 +111,7 @@ def run_grid(entry, configs: list[TrainConfig], *, results: str, workers: int | 
         log(f"{len(configs) - len(todo)} of {len(configs)} runs already in {results}; running the other {len(todo)}")
     bar = tqdm(total=len(configs), initial=len(configs) - len(todo), unit="run", desc="runs", disable=not progress)
     job = _Job(entry.path, load, per_run=load_per_run, annotate=annotate,
-               heads=None if keep_heads == "none" else heads_dir(results))
+               heads=None if keep_heads == "none" else heads_dir(results), seen=dict(getattr(entry, "seen", {})))
     claims = Claims(os.path.dirname(os.path.abspath(results))).start()
     try:
         if pack > 1:  # the members of a pack next to each other, claimed one by one, gathered back
@@ -239,6 +239,9 @@ class _Job:
     per_run: bool = False  # load(entry, [config]) for each run, timed into its record
     annotate: Annotate | None = None
     heads: str | None = None  # the folder each run writes its head into (the parent keeps or deletes it)
+    # the entry's attributes as the sweep found it (`CacheEntry.with_meta`: the model folder named, the data's
+    # reading): a worker opens the entry from its path, and its heads recorded the stored ones instead
+    seen: dict | None = None
 
 
 _DATA = None
@@ -260,7 +263,7 @@ def _init_worker(job: _Job, configs: list, threads: int | None, entry=None) -> N
     if entry is not None:
         _ENTRY = entry
     elif _ENTRY is None or _DATA_KEY != key:  # Ray reuses worker processes across tasks and sweeps
-        _ENTRY = open_entry(job.cache_path)
+        _ENTRY = open_entry(job.cache_path).with_meta(**(job.seen or {}))
     if _DATA_KEY != key:
         _DATA, _DATA_KEY = (None if job.per_run else job.load(_ENTRY, configs)), key
 

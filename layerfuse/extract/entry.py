@@ -19,7 +19,8 @@ import numpy as np
 
 from ..cache import label_sets
 from ..cache.codec import CODECS, DEFAULT_DTYPE
-from ..cache.layout import cache_root, entry_key, entry_path
+from ..cache.layout import CONTENT_REVISION, cache_root, entry_key, entry_path, is_remote
+from ..cache.manage import entries_keyed
 from ..cache.store import exists, open_group
 from ..errors import LayerfuseError
 from ..precision import DEFAULT_PRECISION, PRECISIONS
@@ -180,9 +181,12 @@ def describe(config: ExtractConfig, *, dataset: TaggedDataset | TextCorpus | Non
     }
     if config.special_tokens:  # only then: every other entry keeps its key and its attributes
         fields["special_tokens"] = True
-    key = entry_key(fields)
+    # a local folder is its content, whatever it is named: the name is kept (`model`), not keyed
+    key = entry_key({**fields, "model": CONTENT_REVISION} if is_local_folder(info) else fields)
     root = cache_root(config.cache_dir)
     path = entry_path(root, model_name=info.name, dataset_name=dataset.name, key=key)
+    if not exists(path) and not is_remote(root):  # made under another name of the folder, or of the data's
+        path = next(iter(entries_keyed(root, key)), path)
     former = _former_entry(root, fields, info) if not exists(path) else None
     if former is not None:  # reused as the release that made it would: same options, same former fingerprint
         fields.update(model=former.model, model_revision=former.fields["model_revision"])

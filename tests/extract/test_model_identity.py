@@ -134,6 +134,8 @@ def test_an_entry_a_former_release_made_of_the_folder_is_reused(tiny_bert_dir, t
     from layerfuse.extract.run import extract
 
     folder = _copy(tiny_bert_dir, tmp_path / "models")
+    for f in folder.iterdir():  # written well before the entry (its stamp has whole seconds)
+        os.utime(f, (time.time() - 3600, time.time() - 3600))
     root = tmp_path / "root"
     config = ExtractConfig(model=str(folder), dataset=str(tiny_conll_dir), cache_dir=str(root), splits=("dev",))
     made = extract(config, progress=False, log=lambda m: None).path
@@ -259,7 +261,7 @@ def test_a_renamed_copy_of_the_folder_finds_its_entries(tiny_bert_dir, tiny_conl
             "1", "--quiet"]
     assert CliRunner().invoke(train, ["--model", str(mine), *args, "--out", str(tmp_path / "a")]).exit_code == 0
     out = CliRunner().invoke(train, ["--model", str(renamed), *args, "--out", str(tmp_path / "b")])
-    assert out.exit_code == 0 and "its folder is named otherwise" in out.output and "extracted" not in out.output
+    assert out.exit_code == 0 and "extracted" not in out.output, out.output  # the entry of the same key
     assert hub_model_id("my-bert", model_info(str(mine)).revision) is None  # not https://huggingface.co/my-bert
 
 
@@ -275,3 +277,27 @@ def test_a_head_whose_folder_is_gone_never_takes_one_of_its_name_here(tiny_bert_
         model_source(meta)
     assert model_source(meta, str(folder)) == str(folder)
     assert model_source({"model": "my-bert"}) == "my-bert"  # a head of a former release: its name, as before
+
+
+def test_extract_finds_the_entry_of_a_renamed_copy_and_a_sweep_records_the_folder_it_was_given(
+        tiny_bert_dir, tiny_conll_dir, tmp_path):
+    """`extract` of a renamed copy made a second entry (only train-head looked further); a sweep's workers
+    opened the entry from its path, so its kept heads recorded the folder the entry was first made of."""
+    from click.testing import CliRunner
+
+    from layerfuse.cli.sweep import main as sweep
+    from layerfuse.extract.run import extract
+
+    mine, renamed = _copy(tiny_bert_dir, tmp_path, "mine"), _copy(tiny_bert_dir, tmp_path / "lib", "renamed")
+    root = str(tmp_path / "root")
+    made = extract(ExtractConfig(model=str(mine), dataset=str(tiny_conll_dir), cache_dir=root), progress=False,
+                   log=lambda m: None)
+    again = extract(ExtractConfig(model=str(renamed), dataset=str(tiny_conll_dir), cache_dir=root), progress=False,
+                    log=lambda m: None)
+    assert again.path == made.path and all(s.reused for s in again.splits)
+    out = CliRunner().invoke(sweep, ["--model", str(renamed), "--dataset", str(tiny_conll_dir), "--cache-dir", root,
+                                     "--fusions", "concat", "--shots", "2", "--epochs", "1", "--trials", "1",
+                                     "--workers", "1", "--keep-heads", "all", "--quiet", "--out", str(tmp_path / "sw")])
+    assert out.exit_code == 0, out.output
+    [head] = (tmp_path / "sw" / "heads").glob("*.head.json")
+    assert json.loads(head.read_text())["cache"]["model_path"] == str(renamed)

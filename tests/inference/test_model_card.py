@@ -94,6 +94,7 @@ def test_a_hub_backbone_and_dataset_are_named_by_their_hub_ids():
     assert hub_model_id("/data/models/my-bert", "sha256:0123") is None
     assert hub_model_id("my-bert", "sha256:0123") is None  # a folder's content hash, not a Hub commit
     assert hub_model_id("my-bert", "content:0123") is None  # a folder named by its own name, hashed whole
+    assert hub_model_id("all-MiniLM-L6-v2", "content:0123") is None  # a folder named like a Hub model: a copy
     assert hub_dataset_id("conll2003", "hf:eriktks/conll2003@refs/convert/parquet:conll2003") == "eriktks/conll2003"
     assert hub_dataset_id("wikiann-de", None) == "unimelb-nlp/wikiann"
     assert hub_dataset_id("mydata", "/home/me/mydata") is None
