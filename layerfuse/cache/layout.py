@@ -96,11 +96,14 @@ def slug(text: str) -> str:
 
 
 def entry_key(fields: dict) -> str:
-    """sha256 over the key fields, as canonical JSON; 16 hex digits are plenty to avoid clashes."""
+    """sha256 over the key fields, as canonical JSON; 16 hex digits are plenty to avoid clashes. A local
+    folder's name is not keyed: its revision (`CONTENT_REVISION`) is its content, whatever it is named."""
     missing = [f for f in KEY_FIELDS if f not in fields]
     if missing:
         raise ValueError(f"entry key needs {missing}")
     keyed = {f: fields[f] for f in KEY_FIELDS}
+    if str(keyed["model_revision"]).startswith(CONTENT_REVISION):
+        keyed["model"] = CONTENT_REVISION
     keyed.update({f: fields[f] for f in OPTIONAL_KEY_FIELDS if fields.get(f)})
     blob = json.dumps(keyed, sort_keys=True)
     return hashlib.sha256(f"v{FORMAT_VERSION}:{blob}".encode()).hexdigest()[:16]

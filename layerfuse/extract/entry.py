@@ -19,8 +19,8 @@ import numpy as np
 
 from ..cache import label_sets
 from ..cache.codec import CODECS, DEFAULT_DTYPE
-from ..cache.layout import CONTENT_REVISION, cache_root, entry_key, entry_path, is_remote
-from ..cache.manage import entries_keyed
+from ..cache.layout import cache_root, entry_key, entry_path, is_remote
+from ..cache.manage import entries_keyed, finished_seconds, list_entries
 from ..cache.store import exists, open_group
 from ..errors import LayerfuseError
 from ..precision import DEFAULT_PRECISION, PRECISIONS
@@ -181,8 +181,7 @@ def describe(config: ExtractConfig, *, dataset: TaggedDataset | TextCorpus | Non
     }
     if config.special_tokens:  # only then: every other entry keeps its key and its attributes
         fields["special_tokens"] = True
-    # a local folder is its content, whatever it is named: the name is kept (`model`), not keyed
-    key = entry_key({**fields, "model": CONTENT_REVISION} if is_local_folder(info) else fields)
+    key = entry_key(fields)  # a local folder's name is kept (`model`), not keyed
     root = cache_root(config.cache_dir)
     path = entry_path(root, model_name=info.name, dataset_name=dataset.name, key=key)
     if not exists(path) and not is_remote(root):  # made under another name of the folder, or of the data's
@@ -224,7 +223,6 @@ def _former_entry(root: str, fields: dict, info: ModelInfo):
     weights would match it, and a head trained on it records that name, which must load."""
     from pathlib import Path
 
-    from ..cache.manage import finished_seconds, list_entries
     from .models import legacy_fingerprint, model_files
 
     if not is_local_folder(info):  # a hub model or a built-in one: keys unchanged

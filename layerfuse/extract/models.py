@@ -21,7 +21,7 @@ DEFAULT_MODEL = "all-MiniLM-L6-v2"
 
 @dataclass(frozen=True)
 class ModelInfo:
-    name: str  # what the user passed (a local folder's real path; the built-in models' names)
+    name: str  # what the user passed (a local folder: its folder's name; the built-in models' names)
     path: str  # what from_pretrained receives
     revision: str  # hub commit, or a hash of a folder's config, weights and tokenizer (see content_fingerprint)
     model_type: str
@@ -66,7 +66,7 @@ def resolve_model_path(name: str | None) -> tuple[str, str]:
 def is_local_folder(info: ModelInfo) -> bool:
     """A model folder of the user's (not a hub model, not a built-in one): named by its folder's name,
     its revision the hash of its content, its entries and heads recording where it was read (``model_path``)."""
-    return info.revision.startswith(CONTENT)
+    return info.revision.startswith(CONTENT_REVISION)
 
 
 def model_source(meta: dict, model: str | None = None) -> str:
@@ -88,15 +88,14 @@ def local_folder(name: str | None) -> str | None:
 
 
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".h5", ".msgpack")
-CONTENT = CONTENT_REVISION  # the revision of a local folder (`content_fingerprint`)
+TOKENIZER_STEMS = ("tokenizer", "vocab", "merges", "special_tokens_map", "added_tokens", "spiece", "sentencepiece",
+                   "spm", "bpe")  # tokenizer.json, vocab.txt, merges.txt, spiece.model, sentencepiece.bpe.model, ...
 
 
 def _named_folder(name: str | None) -> bool:
     """``name`` is a folder of the user's: a directory that is not a built-in model's name."""
     return bool(name) and name not in (DEFAULT_MODEL, "sentence-transformers/all-MiniLM-L6-v2") and \
         bundle_for(name) is None and Path(name).is_dir()
-TOKENIZER_STEMS = ("tokenizer", "vocab", "merges", "special_tokens_map", "added_tokens", "spiece", "sentencepiece",
-                   "spm", "bpe")  # tokenizer.json, vocab.txt, merges.txt, spiece.model, sentencepiece.bpe.model, ...
 
 
 def is_tokenizer_file(f: Path) -> bool:
@@ -134,7 +133,7 @@ def _hashed(folder: str, stamps: tuple) -> str:
             while block := f.read(16 << 20):
                 h.update(block)
         h.update(b"\0")
-    return CONTENT + h.hexdigest()[:16]
+    return CONTENT_REVISION + h.hexdigest()[:16]
 
 
 def revision_matches(info: ModelInfo, recorded: str) -> bool:
@@ -142,7 +141,7 @@ def revision_matches(info: ModelInfo, recorded: str) -> bool:
     revision, or, for one recorded before local folders were hashed whole, the same `legacy_fingerprint`."""
     if recorded == info.revision:
         return True
-    return Path(info.path).is_dir() and not recorded.startswith(CONTENT) and \
+    return Path(info.path).is_dir() and not recorded.startswith(CONTENT_REVISION) and \
         legacy_fingerprint(Path(info.path)) == recorded
 
 
