@@ -150,7 +150,7 @@ def _impossible_value(record: dict) -> str | None:
         value = config.get(name)
         kind = int if name in INTEGER_FIELDS else (int, float)
         wrong = isinstance(value, bool) or not isinstance(value, kind)
-        if wrong and (value is not None or name in ("epochs", "seed")):
+        if wrong and (value is not None or name in ("epochs", "seed")) and not (name == "shots" and value == "all"):
             return f"config.{name} = {value!r}"
     if isinstance(config, dict) and not isinstance(config.get("fusion"), str):
         return f"config.fusion = {config.get('fusion')!r}"

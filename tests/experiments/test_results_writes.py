@@ -118,6 +118,8 @@ def test_a_record_the_report_cannot_read_is_one_line_naming_it(tmp_path, changes
     path.write_text(_line() + _line(config_seed=1, **changes))
     with pytest.raises(LayerfuseError, match=f"results.jsonl:2: .*{said}"):
         read_results(str(path))
+    path.write_text(_line(config_shots="all"))  # as --shots all may have been written: read as all of train
+    assert len(read_results(str(path))) == 1
 
 
 def test_a_fusion_not_registered_here_keeps_its_own_settings(tmp_path):
