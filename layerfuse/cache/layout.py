@@ -45,6 +45,11 @@ FINISHED_FORMAT = "%Y-%m-%dT%H:%M:%S%z"  # how a split's "finished" is stamped: 
 # A local model folder's revision begins so (a hash of its content, `extract.models.content_fingerprint`):
 # that content is the model, whatever the folder is named.
 CONTENT_REVISION = "content:"
+
+
+def is_content_revision(revision) -> bool:
+    """Whether ``revision`` is a local folder's (`CONTENT_REVISION`): its content is the model, its name not."""
+    return str(revision or "").startswith(CONTENT_REVISION)
 # The cache-root variable of the package's former name, read when $LAYERFUSE_HOME is unset.
 RENAMED_HOME_ENV = "LAYERCACHE_HOME"
 _SAID: list = []  # the notice below, once given
@@ -102,7 +107,7 @@ def entry_key(fields: dict) -> str:
     if missing:
         raise ValueError(f"entry key needs {missing}")
     keyed = {f: fields[f] for f in KEY_FIELDS}
-    if str(keyed["model_revision"]).startswith(CONTENT_REVISION):
+    if is_content_revision(keyed["model_revision"]):
         keyed["model"] = CONTENT_REVISION
     keyed.update({f: fields[f] for f in OPTIONAL_KEY_FIELDS if fields.get(f)})
     blob = json.dumps(keyed, sort_keys=True)

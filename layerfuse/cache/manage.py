@@ -17,12 +17,12 @@ from ..tasks import DEFAULT_TASK
 from . import label_sets, manifest
 from .codec import DEFAULT_DTYPE, SCALES, codec_of
 from .layout import (
-    CONTENT_REVISION,
     ENTRY_NAME,
     FINISHED_FORMAT,
     KEY_FIELDS,
     OPTIONAL_KEY_FIELDS,
     PLAN,
+    is_content_revision,
     is_remote,
     local_path,
     newer_format,
@@ -165,7 +165,7 @@ def variants(root: str, fields: dict) -> list[EntryStatus]:
     """Entries under ``root`` of the same model, revision, dataset content and task as ``fields``
     (another entry's, or the one `extract` would make), newest first; sizes are not read."""
     same = ("model", "model_revision", "dataset_fingerprint", "task")
-    if str(fields.get("model_revision")).startswith(CONTENT_REVISION):  # a local folder: its content is the model,
+    if is_content_revision(fields.get("model_revision")):  # a local folder: its content is the model,
         same = same[1:]  # whatever its folder is named (a colleague's copy renamed is the same model)
     want = {f: fields.get(f, DEFAULT_TASK if f == "task" else None) for f in same}
     return [e for e in list_entries(root, sizes=False) if all(e.fields.get(f) == want[f] for f in same)]

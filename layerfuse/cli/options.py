@@ -112,7 +112,7 @@ def cache_options(fn):
 
 
 device_option = click.option("--device", default=None, help="torch device. Default: cuda when present, else cpu.")
-# predict and export: a head names its backbone's folder by its real path; moved, it is named here
+# predict and export: a head records the folder its backbone was read from; moved, that folder is named here
 moved_model_option = click.option(
     "--model", default=None, metavar="DIR",
     help="The backbone's folder, where the one the head names has moved (checked against its revision).")

@@ -77,14 +77,22 @@ def _entry_for(*, model: str | None, dataset: str | None, cache_dir: str | None,
     which predict then used) and, for a folder of the user's, the backbone read from it (an entry made of a
     copy elsewhere records that copy's path)."""
     from ..extract.models import local_folder
+
+    config, data, path, attrs = _described(model, dataset, cache_dir, options)
+    entry = _found_or_made(config, data, path, attrs, options=options, log=log, progress=progress)
+    folder = local_folder(model)
+    return entry.with_meta(dataset_source=attrs["dataset_source"], **({"model_path": folder} if folder else {}))
+
+
+def _described(model: str | None, dataset: str | None, cache_dir: str | None, options: dict):
+    """(`ExtractConfig`, data, entry path, entry attributes) of ``model`` on ``dataset``: the data and the
+    model's config read, no weights loaded."""
     from ..extract.run import ExtractConfig, describe, load_data  # needs transformers
 
     config = ExtractConfig(model=model, dataset=dataset, cache_dir=cache_dir, **options)
     data = load_data(config, splits=list(config.splits) if config.splits else None)
     path, _, attrs = describe(config, dataset=data)
-    entry = _found_or_made(config, data, path, attrs, options=options, log=log, progress=progress)
-    folder = local_folder(model)
-    return entry.with_meta(dataset_source=attrs["dataset_source"], **({"model_path": folder} if folder else {}))
+    return config, data, path, attrs
 
 
 class PlannedEntry(MetaViews):
@@ -105,11 +113,7 @@ def planned_entry(*, cache: str | None, model: str | None, dataset: str | None, 
         chosen = _chosen(cache_root(cache_dir), task_of(options), log)
         if chosen is not None:
             return open_entry(chosen).with_labels(labels)
-    from ..extract.run import ExtractConfig, describe, load_data  # needs transformers
-
-    config = ExtractConfig(model=model, dataset=dataset, cache_dir=cache_dir, **options)
-    data = load_data(config, splits=list(config.splits) if config.splits else None)
-    path, _, attrs = describe(config, dataset=data)
+    _, data, path, attrs = _described(model, dataset, cache_dir, options)
     if exists(path):
         return open_entry(path).with_labels(labels)
     explicit = set(options) & set(KEY_FIELDS + OPTIONAL_KEY_FIELDS)  # the entry a run would use instead, as it says

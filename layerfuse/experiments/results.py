@@ -112,6 +112,7 @@ def read_results(path: str, *, skipped=None) -> dict[str, dict]:
     return records
 
 
+RUN_FIELDS = frozenset(f.name for f in dataclass_fields(TrainConfig))  # what a run's config may hold, fusions aside
 BEST_SCORES = ("best_dev_f1", "best_dev_accuracy", "best_dev_ppl")  # one of them, by the run's metric
 SHARES = ("best_dev_f1", "test_f1_at_best", "best_dev_accuracy", "test_accuracy_at_best")  # in [0, 1]
 
@@ -123,9 +124,8 @@ def _refuse_unregistered_twins(path: str, number: int, record: dict, records: di
     other = records.get(record["run_id"])
     if not isinstance(config, dict) or config.get("fusion") in FUSIONS or other is None:
         return
-    known = {f.name for f in dataclass_fields(TrainConfig)}
-    differ = sorted(k for k in set(config) | set(other["config"]) - known
-                    if k not in known and config.get(k) != other["config"].get(k))
+    differ = sorted(k for k in (set(config) | set(other["config"])) - RUN_FIELDS
+                    if config.get(k) != other["config"].get(k))
     if differ:
         raise LayerfuseError(f"{path}:{number}: runs of fusion {config['fusion']!r}, which this process has not "
                              f"registered, differ only in {', '.join(differ)}: they cannot be told apart here; "
@@ -137,8 +137,7 @@ def _unknown_settings(record: dict) -> list[str]:
     config = record.get("config")
     if not isinstance(config, dict) or config.get("fusion") not in FUSIONS:
         return []  # a fusion this process has not registered (a user's, defined in their code): its options unknown
-    known = {f.name for f in dataclass_fields(TrainConfig)} | set(declared_options())
-    return sorted(set(config) - known)
+    return sorted(set(config) - RUN_FIELDS - set(declared_options()))
 
 
 def _impossible_value(record: dict) -> str | None:

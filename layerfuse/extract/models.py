@@ -11,7 +11,7 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..cache.layout import CONTENT_REVISION
+from ..cache.layout import CONTENT_REVISION, is_content_revision
 from ..errors import LayerfuseError
 from ..hub import go_offline, hub_reachable
 from .bundled import bundle_for, bundled_model_path, not_installed
@@ -66,7 +66,7 @@ def resolve_model_path(name: str | None) -> tuple[str, str]:
 def is_local_folder(info: ModelInfo) -> bool:
     """A model folder of the user's (not a hub model, not a built-in one): named by its folder's name,
     its revision the hash of its content, its entries and heads recording where it was read (``model_path``)."""
-    return info.revision.startswith(CONTENT_REVISION)
+    return is_content_revision(info.revision)
 
 
 def model_source(meta: dict, model: str | None = None) -> str:
@@ -141,7 +141,7 @@ def revision_matches(info: ModelInfo, recorded: str) -> bool:
     revision, or, for one recorded before local folders were hashed whole, the same `legacy_fingerprint`."""
     if recorded == info.revision:
         return True
-    return Path(info.path).is_dir() and not recorded.startswith(CONTENT_REVISION) and \
+    return Path(info.path).is_dir() and not is_content_revision(recorded) and \
         legacy_fingerprint(Path(info.path)) == recorded
 
 

@@ -51,11 +51,11 @@ def hub_model_id(name: str | None, revision: str | None) -> str | None:
     """The Hub id of the backbone a cache was extracted with, or None for a local folder. The PyPI
     copies layerfuse installs offline are Hub models (all-MiniLM-L6-v2, all-mpnet-base-v2); a folder
     is told by its path or by its revision, a content hash where the Hub gives a commit."""
-    from ..cache.layout import CONTENT_REVISION
+    from ..cache.layout import is_content_revision
     from ..extract.bundled import bundle_for
     from ..extract.models import DEFAULT_MODEL
 
-    if str(revision or "").startswith(CONTENT_REVISION):  # a folder, whatever it is named (a clone of a Hub repo)
+    if is_content_revision(revision):  # a folder, whatever it is named (a clone of a Hub repo)
         return None
     if name == DEFAULT_MODEL:
         return "sentence-transformers/" + DEFAULT_MODEL

@@ -45,6 +45,7 @@ def export_head(head: str, out: str, *, device: str | None = None, model: str | 
     backbone's folder where it has moved since the head was trained (checked against its revision)."""
     import transformers
 
+    from ..extract.models import resolve_model_path
     from ..inference.predictor import load_head
     from ..training.checkpoint import same_mode
     from .support import REQUIREMENT, supported
@@ -63,8 +64,8 @@ def export_head(head: str, out: str, *, device: str | None = None, model: str | 
         raise LayerfuseError(f"{stem} is an {meta['task'].upper()} head; only taggers export as token "
                               f"classification models")
     if model:  # the backbone read from where it has moved: its name and license are that folder's
-        meta = {**meta, "cache": {**meta.get("cache", {}), "model": os.path.basename(os.path.realpath(model)),
-                                  "model_path": os.path.realpath(model)}}
+        name, path = resolve_model_path(model)
+        meta = {**meta, "cache": {**meta.get("cache", {}), "model": name, "model_path": path}}
     provenance = {**_provenance(meta, record), **_license(meta)}
     _refuse_to_replace(out, provenance)
     labels = list(meta["label_names"])
