@@ -88,13 +88,10 @@ def main(checkpoint, text, files, fill_mask, top_k, conll, columns, out, as_json
 def _head(path: str) -> str:
     """The head checkpoint of ``path``: the run record train-head prints (<run>.json) names its head, as
     export reads it; a checkpoint is itself."""
-    if not path.endswith(".json"):
-        return path
-    if not os.path.isfile(path):
-        raise LayerfuseError(f"no head at {path}: the file does not exist")
-    from ..training.run_record import resolve_head
+    from ..training.run_record import as_run_record, resolve_head
 
-    return resolve_head(path)[0]
+    path = as_run_record(path)
+    return resolve_head(path)[0] if path.endswith(".json") else path
 
 
 def _refuse_inputs_as_out(out: str, inputs: set[str]) -> None:

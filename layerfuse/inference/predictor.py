@@ -119,13 +119,14 @@ def load_head(checkpoint: str, *, device=None, model: str | None = None):
     revision recorded), or the fine-tuned one saved beside an FT head."""
     from ..finetune.live import load_live_backbone
     from ..training.checkpoint import checkpoint_paths, load_checkpoint
-    from ..training.run_record import resolve_head
+    from ..training.run_record import as_run_record, resolve_head
     from ..training.runtime import pick_device
 
     if not isinstance(checkpoint, (str, os.PathLike)):
         raise LayerfuseError(f"a head is a checkpoint's path or its run record's (<run>.json), got {checkpoint!r:.80}")
-    if str(checkpoint).endswith(".json"):  # the run record train-head prints, as predict and export take it
-        checkpoint = resolve_head(str(checkpoint))[0]
+    checkpoint = as_run_record(str(checkpoint))
+    if checkpoint.endswith(".json"):  # the run record train-head prints, as predict and export take it
+        checkpoint = resolve_head(checkpoint)[0]
     device = pick_device(device)
     head, meta = load_checkpoint(checkpoint, device=str(device))
     backbone_dir = meta.get("backbone_path")

@@ -11,6 +11,16 @@ from ..errors import LayerfuseError
 from .checkpoint import checkpoint_paths, file_sha256
 
 
+def as_run_record(path: str) -> str:
+    """``path``, or for the stem of a run (RUN, as train-head prints RUN.json) whose RUN.safetensors is
+    not there, its run record RUN.json."""
+    path = str(path)
+    if not path.endswith((".json", ".safetensors")) and not os.path.exists(path + ".safetensors") \
+            and os.path.isfile(path + ".json"):
+        return path + ".json"
+    return path
+
+
 def resolve_head(path: str) -> tuple[str, dict | None]:
     """(head checkpoint stem, its run record or None) for a checkpoint (stem, ``.safetensors`` or
     ``.json``) or for the run record ``train-head`` writes beside it (``<run>.json``, which names it)."""
@@ -20,6 +30,7 @@ def resolve_head(path: str) -> tuple[str, dict | None]:
                              "or a sweep's folder with --best or --run")
     if path.endswith(".json") and not os.path.exists(path):
         raise LayerfuseError(f"no head at {path}: the file does not exist")
+    path = as_run_record(path)
     if path.endswith(".json") and os.path.isfile(path):
         try:
             with open(path, encoding="utf-8") as f:
