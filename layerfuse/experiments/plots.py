@@ -159,7 +159,8 @@ def plot_scores(scores: Scores | Mapping[str, Scores | Sequence[Scores]], *, tit
     ax.set_yscale("log")
     ax.set_xlabel("layer (0 = embeddings)")
     ax.set_ylabel("variability ν (lower = better)")
-    ax.set_title(textwrap.fill(title, 60), fontsize=9)  # long model/dataset names must not be cut off
+    ax.set_title(textwrap.fill(title, 60), fontsize=9,  # long model/dataset names must not be cut off
+                 parse_math=False)  # and a $ in one is text, not TeX
     plain = FuncFormatter(lambda v, _: f"{v:g}")  # 0.3 reads faster than 3 x 10^-1
     ax.yaxis.set_major_formatter(plain)
     ax.yaxis.set_minor_formatter(FuncFormatter(lambda v, _: f"{v:g}" if f"{v:.0e}"[0] in "235" else ""))

@@ -401,7 +401,8 @@ def plot_layers_used(records, path: str, *, nu: list | None = None, title: str =
             dark = v < grid[np.isfinite(grid)].max() / 2
             ax.text(j, i, f"{v:.2f}", ha="center", va="center", fontsize=6, color="w" if dark else "k")
     ax.set_yticks(range(len(usage)), list(usage), fontsize=7)
-    ax.set_title(title + ("\n" if title else "") + "share of each layer in the trained head", fontsize=8)
+    ax.set_title(title + ("\n" if title else "") + "share of each layer in the trained head", fontsize=8,
+                 parse_math=False)  # a name with a $ is text, not TeX (a lone one was a traceback)
     if nu:
         scored = {int(layer): v for layer, v in nu if v is not None and np.isfinite(v)}
         xs = [i for i, x in enumerate(layers) if x in scored]
@@ -442,7 +443,8 @@ def _save(fig, axes, path: str, *, ylabel: str, title: str, heads: list[str], ba
         axes[0][-1].legend(handles, names, fontsize=7, loc="center left", bbox_to_anchor=(1.02, 0.5))
     if title or note:
         width = int(fig.get_figwidth() * CHARS_PER_INCH)  # a one-panel figure is narrow: wrap, never clip
-        fig.suptitle("\n".join(textwrap.fill(t, width) for t in (title, note) if t), fontsize=9)
+        fig.suptitle("\n".join(textwrap.fill(t, width) for t in (title, note) if t), fontsize=9,
+                     parse_math=False)  # a model or dataset name with a $ is text, not TeX
     fig.tight_layout()
     fig.savefig(path, bbox_inches="tight")  # the legend beside the panels and a long title, whole
     plt.close(fig)

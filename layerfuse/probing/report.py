@@ -184,7 +184,7 @@ def plot(tasks: list[TaskSummary], *, path: str, title: str) -> str:
         a.set_xticks(range(len(layers)), [str(x) for x in layers], fontsize=7)
         a.set_yticks(range(len(tasks)), [t.name for t in tasks], fontsize=8)
         a.set_xlabel("layer (0 = embeddings)", fontsize=8)
-    fig.suptitle(title, fontsize=9)
+    fig.suptitle(title, fontsize=9, parse_math=False)  # a $ in a name is text, not TeX
     fig.tight_layout()
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     fig.savefig(path)

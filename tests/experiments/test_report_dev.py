@@ -66,3 +66,14 @@ def test_layer_shares_are_averaged_by_layer_when_runs_fused_other_layers():
     layers, share = usage_by_label(runs)["concat"]
     assert layers == [1, 2, 3]
     assert share.tolist() == pytest.approx([0.1, 0.3, 0.6])
+
+
+def test_a_dollar_in_a_model_or_dataset_name_is_text_in_every_figure(tmp_path):
+    """Two ``$`` in a name (a folder named ``cost $_$ data``) made matplotlib read TeX and raise, after the runs,
+    on every --report; a pair was drawn as maths. Both are drawn as written."""
+    from layerfuse.experiments.plots import plot_scores
+
+    records = [{**_record("concat", s, None), "dataset": "cost $_$ data"} for s in range(2)]
+    paths = render(records, str(tmp_path))
+    assert paths and all((tmp_path / name).is_file() for name in ("report.md", "f1_vs_shots.png"))
+    assert plot_scores([(1, 1.0), (2, 2.0)], title="cost $_$ data", path=str(tmp_path / "s.png"))
