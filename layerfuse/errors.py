@@ -25,12 +25,20 @@ def removed_names(module: str, replacements: dict[str, str]):
 
 def not_utf8(path) -> LayerfuseError:
     """The error for a file that does not decode as UTF-8, naming its first bad line and byte (a text
-    stream fails a whole read-ahead block at once, so the line it was on when it failed is not the one)."""
+    stream fails a whole read-ahead block at once, so the line it was on when it failed is not the one).
+    Lines are counted as the readers count them (universal newlines: a classic-Mac file ends its lines
+    with a lone CR); a file that starts with a UTF-16 byte-order mark is said to be UTF-16."""
+    number = 0
     with open(path, "rb") as f:
-        for number, raw in enumerate(f, start=1):
-            try:
-                raw.decode("utf-8")
-            except UnicodeDecodeError as err:
-                return LayerfuseError(f"{path}:{number}: not UTF-8 text (byte 0x{raw[err.start]:02x} at column "
-                                      f"{err.start + 1})")
+        if f.read(2) in (b"\xff\xfe", b"\xfe\xff"):
+            return LayerfuseError(f"{path}: UTF-16 text (it starts with a UTF-16 byte-order mark); save it as UTF-8")
+        f.seek(0)
+        for raw in f:
+            for line in raw.rstrip(b"\n").removesuffix(b"\r").split(b"\r"):
+                number += 1
+                try:
+                    line.decode("utf-8")
+                except UnicodeDecodeError as err:
+                    return LayerfuseError(f"{path}:{number}: not UTF-8 text (byte 0x{line[err.start]:02x} at "
+                                          f"column {err.start + 1})")
     return LayerfuseError(f"{path}: not UTF-8 text")

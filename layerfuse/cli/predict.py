@@ -10,7 +10,7 @@ import sys
 
 import click
 
-from ..errors import LayerfuseError
+from ..errors import LayerfuseError, not_utf8
 from ..inference.fill_mask import MaskFiller
 from ..tasks import task_of
 from ..training.checkpoint import checkpoint_paths
@@ -69,8 +69,8 @@ def main(checkpoint, text, files, fill_mask, top_k, conll, columns, out, as_json
         try:  # utf-8-sig: a byte-order mark (a file saved on Windows) is no part of the first word
             with click.open_file(file_, encoding="utf-8-sig") as f:
                 lines += [line.rstrip("\n") for line in f]
-        except UnicodeDecodeError as exc:
-            raise LayerfuseError(f"{file_} is not UTF-8 text (byte {exc.start})") from None
+        except UnicodeDecodeError:  # a file is read again for its line; stdin cannot be
+            raise (not_utf8(file_) if file_ != "-" else LayerfuseError("stdin is not UTF-8 text")) from None
     if not lines:
         raise LayerfuseError("nothing to tag: pass --text, --file or --fill-mask")
     if not any(line.strip() for line in lines):

@@ -246,6 +246,19 @@ def test_a_bad_byte_far_into_a_file_is_named_at_its_own_line(tmp_path):
         load_dataset(str(write(tmp_path / "doc.txt", "-DOCSTART- -X- -X- O\n\n")))
 
 
+def test_a_bad_byte_in_a_classic_mac_file_is_named_at_its_own_line(tmp_path):
+    """Lines end with a lone CR in a classic-Mac file, which the reader reads: the error counted only LFs
+    and named line 1 (column 29); a UTF-16 file is said to be one, not a bad byte at column 1."""
+    mac = tmp_path / "mac.txt"
+    mac.write_bytes(b"Angela B-PER\rMerkel I-PER\r\rM\xfcller B-PER\rvisited O\r")
+    with pytest.raises(LayerfuseError, match=r"mac\.txt:4: not UTF-8 text \(byte 0xfc at column 2\)"):
+        load_dataset(str(mac))
+    wide = tmp_path / "wide.txt"
+    wide.write_bytes("a O\nM\u00fcnchen B-LOC\n".encode("utf-16"))
+    with pytest.raises(LayerfuseError, match=r"wide\.txt: UTF-16 text \(it starts with a UTF-16 byte-order mark\)"):
+        load_dataset(str(wide))
+
+
 def test_directory_problems(tmp_path):
     no_train = conll_dir(tmp_path / "nt", {"dev.txt": "a O\n"})
     with pytest.raises(LayerfuseError, match=r"nt: no train split.*dev\.txt"):

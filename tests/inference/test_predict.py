@@ -169,6 +169,16 @@ def test_files_lose_their_byte_order_mark_and_several_are_read_in_order(checkpoi
     assert rows[0]["words"][0] == "Alice"
 
 
+def test_a_bad_byte_in_a_file_to_tag_is_named_at_its_line(checkpoint, tmp_path):
+    """`predict --file` named the byte's offset in the decoder's read-ahead block (1276 for line 2501), no line."""
+    stem, *_ = checkpoint
+    lines = [b"Angela Merkel visited Paris ."] * 3000
+    lines[2500] = b"abc \xff def"
+    (tmp_path / "bad.txt").write_bytes(b"\n".join(lines) + b"\n")
+    out = CliRunner().invoke(main, ["--head", stem, "--file", str(tmp_path / "bad.txt")])
+    assert out.exit_code == 1 and out.output.strip().endswith("bad.txt:2501: not UTF-8 text (byte 0xff at column 5)")
+
+
 def test_tag_refuses_a_string_for_a_sentence(checkpoint):
     """Predictor.tag(["EU rejects German call"]) tagged each character: 22 tags for 4 words."""
     from layerfuse.errors import LayerfuseError
