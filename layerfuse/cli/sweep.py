@@ -6,6 +6,7 @@ import contextlib
 import json
 import math
 import os
+import shlex
 
 import click
 
@@ -193,7 +194,7 @@ def _say_kept(out: str, task: str) -> None:
     kept = kept_heads(os.path.join(out, "heads"))
     if kept and task_of(task).labels_from_data:  # an MLM head exports as no token-classification model
         say(f"{len(kept)} head{'s' if len(kept) > 1 else ''} kept in {os.path.join(out, 'heads')}; "
-            f"export the best: layerfuse export {out} --best --out models/NAME")
+            f"export the best: layerfuse export {shlex.quote(out)} --best --out models/NAME")  # pasted as is
 
 
 def _save_layer_scores(entry, layers: str | None, out: str) -> None:

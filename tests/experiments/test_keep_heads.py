@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
 
 import pytest
@@ -107,12 +108,14 @@ def test_sweep_then_export_of_its_best_run_loads_in_a_pipeline(tiny_cache, tmp_p
 
     import layerfuse  # noqa: F401 -- registers the model type with the auto classes
 
-    out = tmp_path / "sweep"
+    out = tmp_path / "my sweep"  # a space: the export command the sweep prints is still pasted as is
     args = ["sweep", "--cache", str(tiny_cache), "--out", str(out), "--fusions", "concat", "--shots", "2",
             "--epochs", "3", "--trials", "3", "--lrs", "0.01", "--eval-points", "1", "--workers", "1", "--quiet"]
     run = CliRunner().invoke(cli, args)  # --keep-heads best, the default
     assert run.exit_code == 0, run.output
     assert "1 head kept in" in run.stderr
+    hint = shlex.split(run.stderr.split("export the best: layerfuse ")[1].splitlines()[0])
+    assert hint == ["export", str(out), "--best", "--out", "models/NAME"]
     records = read_results(str(out / RESULTS))
     assert len(records) == 3 and len((out / RESULTS).read_text().splitlines()) == 3
     best = max(records.values(), key=lambda r: r["best_dev_f1"])
