@@ -58,18 +58,18 @@ _SAID: list = []  # the notice below, once given
 def cache_root(cache_dir: str | os.PathLike | None = None) -> str:
     """`--cache-dir`, else `$LAYERFUSE_HOME`, else `~/.cache/layerfuse` (or, while only it exists, the
     former name's `~/.cache/layercache`: its entries were made for the same package)."""
-    if cache_dir:
-        return str(cache_dir)
+    if cache_dir:  # a quoted ~ (--cache-dir=~/x, a ~ in an env file) is the home folder, not a folder named ~
+        return os.path.expanduser(str(cache_dir))
     env = os.environ.get("LAYERFUSE_HOME")
     if env:
-        return env
+        return os.path.expanduser(env)
     old = os.environ.get(RENAMED_HOME_ENV)
     if old:  # the variable of the project's former name: still read, said so once a process
         if not _SAID:
             sys.stderr.write(f"note: ${RENAMED_HOME_ENV} is read as $LAYERFUSE_HOME (the package was renamed "
                              "from layercache, a name taken on PyPI by an unrelated project); set $LAYERFUSE_HOME\n")
             _SAID.append(True)
-        return old
+        return os.path.expanduser(old)
     default = os.path.join(os.path.expanduser("~"), ".cache", "layerfuse")
     former = os.path.join(os.path.expanduser("~"), ".cache", "layercache")
     if not os.path.exists(default) and os.path.isdir(former):  # else every entry made before was extracted again

@@ -53,7 +53,7 @@ def main(cache, model, dataset, cache_dir, read, labels, split, shots, seed, max
     from ..training.sampling import entity_types, few_shot_sample
     from .roots import checked_out
 
-    checked_out(out)  # a file or a read-only folder: one line before the scores, not a bare "File exists" after
+    out = checked_out(out)  # a file or a read-only folder: one line before the scores, not a bare "File exists" after
     entry = resolve(cache, model, dataset, cache_dir, read=read, quiet=quiet).with_labels(labels)
     is_primary = labels is None or labels == next(iter(entry.label_sets))
     data = entry.split(split)

@@ -41,7 +41,9 @@ def checked_root(cache_dir: str | None, *, write: bool, or_else: str = "") -> st
 def checked_out(out: str, *, option: str = "--out") -> str:
     """The folder a command writes its results to, checked before any work: one that is a file (or below
     one), or that cannot be written (or made), is refused in one line naming it. Without the check,
-    `train-head` trained, then died writing the head (a 32-line SafetensorError, a bare "File exists")."""
+    `train-head` trained, then died writing the head (a 32-line SafetensorError, a bare "File exists").
+    Returns it with a quoted ~ (``--out=~/runs``) read as the home folder, not a folder named ~."""
+    out = os.path.expanduser(out)
     path = os.path.abspath(out)
     existing = path
     while not os.path.lexists(existing) and os.path.dirname(existing) != existing:

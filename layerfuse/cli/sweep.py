@@ -102,7 +102,7 @@ def main(task, labels, fusions, shots, epochs, trials, lrs, batch_size, layers, 
                        what="a positive integer or 'all'") if curve_shots else None
     from .roots import checked_out
 
-    checked_out(out)  # results, heads and the report go there: a file or read-only is one line before any run
+    out = checked_out(out)  # results, heads and the report go there: a file or read-only is one line before any run
     if report_only:
         _say_grid_ignored()
         records = list(read_results(os.path.join(out, RESULTS), skipped=say).values())

@@ -144,7 +144,7 @@ def main(cache, model, dataset, cache_dir, read, out, dry_run, verbose, quiet, p
     if cache_dir or not cache:  # the root is read (and written: the measured precision, a missing entry)
         checked_root(cache_dir, write=not dry_run, or_else=READ_ONLY_ROOT)
     if not dry_run:
-        checked_out(out)  # a file, or read-only: one line now, not after the training
+        out = checked_out(out)  # a file, or read-only: one line now, not after the training
     options = apply_protocol({**options, "shots": parse_shots(options["shots"])}, protocol)
     # nothing trains on a dry run: no speed check measured and written into the root
     options["precision"] = "fp32" if dry_run else resolve_precision(options["precision"], options["device"],
