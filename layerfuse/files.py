@@ -64,9 +64,26 @@ def replaced_whole(path: str, write) -> None:
     try:
         write(tmp)
         os.replace(tmp, path)
+    except OSError as exc:  # named by the file meant, not the temporary one
+        raise OSError(exc.errno, exc.strerror, path) from None
     finally:
         with contextlib.suppress(OSError):
             os.remove(tmp)
+
+
+def text_saved(path: str, text: str) -> None:
+    """``text`` at ``path``, whole (`replaced_whole`): a full disk left a report cut mid-table over the good one."""
+    def write(tmp: str) -> None:
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(text)
+    replaced_whole(path, write)
+
+
+def figure_saved(fig, path: str, **options) -> None:
+    """A matplotlib figure at ``path``, whole (`replaced_whole`; its format read from ``path``'s extension,
+    not the temporary file's): a full disk left a cut PNG over the good one."""
+    fmt = os.path.splitext(path)[1].lstrip(".") or "png"
+    replaced_whole(path, lambda tmp: fig.savefig(tmp, format=fmt, **options))
 
 
 LOCK_FILE = ".layerfuse.lock"  # in each folder a writer locks: a file, since NFS locks a directory itself not at all

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import random
+import re
 import string
 import textwrap
 from pathlib import Path
@@ -138,7 +139,7 @@ def kept_figures(monkeypatch) -> dict:
     real_savefig = report.plt.Figure.savefig
 
     def savefig(fig, path, *args, **kwargs):
-        kept[str(path).rsplit("/", 1)[-1]] = fig
+        kept[re.sub(r"\.\d+\.tmp$", "", str(path).rsplit("/", 1)[-1])] = fig  # saved beside, then renamed
         return real_savefig(fig, path, *args, **kwargs)
 
     monkeypatch.setattr(report.plt.Figure, "savefig", savefig)

@@ -11,6 +11,7 @@ import sys
 import click
 
 from ..errors import LayerfuseError, not_utf8
+from ..files import text_saved
 from ..inference.fill_mask import MaskFiller
 from ..tasks import task_of
 from ..training.checkpoint import checkpoint_paths
@@ -186,9 +187,8 @@ def _score_conll(checkpoint, path: str, *, columns, out, as_json: bool, device, 
     (ce.check_known_tokens if token_set else ce.check_known)(path, sentences, tagger.label_names)
     pred = tagger.tag([words for words, _ in sentences])
     lines = ce.conll_lines(sentences, pred)
-    if out:
-        with open(out, "w", encoding="utf-8") as f:
-            f.writelines(line + "\n" for line in lines)
+    if out:  # whole or not at all: a full disk left a cut file over the user's last one
+        text_saved(out, "".join(line + "\n" for line in lines))
     else:
         for line in lines:
             click.echo(line)

@@ -16,6 +16,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.ticker import FuncFormatter  # noqa: E402
 
+from ..files import figure_saved  # noqa: E402
 from ..fusions.registry import FUSIONS  # noqa: E402
 
 Scores = Sequence[tuple[int, float]]
@@ -171,6 +172,6 @@ def plot_scores(scores: Scores | Mapping[str, Scores | Sequence[Scores]], *, tit
         ax.legend(fontsize=7, frameon=False)
     fig.tight_layout()
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    fig.savefig(path)
+    figure_saved(fig, path)
     plt.close(fig)
     return path

@@ -21,6 +21,7 @@ import numpy as np
 from matplotlib.ticker import FuncFormatter, MaxNLocator
 
 from ..errors import LayerfuseError
+from ..files import figure_saved, text_saved
 from ..fusions.config import FusionConfig
 from ..tasks import task_of
 from ..training.config import TrainConfig, diverged_at
@@ -417,7 +418,7 @@ def plot_layers_used(records, path: str, *, nu: list | None = None, title: str =
     axes[-1][0].set_xticks(range(len(layers)), [str(x) for x in layers], fontsize=7)
     axes[-1][0].set_xlabel("layer", fontsize=8)
     fig.tight_layout()
-    fig.savefig(path)
+    figure_saved(fig, path)
     plt.close(fig)
     return path
 
@@ -446,7 +447,7 @@ def _save(fig, axes, path: str, *, ylabel: str, title: str, heads: list[str], ba
         fig.suptitle("\n".join(textwrap.fill(t, width) for t in (title, note) if t), fontsize=9,
                      parse_math=False)  # a model or dataset name with a $ is text, not TeX
     fig.tight_layout()
-    fig.savefig(path, bbox_inches="tight")  # the legend beside the panels and a long title, whole
+    figure_saved(fig, path, bbox_inches="tight")  # the legend beside the panels and a long title, whole
     plt.close(fig)
     return path
 
@@ -517,6 +518,5 @@ def render(records, out: str, *, curve_shots: list[int] | None = None, per_lr: b
         text += f"\nAttention over layers on dev, at the best dev point (mean ± 95% CI):\n\n{attention}\n"
     if seconds:  # records edited to drop their times have none to add
         text += f"\nseconds per run: median {np.median(seconds):.1f}, total {sum(seconds):.0f}\n"
-    with open(paths["table"], "w", encoding="utf-8") as f:
-        f.write(text)
+    text_saved(paths["table"], text)
     return paths

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..cache.label_sets import SPAN
+from ..files import figure_saved
 from .expected import center_of_gravity, expected_layer
 from .run import MIX
 
@@ -187,7 +188,7 @@ def plot(tasks: list[TaskSummary], *, path: str, title: str) -> str:
     fig.suptitle(title, fontsize=9, parse_math=False)  # a $ in a name is text, not TeX
     fig.tight_layout()
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    fig.savefig(path)
+    figure_saved(fig, path)
     plt.close(fig)
     return path
 

@@ -135,6 +135,27 @@ def test_conll_out_never_writes_over_its_inputs(checkpoint, tmp_path):
     assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before
 
 
+def test_conll_out_on_a_full_disk_keeps_the_last_file(checkpoint, tmp_path, monkeypatch):
+    """--out was written in place: a full disk left it cut, the user's last predictions lost, and the
+    error named no file."""
+    import errno
+
+    stem, *_ = checkpoint
+    data = tmp_path / "dev.txt"
+    data.write_text("Alice B-PER\nmet O\n\n")
+    (tmp_path / "pred.txt").write_text("the last predictions\n")
+
+    def full(path, mode="r", **kwargs):
+        with open(path, "wb") as f:  # the builtin: a cut file, then the error
+            f.write(b"Alice B-PER")
+        raise OSError(errno.ENOSPC, "No space left on device")
+    monkeypatch.setattr("layerfuse.files.open", full, raising=False)
+    result = CliRunner().invoke(main, ["--head", stem, "--conll", str(data), "--out", str(tmp_path / "pred.txt")])
+    assert result.exit_code == 1 and str(tmp_path / "pred.txt") in result.stderr, result.output
+    assert (tmp_path / "pred.txt").read_text() == "the last predictions\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["dev.txt", "pred.txt"]
+
+
 def test_json_lines_answer_the_file_line_by_line(checkpoint, tmp_path):
     # blank lines were dropped, so output line k no longer answered input line k
     stem, *_ = checkpoint

@@ -1,0 +1,48 @@
+"""A report is rewritten whole or not at all: on a full disk `sweep --report` wrote report.md and the
+PNGs in place, so the last good report was lost, left cut mid-table (and the error named no file)."""
+
+from __future__ import annotations
+
+import errno
+
+import pytest
+
+from layerfuse.experiments import report
+from layerfuse.files import text_saved
+
+
+def _records():
+    return [{"config": {"fusion": f, "shots": n, "epochs": 5, "seed": s, "lr": 1e-3},
+             "best_dev_f1": 0.5, "test_f1_at_best": 0.4, "model": "m", "dataset": "d",
+             "evals": [{"step": 1, "dev_f1": 0.5}], "seconds": {"total": 1.0}}
+            for f in ("base", "concat") for n in (2, 8) for s in range(2)]
+
+
+def _full(path, *_, **__):
+    with open(path, "wb") as f:
+        f.write(b"cut")
+    raise OSError(errno.ENOSPC, "No space left on device")
+
+
+def test_a_full_disk_keeps_the_last_report_whole(tmp_path, monkeypatch):
+    report.render(_records(), str(tmp_path))
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    monkeypatch.setattr(report.plt.Figure, "savefig", lambda fig, path, *a, **k: _full(path))
+    with pytest.raises(OSError) as failed:
+        report.render(_records(), str(tmp_path))
+    assert failed.value.filename == str(tmp_path / "f1_vs_shots.png")  # the file meant, not its temporary twin
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before
+
+
+def test_a_text_that_cannot_be_written_leaves_the_old_one(tmp_path, monkeypatch):
+    target = tmp_path / "report.md"
+    target.write_text("the last good report\n")
+
+    def cut_open(path, mode="r", **kwargs):
+        assert "w" in mode
+        return _full(path)
+    monkeypatch.setattr("layerfuse.files.open", cut_open, raising=False)
+    with pytest.raises(OSError) as failed:
+        text_saved(str(target), "a new report\n")
+    assert failed.value.filename == str(target)
+    assert [p.name for p in tmp_path.iterdir()] == ["report.md"] and target.read_text() == "the last good report\n"
