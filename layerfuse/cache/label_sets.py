@@ -31,6 +31,7 @@ from ..errors import LayerfuseError
 from . import manifest
 from .layout import is_remote
 from .store import SMALL_ARRAY_CODECS, files_of, open_group
+from .writer import named_writes
 
 SPAN, TOKEN = "span", "token"
 KINDS = (SPAN, TOKEN)
@@ -143,6 +144,19 @@ def write_label_set(entry_path: str, name: str, *, kind: str, names: list[str], 
                 fingerprints[split] = (old.get("split_fingerprints") or {}).get(split)
     version = int(old.get("version", 1)) + 1 if old else 1
     key = f"{ARRAY_PREFIX}{name}.v{version}"
+    with named_writes(root, f"label set {name!r}"):  # a full disk in zarr's own writes named no file
+        _write_arrays(root, name, key, labels, names, entry_path=entry_path, meta=meta)
+        files = {split: files_of(root[split], names=[key])[key] for split in labels}  # what readers must find
+        sets = dict(meta.get(LISTING) or {})
+        sets[name] = {"names": list(names), manifest.NAMES: manifest.names_digest(names), "kind": kind,
+                      "version": version, "array": key, "splits": sorted(labels),
+                      "split_fingerprints": fingerprints, "files": files}
+        root.attrs[LISTING] = sets  # listed last, in one atomic write: a set is read only once every split holds it
+    _drop_unlisted(entry_path, root, sets, keep={array_name(meta, name)} if old else set())
+
+
+def _write_arrays(root, name: str, key: str, labels: dict, names, *, entry_path: str, meta: dict) -> None:
+    """Each split's labels of set ``name`` as its array ``key``, checked against the split's rows."""
     for split, ids in labels.items():
         if split not in root:
             raise LayerfuseError(f"label set {name!r}: {entry_path} has no split {split!r}")
@@ -155,13 +169,6 @@ def write_label_set(entry_path: str, name: str, *, kind: str, names: list[str], 
             del group[key]
         group.create_array(key, data=np.asarray(ids, dtype=np.int16), chunks=(max(1, min(n_rows, 262144)),),
                            compressors=SMALL_ARRAY_CODECS)
-    files = {split: files_of(root[split], names=[key])[key] for split in labels}  # what readers must find
-    sets = dict(meta.get(LISTING) or {})
-    sets[name] = {"names": list(names), manifest.NAMES: manifest.names_digest(names), "kind": kind,
-                  "version": version, "array": key, "splits": sorted(labels), "split_fingerprints": fingerprints,
-                  "files": files}
-    root.attrs[LISTING] = sets  # listed last, in one atomic write: a set is read only once every split holds it
-    _drop_unlisted(entry_path, root, sets, keep={array_name(meta, name)} if old else set())
 
 
 def _check_ids(name: str, split: str, ids: np.ndarray, *, n_names: int) -> None:

@@ -4,7 +4,6 @@ before any training; with `--shots N --seed S` the score sees only what a few-sh
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import time
@@ -12,6 +11,7 @@ import time
 import click
 import numpy as np
 
+from ..files import write_json
 from ..layers.scores import score_layers
 from ..versions import versions
 from .errors import NOTHING_TO_RESUME, friendly_errors
@@ -112,8 +112,7 @@ def main(cache, model, dataset, cache_dir, read, labels, split, shots, seed, max
         "seconds": round(seconds, 4),
         "versions": versions(),
     }
-    with open(stem + ".json", "w", encoding="utf-8") as f:
-        json.dump(record, f, indent=2)
+    write_json(stem + ".json", record)  # whole, or an error naming it
     plot_scores(scores, title=f"{model_name} on {dataset_name} ({setting})", path=stem + ".png")
     click.echo(f"wrote {stem}.json and {stem}.png")
 

@@ -101,10 +101,14 @@ def export_head(head: str, out: str, *, device: str | None = None, model: str | 
         # The model windows long inputs itself (config.max_length), as predict does: a pipeline that cut them
         # at the backbone's positions would drop words, so the saved tokenizer sets no limit.
         tokenizer.model_max_length = VERY_LARGE_INTEGER
-        _save_tokenizer(tokenizer, work)
+        with writing(os.path.join(out, "tokenizer.json")):  # tokenizers' full disk is a bare Exception
+            _save_tokenizer(tokenizer, work)
         card = os.path.join(work, "README.md")
-        with open(card, "w", encoding="utf-8") as f:
-            f.write(model_card(config, name=os.path.basename(os.path.normpath(out))))
+        try:
+            with open(card, "w", encoding="utf-8") as f:
+                f.write(model_card(config, name=os.path.basename(os.path.normpath(out))))
+        except OSError as exc:  # named by the file meant, not the work folder's
+            raise OSError(exc.errno, exc.strerror, os.path.join(out, "README.md")) from None
         files = sorted(os.listdir(work))
         for file in files:  # safetensors writes 0600: every file as readable as the card (the umask)
             same_mode(os.path.join(work, file), like=card)

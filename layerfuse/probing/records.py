@@ -51,11 +51,14 @@ def append_record(path: str, record: dict) -> None:
     off first, so it never ends up between two whole records."""
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     line = json.dumps(record, allow_nan=False) + "\n"
-    with open(path, "a+b") as f:
-        f.seek(0)
-        text = f.read()
-        if text and not text.endswith(b"\n"):
-            f.truncate(text.rfind(b"\n") + 1)
-        f.write(line.encode("utf-8"))
-        f.flush()
-        os.fsync(f.fileno())
+    try:
+        with open(path, "a+b") as f:
+            f.seek(0)
+            text = f.read()
+            if text and not text.endswith(b"\n"):
+                f.truncate(text.rfind(b"\n") + 1)
+            f.write(line.encode("utf-8"))
+            f.flush()
+            os.fsync(f.fileno())
+    except OSError as exc:  # a full disk met in write() names no file
+        raise OSError(exc.errno, exc.strerror, path) from None

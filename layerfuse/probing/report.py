@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..cache.label_sets import SPAN
-from ..files import figure_saved
+from ..files import figure_saved, text_saved
 from .expected import center_of_gravity, expected_layer
 from .run import MIX
 
@@ -198,6 +198,5 @@ def write_report(records: list[dict], *, out: str, title: str) -> tuple[str, str
     tasks = summarize(records)
     md = os.path.join(out, "probe.md")
     os.makedirs(out, exist_ok=True)
-    with open(md, "w", encoding="utf-8") as f:
-        f.write(markdown(tasks, title=title))
+    text_saved(md, markdown(tasks, title=title))
     return md, plot(tasks, path=os.path.join(out, "probe.png"), title=title), tasks

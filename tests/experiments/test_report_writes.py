@@ -46,3 +46,15 @@ def test_a_text_that_cannot_be_written_leaves_the_old_one(tmp_path, monkeypatch)
         text_saved(str(target), "a new report\n")
     assert failed.value.filename == str(target)
     assert [p.name for p in tmp_path.iterdir()] == ["report.md"] and target.read_text() == "the last good report\n"
+
+
+def test_a_probe_record_that_cannot_be_appended_names_its_file(tmp_path, monkeypatch):
+    """A full disk met in the write of probe.jsonl said `No space left on device`, naming no file."""
+    from layerfuse.probing import records
+
+    def full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")  # as write() raises it: no file name
+    monkeypatch.setattr(records, "open", full, raising=False)
+    with pytest.raises(OSError) as failed:
+        records.append_record(str(tmp_path / "probe.jsonl"), {"seed": 0})
+    assert failed.value.filename == str(tmp_path / "probe.jsonl")

@@ -475,6 +475,24 @@ def test_a_label_set_is_checked_before_it_is_written(entry_copy, labels, said):
     assert "toy" not in open_entry(entry_copy).label_sets
 
 
+def test_a_full_disk_while_a_label_set_is_written_names_its_place(entry_copy, monkeypatch):
+    """zarr's own write of a label array on a full disk raised an OSError with no file: `error: No space
+    left on device`, naming nothing."""
+    import errno
+
+    import zarr
+
+    def full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+    monkeypatch.setattr(zarr.Group, "create_array", full)
+    n = open_entry(entry_copy).split("train").n_rows
+    said = rf"No space left on device writing label set 'toy' \({entry_copy}/zarr\.json or an array's beside it\)"
+    with pytest.raises(LayerfuseError, match=said + "; free space and rerun"):
+        label_sets.write_label_set(entry_copy, "toy", kind="token", names=["A", "B"], fingerprints={"train": "fp"},
+                                   labels={"train": np.zeros(n, dtype=int)})
+    assert "toy" not in open_entry(entry_copy).label_sets
+
+
 def test_runs_and_probes_on_a_set_relabelled_since_are_not_taken_for_done(tiny_bert_dir, conll4_dir, tmp_path):
     """A relabel keeps the entry's key and the runs' ids: a resumed sweep took the old runs for done ones and
     averaged the two labellings in one cell, and a probe rerun printed the old table."""

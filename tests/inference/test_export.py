@@ -218,6 +218,26 @@ def test_export_on_a_full_disk_leaves_no_half_made_model(request, tmp_path_facto
     assert not (tmp_path / "model").exists()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["seen"]  # the folder it wrote into is gone too
 
+    # the tokenizer's and the card's own writes: tokenizers' full disk is a bare Exception (a 41-line
+    # traceback), the card's named no file
+    monkeypatch.undo()
+    from layerfuse.hf import export
+
+    def no_room(*args, **kwargs):
+        raise Exception("No space left on device (os error 28)")
+    for name, failing in (("tokenizer.json", "_save_tokenizer"), ("README.md", "model_card")):
+        with monkeypatch.context() as patch:
+            patch.setattr(export, failing, no_room if failing != "model_card" else _full_card)
+            out = CliRunner().invoke(cli, ["export", run, "--out", str(tmp_path / "model")])
+        assert out.output.strip() == f"error: No space left on device ({tmp_path / 'model' / name})", out.output
+        assert not (tmp_path / "model").exists()
+
+
+def _full_card(*args, **kwargs):
+    import errno
+
+    raise OSError(errno.ENOSPC, "No space left on device")
+
 
 def test_importing_the_model_module_first_registers_it_without_a_warning():
     """`layerfuse.hf.modeling` imports transformers' auto classes, which fire the registration hook while
