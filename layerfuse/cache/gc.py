@@ -24,10 +24,12 @@ from .manage import (
     REMOVING,
     EntryStatus,
     NotAnEntryError,
+    NotRemovable,
     bytes_on_disk,
     entry_status,
     finished_seconds,
     list_entries,
+    removal_blocker,
     remove,
     writer_lock,
 )
@@ -60,8 +62,8 @@ def collect(root: str, *, max_size: int, dry_run: bool = False, on_skip=None, on
     entries not in use, until ``root`` holds at most ``max_size`` bytes; returns the entries removed
     (``dry_run``: those that would be), oldest first. An entry that is a link stays (it and what it points
     to are the user's). ``on_leftover(path, bytes)`` hears of each leftover removed; ``on_skip(entry,
-    reason)`` of each entry it would have removed but a reader or writer has; ``on_damaged(path, bytes)``
-    of each unreadable entry removed first (`damaged`)."""
+    reason)`` of each entry it would have removed but a reader or writer has, or this user may not remove;
+    ``on_damaged(path, bytes)`` of each unreadable entry removed first (`damaged`)."""
     if is_remote(root):  # reads of an object store are not recorded: the order would be a guess
         raise LayerfuseError(f"gc works on local cache roots only, not {root}")
     root = local_path(root)  # a file:// root is a local one
@@ -162,12 +164,12 @@ def damaged(root: str) -> list[str]:
 
 
 def _removal(path: str, *, dry_run: bool, readable: bool = True) -> str | None:
-    """Remove ``path`` (``dry_run``: only look); why not, when a reader or writer has it.
+    """Remove ``path`` (``dry_run``: only look); why not, when a reader or writer has it or this user may not.
     ``readable``: False for an entry whose metadata cannot be read (`damaged`)."""
     if dry_run:
-        return busy(path)
+        return removal_blocker(path) or busy(path)
     try:
         remove(path, readable=readable)  # takes the entry's lock exclusively, or raises
-    except EntryInUse as exc:
+    except (EntryInUse, NotRemovable) as exc:
         return exc.reason
     return None

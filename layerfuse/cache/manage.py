@@ -6,6 +6,7 @@ import contextlib
 import os
 import posixpath
 import shutil
+import sys
 import warnings
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -239,6 +240,7 @@ def remove(path: str, *, readable: bool = True) -> None:
         fs.rm(p, recursive=True)
         return
     refuse_link(path)
+    refuse_unremovable(path)
     if being_written(path):  # before the lock: a removal that will not happen never turns a reader away
         raise EntryInUse(path, "being written by an extract")
     with exclusive(path), writer_lock(path):  # held until the directory is gone: a reader opening it meanwhile
@@ -248,11 +250,62 @@ def remove(path: str, *, readable: bool = True) -> None:
         # never an entry missing some files that `ls` passes by in silence
         trash = removal_folder(path)
         os.rename(local_path(path), trash)
-        shutil.rmtree(trash)
+        _rmtree_naming_files(trash)
     for sidecar in (".lock", ".read"):  # the writer's lock and the record of reads (`usage`)
         leftover = local_path(path).rstrip("/") + sidecar
         if os.path.exists(leftover):
             os.remove(leftover)
+
+
+class NotRemovable(LayerfuseError):
+    """A local entry this user may not delete: refused before anything is renamed (`removal_blocker`)."""
+
+    def __init__(self, path: str, reason: str):
+        super().__init__(f"{path} cannot be removed: {reason}")
+        self.reason = reason
+
+
+def removal_blocker(path: str) -> str | None:
+    """Why this user cannot delete the local entry ``path`` (a folder of it, or the root holding it, they may
+    not write in), or None. Asked before the rename: a removal that then failed half-way on permissions left
+    the entry hidden under its removal name, and the next `gc` deleted it as what a killed removal left."""
+    folder = local_path(path).rstrip("/")
+    root = os.path.dirname(folder) or "."
+    if not os.access(root, os.W_OK | os.X_OK):  # the rename, and the lock and record of reads beside the entry
+        return f"no write permission on {root} for this user"
+    for here in _folders(folder):  # rmtree lists, then empties, every folder of it
+        if not os.access(here, os.R_OK | os.W_OK | os.X_OK):
+            return f"no read, write and search permission on {here} for this user"
+    return None
+
+
+def _folders(folder: str):
+    """``folder`` and every folder below it, one it cannot list too (links are not followed: rmtree removes
+    a link, not what it points to)."""
+    yield folder
+    for here, dirs, _ in os.walk(folder):
+        yield from (os.path.join(here, d) for d in dirs if not os.path.islink(os.path.join(here, d)))
+
+
+def refuse_unremovable(path: str) -> None:
+    """`NotRemovable` naming the folder that keeps this user from deleting the local entry ``path``."""
+    reason = None if is_remote(path) else removal_blocker(path)
+    if reason is not None:
+        raise NotRemovable(path, reason)
+
+
+def _rmtree_naming_files(folder: str) -> None:
+    """shutil.rmtree, its error naming the whole path of the file it failed on (its own named it relative to
+    its folder: "Permission denied (zarr.json)")."""
+    def named(path: str, exc: BaseException):
+        if isinstance(exc, OSError):
+            raise type(exc)(exc.errno, exc.strerror, path) from None
+        raise exc
+
+    if sys.version_info >= (3, 12):
+        shutil.rmtree(folder, onexc=lambda func, path, exc: named(path, exc))
+    else:
+        shutil.rmtree(folder, onerror=lambda func, path, info: named(path, info[1]))
 
 
 @contextlib.contextmanager

@@ -346,3 +346,51 @@ def test_rm_of_dot_inside_the_entry_removes_it(make_entry, root, monkeypatch):
     result = CliRunner().invoke(main, ["rm", "--yes", "."])
     assert result.exit_code == 0 and result.output == f"removed {entry}\n", result.output
     assert os.listdir(root) == []
+
+
+def _deny_writes_in(monkeypatch, folder: str) -> None:
+    """os.access as a colleague sees ``folder``: not theirs to write in (tests may run as root)."""
+    real = os.access
+    monkeypatch.setattr(os, "access", lambda p, m, **kw: False if os.path.abspath(p) == folder and m & os.W_OK
+                        else real(p, m, **kw))
+
+
+def test_an_entry_this_user_may_not_remove_stays_listed(make_entry, root, monkeypatch):
+    """rm and gc renamed the entry to its removal name, then failed in rmtree on a colleague's folder
+    ("Permission denied (zarr.json)"): the entry vanished from `ls`, and the next gc deleted it as what a
+    killed removal left. Now the whole tree is checked first, and the folder that blocks is named."""
+    entry = make_entry(f"m__d__{'1' * 16}")
+    blocked = os.path.join(entry, "train", "hidden")
+    _deny_writes_in(monkeypatch, blocked)
+    refusal = f"{entry} cannot be removed: no read, write and search permission on {blocked} for this user"
+    asked = CliRunner().invoke(main, ["rm", entry], input="y\n")  # refused before it asks, not after a "y"
+    assert asked.exit_code == 1 and "delete " not in asked.output and refusal in asked.output, asked.output
+    gc = CliRunner().invoke(main, ["gc", "--max-size", "0", "--cache-dir", str(root)])
+    assert f"skipped {entry}: no read, write and search permission on {blocked}" in gc.output, gc.output
+    dry = CliRunner().invoke(main, ["gc", "--max-size", "0", "--dry-run", "--cache-dir", str(root)])
+    assert "0 entries would be removed" in dry.output, dry.output
+    assert dirs(root) == [os.path.basename(entry)]
+    listed = CliRunner().invoke(main, ["ls", "--cache-dir", str(root)])
+    assert listed.exit_code == 0 and entry in listed.output
+    _deny_writes_in(monkeypatch, str(root))  # the root itself: neither renamed nor its lock removed
+    refused = CliRunner().invoke(main, ["rm", "--yes", entry])
+    assert f"{entry} cannot be removed: no write permission on {root} for this user" in refused.output
+
+
+def test_a_removal_that_fails_names_the_whole_path_of_the_file(make_entry, root, monkeypatch):
+    """A removal that failed on a file said "Permission denied (zarr.json)": which zarr.json, of which entry,
+    was left to guess."""
+    from layerfuse.cache import manage
+
+    entry = make_entry(f"m__d__{'1' * 16}")
+    real = os.unlink
+
+    def unlink(name, *args, dir_fd=None, **kw):
+        if os.path.basename(name) == "zarr.json":
+            raise PermissionError(13, "Permission denied", name)
+        return real(name, *args, dir_fd=dir_fd, **kw)
+
+    monkeypatch.setattr(os, "unlink", unlink)
+    result = CliRunner().invoke(main, ["rm", "--yes", entry])
+    trash = manage.removal_folder(entry)
+    assert result.exit_code == 1 and f"Permission denied ({trash}/" in result.output, result.output
