@@ -45,9 +45,11 @@ def mark_read(path: str) -> None:
         return
     _recorded[path] = now
     try:
-        with open(_sidecar(path), "a"):
+        with open(_sidecar(path), "a"):  # made 0o666 less the umask: a group sharing the root records its reads
             pass
-        os.utime(_sidecar(path), (now, now))
+        # the current time, not given: setting given times needs the file's owner, the current one only write
+        # access, so a colleague's reads were never recorded and gc evicted an entry in use
+        os.utime(_sidecar(path))
     except OSError:  # a read-only root: reading must still work
         pass
 
