@@ -133,7 +133,7 @@ def _only_server(root: Path) -> int:
     from ..serve.jobqueue import JOBS_DIR
 
     (root / JOBS_DIR).mkdir(exist_ok=True)
-    fd = os.open(root / JOBS_DIR / SERVER_LOCK, os.O_RDWR | os.O_CREAT, 0o600)
+    fd = os.open(root / JOBS_DIR / SERVER_LOCK, os.O_RDWR | os.O_CREAT, 0o666)  # no secret in it: the umask decides
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
