@@ -101,7 +101,9 @@ def extract(config: ExtractConfig, *, progress: bool = True, log=print, on_unit=
         _refuse_damaged(path)
     result.splits += [summary_from_cache(path, s, reused=True, group=cached) for s in dataset.splits if s not in todo]
     if not todo and not (mlm and not lm_finished(cached)):
-        if wanted and ranks.main:  # every split is cached: new label sets are labels only, no forward pass
+        # every split is cached: new label sets are labels only, no forward pass; none to write, no lock taken
+        # (a colleague who may not write the entry's lock reads a complete entry all the same)
+        if ranks.main and stale_label_sets(cached, dataset, wanted):
             with EntryLock(path, log=log):
                 result.label_sets = write_label_sets(path, dataset, wanted, log=log)
         return result
@@ -189,16 +191,11 @@ def write_label_sets(path: str, dataset, names: list[str], *, log=print) -> list
     read some: `--splits train` after a tag changed in dev relabels dev); returns the names written.
     Labels only: the hidden states are not read, nor the model loaded."""
     group = open_group(path, mode="r")  # read under the entry's lock: another run may have just written a set
-    meta = dict(group.attrs)
     written = []
-    for name in names:
+    for name in stale_label_sets(group, dataset, names):
         column = dataset.column(name)
         splits = [split for split in column.tags if split_finished(group, split)]
         fingerprints = dataset.label_fingerprints(name, splits=splits)
-        stored = label_sets.array_name(meta, name) if name in (meta.get(label_sets.LISTING) or {}) else None
-        # a split written again since (its array folder was gone) holds no array of the set listed as current
-        if label_sets.is_current(meta, name, fingerprints=fingerprints) and all(stored in group[s] for s in splits):
-            continue
         index = {label: i for i, label in enumerate(column.names)}
         ids = {split: _row_labels(group[split], [np.array([index[t] for t in tags], dtype=np.int16)
                                                  for tags in column.tags[split]]) for split in splits}
@@ -207,6 +204,21 @@ def write_label_sets(path: str, dataset, names: list[str], *, log=print) -> list
         log(f"label set {name!r} ({column.kind}, {len(column.names)} labels) stored for {', '.join(splits)}")
         written.append(name)
     return written
+
+
+def stale_label_sets(group, dataset, names: list[str]) -> list[str]:
+    """The label sets of ``names`` that the entry ``group`` lacks or holds with other content than ``dataset``'s
+    (what `write_label_sets` writes)."""
+    meta = dict(group.attrs)
+    stale = []
+    for name in names:
+        splits = [split for split in dataset.column(name).tags if split_finished(group, split)]
+        stored = label_sets.array_name(meta, name) if name in (meta.get(label_sets.LISTING) or {}) else None
+        # a split written again since (its array folder was gone) holds no array of the set listed as current
+        if not (label_sets.is_current(meta, name, fingerprints=dataset.label_fingerprints(name, splits=splits))
+                and all(stored in group[s] for s in splits)):
+            stale.append(name)
+    return stale
 
 
 def _row_labels(split_group, sentence_labels: list[np.ndarray]) -> np.ndarray:
