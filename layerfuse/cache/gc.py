@@ -33,7 +33,7 @@ from .manage import (
     remove,
     writer_lock,
 )
-from .usage import EntryInUse, being_written, busy, last_read
+from .usage import EntryInUse, busy, last_read, perhaps_written
 
 _UNITS = {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4}  # binary, as `ls` prints sizes
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?)(?:I?B)?\s*$", re.IGNORECASE)
@@ -114,7 +114,7 @@ def leftovers(root: str, *, dry_run: bool = False) -> list[tuple[str, int]]:
         # an extract takes the entry's lock, a file beside it, before it makes the folder: without that
         # lock a folder of an entry's name was not made here, and is not ours to remove
         orphan = (ENTRY_NAME.match(name) and os.path.exists(path + ".lock")
-                  and not os.path.exists(os.path.join(path, "zarr.json")) and not being_written(path))
+                  and not os.path.exists(os.path.join(path, "zarr.json")) and not perhaps_written(path))
         if not (renamed or orphan):
             continue
         size = bytes_on_disk(path)

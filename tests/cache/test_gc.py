@@ -263,7 +263,7 @@ def test_gc_removes_an_unfinished_entry_only_while_holding_its_lock(make_entry, 
     orphan = make_entry(f"m__d__{'3' * 16}")
     os.remove(os.path.join(orphan, "zarr.json"))
     open(orphan + ".lock", "w").close()
-    monkeypatch.setattr(gc, "being_written", lambda path: False)  # the check passed; then an extract starts
+    monkeypatch.setattr(gc, "perhaps_written", lambda path: False)  # the check passed; then an extract starts
     extract = FileLock(orphan + ".lock")
     extract.acquire(timeout=0)
     try:
@@ -413,3 +413,31 @@ def test_a_colleagues_read_is_recorded(make_entry, root, monkeypatch):
     monkeypatch.setattr(os, "utime", not_the_owner)
     usage.mark_read(entry)
     assert usage.last_read(entry) == pytest.approx(time.time(), abs=60)
+
+
+def test_an_entry_whose_lock_this_user_may_not_open_is_skipped_and_the_others_collected(make_entry, root,
+                                                                                        monkeypatch):
+    """gc probed each entry's writer lock by opening it for writing: one entry whose lock a colleague made
+    private ended gc for the whole root in "Permission denied (....lock)"."""
+    import filelock
+
+    private, other = make_entry(f"m__d__{'1' * 16}"), make_entry(f"m__d__{'2' * 16}")
+    for path in (private, other):
+        open(path + ".lock", "w").close()
+    real = filelock.FileLock
+
+    class NotMine:
+        def __init__(self, path):
+            self.path = path
+
+        def acquire(self, timeout=None):
+            raise PermissionError(13, "Permission denied", self.path)
+
+    monkeypatch.setattr(filelock, "FileLock", lambda path, *a, **kw: NotMine(path) if path == private + ".lock"
+                        else real(path, *a, **kw))
+    said = f"skipped {private}: perhaps being written: this user may not open its lock {private}.lock"
+    dry = CliRunner().invoke(main, ["gc", "--max-size", "0", "--dry-run", "--cache-dir", str(root)])
+    assert said in dry.output and f"would remove {other} (" in dry.output, dry.output
+    real_run = CliRunner().invoke(main, ["gc", "--max-size", "0", "--cache-dir", str(root)])
+    assert said in real_run.output and f"removed {other} (" in real_run.output, real_run.output
+    assert dirs(root) == [os.path.basename(private)]
