@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..cache import label_sets
+from ..cache.layout import checked_root
 from ..cache.lock import EntryLock
 from ..cache.store import exists, open_group
 from ..cache.writer import remove_partials, write_entry_arrays
@@ -104,11 +105,13 @@ def extract(config: ExtractConfig, *, progress: bool = True, log=print, on_unit=
         # every split is cached: new label sets are labels only, no forward pass; none to write, no lock taken
         # (a colleague who may not write the entry's lock reads a complete entry all the same)
         if ranks.main and stale_label_sets(cached, dataset, wanted):
+            _check_writable_root(config, path)
             with EntryLock(path, log=log):
                 result.label_sets = write_label_sets(path, dataset, wanted, log=log)
         return result
     if getattr(dataset, "passed_over", None):  # said once, when something is written: a README is no news on reuse
         log(f"{config.dataset}: files not read, no split being named so: {', '.join(dataset.passed_over)}")
+    _check_writable_root(config, path)  # found: nothing to write was no reason to refuse a read-only root
     # Files a killed or failed run left half-written hold space this run needs: gone before it is counted.
     remove_partials(path, todo)
     # Before the lock file or the entry exists: a run that cannot fit writes nothing at all.
@@ -126,6 +129,11 @@ def extract(config: ExtractConfig, *, progress: bool = True, log=print, on_unit=
     order = list(dataset.splits)
     result.splits.sort(key=lambda s: order.index(s.split))
     return result
+
+
+def _check_writable_root(config: ExtractConfig, path: str) -> None:
+    """One line naming the cache root when it is read-only and ``path`` (an entry under it) is to be written."""
+    checked_root(config.cache_dir, write=True, writes=f"extract writes {path.rstrip('/').rsplit('/', 1)[-1]} there")
 
 
 def _refuse_damaged(path: str) -> None:
