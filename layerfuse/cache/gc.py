@@ -156,8 +156,8 @@ def damaged(root: str) -> list[str]:
         if ENTRY_NAME.match(name) and os.path.isfile(os.path.join(path, "zarr.json")) and not os.path.islink(path):
             try:
                 entry_status(path, size=False)
-            except (NotAnEntryError, NewerFormatError):  # someone else's group; a newer release's entry: not damaged
-                continue
+            except (NotAnEntryError, NewerFormatError, PermissionError):  # someone else's group, a newer release's
+                continue  # entry, or one this user may not read: not damaged
             except Exception:  # noqa: BLE001 - whatever makes it unreadable: it cannot be used
                 paths.append(path)
     return sorted(paths, key=os.path.getmtime)

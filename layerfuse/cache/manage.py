@@ -6,6 +6,7 @@ import contextlib
 import os
 import posixpath
 import shutil
+import stat
 import sys
 import warnings
 from dataclasses import dataclass, field
@@ -93,6 +94,8 @@ def _reason(path: str, exc: Exception) -> str:
     """One line on why ``path`` cannot be read: a LayerfuseError names the file already."""
     if isinstance(exc, LayerfuseError):
         return str(exc)
+    if isinstance(exc, PermissionError):  # another user's entry, not open to this one: not damaged
+        return f"{path}: unreadable by this user (permission denied: {exc.filename or path})"
     text = str(exc).splitlines()[0] if str(exc) else ""
     return f"{path}: unreadable ({type(exc).__name__}: {text})"
 
@@ -116,7 +119,18 @@ def _children(root: str) -> list[str]:
     if not os.path.isdir(base):
         return []
     return [os.path.join(base, n) for n in sorted(os.listdir(base))
-            if os.path.isfile(os.path.join(base, n, "zarr.json")) and not _being_removed(n)]
+            if _holds_metadata(os.path.join(base, n)) and not _being_removed(n)]
+
+
+def _holds_metadata(folder: str) -> bool:
+    """Whether ``folder`` holds a zarr.json, or may: one named as entries are that this user may not look
+    into is listed, to be named unreadable (os.path.isfile said no, and `ls` passed it over in silence)."""
+    try:
+        return stat.S_ISREG(os.stat(os.path.join(folder, "zarr.json")).st_mode)
+    except PermissionError:
+        return bool(ENTRY_NAME.match(os.path.basename(folder)))
+    except (OSError, ValueError):  # not there, or not a folder: no entry
+        return False
 
 
 def entries_keyed(root: str, key: str) -> list[str]:

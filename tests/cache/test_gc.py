@@ -441,3 +441,23 @@ def test_an_entry_whose_lock_this_user_may_not_open_is_skipped_and_the_others_co
     real_run = CliRunner().invoke(main, ["gc", "--max-size", "0", "--cache-dir", str(root)])
     assert said in real_run.output and f"removed {other} (" in real_run.output, real_run.output
     assert dirs(root) == [os.path.basename(private)]
+
+
+def test_an_entry_this_user_may_not_read_is_not_removed_as_damaged(make_entry, root, monkeypatch):
+    """gc took an entry whose metadata the user may not read (a colleague's, private) for a damaged one, and
+    removed it first where the folders let it."""
+    from layerfuse.cache import gc, manage
+
+    private = make_entry(f"m__d__{'1' * 16}")
+    real = gc.entry_status
+
+    def status(path, **kw):
+        if path == private:
+            raise PermissionError(13, "Permission denied", os.path.join(private, "zarr.json"))
+        return real(path, **kw)
+
+    for module in (gc, manage):  # what gc reads, and what it lists entries with
+        monkeypatch.setattr(module, "entry_status", status)
+    assert gc.damaged(str(root)) == []
+    collect(str(root), max_size=0)
+    assert os.path.isdir(private)
