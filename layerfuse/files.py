@@ -94,7 +94,7 @@ def folder_locked(folder: str):
     """``folder`` (made if missing) held by this process alone for the block: an exclusive lock on its
     `LOCK_FILE` (empty; left there for the next writer)."""
     os.makedirs(folder, exist_ok=True)
-    fd = os.open(os.path.join(folder, LOCK_FILE), os.O_WRONLY | os.O_CREAT, 0o644)
+    fd = os.open(os.path.join(folder, LOCK_FILE), os.O_WRONLY | os.O_CREAT, 0o666)  # the umask decides
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)  # released when the descriptor is closed
         yield

@@ -23,6 +23,7 @@ import hashlib
 import json
 import os
 import platform
+import sys
 import time
 from dataclasses import dataclass
 
@@ -77,7 +78,12 @@ def auto_precision(device: torch.device, *, root: str | None = None) -> str:
         fp32_s, bf16_s = time_products(device)
         known[key] = {"precision": "bf16" if bf16_s <= BF16_WINS * fp32_s else "fp32",
                       "fp32_ms": round(1e3 * fp32_s, 3), "bf16_ms": round(1e3 * bf16_s, 3)}
-        _write(path, known)
+        try:
+            _write(path, known)
+        except OSError as exc:  # a read-only root (a colleague's): the run goes on, measured, as it would have
+            chosen = known[key]["precision"]
+            sys.stderr.write(f"note: --precision auto measured {chosen} here, not remembered ({path}: "
+                             f"{exc.strerror or exc}); --precision {chosen} skips the measurement\n")
     return known[key]["precision"]
 
 

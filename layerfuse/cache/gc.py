@@ -24,14 +24,16 @@ from .manage import (
     REMOVING,
     EntryStatus,
     NotAnEntryError,
+    NotRemovable,
     bytes_on_disk,
     entry_status,
     finished_seconds,
     list_entries,
+    removal_blocker,
     remove,
     writer_lock,
 )
-from .usage import EntryInUse, being_written, busy, last_read
+from .usage import EntryInUse, busy, last_read, perhaps_written
 
 _UNITS = {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4}  # binary, as `ls` prints sizes
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?)(?:I?B)?\s*$", re.IGNORECASE)
@@ -60,8 +62,8 @@ def collect(root: str, *, max_size: int, dry_run: bool = False, on_skip=None, on
     entries not in use, until ``root`` holds at most ``max_size`` bytes; returns the entries removed
     (``dry_run``: those that would be), oldest first. An entry that is a link stays (it and what it points
     to are the user's). ``on_leftover(path, bytes)`` hears of each leftover removed; ``on_skip(entry,
-    reason)`` of each entry it would have removed but a reader or writer has; ``on_damaged(path, bytes)``
-    of each unreadable entry removed first (`damaged`)."""
+    reason)`` of each entry it would have removed but a reader or writer has, or this user may not remove;
+    ``on_damaged(path, bytes)`` of each unreadable entry removed first (`damaged`)."""
     if is_remote(root):  # reads of an object store are not recorded: the order would be a guess
         raise LayerfuseError(f"gc works on local cache roots only, not {root}")
     root = local_path(root)  # a file:// root is a local one
@@ -112,7 +114,7 @@ def leftovers(root: str, *, dry_run: bool = False) -> list[tuple[str, int]]:
         # an extract takes the entry's lock, a file beside it, before it makes the folder: without that
         # lock a folder of an entry's name was not made here, and is not ours to remove
         orphan = (ENTRY_NAME.match(name) and os.path.exists(path + ".lock")
-                  and not os.path.exists(os.path.join(path, "zarr.json")) and not being_written(path))
+                  and not os.path.exists(os.path.join(path, "zarr.json")) and not perhaps_written(path))
         if not (renamed or orphan):
             continue
         size = bytes_on_disk(path)
@@ -154,20 +156,20 @@ def damaged(root: str) -> list[str]:
         if ENTRY_NAME.match(name) and os.path.isfile(os.path.join(path, "zarr.json")) and not os.path.islink(path):
             try:
                 entry_status(path, size=False)
-            except (NotAnEntryError, NewerFormatError):  # someone else's group; a newer release's entry: not damaged
-                continue
+            except (NotAnEntryError, NewerFormatError, PermissionError):  # someone else's group, a newer release's
+                continue  # entry, or one this user may not read: not damaged
             except Exception:  # noqa: BLE001 - whatever makes it unreadable: it cannot be used
                 paths.append(path)
     return sorted(paths, key=os.path.getmtime)
 
 
 def _removal(path: str, *, dry_run: bool, readable: bool = True) -> str | None:
-    """Remove ``path`` (``dry_run``: only look); why not, when a reader or writer has it.
+    """Remove ``path`` (``dry_run``: only look); why not, when a reader or writer has it or this user may not.
     ``readable``: False for an entry whose metadata cannot be read (`damaged`)."""
     if dry_run:
-        return busy(path)
+        return removal_blocker(path) or busy(path)
     try:
         remove(path, readable=readable)  # takes the entry's lock exclusively, or raises
-    except EntryInUse as exc:
+    except (EntryInUse, NotRemovable) as exc:
         return exc.reason
     return None

@@ -13,6 +13,8 @@ import os
 import re
 import sys
 
+from ..errors import LayerfuseError
+
 FORMAT_VERSION = 1
 
 
@@ -79,6 +81,30 @@ def cache_root(cache_dir: str | os.PathLike | None = None) -> str:
             _SAID.append(True)
         return former
     return default
+
+
+def checked_root(cache_dir: str | None, *, write: bool, writes: str = "this command writes there") -> str:
+    """``cache_root(cache_dir)``, refused in one line when it (or, not made yet, the folder it would be
+    made in) is a file, unreadable, or read-only while ``write`` (``writes``: what is written there, said
+    then). A remote root (fsspec URL) is left to its store, which names its own errors. Commands that may
+    write nothing (an entry found complete) check ``write`` only once something is to be written."""
+    root = cache_root(cache_dir)
+    if is_remote(root):
+        return root
+    path = os.path.abspath(local_path(root))
+    name = f"--cache-dir {cache_dir}" if cache_dir else f"the cache root {path}"
+    existing = path
+    while not os.path.lexists(existing) and os.path.dirname(existing) != existing:
+        existing = os.path.dirname(existing)  # the root is made on first write: its nearest existing folder
+    if not os.path.isdir(existing):
+        where = "" if existing == path else f" ({existing} is one)"
+        raise LayerfuseError(f"{name} is not a directory{where}: name a folder, or a path where one can be made")
+    if existing == path and not os.access(path, os.R_OK | os.X_OK):
+        raise LayerfuseError(f"{name} is not readable (permission denied)")
+    if write and not os.access(existing, os.W_OK | os.X_OK):
+        what = "is read-only" if existing == path else f"cannot be made: {existing} is read-only"
+        raise LayerfuseError(f"{name} {what}; {writes} (name a writable --cache-dir)")
+    return root
 
 
 def is_remote(path: str) -> bool:

@@ -6,6 +6,8 @@ import contextlib
 import os
 import posixpath
 import shutil
+import stat
+import sys
 import warnings
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -92,6 +94,8 @@ def _reason(path: str, exc: Exception) -> str:
     """One line on why ``path`` cannot be read: a LayerfuseError names the file already."""
     if isinstance(exc, LayerfuseError):
         return str(exc)
+    if isinstance(exc, PermissionError):  # another user's entry, not open to this one: not damaged
+        return f"{path}: unreadable by this user (permission denied: {exc.filename or path})"
     text = str(exc).splitlines()[0] if str(exc) else ""
     return f"{path}: unreadable ({type(exc).__name__}: {text})"
 
@@ -115,7 +119,18 @@ def _children(root: str) -> list[str]:
     if not os.path.isdir(base):
         return []
     return [os.path.join(base, n) for n in sorted(os.listdir(base))
-            if os.path.isfile(os.path.join(base, n, "zarr.json")) and not _being_removed(n)]
+            if _holds_metadata(os.path.join(base, n)) and not _being_removed(n)]
+
+
+def _holds_metadata(folder: str) -> bool:
+    """Whether ``folder`` holds a zarr.json, or may: one named as entries are that this user may not look
+    into is listed, to be named unreadable (os.path.isfile said no, and `ls` passed it over in silence)."""
+    try:
+        return stat.S_ISREG(os.stat(os.path.join(folder, "zarr.json")).st_mode)
+    except PermissionError:
+        return bool(ENTRY_NAME.match(os.path.basename(folder)))
+    except (OSError, ValueError):  # not there, or not a folder: no entry
+        return False
 
 
 def entries_keyed(root: str, key: str) -> list[str]:
@@ -239,6 +254,7 @@ def remove(path: str, *, readable: bool = True) -> None:
         fs.rm(p, recursive=True)
         return
     refuse_link(path)
+    refuse_unremovable(path)
     if being_written(path):  # before the lock: a removal that will not happen never turns a reader away
         raise EntryInUse(path, "being written by an extract")
     with exclusive(path), writer_lock(path):  # held until the directory is gone: a reader opening it meanwhile
@@ -248,11 +264,62 @@ def remove(path: str, *, readable: bool = True) -> None:
         # never an entry missing some files that `ls` passes by in silence
         trash = removal_folder(path)
         os.rename(local_path(path), trash)
-        shutil.rmtree(trash)
+        _rmtree_naming_files(trash)
     for sidecar in (".lock", ".read"):  # the writer's lock and the record of reads (`usage`)
         leftover = local_path(path).rstrip("/") + sidecar
         if os.path.exists(leftover):
             os.remove(leftover)
+
+
+class NotRemovable(LayerfuseError):
+    """A local entry this user may not delete: refused before anything is renamed (`removal_blocker`)."""
+
+    def __init__(self, path: str, reason: str):
+        super().__init__(f"{path} cannot be removed: {reason}")
+        self.reason = reason
+
+
+def removal_blocker(path: str) -> str | None:
+    """Why this user cannot delete the local entry ``path`` (a folder of it, or the root holding it, they may
+    not write in), or None. Asked before the rename: a removal that then failed half-way on permissions left
+    the entry hidden under its removal name, and the next `gc` deleted it as what a killed removal left."""
+    folder = local_path(path).rstrip("/")
+    root = os.path.dirname(folder) or "."
+    if not os.access(root, os.W_OK | os.X_OK):  # the rename, and the lock and record of reads beside the entry
+        return f"no write permission on {root} for this user"
+    for here in _folders(folder):  # rmtree lists, then empties, every folder of it
+        if not os.access(here, os.R_OK | os.W_OK | os.X_OK):
+            return f"no read, write and search permission on {here} for this user"
+    return None
+
+
+def _folders(folder: str):
+    """``folder`` and every folder below it, one it cannot list too (links are not followed: rmtree removes
+    a link, not what it points to)."""
+    yield folder
+    for here, dirs, _ in os.walk(folder):
+        yield from (os.path.join(here, d) for d in dirs if not os.path.islink(os.path.join(here, d)))
+
+
+def refuse_unremovable(path: str) -> None:
+    """`NotRemovable` naming the folder that keeps this user from deleting the local entry ``path``."""
+    reason = None if is_remote(path) else removal_blocker(path)
+    if reason is not None:
+        raise NotRemovable(path, reason)
+
+
+def _rmtree_naming_files(folder: str) -> None:
+    """shutil.rmtree, its error naming the whole path of the file it failed on (its own named it relative to
+    its folder: "Permission denied (zarr.json)")."""
+    def named(path: str, exc: BaseException):
+        if isinstance(exc, OSError):
+            raise type(exc)(exc.errno, exc.strerror, path) from None
+        raise exc
+
+    if sys.version_info >= (3, 12):
+        shutil.rmtree(folder, onexc=lambda func, path, exc: named(path, exc))
+    else:
+        shutil.rmtree(folder, onerror=lambda func, path, info: named(path, info[1]))
 
 
 @contextlib.contextmanager

@@ -45,9 +45,11 @@ def mark_read(path: str) -> None:
         return
     _recorded[path] = now
     try:
-        with open(_sidecar(path), "a"):
+        with open(_sidecar(path), "a"):  # made 0o666 less the umask: a group sharing the root records its reads
             pass
-        os.utime(_sidecar(path), (now, now))
+        # the current time, not given: setting given times needs the file's owner, the current one only write
+        # access, so a colleague's reads were never recorded and gc evicted an entry in use
+        os.utime(_sidecar(path))
     except OSError:  # a read-only root: reading must still work
         pass
 
@@ -63,7 +65,8 @@ def last_read(path: str) -> float | None:
 
 
 def being_written(path: str) -> bool:
-    """True while an `extract` holds the entry's lock (`lock.EntryLock`, a file lock beside it)."""
+    """True while an `extract` holds the entry's lock (`lock.EntryLock`, a file lock beside it); `EntryInUse`
+    when this user may not open that lock, so cannot tell: the entry is kept, and the others looked at."""
     from filelock import FileLock, Timeout
 
     lock_path = local_path(path).rstrip("/") + ".lock"
@@ -74,8 +77,18 @@ def being_written(path: str) -> bool:
         probe.acquire(timeout=0)
     except Timeout:
         return True
+    except PermissionError:  # a colleague's lock, private to them: it alone once stopped gc for the whole root
+        raise EntryInUse(path, f"perhaps being written: this user may not open its lock {lock_path}") from None
     probe.release()
     return False
+
+
+def perhaps_written(path: str) -> bool:
+    """Whether an `extract` writes ``path``, or may: this user cannot open its lock to tell."""
+    try:
+        return being_written(path)
+    except EntryInUse:
+        return True
 
 
 def in_use(path: str) -> bool:
@@ -87,8 +100,11 @@ def busy(path: str) -> str | None:
     """Why ``path`` may not be removed now (a reader has it open, an `extract` is writing it), or None.
     Only looks: the kernel's lock table is read, no lock taken, so a reader opening the entry meanwhile
     is never turned away (where the system keeps no such table, the lock is tried for an instant)."""
-    if being_written(path):
-        return "being written by an extract"
+    try:
+        if being_written(path):
+            return "being written by an extract"
+    except EntryInUse as exc:  # cannot tell
+        return exc.reason
     fd = _open_dir(path)
     held = None if fd is None else _holders(fd)
     if fd is not None:

@@ -22,6 +22,7 @@ from ..cache.manage import (
     options_label,
     quick_check,
     refuse_link,
+    refuse_unremovable,
     remove,
     variants,
     verify,
@@ -181,6 +182,7 @@ def rm_cmd(path, yes):
         path = os.path.abspath(local_path(path))
     damaged = is_damaged_entry(path)  # refuses what is no entry
     refuse_link(path)  # before the question, not after a "y"
+    refuse_unremovable(path)
     said = " (a damaged entry: its metadata cannot be read)" if damaged else ""
     if not yes and not click.confirm(f"delete {path}{said}?", default=False, err=True):
         return

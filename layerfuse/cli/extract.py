@@ -110,7 +110,7 @@ def main(model, task, dataset, read, splits, labels, granularity, special_tokens
         _extract_on_server(server, config, token_file=token_file, quiet=quiet,
                            local={"--cache-dir": cache_dir, "--device": device, "--dry-run": dry_run})
         return
-    checked_root(cache_dir, write=not dry_run)
+    checked_root(cache_dir, write=False)  # written only when something is to be written: `extract` checks then
     if dry_run:
         if int(os.environ.get("RANK", "0")) == 0:  # under torchrun the plan is printed once, as results are
             _print_estimate(estimate(config), task=task)

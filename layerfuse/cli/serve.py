@@ -28,6 +28,9 @@ from .roots import checked_root
 
 SERVE_EXTRA = ("starlette", "uvicorn", "aiohttp")  # pyproject's `serve` extra
 TOKEN_FILE = ".serve-token"  # under the root: hidden, and never served (not an entry)
+# What a server writes under its root, whatever it is asked: said when the root is read-only.
+SERVE_WRITES = ("serve keeps its job queue and its lock there (.jobs), its write token unless --token-file names one, "
+                "and the entries it is asked to extract")
 TOKEN_BYTES = 32
 
 
@@ -67,7 +70,7 @@ def main(cache_dir, host, port, token_file, read_token_file, runs, data_dirs, de
         raise LayerfuseError(f"serve needs the package {package!r}, part of the serve extra: "
                               f'pip install "layerfuse[serve]"') from None
 
-    root = checked_root(cache_dir, write=True)  # a file, or read-only: one line, as for every command
+    root = checked_root(cache_dir, write=True, writes=SERVE_WRITES)  # a file, or read-only: one line
     if is_remote(root):
         raise LayerfuseError(f"serve needs a local cache root, not {root}")
     root = Path(local_path(root)).resolve()
@@ -133,7 +136,7 @@ def _only_server(root: Path) -> int:
     from ..serve.jobqueue import JOBS_DIR
 
     (root / JOBS_DIR).mkdir(exist_ok=True)
-    fd = os.open(root / JOBS_DIR / SERVER_LOCK, os.O_RDWR | os.O_CREAT, 0o600)
+    fd = os.open(root / JOBS_DIR / SERVER_LOCK, os.O_RDWR | os.O_CREAT, 0o666)  # no secret in it: the umask decides
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:

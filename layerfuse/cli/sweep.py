@@ -112,10 +112,10 @@ def main(task, labels, fusions, shots, epochs, trials, lrs, batch_size, layers, 
         from ..experiments.loaders import check_dev_subset, check_samples
         from ..experiments.runner import grid, run_sweep
         from ..training.runtime import resolve_precision
-        from .roots import READ_ONLY_ROOT, checked_root
+        from .roots import checked_root
 
-        if cache_dir or not cache:  # as train-head: the root is read, and written (precision, a missing entry)
-            checked_root(cache_dir, write=True, or_else=READ_ONLY_ROOT)
+        if cache_dir or not cache:  # as train-head: the root is read; written only to extract a missing entry
+            checked_root(cache_dir, write=False)
 
         # Every list is checked before any work starts: a bad item is one line, not a traceback.
         lists = {"fusions": parse_list(fusions, name="fusions", cast=_one_of(FUSIONS),

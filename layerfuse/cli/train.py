@@ -45,7 +45,7 @@ from .options import (
     say,
     task_option,
 )
-from .roots import READ_ONLY_ROOT, checked_out, checked_root
+from .roots import checked_out, checked_root
 
 
 def run_name(config: TrainConfig) -> str:
@@ -141,8 +141,8 @@ def budget_table(entry, *, layers: str | None, options: dict, current: str | Non
 def main(cache, model, dataset, cache_dir, read, out, dry_run, verbose, quiet, protocol, block_size, mask_seed,
          mlm_probability, **options):
     """Train a fusion head on cached hidden states and report its best dev F1 (MLM: perplexity)."""
-    if cache_dir or not cache:  # the root is read (and written: the measured precision, a missing entry)
-        checked_root(cache_dir, write=not dry_run, or_else=READ_ONLY_ROOT)
+    if cache_dir or not cache:  # the root is read; written only to extract a missing entry (`extract` checks then)
+        checked_root(cache_dir, write=False)
     if not dry_run:
         out = checked_out(out)  # a file, or read-only: one line now, not after the training
     options = apply_protocol({**options, "shots": parse_shots(options["shots"])}, protocol)

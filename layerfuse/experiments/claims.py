@@ -40,7 +40,7 @@ class Claims:
         path = self._path(run_id)
         for _ in range(2):  # a second try after clearing a dead owner's claim
             try:
-                fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+                fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666)  # the umask decides
             except FileExistsError:
                 if not self._clear_if_stale(path):
                     return False

@@ -211,7 +211,7 @@ def append_result(path: str, record: dict) -> bool:
     full disk, a file size limit) is an `OSError` naming the file, never a line silently cut."""
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     line = (json.dumps(record) + "\n").encode()
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)  # the umask decides who else appends
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)  # released when the file is closed
         if record.get("run_id") and recorded(path, record["run_id"]):

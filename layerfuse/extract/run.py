@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..cache import label_sets
+from ..cache.layout import checked_root
 from ..cache.lock import EntryLock
 from ..cache.store import exists, open_group
 from ..cache.writer import remove_partials, write_entry_arrays
@@ -101,12 +102,16 @@ def extract(config: ExtractConfig, *, progress: bool = True, log=print, on_unit=
         _refuse_damaged(path)
     result.splits += [summary_from_cache(path, s, reused=True, group=cached) for s in dataset.splits if s not in todo]
     if not todo and not (mlm and not lm_finished(cached)):
-        if wanted and ranks.main:  # every split is cached: new label sets are labels only, no forward pass
+        # every split is cached: new label sets are labels only, no forward pass; none to write, no lock taken
+        # (a colleague who may not write the entry's lock reads a complete entry all the same)
+        if ranks.main and stale_label_sets(cached, dataset, wanted):
+            _check_writable_root(config, path)
             with EntryLock(path, log=log):
                 result.label_sets = write_label_sets(path, dataset, wanted, log=log)
         return result
     if getattr(dataset, "passed_over", None):  # said once, when something is written: a README is no news on reuse
         log(f"{config.dataset}: files not read, no split being named so: {', '.join(dataset.passed_over)}")
+    _check_writable_root(config, path)  # found: nothing to write was no reason to refuse a read-only root
     # Files a killed or failed run left half-written hold space this run needs: gone before it is counted.
     remove_partials(path, todo)
     # Before the lock file or the entry exists: a run that cannot fit writes nothing at all.
@@ -124,6 +129,11 @@ def extract(config: ExtractConfig, *, progress: bool = True, log=print, on_unit=
     order = list(dataset.splits)
     result.splits.sort(key=lambda s: order.index(s.split))
     return result
+
+
+def _check_writable_root(config: ExtractConfig, path: str) -> None:
+    """One line naming the cache root when it is read-only and ``path`` (an entry under it) is to be written."""
+    checked_root(config.cache_dir, write=True, writes=f"extract writes {path.rstrip('/').rsplit('/', 1)[-1]} there")
 
 
 def _refuse_damaged(path: str) -> None:
@@ -189,16 +199,11 @@ def write_label_sets(path: str, dataset, names: list[str], *, log=print) -> list
     read some: `--splits train` after a tag changed in dev relabels dev); returns the names written.
     Labels only: the hidden states are not read, nor the model loaded."""
     group = open_group(path, mode="r")  # read under the entry's lock: another run may have just written a set
-    meta = dict(group.attrs)
     written = []
-    for name in names:
+    for name in stale_label_sets(group, dataset, names):
         column = dataset.column(name)
         splits = [split for split in column.tags if split_finished(group, split)]
         fingerprints = dataset.label_fingerprints(name, splits=splits)
-        stored = label_sets.array_name(meta, name) if name in (meta.get(label_sets.LISTING) or {}) else None
-        # a split written again since (its array folder was gone) holds no array of the set listed as current
-        if label_sets.is_current(meta, name, fingerprints=fingerprints) and all(stored in group[s] for s in splits):
-            continue
         index = {label: i for i, label in enumerate(column.names)}
         ids = {split: _row_labels(group[split], [np.array([index[t] for t in tags], dtype=np.int16)
                                                  for tags in column.tags[split]]) for split in splits}
@@ -207,6 +212,21 @@ def write_label_sets(path: str, dataset, names: list[str], *, log=print) -> list
         log(f"label set {name!r} ({column.kind}, {len(column.names)} labels) stored for {', '.join(splits)}")
         written.append(name)
     return written
+
+
+def stale_label_sets(group, dataset, names: list[str]) -> list[str]:
+    """The label sets of ``names`` that the entry ``group`` lacks or holds with other content than ``dataset``'s
+    (what `write_label_sets` writes)."""
+    meta = dict(group.attrs)
+    stale = []
+    for name in names:
+        splits = [split for split in dataset.column(name).tags if split_finished(group, split)]
+        stored = label_sets.array_name(meta, name) if name in (meta.get(label_sets.LISTING) or {}) else None
+        # a split written again since (its array folder was gone) holds no array of the set listed as current
+        if not (label_sets.is_current(meta, name, fingerprints=dataset.label_fingerprints(name, splits=splits))
+                and all(stored in group[s] for s in splits)):
+            stale.append(name)
+    return stale
 
 
 def _row_labels(split_group, sentence_labels: list[np.ndarray]) -> np.ndarray:

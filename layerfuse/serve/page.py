@@ -23,7 +23,7 @@ from starlette.responses import FileResponse, HTMLResponse, PlainTextResponse, R
 from starlette.routing import Route
 
 from ..cache.manage import EntryStatus
-from ..cache.usage import being_written, last_read
+from ..cache.usage import last_read, perhaps_written
 from ..display import human_bytes
 from ..tasks import DEFAULT_TASK
 from . import runs
@@ -102,7 +102,7 @@ def _entry_row(e: EntryStatus) -> str:
     rows = f.get("granularity", "?") + (f"/{f['pooling']}" if f.get("pooling") not in (None, "none") else "")
     dataset = e.dataset + (f" ({f['task']})" if f.get("task", DEFAULT_TASK) != DEFAULT_TASK else "")
     splits = ", ".join(s if done else f"{s} (partial)" for s, done in e.splits.items())
-    state = "complete" if e.complete else "writing" if being_written(e.path) else "partial"
+    state = "complete" if e.complete else "writing" if perhaps_written(e.path) else "partial"
     name = Path(e.path).name
     text = [dataset, rows, f.get("dtype", "?"), f.get("precision", "?"), f.get("max_length", "?"), splits,
             human_bytes(e.bytes_on_disk)]

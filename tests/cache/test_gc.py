@@ -44,7 +44,8 @@ def read_at(path: str, when: float, monkeypatch) -> None:
     """Record a read of ``path`` as if made at ``when``."""
     with monkeypatch.context() as m:
         m.setattr(usage.time, "time", lambda: when)
-        usage.mark_read(path)
+        usage.mark_read(path)  # stamped with the clock's time: the file's owner alone may set another
+    os.utime(path + ".read", (when, when))
     assert usage.last_read(path) == pytest.approx(when, abs=1)
 
 
@@ -262,7 +263,7 @@ def test_gc_removes_an_unfinished_entry_only_while_holding_its_lock(make_entry, 
     orphan = make_entry(f"m__d__{'3' * 16}")
     os.remove(os.path.join(orphan, "zarr.json"))
     open(orphan + ".lock", "w").close()
-    monkeypatch.setattr(gc, "being_written", lambda path: False)  # the check passed; then an extract starts
+    monkeypatch.setattr(gc, "perhaps_written", lambda path: False)  # the check passed; then an extract starts
     extract = FileLock(orphan + ".lock")
     extract.acquire(timeout=0)
     try:
@@ -346,3 +347,117 @@ def test_rm_of_dot_inside_the_entry_removes_it(make_entry, root, monkeypatch):
     result = CliRunner().invoke(main, ["rm", "--yes", "."])
     assert result.exit_code == 0 and result.output == f"removed {entry}\n", result.output
     assert os.listdir(root) == []
+
+
+def _deny_writes_in(monkeypatch, folder: str) -> None:
+    """os.access as a colleague sees ``folder``: not theirs to write in (tests may run as root)."""
+    real = os.access
+    monkeypatch.setattr(os, "access", lambda p, m, **kw: False if os.path.abspath(p) == folder and m & os.W_OK
+                        else real(p, m, **kw))
+
+
+def test_an_entry_this_user_may_not_remove_stays_listed(make_entry, root, monkeypatch):
+    """rm and gc renamed the entry to its removal name, then failed in rmtree on a colleague's folder
+    ("Permission denied (zarr.json)"): the entry vanished from `ls`, and the next gc deleted it as what a
+    killed removal left. Now the whole tree is checked first, and the folder that blocks is named."""
+    entry = make_entry(f"m__d__{'1' * 16}")
+    blocked = os.path.join(entry, "train", "hidden")
+    _deny_writes_in(monkeypatch, blocked)
+    refusal = f"{entry} cannot be removed: no read, write and search permission on {blocked} for this user"
+    asked = CliRunner().invoke(main, ["rm", entry], input="y\n")  # refused before it asks, not after a "y"
+    assert asked.exit_code == 1 and "delete " not in asked.output and refusal in asked.output, asked.output
+    gc = CliRunner().invoke(main, ["gc", "--max-size", "0", "--cache-dir", str(root)])
+    assert f"skipped {entry}: no read, write and search permission on {blocked}" in gc.output, gc.output
+    dry = CliRunner().invoke(main, ["gc", "--max-size", "0", "--dry-run", "--cache-dir", str(root)])
+    assert "0 entries would be removed" in dry.output, dry.output
+    assert dirs(root) == [os.path.basename(entry)]
+    listed = CliRunner().invoke(main, ["ls", "--cache-dir", str(root)])
+    assert listed.exit_code == 0 and entry in listed.output
+    _deny_writes_in(monkeypatch, str(root))  # the root itself: neither renamed nor its lock removed
+    refused = CliRunner().invoke(main, ["rm", "--yes", entry])
+    assert f"{entry} cannot be removed: no write permission on {root} for this user" in refused.output
+
+
+def test_a_removal_that_fails_names_the_whole_path_of_the_file(make_entry, root, monkeypatch):
+    """A removal that failed on a file said "Permission denied (zarr.json)": which zarr.json, of which entry,
+    was left to guess."""
+    from layerfuse.cache import manage
+
+    entry = make_entry(f"m__d__{'1' * 16}")
+    real = os.unlink
+
+    def unlink(name, *args, dir_fd=None, **kw):
+        if os.path.basename(name) == "zarr.json":
+            raise PermissionError(13, "Permission denied", name)
+        return real(name, *args, dir_fd=dir_fd, **kw)
+
+    monkeypatch.setattr(os, "unlink", unlink)
+    result = CliRunner().invoke(main, ["rm", "--yes", entry])
+    trash = manage.removal_folder(entry)
+    assert result.exit_code == 1 and f"Permission denied ({trash}/" in result.output, result.output
+
+
+def test_a_colleagues_read_is_recorded(make_entry, root, monkeypatch):
+    """A read was recorded by setting the record's times explicitly, which only its owner may do: a colleague's
+    reads were never recorded (the error passed over as a read-only root's), and gc evicted an entry in use."""
+    entry = make_entry(f"m__d__{'1' * 16}")
+    os.close(os.open(entry + ".read", os.O_CREAT | os.O_WRONLY, 0o666))
+    os.utime(entry + ".read", (time.time() - 10 * HOUR,) * 2)  # the owner's read, long ago
+    real = os.utime
+
+    def not_the_owner(path, times=None, **kw):  # what the kernel allows one who may write but does not own
+        if times is not None:
+            raise PermissionError(1, "Operation not permitted", path)
+        return real(path, times, **kw)
+
+    monkeypatch.setattr(os, "utime", not_the_owner)
+    usage.mark_read(entry)
+    assert usage.last_read(entry) == pytest.approx(time.time(), abs=60)
+
+
+def test_an_entry_whose_lock_this_user_may_not_open_is_skipped_and_the_others_collected(make_entry, root,
+                                                                                        monkeypatch):
+    """gc probed each entry's writer lock by opening it for writing: one entry whose lock a colleague made
+    private ended gc for the whole root in "Permission denied (....lock)"."""
+    import filelock
+
+    private, other = make_entry(f"m__d__{'1' * 16}"), make_entry(f"m__d__{'2' * 16}")
+    for path in (private, other):
+        open(path + ".lock", "w").close()
+    real = filelock.FileLock
+
+    class NotMine:
+        def __init__(self, path):
+            self.path = path
+
+        def acquire(self, timeout=None):
+            raise PermissionError(13, "Permission denied", self.path)
+
+    monkeypatch.setattr(filelock, "FileLock", lambda path, *a, **kw: NotMine(path) if path == private + ".lock"
+                        else real(path, *a, **kw))
+    said = f"skipped {private}: perhaps being written: this user may not open its lock {private}.lock"
+    dry = CliRunner().invoke(main, ["gc", "--max-size", "0", "--dry-run", "--cache-dir", str(root)])
+    assert said in dry.output and f"would remove {other} (" in dry.output, dry.output
+    real_run = CliRunner().invoke(main, ["gc", "--max-size", "0", "--cache-dir", str(root)])
+    assert said in real_run.output and f"removed {other} (" in real_run.output, real_run.output
+    assert dirs(root) == [os.path.basename(private)]
+
+
+def test_an_entry_this_user_may_not_read_is_not_removed_as_damaged(make_entry, root, monkeypatch):
+    """gc took an entry whose metadata the user may not read (a colleague's, private) for a damaged one, and
+    removed it first where the folders let it."""
+    from layerfuse.cache import gc, manage
+
+    private = make_entry(f"m__d__{'1' * 16}")
+    real = gc.entry_status
+
+    def status(path, **kw):
+        if path == private:
+            raise PermissionError(13, "Permission denied", os.path.join(private, "zarr.json"))
+        return real(path, **kw)
+
+    for module in (gc, manage):  # what gc reads, and what it lists entries with
+        monkeypatch.setattr(module, "entry_status", status)
+    assert gc.damaged(str(root)) == []
+    collect(str(root), max_size=0)
+    assert os.path.isdir(private)

@@ -29,6 +29,42 @@ def test_ls_info_rm(entry_copy):
     assert runner.invoke(main, ["ls", "--cache-dir", root]).output.startswith("no entries")
 
 
+def _private(monkeypatch, entry: str) -> None:
+    """``entry`` as a colleague's private folder looks to this user: nothing in it can be looked at or read
+    (tests may run as root)."""
+    from layerfuse.cache import manage
+
+    real_stat, real_status = os.stat, manage.entry_status
+
+    def stat(path, *args, **kw):
+        if str(path).startswith(entry + os.sep):
+            raise PermissionError(13, "Permission denied", str(path))
+        return real_stat(path, *args, **kw)
+
+    def status(path, **kw):
+        if path == entry:
+            raise PermissionError(13, "Permission denied", os.path.join(entry, "zarr.json"))
+        return real_status(path, **kw)
+
+    monkeypatch.setattr(os, "stat", stat)
+    monkeypatch.setattr(manage, "entry_status", status)
+
+
+def test_ls_names_an_entry_this_user_may_not_read(entry_copy, monkeypatch):
+    """`ls` passed over an entry the user could not look into (os.path.isfile said no on "Permission
+    denied"): listed neither as an entry nor as unreadable, as if it were not there."""
+    import shutil
+
+    root = os.path.dirname(entry_copy)
+    private = os.path.join(root, f"m__d__{'1' * 16}")
+    shutil.copytree(entry_copy, private)
+    _private(monkeypatch, private)
+    out = CliRunner().invoke(main, ["ls", "--cache-dir", root])
+    assert out.exit_code == 1 and entry_copy in out.output, out.output
+    said = f"error: {private}: unreadable by this user (permission denied: {private}/zarr.json)"
+    assert said in out.output.splitlines(), out.output
+
+
 def test_info_on_a_non_entry_is_one_line_error(tmp_path):
     out = CliRunner().invoke(main, ["info", str(tmp_path / "nothing")])
     assert out.exit_code == 1 and out.output.strip().count("\n") == 0 and "no cache entry" in out.output

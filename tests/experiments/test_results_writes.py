@@ -6,6 +6,7 @@ damaged by other means is named in one line (it was a traceback on every rerun).
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -146,3 +147,44 @@ def test_a_whole_last_record_without_its_newline_is_named(tmp_path):
     path.write_text(_line() + _line(config_seed=1)[:30])  # cut short by a kill, maybe being written: silence
     said.clear()
     assert len(read_results(str(path), skipped=said.append)) == 1 and not said
+
+
+def _results(folder) -> str:
+    path = str(folder / "results.jsonl")
+    append_result(path, RECORD)
+    return path
+
+
+def _claim(folder) -> str:
+    from layerfuse.experiments.claims import Claims
+
+    claims = Claims(str(folder))
+    assert claims.claim("run")
+    return claims._path("run")
+
+
+def _folder_lock(folder) -> str:
+    from layerfuse.files import LOCK_FILE, folder_locked
+
+    with folder_locked(str(folder)):
+        return str(folder / LOCK_FILE)
+
+
+def _server_lock(folder) -> str:
+    from layerfuse.cli.serve import SERVER_LOCK, _only_server
+    from layerfuse.serve.jobqueue import JOBS_DIR
+
+    os.close(_only_server(folder))
+    return str(folder / JOBS_DIR / SERVER_LOCK)
+
+
+@pytest.mark.parametrize("make", [_results, _claim, _folder_lock, _server_lock])
+def test_files_of_a_shared_folder_take_the_mode_the_umask_gives(tmp_path, make):
+    """Results, claims and locks were made 0o644 (the server's lock 0o600) whatever the umask: under umask 002
+    a colleague of the group could not append to a shared sweep's results.jsonl, claim a run, or take a lock."""
+    old = os.umask(0o002)
+    try:
+        path = make(tmp_path)
+    finally:
+        os.umask(old)
+    assert oct(os.stat(path).st_mode & 0o777) == oct(0o664)

@@ -116,6 +116,24 @@ def test_extract_says_labels_only_when_no_hidden_state_was_written(tiny_bert_dir
     assert "already cached, nothing to do: " in again.output and "label sets written" not in again.output
 
 
+def test_a_complete_entry_with_current_label_sets_is_extracted_without_its_lock(tiny_bert_dir, conll4_dir, tmp_path,
+                                                                              monkeypatch):
+    """`extract` of a complete entry took the writer lock (a read-write open of `ENTRY.lock`) to write label
+    sets that were current: a colleague who may not write the lock got "Permission denied (....lock)"."""
+    from layerfuse.cli.extract import main
+
+    path = _extract(tiny_bert_dir, conll4_dir, tmp_path).path
+
+    class NotMine:  # the lock of an entry a colleague made, not writable by this user
+        def __init__(self, path, **kw):
+            raise PermissionError(13, "Permission denied", f"{path}.lock")
+
+    monkeypatch.setattr(extract_run, "EntryLock", NotMine)
+    args = ["--model", str(tiny_bert_dir), "--dataset", str(conll4_dir), "--cache-dir", str(tmp_path), "--quiet"]
+    again = CliRunner().invoke(main, args)
+    assert again.exit_code == 0 and f"already cached, nothing to do: {path}" in again.output, again.output
+
+
 def test_info_lists_the_label_sets(tiny_bert_dir, conll4_dir, tmp_path):
     path = _extract(tiny_bert_dir, conll4_dir, tmp_path).path
     out = CliRunner().invoke(cli, ["info", path]).output

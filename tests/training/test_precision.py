@@ -37,6 +37,24 @@ def test_the_decision_is_recorded_and_reused(tmp_path, monkeypatch):
     assert resolve_precision("auto", "cpu", root=str(tmp_path)) == "fp32"
 
 
+def test_a_decision_that_cannot_be_remembered_is_used_all_the_same(tmp_path, monkeypatch, capsys):
+    """On a read-only root, `train-head --cache ENTRY` without --precision died in "Permission denied
+    (.../precision.json.PID.tmp)" after measuring: the measured choice was lost for want of a place to keep it."""
+    monkeypatch.setattr(precision, "time_products", lambda device: (2e-3, 1e-3))
+    real = open
+
+    def read_only(path, mode="r", *args, **kw):
+        if "w" in mode and str(path).startswith(str(tmp_path)):
+            raise PermissionError(13, "Permission denied", path)
+        return real(path, mode, *args, **kw)
+
+    monkeypatch.setattr("builtins.open", read_only)
+    assert resolve_precision("auto", "cpu", root=str(tmp_path)) == "bf16"
+    said = capsys.readouterr().err
+    assert f"measured bf16 here, not remembered ({tmp_path / 'precision.json'}: Permission denied)" in said
+    assert "--precision bf16 skips the measurement" in said and not (tmp_path / "precision.json").exists()
+
+
 def test_the_probe_times_both_dtypes():
     fp32_s, bf16_s = precision.time_products(torch.device("cpu"), repeats=1)
     assert fp32_s > 0 and bf16_s > 0
