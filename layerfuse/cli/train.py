@@ -287,6 +287,9 @@ def _save_somewhere(result, data, entry, config: TrainConfig, *, out: str, load_
     folder, and the one line names both."""
     from ..files import folder_locked
 
+    stem = os.path.join(out, run_name(config))
+    ours = [stem + end for end in (".head.safetensors", ".head.json", ".json", ".backbone")]
+    before = {path for path in ours if os.path.lexists(path)}
     try:
         with folder_locked(out):  # two train-heads saving into one --out: one at a time, each checking again
             _refuse_another_run(os.path.join(out, run_name(config)) + ".json", config, entry)  # saved meanwhile?
@@ -298,6 +301,7 @@ def _save_somewhere(result, data, entry, config: TrainConfig, *, out: str, load_
         import shutil
         import tempfile
 
+        _remove_made(set(ours) - before)
         elsewhere = None
         try:
             elsewhere = tempfile.mkdtemp(prefix=f"layerfuse-{run_name(config)}-")
@@ -309,6 +313,18 @@ def _save_somewhere(result, data, entry, config: TrainConfig, *, out: str, load_
         raise LayerfuseError(f"could not write the head to --out {out} ({reason}); it is saved in {elsewhere} "
                              f"instead ({os.path.basename(stem)}.json and its head): move it where you want "
                              "it") from None
+
+
+def _remove_made(paths) -> None:
+    """What a failed save made in --out: a head without its record held the space a full disk needed, and
+    loaded as if it were a run's."""
+    import shutil
+
+    for path in paths:
+        if os.path.isdir(path):
+            shutil.rmtree(path, ignore_errors=True)
+        elif os.path.lexists(path):
+            os.remove(path)
 
 
 def _save(result, data, entry, config: TrainConfig, *, out: str, load_seconds: float) -> str:

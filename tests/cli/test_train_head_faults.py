@@ -98,6 +98,34 @@ def test_a_head_that_cannot_be_written_at_the_end_is_saved_elsewhere(tiny_cache,
 
 
 
+def test_a_save_that_fails_half_way_leaves_nothing_of_it_in_out(tiny_cache, tmp_path, monkeypatch):
+    """The head was written, then the disk filled before its record: --out kept the head without a record
+    (3.5 MB a full disk needed, loadable as if a run's) while the run was saved elsewhere."""
+    import errno
+
+    from layerfuse import files
+
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    (runs / "mine.txt").write_text("the user's own file\n")
+    real = files.write_json
+
+    def full(path, *args, **kwargs):
+        if str(path).startswith(str(runs)) and not str(path).endswith(".head.json"):  # the run's record
+            raise OSError(errno.ENOSPC, "No space left on device", str(path))
+        return real(path, *args, **kwargs)
+
+    monkeypatch.setattr(files, "write_json", full)
+    monkeypatch.setenv("TMPDIR", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", None)
+    line = one_error_line(CliRunner().invoke(main, _train_head(tiny_cache, runs)))
+    assert "it is saved in" in line
+    assert sorted(p.name for p in runs.iterdir()) == [".layerfuse.lock", "mine.txt"]
+
+
 def test_a_diverged_training_saves_no_head_and_fails_in_one_line(tiny_cache, tmp_path):
     """At a huge --lr the loss went nan: train-head exited 0, saved a head predict refused, and its record
     scored like any other run."""
