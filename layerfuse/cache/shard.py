@@ -105,6 +105,8 @@ class DiskFullError(LayerfuseError, OSError):
     def __init__(self, path: Path, size: int):
         try:
             free = f"{_size(shutil.disk_usage(path.parent).free)} is free"
+            if os.statvfs(path.parent).f_favail == 0:  # ENOSPC with bytes to spare: no file can be made
+                free = "no inodes are free (no new file can be made there, whatever the bytes free)"
         except OSError:
             free = "the free space is unknown"
         super().__init__(errno.ENOSPC, f"No space left on device writing {path}: the shard needs {_size(size)} "

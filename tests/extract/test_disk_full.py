@@ -130,3 +130,20 @@ def test_a_run_that_waited_on_a_killed_writer_removes_its_partial_files(tiny_ber
     out = CliRunner().invoke(main, _args(tiny_bert_dir, tiny_conll_dir, tmp_path))
     assert out.exit_code == 0, out.output
     assert _partials(tmp_path) == []
+
+
+def test_a_disk_out_of_inodes_is_not_called_short_of_bytes(tmp_path, monkeypatch):
+    """A file system out of inodes fails with ENOSPC while bytes are free: the error said "the shard needs
+    26.3 MiB and 99.9 MiB is free", contradicting itself."""
+    import os
+    from pathlib import Path
+    from types import SimpleNamespace
+
+    from layerfuse.cache.shard import DiskFullError
+
+    real = os.statvfs
+    fields = [name for name in dir(real(tmp_path)) if name.startswith("f_")]
+    monkeypatch.setattr(os, "statvfs", lambda path: SimpleNamespace(
+        **{name: 0 if name == "f_favail" else getattr(real(path), name) for name in fields}))
+    said = str(DiskFullError(Path(tmp_path) / "0", 2**20))
+    assert "no inodes are free" in said and "rerun the same command to resume" in said
