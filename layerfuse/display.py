@@ -1,8 +1,11 @@
 """How numbers read in human-readable output: F1 in points (x100, one decimal), as the sweep reports
 and the paper print it (records, checkpoints and results files keep F1 as a fraction), and sizes in
-bytes (the command line and the service's page)."""
+bytes (the command line and the service's page); figures drawn without a warning per missing glyph."""
 
 from __future__ import annotations
+
+import functools
+import warnings
 
 F1_SCALE = 100.0
 
@@ -21,3 +24,15 @@ def human_bytes(n: int | None) -> str:
             return f"{n:.1f} {unit}" if unit != "B" else f"{n} B"
         n /= 1024
     return str(n)
+
+
+def quiet_glyphs(draw):
+    """``draw`` (a function that draws figures) without matplotlib's warning for each glyph its font lacks:
+    a model or dataset named in CJK or with an emoji sent one per glyph and figure (15 lines a sweep) to
+    stderr, where the boxes drawn say as much. Only while ``draw`` runs: the host's filters are left alone."""
+    @functools.wraps(draw)
+    def quietly(*args, **kwargs):
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=r"Glyph \d+ .*missing from font")
+            return draw(*args, **kwargs)
+    return quietly

@@ -16,6 +16,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.ticker import FuncFormatter  # noqa: E402
 
+from ..display import quiet_glyphs  # noqa: E402
 from ..files import figure_saved  # noqa: E402
 from ..fusions.registry import FUSIONS  # noqa: E402
 
@@ -137,6 +138,7 @@ def _is_run(x) -> bool:
     return len(x) == 0 or isinstance(x[0][0], numbers.Real)
 
 
+@quiet_glyphs
 def plot_scores(scores: Scores | Mapping[str, Scores | Sequence[Scores]], *, title: str, path: str) -> str:
     """Plot nu against layer index on a log y-axis (nu spans orders of magnitude across layers).
 

@@ -20,6 +20,7 @@ from typing import NamedTuple
 import numpy as np
 from matplotlib.ticker import FuncFormatter, MaxNLocator
 
+from ..display import quiet_glyphs
 from ..errors import LayerfuseError
 from ..files import figure_saved, text_saved
 from ..fusions.config import FusionConfig
@@ -472,6 +473,7 @@ def check_comparable(records: list[dict], where: str) -> None:
                              "a report compares the runs of one; give each entry's runs their own --out")
 
 
+@quiet_glyphs
 def render(records, out: str, *, curve_shots: list[int] | None = None, per_lr: bool = False,
            nu: list | None = None) -> dict[str, str]:
     """Write report.md, f1_vs_shots.png (when some run has an N) and f1_vs_step.png into `out`; returns

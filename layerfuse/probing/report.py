@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..cache.label_sets import SPAN
+from ..display import quiet_glyphs
 from ..files import figure_saved, text_saved
 from .expected import center_of_gravity, expected_layer
 from .run import MIX
@@ -137,6 +138,7 @@ def markdown(tasks: list[TaskSummary], *, title: str) -> str:
     return "\n".join(lines)
 
 
+@quiet_glyphs
 def plot(tasks: list[TaskSummary], *, path: str, title: str) -> str:
     """Tasks x layers: the scores min-max scaled per task, expected layers marked (o: single-layer
     gains, x: ScalarMix center of gravity); selectivity beside it when there are control probes."""

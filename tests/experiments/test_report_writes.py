@@ -58,3 +58,15 @@ def test_a_probe_record_that_cannot_be_appended_names_its_file(tmp_path, monkeyp
     with pytest.raises(OSError) as failed:
         records.append_record(str(tmp_path / "probe.jsonl"), {"seed": 0})
     assert failed.value.filename == str(tmp_path / "probe.jsonl")
+
+
+def test_a_name_the_font_lacks_draws_without_a_warning_per_glyph(tmp_path):
+    """A dataset named in CJK or with an emoji sent a `Glyph ... missing from font(s)` warning per glyph and
+    figure to stderr (15 lines a sweep); the boxes drawn instead say as much."""
+    import warnings
+
+    records = [{**r, "dataset": "data 日本 🙂"} for r in _records()]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        report.render(records, str(tmp_path))
+    assert not [w for w in caught if "missing from font" in str(w.message)]
