@@ -4,6 +4,7 @@ save its result and checkpoint; `--dry-run` prints every fusion's parameter budg
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import shutil
@@ -211,7 +212,12 @@ def _refuse_diverged(result, config: TrainConfig) -> None:
     lost = diverged_at(result.evals)
     if lost is None and not non_finite_weights(result.tagger):
         return
-    where = f"training loss {lost['train_loss']} by step {lost['step']}" if lost else "nan or inf weights"
+    if lost is None:
+        where = "nan or inf weights"
+    elif math.isfinite(lost["train_loss"] or 0.0):
+        where = f"dev loss {lost['dev_loss']} at step {lost['step']}"
+    else:
+        where = f"training loss {lost['train_loss']} by step {lost['step']}"
     raise LayerfuseError(f"training diverged ({where}); no head was saved: try a lower --lr than {config.max_lr:g}")
 
 

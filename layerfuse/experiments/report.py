@@ -205,14 +205,15 @@ def few_trials_note(records, *, figure: bool = True) -> str | None:
 
 
 def diverged_note(records) -> str | None:
-    """The runs whose training loss went nan or inf: their scores are those of a broken head, so the
-    report names them rather than averaging them in silence (`train-head` refuses such a run outright)."""
+    """The runs whose training or dev loss went nan or inf (`diverged_at`): their scores are those of a broken
+    head, so the report names them rather than averaging them in silence (`train-head` refuses such a run)."""
     lost = [r for r in records if diverged_at(r.get("evals") or [])]
     if not lost:
         return None
     named = ", ".join(r.get("run_id", "?") for r in lost[:5]) + (f" and {len(lost) - 5} more" if len(lost) > 5 else "")
-    return (f"{len(lost)} run{'s' * (len(lost) != 1)} diverged (training loss nan or inf): {named}. Their scores are "
-            "those of a head that stopped learning and count in their cells; rerun them at a lower learning rate.")
+    return (f"{len(lost)} run{'s' * (len(lost) != 1)} diverged (training or dev loss nan or inf): {named}. Their "
+            "scores are those of a head that stopped learning and count in their cells; rerun them at a lower "
+            "learning rate.")
 
 
 TABLE_ROW = re.compile(r"^\|\s*(?P<label>[^|]+?)\s*\|\s*(?P<shots>\d+|all)\s*\|\s*(?P<epochs>\d+)\s*\|[^|]*\|"

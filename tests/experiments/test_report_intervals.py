@@ -120,7 +120,7 @@ def test_a_diverged_run_is_named_in_the_report(figures, tmp_path):
     records[1]["evals"][1]["train_loss"] = float("nan")
     report.render(records, str(tmp_path))
     text = (tmp_path / "report.md").read_text()
-    assert "1 run diverged (training loss nan or inf): concat-8-25-1." in text
+    assert "1 run diverged (training or dev loss nan or inf): concat-8-25-1." in text
     records[1]["evals"][1]["train_loss"] = 0.3
     report.render(records, str(tmp_path))
     assert "diverged" not in (tmp_path / "report.md").read_text()
