@@ -23,10 +23,10 @@ from matplotlib.ticker import FuncFormatter, MaxNLocator
 from ..errors import LayerfuseError
 from ..fusions.config import FusionConfig
 from ..tasks import task_of
-from ..training.config import TrainConfig, diverged_at
+from ..training.config import TrainConfig
 from .paired import ci95, paired_table
 from .plots import BAND_ALPHA, BAND_LABEL, head_style, legend_handles, plt  # Agg backend, set once there
-from .results import RESULTS, refuse_mixed_metrics
+from .results import RESULTS, diverged, refuse_mixed_metrics
 
 
 class Metric(NamedTuple):
@@ -122,13 +122,15 @@ def by_cell(records) -> dict[tuple, list[dict]]:
 
 def best_lr(runs: list[dict]) -> tuple[float, list[dict]]:
     """(learning rate, its runs) with the best mean best dev score among ``runs`` (the highest F1,
-    the lowest perplexity; chosen on dev only; ties: the lower rate)."""
+    the lowest perplexity; chosen on dev only; ties: the lower rate). A rate with a run that diverged
+    (`results.diverged`: a broken head's score, nan or any number) is chosen only when every rate has one."""
     by_lr = defaultdict(list)
     for r in runs:
         by_lr[lr_of(r)].append(r)
     m = metric_of(runs)
     sign = 1 if m.higher_is_better else -1
-    lr = max(sorted(by_lr), key=lambda x: sign * np.mean([r[m.dev] for r in by_lr[x]]))
+    trained = [x for x in sorted(by_lr) if not any(diverged(r) for r in by_lr[x])] or sorted(by_lr)
+    lr = max(trained, key=lambda x: sign * np.mean([r[m.dev] for r in by_lr[x]]))
     return lr, by_lr[lr]
 
 
@@ -207,13 +209,13 @@ def few_trials_note(records, *, figure: bool = True) -> str | None:
 def diverged_note(records) -> str | None:
     """The runs whose training or dev loss went nan or inf (`diverged_at`): their scores are those of a broken
     head, so the report names them rather than averaging them in silence (`train-head` refuses such a run)."""
-    lost = [r for r in records if diverged_at(r.get("evals") or [])]
+    lost = [r for r in records if diverged(r)]
     if not lost:
         return None
     named = ", ".join(r.get("run_id", "?") for r in lost[:5]) + (f" and {len(lost) - 5} more" if len(lost) > 5 else "")
     return (f"{len(lost)} run{'s' * (len(lost) != 1)} diverged (training or dev loss nan or inf): {named}. Their "
-            "scores are those of a head that stopped learning and count in their cells; rerun them at a lower "
-            "learning rate.")
+            "scores are those of a broken head: a cell's learning rate is one of theirs only when every rate has one, "
+            "and no head of theirs is kept; rerun them at a lower learning rate.")
 
 
 TABLE_ROW = re.compile(r"^\|\s*(?P<label>[^|]+?)\s*\|\s*(?P<shots>\d+|all)\s*\|\s*(?P<epochs>\d+)\s*\|[^|]*\|"

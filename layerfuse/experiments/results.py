@@ -16,7 +16,7 @@ from dataclasses import fields as dataclass_fields
 
 from ..errors import LayerfuseError
 from ..fusions.registry import FUSIONS, declared_options
-from ..training.config import INTEGER_FIELDS, NUMBER_FIELDS, PAPER_LR, TrainConfig, default_lr
+from ..training.config import INTEGER_FIELDS, NUMBER_FIELDS, PAPER_LR, TrainConfig, default_lr, diverged_at
 
 RESULTS = "results.jsonl"
 UNNAMED = ("device", "options")  # fields that name no run: where it ran; the settings, named one by one
@@ -167,6 +167,13 @@ def _impossible_value(record: dict) -> str | None:
         if value is not None and not (isinstance(value, (int, float)) and 0 <= value < math.inf):
             return f"seconds.{name} = {value!r}"
     return None
+
+
+def diverged(record: dict) -> bool:
+    """Whether a run's record shows it diverged (`diverged_at` of its evaluations): its scores are a broken
+    head's, never the best of anything."""
+    evals = record.get("evals")
+    return diverged_at(evals if isinstance(evals, list) else []) is not None
 
 
 def scored_by(record: dict) -> str:
