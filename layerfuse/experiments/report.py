@@ -341,13 +341,18 @@ def plot_f1_vs_step(records, path: str, *, shots: list[int | None], epochs: int 
                 continue
             steps = [e["step"] for e in runs[0]["evals"]]
             drawn.update(steps)
-            curves = np.array([[e[m.step] for e in r["evals"]] for r in runs if len(r["evals"]) == len(steps)])
+            curves = np.array([[_number(e[m.step]) for e in r["evals"]] for r in runs if len(r["evals"]) == len(steps)])
             ax.plot(steps, m.scale * curves.mean(0), markersize=2, linewidth=1.2, label=head, **head_style(head))
         _style(ax, title=f"N = {n or 'all'}, {cap} epoch{'s' * (cap != 1)}", xlabel="step")
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # steps are whole: no tick at 1.25
         if len(drawn) == 1:  # the locator falls back to fractions around a single whole number
             ax.set_xticks(sorted(drawn))
     return _save(fig, axes, path, ylabel=f"dev {m.name}{dev_axis(records)}", title=title, heads=heads)
+
+
+def _number(value) -> float:
+    """A recorded number; nan for null, which a record writes for nan or inf (valid JSON has neither)."""
+    return np.nan if value is None else value
 
 
 def attention_table(records) -> str | None:
@@ -357,7 +362,7 @@ def attention_table(records) -> str | None:
     for key, runs in sorted(cells(records).items(), key=lambda kv: (kv[0][0], kv[0][1] or 10**9, kv[0][2])):
         usage = [r["layer_usage"] for r in runs if r.get("layer_usage") and "entropy" in r["layer_usage"]]
         if usage:
-            top, ent = ci95([u["top_weight"] for u in usage]), ci95([u["entropy"] for u in usage])
+            top, ent = ci95([_number(u["top_weight"]) for u in usage]), ci95([_number(u["entropy"]) for u in usage])
             lines.append(f"| {key[0]} | {key[1] or 'all'} | {key[2]} | {top[0]:.2f} ± {top[1]:.2f} "
                          f"| {ent[0]:.2f} ± {ent[1]:.2f} | {len(usage)} |")
     if not lines:
@@ -372,7 +377,7 @@ def usage_by_label(records) -> dict[str, tuple[list[int], np.ndarray]]:
     they did not fuse."""
     out = defaultdict(list)
     for (name, _, _), runs in cells(records).items():
-        out[name] += [dict(zip(r["layer_usage"]["layers"], r["layer_usage"]["share"]))
+        out[name] += [dict(zip(r["layer_usage"]["layers"], map(_number, r["layer_usage"]["share"])))
                       for r in runs if r.get("layer_usage")]
     means = {}
     for name, shares in sorted(out.items()):

@@ -15,6 +15,7 @@ from dataclasses import MISSING
 from dataclasses import fields as dataclass_fields
 
 from ..errors import LayerfuseError
+from ..files import json_text
 from ..fusions.registry import FUSIONS, declared_options
 from ..training.config import INTEGER_FIELDS, NUMBER_FIELDS, PAPER_LR, TrainConfig, default_lr, diverged_at
 
@@ -217,7 +218,7 @@ def append_result(path: str, record: dict) -> bool:
     one stalled past its claim's stale time); returns whether the line was written. A short write (a
     full disk, a file size limit) is an `OSError` naming the file, never a line silently cut."""
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    line = (json.dumps(record) + "\n").encode()
+    line = (json_text(record) + "\n").encode()  # valid JSON: a nan loss written as null
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)  # released when the file is closed

@@ -137,3 +137,15 @@ def test_a_learning_rate_whose_runs_diverged_is_never_chosen_as_best():
     for runs in (trained + lost, lost[:1] + trained):
         assert report.best_lr(runs) == (1e-3, trained)
     assert report.best_lr(lost[:1])[0] == 1e3  # every rate diverged: it is still shown (and named below the table)
+
+
+def test_a_report_reads_the_nulls_a_diverged_run_is_written_with(figures, tmp_path):
+    """A record writes nan as null (valid JSON): the layer shares of a diverged head (nan) read back as None,
+    on which the heat map's mean failed; the run must still read as diverged."""
+    records = [_record("concat", 8, 25, seed, 0.5) for seed in range(2)]
+    for r in records:
+        r["evals"][1].update(train_loss=None, dev_loss=None)
+        r["layer_usage"] = {"layers": [1, 2], "share": [None, None]}
+    report.render(records, str(tmp_path))
+    text = (tmp_path / "report.md").read_text()
+    assert "2 runs diverged (training or dev loss nan or inf)" in text and "| concat | 8 | 25 |" in text
