@@ -174,10 +174,11 @@ def main(cache, model, dataset, cache_dir, read, out, dry_run, verbose, quiet, p
         click.echo(budget_table(entry, layers=config.layers, options=config.head_options(entry.num_layers),
                                 current=config.fusion))
         return
-    from ..experiments.loaders import check_dev_subset, check_samples, check_warmups
+    from ..experiments.loaders import check_dev_entities, check_dev_subset, check_samples, check_warmups
 
     check_samples(entry, [config])  # a sample or a dev subset the entry cannot give: one line before anything
     check_dev_subset(entry, [config])
+    check_dev_entities(entry, [config])
     check_warmups(entry, [config])
     _refuse_another_run(os.path.join(out, run_name(config)) + ".json", config, entry)
     t0 = time.perf_counter()

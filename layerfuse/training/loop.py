@@ -353,11 +353,15 @@ def select_splits(config: TrainConfig, data: HeadData):
     layers, query_layer = layers_read(config, fused, num_layers=data.num_layers)
     dev = data.dev.take_layers(layers)
     if config.dev_sentences and config.dev_sentences < dev.n_sentences:
-        # One fixed subset for every run (seed 0, not the run's seed), so runs stay comparable.
-        keep = np.sort(np.random.default_rng(0).choice(dev.n_sentences, config.dev_sentences, replace=False))
-        dev = dev.select(keep)
+        dev = dev.select(dev_subset(dev.n_sentences, config.dev_sentences))
     test = data.test.take_layers(layers) if data.test is not None else None
     return ids, train.take_layers(layers), dev, test, layers, scores, query_layer
+
+
+def dev_subset(n_dev: int, size: int) -> np.ndarray:
+    """The positions in dev of the ``--dev-sentences size`` subset, in order: one fixed subset for every run
+    (seed 0, not the run's seed), so runs stay comparable."""
+    return np.sort(np.random.default_rng(0).choice(n_dev, size, replace=False))
 
 
 def layers_read(config: TrainConfig, fused, *, num_layers: int) -> tuple[tuple[int, ...], str]:

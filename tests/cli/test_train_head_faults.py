@@ -156,6 +156,37 @@ def test_nan_in_the_cached_test_features_is_an_error_naming_the_split(entry_copy
     assert f"split test of the cache entry {entry_copy} holds nan or inf hidden states (layer 2;" in line
 
 
+def test_a_dev_split_without_an_entity_is_refused_before_training(tiny_cache, tmp_path, monkeypatch):
+    """The tiny set's chunk column is all O: dev F1 was 0.0 at every evaluation, reported as a real score, and
+    the first evaluation was chosen as best. A token set (POS: accuracy) has no entities to miss."""
+    pos = CliRunner().invoke(main, [*_train_head(tiny_cache, tmp_path / "pos"), "--labels", "pos"])
+    assert pos.exit_code == 0, pos.output
+    _no_training(monkeypatch)
+    chunk = [*_train_head(tiny_cache, tmp_path / "runs"), "--labels", "chunk", "--shots", "all"]  # train: all O too
+    line = one_error_line(CliRunner().invoke(main, chunk))
+    assert line == (f"error: the dev split of {tiny_cache} holds no chunk entity: its F1 is undefined, so no "
+                    "evaluation can be chosen as best; give a dev split with entities")
+
+
+def test_a_dev_subset_without_an_entity_is_refused_before_training(entry_copy, tmp_path, monkeypatch):
+    """--dev-sentences scores a fixed subset of dev: one without an entity gave every run an F1 of 0.0."""
+    import numpy as np
+    import zarr
+
+    dev = zarr.open_group(entry_copy, mode="a")["dev"]
+    outside = dev["labels"][:]
+    offsets = dev["offsets"][:]
+    names = list(zarr.open_group(entry_copy, mode="r").attrs["label_names"])
+    subset = np.random.default_rng(0).choice(len(offsets) - 1, 5, replace=False)  # as `loop.dev_subset` draws it
+    for i in subset:  # its five sentences tagged O: dev keeps the entities of the others
+        outside[offsets[i]:offsets[i + 1]] = names.index("O")
+    dev["labels"][:] = outside
+    _no_training(monkeypatch)
+    line = one_error_line(CliRunner().invoke(main, [*_train_head(entry_copy, tmp_path), "--dev-sentences", "5"]))
+    assert line.startswith(f"error: the --dev-sentences 5 subset of dev of {entry_copy} holds no ner entity")
+    assert line.endswith("or a larger --dev-sentences")
+
+
 @pytest.mark.parametrize("args, needle", [
     (["--seed", "-5"], "'--seed': -5 is not in the range 0<=x<=4294967295"),  # numpy's traceback before
     (["--seed", "99999999999999999999999"], "is not in the range"),  # torch's overflow before
