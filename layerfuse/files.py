@@ -9,6 +9,7 @@ import contextlib
 import errno
 import fcntl
 import json
+import math
 import os
 import re
 import signal
@@ -16,13 +17,32 @@ import threading
 from contextlib import contextmanager
 
 
+def finite_json(obj):
+    """``obj`` with each float that is nan or inf as None: JSON has neither (Python's ``NaN`` is an extension
+    other readers refuse), so records write them as null; a reader takes a null loss as not finite
+    (`training.config.diverged_at`)."""
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {key: finite_json(value) for key, value in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [finite_json(value) for value in obj]
+    return obj
+
+
+def json_text(obj, *, indent: int | None = None) -> str:
+    """``obj`` as valid JSON: nan and inf as null (`finite_json`)."""
+    return json.dumps(finite_json(obj), indent=indent, allow_nan=False)
+
+
 def write_json(path: str, obj, *, indent: int | None = 2) -> None:
-    """``obj`` as JSON at ``path``, whole: written beside it, flushed to disk, then renamed over it, so a
-    reader (or a rerun after a full disk) finds the old file or the new one, never an empty one."""
+    """``obj`` as valid JSON (`json_text`) at ``path``, whole: written beside it, flushed to disk, then renamed
+    over it, so a reader (or a rerun after a full disk) finds the old file or the new one, never an empty one."""
     tmp = f"{path}.{os.getpid()}.tmp"
     try:
+        text = json_text(obj, indent=indent)
         with open(tmp, "w", encoding="utf-8") as f:
-            json.dump(obj, f, indent=indent)
+            f.write(text)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)

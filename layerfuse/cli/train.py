@@ -4,6 +4,7 @@ save its result and checkpoint; `--dry-run` prints every fusion's parameter budg
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import shutil
@@ -173,10 +174,11 @@ def main(cache, model, dataset, cache_dir, read, out, dry_run, verbose, quiet, p
         click.echo(budget_table(entry, layers=config.layers, options=config.head_options(entry.num_layers),
                                 current=config.fusion))
         return
-    from ..experiments.loaders import check_dev_subset, check_samples, check_warmups
+    from ..experiments.loaders import check_dev_entities, check_dev_subset, check_samples, check_warmups
 
     check_samples(entry, [config])  # a sample or a dev subset the entry cannot give: one line before anything
     check_dev_subset(entry, [config])
+    check_dev_entities(entry, [config])
     check_warmups(entry, [config])
     _refuse_another_run(os.path.join(out, run_name(config)) + ".json", config, entry)
     t0 = time.perf_counter()
@@ -211,7 +213,12 @@ def _refuse_diverged(result, config: TrainConfig) -> None:
     lost = diverged_at(result.evals)
     if lost is None and not non_finite_weights(result.tagger):
         return
-    where = f"training loss {lost['train_loss']} by step {lost['step']}" if lost else "nan or inf weights"
+    if lost is None:
+        where = "nan or inf weights"
+    elif math.isfinite(lost["train_loss"] or 0.0):
+        where = f"dev loss {lost['dev_loss']} at step {lost['step']}"
+    else:
+        where = f"training loss {lost['train_loss']} by step {lost['step']}"
     raise LayerfuseError(f"training diverged ({where}); no head was saved: try a lower --lr than {config.max_lr:g}")
 
 

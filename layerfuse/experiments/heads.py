@@ -29,6 +29,7 @@ from ..tasks import task_of
 from .results import (
     RESULTS,
     append_result,
+    diverged,
     label_set_of,
     read_results,
     recorded,
@@ -75,7 +76,9 @@ def cell_of(config: dict) -> str:
 
 
 def dev_rank(record: dict) -> float:
-    """The record's best dev score as "higher is better"."""
+    """The record's best dev score as "higher is better"; a run that diverged ranks below every other."""
+    if diverged(record):
+        return -math.inf
     if record.get("best_dev_accuracy") is not None:
         return record["best_dev_accuracy"]
     if record.get("best_dev_ppl") is not None:
@@ -104,7 +107,8 @@ def record_run(results: str, record: dict, *, keep: str) -> dict:
             return read_results(results)[rid]
         rivals = _kept_rivals(folder, record) if keep == "best" else []
         rival = max(rivals, key=keep_rank, default=None)
-        if rival is not None and keep_rank(record) <= keep_rank(rival):  # the kept one stays
+        # a diverged run keeps no head, as train-head saves none: export would ship a broken one
+        if diverged(record) or rival is not None and keep_rank(record) <= keep_rank(rival):  # the kept one stays
             _delete(folder, rid)
             record = {**record, "keep_heads": keep, "checkpoint": None}  # as a kept run's line orders them
             append_result(results, record)
@@ -197,6 +201,11 @@ def sweep_head(folder: str, *, run: str | None = None, best: bool = False, log=N
             raise LayerfuseError(f"{folder} kept heads scored on different dev sets ({shown}): --best compares "
                                  "scores on one; name a run scored on the one you want with --best --run RUN_ID")
         record = max(in_cell, key=keep_rank)
+        if diverged(record):  # kept by an earlier release, which kept the heads of diverged runs
+            where = f"run {run}'s cell" if run is not None else folder
+            raise LayerfuseError(f"every head kept for {where} is of a "
+                                 "run that diverged (its training or dev loss went nan or inf): none is worth "
+                                 "exporting; rerun its settings at a lower learning rate")
         scope = [r for r in records.values() if (cell is None or cell_of(r["config"]) == cell)
                  and scored_by(r) == scored_by(record) and label_set_of(r) == label_set_of(record)]
         top = max(scope, key=dev_rank)
@@ -207,7 +216,10 @@ def sweep_head(folder: str, *, run: str | None = None, best: bool = False, log=N
         record = kept[run]
     else:
         kept_best = max(in_cell, key=keep_rank) if in_cell else None
-        if kept_best is not None and dev_rank(kept_best) >= dev_rank(records[run]):
+        if diverged(records[run]):
+            why = "it diverged (its training or dev loss went nan or inf), and a diverged run keeps no head" + (
+                f"; the best kept head of its cell is run {kept_best['run_id']} (--best)" if kept_best else "")
+        elif kept_best is not None and dev_rank(kept_best) >= dev_rank(records[run]):
             how = "better" if dev_rank(kept_best) > dev_rank(records[run]) else "as well, with a lower seed,"
             why = (f"run {kept_best['run_id']} of its cell scored {how} on dev (export it: --run "
                    f"{kept_best['run_id']}, or --best)")

@@ -41,6 +41,34 @@ def check_dev_subset(entry, configs: list) -> None:
                              "on all of dev")
 
 
+def check_dev_entities(entry, configs: list) -> None:
+    """A span label set (NER, chunks) whose dev split, or the --dev-sentences subset the runs score on, holds no
+    entity, refused in one line before any run: its F1 is 0 whatever a head tags (undefined: no gold entity),
+    so no evaluation can be chosen as best (the first one was, and its 0.0 reported as a score). Token label
+    sets (accuracy) and MLM have nothing to check. Reads dev's tags alone."""
+    from ..cache.label_sets import SPAN
+    from ..training.arrays import IGNORE, sentence_rows
+    from ..training.loop import dev_subset
+    from ..training.metrics import Chunker
+
+    runs = [c for c in configs if task_of(c).labels_from_data]
+    if not runs or not task_of(entry.meta).labels_from_data or "dev" not in entry.splits:
+        return  # an MLM entry's labels are token ids: a run of another task on it is refused by its loop
+    entry = with_labels(entry, runs)
+    if entry.meta.get("label_kind", SPAN) != SPAN:
+        return
+    dev, chunker = entry.split("dev"), Chunker(entry.label_names)
+    for size in sorted({c.dev_sentences if c.dev_sentences and c.dev_sentences < dev.n_sentences else 0
+                        for c in runs}):
+        _, offsets, labels = sentence_rows(dev, dev_subset(dev.n_sentences, size) if size else None)
+        scored = np.concatenate([[0], np.cumsum(labels != IGNORE)])
+        if not chunker(labels[labels != IGNORE], scored[offsets[1:]] - scored[offsets[:-1]]):
+            what = f"the --dev-sentences {size} subset of dev" if size else "the dev split"
+            raise LayerfuseError(f"{what} of {entry.path} holds no {entry.meta.get('label_set') or 'ner'} entity: "
+                                 "its F1 is undefined, so no evaluation can be chosen as best; give a dev split "
+                                 "with entities" + (" or a larger --dev-sentences" if size else ""))
+
+
 def check_samples(entry, configs: list) -> None:
     """Raise the `few_shot_sample` error of the first N whose sample does not fit the train split, before
     any run or worker starts (in a worker it would surface only as a broken pool)."""

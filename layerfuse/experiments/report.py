@@ -25,10 +25,10 @@ from ..errors import LayerfuseError
 from ..files import figure_saved, text_saved
 from ..fusions.config import FusionConfig
 from ..tasks import task_of
-from ..training.config import TrainConfig, diverged_at
+from ..training.config import TrainConfig
 from .paired import ci95, paired_table
 from .plots import BAND_ALPHA, BAND_LABEL, head_style, legend_handles, plt  # Agg backend, set once there
-from .results import RESULTS, refuse_mixed_metrics
+from .results import RESULTS, diverged, refuse_mixed_metrics
 
 
 class Metric(NamedTuple):
@@ -124,13 +124,15 @@ def by_cell(records) -> dict[tuple, list[dict]]:
 
 def best_lr(runs: list[dict]) -> tuple[float, list[dict]]:
     """(learning rate, its runs) with the best mean best dev score among ``runs`` (the highest F1,
-    the lowest perplexity; chosen on dev only; ties: the lower rate)."""
+    the lowest perplexity; chosen on dev only; ties: the lower rate). A rate with a run that diverged
+    (`results.diverged`: a broken head's score, nan or any number) is chosen only when every rate has one."""
     by_lr = defaultdict(list)
     for r in runs:
         by_lr[lr_of(r)].append(r)
     m = metric_of(runs)
     sign = 1 if m.higher_is_better else -1
-    lr = max(sorted(by_lr), key=lambda x: sign * np.mean([r[m.dev] for r in by_lr[x]]))
+    trained = [x for x in sorted(by_lr) if not any(diverged(r) for r in by_lr[x])] or sorted(by_lr)
+    lr = max(trained, key=lambda x: sign * np.mean([r[m.dev] for r in by_lr[x]]))
     return lr, by_lr[lr]
 
 
@@ -207,14 +209,15 @@ def few_trials_note(records, *, figure: bool = True) -> str | None:
 
 
 def diverged_note(records) -> str | None:
-    """The runs whose training loss went nan or inf: their scores are those of a broken head, so the
-    report names them rather than averaging them in silence (`train-head` refuses such a run outright)."""
-    lost = [r for r in records if diverged_at(r.get("evals") or [])]
+    """The runs whose training or dev loss went nan or inf (`diverged_at`): their scores are those of a broken
+    head, so the report names them rather than averaging them in silence (`train-head` refuses such a run)."""
+    lost = [r for r in records if diverged(r)]
     if not lost:
         return None
     named = ", ".join(r.get("run_id", "?") for r in lost[:5]) + (f" and {len(lost) - 5} more" if len(lost) > 5 else "")
-    return (f"{len(lost)} run{'s' * (len(lost) != 1)} diverged (training loss nan or inf): {named}. Their scores are "
-            "those of a head that stopped learning and count in their cells; rerun them at a lower learning rate.")
+    return (f"{len(lost)} run{'s' * (len(lost) != 1)} diverged (training or dev loss nan or inf): {named}. Their "
+            "scores are those of a broken head: a cell's learning rate is one of theirs only when every rate has one, "
+            "and no head of theirs is kept; rerun them at a lower learning rate.")
 
 
 TABLE_ROW = re.compile(r"^\|\s*(?P<label>[^|]+?)\s*\|\s*(?P<shots>\d+|all)\s*\|\s*(?P<epochs>\d+)\s*\|[^|]*\|"
@@ -340,13 +343,18 @@ def plot_f1_vs_step(records, path: str, *, shots: list[int | None], epochs: int 
                 continue
             steps = [e["step"] for e in runs[0]["evals"]]
             drawn.update(steps)
-            curves = np.array([[e[m.step] for e in r["evals"]] for r in runs if len(r["evals"]) == len(steps)])
+            curves = np.array([[_number(e[m.step]) for e in r["evals"]] for r in runs if len(r["evals"]) == len(steps)])
             ax.plot(steps, m.scale * curves.mean(0), markersize=2, linewidth=1.2, label=head, **head_style(head))
         _style(ax, title=f"N = {n or 'all'}, {cap} epoch{'s' * (cap != 1)}", xlabel="step")
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # steps are whole: no tick at 1.25
         if len(drawn) == 1:  # the locator falls back to fractions around a single whole number
             ax.set_xticks(sorted(drawn))
     return _save(fig, axes, path, ylabel=f"dev {m.name}{dev_axis(records)}", title=title, heads=heads)
+
+
+def _number(value) -> float:
+    """A recorded number; nan for null, which a record writes for nan or inf (valid JSON has neither)."""
+    return np.nan if value is None else value
 
 
 def attention_table(records) -> str | None:
@@ -356,7 +364,7 @@ def attention_table(records) -> str | None:
     for key, runs in sorted(cells(records).items(), key=lambda kv: (kv[0][0], kv[0][1] or 10**9, kv[0][2])):
         usage = [r["layer_usage"] for r in runs if r.get("layer_usage") and "entropy" in r["layer_usage"]]
         if usage:
-            top, ent = ci95([u["top_weight"] for u in usage]), ci95([u["entropy"] for u in usage])
+            top, ent = ci95([_number(u["top_weight"]) for u in usage]), ci95([_number(u["entropy"]) for u in usage])
             lines.append(f"| {key[0]} | {key[1] or 'all'} | {key[2]} | {top[0]:.2f} ± {top[1]:.2f} "
                          f"| {ent[0]:.2f} ± {ent[1]:.2f} | {len(usage)} |")
     if not lines:
@@ -371,7 +379,7 @@ def usage_by_label(records) -> dict[str, tuple[list[int], np.ndarray]]:
     they did not fuse."""
     out = defaultdict(list)
     for (name, _, _), runs in cells(records).items():
-        out[name] += [dict(zip(r["layer_usage"]["layers"], r["layer_usage"]["share"]))
+        out[name] += [dict(zip(r["layer_usage"]["layers"], map(_number, r["layer_usage"]["share"])))
                       for r in runs if r.get("layer_usage")]
     means = {}
     for name, shares in sorted(out.items()):

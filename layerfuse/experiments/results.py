@@ -15,8 +15,9 @@ from dataclasses import MISSING
 from dataclasses import fields as dataclass_fields
 
 from ..errors import LayerfuseError
+from ..files import json_text
 from ..fusions.registry import FUSIONS, declared_options
-from ..training.config import INTEGER_FIELDS, NUMBER_FIELDS, PAPER_LR, TrainConfig, default_lr
+from ..training.config import INTEGER_FIELDS, NUMBER_FIELDS, PAPER_LR, TrainConfig, default_lr, diverged_at
 
 RESULTS = "results.jsonl"
 UNNAMED = ("device", "options")  # fields that name no run: where it ran; the settings, named one by one
@@ -169,6 +170,13 @@ def _impossible_value(record: dict) -> str | None:
     return None
 
 
+def diverged(record: dict) -> bool:
+    """Whether a run's record shows it diverged (`diverged_at` of its evaluations): its scores are a broken
+    head's, never the best of anything."""
+    evals = record.get("evals")
+    return diverged_at(evals if isinstance(evals, list) else []) is not None
+
+
 def scored_by(record: dict) -> str:
     """The metric a run's record is scored by: accuracy (a token-level label set such as POS),
     perplexity (MLM) or F1 (span label sets: NER, chunks)."""
@@ -210,7 +218,7 @@ def append_result(path: str, record: dict) -> bool:
     one stalled past its claim's stale time); returns whether the line was written. A short write (a
     full disk, a file size limit) is an `OSError` naming the file, never a line silently cut."""
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    line = (json.dumps(record) + "\n").encode()
+    line = (json_text(record) + "\n").encode()  # valid JSON: a nan loss written as null
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)  # the umask decides who else appends
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)  # released when the file is closed

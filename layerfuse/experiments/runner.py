@@ -30,7 +30,7 @@ from ..fusions.registry import owned_options
 from ..training.config import TrainConfig
 from .claims import Claims
 from .heads import KEEP_HEADS, heads_dir, record_run, save_run_head
-from .loaders import check_samples, check_warmups, load_cached
+from .loaders import check_dev_entities, check_samples, check_warmups, load_cached
 from .packs import pack_runs, packed
 from .queue import POLL_S, claimed
 from .results import read_results, run_id
@@ -107,6 +107,7 @@ def run_grid(entry, configs: list[TrainConfig], *, results: str, workers: int | 
     todo = [c for c in configs if run_id(c) not in done]
     check_samples(entry, todo)  # before any worker starts: a sample larger than train is one line
     check_warmups(entry, todo)
+    check_dev_entities(entry, todo)  # a dev set without an entity: no F1, no best step
     if len(todo) < len(configs):
         log(f"{len(configs) - len(todo)} of {len(configs)} runs already in {results}; running the other {len(todo)}")
     bar = tqdm(total=len(configs), initial=len(configs) - len(todo), unit="run", desc="runs", disable=not progress)

@@ -248,9 +248,21 @@ def _layers_text(layers):
 
 
 def diverged_at(evals: list[dict]) -> dict | None:
-    """The first evaluation of a run (`RunResult.evals`, a record's ``evals``) whose training loss is nan or
-    inf: the run diverged by then. None: it did not."""
-    return next((e for e in evals if not math.isfinite(e.get("train_loss") or 0.0)), None)
+    """The first evaluation of a run (`RunResult.evals`, a record's ``evals``) whose training or dev loss is nan
+    or inf: the run diverged by then. None: it did not. The dev loss counts too: a step can throw the weights so
+    far that the head's logits overflow while the loss of that step, taken before it, was finite (the training
+    loop refuses features holding nan or inf, so a dev loss that is not finite is the head's)."""
+    return next((e for e in evals if not all(_finite_loss(e, k) for k in ("train_loss", "dev_loss"))), None)
+
+
+def _finite_loss(evaluation: dict, key: str) -> bool:
+    """Whether the loss ``key`` of one evaluation is finite, or absent. A record holds nan or inf as null
+    (valid JSON has neither; records of earlier releases wrote NaN, which Python still reads); a training loss
+    is null also at step 0, before any step, and is finite there."""
+    value = evaluation.get(key)
+    if value is None:
+        return key not in evaluation or (key == "train_loss" and not evaluation.get("step"))
+    return math.isfinite(value)
 
 
 MLM_FIELDS = ("best_dev_loss", "best_dev_ppl", "test_ppl_at_best")

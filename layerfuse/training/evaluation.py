@@ -93,6 +93,20 @@ def row_chunks(split: Split, *, rows: int) -> list[np.ndarray]:
     return chunks
 
 
+def non_finite_layers(split: Split, *, device, batch_size: int) -> list[int]:
+    """The cache layers (0 = embeddings) of a cached ``split`` holding a nan or inf hidden value; none for a
+    live one (FT: its states are the backbone's, which diverges with the head). One pass, once per split and
+    layers: read only once a loss is not finite, never on the normal path."""
+    def find():
+        bad = None
+        for batch in split.row_batches(row_chunks(split, rows=batch_size * ROWS_PER_SENTENCE), device=device):
+            rows = ~torch.isfinite(batch.hidden).flatten(0, 1).all(0).all(-1)  # [R, L, d] -> [L]
+            bad = rows if bad is None else bad | rows
+        return [] if bad is None else [split.layers[j] for j in torch.nonzero(bad).flatten().tolist()]
+
+    return split.cached(("non-finite layers", tuple(split.layers)), find) if split.static else []
+
+
 def _words_per_sentence(split: Split) -> np.ndarray:
     """Scored words (labels != IGNORE) of each sentence, from the host's labels; once per split."""
     def count():

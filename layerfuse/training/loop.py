@@ -38,6 +38,7 @@ from .arrays import Split
 from .config import RunResult, TrainConfig
 from .data import HeadData, choose_layers
 from .diagnostics import layer_usage
+from .evaluation import non_finite_layers
 from .memory import keep_freed_memory
 from .runtime import apply_thread_setting, autocast, now, pick_device
 from .tasks import IGNORE, batch_loss, training_task
@@ -149,6 +150,7 @@ def train_runs(runs: list[Run], heads: Heads, *, t_start: float, keep_head: bool
     if lead.test is not None and best:
         t0 = now(lead.device)
         for k, test in zip(best, heads.test_at_best(best)):
+            refuse_non_finite_features(runs[k], runs[k].test, test, train_loss=None)
             books[k].test = test
             books[k].evals[books[k].best["index"]].update(runs[k].task.test_record(test))
         clock["eval"] += now(lead.device) - t0
@@ -351,11 +353,15 @@ def select_splits(config: TrainConfig, data: HeadData):
     layers, query_layer = layers_read(config, fused, num_layers=data.num_layers)
     dev = data.dev.take_layers(layers)
     if config.dev_sentences and config.dev_sentences < dev.n_sentences:
-        # One fixed subset for every run (seed 0, not the run's seed), so runs stay comparable.
-        keep = np.sort(np.random.default_rng(0).choice(dev.n_sentences, config.dev_sentences, replace=False))
-        dev = dev.select(keep)
+        dev = dev.select(dev_subset(dev.n_sentences, config.dev_sentences))
     test = data.test.take_layers(layers) if data.test is not None else None
     return ids, train.take_layers(layers), dev, test, layers, scores, query_layer
+
+
+def dev_subset(n_dev: int, size: int) -> np.ndarray:
+    """The positions in dev of the ``--dev-sentences size`` subset, in order: one fixed subset for every run
+    (seed 0, not the run's seed), so runs stay comparable."""
+    return np.sort(np.random.default_rng(0).choice(n_dev, size, replace=False))
 
 
 def layers_read(config: TrainConfig, fused, *, num_layers: int) -> tuple[tuple[int, ...], str]:
@@ -470,6 +476,7 @@ class Book:
         """Record one evaluation's ``scores``; ``state()`` (the weights, copied here) when it is the best
         so far."""
         train_loss = float(self.loss_sum) / self.loss_n if self.loss_n else None
+        refuse_non_finite_features(run, run.dev, scores, train_loss=train_loss)
         self.evals.append({"step": step, "epoch": epoch, "train_loss": train_loss,
                            **{f"dev_{name}": value for name, value in scores.items()}})
         self.loss_sum, self.loss_n = None, 0
@@ -488,6 +495,22 @@ class Book:
         if self.best_state is not None:
             run.model.load_state_dict(self.best_state)
         run.model.eval()
+
+
+def refuse_non_finite_features(run: Run, split: Split, scores: dict, *, train_loss: float | None) -> None:
+    """An evaluation of ``split`` whose loss, or the training loss before it, is not finite, on cached features
+    holding nan or inf (the training sample's, or ``split``'s): one line naming the split and its layers. No
+    learning rate mends them, and a score computed from them is no result. Otherwise the head diverged: its
+    run's to record (`diverged_at`). The features are read only once a loss is not finite."""
+    lost, scored = train_loss is not None and not math.isfinite(train_loss), math.isfinite(scores["loss"])
+    for part, bad in ((run.train, lost), (split, not scored)):
+        layers = non_finite_layers(part, device=run.device, batch_size=run.eval_batch_size) if bad else []
+        if layers:
+            where = run.data.path
+            raise LayerfuseError(f"split {part.name} of the cache entry {where} holds nan or inf hidden states "
+                                 f"(layer{'s' * (len(layers) > 1)} {', '.join(map(str, layers))}; 0 = embeddings): "
+                                 f"no head trains or scores on them; `layerfuse verify {where}` names every damaged "
+                                 "split and layer: re-extract the entry")
 
 
 def _score(run: Run, split: Split) -> dict:

@@ -23,7 +23,7 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 
 # One short run: the opens are counted, not the numbers.
 RUN = ["--shots", "2", "--epochs", "1", "--precision", "fp32", "--quiet"]
-SPLITS = ["train", "test", "dev"]  # a run's sample of train, then what it is scored on
+SPLITS = ["train", "dev", "test"]  # train (the sample's check), dev (its entities checked), then test
 
 
 @pytest.fixture
@@ -87,7 +87,7 @@ def test_sweep_opens_its_entry_once(tiny_cache, tmp_path, opens, monkeypatch):
                                         "--precision", "fp32", "--out", str(tmp_path / "sweep")])
     assert result.exit_code == 0, result.output
     # Checking the samples, loading the data and scoring the layers on train share one train split.
-    assert opens == {"groups": [tiny_cache], "entries": [tiny_cache], "splits": ["train", "test", "dev"]}
+    assert opens == {"groups": [tiny_cache], "entries": [tiny_cache], "splits": SPLITS}
 
 
 def test_runs_loading_their_own_data_read_the_entry_handed_to_them(tiny_cache, tmp_path, opens):

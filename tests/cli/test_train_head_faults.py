@@ -131,9 +131,88 @@ def test_a_diverged_training_saves_no_head_and_fails_in_one_line(tiny_cache, tmp
     scored like any other run."""
     out = tmp_path / "runs"
     result = CliRunner().invoke(main, [*_train_head(tiny_cache, out), "--epochs", "2", "--lr", "1e20"])
-    assert "training diverged (training loss nan by step" in one_error_line(result)
+    assert "training diverged (" in one_error_line(result)
     assert "lower --lr than 1e+20" in result.output
     assert not out.exists() or not any(out.iterdir())
+
+
+def test_a_head_whose_only_dev_loss_went_nan_is_refused_as_diverged(tiny_cache, tmp_path):
+    """One step at a huge --lr threw the weights so far that the dev logits overflowed while the loss of that
+    step (taken before it) was finite: train-head printed the broken head's F1 as a result, exit 0, and saved
+    it with ``"dev_loss": NaN`` in its record."""
+    out = tmp_path / "runs"
+    result = CliRunner().invoke(main, [*_train_head(tiny_cache, out), "--lr", "1e20"])
+    assert "training diverged (dev loss nan at step 1); no head was saved" in one_error_line(result)
+    assert not out.exists() or not any(out.iterdir())
+
+
+def _poison(entry: str, split: str, layer: int, rows) -> None:
+    """nan in ``rows`` of one cached ``layer`` of ``split``, written through zarr: the checksums still agree."""
+    import numpy as np
+    import zarr
+
+    hidden = zarr.open_group(entry, mode="a")[split]["hidden"]
+    block = hidden[rows, layer, :]
+    block[:] = np.nan
+    hidden[rows, layer, :] = block
+
+
+def test_nan_in_the_cached_dev_features_is_an_error_naming_the_split_not_a_score(entry_copy, tmp_path):
+    """One dev row of nan made the dev loss nan: train-head printed its F1 as a result, exit 0, saved the
+    head, and wrote ``"dev_loss": NaN`` into its record."""
+    _poison(entry_copy, "dev", 2, slice(0, 3))
+    out = tmp_path / "runs"
+    line = one_error_line(CliRunner().invoke(main, _train_head(entry_copy, out)))
+    assert f"split dev of the cache entry {entry_copy} holds nan or inf hidden states (layer 2;" in line
+    assert f"layerfuse verify {entry_copy}" in line
+    assert not out.exists() or not any(out.iterdir())
+
+
+def test_nan_in_the_cached_train_features_points_at_the_cache_not_the_learning_rate(entry_copy, tmp_path):
+    """Features of nan made the training loss nan: train-head said the training diverged and to try a lower
+    --lr, which no rate mends."""
+    _poison(entry_copy, "train", 1, slice(None))
+    line = one_error_line(CliRunner().invoke(main, _train_head(entry_copy, tmp_path / "runs")))
+    assert f"split train of the cache entry {entry_copy} holds nan or inf hidden states (layer 1;" in line
+    assert "--lr" not in line and "diverged" not in line
+
+
+def test_nan_in_the_cached_test_features_is_an_error_naming_the_split(entry_copy, tmp_path):
+    """Test is scored once, at the best dev point: a test row of nan gave a test F1 read as valid."""
+    _poison(entry_copy, "test", 2, slice(0, 2))
+    line = one_error_line(CliRunner().invoke(main, _train_head(entry_copy, tmp_path / "runs")))
+    assert f"split test of the cache entry {entry_copy} holds nan or inf hidden states (layer 2;" in line
+
+
+def test_a_dev_split_without_an_entity_is_refused_before_training(tiny_cache, tmp_path, monkeypatch):
+    """The tiny set's chunk column is all O: dev F1 was 0.0 at every evaluation, reported as a real score, and
+    the first evaluation was chosen as best. A token set (POS: accuracy) has no entities to miss."""
+    pos = CliRunner().invoke(main, [*_train_head(tiny_cache, tmp_path / "pos"), "--labels", "pos"])
+    assert pos.exit_code == 0, pos.output
+    _no_training(monkeypatch)
+    chunk = [*_train_head(tiny_cache, tmp_path / "runs"), "--labels", "chunk", "--shots", "all"]  # train: all O too
+    line = one_error_line(CliRunner().invoke(main, chunk))
+    assert line == (f"error: the dev split of {tiny_cache} holds no chunk entity: its F1 is undefined, so no "
+                    "evaluation can be chosen as best; give a dev split with entities")
+
+
+def test_a_dev_subset_without_an_entity_is_refused_before_training(entry_copy, tmp_path, monkeypatch):
+    """--dev-sentences scores a fixed subset of dev: one without an entity gave every run an F1 of 0.0."""
+    import numpy as np
+    import zarr
+
+    dev = zarr.open_group(entry_copy, mode="a")["dev"]
+    outside = dev["labels"][:]
+    offsets = dev["offsets"][:]
+    names = list(zarr.open_group(entry_copy, mode="r").attrs["label_names"])
+    subset = np.random.default_rng(0).choice(len(offsets) - 1, 5, replace=False)  # as `loop.dev_subset` draws it
+    for i in subset:  # its five sentences tagged O: dev keeps the entities of the others
+        outside[offsets[i]:offsets[i + 1]] = names.index("O")
+    dev["labels"][:] = outside
+    _no_training(monkeypatch)
+    line = one_error_line(CliRunner().invoke(main, [*_train_head(entry_copy, tmp_path), "--dev-sentences", "5"]))
+    assert line.startswith(f"error: the --dev-sentences 5 subset of dev of {entry_copy} holds no ner entity")
+    assert line.endswith("or a larger --dev-sentences")
 
 
 @pytest.mark.parametrize("args, needle", [

@@ -15,7 +15,7 @@ from click.testing import CliRunner
 from layerfuse.cli.main import main as cli
 from layerfuse.errors import LayerfuseError
 from layerfuse.experiments.heads import cell_of, head_files, heads_dir, kept_heads, record_run, sweep_head
-from layerfuse.experiments.results import RESULTS, read_results, run_id
+from layerfuse.experiments.results import RESULTS, append_result, read_results, run_id
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -198,3 +198,42 @@ def test_best_compares_heads_scored_on_one_dev_set(tmp_path):
         sweep_head(str(tmp_path), best=True)
     beside = sweep_head(str(tmp_path), best=True, run=run_id(_config(0)))  # one dev set named by a run of it
     assert os.path.basename(beside) == f"{run_id(_config(0))}.json"
+
+
+def _diverged(record: dict) -> dict:
+    """``record`` of a run whose training loss went nan at its second evaluation."""
+    nan = float("nan")
+    return {**record, "evals": [{"step": 1, "train_loss": 0.7, "dev_loss": 1.0},
+                                {"step": 2, "train_loss": nan, "dev_loss": nan}]}
+
+
+@pytest.mark.parametrize("keep", ["best", "all"])
+def test_a_diverged_run_keeps_no_head_and_best_exports_a_trained_one(tmp_path, keep):
+    """A diverged run kept its head like any other (weights all nan under --lrs 1e10): --best exported it when
+    its broken F1 was the cell's highest, or failed on its nan weights rather than choose a trained head."""
+    results = tmp_path / RESULTS
+    record_run(str(results), _finished(results, 0, 0.4), keep=keep)
+    record_run(str(results), _diverged(_finished(results, 1, 0.9)), keep=keep)
+    folder = heads_dir(str(results))
+    assert set(kept_heads(folder)) == {run_id(_config(0))}
+    assert not any(os.path.exists(p) for p in head_files(folder, run_id(_config(1))))
+    assert read_results(str(results))[run_id(_config(1))]["checkpoint"] is None
+    assert os.path.basename(sweep_head(str(tmp_path), best=True)) == f"{run_id(_config(0))}.json"
+    with pytest.raises(LayerfuseError, match="kept no head: it diverged"):
+        sweep_head(str(tmp_path), run=run_id(_config(1)))
+
+
+def test_best_never_exports_a_diverged_head_an_earlier_release_kept(tmp_path):
+    """Heads of diverged runs kept before are ranked below every trained one, and --best refuses a cell that
+    holds only them, in one line."""
+    results = tmp_path / RESULTS
+    folder = heads_dir(str(results))
+    lost = _diverged(_finished(results, 0, 0.9))
+    weights, _, beside = head_files(folder, lost["run_id"])
+    with open(beside, "w") as f:  # as a release that kept every head wrote it
+        json.dump({**lost, "checkpoint": os.path.basename(weights)}, f)
+    append_result(str(results), {**lost, "keep_heads": "all", "checkpoint": f"heads/{os.path.basename(weights)}"})
+    with pytest.raises(LayerfuseError, match="every head kept for .* is of a run that diverged"):
+        sweep_head(str(tmp_path), best=True)
+    record_run(str(results), _finished(results, 1, 0.2), keep="best")
+    assert os.path.basename(sweep_head(str(tmp_path), best=True)) == f"{run_id(_config(1))}.json"

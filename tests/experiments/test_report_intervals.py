@@ -120,7 +120,32 @@ def test_a_diverged_run_is_named_in_the_report(figures, tmp_path):
     records[1]["evals"][1]["train_loss"] = float("nan")
     report.render(records, str(tmp_path))
     text = (tmp_path / "report.md").read_text()
-    assert "1 run diverged (training loss nan or inf): concat-8-25-1." in text
+    assert "1 run diverged (training or dev loss nan or inf): concat-8-25-1." in text
     records[1]["evals"][1]["train_loss"] = 0.3
     report.render(records, str(tmp_path))
     assert "diverged" not in (tmp_path / "report.md").read_text()
+
+
+def test_a_learning_rate_whose_runs_diverged_is_never_chosen_as_best():
+    """A cell's rate was the one of the best mean dev F1 even where its runs had diverged: the broken heads'
+    F1s (any number; nan was taken as best or worst by chance) chose the rate the table and Figure 3 showed."""
+    trained = [_record("concat", 8, 25, seed, 0.3) for seed in range(2)]
+    lost = [_record("concat", 8, 25, seed, f1) for seed, f1 in ((0, 0.6), (1, float("nan")))]
+    for r in lost:
+        r["config"]["lr"] = 1e3
+        r["evals"][1]["train_loss"] = float("nan")
+    for runs in (trained + lost, lost[:1] + trained):
+        assert report.best_lr(runs) == (1e-3, trained)
+    assert report.best_lr(lost[:1])[0] == 1e3  # every rate diverged: it is still shown (and named below the table)
+
+
+def test_a_report_reads_the_nulls_a_diverged_run_is_written_with(figures, tmp_path):
+    """A record writes nan as null (valid JSON): the layer shares of a diverged head (nan) read back as None,
+    on which the heat map's mean failed; the run must still read as diverged."""
+    records = [_record("concat", 8, 25, seed, 0.5) for seed in range(2)]
+    for r in records:
+        r["evals"][1].update(train_loss=None, dev_loss=None)
+        r["layer_usage"] = {"layers": [1, 2], "share": [None, None]}
+    report.render(records, str(tmp_path))
+    text = (tmp_path / "report.md").read_text()
+    assert "2 runs diverged (training or dev loss nan or inf)" in text and "| concat | 8 | 25 |" in text

@@ -188,3 +188,44 @@ def test_files_of_a_shared_folder_take_the_mode_the_umask_gives(tmp_path, make):
     finally:
         os.umask(old)
     assert oct(os.stat(path).st_mode & 0o777) == oct(0o664)
+
+
+def _strict(text: str):
+    """``text`` read as JSON by a reader that, unlike Python's, refuses NaN and Infinity."""
+    def refuse(name):
+        raise ValueError(f"{name} is not JSON")
+
+    return json.loads(text, parse_constant=refuse)
+
+
+def test_a_run_whose_loss_went_nan_is_written_as_valid_json_and_still_reads_as_diverged(tmp_path):
+    """A results line and a run record held ``"dev_loss": NaN``, which JSON has not: jq, a browser or pandas
+    refused the whole file."""
+    from layerfuse.experiments.results import diverged
+
+    nan, inf = float("nan"), float("inf")
+    lost = {**RECORD, "evals": [{"step": 1, "train_loss": 0.7, "dev_loss": 1.0},
+                                {"step": 2, "train_loss": nan, "dev_loss": inf}],
+            "layer_usage": {"layers": [1, 2], "share": [nan, nan]}}
+    path = tmp_path / "results.jsonl"
+    append_result(str(path), lost)
+    write_json(str(tmp_path / "run.json"), lost)  # a train-head record, a kept head's
+    for text in (path.read_text(), (tmp_path / "run.json").read_text()):
+        written = _strict(text)
+        assert written["evals"][1] == {"step": 2, "train_loss": None, "dev_loss": None}
+        assert written["layer_usage"]["share"] == [None, None]
+    assert [diverged(r) for r in read_results(str(path)).values()] == [True]
+    # a line an earlier release wrote with NaN is still read, and still diverged
+    older = tmp_path / "older.jsonl"
+    older.write_text(json.dumps(lost) + "\n")
+    assert "NaN" in older.read_text() and [diverged(r) for r in read_results(str(older)).values()] == [True]
+
+
+def test_a_null_training_loss_is_diverged_after_a_step_but_not_at_step_0():
+    """An evaluation at step 0 (a run of no steps) has no training loss: null there is no divergence."""
+    from layerfuse.training.config import diverged_at
+
+    assert diverged_at([{"step": 0, "train_loss": None, "dev_loss": 1.0}]) is None
+    assert diverged_at([{"step": 3, "train_loss": None, "dev_loss": 1.0}])["step"] == 3
+    assert diverged_at([{"step": 3, "train_loss": 0.5, "dev_loss": None}])["step"] == 3
+    assert diverged_at([{"step": 3, "dev_f1": 0.5}]) is None  # records written without the losses

@@ -165,3 +165,31 @@ def test_a_cut_layer_scores_file_leaves_the_report_without_them(tmp_path, capsys
         assert "is not a list of [layer, score] pairs (cut short or edited)" in capsys.readouterr().err
     path.write_text("[[1, 0.5], [2, null]]")
     assert _layer_scores(str(tmp_path)) == [[1, 0.5], [2, None]]
+
+
+def test_nan_in_the_cached_dev_features_stops_a_sweep_in_one_line_naming_the_split(entry_copy, tmp_path):
+    """A dev row of nan made every run's dev loss nan: the sweep recorded their F1s as results, exit 0."""
+    import numpy as np
+    import zarr
+
+    hidden = zarr.open_group(entry_copy, mode="a")["dev"]["hidden"]  # through zarr: the checksums still agree
+    hidden[4, 2, :] = np.full(hidden.shape[2], np.nan, dtype=hidden.dtype)
+    out = tmp_path / "sw"
+    run = CliRunner().invoke(main, ["--cache", entry_copy, "--fusions", "concat", "--shots", "2", "--epochs", "1",
+                                    "--trials", "2", "--workers", "1", "--quiet", "--out", str(out)])
+    errors = [line for line in run.output.splitlines() if line.startswith("error:")]
+    assert run.exit_code == 1 and len(errors) == 1, run.output
+    assert f"split dev of the cache entry {entry_copy} holds nan or inf hidden states (layer 2;" in errors[0]
+    assert not (out / "results.jsonl").exists() or not (out / "results.jsonl").read_text()
+
+
+def test_a_dev_split_without_an_entity_stops_a_sweep_before_any_run(tiny_cache, tmp_path):
+    """The tiny set's chunk column is all O: every run's dev F1 was 0.0, recorded as a result."""
+    out = tmp_path / "sw"
+    run = CliRunner().invoke(main, ["--cache", tiny_cache, "--labels", "chunk", "--fusions", "concat", "--shots", "all",
+                                    "--epochs", "1", "--trials", "1", "--workers", "1", "--quiet", "--out", str(out)])
+    errors = [line for line in run.output.splitlines() if line.startswith("error:")]
+    assert run.exit_code == 1 and errors == [f"error: the dev split of {tiny_cache} holds no chunk entity: its F1 is "
+                                             "undefined, so no evaluation can be chosen as best; give a dev split "
+                                             "with entities"], run.output
+    assert not (out / "results.jsonl").exists() or not (out / "results.jsonl").read_text()
