@@ -91,8 +91,8 @@ def read_results(path: str, *, skipped=None) -> dict[str, dict]:
             if not isinstance(record, dict) or "run_id" not in record:
                 if skipped is not None and raw.strip():
                     shown = raw.strip()[:40].decode("utf-8", "replace")
-                    skipped(f"{path}:{number}: skipped: not a run record ({shown!r}: cut short by a kill, "
-                            "or edited)")
+                    skipped(f"{path}:{number}: skipped: not a run record ({shown!r}: cut short by a kill or a "
+                            "full disk, or edited)")
                 continue
             _refuse_unregistered_twins(path, number, record, records)
             newer = _unknown_settings(record)

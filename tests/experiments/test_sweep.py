@@ -83,7 +83,7 @@ def test_a_skipped_line_is_reported_naming_file_and_line(tmp_path):
     told = []
     assert len(read_results(str(path), skipped=told.append)) == 2
     assert told[0] == (f"{path}:2: skipped: not a run record ('{{\"run_id\": \"b\", \"x\"': cut short by a "
-                       "kill, or edited)")
+                       "kill or a full disk, or edited)")
     assert told[1:] == [f"{path}:5: left out: the last line has no newline (a sweep writing it now, or an editor "
                         "dropped it): end the file with one to count the run"]
     path.write_text(path.read_text() + "\n")
