@@ -1,6 +1,7 @@
 """How numbers read in human-readable output: F1 in points (x100, one decimal), as the sweep reports
 and the paper print it (records, checkpoints and results files keep F1 as a fraction), and sizes in
-bytes (the command line and the service's page); figures drawn without a warning per missing glyph."""
+bytes (the command line and the service's page); figures made outside pyplot and drawn without a warning
+per missing glyph."""
 
 from __future__ import annotations
 
@@ -36,3 +37,13 @@ def quiet_glyphs(draw):
             warnings.filterwarnings("ignore", message=r"Glyph \d+ .*missing from font")
             return draw(*args, **kwargs)
     return quietly
+
+
+def new_figure(nrows: int = 1, ncols: int = 1, *, figsize, dpi: int = 100, **subplots):
+    """(figure, axes): a matplotlib figure of its own, outside pyplot, so no backend is chosen or switched (a
+    notebook's inline one stays; `matplotlib.use("Agg")` at import switched it for the whole process), no
+    window opens, and nothing is left registered to close. ``subplots``: `Figure.subplots`' keywords."""
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=figsize, dpi=dpi)
+    return fig, fig.subplots(nrows, ncols, **subplots)

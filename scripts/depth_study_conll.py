@@ -219,14 +219,15 @@ def draw_gains(stats: dict, path: str, *, dev: int | None = None) -> str:
     from matplotlib.lines import Line2D
     from matplotlib.patches import Patch
 
-    from layerfuse.experiments.plots import BAND_LABEL, head_label, head_style, plt
+    from layerfuse.display import new_figure
+    from layerfuse.experiments.plots import BAND_LABEL, head_label, head_style
 
     models = list(dict.fromkeys(k[0] for k in stats))
     protocols = [p for p in ("layerfuse", "paper") if any(k[1] == p for k in stats)]
     shots = sorted({k[3] for k in stats})
     seeds = sorted({v[2] for v in stats.values()})
-    fig, axes = plt.subplots(len(protocols), len(models), figsize=(3.8 * len(models), 2.7 * len(protocols) + 0.5),
-                             dpi=100, squeeze=False, sharey=True)
+    fig, axes = new_figure(len(protocols), len(models), figsize=(3.8 * len(models), 2.7 * len(protocols) + 0.5),
+                           dpi=100, squeeze=False, sharey=True)
     hatches = ["////", ""] if len(shots) == 2 else [""] * len(shots)
     for i, protocol in enumerate(protocols):
         for j, model in enumerate(models):
@@ -257,7 +258,6 @@ def draw_gains(stats: dict, path: str, *, dev: int | None = None) -> str:
     fig.legend(handles=keys, loc="upper center", ncol=len(keys), fontsize=7, frameon=False)
     fig.tight_layout(rect=(0, 0, 1, 0.95))
     fig.savefig(path)
-    plt.close(fig)
     return path
 
 
@@ -266,9 +266,9 @@ def draw_nu(nu: dict, path: str) -> str:
     layers 1..L that `auto:K` chooses from (not the embedding output), on a log axis with plain ticks."""
     from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
 
-    from layerfuse.experiments.plots import plt
+    from layerfuse.display import new_figure
 
-    fig, ax = plt.subplots(figsize=(4.8, 3.2), dpi=100)
+    fig, ax = new_figure(figsize=(4.8, 3.2), dpi=100)
     values = []
     looks = [("0.15", "o", "-"), ("0.5", "s", "--")]  # backbones in greys: the colours are the heads'
     for (model, (L, scores)), (color, marker, line) in zip(nu.items(), looks * len(nu)):
@@ -290,7 +290,6 @@ def draw_nu(nu: dict, path: str) -> str:
     ax.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(path)
-    plt.close(fig)
     return path
 
 

@@ -90,13 +90,14 @@ def tables(cells: dict, shots: list[int], *, near: float) -> str:
 def figure(cells: dict, shots: list[int], path: str, *, dev_label: str) -> str:
     import numpy as np
 
-    from layerfuse.experiments.plots import BAND_ALPHA, BAND_LABEL, head_style, legend_handles, plt
+    from layerfuse.display import new_figure
+    from layerfuse.experiments.plots import BAND_ALPHA, BAND_LABEL, head_style, legend_handles
     from layerfuse.experiments.report import ci95
 
     heads = [h for h in ORDER if any((h, n) in cells for n in shots)]
     epochs = epochs_run(cells)
     seeds = sorted({s for runs in cells.values() for s in runs})
-    fig, axes = plt.subplots(1, len(shots), figsize=(4.2 * len(shots) + 0.4, 3.6), dpi=110, sharey=True, squeeze=False)
+    fig, axes = new_figure(1, len(shots), figsize=(4.2 * len(shots) + 0.4, 3.6), dpi=110, sharey=True, squeeze=False)
     top = 0.0
     for ax, n in zip(axes[0], shots):
         for head in heads:
@@ -130,7 +131,6 @@ def figure(cells: dict, shots: list[int], path: str, *, dev_label: str) -> str:
     fig.tight_layout()
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path)
-    plt.close(fig)
     return path
 
 

@@ -133,17 +133,16 @@ def split_arrays(path: str, split: str = "train") -> dict:
 
 def kept_figures(monkeypatch) -> dict:
     """Every figure the report saves while the test runs, kept open: {file name: figure}."""
-    from layerfuse.experiments import report
+    from matplotlib.figure import Figure
 
     kept = {}
-    real_savefig = report.plt.Figure.savefig
+    real_savefig = Figure.savefig
 
     def savefig(fig, path, *args, **kwargs):
         kept[re.sub(r"\.\d+\.tmp$", "", str(path).rsplit("/", 1)[-1])] = fig  # saved beside, then renamed
         return real_savefig(fig, path, *args, **kwargs)
 
-    monkeypatch.setattr(report.plt.Figure, "savefig", savefig)
-    monkeypatch.setattr(report.plt, "close", lambda fig=None: None)
+    monkeypatch.setattr(Figure, "savefig", savefig)
     return kept
 
 

@@ -1,4 +1,4 @@
-"""Small PNG plots for the CLI commands (matplotlib, Agg backend: no display is ever needed)."""
+"""Small PNG plots for the CLI commands (matplotlib figures outside pyplot: no display, no backend switched)."""
 
 from __future__ import annotations
 
@@ -9,16 +9,12 @@ import textwrap
 import zlib
 from collections.abc import Mapping, Sequence
 
-import matplotlib
+from matplotlib.lines import Line2D
+from matplotlib.ticker import FuncFormatter
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-from matplotlib.lines import Line2D  # noqa: E402
-from matplotlib.ticker import FuncFormatter  # noqa: E402
-
-from ..display import quiet_glyphs  # noqa: E402
-from ..files import figure_saved  # noqa: E402
-from ..fusions.registry import FUSIONS  # noqa: E402
+from ..display import new_figure, quiet_glyphs
+from ..files import figure_saved
+from ..fusions.registry import FUSIONS
 
 Scores = Sequence[tuple[int, float]]
 
@@ -146,7 +142,7 @@ def plot_scores(scores: Scores | Mapping[str, Scores | Sequence[Scores]], *, tit
     several runs (e.g. seeds), drawn as their geometric mean with a min-max band. Returns ``path``.
     """
     series = {"": scores} if not isinstance(scores, Mapping) else dict(scores)
-    fig, ax = plt.subplots(figsize=(4.8, 3.2), dpi=100)
+    fig, ax = new_figure(figsize=(4.8, 3.2), dpi=100)
     for label, runs in series.items():
         runs = [runs] if _is_run(runs) else list(runs)
         per_layer: dict[int, list[float]] = {}
@@ -175,5 +171,4 @@ def plot_scores(scores: Scores | Mapping[str, Scores | Sequence[Scores]], *, tit
     fig.tight_layout()
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     figure_saved(fig, path)
-    plt.close(fig)
     return path

@@ -18,16 +18,16 @@ from dataclasses import fields
 from typing import NamedTuple
 
 import numpy as np
-from matplotlib.ticker import FuncFormatter, MaxNLocator
+from matplotlib.ticker import FuncFormatter, MaxNLocator, NullLocator
 
-from ..display import quiet_glyphs
+from ..display import new_figure, quiet_glyphs
 from ..errors import LayerfuseError
 from ..files import figure_saved, text_saved
 from ..fusions.config import FusionConfig
 from ..tasks import task_of
 from ..training.config import TrainConfig
 from .paired import ci95, paired_table
-from .plots import BAND_ALPHA, BAND_LABEL, head_style, legend_handles, plt  # Agg backend, set once there
+from .plots import BAND_ALPHA, BAND_LABEL, head_style, legend_handles
 from .results import RESULTS, diverged, refuse_mixed_metrics
 
 
@@ -283,7 +283,7 @@ def draw_f1_vs_shots(stats: dict[tuple, tuple[float, float]], path: str, *, ylab
     few = sorted({n for key, n in (trials or {}).items() if key in stats and n < MIN_TRIALS})
     caps = sorted({k[2] for k in stats})
     heads = sorted({k[0] for k in stats})
-    fig, axes = plt.subplots(1, len(caps), figsize=(2.6 * len(caps) + 0.6, 2.8), dpi=100, sharey=True, squeeze=False)
+    fig, axes = new_figure(1, len(caps), figsize=(2.6 * len(caps) + 0.6, 2.8), dpi=100, sharey=True, squeeze=False)
     for ax, cap in zip(axes[0], caps):
         for head in heads:
             style = head_style(head)
@@ -297,7 +297,7 @@ def draw_f1_vs_shots(stats: dict[tuple, tuple[float, float]], path: str, *, ylab
         ax.set_xscale("log", base=2)
         drawn = sorted({at[k[1]] for k in stats if k[2] == cap})
         ax.set_xticks(drawn, ["all" if x == at[None] else str(x) for x in drawn])
-        ax.xaxis.set_minor_locator(plt.NullLocator())
+        ax.xaxis.set_minor_locator(NullLocator())
         _style(ax, title=f"{cap} epoch{'s' * (cap != 1)}", xlabel="N-shot")
     note = (f"no interval drawn where a cell has fewer than {MIN_TRIALS} trials "
             f"(n = {', '.join(map(str, few))})") if few else ""
@@ -330,7 +330,7 @@ def plot_f1_vs_step(records, path: str, *, shots: list[int | None], epochs: int 
     groups = cells(records)
     m = metric_of(records)
     heads = sorted({k[0] for k in groups})
-    fig, axes = plt.subplots(1, len(shots), figsize=(3.0 * len(shots) + 0.6, 2.8), dpi=100, squeeze=False)
+    fig, axes = new_figure(1, len(shots), figsize=(3.0 * len(shots) + 0.6, 2.8), dpi=100, squeeze=False)
     for ax, n in zip(axes[0], shots):
         cap = epochs or max((k[2] for k in groups if k[1] == n), default=0)  # the longest runs of this N
         drawn = set()
@@ -401,7 +401,7 @@ def plot_layers_used(records, path: str, *, nu: list | None = None, title: str =
     for row, (ids, share) in enumerate(usage.values()):
         grid[row, [layers.index(x) for x in ids]] = share
     rows = 2 if nu else 1
-    fig, axes = plt.subplots(rows, 1, figsize=(1.0 + 0.5 * len(layers), 1.2 + 0.35 * len(usage) + 1.6 * (rows - 1)),
+    fig, axes = new_figure(rows, 1, figsize=(1.0 + 0.5 * len(layers), 1.2 + 0.35 * len(usage) + 1.6 * (rows - 1)),
                              dpi=100, squeeze=False, sharex=True,
                              gridspec_kw={"height_ratios": [len(usage) + 1, 2][:rows]})
     ax = axes[0][0]
@@ -428,7 +428,6 @@ def plot_layers_used(records, path: str, *, nu: list | None = None, title: str =
     axes[-1][0].set_xlabel("layer", fontsize=8)
     fig.tight_layout()
     figure_saved(fig, path)
-    plt.close(fig)
     return path
 
 
@@ -457,7 +456,6 @@ def _save(fig, axes, path: str, *, ylabel: str, title: str, heads: list[str], ba
                      parse_math=False)  # a model or dataset name with a $ is text, not TeX
     fig.tight_layout()
     figure_saved(fig, path, bbox_inches="tight")  # the legend beside the panels and a long title, whole
-    plt.close(fig)
     return path
 
 

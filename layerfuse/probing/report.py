@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..cache.label_sets import SPAN
-from ..display import quiet_glyphs
+from ..display import new_figure, quiet_glyphs
 from ..files import figure_saved, text_saved
 from .expected import center_of_gravity, expected_layer
 from .run import MIX
@@ -142,11 +142,6 @@ def markdown(tasks: list[TaskSummary], *, title: str) -> str:
 def plot(tasks: list[TaskSummary], *, path: str, title: str) -> str:
     """Tasks x layers: the scores min-max scaled per task, expected layers marked (o: single-layer
     gains, x: ScalarMix center of gravity); selectivity beside it when there are control probes."""
-    import matplotlib
-
-    matplotlib.use("Agg")  # as `layerfuse.experiments.plots`: no display is ever needed
-    import matplotlib.pyplot as plt
-
     layers = sorted({layer for t in tasks for layer in t.layers})
     col = {layer: i for i, layer in enumerate(layers)}
     grid = np.full((len(tasks), len(layers)), np.nan)
@@ -159,7 +154,7 @@ def plot(tasks: list[TaskSummary], *, path: str, title: str) -> str:
             if task.selectivity[i] is not None:
                 sel[r, col[layer]] = task.selectivity[i]
     panels = 2 if np.isfinite(sel).any() else 1
-    fig, axes = plt.subplots(1, panels, figsize=(1.0 + 0.42 * len(layers) * panels + 1.2 * panels,
+    fig, axes = new_figure(1, panels, figsize=(1.0 + 0.42 * len(layers) * panels + 1.2 * panels,
                                                  1.2 + 0.45 * len(tasks)), dpi=100, squeeze=False)
     ax = axes[0, 0]
     image = ax.imshow(grid, aspect="auto", cmap="viridis", vmin=0, vmax=1)
@@ -191,7 +186,6 @@ def plot(tasks: list[TaskSummary], *, path: str, title: str) -> str:
     fig.tight_layout()
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     figure_saved(fig, path)
-    plt.close(fig)
     return path
 
 

@@ -12,7 +12,6 @@ from pathlib import Path
 import pytest
 from matplotlib.colors import to_rgba
 
-from layerfuse.experiments import plots
 from layerfuse.experiments.plots import BAND_LABEL, HEAD_STYLES, head_label, head_style, legend_handles
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -96,14 +95,15 @@ def test_the_band_says_it_is_a_95_percent_ci():
 def kept(monkeypatch):
     """Figures drawn by the scripts, kept open: {file name: figure}."""
     figures = {}
-    real = plots.plt.Figure.savefig
+    from matplotlib.figure import Figure
+
+    real = Figure.savefig
 
     def savefig(fig, path, *args, **kwargs):
         figures[Path(path).name] = fig
         return real(fig, path, *args, **kwargs)
 
-    monkeypatch.setattr(plots.plt.Figure, "savefig", savefig)
-    monkeypatch.setattr(plots.plt, "close", lambda fig=None: None)
+    monkeypatch.setattr(Figure, "savefig", savefig)
     return figures
 
 

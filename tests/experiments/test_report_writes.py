@@ -27,7 +27,9 @@ def _full(path, *_, **__):
 def test_a_full_disk_keeps_the_last_report_whole(tmp_path, monkeypatch):
     report.render(_records(), str(tmp_path))
     before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
-    monkeypatch.setattr(report.plt.Figure, "savefig", lambda fig, path, *a, **k: _full(path))
+    from matplotlib.figure import Figure
+
+    monkeypatch.setattr(Figure, "savefig", lambda fig, path, *a, **k: _full(path))
     with pytest.raises(OSError) as failed:
         report.render(_records(), str(tmp_path))
     assert failed.value.filename == str(tmp_path / "f1_vs_shots.png")  # the file meant, not its temporary twin
@@ -70,3 +72,23 @@ def test_a_name_the_font_lacks_draws_without_a_warning_per_glyph(tmp_path):
         warnings.simplefilter("always")
         report.render(records, str(tmp_path))
     assert not [w for w in caught if "missing from font" in str(w.message)]
+
+
+def test_drawing_a_report_leaves_the_hosts_matplotlib_backend_alone(tmp_path):
+    """Importing the report module switched the whole process to Agg (`matplotlib.use` at import), so a
+    notebook's inline plots stopped showing; the probe report did the same when called."""
+    import subprocess
+    import sys
+
+    script = ("import json, sys, matplotlib\n"
+              "matplotlib.use('svg')\n"
+              "from layerfuse.experiments import report\n"
+              "from layerfuse.probing import report as probe_report\n"
+              "report.render(json.loads(sys.argv[1]), sys.argv[2])\n"
+              "print(matplotlib.get_backend())\n")
+    import json
+
+    out = subprocess.run([sys.executable, "-c", script, json.dumps(_records()), str(tmp_path)],
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip() == "svg" and (tmp_path / "f1_vs_shots.png").is_file()
