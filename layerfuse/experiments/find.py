@@ -79,6 +79,10 @@ def _entry_for(*, model: str | None, dataset: str | None, cache_dir: str | None,
     from ..extract.models import local_folder
 
     config, data, path, attrs = _described(model, dataset, cache_dir, options)
+    from ..extract.entry import former_note
+
+    if former_note(path, attrs) and exists(path):  # said by extract when it is made (or resumed) now
+        log(former_note(path, attrs))
     entry = _found_or_made(config, data, path, attrs, options=options, log=log, progress=progress)
     folder = local_folder(model)
     return entry.with_meta(dataset_source=attrs["dataset_source"], **({"model_path": folder} if folder else {}))

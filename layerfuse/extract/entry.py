@@ -19,7 +19,7 @@ import numpy as np
 
 from ..cache import label_sets
 from ..cache.codec import CODECS, DEFAULT_DTYPE
-from ..cache.layout import cache_root, entry_key, entry_path, is_remote
+from ..cache.layout import cache_root, entry_key, entry_path, is_content_revision, is_remote
 from ..cache.manage import entries_keyed, finished_seconds, list_entries
 from ..cache.store import exists, open_group
 from ..errors import LayerfuseError
@@ -213,6 +213,16 @@ def describe(config: ExtractConfig, *, dataset: TaggedDataset | TextCorpus | Non
         tokenizer = tokenizer or load_tokenizer(info, trust_remote_code=config.trust_remote_code)
         attrs.update(_mlm_attrs(config, info, tokenizer, max_length))
     return path, key, attrs
+
+
+def former_note(path: str, attrs: dict) -> str | None:
+    """The note for an entry a former release made of a local folder (`_former_entry`), else None: that release
+    told models apart by the ends of their weight files, and the folder's file times can be copied in with a
+    retrain (cp -a, rsync -a), so its reuse is said, with the way to extract afresh."""
+    if "model_path" not in attrs or is_content_revision(attrs.get("model_revision")):
+        return None
+    return (f"note: reusing {path}, made of {attrs['model_path']} by a former release, which told a model by the "
+            f"ends of its weight files; if the folder was retrained since, `layerfuse rm {path}` extracts it afresh")
 
 
 def _former_entry(root: str, fields: dict, info: ModelInfo):

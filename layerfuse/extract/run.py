@@ -29,6 +29,7 @@ from .distributed import Ranks
 from .entry import (
     ExtractConfig,
     describe,
+    former_note,
     lm_complete,
     lm_finished,
     load_data,
@@ -95,6 +96,8 @@ def extract(config: ExtractConfig, *, progress: bool = True, log=print, on_unit=
     tokenizer = load_tokenizer(info, trust_remote_code=config.trust_remote_code) if mlm else None
     path, key, attrs = describe(config, dataset=dataset, info=info, tokenizer=tokenizer)
     result = ExtractResult(path=path, key=key)
+    if former_note(path, attrs):
+        log(former_note(path, attrs))
     wanted = wanted_label_sets(config, dataset)
     cached = open_group(path, mode="r") if exists(path) else None  # what is there already, read once
     todo = [s for s in dataset.splits if not split_finished(cached, s)]

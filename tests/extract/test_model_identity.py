@@ -150,8 +150,12 @@ def test_an_entry_a_former_release_made_of_the_folder_is_reused(tiny_bert_dir, t
     old = entry_path(str(root), model_name="models/m", dataset_name=attrs["dataset"], key=old_key)
     os.rename(made, old)
     monkeypatch.chdir(tmp_path)  # where its name leads to the folder
-    again = extract(config, progress=False, log=lambda m: None)
+    said = []
+    again = extract(config, progress=False, log=said.append)
     assert again.path == old and all(s.reused for s in again.splits)
+    # said, with the way out: the former fingerprint and file times cannot tell a retrain copied in with its times
+    assert f"note: reusing {old}, made of {folder} by a former release" in "\n".join(said)
+    assert f"`layerfuse rm {old}` extracts it afresh" in "\n".join(said)
     assert [p.name for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")] == [os.path.basename(old)]
     # another folder of the same weights and another tokenizer matches the former fingerprint: not that entry
     twin = _copy(folder, tmp_path, "twin")
