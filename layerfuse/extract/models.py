@@ -13,7 +13,7 @@ from pathlib import Path
 
 from ..cache.layout import CONTENT_REVISION, is_content_revision
 from ..errors import LayerfuseError
-from ..hub import go_offline, hub_reachable
+from ..hub import hub_reachable
 from .bundled import bundle_for, bundled_model_path, not_installed
 
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
@@ -169,16 +169,22 @@ def legacy_fingerprint(path: Path) -> str:
 _TRANSFORMERS_FIRST_USE = threading.Lock()
 
 
+def cache_only(path: str) -> dict:
+    """``local_files_only=True`` for a `from_pretrained` of ``path`` when it names no local file or folder
+    and the hub is unreachable: only the local HF cache can answer, and without it the HF libraries retry
+    for a minute. Passed per call, so the host process's own HF_HUB_OFFLINE is left as it was."""
+    return {"local_files_only": True} if not Path(path).exists() and not hub_reachable() else {}
+
+
 def load_config(name: str | None, *, trust_remote_code: bool = False):
     """The model's config (no weights), with a clear one-line error when it cannot be had."""
     display, path = resolve_model_path(name)
-    if not Path(path).exists() and not hub_reachable():
-        go_offline()  # only the local HF cache can answer; without this the HF libraries retry for a minute
     try:
         with _TRANSFORMERS_FIRST_USE:
             from transformers import AutoConfig
 
-            return display, path, AutoConfig.from_pretrained(path, trust_remote_code=trust_remote_code)
+            return display, path, AutoConfig.from_pretrained(path, trust_remote_code=trust_remote_code,
+                                                             **cache_only(path))
     except OSError as exc:
         if Path(path).exists():
             raise LayerfuseError(f"cannot load a model from {path}: {str(exc).splitlines()[0]}") from exc
@@ -278,7 +284,7 @@ def load_tokenizer(info: ModelInfo, *, trust_remote_code: bool = False):
     if info.model_type in ("roberta", "xlm-roberta", "camembert", "longformer", "gpt2", "bart", "deberta"):
         kwargs["add_prefix_space"] = True
     try:
-        tok = AutoTokenizer.from_pretrained(info.path, use_fast=True, **kwargs)
+        tok = AutoTokenizer.from_pretrained(info.path, use_fast=True, **kwargs, **cache_only(info.path))
     except (OSError, ValueError) as exc:
         raise LayerfuseError(f"cannot load a tokenizer for {info.name}: {str(exc).splitlines()[0]}") from exc
     if not getattr(tok, "is_fast", False):
@@ -306,7 +312,7 @@ def load_model(info: ModelInfo, *, device, trust_remote_code: bool = False):
     verbosity = hf_logging.get_verbosity()
     hf_logging.set_verbosity_error()
     load = functools.partial(AutoModel.from_pretrained, info.path, trust_remote_code=trust_remote_code,
-                             dtype=torch.float32, output_loading_info=True)
+                             dtype=torch.float32, output_loading_info=True, **cache_only(info.path))
     try:
         try:
             model, loaded = load(attn_implementation="sdpa")
