@@ -3,6 +3,7 @@ network that is not there, and describing it for the cache key."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import json
@@ -304,26 +305,41 @@ def load_model(info: ModelInfo, *, device, trust_remote_code: bool = False):
     """The encoder in eval mode on `device`, SDPA attention where the architecture has it."""
     import torch
     from transformers import AutoModel
-    from transformers.utils import logging as hf_logging
 
-    hf_logging.disable_progress_bar()
-    # transformers' load report lists an MLM checkpoint's head (unused) and its missing pooler on every
-    # run; what matters in it is checked below, so the report stays quiet.
-    verbosity = hf_logging.get_verbosity()
-    hf_logging.set_verbosity_error()
     load = functools.partial(AutoModel.from_pretrained, info.path, trust_remote_code=trust_remote_code,
                              dtype=torch.float32, output_loading_info=True, **cache_only(info.path))
     try:
-        try:
-            model, loaded = load(attn_implementation="sdpa")
-        except (ValueError, ImportError):
-            model, loaded = load()
+        with _quiet_loading():
+            try:
+                model, loaded = load(attn_implementation="sdpa")
+            except (ValueError, ImportError):
+                model, loaded = load()
     except OSError as exc:
         raise LayerfuseError(f"cannot load weights of {info.name}: {str(exc).splitlines()[0]}") from exc
-    finally:
-        hf_logging.set_verbosity(verbosity)
     check_weights_found(info.name, loaded.get("missing_keys") or [])
     return model.eval().to(device)
+
+
+@contextlib.contextmanager
+def _quiet_loading():
+    """No progress bar and no load report while the weights load: the report lists an MLM checkpoint's head
+    (unused) and its missing pooler on every run, and what matters in it is checked after. The host's
+    verbosity and progress bars (transformers' and huggingface_hub's) are as they were afterwards."""
+    from huggingface_hub.utils import are_progress_bars_disabled, disable_progress_bars, enable_progress_bars
+    from transformers.utils import logging as hf_logging
+
+    verbosity, bars, hub_bars = (hf_logging.get_verbosity(), hf_logging.is_progress_bar_enabled(),
+                                 not are_progress_bars_disabled())
+    hf_logging.set_verbosity_error()
+    hf_logging.disable_progress_bar()  # huggingface_hub's bars too
+    try:
+        yield
+    finally:
+        hf_logging.set_verbosity(verbosity)
+        if bars:
+            hf_logging.enable_progress_bar()  # huggingface_hub's bars too
+        if hub_bars != (not are_progress_bars_disabled()):
+            (enable_progress_bars if hub_bars else disable_progress_bars)()
 
 
 def check_weights_found(name: str, missing) -> None:

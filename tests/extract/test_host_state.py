@@ -97,3 +97,34 @@ def test_the_hub_is_asked_again_a_minute_later(monkeypatch):
     assert hub.hub_reachable() is False  # asked seconds ago: not asked again
     clock[0] += hub.REASK_AFTER_S
     assert hub.hub_reachable() is True
+
+
+@pytest.fixture
+def progress_bars():
+    """(transformers' bars on, huggingface_hub's bars on) as a setter and getter; the session's put back after."""
+    from huggingface_hub.utils import are_progress_bars_disabled, disable_progress_bars, enable_progress_bars
+    from transformers.utils import logging as hf_logging
+
+    def state():
+        return hf_logging.is_progress_bar_enabled(), not are_progress_bars_disabled()
+
+    def set_state(transformers_on, hub_on):
+        (hf_logging.enable_progress_bar if transformers_on else hf_logging.disable_progress_bar)()
+        (enable_progress_bars if hub_on else disable_progress_bars)()
+
+    before = state()
+    yield state, set_state
+    set_state(*before)
+
+
+@pytest.mark.parametrize("bars", [(True, True), (True, False), (False, True), (False, False)])
+def test_loading_a_model_leaves_the_hosts_progress_bars_as_they_were(tiny_bert_dir, progress_bars, bars):
+    """Loading the encoder (`Predictor`, `extract()`) turned transformers' and huggingface_hub's progress
+    bars off for the whole process, for good: a notebook's downloads showed none after."""
+    from transformers.utils import logging as hf_logging
+
+    state, set_state = progress_bars
+    set_state(*bars)
+    verbosity = hf_logging.get_verbosity()
+    models.load_model(models.model_info(str(tiny_bert_dir)), device="cpu")
+    assert state() == bars and hf_logging.get_verbosity() == verbosity
