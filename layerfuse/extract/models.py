@@ -309,7 +309,9 @@ def load_model(info: ModelInfo, *, device, trust_remote_code: bool = False):
     load = functools.partial(AutoModel.from_pretrained, info.path, trust_remote_code=trust_remote_code,
                              dtype=torch.float32, output_loading_info=True, **cache_only(info.path))
     try:
-        with _quiet_loading():
+        # transformers' load report lists an MLM checkpoint's head (unused) and its missing pooler on every
+        # run; what matters in it is checked below
+        with quiet_transformers():
             try:
                 model, loaded = load(attn_implementation="sdpa")
             except (ValueError, ImportError):
@@ -321,10 +323,9 @@ def load_model(info: ModelInfo, *, device, trust_remote_code: bool = False):
 
 
 @contextlib.contextmanager
-def _quiet_loading():
-    """No progress bar and no load report while the weights load: the report lists an MLM checkpoint's head
-    (unused) and its missing pooler on every run, and what matters in it is checked after. The host's
-    verbosity and progress bars (transformers' and huggingface_hub's) are as they were afterwards."""
+def quiet_transformers():
+    """No progress bar and no report of transformers while it loads or saves weights; the host's verbosity
+    and progress bars (transformers' and huggingface_hub's) are as they were afterwards."""
     from huggingface_hub.utils import are_progress_bars_disabled, disable_progress_bars, enable_progress_bars
     from transformers.utils import logging as hf_logging
 
