@@ -1,14 +1,18 @@
-"""Is the HF hub there? Asked once, in seconds, so an offline machine fails fast instead of
-retrying for a minute inside `from_pretrained` or `load_dataset`."""
+"""Is the HF hub there? Asked in seconds, so an offline machine fails fast instead of retrying for a
+minute inside `from_pretrained` or `load_dataset`; the answer is kept a minute, not for the life of
+the process, so a notebook sees the hub once it is back."""
 
 from __future__ import annotations
 
-import functools
 import os
+import time
 import urllib.error
 import urllib.request
 
 TIMEOUT_S = 3.0
+REASK_AFTER_S = 60.0  # how long an answer of the probe is taken as still true
+
+_answers: dict[str, tuple[float, bool]] = {}  # endpoint -> (when it was asked, reachable)
 
 
 def env_offline() -> bool:
@@ -17,12 +21,19 @@ def env_offline() -> bool:
     return any(f.strip().upper() in ("1", "ON", "YES", "TRUE") for f in flags)
 
 
-@functools.lru_cache(maxsize=1)
 def hub_reachable() -> bool:
-    """Probe the hub endpoint with a short timeout (an HTTP error still means the network works)."""
+    """Whether the hub endpoint answers, probed at most once per `REASK_AFTER_S` and endpoint."""
     if env_offline():
         return False
     endpoint = os.environ.get("HF_ENDPOINT", "https://huggingface.co")
+    asked = _answers.get(endpoint)
+    if asked is None or time.monotonic() - asked[0] > REASK_AFTER_S:
+        asked = _answers[endpoint] = (time.monotonic(), _probe(endpoint))
+    return asked[1]
+
+
+def _probe(endpoint: str) -> bool:
+    """One HEAD request with a short timeout (an HTTP error still means the network works)."""
     try:
         urllib.request.urlopen(urllib.request.Request(endpoint, method="HEAD"), timeout=TIMEOUT_S)
     except urllib.error.HTTPError:
@@ -31,13 +42,3 @@ def hub_reachable() -> bool:
         return False
     return True
 
-
-def go_offline() -> None:
-    """Tell the HF libraries to use their local cache only (they read the flag at import, so an
-    already imported huggingface_hub is told directly too)."""
-    import sys
-
-    os.environ["HF_HUB_OFFLINE"] = "1"
-    constants = sys.modules.get("huggingface_hub.constants")
-    if constants is not None and hasattr(constants, "HF_HUB_OFFLINE"):
-        constants.HF_HUB_OFFLINE = True

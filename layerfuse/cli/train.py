@@ -352,6 +352,7 @@ def _save(result, data, entry, config: TrainConfig, *, out: str, load_seconds: f
 
 
 def _write_run(result, data, entry, config: TrainConfig, *, out: str, load_seconds: float) -> str:
+    from ..extract.models import quiet_transformers
     from ..files import write_json
     from ..training.checkpoint import file_sha256, same_mode, save_checkpoint, weights_sha256
 
@@ -368,7 +369,8 @@ def _write_run(result, data, entry, config: TrainConfig, *, out: str, load_secon
         # written whole into a hidden folder, then moved in place: a kill while saving leaves no half folder
         work = tempfile.mkdtemp(prefix=".backbone-", dir=out)
         try:
-            data.backbone.model.save_pretrained(work)
+            with quiet_transformers():
+                data.backbone.model.save_pretrained(work)
             data.backbone.tokenizer.save_pretrained(work)
             for name in os.listdir(work):  # safetensors writes 0600: as readable as the head (the umask)
                 same_mode(os.path.join(work, name), like=os.path.join(work, "config.json"))

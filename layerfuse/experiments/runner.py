@@ -78,7 +78,13 @@ def run_grid(entry, configs: list[TrainConfig], *, results: str, workers: int | 
     name); ``on_record(config, record)`` runs here as each run finishes. ``pack``: train up to this many
     runs that differ in seed, N, rate or epoch cap together (`layerfuse.training.packed`; 1 = one run
     at a time). ``keep_heads``: none, best (of each cell) or all: which runs' heads stay in ``heads/``
-    beside ``results`` (`layerfuse.experiments.heads`)."""
+    beside ``results`` (`layerfuse.experiments.heads`).
+
+    With ``workers=0`` the runs train in this process, as `train_head` trains them: each seeds torch's
+    global generator with its run's seed (save and restore ``torch.get_rng_state()`` around the call to
+    keep a stream of your own), malloc keeps freed heap, and the splits read stay in the activation store
+    (`layerfuse.training.clear_store` lets them go). Worker processes and Ray tasks do all this in their own
+    processes."""
     from tqdm.auto import tqdm
 
     from ..training.data import opened_entry
@@ -505,7 +511,9 @@ def _ray_results(job: _Job, todo, queue, address: str, run):
 
 
 def run_sweep(entry, configs: list[TrainConfig], *, out: str, **options) -> dict[str, dict]:
-    """`run_grid` with its results in ``out/results.jsonl`` (the `sweep` command's folder)."""
+    """`run_grid` with its results in ``out/results.jsonl`` (the `sweep` command's folder); ``options``
+    are `run_grid`'s, ``workers=0`` among them: it trains in this process, reseeding torch's global
+    generator as `train_head` does."""
     from .results import RESULTS
 
     os.makedirs(out, exist_ok=True)

@@ -3,6 +3,7 @@ network that is not there, and describing it for the cache key."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import json
@@ -13,7 +14,7 @@ from pathlib import Path
 
 from ..cache.layout import CONTENT_REVISION, is_content_revision
 from ..errors import LayerfuseError
-from ..hub import go_offline, hub_reachable
+from ..hub import hub_reachable
 from .bundled import bundle_for, bundled_model_path, not_installed
 
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
@@ -169,16 +170,22 @@ def legacy_fingerprint(path: Path) -> str:
 _TRANSFORMERS_FIRST_USE = threading.Lock()
 
 
+def cache_only(path: str) -> dict:
+    """``local_files_only=True`` for a `from_pretrained` of ``path`` when it names no local file or folder
+    and the hub is unreachable: only the local HF cache can answer, and without it the HF libraries retry
+    for a minute. Passed per call, so the host process's own HF_HUB_OFFLINE is left as it was."""
+    return {"local_files_only": True} if not Path(path).exists() and not hub_reachable() else {}
+
+
 def load_config(name: str | None, *, trust_remote_code: bool = False):
     """The model's config (no weights), with a clear one-line error when it cannot be had."""
     display, path = resolve_model_path(name)
-    if not Path(path).exists() and not hub_reachable():
-        go_offline()  # only the local HF cache can answer; without this the HF libraries retry for a minute
     try:
         with _TRANSFORMERS_FIRST_USE:
             from transformers import AutoConfig
 
-            return display, path, AutoConfig.from_pretrained(path, trust_remote_code=trust_remote_code)
+            return display, path, AutoConfig.from_pretrained(path, trust_remote_code=trust_remote_code,
+                                                             **cache_only(path))
     except OSError as exc:
         if Path(path).exists():
             raise LayerfuseError(f"cannot load a model from {path}: {str(exc).splitlines()[0]}") from exc
@@ -278,7 +285,7 @@ def load_tokenizer(info: ModelInfo, *, trust_remote_code: bool = False):
     if info.model_type in ("roberta", "xlm-roberta", "camembert", "longformer", "gpt2", "bart", "deberta"):
         kwargs["add_prefix_space"] = True
     try:
-        tok = AutoTokenizer.from_pretrained(info.path, use_fast=True, **kwargs)
+        tok = AutoTokenizer.from_pretrained(info.path, use_fast=True, **kwargs, **cache_only(info.path))
     except (OSError, ValueError) as exc:
         raise LayerfuseError(f"cannot load a tokenizer for {info.name}: {str(exc).splitlines()[0]}") from exc
     if not getattr(tok, "is_fast", False):
@@ -298,26 +305,42 @@ def load_model(info: ModelInfo, *, device, trust_remote_code: bool = False):
     """The encoder in eval mode on `device`, SDPA attention where the architecture has it."""
     import torch
     from transformers import AutoModel
-    from transformers.utils import logging as hf_logging
 
-    hf_logging.disable_progress_bar()
-    # transformers' load report lists an MLM checkpoint's head (unused) and its missing pooler on every
-    # run; what matters in it is checked below, so the report stays quiet.
-    verbosity = hf_logging.get_verbosity()
-    hf_logging.set_verbosity_error()
     load = functools.partial(AutoModel.from_pretrained, info.path, trust_remote_code=trust_remote_code,
-                             dtype=torch.float32, output_loading_info=True)
+                             dtype=torch.float32, output_loading_info=True, **cache_only(info.path))
     try:
-        try:
-            model, loaded = load(attn_implementation="sdpa")
-        except (ValueError, ImportError):
-            model, loaded = load()
+        # transformers' load report lists an MLM checkpoint's head (unused) and its missing pooler on every
+        # run; what matters in it is checked below
+        with quiet_transformers():
+            try:
+                model, loaded = load(attn_implementation="sdpa")
+            except (ValueError, ImportError):
+                model, loaded = load()
     except OSError as exc:
         raise LayerfuseError(f"cannot load weights of {info.name}: {str(exc).splitlines()[0]}") from exc
-    finally:
-        hf_logging.set_verbosity(verbosity)
     check_weights_found(info.name, loaded.get("missing_keys") or [])
     return model.eval().to(device)
+
+
+@contextlib.contextmanager
+def quiet_transformers():
+    """No progress bar and no report of transformers while it loads or saves weights; the host's verbosity
+    and progress bars (transformers' and huggingface_hub's) are as they were afterwards."""
+    from huggingface_hub.utils import are_progress_bars_disabled, disable_progress_bars, enable_progress_bars
+    from transformers.utils import logging as hf_logging
+
+    verbosity, bars, hub_bars = (hf_logging.get_verbosity(), hf_logging.is_progress_bar_enabled(),
+                                 not are_progress_bars_disabled())
+    hf_logging.set_verbosity_error()
+    hf_logging.disable_progress_bar()  # huggingface_hub's bars too
+    try:
+        yield
+    finally:
+        hf_logging.set_verbosity(verbosity)
+        if bars:
+            hf_logging.enable_progress_bar()  # huggingface_hub's bars too
+        if hub_bars != (not are_progress_bars_disabled()):
+            (enable_progress_bars if hub_bars else disable_progress_bars)()
 
 
 def check_weights_found(name: str, missing) -> None:

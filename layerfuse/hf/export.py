@@ -45,7 +45,7 @@ def export_head(head: str, out: str, *, device: str | None = None, model: str | 
     backbone's folder where it has moved since the head was trained (checked against its revision)."""
     import transformers
 
-    from ..extract.models import resolve_model_path
+    from ..extract.models import quiet_transformers, resolve_model_path
     from ..inference.predictor import load_head
     from ..training.checkpoint import same_mode
     from .support import REQUIREMENT, supported
@@ -95,7 +95,7 @@ def export_head(head: str, out: str, *, device: str | None = None, model: str | 
     os.makedirs(out, exist_ok=True)
     work = tempfile.mkdtemp(prefix=".export-", dir=out)
     try:
-        with writing(os.path.join(out, "model.safetensors")):
+        with writing(os.path.join(out, "model.safetensors")), quiet_transformers():
             model.save_pretrained(work)
         tokenizer = backbone.tokenizer
         # The model windows long inputs itself (config.max_length), as predict does: a pipeline that cut them

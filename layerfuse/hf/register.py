@@ -44,23 +44,35 @@ def _register_quietly() -> None:
 
 
 class _RegisterAfterImport(importlib.abc.MetaPathFinder):
-    """Finds nothing itself: wraps the real loader of `TRIGGER` so `register` runs once it is loaded."""
+    """Finds nothing itself: wraps the real loader of `TRIGGER` so `register` runs once it is loaded. It
+    leaves `sys.meta_path` only then: a lookup alone (``importlib.util.find_spec``, as availability checks
+    do) executes nothing, and the import that follows must still come here."""
 
     def find_spec(self, fullname, path, target=None):
         if fullname != TRIGGER:
             return None
-        sys.meta_path.remove(self)  # one shot, and the lookup below must not come back here
-        spec = importlib.util.find_spec(fullname)
+        spec = self._others_spec(fullname, path, target)
         if spec is None or spec.loader is None:
             return spec
         load = spec.loader.exec_module
 
         def exec_module(module):
             load(module)
+            if self in sys.meta_path:  # one shot: loaded and registered
+                sys.meta_path.remove(self)
             _register_quietly()
 
         spec.loader.exec_module = exec_module
         return spec
+
+    def _others_spec(self, fullname, path, target):
+        """The spec the other finders give, asked as the import system asks them (never this one again)."""
+        for finder in list(sys.meta_path):
+            find = getattr(finder, "find_spec", None)
+            spec = None if finder is self or find is None else find(fullname, path, target)
+            if spec is not None:
+                return spec
+        return None
 
 
 def install() -> None:

@@ -56,7 +56,12 @@ def train_head(config: TrainConfig, data: HeadData, *, log=None, keep_head: bool
 
     Like any seeded training it seeds torch's global generator with the run's seed. ``data`` is what
     `load_for_run` or `load_data` returns, not an entry. ``LAYERFUSE_NUM_THREADS``, when set, is torch's
-    thread count during the run; the caller's count is back after it."""
+    thread count during the run; the caller's count is back after it.
+
+    Two things stay in the calling process after it returns. Under glibc (Linux) malloc keeps up to 1 GiB
+    of freed heap for reuse instead of returning it, so steps stop page-faulting (`layerfuse.training.memory`;
+    ``LAYERFUSE_KEEP_HEAP=0`` before the first run turns it off). The splits the run read stay in the
+    activation store for later runs, within its memory budget, until `layerfuse.training.clear_store`."""
     if keep_tagger is not None:
         keep_head = keep_tagger
     if not isinstance(data, HeadData):

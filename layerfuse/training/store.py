@@ -43,7 +43,10 @@ def open_split(split, *, sentences, layers: Sequence[int]):
 
 
 def clear() -> None:
-    """Forget every split (tests; a process that is done with a cache)."""
+    """Let go of every split the store holds (and read the memory budget again at its next use). The store
+    keeps them for the life of the process, after the runs and data that read them are gone: a host process
+    done with a cache (a notebook between experiments) calls this (`layerfuse.training.clear_store`) to
+    give their memory back. A split that live data (a `HeadData`) still references is freed with that data."""
     _HELD.clear()
     _LIMIT.clear()
 

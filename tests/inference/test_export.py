@@ -252,6 +252,20 @@ def test_importing_the_model_module_first_registers_it_without_a_warning():
     assert out.returncode == 0, out.stderr[-2000:]
 
 
+def test_an_exported_model_loads_after_a_mere_lookup_of_the_auto_module(request, tmp_path_factory, exported):
+    """A host that only looked transformers' auto module up (``importlib.util.find_spec``, as availability
+    checks do) before importing it used up the one-shot registration hook: the exported model no longer
+    loaded ("unrecognized configuration class")."""
+    _, folder = _exported(("word", "concat"), request, tmp_path_factory, exported)
+    script = ("import importlib.util, sys\n"
+              "import layerfuse\n"
+              "importlib.util.find_spec('transformers.models.auto.modeling_auto')\n"
+              "from transformers import AutoModelForTokenClassification\n"
+              "print(type(AutoModelForTokenClassification.from_pretrained(sys.argv[1])).__name__)\n")
+    out = subprocess.run([sys.executable, "-c", script, folder], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0 and out.stdout.strip() == "LayerfuseForTokenClassification", out.stderr[-2000:]
+
+
 @pytest.fixture(scope="module")
 def roberta_cache(tiny_roberta_dir, tiny_conll_dir, tmp_path_factory):
     config = ExtractConfig(model=str(tiny_roberta_dir), dataset=str(tiny_conll_dir),

@@ -3,6 +3,9 @@ for fewer layers, held equals streamed."""
 
 from __future__ import annotations
 
+import gc
+import weakref
+
 import numpy as np
 import pytest
 import torch
@@ -103,6 +106,22 @@ def test_a_second_run_reads_nothing_and_scores_the_same(entry, reads):
     second = train_head(config, load_data(entry))
     assert reads["bytes"] == read_once
     assert second.best_dev_f1 == first.best_dev_f1 and second.evals == first.evals
+
+
+def test_clear_store_gives_back_the_splits_a_host_has_dropped(entry):
+    """The store kept the splits of a notebook's runs for the life of the process after it had dropped
+    its data and results, and nothing public or documented let them go: `clear_store` does."""
+    from layerfuse.training import clear_store
+
+    data = load_data(entry)
+    result = train_head(TrainConfig(fusion="concat", shots=4, epochs=1, seed=0, lr=1e-2), data)
+    held = [weakref.ref(split.hidden) for split in (data.train, data.dev, data.test)]
+    del data, result
+    gc.collect()
+    assert store.held_bytes() > 0 and all(ref() is not None for ref in held)  # kept, nothing of the host's left
+    clear_store()
+    gc.collect()
+    assert store.held_bytes() == 0 and all(ref() is None for ref in held)
 
 
 def test_held_and_streamed_score_alike(entry, monkeypatch):
