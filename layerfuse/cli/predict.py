@@ -16,7 +16,8 @@ from ..inference.fill_mask import MaskFiller
 from ..tasks import task_of
 from ..training.checkpoint import checkpoint_paths
 from .errors import NOTHING_TO_RESUME, friendly_errors
-from .options import default_of, moved_model_option, say
+from .options import default_of, moved_model_option, quiet_option, say
+from .progress import show_progress
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
@@ -48,8 +49,9 @@ from .options import default_of, moved_model_option, say
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per sentence (--conll: the report).")
 @click.option("--device", default=None, help="torch device. Default: cuda when present, else cpu.")
 @moved_model_option
+@quiet_option
 @friendly_errors(interrupted=NOTHING_TO_RESUME)
-def main(checkpoint, text, files, fill_mask, top_k, conll, columns, out, as_json, device, model):
+def main(checkpoint, text, files, fill_mask, top_k, conll, columns, out, as_json, device, model, quiet):
     """Tag raw sentences with a trained head and print the entities found, or score it on a labelled
     CoNLL file (--conll); MLM heads: fill masks.
 
@@ -82,7 +84,7 @@ def main(checkpoint, text, files, fill_mask, top_k, conll, columns, out, as_json
         _fill(checkpoint, [line for line in lines if line.strip()], top_k=top_k, as_json=as_json, device=device,
               model=model)
     else:  # a blank line of --file gets its (empty) answer too: output line k answers input line k
-        _tag(checkpoint, lines, as_json=as_json, device=device, model=model)
+        _tag(checkpoint, lines, as_json=as_json, device=device, model=model, quiet=quiet)
     sys.stdout.flush()
 
 
@@ -122,7 +124,7 @@ def _fill(checkpoint, lines, *, top_k: int, as_json: bool, device, model) -> Non
             click.echo(f"  mask {k}: " + ", ".join(shown))
 
 
-def _tag(checkpoint, lines, *, as_json: bool, device, model) -> None:
+def _tag(checkpoint, lines, *, as_json: bool, device, model, quiet: bool = False) -> None:
     from tqdm.auto import tqdm
 
     from ..cache.label_sets import TOKEN
@@ -132,8 +134,9 @@ def _tag(checkpoint, lines, *, as_json: bool, device, model) -> None:
     token_set = tagger.meta.get("cache", {}).get("label_kind") == TOKEN
     # Tagged and printed a block of lines at a time: a long --file shows its first answers at once, where it
     # printed nothing until every line was tagged; with the answers going to a file, a bar on the terminal.
-    quiet = sys.stdout.isatty() or None  # None: tqdm's own test, off when stderr is no terminal either
-    with tqdm(total=len(lines), unit="line", desc="predict", leave=False, disable=quiet) as bar:
+    # the answers on the terminal need no bar beside them; else as every command: stderr a terminal, no --quiet
+    with tqdm(total=len(lines), unit="line", desc="predict", leave=False,
+              disable=sys.stdout.isatty() or not show_progress(quiet)) as bar:
         for lo in range(0, len(lines), LINES_PER_BLOCK):
             block = lines[lo:lo + LINES_PER_BLOCK]
             words = [tagger.words(line) for line in block]

@@ -15,7 +15,16 @@ from ..files import write_json
 from ..layers.scores import score_layers
 from ..versions import versions
 from .errors import NOTHING_TO_RESUME, friendly_errors
-from .options import SEED, cache_options, default_of, labels_option, layers_option, quiet_option, resolve
+from .options import (
+    SEED,
+    cache_options,
+    default_of,
+    labels_option,
+    layers_option,
+    parse_shots,
+    quiet_option,
+    resolve,
+)
 
 
 def _name(text: str) -> str:
@@ -32,8 +41,9 @@ def _ranks(scores: list[tuple[int, float]]) -> dict[int, int]:
 @cache_options
 @labels_option
 @click.option("--split", default="train", show_default=True, help="Split whose tokens are scored.")
-@click.option("--shots", type=click.IntRange(min=1), default=None,
-              help="Score only the N*C sentences a few-shot run with this N and --seed trains on (C = entity types).")
+@click.option("--shots", default=None, metavar="N|all",
+              help="Score only the N*C sentences a few-shot run with this N and --seed trains on (C = entity types); "
+                   "all (or left out): the whole split, as train-head's --shots all.")
 @click.option("--seed", type=SEED, default=0, show_default=True,
               help="Seed of the few-shot sample and of the per-tag cap.")
 @click.option("--max-per-class", type=click.IntRange(min=1), default=default_of(score_layers, "max_per_class"),
@@ -53,6 +63,7 @@ def main(cache, model, dataset, cache_dir, read, labels, split, shots, seed, max
     from ..training.sampling import entity_types, few_shot_sample
     from .roots import checked_out
 
+    shots = parse_shots(shots)  # `all` as train-head and sweep take it
     out = checked_out(out)  # a file or a read-only folder: one line before the scores, not a bare "File exists" after
     entry = resolve(cache, model, dataset, cache_dir, read=read, quiet=quiet).with_labels(labels)
     is_primary = labels is None or labels == next(iter(entry.label_sets))

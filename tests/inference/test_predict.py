@@ -200,6 +200,18 @@ def test_a_bad_byte_in_a_file_to_tag_is_named_at_its_line(checkpoint, tmp_path):
     assert out.exit_code == 1 and out.output.strip().endswith("bad.txt:2501: not UTF-8 text (byte 0xff at column 5)")
 
 
+def test_predict_takes_quiet_as_every_command_does(checkpoint, tmp_path, monkeypatch):
+    """predict drew its bar on a terminal whatever was asked, and refused --quiet (`No such option`)."""
+    stem, *_ = checkpoint
+    (tmp_path / "s.txt").write_text("Alice met Bob .\n" * 3)
+    monkeypatch.setattr("layerfuse.cli.progress.stderr_is_terminal", lambda: True)
+    args = ["--head", stem, "--file", str(tmp_path / "s.txt")]
+    shown, quiet = (CliRunner().invoke(main, [*args, *extra]) for extra in ([], ["--quiet"]))
+    assert shown.exit_code == quiet.exit_code == 0, quiet.output
+    assert "predict:" in shown.stderr and "predict:" not in quiet.stderr
+    assert shown.stdout == quiet.stdout
+
+
 def test_tag_refuses_a_string_for_a_sentence(checkpoint):
     """Predictor.tag(["EU rejects German call"]) tagged each character: 22 tags for 4 words."""
     from layerfuse.errors import LayerfuseError

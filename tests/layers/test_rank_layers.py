@@ -110,6 +110,17 @@ def test_cli_shots_scores_the_few_shot_sample(tiny_cache, tmp_path):
     assert record["n_tokens"] == len(split.rows_of(sample))
 
 
+def test_cli_shots_all_is_the_whole_split_as_elsewhere(tiny_cache, tmp_path):
+    """Every other --shots takes `all`; rank-layers refused it (`'all' is not a valid integer range`)."""
+    whole, out = _run(["--cache", tiny_cache, "--out", str(tmp_path / "a"), "--layers", "1..2"])
+    assert whole.exit_code == 0, out
+    said, out = _run(["--cache", tiny_cache, "--out", str(tmp_path / "b"), "--layers", "1..2", "--shots", "all"])
+    assert said.exit_code == 0, out
+    (a,), (b,) = (sorted((tmp_path / d).glob("*.json")) for d in ("a", "b"))
+    assert a.name == b.name
+    assert json.loads(a.read_text())["scores"] == json.loads(b.read_text())["scores"]
+
+
 @pytest.mark.parametrize("args, needle", [
     (["--split", "nope"], "'nope'"),
     (["--layers", "0..5"], "layer 3"),
