@@ -15,7 +15,10 @@ forever. `die_with_parent` is a pool initializer's first call in the worker:
 Both hold for every start method (spawn, fork, forkserver): they look only at the worker itself.
 
 `exists` is the one test of whether a process still exists, which the watch uses and so do the owners
-of leases, claims and half-written shards (`gone_here`: a process of this host that is gone).
+of leases, claims and half-written shards (`gone_here`: a process of this host that is gone). An owner
+on another host is judged by whether its mark (a file's mtime, a lease's body) keeps changing, timed on
+this machine's monotonic clock (`Unchanged`): that host's clock, which stamped the mark, may differ from
+this one's by minutes or days.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ import signal
 import socket
 import sys
 import threading
+import time
 
 PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 WATCH_SECONDS = 0.5  # how long an orphan outlives its parent where prctl is not available
@@ -90,3 +94,18 @@ def gone_here(host, pid) -> bool:
     """Whether the owner ``host``/``pid`` of a lease or a claim was a process of this host that no longer
     exists: its lease or claim is taken at once, not after it expires."""
     return host == socket.gethostname() and not exists(pid)
+
+
+class Unchanged:
+    """How long each watched mark has kept one value, on this machine's monotonic clock, counted from when
+    this object first saw that value: no other machine's clock enters, so a mark stamped by a clock ahead
+    or behind ages here as fast as any other."""
+
+    def __init__(self):
+        self._seen: dict = {}  # key -> (value, monotonic time it was first seen)
+
+    def seconds(self, key, value) -> float:
+        seen = self._seen.get(key)
+        if seen is None or seen[0] != value:
+            seen = self._seen[key] = (value, time.monotonic())
+        return time.monotonic() - seen[1]

@@ -2,9 +2,11 @@
 
 An entry's last use is the later of its last recorded read (`usage.last_read`) and its finish
 time: a stale read left beside a re-extracted entry of the same name must not make the new entry
-look old. An entry a reader has open (it holds the entry's shared lock, `usage.hold`, however long
-ago it last read), one being written, and partial entries are never removed, even if the root then
-stays over the size: the first two are skipped and reported through ``on_skip``.
+look old. A time that lies in the future (`manage.in_future`: a clock ahead, a copy that kept times)
+is no evidence of use: it is left out, and gc's line says so. An entry a reader has open (it holds
+the entry's shared lock, `usage.hold`, however long ago it last read), one being written, and partial
+entries are never removed, even if the root then stays over the size: the first two are skipped and
+reported through ``on_skip``.
 
 Garbage goes first, whatever the size (`leftovers`): what a removal or an extract killed half-way
 left (a folder renamed by `manage.remove`, or an entry's folder without its ``zarr.json``, its lock
@@ -17,6 +19,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import time
 
 from ..errors import LayerfuseError, NewerFormatError
 from .layout import ENTRY_NAME, is_remote, local_path
@@ -28,6 +31,7 @@ from .manage import (
     bytes_on_disk,
     entry_status,
     finished_seconds,
+    in_future,
     list_entries,
     removal_blocker,
     remove,
@@ -52,8 +56,29 @@ def parse_size(text: str | int, *, name: str = "--max-size") -> int:
 
 
 def last_used(entry: EntryStatus) -> float:
-    """Seconds since the epoch of the entry's last read or finish, whichever is later (0: neither)."""
-    return max(last_read(entry.path) or 0.0, finished_seconds(entry.finished))
+    """Seconds since the epoch of the entry's last read or finish, whichever is later (0: neither known);
+    a time in the future is not known (`in_future`)."""
+    return max((t for t in _recorded(entry).values() if not in_future(t)), default=0.0)
+
+
+def said_last_used(entry: EntryStatus) -> str:
+    """``last used 2024-05-01 12:00`` for gc's line on ``entry``; a recorded time left out, as in the
+    future, is named."""
+    used = last_used(entry)
+    said = f"last used {_minute(used)}" if used else "last used unknown"
+    future = {what: t for what, t in _recorded(entry).items() if in_future(t)}
+    if future:
+        times = " and ".join(f"{what} ({_minute(t)})" for what, t in future.items())
+        said += f"{':' if not used else ';'} its recorded {times} lie{'s' * (len(future) == 1)} in the future"
+    return said
+
+
+def _recorded(entry: EntryStatus) -> dict[str, float]:
+    return {"read": last_read(entry.path) or 0.0, "finish": finished_seconds(entry.finished)}
+
+
+def _minute(seconds: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M", time.localtime(seconds))
 
 
 def collect(root: str, *, max_size: int, dry_run: bool = False, on_skip=None, on_damaged=None,

@@ -1,6 +1,9 @@
 """One writer per cache entry. Local roots use a file lock beside the entry. Object stores have no
 file locks, so there a lease object `<entry>.lock` is written, read back after a pause, and renewed
 while the owner works; a lease that nobody renews expires, so a killed writer never blocks forever.
+Its ``expires`` was stamped by the writer's clock: a lease this process has seen unchanged for
+``lease_seconds`` has expired whatever that stamp says (a dead writer whose clock ran a day ahead made
+others wait a day; an honest lease is renewed long before then).
 
 The lease is a courtesy, not the safety net: every unit of an entry is computed from the same plan
 and written bit for bit the same by whoever writes it, so two writers racing past the lease still
@@ -15,7 +18,7 @@ import threading
 import time
 import uuid
 
-from ..lifeline import gone_here
+from ..lifeline import Unchanged, gone_here
 from .layout import is_remote, local_path
 
 
@@ -69,11 +72,12 @@ class EntryLock:
 
         self.fs, base = fsspec.core.url_to_fs(self.path.rstrip("/"))
         self.lease_path = base + ".lock"
-        told = False
+        told, unchanged = False, Unchanged()
         while True:
             lease = self._read_lease()
             host, pid = (str(lease.get("owner", "")).split(":") + [""])[:2]  # an owner is host:pid:nonce
-            if (lease and lease.get("owner") != self.owner and lease.get("expires", 0) > time.time()
+            renewed = unchanged.seconds(self.lease_path, lease) < self.lease_seconds
+            if (lease and lease.get("owner") != self.owner and lease.get("expires", 0) > time.time() and renewed
                     and not gone_here(host, pid)):
                 if not told:
                     self.log(f"another extract ({lease.get('owner')}) holds {self.path}; waiting for it to finish")

@@ -8,6 +8,7 @@ import posixpath
 import shutil
 import stat
 import sys
+import time
 import warnings
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -32,6 +33,9 @@ from .layout import (
 from .shard import cut_shards
 from .store import CorruptMetadataError, MissingChunkError, checked_store, open_group, shard_keys
 
+# How far past this machine's clock a recorded time may lie and still count as one: clocks kept by NTP, and
+# a file server's, drift apart by seconds, never by minutes.
+FUTURE_TOLERANCE_S = 300.0
 # An MLM entry's masking (in its key too): two entries masked with other seeds are told apart by it.
 MASKING_FIELDS = ("block_size", "mlm_probability", "mask_seed")
 # The key fields that tell two entries of one model and dataset apart: how the rows were made.
@@ -77,7 +81,19 @@ def list_entries(root: str, *, sizes: bool = True, damaged: list[str] | None = N
         except Exception as exc:  # damaged (a corrupt zarr.json, a file gone meanwhile): said, not fatal
             if damaged is not None:
                 damaged.append(_reason(path, exc))
-    return sorted(out, key=lambda e: finished_seconds(e.finished), reverse=True)
+    return sorted(out, key=lambda e: known_seconds(finished_seconds(e.finished)), reverse=True)
+
+
+def in_future(seconds: float) -> bool:
+    """Whether a recorded time lies later than now (beyond `FUTURE_TOLERANCE_S`): stamped by a clock that
+    runs ahead of this one, or copied from such a machine with its times kept (``cp -a``, ``rsync -a``).
+    It tells nothing of when: ranked as the latest, it kept an unused entry first and newest for ever."""
+    return seconds > time.time() + FUTURE_TOLERANCE_S
+
+
+def known_seconds(seconds: float) -> float:
+    """``seconds``, or 0 (unknown, ranked as the oldest) for a time that lies in the future (`in_future`)."""
+    return 0.0 if in_future(seconds) else seconds
 
 
 def finished_seconds(stamp: str | None) -> float:

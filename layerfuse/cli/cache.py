@@ -6,17 +6,18 @@ import json
 import os
 import posixpath
 import sys
-import time
 
 import click
 
 from ..cache import label_sets
-from ..cache.gc import collect, last_used, parse_size
+from ..cache.gc import collect, parse_size, said_last_used
 from ..cache.layout import is_remote, local_path
 from ..cache.manage import (
     bytes_on_disk,
     differences,
     entry_status,
+    finished_seconds,
+    in_future,
     is_damaged_entry,
     list_entries,
     options_label,
@@ -76,7 +77,7 @@ def ls_cmd(cache_dir):
     for e in entries:
         state = ", ".join(f"{s}{'' if ok else ' (incomplete)'}" for s, ok in e.splits.items())
         click.echo(f"{e.path}\n    {e.model} on {e.dataset} [{options_label(e.fields)}{_apart(e, entries)}]: {state}; "
-                   f"{human_bytes(e.bytes_on_disk)}; {e.finished or 'unfinished'}")
+                   f"{human_bytes(e.bytes_on_disk)}; {e.finished or 'unfinished'}{_if_future(e.finished)}")
         if e.missing:
             click.echo(f"    incomplete: {', '.join(e.missing)} not finished; rerun `extract` to finish")
         # Listed as complete only once its files are there and its metadata is as recorded (no chunk is
@@ -90,6 +91,11 @@ def ls_cmd(cache_dir):
         click.echo(f"error: {reason}", err=True)
     if damaged:
         sys.exit(1)
+
+
+def _if_future(finished: str | None) -> str:
+    """A finish time later than this machine's clock is listed last, as unknown: said beside it."""
+    return " (later than this machine's clock: listed as unknown)" if in_future(finished_seconds(finished)) else ""
 
 
 @click.command("info")
@@ -227,11 +233,11 @@ def gc_cmd(max_size, dry_run, cache_dir):
     damaged = lambda path, size: unreadable.append(size) or click.echo(  # noqa: E731
         f"{verb} {path} ({human_bytes(size)}): its metadata cannot be read (damaged)")
     # read before: a removed entry's record of its last read goes with it, and its finish time was shown instead
-    used_at = {e.path: last_used(e) for e in list_entries(root, sizes=False)}
+    used_at = {e.path: said_last_used(e) for e in list_entries(root, sizes=False)}
     removed = collect(root, max_size=limit, dry_run=dry_run, on_skip=skip, on_damaged=damaged, on_leftover=leftover)
     for e in removed:
-        used = time.strftime("%Y-%m-%d %H:%M", time.localtime(used_at.get(e.path) or last_used(e)))
-        click.echo(f"{verb} {e.path} ({e.model} on {e.dataset}, {human_bytes(e.bytes_on_disk)}, last used {used})")
+        used = used_at.get(e.path) or said_last_used(e)
+        click.echo(f"{verb} {e.path} ({e.model} on {e.dataset}, {human_bytes(e.bytes_on_disk)}, {used})")
     root = local_path(root)
     left = bytes_on_disk(root) if os.path.isdir(root) else 0
     n = len(removed) + len(unreadable) + len(garbage)  # every line above that says removed

@@ -2,10 +2,13 @@
 
 Before a run starts, its executor claims it by creating ``claims/<run id>`` with ``O_EXCL`` (only
 one creator wins, on any filesystem that honours it: local disks, NFS v3+). The claiming process
-keeps its claims fresh (a heartbeat thread touches them); a claim whose file has not been touched
-for `STALE_S` seconds belongs to a process that died, and the next sweep to look takes it over. On
-the owner's own host a claim is stale at once when its process no longer exists (a sweep killed
-with SIGKILL and rerun does not wait). ``LAYERFUSE_CLAIM_STALE_S`` sets `STALE_S`.
+keeps its claims fresh (a heartbeat thread touches them); a claim whose file this process has seen
+keep one mtime for `STALE_S` seconds, timed on this machine's monotonic clock, belongs to a process
+that died, and is taken over. The mtime is never compared with this machine's clock: the folder is
+shared between machines whose clocks differ (and copied with ``cp -a``, which keeps times), so a
+sweep on a host whose clock ran ahead took over live claims, and a claim stamped in the future was
+never stale. On the owner's own host a claim is stale at once when its process no longer exists (a
+sweep killed with SIGKILL and rerun does not wait). ``LAYERFUSE_CLAIM_STALE_S`` sets `STALE_S`.
 A claim is removed when its run's record is in the results file, or when its run fails.
 """
 
@@ -18,7 +21,7 @@ import threading
 import time
 
 from ..files import folder_locked
-from ..lifeline import gone_here
+from ..lifeline import Unchanged, gone_here
 
 STALE_S = float(os.environ.get("LAYERFUSE_CLAIM_STALE_S", 90.0))  # no heartbeat for this long: the owner is gone
 HEARTBEAT_S = 15.0
@@ -31,6 +34,7 @@ class Claims:
         self.dir = os.path.join(folder, "claims")
         self.stale_s, self.heartbeat_s = stale_s, heartbeat_s
         self.mine: set[str] = set()
+        self._unchanged = Unchanged()  # each claim file's mtime, and since when this process has seen it
         self._lock = threading.Lock()
         self._stop = threading.Event()
         os.makedirs(self.dir, exist_ok=True)
@@ -84,9 +88,18 @@ class Claims:
                 except FileNotFoundError:  # taken over after a stall: the other owner runs it too
                     pass
 
+    def holder(self, run_id: str) -> str:
+        """Who holds ``run_id``, as its claim says (``host pid N``), for a message."""
+        try:
+            with open(self._path(run_id), encoding="utf-8") as f:
+                owner = json.load(f)
+            return f"{owner.get('host')} pid {owner.get('pid')}"
+        except (OSError, ValueError, AttributeError):  # released meanwhile, or being written this instant
+            return "owner unknown"
+
     def _is_stale(self, path: str) -> bool:
         try:
-            if time.time() - os.path.getmtime(path) > self.stale_s:
+            if self._unchanged.seconds(path, os.path.getmtime(path)) > self.stale_s:  # no heartbeat seen
                 return True
             with open(path, encoding="utf-8") as f:
                 owner = json.load(f)

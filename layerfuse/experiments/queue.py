@@ -10,13 +10,19 @@ from .results import read_results, run_id
 POLL_S = 2.0  # how often a sweep with nothing left to claim looks again
 
 
-def claimed(todo: list, claims: Claims, *, results: str, done: dict, key: str | None = None):
+SHOWN_CLAIMS = 3  # claims the line on waiting names; the rest are counted
+
+
+def claimed(todo: list, claims: Claims, *, results: str, done: dict, key: str | None = None, log=None):
     """Yield each config of ``todo`` once this process has claimed it, in order; runs another
     live sweep holds are passed over, then waited for: None is yielded while only those are left
     (the caller checks back), and a run whose holder died is claimed and yielded. Ends when every
     run is in the results file or has been yielded. ``key``: the entry's cache key; a run of that id
-    on another entry is not this one finished."""
+    on another entry is not this one finished. ``log`` hears once, when only held runs are left,
+    which claims and owners the sweep waits on (a sweep waiting a day on a dead host's claim said
+    nothing)."""
     finished = _Finished(results, key)
+    told = log is None
     waiting = []
     for config in todo:
         taken = _take(config, claims, finished)
@@ -35,7 +41,17 @@ def claimed(todo: list, claims: Claims, *, results: str, done: dict, key: str | 
                 break
         else:
             if waiting:
+                if not told:
+                    log(_waiting_on([run_id(c) for c in waiting], claims))
+                    told = True
                 yield None  # only other sweeps' runs are left: the caller waits and asks again
+
+
+def _waiting_on(run_ids: list[str], claims: Claims) -> str:
+    named = ", ".join(f"{os.path.join(claims.dir, rid)} (by {claims.holder(rid)})" for rid in run_ids[:SHOWN_CLAIMS])
+    more = f" and {len(run_ids) - SHOWN_CLAIMS} more there" if len(run_ids) > SHOWN_CLAIMS else ""
+    return (f"waiting for {len(run_ids)} run{'s' * (len(run_ids) != 1)} that other sweeps claimed: {named}{more}; "
+            f"a claim whose file stays untouched for {claims.stale_s:g} s is taken over")
 
 
 class _Finished:

@@ -124,9 +124,9 @@ def run_grid(entry, configs: list[TrainConfig], *, results: str, workers: int | 
         if pack > 1:  # the members of a pack next to each other, claimed one by one, gathered back
             units = pack_runs(todo, pack)
             todo = [config for unit in units for config in unit]
-            queue, run = packed(claimed(todo, claims, results=results, done=done, key=key), units), _run_pack
+            queue, run = packed(claimed(todo, claims, results=results, done=done, key=key, log=log), units), _run_pack
         else:
-            queue, run = claimed(todo, claims, results=results, done=done, key=key), _run_one
+            queue, run = claimed(todo, claims, results=results, done=done, key=key, log=log), _run_one
         finished = _results(job, todo, queue, workers=workers, ray=ray, run=run, entry=entry)
         for config, record in _records(finished, pack > 1):
             record["cache_path"] = entry.path

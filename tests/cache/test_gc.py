@@ -16,7 +16,7 @@ from layerfuse.cache import usage
 from layerfuse.cache.gc import collect, parse_size
 from layerfuse.cache.layout import FINISHED_FORMAT
 from layerfuse.cache.lock import EntryLock
-from layerfuse.cache.manage import bytes_on_disk
+from layerfuse.cache.manage import bytes_on_disk, finished_seconds
 from layerfuse.cache.reader import open_entry
 from layerfuse.cli.main import main
 from layerfuse.errors import LayerfuseError
@@ -323,6 +323,39 @@ def test_gc_says_when_a_removed_entry_was_last_read(make_entry, root, monkeypatc
     for args in (["--dry-run"], []):
         out = CliRunner().invoke(main, ["gc", "--max-size", "0", "--cache-dir", str(root), *args])
         assert f"last used {told})" in out.output, out.output
+
+
+def test_a_read_recorded_in_the_future_is_no_evidence_of_use(make_entry, root, monkeypatch):
+    """An entry whose record of reads came, times kept (cp -a, rsync -a), from a machine whose clock runs
+    ahead ranked as the most recently used, and stayed for ever, while entries read just now were removed."""
+    copied, read_now, read_before = (make_entry(f"m__{n}__{'4' * 16}") for n in ("copied", "now", "before"))
+    for path in (copied, read_now, read_before):
+        finished_at(path, "2020-01-02T03:04:05+0000")
+    now = time.time()
+    read_at(copied, now + 3000 * HOUR, monkeypatch)  # never read here
+    read_at(read_now, now, monkeypatch)
+    read_at(read_before, now - HOUR, monkeypatch)
+    out = CliRunner().invoke(main, ["gc", "--max-size", str(bytes_on_disk(str(root)) - 1), "--cache-dir", str(root)])
+    assert out.exit_code == 0, out.output
+    assert dirs(root) == sorted(os.path.basename(p) for p in (read_now, read_before))  # ranked by its finish
+    future = time.strftime("%Y-%m-%d %H:%M", time.localtime(now + 3000 * HOUR))
+    assert f"removed {copied} (" in out.output
+    assert f"last used 2020-01-02 03:04; its recorded read ({future}) lies in the future)" in out.output, out.output
+
+
+def test_an_entry_whose_only_times_lie_in_the_future_goes_first_as_last_used_unknown(make_entry, root):
+    """An entry whose splits were stamped finished by a clock years ahead was kept before every other
+    entry, however long ago those were read, and gc would have said it was last used in 2030."""
+    ahead, unread = make_entry(f"m__ahead__{'5' * 16}"), make_entry(f"m__unread__{'5' * 16}")
+    finished_at(ahead, "2030-01-01T00:00:00+0000")
+    finished_at(unread, "2020-01-02T03:04:05+0000")
+    removed = collect(str(root), max_size=bytes_on_disk(str(root)) - 1, dry_run=True)
+    assert names(removed) == [os.path.basename(ahead)]
+    out = CliRunner().invoke(main, ["gc", "--max-size", "0", "--dry-run", "--cache-dir", str(root)])
+    future = time.strftime("%Y-%m-%d %H:%M", time.localtime(finished_seconds("2030-01-01T00:00:00+0000")))
+    said = f"last used unknown: its recorded finish ({future}) lies in the future)"
+    assert f"would remove {ahead} (" in out.output and said in out.output, out.output
+    assert out.output.index(ahead) < out.output.index(unread)  # oldest first
 
 
 def test_a_dry_run_with_leftovers_lists_what_the_real_run_removes(make_entry, root):

@@ -29,6 +29,24 @@ def test_ls_info_rm(entry_copy):
     assert runner.invoke(main, ["ls", "--cache-dir", root]).output.startswith("no entries")
 
 
+def test_ls_lists_an_entry_finished_in_the_future_last_and_says_so(entry_copy):
+    """An entry whose splits were stamped finished by a clock ahead of this one (or copied, times kept, from
+    such a machine) was listed first, as the newest, however old it was."""
+    import shutil
+
+    import zarr
+
+    root = os.path.dirname(entry_copy)
+    ahead = os.path.join(root, f"m__d__{'6' * 16}")
+    shutil.copytree(entry_copy, ahead)
+    for split in ("train", "dev", "test"):
+        zarr.open_group(ahead, mode="a")[split].attrs["finished"] = "2030-01-01T00:00:00+0000"
+    assert [e.path for e in list_entries(root)] == [entry_copy, ahead]
+    out = CliRunner().invoke(main, ["ls", "--cache-dir", root])
+    assert out.exit_code == 0 and out.output.index(entry_copy) < out.output.index(ahead), out.output
+    assert "2030-01-01T00:00:00+0000 (later than this machine's clock: listed as unknown)" in out.output
+
+
 def _private(monkeypatch, entry: str) -> None:
     """``entry`` as a colleague's private folder looks to this user: nothing in it can be looked at or read
     (tests may run as root)."""

@@ -100,6 +100,33 @@ def test_a_lease_of_a_dead_process_of_this_host_is_taken_at_once(s3_root):
     assert time.perf_counter() - t0 < 10 and not messages
 
 
+def test_a_lease_stamped_to_expire_a_day_ahead_is_taken_once_unrenewed_for_its_lease_time(monkeypatch):
+    """A killed writer whose clock ran a day ahead left a lease that, by this machine's clock, expired a day
+    later: every other extract of the entry waited a day for it."""
+    import json
+    import time
+
+    import fsspec
+
+    from layerfuse.cache.lock import EntryLock
+
+    base = f"/lease-{uuid.uuid4().hex}/entry"
+    ahead = {"owner": "gpu-node-7:4242:abcd1234", "expires": time.time() + 86400}
+    fsspec.filesystem("memory").pipe_file(base + ".lock", json.dumps(ahead).encode())
+    clock = [0.0]  # this machine's monotonic clock, moved by each wait
+
+    def sleep(seconds):
+        clock[0] += seconds
+        assert clock[0] < 600, "still waiting for the lease after 10 minutes"
+
+    monkeypatch.setattr(time, "monotonic", lambda: clock[0])
+    monkeypatch.setattr(time, "sleep", sleep)
+    messages = []
+    with EntryLock("memory:/" + base, log=messages.append, lease_seconds=120.0) as lock:
+        assert lock._read_lease()["owner"] == lock.owner
+    assert 120 <= clock[0] < 130 and "gpu-node-7:4242:abcd1234" in messages[0]
+
+
 def test_bytes_on_disk_reads_a_fresh_listing(s3_root):
     # a resumed extraction wrote units through zarr's own filesystem after this one had listed the split:
     # the stale listing ended the run in "error: <object path>" with the other splits never extracted

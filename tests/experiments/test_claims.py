@@ -2,10 +2,35 @@
 
 from __future__ import annotations
 
+import json
 import os
 import time
 
+import pytest
+
 from layerfuse.experiments.claims import Claims
+from layerfuse.experiments.queue import claimed
+from layerfuse.experiments.results import run_id
+from layerfuse.training.config import TrainConfig
+
+DAY = 86400.0
+
+
+@pytest.fixture
+def clock(monkeypatch):
+    """This machine's monotonic clock, moved by hand: ``clock[0] += seconds``."""
+    now = [1000.0]
+    monkeypatch.setattr(time, "monotonic", lambda: now[0])
+    return now
+
+
+def _claim_of_another_host(claims: Claims, run_id: str, *, mtime: float) -> str:
+    """A claim written by a sweep on host colleague-box, its file stamped ``mtime`` by that host's clock."""
+    path = os.path.join(claims.dir, run_id)
+    with open(path, "w") as f:
+        json.dump({"host": "colleague-box", "pid": 4242, "since": mtime}, f)
+    os.utime(path, (mtime, mtime))
+    return path
 
 
 def test_one_owner_per_run(tmp_path):
@@ -16,14 +41,56 @@ def test_one_owner_per_run(tmp_path):
     assert not b.held_by_others("r1") and b.claim("r1")
 
 
-def test_a_stale_claim_is_taken_over(tmp_path):
+def test_a_stale_claim_is_taken_over(tmp_path, clock):
     dead = Claims(str(tmp_path), stale_s=5)
     assert dead.claim("r1")
-    past = time.time() - 60  # no heartbeat for a minute: its process is gone
-    os.utime(os.path.join(dead.dir, "r1"), (past, past))
     live = Claims(str(tmp_path), stale_s=5)
+    assert live.held_by_others("r1")  # first seen: its heartbeat may come any moment
+    clock[0] += 6  # no heartbeat for longer than stale_s: its process is gone
     assert not live.held_by_others("r1")
     assert live.claim("r1") and "r1" in live.mine
+
+
+def test_a_live_claim_is_not_taken_over_by_a_host_whose_clock_runs_ahead(tmp_path, clock, monkeypatch):
+    """A sweep on a host whose clock ran 10 minutes ahead read every claim its colleague's heartbeat had
+    touched seconds ago as 10 minutes old, took them over, and trained those runs a second time."""
+    claims = Claims(str(tmp_path), stale_s=90)
+    path = _claim_of_another_host(claims, "r1", mtime=time.time())
+    real_time = time.time
+    monkeypatch.setattr(time, "time", lambda: real_time() + 600)
+    for _ in range(5):  # the owner's heartbeat keeps touching it, every 60 s of this machine's clock
+        assert not claims.claim("r1") and claims.held_by_others("r1")
+        clock[0] += 60
+        touched = os.path.getmtime(path) + 60  # the owner's clock moved on as much
+        os.utime(path, (touched, touched))
+    assert not claims.claim("r1")
+
+
+def test_a_dead_claim_stamped_in_the_future_is_taken_over_once_unchanged_for_the_stale_time(tmp_path, clock):
+    """A claim left by a dead sweep on a host whose clock ran a day ahead (or copied from there with
+    cp -a) was never stale before its mtime came round here: a rerun waited a day, saying nothing."""
+    claims = Claims(str(tmp_path), stale_s=90)
+    _claim_of_another_host(claims, "r1", mtime=time.time() + DAY)
+    assert not claims.claim("r1")
+    clock[0] += 60
+    assert not claims.claim("r1")  # 60 s unchanged: its owner may still be alive
+    clock[0] += 31
+    assert claims.claim("r1") and "r1" in claims.mine
+
+
+def test_a_sweep_waiting_on_claims_held_by_others_says_so_once_naming_them(tmp_path, clock):
+    """A sweep whose remaining runs were all claimed by other sweeps waited in silence, for a day when
+    the claim was a dead host's stamped in the future: nothing said which claim or owner it waited on."""
+    claims = Claims(str(tmp_path), stale_s=90)
+    config = TrainConfig(fusion="base", shots=2, epochs=1, seed=1)
+    _claim_of_another_host(claims, run_id(config), mtime=time.time() + DAY)
+    said = []
+    queue = claimed([config], claims, results=str(tmp_path / "results.jsonl"), done={}, log=said.append)
+    assert next(queue) is None and next(queue) is None  # only another sweep's run is left
+    assert len(said) == 1 and os.path.join(claims.dir, run_id(config)) in said[0]
+    assert "colleague-box pid 4242" in said[0]
+    clock[0] += 91  # its owner is gone: taken over, and nothing more said
+    assert next(queue) == config and len(said) == 1
 
 
 def test_the_heartbeat_keeps_claims_fresh_and_stop_releases_them(tmp_path):
