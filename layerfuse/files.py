@@ -12,6 +12,7 @@ import json
 import math
 import os
 import re
+import shutil
 import signal
 import threading
 from contextlib import contextmanager
@@ -79,10 +80,22 @@ def uninterrupted(*, deliver: bool = True):
 def replaced_whole(path: str, write) -> None:
     """``write(tmp)`` writes the file beside ``path``, which then replaces ``path`` in one rename: a kill
     while writing leaves the old file whole (a library that writes in place, as safetensors does, left a
-    cut one over it)."""
+    cut one over it). A link is followed (the file it names is replaced, the link stays), and what is no
+    regular file (/dev/null, /dev/stdout, a FIFO) is written in place: a rename replaced the link, or the
+    device, with a file. The file replaced keeps its permission bits."""
+    if os.path.lexists(path):
+        path = os.path.realpath(path)
+        if os.path.exists(path) and not os.path.isfile(path):
+            try:
+                write(path)
+            except OSError as exc:
+                raise OSError(exc.errno, exc.strerror, path) from None
+            return
     tmp = f"{path}.{os.getpid()}.tmp"
     try:
         write(tmp)
+        if os.path.isfile(path):
+            shutil.copymode(path, tmp)
         os.replace(tmp, path)
     except OSError as exc:  # named by the file meant, not the temporary one
         raise OSError(exc.errno, exc.strerror, path) from None

@@ -145,7 +145,7 @@ def write_label_set(entry_path: str, name: str, *, kind: str, names: list[str], 
     version = int(old.get("version", 1)) + 1 if old else 1
     key = f"{ARRAY_PREFIX}{name}.v{version}"
     with named_writes(root, f"label set {name!r}"):  # a full disk in zarr's own writes named no file
-        _write_arrays(root, name, key, labels, names, entry_path=entry_path, meta=meta)
+        _write_arrays(root, name, key, labels, names, entry_path=entry_path)
         files = {split: files_of(root[split], names=[key])[key] for split in labels}  # what readers must find
         sets = dict(meta.get(LISTING) or {})
         sets[name] = {"names": list(names), manifest.NAMES: manifest.names_digest(names), "kind": kind,
@@ -155,7 +155,7 @@ def write_label_set(entry_path: str, name: str, *, kind: str, names: list[str], 
     _drop_unlisted(entry_path, root, sets, keep={array_name(meta, name)} if old else set())
 
 
-def _write_arrays(root, name: str, key: str, labels: dict, names, *, entry_path: str, meta: dict) -> None:
+def _write_arrays(root, name: str, key: str, labels: dict, names, *, entry_path: str) -> None:
     """Each split's labels of set ``name`` as its array ``key``, checked against the split's rows."""
     for split, ids in labels.items():
         if split not in root:

@@ -105,7 +105,8 @@ class DiskFullError(LayerfuseError, OSError):
     def __init__(self, path: Path, size: int):
         try:
             free = f"{_size(shutil.disk_usage(path.parent).free)} is free"
-            if os.statvfs(path.parent).f_favail == 0:  # ENOSPC with bytes to spare: no file can be made
+            inodes = os.statvfs(path.parent)  # f_files 0: a file system with no inode table (btrfs)
+            if inodes.f_files and inodes.f_favail == 0:  # ENOSPC with bytes to spare: no file can be made
                 free = "no inodes are free (no new file can be made there, whatever the bytes free)"
         except OSError:
             free = "the free space is unknown"

@@ -294,11 +294,12 @@ def _save_somewhere(result, data, entry, config: TrainConfig, *, out: str, load_
     folder, and the one line names both."""
     from ..files import folder_locked
 
-    stem = os.path.join(out, run_name(config))
-    ours = [stem + end for end in (".head.safetensors", ".head.json", ".json", ".backbone")]
-    before = {path for path in ours if os.path.lexists(path)}
+    ours = [os.path.join(out, run_name(config)) + end for end in (".head.safetensors", ".head.json", ".json",
+                                                                   ".backbone")]
+    before = None  # what of this run's files --out held once it was ours: never removed, whatever fails
     try:
         with folder_locked(out):  # two train-heads saving into one --out: one at a time, each checking again
+            before = {path for path in ours if os.path.lexists(path)}  # under the lock: another run's files too
             _refuse_another_run(os.path.join(out, run_name(config)) + ".json", config, entry)  # saved meanwhile?
             return _save(result, data, entry, config, out=out, load_seconds=load_seconds)
     except Exception as exc:  # noqa: BLE001 - OSError, or safetensors' own error type for the same faults
@@ -308,7 +309,8 @@ def _save_somewhere(result, data, entry, config: TrainConfig, *, out: str, load_
         import shutil
         import tempfile
 
-        _remove_made(set(ours) - before)
+        if before is not None:
+            _remove_made(set(ours) - before)
         elsewhere = None
         try:
             elsewhere = tempfile.mkdtemp(prefix=f"layerfuse-{run_name(config)}-")

@@ -84,6 +84,7 @@ def read_results(path: str, *, skipped=None) -> dict[str, dict]:
                             "or an editor dropped it): end the file with one to count the run")
                 continue
             if isinstance(record, dict) and isinstance(record.get("config"), dict):
+                _perplexities_read(record)
                 try:  # recomputed, so the ids of records from older versions still match
                     record["run_id"] = run_id(record["config"])
                 except (KeyError, TypeError, ValueError):
@@ -139,6 +140,15 @@ def _unknown_settings(record: dict) -> list[str]:
     if not isinstance(config, dict) or config.get("fusion") not in FUSIONS:
         return []  # a fusion this process has not registered (a user's, defined in their code): its options unknown
     return sorted(set(config) - RUN_FIELDS - set(declared_options()))
+
+
+def _perplexities_read(record: dict) -> None:
+    """An MLM run's perplexity written as null (valid JSON has no inf: a dev loss past exp's range, or a
+    diverged run) read back as inf, as it was measured: the run is still scored by perplexity, the worst one,
+    where a null made the whole file refused as holding no best dev score."""
+    for name in ("best_dev_ppl", "test_ppl_at_best"):
+        if name in record and record[name] is None:
+            record[name] = math.inf
 
 
 def _impossible_value(record: dict) -> str | None:

@@ -126,6 +126,38 @@ def test_a_save_that_fails_half_way_leaves_nothing_of_it_in_out(tiny_cache, tmp_
     assert sorted(p.name for p in runs.iterdir()) == [".layerfuse.lock", "mine.txt"]
 
 
+def test_a_run_saved_meanwhile_under_the_same_name_is_left_whole(tiny_cache, tmp_path, monkeypatch):
+    """Two runs that differ only in --lr share a file name: the one that found the other saved while it
+    waited for the folder's lock was refused, and then deleted the other run's head and record as what its
+    own failed save had made."""
+    import shutil
+
+    from layerfuse import files
+
+    other = tmp_path / "other"
+    first = CliRunner().invoke(main, [*_train_head(tiny_cache, other), "--lr", "1e-3"])
+    assert first.exit_code == 0, first.output
+    runs = tmp_path / "runs"
+    real = files.folder_locked
+
+    def saved_meanwhile(folder):  # the other run saves its files while this one waits for the lock
+        runs.mkdir(exist_ok=True)
+        for p in other.iterdir():
+            if p.is_file() and not p.name.startswith("."):
+                shutil.copy(p, runs / p.name)
+        return real(folder)
+    monkeypatch.setattr(files, "folder_locked", saved_meanwhile)
+    monkeypatch.setenv("TMPDIR", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", None)
+    line = one_error_line(CliRunner().invoke(main, [*_train_head(tiny_cache, runs), "--lr", "3e-3"]))
+    assert "holds another run" in line and "it is saved in" in line
+    assert {p.name: p.read_bytes() for p in runs.iterdir() if not p.name.startswith(".")} == \
+        {p.name: p.read_bytes() for p in other.iterdir() if not p.name.startswith(".")}
+
+
 def test_a_diverged_training_saves_no_head_and_fails_in_one_line(tiny_cache, tmp_path):
     """At a huge --lr the loss went nan: train-head exited 0, saved a head predict refused, and its record
     scored like any other run."""

@@ -92,3 +92,20 @@ def test_drawing_a_report_leaves_the_hosts_matplotlib_backend_alone(tmp_path):
                          capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip() == "svg" and (tmp_path / "f1_vs_shots.png").is_file()
+
+
+def test_a_link_or_a_device_named_as_the_output_is_written_not_replaced(tmp_path):
+    """Written beside and renamed into place, `--out link.txt` replaced the link with a file (its target
+    left as it was), `--out /dev/null` needed a file in /dev, and the file replaced lost its permissions."""
+    import os
+
+    target = tmp_path / "target.txt"
+    target.write_text("old\n")
+    os.chmod(target, 0o640)
+    (tmp_path / "link.txt").symlink_to(target)
+    text_saved(str(tmp_path / "link.txt"), "new\n")
+    assert (tmp_path / "link.txt").is_symlink() and target.read_text() == "new\n"
+    assert os.stat(target).st_mode & 0o777 == 0o640
+    text_saved(os.devnull, "nothing\n")  # in place: /dev/null stays the device
+    assert not os.path.isfile(os.devnull)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["link.txt", "target.txt"]

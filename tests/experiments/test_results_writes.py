@@ -6,6 +6,7 @@ damaged by other means is named in one line (it was a traceback on every rerun).
 from __future__ import annotations
 
 import json
+import math
 import os
 import subprocess
 import sys
@@ -219,6 +220,23 @@ def test_a_run_whose_loss_went_nan_is_written_as_valid_json_and_still_reads_as_d
     older = tmp_path / "older.jsonl"
     older.write_text(json.dumps(lost) + "\n")
     assert "NaN" in older.read_text() and [diverged(r) for r in read_results(str(older)).values()] == [True]
+
+
+def test_an_mlm_run_whose_perplexity_overflowed_is_read_back_as_the_worst(tmp_path):
+    """A dev loss past exp's range gives perplexity inf, written null: the whole results file was then refused
+    ("records no best dev score"), and the report took the run for an F1 one."""
+    from layerfuse.experiments.results import scored_by
+
+    path = tmp_path / "results.jsonl"
+    config = {"fusion": "concat", "shots": 8, "epochs": 1, "task": "mlm"}
+    for seed, loss in ((0, 2.0), (1, 800.0)):
+        append_result(str(path), {"config": {**config, "seed": seed}, "best_dev_loss": loss,
+                                  "best_dev_ppl": math.exp(min(loss, 700)) if loss < 700 else math.inf,
+                                  "test_ppl_at_best": math.inf})
+    assert '"best_dev_ppl": null' in path.read_text()
+    records = sorted(read_results(str(path)).values(), key=lambda r: r["config"]["seed"])
+    assert [r["best_dev_ppl"] for r in records] == [math.exp(2.0), math.inf]
+    assert {scored_by(r) for r in records} == {"perplexity"}
 
 
 def test_a_null_training_loss_is_diverged_after_a_step_but_not_at_step_0():

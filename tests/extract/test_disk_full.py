@@ -147,3 +147,7 @@ def test_a_disk_out_of_inodes_is_not_called_short_of_bytes(tmp_path, monkeypatch
         **{name: 0 if name == "f_favail" else getattr(real(path), name) for name in fields}))
     said = str(DiskFullError(Path(tmp_path) / "0", 2**20))
     assert "no inodes are free" in said and "rerun the same command to resume" in said
+    # a file system without an inode table (btrfs: every inode count 0) is short of bytes, not of inodes
+    monkeypatch.setattr(os, "statvfs", lambda path: SimpleNamespace(
+        **{name: 0 if name in ("f_files", "f_ffree", "f_favail") else getattr(real(path), name) for name in fields}))
+    assert "is free; free space" in str(DiskFullError(Path(tmp_path) / "0", 2**20))
