@@ -29,6 +29,8 @@ from dataclasses import dataclass
 
 import torch
 
+from .files import write_json
+
 
 @dataclass(frozen=True)
 class Precision:
@@ -138,11 +140,10 @@ def _read(path: str) -> dict:
 
 
 def _write(path: str, known: dict) -> None:
+    """Whole (never a half-written file, even with sweeps starting side by side), and on a full disk no
+    temporary file left behind in the root."""
     os.makedirs(os.path.dirname(path), exist_ok=True)
-    tmp = f"{path}.{os.getpid()}.tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(known, f, indent=2)
-    os.replace(tmp, path)  # never a half-written file, even with sweeps starting side by side
+    write_json(path, known)
 
 
 def _synced(device: torch.device) -> float:

@@ -55,6 +55,35 @@ def test_a_decision_that_cannot_be_remembered_is_used_all_the_same(tmp_path, mon
     assert "--precision bf16 skips the measurement" in said and not (tmp_path / "precision.json").exists()
 
 
+def test_a_full_disk_leaves_no_temporary_file_in_the_root(tmp_path, monkeypatch, capsys):
+    """The measured choice cut short by a full disk left `precision.json.PID.tmp` in the root for good."""
+    import errno
+
+    monkeypatch.setattr(precision, "time_products", lambda device: (2e-3, 1e-3))
+    real = open
+
+    class Full:  # opens, then fails on write as a full disk does
+        def __init__(self, f):
+            self.f = f
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            self.f.close()
+
+        def write(self, text):
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+    def full(path, mode="r", *args, **kw):
+        f = real(path, mode, *args, **kw)
+        return Full(f) if "w" in mode and str(path).startswith(str(tmp_path)) else f
+
+    monkeypatch.setattr("builtins.open", full)
+    assert resolve_precision("auto", "cpu", root=str(tmp_path)) == "bf16"
+    assert "not remembered" in capsys.readouterr().err and list(tmp_path.iterdir()) == []
+
+
 def test_the_probe_times_both_dtypes():
     fp32_s, bf16_s = precision.time_products(torch.device("cpu"), repeats=1)
     assert fp32_s > 0 and bf16_s > 0
