@@ -105,12 +105,7 @@ def extract(config: ExtractConfig, *, progress: bool = True, log=print, on_unit=
         _refuse_damaged(path)
     result.splits += [summary_from_cache(path, s, reused=True, group=cached) for s in dataset.splits if s not in todo]
     if not todo and not (mlm and not lm_finished(cached)):
-        # every split is cached: new label sets are labels only, no forward pass; none to write, no lock taken
-        # (a colleague who may not write the entry's lock reads a complete entry all the same)
-        if ranks.main and stale_label_sets(cached, dataset, wanted):
-            _check_writable_root(config, path)
-            with EntryLock(path, log=log):
-                result.label_sets = write_label_sets(path, dataset, wanted, log=log)
+        result.label_sets = _label_sets_only(config, path, cached, dataset, wanted, main=ranks.main, log=log)
         return result
     if getattr(dataset, "passed_over", None):  # said once, when something is written: a README is no news on reuse
         log(f"{config.dataset}: files not read, no split being named so: {', '.join(dataset.passed_over)}")
@@ -132,6 +127,17 @@ def extract(config: ExtractConfig, *, progress: bool = True, log=print, on_unit=
     order = list(dataset.splits)
     result.splits.sort(key=lambda s: order.index(s.split))
     return result
+
+
+def _label_sets_only(config: ExtractConfig, path: str, cached, dataset, wanted: list[str], *, main: bool,
+                     log) -> list[str]:
+    """Every split is cached: new label sets are labels only, no forward pass; none to write, no lock taken
+    (a colleague who may not write the entry's lock reads a complete entry all the same). The names written."""
+    if not (main and stale_label_sets(cached, dataset, wanted)):
+        return []
+    _check_writable_root(config, path)
+    with EntryLock(path, log=log):
+        return write_label_sets(path, dataset, wanted, log=log)
 
 
 def _check_writable_root(config: ExtractConfig, path: str) -> None:
