@@ -19,6 +19,15 @@ def _train_head(entry: str, out) -> list[str]:
             "--out", str(out)]
 
 
+def _private_tmp(tmp_path, monkeypatch) -> None:
+    """The system's temporary folder, where a head that cannot be saved in --out goes: tmp_path/tmp."""
+    import tempfile
+
+    monkeypatch.setenv("TMPDIR", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", None)
+
+
 def test_ctrl_c_in_train_head_does_not_promise_a_resume(tiny_cache, tmp_path, monkeypatch):
     from layerfuse.training import loop
 
@@ -84,11 +93,7 @@ def test_a_head_that_cannot_be_written_at_the_end_is_saved_elsewhere(tiny_cache,
         return real(path, *args, **kwargs)
 
     monkeypatch.setattr(checkpoint, "save_checkpoint", failing)
-    monkeypatch.setenv("TMPDIR", str(tmp_path / "tmp"))
-    (tmp_path / "tmp").mkdir()
-    import tempfile
-
-    monkeypatch.setattr(tempfile, "tempdir", None)
+    _private_tmp(tmp_path, monkeypatch)
     line = one_error_line(CliRunner().invoke(main, _train_head(tiny_cache, runs)))
     assert f"could not write the head to --out {runs} (Permission denied: {runs}" in line
     (elsewhere,) = os.listdir(tmp_path / "tmp")
@@ -116,11 +121,7 @@ def test_a_save_that_fails_half_way_leaves_nothing_of_it_in_out(tiny_cache, tmp_
         return real(path, *args, **kwargs)
 
     monkeypatch.setattr(files, "write_json", full)
-    monkeypatch.setenv("TMPDIR", str(tmp_path / "tmp"))
-    (tmp_path / "tmp").mkdir()
-    import tempfile
-
-    monkeypatch.setattr(tempfile, "tempdir", None)
+    _private_tmp(tmp_path, monkeypatch)
     line = one_error_line(CliRunner().invoke(main, _train_head(tiny_cache, runs)))
     assert "it is saved in" in line
     assert sorted(p.name for p in runs.iterdir()) == [".layerfuse.lock", "mine.txt"]
@@ -147,11 +148,7 @@ def test_a_run_saved_meanwhile_under_the_same_name_is_left_whole(tiny_cache, tmp
                 shutil.copy(p, runs / p.name)
         return real(folder)
     monkeypatch.setattr(files, "folder_locked", saved_meanwhile)
-    monkeypatch.setenv("TMPDIR", str(tmp_path / "tmp"))
-    (tmp_path / "tmp").mkdir()
-    import tempfile
-
-    monkeypatch.setattr(tempfile, "tempdir", None)
+    _private_tmp(tmp_path, monkeypatch)
     line = one_error_line(CliRunner().invoke(main, [*_train_head(tiny_cache, runs), "--lr", "3e-3"]))
     assert "holds another run" in line and "it is saved in" in line
     assert {p.name: p.read_bytes() for p in runs.iterdir() if not p.name.startswith(".")} == \
@@ -278,11 +275,7 @@ def test_another_run_saved_into_out_while_this_one_trained_is_not_replaced(tiny_
         return result
 
     monkeypatch.setattr(loop, "train_head", trained_beside_another)
-    monkeypatch.setenv("TMPDIR", str(tmp_path / "tmp"))
-    (tmp_path / "tmp").mkdir()
-    import tempfile
-
-    monkeypatch.setattr(tempfile, "tempdir", None)
+    _private_tmp(tmp_path, monkeypatch)
     line = one_error_line(CliRunner().invoke(main, _train_head(tiny_cache, runs)))
     assert "concat-n2-e1-s0.json holds another run (lr 0.5 there" in line and "saved in" in line
     assert json.loads((runs / "concat-n2-e1-s0.json").read_text()) == other
