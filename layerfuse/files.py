@@ -37,22 +37,17 @@ def json_text(obj, *, indent: int | None = None) -> str:
 
 
 def write_json(path: str, obj, *, indent: int | None = 2) -> None:
-    """``obj`` as valid JSON (`json_text`) at ``path``, whole: written beside it, flushed to disk, then renamed
-    over it, so a reader (or a rerun after a full disk) finds the old file or the new one, never an empty one."""
-    tmp = f"{path}.{os.getpid()}.tmp"
-    try:
-        text = json_text(obj, indent=indent)
+    """``obj`` as valid JSON (`json_text`) at ``path``, whole (`replaced_whole`): written beside it, flushed to
+    disk, then renamed over it, so a reader (or a rerun after a full disk) finds the old file or the new one,
+    never an empty one; a link keeps pointing at it, and it keeps its permissions."""
+    text = json_text(obj, indent=indent)
+
+    def write(tmp: str) -> None:
         with open(tmp, "w", encoding="utf-8") as f:
             f.write(text)
             f.flush()
             os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException as exc:
-        with contextlib.suppress(OSError):
-            os.remove(tmp)
-        if isinstance(exc, OSError):  # named by the file meant, not the temporary one
-            raise OSError(exc.errno, exc.strerror, path) from None
-        raise
+    replaced_whole(path, write)
 
 
 @contextmanager
@@ -83,14 +78,14 @@ def replaced_whole(path: str, write) -> None:
     cut one over it). A link is followed (the file it names is replaced, the link stays), and what is no
     regular file (/dev/null, /dev/stdout, a FIFO) is written in place: a rename replaced the link, or the
     device, with a file. The file replaced keeps its permission bits."""
-    if os.path.lexists(path):
+    if _is_stream(path):
+        try:
+            write(path)
+        except OSError as exc:
+            raise OSError(exc.errno, exc.strerror, path) from None
+        return
+    if os.path.islink(path):
         path = os.path.realpath(path)
-        if os.path.exists(path) and not os.path.isfile(path):
-            try:
-                write(path)
-            except OSError as exc:
-                raise OSError(exc.errno, exc.strerror, path) from None
-            return
     tmp = f"{path}.{os.getpid()}.tmp"
     try:
         write(tmp)
@@ -102,6 +97,20 @@ def replaced_whole(path: str, write) -> None:
     finally:
         with contextlib.suppress(OSError):
             os.remove(tmp)
+
+
+def _is_stream(path: str) -> bool:
+    """Whether ``path`` is written as a stream, in place: a device, a pipe, or a name under /dev or /proc on the
+    way (/dev/stdout leads through /proc/self/fd/1 to whatever the shell sent it to: a file it appends to
+    must be written, not replaced by another)."""
+    hop = os.path.abspath(path)
+    for _ in range(40):  # links of links, as the kernel follows them
+        if hop.startswith(("/dev/", "/proc/")):
+            return True
+        if not os.path.islink(hop):
+            break
+        hop = os.path.join(os.path.dirname(hop), os.readlink(hop))
+    return os.path.exists(path) and not os.path.isfile(path)
 
 
 def text_saved(path: str, text: str) -> None:

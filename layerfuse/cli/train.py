@@ -296,12 +296,15 @@ def _save_somewhere(result, data, entry, config: TrainConfig, *, out: str, load_
 
     ours = [os.path.join(out, run_name(config)) + end for end in (".head.safetensors", ".head.json", ".json",
                                                                    ".backbone")]
-    before = None  # what of this run's files --out held once it was ours: never removed, whatever fails
     try:
         with folder_locked(out):  # two train-heads saving into one --out: one at a time, each checking again
             before = {path for path in ours if os.path.lexists(path)}  # under the lock: another run's files too
-            _refuse_another_run(os.path.join(out, run_name(config)) + ".json", config, entry)  # saved meanwhile?
-            return _save(result, data, entry, config, out=out, load_seconds=load_seconds)
+            try:
+                _refuse_another_run(os.path.join(out, run_name(config)) + ".json", config, entry)  # saved meanwhile?
+                return _save(result, data, entry, config, out=out, load_seconds=load_seconds)
+            except Exception:  # not the exit an interrupt held until the save was whole makes: that one is kept
+                _remove_made(set(ours) - before)  # still under the lock: no other run's files, saved since
+                raise
     except Exception as exc:  # noqa: BLE001 - OSError, or safetensors' own error type for the same faults
         reason = getattr(exc, "strerror", None) or (str(exc).splitlines() or [type(exc).__name__])[0]
         if getattr(exc, "filename", None):
@@ -309,8 +312,6 @@ def _save_somewhere(result, data, entry, config: TrainConfig, *, out: str, load_
         import shutil
         import tempfile
 
-        if before is not None:
-            _remove_made(set(ours) - before)
         elsewhere = None
         try:
             elsewhere = tempfile.mkdtemp(prefix=f"layerfuse-{run_name(config)}-")

@@ -25,6 +25,7 @@ from ..lifeline import Unchanged, gone_here
 
 STALE_S = float(os.environ.get("LAYERFUSE_CLAIM_STALE_S", 90.0))  # no heartbeat for this long: the owner is gone
 HEARTBEAT_S = 15.0
+MISSED_BEATS = 3  # heartbeats a claim old by this machine's clock too may miss before it is taken
 
 
 class Claims:
@@ -99,7 +100,14 @@ class Claims:
 
     def _is_stale(self, path: str) -> bool:
         try:
-            if self._unchanged.seconds(path, os.path.getmtime(path)) > self.stale_s:  # no heartbeat seen
+            mtime = os.path.getmtime(path)
+            unchanged = self._unchanged.seconds(path, mtime)
+            if unchanged > self.stale_s:  # no heartbeat seen here for the stale time, whatever the clocks say
+                return True
+            # old by this clock too (a sweep that died long ago, a rerun after a reboot or on another node): taken
+            # once no heartbeat has been seen for a few beats, not the whole stale time; a live owner whose clock
+            # is behind this one's touches it meanwhile, and is left alone
+            if time.time() - mtime > self.stale_s and unchanged > MISSED_BEATS * self.heartbeat_s:
                 return True
             with open(path, encoding="utf-8") as f:
                 owner = json.load(f)

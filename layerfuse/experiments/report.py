@@ -145,6 +145,8 @@ def _f1(runs: list[dict], metric: str, scale: float = 100.0) -> str:
     values = [scale * r[metric] for r in runs if r.get(metric) is not None]
     if not values:
         return "-"
+    if not all(math.isfinite(v) for v in values):  # an MLM run whose perplexity overflowed: no interval to give
+        return f"inf ({len(values)})"
     mean, half = ci95(values)
     return f"{mean:.1f} ± {half:.1f} ({len(values)})"
 

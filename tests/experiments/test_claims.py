@@ -58,10 +58,10 @@ def test_a_live_claim_is_not_taken_over_by_a_host_whose_clock_runs_ahead(tmp_pat
     path = _claim_of_another_host(claims, "r1", mtime=time.time())
     real_time = time.time
     monkeypatch.setattr(time, "time", lambda: real_time() + 600)
-    for _ in range(5):  # the owner's heartbeat keeps touching it, every 60 s of this machine's clock
+    for _ in range(20):  # the owner's heartbeat keeps touching it, every 15 s of this machine's clock
         assert not claims.claim("r1") and claims.held_by_others("r1")
-        clock[0] += 60
-        touched = os.path.getmtime(path) + 60  # the owner's clock moved on as much
+        clock[0] += 15
+        touched = os.path.getmtime(path) + 15  # the owner's clock moved on as much
         os.utime(path, (touched, touched))
     assert not claims.claim("r1")
 
@@ -76,6 +76,16 @@ def test_a_dead_claim_stamped_in_the_future_is_taken_over_once_unchanged_for_the
     assert not claims.claim("r1")  # 60 s unchanged: its owner may still be alive
     clock[0] += 31
     assert claims.claim("r1") and "r1" in claims.mine
+
+
+def test_a_claim_old_by_this_clock_too_is_taken_after_a_few_missed_heartbeats(tmp_path, clock):
+    """A rerun on another node (or after a reboot, its pid in use again) waited the whole stale time for a
+    claim a day old, once claims were judged by what this machine saw change: a few missed heartbeats do."""
+    claims = Claims(str(tmp_path), stale_s=90)
+    _claim_of_another_host(claims, "r1", mtime=time.time() - DAY)
+    assert not claims.claim("r1")  # first seen now: its owner may beat any moment
+    clock[0] += 46  # three heartbeats missed
+    assert claims.claim("r1")
 
 
 def test_a_sweep_waiting_on_claims_held_by_others_says_so_once_naming_them(tmp_path, clock):

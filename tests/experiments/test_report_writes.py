@@ -4,6 +4,7 @@ PNGs in place, so the last good report was lost, left cut mid-table (and the err
 from __future__ import annotations
 
 import errno
+import json
 
 import pytest
 
@@ -109,3 +110,26 @@ def test_a_link_or_a_device_named_as_the_output_is_written_not_replaced(tmp_path
     text_saved(os.devnull, "nothing\n")  # in place: /dev/null stays the device
     assert not os.path.isfile(os.devnull)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["link.txt", "target.txt"]
+    from layerfuse.files import _is_stream, write_json
+
+    write_json(str(tmp_path / "link.txt"), {"a": 1})  # a run record, a head's description: the same
+    assert (tmp_path / "link.txt").is_symlink() and json.loads(target.read_text()) == {"a": 1}
+    assert os.stat(target).st_mode & 0o777 == 0o640
+    # /dev/stdout leads through /proc/self/fd/1 to what the shell sent it to: a log file a rename replaced
+    (tmp_path / "out").symlink_to("/dev/stdout")
+    os.mkfifo(tmp_path / "fifo")
+    assert _is_stream(str(tmp_path / "out")) and _is_stream(str(tmp_path / "fifo"))
+    assert not _is_stream(str(tmp_path / "link.txt")) and not _is_stream(str(tmp_path / "new.txt"))
+
+
+def test_a_cell_with_an_overflowed_perplexity_reads_inf_not_inf_plus_minus_nan():
+    """A perplexity read back as inf (its dev loss past exp's range) made the cell `inf ± nan (2)`, with
+    numpy's "invalid value encountered in subtract" on stderr."""
+    import math
+    import warnings
+
+    runs = [{"best_dev_ppl": 5.0}, {"best_dev_ppl": math.inf}]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert report._f1(runs, "best_dev_ppl", scale=1.0) == "inf (2)"
+    assert report._f1(runs[:1] * 2, "best_dev_ppl", scale=1.0) == "5.0 ± 0.0 (2)"
