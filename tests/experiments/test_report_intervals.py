@@ -47,7 +47,7 @@ def test_a_sweep_of_two_trials_draws_no_band_and_says_so(figures, tmp_path):
     assert not any(ax.collections for ax in fig.axes)
     note = " ".join(fig._suptitle.get_text().split())  # wrapped to the figure's width
     assert "no interval drawn where a cell has fewer than 3 trials (n = 2)" in note
-    box = fig._suptitle.get_window_extent(fig.canvas.get_renderer())  # one panel: the note was cut at both edges
+    box = fig._suptitle.get_window_extent()  # one panel: the note was cut at both edges
     assert box.x0 >= 0 and box.x1 <= fig.bbox.width
     text = (tmp_path / "report.md").read_text()
     assert "fewer than 3 trials (as few as 2): their ± is only indicative" in text
