@@ -107,17 +107,19 @@ def export_head(head: str, out: str, *, device: str | None = None, model: str | 
         try:
             with open(card, "w", encoding="utf-8") as f:
                 f.write(model_card(config, name=os.path.basename(os.path.normpath(out))))
-        except OSError as exc:  # named by the file meant, not the work folder's
-            raise OSError(exc.errno, exc.strerror, os.path.join(out, "README.md")) from None
+        except OSError as exc:  # a write's error names no file
+            raise OSError(exc.errno, exc.strerror, exc.filename or card) from None
         files = sorted(os.listdir(work))
         for file in files:  # safetensors writes 0600: every file as readable as the card (the umask)
             same_mode(os.path.join(work, file), like=card)
         for file in files:
             os.replace(os.path.join(work, file), os.path.join(out, file))
-    except BaseException:
+    except BaseException as exc:
         shutil.rmtree(work, ignore_errors=True)
         if made:
             shutil.rmtree(out, ignore_errors=True)
+        if isinstance(exc, OSError) and str(exc.filename or "").startswith(work):  # the file meant, not the
+            raise OSError(exc.errno, exc.strerror, out + str(exc.filename)[len(work):]) from None  # work folder's
         raise
     shutil.rmtree(work, ignore_errors=True)
     return out

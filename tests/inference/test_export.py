@@ -225,6 +225,15 @@ def test_export_on_a_full_disk_leaves_no_half_made_model(request, tmp_path_facto
 
     def no_room(*args, **kwargs):
         raise Exception("No space left on device (os error 28)")
+    def config_full(*args, **kwargs):  # transformers' own write of config.json, named in the work folder
+        import errno
+
+        raise OSError(errno.ENOSPC, "No space left on device", os.path.join(args[-1], "config.json"))
+    monkeypatch.setattr(LayerfuseForTokenClassification, "save_pretrained",
+                        lambda self, folder, **kwargs: config_full(folder))
+    out = CliRunner().invoke(cli, ["export", run, "--out", str(tmp_path / "model")])
+    assert out.output.strip() == f"error: No space left on device ({tmp_path / 'model' / 'config.json'})", out.output
+    monkeypatch.undo()
     for name, failing in (("tokenizer.json", "_save_tokenizer"), ("README.md", "model_card")):
         with monkeypatch.context() as patch:
             patch.setattr(export, failing, no_room if failing != "model_card" else _full_card)
