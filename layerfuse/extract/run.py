@@ -96,8 +96,9 @@ def extract(config: ExtractConfig, *, progress: bool = True, log=print, on_unit=
     tokenizer = load_tokenizer(info, trust_remote_code=config.trust_remote_code) if mlm else None
     path, key, attrs = describe(config, dataset=dataset, info=info, tokenizer=tokenizer)
     result = ExtractResult(path=path, key=key)
-    if former_note(path, attrs):
-        log(former_note(path, attrs))
+    note = former_note(path, attrs)
+    if note:
+        log(note)
     wanted = wanted_label_sets(config, dataset)
     cached = open_group(path, mode="r") if exists(path) else None  # what is there already, read once
     todo = [s for s in dataset.splits if not split_finished(cached, s)]
