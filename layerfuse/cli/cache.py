@@ -34,7 +34,7 @@ from ..display import human_bytes
 from ..errors import LayerfuseError
 from ..tasks import task_of
 from .errors import NOTHING_TO_RESUME, friendly_errors
-from .light_options import cache_dir_option, quiet_option
+from .light_options import NAME_OR_PATH, cache_dir_option, quiet_option
 from .progress import show_progress
 from .roots import checked_root
 
@@ -99,7 +99,7 @@ def _if_future(finished: str | None) -> str:
 
 
 @click.command("info")
-@click.argument("path")
+@click.argument("path", type=NAME_OR_PATH)
 @click.option("--json", "as_json", is_flag=True, help="All metadata as JSON.")
 @friendly_errors(interrupted=NOTHING_TO_RESUME)
 def info_cmd(path, as_json):
@@ -178,7 +178,7 @@ def _variants(path: str, status):
 
 
 @click.command("rm")
-@click.argument("path")
+@click.argument("path", type=NAME_OR_PATH)
 @click.option("--yes", is_flag=True, help="Do not ask.")
 @friendly_errors(interrupted=NOTHING_TO_RESUME)
 def rm_cmd(path, yes):
@@ -197,7 +197,7 @@ def rm_cmd(path, yes):
 
 
 @click.command("verify")
-@click.argument("path")
+@click.argument("path", type=NAME_OR_PATH)
 @quiet_option
 @friendly_errors(interrupted=NOTHING_TO_RESUME)
 def verify_cmd(path, quiet):

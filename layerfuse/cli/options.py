@@ -16,7 +16,7 @@ from ..fusions.registry import declared_options, owned_options
 from ..seeds import SEED_LIMIT, is_seed
 from ..tasks import TASKS, task_of
 from ..training.config import PAPER_LR, TrainConfig
-from .light_options import cache_dir_option, quiet_option  # noqa: F401 (the other commands take every option from here)
+from .light_options import NAME_OR_PATH, UserPath, cache_dir_option, quiet_option  # noqa: F401 (the other commands take every option from here)
 from .progress import show_progress
 
 LAYERS_HELP = ("Layers: all (= 1..L), 4,8,12, 1..6 (0 = embedding output), auto:K (the K of 1..L with the "
@@ -101,10 +101,11 @@ def dataset_reading_options(fn):
 def cache_options(fn):
     """--cache, --model, --dataset (and how it is read), --cache-dir: which cache entry a command reads."""
     return _stack(
-        click.option("--cache", default=None,
+        click.option("--cache", type=NAME_OR_PATH, default=None,
                      help="Path of a cache entry. Default: the entry for --model/--dataset; without them the "
                           "built-in default's (as extract), else the root's only complete entry."),
-        click.option("--model", default=None, help="Backbone whose cache to use (extracted first when missing)."),
+        click.option("--model", type=NAME_OR_PATH, metavar="NAME|DIR", default=None,
+                     help="Backbone whose cache to use (extracted first when missing)."),
         click.option("--dataset", default=None, help="Dataset whose cache to use (as for `extract`)."),
         dataset_reading_options,
         cache_dir_option,
@@ -114,7 +115,7 @@ def cache_options(fn):
 device_option = click.option("--device", default=None, help="torch device. Default: cuda when present, else cpu.")
 # predict and export: a head records the folder its backbone was read from; moved, that folder is named here
 moved_model_option = click.option(
-    "--model", default=None, metavar="DIR",
+    "--model", type=NAME_OR_PATH, default=None, metavar="DIR",
     help="The backbone's folder, where the one the head names has moved (checked against its revision).")
 SEED = click.IntRange(0, SEED_LIMIT - 1)
 

@@ -16,23 +16,23 @@ from ..inference.fill_mask import MaskFiller
 from ..tasks import task_of
 from ..training.checkpoint import checkpoint_paths
 from .errors import NOTHING_TO_RESUME, friendly_errors
-from .options import default_of, moved_model_option, quiet_option, say
+from .options import NAME_OR_PATH, UserPath, default_of, moved_model_option, quiet_option, say
 from .progress import show_progress
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
-@click.option("--head", "--checkpoint", "checkpoint", required=True,
+@click.option("--head", "--checkpoint", "checkpoint", type=NAME_OR_PATH, required=True,
               help="Head checkpoint (.safetensors/.json or their stem), or the run record train-head writes "
                    "beside it (<run>.json).")
 @click.option("--text", multiple=True, help="A sentence to tag (repeatable).")
-@click.option("--file", "files", type=click.Path(dir_okay=False, allow_dash=True), multiple=True,
+@click.option("--file", "files", type=UserPath(dir_okay=False, allow_dash=True), multiple=True,
               help="One sentence per line ('-' = stdin; repeatable: the files' lines in order).")
 @click.option("--fill-mask", "fill_mask", multiple=True,
               help="MLM heads: a text with [MASK] (or <mask>) to fill (repeatable); "
                    "--text/--file lines are filled too.")
 @click.option("--top-k", type=click.IntRange(min=1), default=default_of(MaskFiller.fill, "top_k"), show_default=True,
               help="Tokens printed per mask.")
-@click.option("--conll", "conll", type=click.Path(dir_okay=False), default=None,
+@click.option("--conll", "conll", type=UserPath(dir_okay=False), default=None,
               help="Score the head on a labelled CoNLL file (one word a line, the gold tag where the head's training "
                    "data had it: the last column, or as that data's --columns or this --columns say, or the column "
                    "of the head's label set for a pos or chunk head of a CoNLL-2003-layout file; blank "
@@ -43,7 +43,7 @@ from .progress import show_progress
 @click.option("--columns", default=None, metavar="NAME=N,...",
               help="With --conll: the file's 0-based columns of the words and the tags, as for extract (e.g. "
                    "word=0,ner=1). Default: those the head's training data was read with.")
-@click.option("--out", "out", type=click.Path(dir_okay=False, writable=True), default=None,
+@click.option("--out", "out", type=UserPath(dir_okay=False, writable=True), default=None,
               help="With --conll: write the 'word gold pred' lines here (default: stdout, the report then goes "
                    "to stderr).")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per sentence (--conll: the report).")

@@ -12,6 +12,7 @@ from ..errors import LayerfuseError
 from ..probing.probe import ProbeConfig
 from .errors import friendly_errors
 from .options import (
+    NAME_OR_PATH,
     cache_options,
     default_of,
     device_option,
@@ -64,7 +65,7 @@ def _title(entry) -> str:
 @click.option("--max-train-tokens", type=click.IntRange(min=1), default=default_of(ProbeConfig, "max_train_tokens"),
               help="Train on a seeded random subsample of this many train tokens (bounds the ScalarMix probe's "
                    "memory: tokens x (L+1) x d float16). Default: all.")
-@click.option("--out", default=os.path.join("runs", "probe"), show_default=True,
+@click.option("--out", type=NAME_OR_PATH, default=os.path.join("runs", "probe"), show_default=True,
               help="Folder for probe.jsonl, probe.md and probe.png; a rerun into it trains only what is missing.")
 @device_option
 @quiet_option

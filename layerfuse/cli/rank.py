@@ -16,6 +16,7 @@ from ..layers.scores import score_layers
 from ..versions import versions
 from .errors import NOTHING_TO_RESUME, friendly_errors
 from .options import (
+    NAME_OR_PATH,
     SEED,
     cache_options,
     default_of,
@@ -53,7 +54,8 @@ def _ranks(scores: list[tuple[int, float]]) -> dict[int, int]:
                "layers train-head --layers with that spec would fuse are marked.")
 @click.option("--top", type=click.IntRange(min=1), default=3, show_default=True,
               help="Mark this many lowest-nu layers.")
-@click.option("--out", default="runs", show_default=True, help="Folder for the JSON record and the PNG plot.")
+@click.option("--out", type=NAME_OR_PATH, default="runs", show_default=True,
+              help="Folder for the JSON record and the PNG plot.")
 @quiet_option
 @friendly_errors(interrupted=NOTHING_TO_RESUME)
 def main(cache, model, dataset, cache_dir, read, labels, split, shots, seed, max_per_class, layers, top, out, quiet):

@@ -23,7 +23,7 @@ from ..cache.layout import is_remote, local_path
 from ..errors import LayerfuseError
 from ..serve.state import DEFAULT_HOST, DEFAULT_PORT, LOOPBACK_HOSTS, ServerState
 from .errors import NOTHING_TO_RESUME, friendly_errors
-from .options import cache_dir_option, device_option, say
+from .options import UserPath, cache_dir_option, device_option, say
 from .roots import checked_root
 
 SERVE_EXTRA = ("starlette", "uvicorn", "aiohttp")  # pyproject's `serve` extra
@@ -40,13 +40,13 @@ TOKEN_BYTES = 32
               help="Address to listen on; 0.0.0.0 opens it to the network.")
 @click.option("--port", type=click.IntRange(0, 65535), default=DEFAULT_PORT, show_default=True,
               help="Port to listen on.")
-@click.option("--token-file", type=click.Path(dir_okay=False), default=None,
+@click.option("--token-file", type=UserPath(dir_okay=False), default=None,
               help=f"File holding the write token. Default: ROOT/{TOKEN_FILE}, created (mode 0600) when missing.")
-@click.option("--read-token-file", type=click.Path(exists=True, dir_okay=False), default=None,
+@click.option("--read-token-file", type=UserPath(exists=True, dir_okay=False), default=None,
               help="File holding a token that reads need too. Default: reads are open.")
-@click.option("--runs", "runs", type=click.Path(file_okay=False), multiple=True,
+@click.option("--runs", "runs", type=UserPath(file_okay=False), multiple=True,
               help="A run folder (train-head --out, layerfuse sweep --out) the page shows; repeatable.")
-@click.option("--data-dir", "data_dirs", type=click.Path(exists=True, file_okay=False), multiple=True,
+@click.option("--data-dir", "data_dirs", type=UserPath(exists=True, file_okay=False), multiple=True,
               help="A directory whose datasets jobs may name by path; repeatable. Default: none (jobs name "
                    "datasets the readers know, such as wnut16 or conll03).")
 @device_option

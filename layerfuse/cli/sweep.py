@@ -19,6 +19,7 @@ from ..training.config import TrainConfig
 from .errors import friendly_errors
 from .options import (
     BATCH_SIZE_HELP,
+    NAME_OR_PATH,
     apply_protocol,
     cache_options,
     default_of,
@@ -75,7 +76,8 @@ from .options import (
                    f"memory holds, at most {CUDA_PACK_MAX}.")
 @click.option("--ray", "ray_address", is_flag=False, flag_value="local", default=None,
               help="Run every run as a Ray task: --ray alone starts Ray here, --ray ADDRESS joins a cluster.")
-@click.option("--out", default=os.path.join("runs", "sweep"), show_default=True, help="Results folder.")
+@click.option("--out", type=NAME_OR_PATH, default=os.path.join("runs", "sweep"), show_default=True,
+              help="Results folder.")
 @click.option("--keep-heads", type=click.Choice(KEEP_HEADS), default=SWEEP_KEEPS, show_default=True,
               help="Heads to keep in OUT/heads, for `layerfuse export OUT --run RUN_ID` or `--best`: the best run "
                    "of each cell (a setting's trials) by dev score, every run's, or none.")

@@ -26,6 +26,7 @@ from .errors import friendly_errors
 from .options import (
     BATCH_SIZE_HELP,
     FUSION_HELP,
+    NAME_OR_PATH,
     SEED,
     apply_protocol,
     cache_options,
@@ -133,7 +134,8 @@ def budget_table(entry, *, layers: str | None, options: dict, current: str | Non
 @protocol_option
 @cache_options
 @masking_options
-@click.option("--out", default="runs", show_default=True, help="Folder for the result JSON and the checkpoint.")
+@click.option("--out", type=NAME_OR_PATH, default="runs", show_default=True,
+              help="Folder for the result JSON and the checkpoint.")
 @click.option("--dry-run", is_flag=True, help="Print every fusion's parameter budget and exit.")
 @click.option("--verbose", is_flag=True, help="Print each evaluation.")
 @quiet_option
