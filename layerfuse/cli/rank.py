@@ -5,7 +5,6 @@ before any training; with `--shots N --seed S` the score sees only what a few-sh
 from __future__ import annotations
 
 import os
-import re
 import time
 
 import click
@@ -13,6 +12,7 @@ import numpy as np
 
 from ..files import write_json
 from ..layers.scores import score_layers
+from ..layers.spec import layers_named
 from ..versions import versions
 from .errors import NOTHING_TO_RESUME, friendly_errors
 from .options import (
@@ -141,7 +141,7 @@ def _default(name: str):
 
 def _settings_named(settings: dict) -> str:
     """``-l1.6-top2`` for the settings of ``settings`` given away from this command's defaults; '' for none."""
-    return "".join(f"-{NAME_PARTS[name]}" + re.sub(r"[^0-9a-zA-Z]+", ".", str(value)).strip(".")
+    return "".join(f"-{NAME_PARTS[name]}" + layers_named(str(value))
                    for name, value in settings.items() if value != _default(name))
 
 

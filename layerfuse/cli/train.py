@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import re
 import shutil
 import tempfile
 import time
@@ -17,7 +16,7 @@ import click
 from ..display import f1_points
 from ..errors import LayerfuseError
 from ..fusions.registry import DEFAULT_FUSION, FUSIONS
-from ..layers.spec import xie_shortfall
+from ..layers.spec import layers_named, xie_shortfall
 from ..tasks import task_of
 from ..training.config import FE_LR, FE_LR_BY_FUSION, PAPER_LR, PRECISIONS, TrainConfig, diverged_at
 from ..training.diagnostics import describe
@@ -58,7 +57,7 @@ def run_name(config: TrainConfig) -> str:
     tags += f"-{config.labels}" if config.labels else ""
     name = f"{config.fusion}{tags}-n{config.shots or 'all'}-e{config.epochs}-s{config.seed}"
     if config.layers:
-        name += "-l" + re.sub(r"[^0-9a-zA-Z]+", ".", config.layers).strip(".")
+        name += "-l" + layers_named(config.layers)
     return name
 
 

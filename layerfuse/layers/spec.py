@@ -86,6 +86,15 @@ def layer_set(spec: str | None, *, num_layers: int) -> tuple | str | None:
     return None if parsed.candidates == tuple(range(1, num_layers + 1)) else parsed.candidates
 
 
+def layers_named(spec: str) -> str:
+    """``spec`` as part of a file name: a range ``_`` (``1-3`` and ``1..3`` are ``1_3``), a list or a rule
+    ``.`` (``1,3`` is ``1.3``, ``auto:3`` is ``auto.3``), nothing a file system refuses. Two sets of other
+    layers never share a name: ``1-3`` and ``1,3`` both read ``1.3`` once, and one run's file replaced
+    the other's."""
+    text = re.sub(r"\.\.|-", "_", re.sub(r"\s+", "", str(spec)))
+    return re.sub(r"[^0-9a-zA-Z_]+", ".", text).strip("._")
+
+
 def ranking_rule(spec: str | None) -> str | None:
     """The rule (``auto`` or ``xie``) of a spec that ranks layers by nu, or None for one that names them."""
     rule = "" if spec is None else str(spec).strip().lower().partition(":")[0]

@@ -297,3 +297,14 @@ def test_running_out_of_memory_is_one_line_saying_what_to_lower(tiny_cache, tmp_
     line = one_error_line(CliRunner().invoke(main, _train_head(tiny_cache, tmp_path / "runs")))
     assert line.startswith("error: out of memory") and "lower --batch-size or --token-budget" in line
     assert ("1638400000 bytes" in line) == isinstance(raised, RuntimeError)
+
+
+def test_runs_of_other_layer_sets_get_files_of_their_own(tiny_cache, tmp_path):
+    """``--layers 0-2`` and ``--layers 0,2`` were both named ``-l0.2``: the second, another run, was refused
+    for good in that --out, and a copy to a case-insensitive disk kept one of them."""
+    for layers in ("0-2", "0,2"):
+        result = CliRunner().invoke(main, ["train-head", "--cache", tiny_cache, "--fusion", "concat", "--shots", "2",
+                                           "--epochs", "1", "--layers", layers, "--out", str(tmp_path)])
+        assert result.exit_code == 0, result.output
+    assert sorted(p.name for p in tmp_path.glob("*-l*.json") if ".head." not in p.name) == [
+        "concat-n2-e1-s0-l0.2.json", "concat-n2-e1-s0-l0_2.json"]

@@ -143,9 +143,10 @@ def test_a_rerun_with_other_settings_writes_beside_the_first(tiny_cache, tmp_pat
     from layerfuse.cli.rank import main as rank_main
 
     runner = CliRunner()
-    for args in ([], ["--layers", "1,2"], ["--top", "1"]):
+    for args in ([], ["--layers", "1,2"], ["--top", "1"], ["--layers", "0,2"], ["--layers", "0-2"]):
         result = runner.invoke(rank_main, ["--cache", tiny_cache, "--out", str(tmp_path), *args])
         assert result.exit_code == 0, result.output
     key = open_entry(tiny_cache).meta["key"]
+    # 0,2 and 0-2 are other layers: both were named -l0.2, and the second run's files replaced the first's
     assert {p.name for p in tmp_path.glob("*.json")} == {f"rank-layers-{key}-train{s}.json"
-                                                         for s in ("", "-l1.2", "-top1")}
+                                                         for s in ("", "-l1.2", "-top1", "-l0.2", "-l0_2")}
