@@ -76,7 +76,7 @@ def auto_precision(device: torch.device, *, root: str | None = None) -> str:
     path = os.path.join(_local_root(root), FILE)
     key = machine_key(device)
     known = _read(path)
-    if key not in known:
+    if not _is_decision(known.get(key)):
         fp32_s, bf16_s = time_products(device)
         known[key] = {"precision": "bf16" if bf16_s <= BF16_WINS * fp32_s else "fp32",
                       "fp32_ms": round(1e3 * fp32_s, 3), "bf16_ms": round(1e3 * bf16_s, 3)}
@@ -134,9 +134,16 @@ def _local_root(root: str | None) -> str:
 def _read(path: str) -> dict:
     try:
         with open(path, encoding="utf-8") as f:
-            return json.load(f)
+            known = json.load(f)
     except (OSError, ValueError):  # absent or damaged: measure again
         return {}
+    return known if isinstance(known, dict) else {}  # JSON of another shape ([], null) is damaged too
+
+
+def _is_decision(entry) -> bool:
+    """Whether a machine's remembered entry holds a precision this module writes: an edited or truncated
+    one (``{}``, another word) is measured again, as a file that is not JSON is, rather than a traceback."""
+    return isinstance(entry, dict) and entry.get("precision") in PRECISIONS
 
 
 def _write(path: str, known: dict) -> None:

@@ -29,7 +29,7 @@ import numpy as np
 
 from ..errors import LayerfuseError
 from . import manifest
-from .layout import is_remote
+from .layout import is_remote, subgroups
 from .store import SMALL_ARRAY_CODECS, files_of, open_group
 from .writer import named_writes
 
@@ -193,6 +193,6 @@ def _drop_unlisted(entry_path: str, root, sets: dict, *, keep: set[str]) -> None
     if is_remote(entry_path) or readers_of(entry_path) != []:  # None: cannot tell, so keep them
         return
     keep = keep | {info.get("array") or ARRAY_PREFIX + n for n, info in sets.items()}
-    for _, group in root.groups():
+    for _, group in subgroups(root):
         for key in [k for k, _ in group.arrays() if k.startswith(ARRAY_PREFIX) and k not in keep]:
             del group[key]

@@ -12,10 +12,20 @@ import json
 import os
 import re
 import sys
+import warnings
 
 from ..errors import LayerfuseError
 
 FORMAT_VERSION = 1
+
+
+def subgroups(group) -> list:
+    """``group.groups()`` without zarr's two-line warning for a stray file or folder beside them (a
+    ``.DS_Store`` copied from a Mac, zarr's own ``zarr.<hex>.partial`` while an extract writes): `ls`,
+    `info`, `gc` and `train-head` printed it; what an entry lacks is named by its own checks."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="Object at .* is not recognized", category=UserWarning)
+        return list(group.groups())
 
 
 def newer_format(path: str, version) -> str | None:

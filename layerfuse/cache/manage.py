@@ -29,6 +29,7 @@ from .layout import (
     is_remote,
     local_path,
     newer_format,
+    subgroups,
 )
 from .shard import cut_shards
 from .store import CorruptMetadataError, MissingChunkError, checked_store, open_group, shard_keys
@@ -166,7 +167,7 @@ def entry_status(path: str, *, size: bool = True, group=None) -> EntryStatus:
         raise NewerFormatError(newer)
     # Planned splits first, in the order asked for; one not even started is missing all the same.
     splits, finished = {name: False for name in attrs.get(PLAN) or []}, []
-    for name, g in group.groups():
+    for name, g in subgroups(group):
         if "kind" in g.attrs:  # not a split: the MLM entry's `lm` group (embeddings, LM head)
             continue
         done = bool(g.attrs.get("complete"))
@@ -228,8 +229,18 @@ def bytes_on_disk(path: str) -> int | None:
         return int(fs.du(base)) if fs.exists(base) else None
     total = 0
     for r, _, files in os.walk(local_path(path)):
-        total += sum(os.path.getsize(os.path.join(r, f)) for f in files)
+        total += sum(_file_size(os.path.join(r, f)) for f in files)
     return total
+
+
+def _file_size(path: str) -> int:
+    """A file's own size, 0 for one gone since the folder was listed: an extract renames its partial
+    files away meanwhile, and a dangling link (a copied entry) points nowhere. Either made `gc` of the
+    whole root fail, and `ls` call a whole entry unreadable. A link counts as itself, not as its target."""
+    try:
+        return os.lstat(path).st_size
+    except FileNotFoundError:
+        return 0
 
 
 def is_damaged_entry(path: str) -> bool:
@@ -399,7 +410,7 @@ def _verify(path: str, *, progress: bool) -> list[str]:
     non_finite: dict[tuple[str, int], int] = {}
     bad_scales: dict[tuple[str, int], int] = {}  # int8 entries
     arrays = []
-    for split, g in group.groups():
+    for split, g in subgroups(group):
         for name, arr in g.arrays():
             edited = _declared_rows_problem(path, split, g, name, arr)
             if edited is None:
@@ -489,7 +500,7 @@ def _missing_files(path: str, group) -> list[str]:
     store = checked_store(group)
     sets = group.attrs.get(label_sets.LISTING) or {}
     problems = []
-    for split, g in group.groups():
+    for split, g in subgroups(group):
         if not g.attrs.get("complete"):
             continue
         files = dict(g.attrs.get("files") or {})

@@ -14,6 +14,7 @@ import hashlib
 import json
 
 from ..errors import LayerfuseError
+from .layout import subgroups
 
 # What a damaged entry's error advises: `extract` refuses a damaged entry (it would reuse the broken split),
 # so the entry goes first; `verify` lists every problem, not only the first one met.
@@ -60,7 +61,7 @@ def problems(path: str, group, sets: dict) -> list[str]:
     that no longer matches."""
     attrs = dict(group.attrs)
     out = []
-    for split, g in group.groups():
+    for split, g in subgroups(group):
         if not g.attrs.get("complete") or "kind" in g.attrs:
             continue
         split_attrs = dict(g.attrs)

@@ -18,7 +18,7 @@ from ..errors import IncompleteEntryError, LayerfuseError, NewerFormatError
 from ..tasks import DEFAULT_TASK
 from . import label_sets, manifest
 from .codec import SCALES, codec_of
-from .layout import PLAN, newer_format
+from .layout import PLAN, newer_format, subgroups
 from .store import checked_store, open_group, require_complete, shard_keys
 from .usage import hold, mark_read
 
@@ -122,7 +122,7 @@ class CacheEntry(MetaViews):
     def splits(self) -> list[str]:
         """Finished splits only, in the usual order."""
         order = {"train": 0, "dev": 1, "test": 2}
-        names = [name for name, g in self.group.groups() if g.attrs.get("complete") and "kind" not in g.attrs]
+        names = [name for name, g in subgroups(self.group) if g.attrs.get("complete") and "kind" not in g.attrs]
         # A finished split never turns unfinished: one seen finished and now gone means the entry was
         # removed or rewritten under this reader (`rm`, `gc`), which would otherwise read as "no splits".
         gone = sorted(self._seen_finished - set(names), key=lambda s: (order.get(s, 9), s))

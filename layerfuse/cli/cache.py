@@ -11,7 +11,7 @@ import click
 
 from ..cache import label_sets
 from ..cache.gc import collect, parse_size, said_last_used
-from ..cache.layout import is_remote, local_path
+from ..cache.layout import is_remote, local_path, subgroups
 from ..cache.manage import (
     bytes_on_disk,
     differences,
@@ -107,7 +107,7 @@ def info_cmd(path, as_json):
     group = open_group(path, mode="r")
     status = entry_status(path, group=group)  # refuses a group that is no entry before anything is shown
     meta = dict(group.attrs)
-    splits = {name: {**dict(g.attrs), "hidden_shape": _hidden_shape(path, name, g)} for name, g in group.groups()
+    splits = {name: {**dict(g.attrs), "hidden_shape": _hidden_shape(path, name, g)} for name, g in subgroups(group)
               if "kind" not in g.attrs}  # `kind`: the MLM entry's `lm` group, not a split
     if as_json:
         click.echo(json.dumps({"path": path, "meta": meta, "splits": splits}, indent=2, default=str))

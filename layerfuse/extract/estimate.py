@@ -20,7 +20,7 @@ import zarr
 from zarr.storage import MemoryStore
 
 from ..cache.codec import codec_of
-from ..cache.layout import cache_root, is_remote, local_path
+from ..cache.layout import cache_root, is_remote, local_path, subgroups
 from ..cache.manage import bytes_on_disk, list_entries
 from ..cache.shard import shard_size
 from ..cache.store import exists, open_group
@@ -209,7 +209,7 @@ def measured_rate(root: str, attrs: dict) -> tuple[float | None, str | None]:
                 attrs["model"], attrs["precision"], attrs.get("task", DEFAULT_TASK)):
             continue
         words, seconds, devices = 0, 0.0, set()
-        for _, g in group.groups():
+        for _, g in subgroups(group):
             s = dict(g.attrs)
             if s.get("words_per_second"):
                 words += s["n_words"]

@@ -38,12 +38,25 @@ def read_records(path: str) -> list[dict]:
         if not line.strip():
             continue
         try:
-            records.append(json.loads(line))
+            record = json.loads(line)
         except json.JSONDecodeError:
             if i == len(lines) - 1:  # no newline after it: the write was cut short
                 continue
             raise LayerfuseError(f"{path}, line {i + 1}: not a JSON record; remove the line and rerun") from None
+        if not _is_record(record):  # JSON, but another file's line ({}): a KeyError traceback at the rerun
+            raise LayerfuseError(f"{path}, line {i + 1}: not a probe record (it lacks what identifies one: "
+                                 f"cache key, label set, probe, control, seed, shots, config); remove the line "
+                                 f"and rerun")
+        records.append(record)
     return records
+
+
+def _is_record(record) -> bool:
+    try:
+        record_key(record)
+    except (KeyError, TypeError, ValueError):
+        return False
+    return True
 
 
 def append_record(path: str, record: dict) -> None:

@@ -32,6 +32,7 @@ from starlette.requests import Request
 from starlette.responses import FileResponse, HTMLResponse, JSONResponse, Response
 from starlette.routing import Route
 
+from ..cache.layout import subgroups
 from ..cache.manage import MASKING_FIELDS, OPTION_FIELDS, EntryStatus, entry_status, list_entries
 from ..cache.store import open_group
 from ..cache.usage import hold, in_use, last_read, mark_read
@@ -271,7 +272,7 @@ def api_entry(request: Request) -> Response:
         real = entry_dir(str(state.root), name)
         status = entry_status(os.path.join(str(state.root), name))
         group = open_group(real, mode="r")
-        splits = {n: {**dict(g.attrs), "hidden_shape": list(g["hidden"].shape)} for n, g in group.groups()
+        splits = {n: {**dict(g.attrs), "hidden_shape": list(g["hidden"].shape)} for n, g in subgroups(group)
                   if "kind" not in g.attrs and "hidden" in g}
         described = summary(status)
     except Refused as exc:

@@ -494,3 +494,26 @@ def test_an_entry_this_user_may_not_read_is_not_removed_as_damaged(make_entry, r
     assert gc.damaged(str(root)) == []
     collect(str(root), max_size=0)
     assert os.path.isdir(private)
+
+
+def test_a_file_gone_or_a_dangling_link_in_an_entry_counts_nothing(make_entry, root, monkeypatch):
+    """A dangling link in a copied entry, or a partial file an extract renamed away between the listing and
+    the size, made `gc` of the whole root fail and `ls`/`info` call a healthy entry unreadable."""
+    path = make_entry("a")
+    size = bytes_on_disk(path)
+    os.symlink("/nonexistent/file", os.path.join(path, "train", "stale"))
+    assert bytes_on_disk(path) == size + len("/nonexistent/file")  # the link counts as itself
+    real_walk = os.walk
+
+    def walk_listing_a_vanished_file(top, *a, **k):
+        for folder, subdirs, files in real_walk(top, *a, **k):
+            yield folder, subdirs, [*files, ".0.999.partial"]  # listed, then renamed away by an extract
+
+    monkeypatch.setattr(os, "walk", walk_listing_a_vanished_file)
+    assert bytes_on_disk(str(root)) >= size
+    monkeypatch.undo()
+    gc = ["gc", "--max-size", "1T", "--cache-dir", str(root)]
+    for args in (["ls", "--cache-dir", str(root)], ["info", path], gc):
+        result = CliRunner().invoke(main, args)
+        assert result.exit_code == 0, (args, result.output)
+        assert "unreadable" not in result.output

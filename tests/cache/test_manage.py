@@ -155,3 +155,20 @@ def test_readers_take_integer_ids_in_range_only(tiny_cache, call, said):
     last layer and words() an id past the split as nothing."""
     with pytest.raises(LayerfuseError, match=said):
         call(open_entry(tiny_cache).split("train"))
+
+
+def test_a_stray_file_beside_the_splits_prints_no_zarr_warning(entry_copy):
+    """A ``.DS_Store`` (an entry copied from a Mac) or zarr's ``zarr.<hex>.partial`` (an extract writing)
+    beside the splits made `ls`, `info`, `gc` and every read print zarr's two-line UserWarning."""
+    import warnings
+
+    open(os.path.join(entry_copy, ".DS_Store"), "wb").close()
+    root = os.path.dirname(entry_copy)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        gc = ["gc", "--max-size", "1T", "--cache-dir", root]
+        for args in (["ls", "--cache-dir", root], ["info", entry_copy], gc):
+            result = CliRunner().invoke(main, args)
+            assert result.exit_code == 0, (args, result.output)
+        open_entry(entry_copy).split("train")
+    assert not [w for w in caught if "not recognized" in str(w.message)]

@@ -8,6 +8,7 @@ import pytest
 from click.testing import CliRunner
 
 from layerfuse.cli.main import main
+from layerfuse.errors import LayerfuseError
 from layerfuse.probing.records import FILENAME, read_records
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -85,3 +86,12 @@ def test_an_entry_past_float16_range_is_probed(tiny_bert_dir, tiny_conll_dir, tm
                                        str(out), "--quiet", *FAST])
     assert result.exit_code == 0, result.output
     assert {r["probe"] for r in read_records(str(out / FILENAME))} == {0, 1, 2, "mix"}
+
+
+@pytest.mark.parametrize("line", ["{}", "[1, 2]", '{"cache": {}}'])
+def test_a_line_that_is_json_but_no_probe_record_is_named_in_one_line(tmp_path, line):
+    """A probe.jsonl line of other JSON (another file's, an edit) was a 39-line KeyError at the rerun."""
+    path = tmp_path / FILENAME
+    path.write_text(line + "\n")
+    with pytest.raises(LayerfuseError, match=rf"{FILENAME}, line 1: not a probe record"):
+        read_records(str(path))

@@ -87,3 +87,14 @@ def test_a_full_disk_leaves_no_temporary_file_in_the_root(tmp_path, monkeypatch,
 def test_the_probe_times_both_dtypes():
     fp32_s, bf16_s = precision.time_products(torch.device("cpu"), repeats=1)
     assert fp32_s > 0 and bf16_s > 0
+
+
+@pytest.mark.parametrize("text", ["[]", "null", "3", '{"KEY": {}}', '{"KEY": {"precision": "fast"}}', '{"KEY": 1}'])
+def test_a_remembered_decision_of_another_shape_is_measured_again(tmp_path, monkeypatch, text):
+    """A precision.json that is JSON but not the decisions this module writes (edited, or another tool's
+    file) was a 38-line TypeError or KeyError at every `--precision auto` run."""
+    key = precision.machine_key(torch.device("cpu"))
+    (tmp_path / "precision.json").write_text(text.replace("KEY", key))
+    monkeypatch.setattr(precision, "time_products", lambda device: (2e-3, 1e-3))
+    assert resolve_precision("auto", "cpu", root=str(tmp_path)) == "bf16"
+    assert json.loads((tmp_path / "precision.json").read_text())[key]["precision"] == "bf16"
