@@ -20,6 +20,15 @@ def command(module: str, name: str = "main"):
     except KeyboardInterrupt as exc:
         print(LOADING, file=sys.stderr)
         sys.exit(exit_code(exc))
+    except ModuleNotFoundError as exc:
+        if exc.name not in POSIX_MODULES:
+            raise
+        sys.exit(f"error: layerfuse needs a POSIX system (Linux or macOS): this Python has no {exc.name} module, "
+                 "which its file locks use (on Windows, run it under WSL)")
+
+
+# What the commands import from POSIX alone: pip installs layerfuse on Windows, where each was a traceback.
+POSIX_MODULES = ("fcntl", "resource")
 
 
 def terminate_as_interrupt() -> None:

@@ -43,3 +43,15 @@ def test_sweep_on_ray_without_the_extra_is_one_line(tiny_cache, tmp_path):
     assert out.stderr.strip().splitlines()[-1] == (
         "error: sweeps on Ray need the package 'ray', part of the ray extra: pip install \"layerfuse[ray]\"")
     assert "Traceback" not in out.stderr
+
+
+@pytest.mark.parametrize("argv", [["extract", "--help"], ["layerfuse", "train-head", "--help"]])
+def test_a_system_without_posix_file_locks_is_told_in_one_line(argv):
+    """pip installs layerfuse on Windows, where every command but `ls` ended in a `import fcntl` traceback."""
+    script = ("import sys; sys.modules['fcntl'] = None; sys.argv = {!r}\n"
+              "from layerfuse.cli import launch; getattr(launch, {!r})()").format(argv, argv[0].replace("-", "_"))
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1
+    assert done.stderr.strip().splitlines() == [
+        "error: layerfuse needs a POSIX system (Linux or macOS): this Python has no fcntl module, which its file "
+        "locks use (on Windows, run it under WSL)"]
