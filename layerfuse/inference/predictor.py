@@ -97,10 +97,15 @@ def _batches(lengths: list[int], batch_size: int, rows: int = ROWS_PER_BATCH) ->
 def _check_tuned_backbone(checkpoint: str, meta: dict, folder: str | None) -> None:
     """An FT head tags only with the backbone tuned with it: without it (a head a sweep kept from Python,
     which saves the head alone), or with another folder put in its place, the cache's pretrained backbone
-    or another run's tagged in silence."""
+    or another run's tagged in silence. A head of another mode naming a folder (its JSON edited) is refused:
+    the folder would load unchecked."""
     from ..training.checkpoint import weights_sha256
 
-    if (meta.get("config") or {}).get("mode") != "ft":
+    mode = (meta.get("config") or {}).get("mode")
+    if mode != "ft":
+        if folder:  # only FT saves a backbone beside its head: this one would load unchecked
+            raise LayerfuseError(f"{checkpoint} names a tuned backbone ({folder}) but is not an FT head (mode "
+                                 f"{mode!r}); restore the file or train the head again")
         return
     if not folder:
         raise LayerfuseError(f"{checkpoint} is an FT head saved without its fine-tuned backbone: train it with "

@@ -34,11 +34,26 @@ CACHE_FIELDS = ("key", "model", "model_path", "model_revision", "model_type", "h
 CHECKSUM = "weights_sha256"  # the head JSON's hash of its weights file (heads written before it carry none)
 DESCRIPTION = ("tagger", "layers", "label_names")  # what the weights mean: edited, a head tags wrong in silence
 DESCRIPTION_CHECKSUM = "description_sha256"  # their hash (heads written before it carry none)
+# What decides the states predict and export feed the head, and how its tags are read: edited, the head was
+# fed another model's, pooling's or length's states in silence. No paths: a run folder or a backbone moves,
+# and the revision and `backbone_sha256` check the content wherever it is.
+INPUT_CACHE_FIELDS = ("model", "model_revision", "model_type", "hidden_size", "num_layers", "granularity", "pooling",
+                      "max_length", "special_tokens", "label_set", "label_kind")
+INPUTS_CHECKSUM = "inputs_sha256"  # their hash, with the task, mode and tuned backbone's (heads before it: none)
 
 
 def description_sha256(record: dict) -> str:
     """The hash of a head record's `DESCRIPTION` fields, as JSON with sorted keys."""
     return hashlib.sha256(json.dumps({k: record.get(k) for k in DESCRIPTION}, sort_keys=True).encode()).hexdigest()
+
+
+def inputs_sha256(record: dict) -> str:
+    """The hash of what decides a head record's inputs (`INPUT_CACHE_FIELDS`, its task, its run's mode and its
+    tuned backbone's content hash), as JSON with sorted keys."""
+    cache, config = record.get("cache") or {}, record.get("config") or {}
+    inputs = {"cache": {k: cache.get(k) for k in INPUT_CACHE_FIELDS}, "task": record.get("task"),
+              "mode": config.get("mode"), "backbone_sha256": record.get("backbone_sha256")}
+    return hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest()
 
 
 def file_sha256(path: str) -> str:
@@ -97,6 +112,7 @@ def save_checkpoint(path: str, tagger, *, tagger_kwargs: dict, layers, label_nam
         replaced_whole(weights, lambda tmp: save_model(module, tmp, metadata={"format": FORMAT}))
     record[CHECKSUM] = file_sha256(weights)  # what load_checkpoint and a run record compare the weights with
     record[DESCRIPTION_CHECKSUM] = description_sha256(record)
+    record[INPUTS_CHECKSUM] = inputs_sha256(record)
     write_json(config_path, record)
     same_mode(weights, like=config_path)
     return weights, config_path
@@ -133,13 +149,18 @@ def read_checkpoint_meta(path: str) -> dict:
 def _check_description(meta: dict, config_path: str) -> None:
     """The label names and layers must be those the weights were trained with: a label list of another
     length failed deep in tagging (or exported a model that cannot run), two names swapped tagged B-PER
-    as B-LOC, other layers fed the head other inputs; all in silence."""
+    as B-LOC, other layers fed the head other inputs; all in silence. So must what decides its inputs."""
     tagger, names = meta.get("tagger") or {}, meta.get("label_names")
     if "n_labels" in tagger and isinstance(names, list) and len(names) != tagger["n_labels"]:
         raise LayerfuseError(f"{config_path}: {len(names)} label names for a head of {tagger['n_labels']} labels")
     if meta.get(DESCRIPTION_CHECKSUM) and description_sha256(meta) != meta[DESCRIPTION_CHECKSUM]:
         raise LayerfuseError(f"{config_path}: its tagger, layers or label names changed since the head was written "
                               "(they no longer match its checksum); retrain the head or restore the file")
+    if meta.get(INPUTS_CHECKSUM) and inputs_sha256(meta) != meta[INPUTS_CHECKSUM]:
+        raise LayerfuseError(f"{config_path}: what decides its inputs (the cache's model, revision, granularity, "
+                              "pooling, max length or special tokens, its task, mode or tuned backbone) changed "
+                              "since the head was written (they no longer match its checksum); retrain the head "
+                              "or restore the file")
 
 
 def load_checkpoint(path: str, *, entry=None, device: str = "cpu"):

@@ -143,6 +143,12 @@ def test_sweep_then_export_of_its_best_run_loads_in_a_pipeline(tiny_cache, tmp_p
     assert by_cell.exit_code == 0, by_cell.output
     unnamed = CliRunner().invoke(cli, ["export", str(moved), "--out", str(tmp_path / "m4")])
     assert unnamed.exit_code == 1 and "--run RUN_ID, or --best" in unnamed.output
+    head = moved / "heads" / f"{best['run_id']}.head.json"  # a kept head's JSON edited: refused as train-head's
+    meta = json.loads(head.read_text())
+    meta["cache"]["pooling"] = "last"
+    head.write_text(json.dumps(meta))
+    edited = CliRunner().invoke(cli, ["export", str(moved), "--best", "--out", str(tmp_path / "m5")])
+    assert edited.exit_code == 1 and "what decides its inputs" in edited.output, edited.output
 
 
 def test_a_run_without_a_head_is_told_which_run_beat_it_if_one_did(tmp_path):

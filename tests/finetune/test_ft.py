@@ -16,6 +16,7 @@ from layerfuse.errors import LayerfuseError
 from layerfuse.finetune.data import live_data
 from layerfuse.finetune.live import load_live_backbone
 from layerfuse.training import TrainConfig, train_head
+from layerfuse.training.checkpoint import INPUTS_CHECKSUM, inputs_sha256
 from layerfuse.training.data import load_data
 
 FT = dict(fusion="concat", shots=2, epochs=2, seed=0, lr=1e-3, mode="ft", eval_points=1)
@@ -126,8 +127,38 @@ def test_ft_cli_then_predict_uses_the_tuned_backbone(tiny_cache, tmp_path):
     assert gone.exit_code == 1 and "its fine-tuned backbone" in gone.output and "is missing" in gone.output
     shutil.move(tmp_path / "elsewhere", tmp_path / meta["backbone_path"])
     without = {k: v for k, v in meta.items() if k not in ("backbone_path", "backbone_sha256")}  # as a sweep kept it
+    without[INPUTS_CHECKSUM] = inputs_sha256(without)
     (tmp_path / "base-ft-n2-e1-s0.head.json").write_text(json.dumps(without))
     assert predict().exit_code == 1 and "saved without its fine-tuned backbone" in predict().output
+
+
+def test_an_ft_head_edited_to_another_mode_is_refused_and_one_moved_with_its_backbone_loads(tiny_cache, tmp_path):
+    """An FT head whose mode was edited away from ft skipped its backbone's hash check and loaded the folder its
+    JSON named, whatever it held; the run folder moved whole (head and backbone) still loads."""
+    from layerfuse.cli.predict import main as predict_main
+    from layerfuse.cli.train import main as train_main
+
+    runs = tmp_path / "runs"
+    out = CliRunner().invoke(train_main, ["--cache", tiny_cache, "--mode", "ft", "--fusion", "base", "--shots", "2",
+                                          "--epochs", "1", "--lr", "1e-3", "--out", str(runs), "--quiet"])
+    assert out.exit_code == 0, out.output
+    moved = tmp_path / "moved"
+    shutil.move(runs, moved)
+    head = moved / "base-ft-n2-e1-s0.head.json"
+
+    def predict():
+        return CliRunner().invoke(predict_main, ["--head", str(head), "--text", "Alice met Bob"])
+
+    assert predict().exit_code == 0, predict().output  # backbone_path is relative; its content hash is checked
+    meta = json.loads(head.read_text())
+    meta["config"]["mode"] = "fe"
+    head.write_text(json.dumps(meta))
+    edited = predict()
+    assert edited.exit_code == 1 and "what decides its inputs" in edited.stderr and str(head) in edited.stderr
+    del meta[INPUTS_CHECKSUM]  # a head written before that checksum, edited: its backbone is still not loaded
+    head.write_text(json.dumps(meta))
+    older = predict()
+    assert older.exit_code == 1 and "names a tuned backbone" in older.stderr, older.output
 
 
 def test_ft_with_ranked_layers_is_one_line():

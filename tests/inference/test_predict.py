@@ -119,6 +119,54 @@ def test_a_head_whose_description_was_edited_is_refused(checkpoint, tmp_path, ed
     assert not (tmp_path / "model").exists()  # no model that cannot run
 
 
+INPUTS_EDITED = "what decides its inputs (the cache's model, revision, granularity, pooling, max length"
+
+
+@pytest.mark.parametrize("edit", [
+    lambda m: m["cache"].update(pooling="last", max_length=8),  # it tagged otherwise, exit 0, no word
+    lambda m: m["cache"].update(granularity="token"),
+    lambda m: m["cache"].update(special_tokens=True),
+    lambda m: m["cache"].update(model="bert-base-cased", model_revision="another"),
+    lambda m: m.update(config={"mode": "ft"}, backbone_path="elsewhere"),  # the FT check skipped, or made up
+])
+def test_a_head_whose_inputs_were_edited_is_refused(checkpoint, tmp_path, edit):
+    """What decides the states the head is fed is in a checksum of its own: predict and export took an edited
+    pooling, length, granularity, model or mode from the JSON and tagged otherwise in silence. A head written
+    before that checksum (none in its JSON) still loads, as does one moved to another folder."""
+    import shutil
+
+    from layerfuse.cli.export import main as export
+
+    stem, *_ = checkpoint
+    for ext in (".safetensors", ".json"):
+        shutil.copy(stem + ext, tmp_path / f"edited{ext}")  # moved: nothing in the hash names a folder
+    meta = json.loads((tmp_path / "edited.json").read_text())
+    assert CliRunner().invoke(main, ["--head", str(tmp_path / "edited"), "--text", "Alice"]).exit_code == 0
+    edit(meta)
+    (tmp_path / "edited.json").write_text(json.dumps(meta))
+    for command, args in ((main, ["--head", str(tmp_path / "edited"), "--text", "Alice met Bob ."]),
+                          (export, [str(tmp_path / "edited.json"), "--out", str(tmp_path / "model")])):
+        result = CliRunner().invoke(command, args)
+        assert result.exit_code == 1 and INPUTS_EDITED in result.stderr, result.output
+        assert str(tmp_path / "edited.json") in result.stderr and len(result.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "model").exists()
+
+
+def test_a_head_written_before_the_inputs_checksum_still_loads(checkpoint, tmp_path):
+    import shutil
+
+    from layerfuse.training.checkpoint import INPUTS_CHECKSUM
+
+    stem, *_ = checkpoint
+    for ext in (".safetensors", ".json"):
+        shutil.copy(stem + ext, tmp_path / f"old{ext}")
+    meta = json.loads((tmp_path / "old.json").read_text())
+    del meta[INPUTS_CHECKSUM]
+    (tmp_path / "old.json").write_text(json.dumps(meta))
+    result = CliRunner().invoke(main, ["--head", str(tmp_path / "old"), "--text", "Alice met Bob ."])
+    assert result.exit_code == 0 and not result.stderr, result.output
+
+
 def test_conll_out_never_writes_over_its_inputs(checkpoint, tmp_path):
     import shutil
 
