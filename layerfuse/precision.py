@@ -29,6 +29,7 @@ from dataclasses import dataclass
 
 import torch
 
+from .device import synchronize
 from .files import write_json
 
 
@@ -154,6 +155,5 @@ def _write(path: str, known: dict) -> None:
 
 
 def _synced(device: torch.device) -> float:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
+    synchronize(device)  # any accelerator's queued products, not CUDA's alone
     return time.perf_counter()

@@ -321,6 +321,10 @@ class BackgroundWriter:
             event = torch.cuda.Event()
             event.record()
             self.queue.put((unit, hosts, event))
+        elif device.type != "cpu":
+            # Any other accelerator (MPS, XPU): a blocking copy to the host here, as the writer
+            # thread's numpy() reads host tensors only.
+            self.queue.put((unit, tuple(p.cpu() for p in parts), None))
         else:
             self.queue.put((unit, parts, None))
 

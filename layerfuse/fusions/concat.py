@@ -3,6 +3,7 @@
 import torch
 from torch import Tensor, nn
 
+from ..device import accumulator_dtype
 from .fusion import Fusion, normalised
 from .options import Style
 from .stacked import cast, linear
@@ -55,8 +56,9 @@ class Concat(Fusion):
         dtype = getattr(autocast, "fast_dtype", None) or torch.float32
         blocks = self.proj.weight.detach().to(dtype).unflatten(1, (-1, dim))  # [d, L, d], blocks[:, n] = W_n
         with torch.no_grad():
-            total = torch.zeros(blocks.shape[1], dtype=torch.float64, device=blocks.device)
-            n = torch.zeros((), dtype=torch.float64, device=blocks.device)
+            acc = accumulator_dtype(blocks.device)  # float64, or float32 where the device has none (MPS)
+            total = torch.zeros(blocks.shape[1], dtype=acc, device=blocks.device)
+            n = torch.zeros((), dtype=acc, device=blocks.device)
             for hidden, scored in batches:
                 # Every row, the unscored ones weighted 0: a boolean selection would wait for the
                 # device at each batch (its size is a device value), a pass on a GPU at each.
@@ -64,6 +66,6 @@ class Concat(Fusion):
                 weight = scored.reshape(-1).float()
                 # one layer at a time: [rows, d] per layer rather than [rows, L, d] at once
                 total += torch.stack([(z[:, i] @ blocks[:, i].T).float().norm(dim=-1) @ weight
-                                      for i in range(len(total))]).double()
+                                      for i in range(len(total))]).to(acc)
                 n += weight.sum()
         return (total / n.clamp_min(1)).tolist()  # the one wait for the device

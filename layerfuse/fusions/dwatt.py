@@ -6,6 +6,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from layerfuse.device import accumulator_dtype
 from layerfuse.errors import LayerfuseError
 
 from .config import QUERY_LAYERS
@@ -153,7 +154,7 @@ class DWAtt(Fusion):
                 keep = scored.reshape(-1, 1).float()  # [rows, 1]
                 per_row = torch.cat([weights, -(weights * weights.clamp_min(1e-12).log()).sum(1, keepdim=True),
                                      weights.max(dim=1, keepdim=True).values, torch.ones_like(keep)], dim=1)
-                batch = (per_row * keep).double().sum(0)
+                batch = (per_row * keep).to(accumulator_dtype(per_row.device)).sum(0)
                 sums = batch if sums is None else sums + batch
         if sums is None:
             return {"mean_weight": [], "entropy": 0.0, "top_weight": 0.0, "share": []}

@@ -13,6 +13,7 @@ import torch.nn.functional as F
 
 from ..cache.label_sets import SPAN, TOKEN
 from ..cache.reader import rows_of
+from ..device import accumulator_dtype
 from .arrays import IGNORE, Split
 from .metrics import Chunker, entity_f1, token_accuracy
 
@@ -45,7 +46,8 @@ def score_heads(forward, n_heads: int, split: Split, *, device, label_names, bat
         groups = split.eval_groups(batch_size)
         batches = eval_batches(split, device=device, batch_size=batch_size)
     keeps, preds = [], [[] for _ in range(n_heads)]
-    loss_sums = torch.zeros(n_heads, device=device, dtype=torch.float64)
+    acc = accumulator_dtype(device)  # float64, or float32 where the device has none (MPS)
+    loss_sums = torch.zeros(n_heads, device=device, dtype=acc)
     # Everything stays on the device until the pass is done: per batch, which slots are words and
     # each head's argmax; one copy to the host at the end. no_grad, not inference_mode: autocast
     # keeps its low-precision copy of each weight for the pass only outside inference mode (inside
@@ -56,7 +58,7 @@ def score_heads(forward, n_heads: int, split: Split, *, device, label_names, bat
             keeps.append((batch.labels != IGNORE).flatten())  # [B*T]
             for k in range(n_heads):
                 loss_sums[k] += F.cross_entropy(logits[k].flatten(0, 1), batch.labels.flatten(),
-                                                ignore_index=IGNORE, reduction="sum").double()
+                                                ignore_index=IGNORE, reduction="sum").to(acc)
                 preds[k].append(logits[k].argmax(-1).flatten())  # [B*T], padding included
     loss_sums = loss_sums.cpu().numpy()
     keep = _host(keeps).astype(bool)

@@ -7,7 +7,7 @@ import time
 
 import torch
 
-from ..device import named_device
+from ..device import named_device, synchronize
 
 
 def pick_device(name: str | None = None) -> torch.device:
@@ -54,7 +54,7 @@ def apply_thread_setting() -> None:
 
 
 def now(device: torch.device) -> float:
-    """Wall clock, after waiting for queued GPU work, so train and eval seconds are honest."""
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
+    """Wall clock, after waiting for the work queued on the device (CUDA, MPS, ...), so train and eval
+    seconds are honest."""
+    synchronize(device)
     return time.perf_counter()

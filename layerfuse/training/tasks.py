@@ -21,6 +21,7 @@ import torch.nn.functional as F
 
 from .. import tasks
 from ..cache.label_sets import SPAN, TOKEN, primary_name
+from ..device import accumulator_dtype
 from ..display import f1_points
 from ..errors import LayerfuseError
 from ..fusions import FusedMaskedLM, TokenTagger
@@ -158,12 +159,13 @@ class MLM:
     def score(self, head, split, *, data, device, batch_size: int, autocast) -> dict:
         """Mean cross-entropy over the split's masked rows and its perplexity, exp(mean)."""
         head.eval()
-        loss_sum = torch.zeros((), device=device, dtype=torch.float64)
+        acc = accumulator_dtype(device)  # float64, or float32 where the device has none (MPS)
+        loss_sum = torch.zeros((), device=device, dtype=acc)
         n = 0
         with torch.no_grad(), autocast or contextlib.nullcontext():  # no_grad: autocast's weight casts kept
             for batch in eval_batches(split, device=device, batch_size=batch_size):
                 logits, targets = self.outputs(head, batch)  # [R, vocab], [R]
-                loss_sum += F.cross_entropy(logits.float(), targets, reduction="sum").double()
+                loss_sum += F.cross_entropy(logits.float(), targets, reduction="sum").to(acc)
                 n += len(targets)
         if n == 0:
             raise LayerfuseError(f"split {split.name!r} has no masked tokens to score")
