@@ -15,6 +15,8 @@ work for the executors (a Ray task too), and its runs are appended one by one wh
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import time
 from collections.abc import Callable, Iterable
@@ -118,7 +120,8 @@ def run_grid(entry, configs: list[TrainConfig], *, results: str, workers: int | 
         log(f"{len(configs) - len(todo)} of {len(configs)} runs already in {results}; running the other {len(todo)}")
     bar = tqdm(total=len(configs), initial=len(configs) - len(todo), unit="run", desc="runs", disable=not progress)
     job = _Job(entry.path, load, per_run=load_per_run, annotate=annotate,
-               heads=None if keep_heads == "none" else heads_dir(results), seen=dict(getattr(entry, "seen", {})))
+               heads=None if keep_heads == "none" else heads_dir(results), seen=dict(getattr(entry, "seen", {})),
+               stamp=meta_stamp(entry.meta))
     claims = Claims(os.path.dirname(os.path.abspath(results))).start()
     try:
         if pack > 1:  # the members of a pack next to each other, claimed one by one, gathered back
@@ -249,6 +252,14 @@ class _Job:
     # the entry's attributes as the sweep found it (`CacheEntry.with_meta`: the model folder named, the data's
     # reading): a worker opens the entry from its path, and its heads recorded the stored ones instead
     seen: dict | None = None
+    # the entry's metadata as the sweep found it, hashed (`meta_stamp`): a process that loaded this path
+    # for another sweep before (Ray reuses workers) loads again after a relabel or a new extraction
+    stamp: str = ""
+
+
+def meta_stamp(meta: dict) -> str:
+    """A hash of an entry's metadata: its label sets' listing and fingerprints, its creation time."""
+    return hashlib.sha256(json.dumps(meta, sort_keys=True, default=str).encode()).hexdigest()
 
 
 _DATA = None
@@ -266,7 +277,7 @@ def _init_worker(job: _Job, configs: list, threads: int | None, entry=None) -> N
 
     if threads:
         torch.set_num_threads(threads)
-    key = (job.cache_path, job.load, job.per_run, tuple(run_id(c) for c in configs))
+    key = (job.cache_path, job.stamp, job.load, job.per_run, tuple(run_id(c) for c in configs))
     if entry is not None:
         _ENTRY = entry
     elif _ENTRY is None or _DATA_KEY != key:  # Ray reuses worker processes across tasks and sweeps
@@ -352,7 +363,7 @@ def _run_pack(job: _Job, configs: tuple) -> list[dict]:
 
 
 def _in_process(job: _Job, todo, queue, run, entry):
-    global _ENTRY
+    global _DATA, _DATA_KEY, _ENTRY
     import torch
 
     from ..training.runtime import run_threads
@@ -367,7 +378,9 @@ def _in_process(job: _Job, todo, queue, run, entry):
             yield item, run(job, item)
     finally:
         torch.set_num_threads(before)
-        _ENTRY = None  # the caller's entry: its read hold ends when the caller lets it go, not with this module
+        # the caller's entry and its data: its read hold and memory end when the caller lets it go, not with this
+        # module, and a later sweep in this process loads afresh (after a relabel, the same runs' ids and path)
+        _DATA = _DATA_KEY = _ENTRY = None
 
 
 def _local_results(job: _Job, todo, queue, workers: int, run):
