@@ -10,6 +10,8 @@ A split (`arrays.SplitArrays`) is held (storage dtype, moved once to the compute
 first needs it) when it fits `budget.memory_budget` (read from the device), else streamed, holding
 only its bookkeeping: the store's choice, not its callers'. What the store keeps is bounded by the
 same budget, read when the store was first used: the least recently used splits are let go first.
+Streamed splits are not kept: opening one again reads its bookkeeping alone, and one kept held its
+entry open (a descriptor and a read lock each) for the life of the process.
 """
 
 from __future__ import annotations
@@ -38,7 +40,8 @@ def open_split(split, *, sentences, layers: Sequence[int]):
         _HELD.move_to_end((*where, found.layers))
         return found.take_layers(layers)
     opened = _read(split, sentences=sentences, layers=layers)
-    _keep((*where, layers), opened)
+    if not opened.streamed:  # a streamed split costs no read of hidden states to open again, and it holds
+        _keep((*where, layers), opened)  # its entry open: kept, each run's added one, and one more descriptor
     return opened
 
 

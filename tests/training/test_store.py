@@ -206,3 +206,19 @@ def test_streamed_blocks_pass_through_pinned_buffers_allocated_once(entry, monke
     assert score(tagger, streamed, **kw) == held
     assert [b.data_ptr() for b in staging.staging()._buffers] == buffers  # reused, not allocated again
     assert all(b.is_pinned() for b in staging.staging()._buffers)
+
+
+def test_streamed_splits_are_not_kept_so_runs_in_a_loop_hold_no_entry_open(tiny_cache, monkeypatch):
+    """A streamed split counts no bytes, so the store never let one go: each run of a notebook's loop added
+    its splits, each holding its entry open (a descriptor and a read lock that `gc` and `rm` then meet),
+    until `Too many open files`."""
+    monkeypatch.setattr(budget, "host_available_bytes", lambda: 0)  # every split streams
+    for layers in ([1], [2], [1, 2]):
+        config = TrainConfig(fusion="concat", shots=2, epochs=1, seed=0, lr=1e-2, layers=",".join(map(str, layers)))
+        with open_entry(tiny_cache) as opened:
+            data = load_data(opened, layers=layers)
+            assert data.dev.streamed
+            train_head(config, data)
+    del data
+    gc.collect()
+    assert len(store._HELD) == 0
