@@ -28,6 +28,9 @@ SERVER_FIELDS = ("cache_dir", "device")  # the server's root and device, never a
 OPTIONS = tuple(f.name for f in fields(ExtractConfig) if f.name not in SERVER_FIELDS)  # what a job request may set
 JOBS_DIR = ".jobs"  # under the root; not an entry (no zarr.json), so listings pass it by
 STOP_WAIT_SECONDS = 10.0  # at shutdown, how long to wait for the running job to reach a unit's end
+# Ended jobs (done or failed) kept, the newest: each request for an entry already made adds one (what
+# `extract --server` sends), and all were kept in memory, on disk, in /api/jobs and on the page for good.
+KEEP_ENDED = 100
 log = logging.getLogger("layerfuse.serve")
 
 
@@ -125,6 +128,7 @@ class JobQueue:
                 job.update(state="queued", started=None)
                 self._save(job)
             self._jobs[job["id"]] = job
+        self._forget_old()
 
     # -- the worker -------------------------------------------------------------------------------
 
@@ -195,6 +199,15 @@ class JobQueue:
             if job["state"] in ("done", "failed"):
                 job["finished"] = _now()
             self._save(job)
+            self._forget_old()
+
+    def _forget_old(self) -> None:
+        """Drop all but the `KEEP_ENDED` newest ended jobs, from memory and from disk."""
+        ended = sorted((j for j in self._jobs.values() if j["state"] in ("done", "failed")),
+                       key=lambda j: j.get("finished") or j["created"], reverse=True)
+        for job in ended[KEEP_ENDED:]:
+            del self._jobs[job["id"]]
+            (self.dir / f"{job['id']}.json").unlink(missing_ok=True)
 
     def _collect(self) -> None:
         """Evict least recently read entries down to the server's --max-size."""

@@ -327,3 +327,25 @@ def test_a_server_that_is_not_a_url_is_one_line(server, tiny_conll_dir, tmp_path
     wanted = f"error: --server wants the server's URL, such as http://gpu-box:8731, not {server!r}"
     assert result.stderr.strip() == wanted
 
+
+
+def test_only_the_newest_ended_jobs_are_kept(body, data_dirs, tmp_path, monkeypatch):
+    """Every request for an entry already made adds a job (what `extract --server` sends): all were kept for
+    good, in memory, in ``.jobs/``, in /api/jobs and on the page."""
+    monkeypatch.setattr(jobqueue, "KEEP_ENDED", 3)
+    idle = TestClient(create_app(ServerState(root=tmp_path, token=TOKEN, data_dirs=data_dirs)))
+    queued = idle.post("/api/jobs", json=body, headers=AUTH).json()
+    jobs = tmp_path / jobqueue.JOBS_DIR
+    template = json.loads((jobs / f"{queued['id']}.json").read_text())
+    ended = [f"old{i}" for i in range(5)]  # ended in this order, old0 first
+    for i, job_id in enumerate(ended):
+        stamp = f"2026-01-0{i + 1}T00:00:00.000000+00:00"
+        (jobs / f"{job_id}.json").write_text(json.dumps({**template, "id": job_id, "state": "done",
+                                                         "created": stamp, "finished": stamp}))
+    app = create_app(ServerState(root=tmp_path, token=TOKEN, data_dirs=data_dirs))  # a restart
+    with TestClient(app) as client:
+        listed = {j["id"] for j in client.get("/api/jobs").json()["jobs"]}
+        assert listed == {queued["id"], "old2", "old3", "old4"}
+        assert _wait(client.get, queued["id"])["state"] == "done"  # one more ended: the oldest goes
+        assert {j["id"] for j in client.get("/api/jobs").json()["jobs"]} == {queued["id"], "old3", "old4"}
+    assert sorted(p.stem for p in jobs.glob("*.json")) == sorted([queued["id"], "old3", "old4"])
