@@ -85,6 +85,11 @@ def ready(tensors, copied) -> None:
 _STAGING: list[PinnedStaging] = []
 
 
+def release() -> None:
+    """Let the staging buffers go (`store.clear`): they grow to the largest block staged and stay."""
+    _STAGING.clear()
+
+
 def staging() -> PinnedStaging:
     """The process's staging buffers, made on first use."""
     if not _STAGING:

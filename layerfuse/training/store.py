@@ -49,9 +49,13 @@ def clear() -> None:
     """Let go of every split the store holds (and read the memory budget again at its next use). The store
     keeps them for the life of the process, after the runs and data that read them are gone: a host process
     done with a cache (a notebook between experiments) calls this (`layerfuse.training.clear_store`) to
-    give their memory back. A split that live data (a `HeadData`) still references is freed with that data."""
+    give their memory back. A split that live data (a `HeadData`) still references is freed with that data.
+    The pinned host buffers that stage streamed blocks for a GPU (`staging`) go too."""
+    from . import staging
+
     _HELD.clear()
     _LIMIT.clear()
+    staging.release()
 
 
 def held_bytes() -> int:

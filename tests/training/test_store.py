@@ -222,3 +222,14 @@ def test_streamed_splits_are_not_kept_so_runs_in_a_loop_hold_no_entry_open(tiny_
     del data
     gc.collect()
     assert len(store._HELD) == 0
+
+
+def test_clear_store_lets_the_pinned_staging_buffers_go():
+    """The pinned host buffers that stage streamed blocks for a GPU grow to the largest block and stayed for
+    the life of the process: `clear_store` did not free them."""
+    from layerfuse.training import clear_store, staging
+
+    first = staging.staging()
+    assert staging.staging() is first
+    clear_store()
+    assert staging.staging() is not first
