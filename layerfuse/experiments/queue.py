@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 
 from .claims import Claims
-from .results import read_results, run_id
+from .results import line_record, run_id
 
 POLL_S = 2.0  # how often a sweep with nothing left to claim looks again
 
@@ -55,20 +55,33 @@ def _waiting_on(run_ids: list[str], claims: Claims) -> str:
 
 
 class _Finished:
-    """The run ids in a results file of runs on the entry of ``key`` (any, for None), parsed again only
-    when the file has changed size (a sweep claims a few hundred runs; re-parsing the whole file for
-    each was quadratic)."""
+    """The run ids in a results file of runs on the entry of ``key`` (any, for None). The file only grows
+    (sweeps append a line a run): the lines past the last one read are parsed, and the whole file again
+    only when it shrank (replaced). Parsing it whole at each claim, as every run appends, was quadratic:
+    70 s of bookkeeping for 1,000 runs, about 10 s a run when resuming beside 48,000."""
 
     def __init__(self, path: str, key: str | None = None):
-        self.path, self.key, self.size, self.ids = path, key, -1, frozenset()
+        self.path, self.key, self.offset, self.ids = path, key, 0, set()
 
     def __contains__(self, rid: str) -> bool:
         size = os.path.getsize(self.path) if os.path.exists(self.path) else 0
-        if size != self.size:
-            self.size = size
-            self.ids = frozenset(rid for rid, r in read_results(self.path).items()
-                                 if self.key is None or r.get("cache_key") in (None, self.key))
+        if size < self.offset:
+            self.offset, self.ids = 0, set()
+        if size > self.offset:
+            self._read_new()
         return rid in self.ids
+
+    def _read_new(self) -> None:
+        with open(self.path, "rb") as f:
+            f.seek(self.offset)
+            for raw in f:
+                if not raw.endswith(b"\n"):  # another sweep's line being written: read when whole
+                    break
+                self.offset += len(raw)
+                record = line_record(raw)
+                if isinstance(record, dict) and "run_id" in record and \
+                        (self.key is None or record.get("cache_key") in (None, self.key)):
+                    self.ids.add(record["run_id"])
 
 
 def _take(config, claims: Claims, finished: _Finished) -> bool | None:

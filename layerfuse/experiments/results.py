@@ -74,21 +74,12 @@ def read_results(path: str, *, skipped=None) -> dict[str, dict]:
     records = {}
     with open(path, "rb") as f:
         for number, raw in enumerate(f, start=1):
-            try:
-                record = json.loads(raw)
-            except ValueError:
-                record = None
+            record = line_record(raw)
             if not raw.endswith(b"\n"):  # a sweep writes a line and its newline at once: a whole record is an edit's
                 if skipped is not None and isinstance(record, dict) and "config" in record:
                     skipped(f"{path}:{number}: left out: the last line has no newline (a sweep writing it now, "
                             "or an editor dropped it): end the file with one to count the run")
                 continue
-            if isinstance(record, dict) and isinstance(record.get("config"), dict):
-                _perplexities_read(record)
-                try:  # recomputed, so the ids of records from older versions still match
-                    record["run_id"] = run_id(record["config"])
-                except (KeyError, TypeError, ValueError):
-                    record = None  # a config without a run's fields (fusion, N, epochs, seed): edited by hand
             if not isinstance(record, dict) or "run_id" not in record:
                 if skipped is not None and raw.strip():
                     shown = raw.strip()[:40].decode("utf-8", "replace")
@@ -112,6 +103,23 @@ def read_results(path: str, *, skipped=None) -> dict[str, dict]:
                                      "runs of one entry (a run id does not name it)")
             records[record["run_id"]] = record
     return records
+
+
+def line_record(raw: bytes):
+    """One line of a results file as JSON, a run's with its run id recomputed (so the ids of records from
+    older versions still match); None for a line that is not JSON, or a config without a run's fields
+    (fusion, N, epochs, seed: edited by hand)."""
+    try:
+        record = json.loads(raw)
+    except ValueError:
+        return None
+    if isinstance(record, dict) and isinstance(record.get("config"), dict):
+        _perplexities_read(record)
+        try:
+            record["run_id"] = run_id(record["config"])
+        except (KeyError, TypeError, ValueError):
+            return None
+    return record
 
 
 RUN_FIELDS = frozenset(f.name for f in dataclass_fields(TrainConfig))  # what a run's config may hold, fusions aside
