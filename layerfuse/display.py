@@ -27,6 +27,16 @@ def human_bytes(n: int | None) -> str:
     return str(n)
 
 
+LISTED = 5  # the most items one message names: a root of 300 entries made a 37 KB line
+
+
+def first_few(items: list[str], *, sep: str = "; ", rest: str = "") -> str:
+    """``items`` joined by ``sep``, the first `LISTED` of them and "and N more" (then ``rest``, what lists
+    them all) for the others."""
+    shown = sep.join(items[:LISTED])
+    return shown if len(items) <= LISTED else f"{shown}{sep}and {len(items) - LISTED} more{rest}"
+
+
 def quiet_glyphs(draw):
     """``draw`` (a function that draws figures) without matplotlib's warning for each glyph its font lacks:
     a model or dataset named in CJK or with an emoji sent one per glyph and figure (15 lines a sweep) to

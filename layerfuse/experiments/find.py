@@ -15,6 +15,7 @@ from ..cache.layout import KEY_FIELDS, OPTIONAL_KEY_FIELDS, cache_root
 from ..cache.manage import EntryStatus, differences, entry_status, list_entries, options_label, variants
 from ..cache.reader import CacheEntry, MetaViews, open_entry
 from ..cache.store import exists
+from ..display import first_few
 from ..errors import LayerfuseError
 from ..tasks import task_of
 
@@ -54,7 +55,7 @@ def _chosen(root: str, task, log) -> str | None:
     found = [e for e in list_entries(root, sizes=False) if e.fields["task"] == task.name]
     complete = [e for e in found if e.complete]
     if not complete:
-        unfinished = "; ".join(f"{e.model} on {e.dataset}" for e in found)  # killed, or still being written
+        unfinished = first_few([f"{e.model} on {e.dataset}" for e in found])  # killed, or still being written
         raise LayerfuseError(f"no complete {task.name} cache entry under {root}; " + (
             f"rerun the `extract` that made {unfinished} to finish it" if found else
             f"run `extract{task.flag}` first") + " or pass --cache PATH")
@@ -64,7 +65,8 @@ def _chosen(root: str, task, log) -> str | None:
         log(f"using the only complete {task.name} cache entry under {root}: {complete[0].model} on "
             f"{complete[0].dataset} ({complete[0].path})")
         return complete[0].path
-    listed = "; ".join(f"{e.model} on {e.dataset} [{options_label(e.fields)}]: --cache {e.path}" for e in complete)
+    listed = first_few([f"{e.model} on {e.dataset} [{options_label(e.fields)}]: --cache {e.path}" for e in complete],
+                       rest=" (`layerfuse ls` lists them all)")
     raise LayerfuseError(f"which entry? {root} holds {len(complete)} complete {task.name} entries, none of the "
                           f"default ({DEFAULT_MODEL} on {task.default_dataset}); name one with --model/--dataset or "
                           f"--cache PATH: {listed}")
@@ -194,7 +196,8 @@ def _using(usable: list[EntryStatus], attrs: dict) -> str:
 
 
 def _refusal(candidates: list[EntryStatus], attrs: dict) -> str:
-    listed = "; ".join(f"{e.path} ({_options(differences(attrs, e.fields))})" for e in candidates)
+    listed = first_few([f"{e.path} ({_options(differences(attrs, e.fields))})" for e in candidates],
+                       rest=" (`layerfuse ls` lists them all)")
     wanted = _options({n: attrs[n] for n in VISIBLE})
     task = task_of(attrs).flag
     return (f"no entry of {attrs['model']} on {attrs['dataset']} with the default options ({wanted}), and the "

@@ -23,6 +23,7 @@ import json
 import math
 import os
 
+from ..display import first_few
 from ..errors import LayerfuseError
 from ..files import folder_locked, uninterrupted, write_json
 from ..tasks import task_of
@@ -237,4 +238,4 @@ def _listed(kept: dict) -> str:
     ids = sorted(kept)
     if not ids:
         return " (it kept no heads)"
-    return f"; runs with a kept head: {', '.join(ids[:5])}{f' and {len(ids) - 5} more' if len(ids) > 5 else ''}"
+    return f"; runs with a kept head: {first_few(ids, sep=', ')}"

@@ -59,3 +59,13 @@ def test_the_default_is_meant_even_when_another_entry_is_newer(two_entries, tiny
     monkeypatch.setattr(find, "_entry_for", lambda **kw: asked.append(kw) or "the default's entry")
     assert find.resolve_entry(cache_dir=root, log=lambda m: None) == "the default's entry"
     assert [(kw["model"], kw["dataset"]) for kw in asked] == [(None, None)]  # what `extract` alone makes
+
+
+def test_a_root_of_many_entries_names_a_few_and_counts_the_rest(tiny_cache, tmp_path):
+    """A root of 301 entries made the "which entry?" line 37 KB long, one --cache path an entry."""
+    root = tmp_path / "root"
+    for i in range(8):
+        _copy(tiny_cache, root, f"e{i}", finished=f"200{i}-01-01T00:00:00+0000", meta={"dataset": f"data{i}"})
+    line = one_error_line(CliRunner().invoke(train_head, ["--cache-dir", str(root), "--dry-run"]))
+    assert "holds 8 complete" in line and line.count("--cache ") == 6  # five named, and "--cache PATH" once
+    assert "and 3 more (`layerfuse ls` lists them all)" in line
