@@ -20,7 +20,7 @@ import numpy as np
 from ..cache import label_sets
 from ..cache.codec import CODECS, DEFAULT_DTYPE
 from ..cache.layout import cache_root, entry_key, entry_path, is_content_revision, is_remote
-from ..cache.manage import entries_keyed, finished_seconds, list_entries
+from ..cache.manage import differences, entries_keyed, finished_seconds, list_entries, variants
 from ..cache.store import exists, open_group
 from ..errors import LayerfuseError
 from ..precision import DEFAULT_PRECISION, PRECISIONS
@@ -186,6 +186,8 @@ def describe(config: ExtractConfig, *, dataset: TaggedDataset | TextCorpus | Non
     path = entry_path(root, model_name=info.name, dataset_name=dataset.name, key=key)
     if not exists(path) and not is_remote(root):  # made under another name of the folder, or of the data's
         path = next(iter(entries_keyed(root, key)), path)
+    if not exists(path) and not is_remote(root) and is_content_revision(info.revision):
+        path, key = _keyed_otherwise(root, {**fields, "task": config.task}) or (path, key)
     former = _former_entry(root, fields, info) if not exists(path) else None
     if former is not None:  # reused as the release that made it would: same options, same former fingerprint
         fields.update(model=former.model, model_revision=former.fields["model_revision"])
@@ -223,6 +225,16 @@ def former_note(path: str, attrs: dict) -> str | None:
         return None
     return (f"note: reusing {path}, made of {attrs['model_path']} by a former release, which told a model by the "
             f"ends of its weight files; if the folder was retrained since, `layerfuse rm {path}` extracts it afresh")
+
+
+def _keyed_otherwise(root: str, fields: dict) -> tuple[str, str] | None:
+    """(path, key) of an entry of this folder's content, data and options that an earlier release keyed
+    otherwise (with the folder's name too), or None: `extract` made a second one beside it, and a sweep
+    over the first then refused to resume ("holds runs on another cache entry")."""
+    for e in variants(root, fields):
+        if not differences(fields, e.fields):
+            return e.path, os.path.basename(e.path.rstrip("/")).rsplit("__", 1)[-1]
+    return None
 
 
 def _former_entry(root: str, fields: dict, info: ModelInfo):

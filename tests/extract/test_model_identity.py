@@ -305,3 +305,28 @@ def test_extract_finds_the_entry_of_a_renamed_copy_and_a_sweep_records_the_folde
     assert out.exit_code == 0, out.output
     [head] = (tmp_path / "sw" / "heads").glob("*.head.json")
     assert json.loads(head.read_text())["cache"]["model_path"] == str(renamed)
+
+
+def test_an_entry_of_the_folder_an_earlier_release_keyed_otherwise_is_reused(tiny_bert_dir, tiny_conll_dir,
+                                                                             tmp_path):
+    """Releases that hashed the folder's content still keyed its name too: under today's key `extract` made a
+    second entry beside theirs, and a sweep over the first then refused to resume."""
+    import zarr
+
+    from layerfuse.extract.run import extract
+
+    folder = _copy(tiny_bert_dir, tmp_path / "models")
+    root = tmp_path / "root"
+    config = ExtractConfig(model=str(folder), dataset=str(tiny_conll_dir), cache_dir=str(root), splits=("dev",))
+    made = extract(config, progress=False, log=lambda m: None).path
+    other_key = "0123456789abcdef"
+    zarr.open_group(made, mode="r+").attrs.update(key=other_key)
+    earlier = made.rsplit("__", 1)[0] + "__" + other_key
+    os.rename(made, earlier)
+    again = extract(config, progress=False, log=lambda m: None)
+    assert again.path == earlier and all(s.reused for s in again.splits)
+    assert zarr.open_group(earlier, mode="r").attrs["key"] == other_key
+    assert [p.name for p in root.iterdir() if p.is_dir()] == [os.path.basename(earlier)]
+    # other options are another entry
+    assert extract(ExtractConfig(model=str(folder), dataset=str(tiny_conll_dir), cache_dir=str(root), splits=("dev",),
+                                 dtype="float32"), progress=False, log=lambda m: None).path != earlier
