@@ -76,12 +76,28 @@ def model_source(meta: dict, model: str | None = None) -> str:
     since, or a colleague's copy), else the folder it was read from while that is there, else its name."""
     if model:
         return model
-    path = meta.get("model_path")
+    path = meta.get("model_path") or _folder_its_entry_names(meta)
     if path and not Path(path).is_dir():  # never a folder of its name that happens to be here: it is not the one
         raise LayerfuseError(f"the backbone {meta.get('model')} was read from {path}, which is not here: name its "
                              "folder (predict, export: --model DIR; train-head: --model DIR --dataset ... for "
                              "--cache), checked against the revision recorded")
     return path or meta.get("model")
+
+
+def _folder_its_entry_names(meta: dict) -> str | None:
+    """For a head of a local folder saved by a release that did not record the folder (``model_path``): the
+    folder the entry it names records, where that entry (``path``, of the head's ``key``) is still there.
+    Its name alone was looked for (in the working folder, then the hub), and predict said it had moved."""
+    entry = meta.get("path")
+    if not entry or not is_content_revision(meta.get("model_revision")):
+        return None
+    from ..cache.store import open_group
+
+    try:
+        attrs = dict(open_group(entry, mode="r").attrs)
+    except (LayerfuseError, OSError, ValueError):
+        return None
+    return attrs.get("model_path") if attrs.get("key") == meta.get("key") else None
 
 
 def local_folder(name: str | None) -> str | None:

@@ -330,3 +330,23 @@ def test_an_entry_of_the_folder_an_earlier_release_keyed_otherwise_is_reused(tin
     # other options are another entry
     assert extract(ExtractConfig(model=str(folder), dataset=str(tiny_conll_dir), cache_dir=str(root), splits=("dev",),
                                  dtype="float32"), progress=False, log=lambda m: None).path != earlier
+
+
+def test_a_head_saved_without_its_folder_loads_the_one_its_entry_records(tiny_cache, tmp_path, monkeypatch):
+    """Heads saved before they recorded their backbone's folder (``model_path``) named it by its folder's name
+    alone, looked for in the working folder and then the hub: predict and export said it had moved."""
+    from click.testing import CliRunner
+
+    from layerfuse.cli.predict import main as predict
+    from layerfuse.cli.train import main as train
+
+    out = CliRunner().invoke(train, ["--cache", tiny_cache, "--fusion", "concat", "--shots", "2", "--epochs", "1",
+                                     "--out", str(tmp_path / "runs"), "--quiet"])
+    assert out.exit_code == 0, out.output
+    head = next((tmp_path / "runs").glob("*.head.json"))
+    record = json.loads(head.read_text())
+    del record["cache"]["model_path"]  # as an earlier release saved it
+    head.write_text(json.dumps(record))
+    monkeypatch.chdir(tmp_path)
+    tagged = CliRunner().invoke(predict, ["--head", str(head), "--text", "Alice met Bob"])
+    assert tagged.exit_code == 0, tagged.output
