@@ -183,7 +183,8 @@ async def entry_path(request: Request) -> Response:
     if os.path.isfile(target) and not target.endswith("zarr.json"):  # its data, not a listing's look at it
         mark_read(os.path.join(str(state.root), name))  # at most once a minute per entry (`gc` orders by it)
     if os.path.isdir(target):  # what would be served: no symlink out of the entry
-        names = [n for n in sorted(os.listdir(target)) if _inside(os.path.realpath(os.path.join(target, n)), real)]
+        names = [n + "/" * os.path.isdir(os.path.join(target, n)) for n in sorted(os.listdir(target))
+                 if _inside(os.path.realpath(os.path.join(target, n)), real)]
         _release(held)
         return _listing(request, names)
     # chunks: application/octet-stream, metadata: application/json; the entry stays held until the
@@ -218,14 +219,19 @@ async def index(request: Request) -> Response:
             await complete_dir(root, name)
         except (Refused, OSError):
             continue
-        names.append(name)
+        names.append(name + "/")
     return _listing(request, names)
 
 
 def _listing(request: Request, names: list[str]) -> HTMLResponse:
-    """Links by absolute path, so they resolve the same with or without a trailing slash."""
-    base = request.url.path.rstrip("/")
-    links = [(html.escape(base + "/" + quote(n, safe="")), html.escape(n)) for n in names]
+    """Links by absolute path, so they resolve the same with or without a trailing slash; a folder's ends in
+    one (``names`` say which), as fsspec's HTTP listing reads folders (its find and walk took them for files).
+    The path is sent encoded: decoded, an entry renamed by hand to a name with a space or an accent listed no
+    split that its own links matched, and every client took it for incomplete."""
+    raw = request.scope.get("raw_path")  # the path as sent, its escapes kept; `path` is decoded
+    base = (raw.decode("ascii") if raw else quote(request.scope["path"], safe="/")).split("?")[0].rstrip("/")
+    links = [(html.escape(f"{base}/{quote(n.rstrip('/'), safe='')}{'/' * n.endswith('/')}"), html.escape(n))
+             for n in names]
     items = "".join(f'<li><a href="{href}">{text}</a></li>\n' for href, text in links)
     title = html.escape(base + "/")
     return HTMLResponse(f"<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>{title}</title></head>"

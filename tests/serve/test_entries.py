@@ -93,7 +93,7 @@ def test_nothing_outside_a_complete_entry_is_served(serve, served_root, tiny_cac
     listed = {e["name"]: e["complete"] for e in get_json(server.url, "/api/entries")[1]}
     assert listed == {name: True, "partial": False}  # the symlinked entry is not under the root
     index = request(server.url, "/entries/")[2].decode()
-    assert f'href="/entries/{name}"' in index and "partial" not in index and "linked" not in index
+    assert f'href="/entries/{name}/"' in index and "partial" not in index and "linked" not in index
     assert "escape" not in request(server.url, f"/entries/{name}")[2].decode()
     page = request(server.url, "/")[2].decode()  # the page listed the linked entry, sized outside the root
     assert '<p class="muted">2 entries' in page and "linked" not in page
@@ -284,3 +284,25 @@ def test_serve_keeps_its_token_in_a_private_file_and_never_prints_it(tmp_path, m
     (tmp_path / "empty").write_text("\n")
     refused = CliRunner().invoke(main, ["serve", "--cache-dir", str(root), "--token-file", str(tmp_path / "empty")])
     assert refused.exit_code == 1 and refused.output.startswith("error: token file") and len(calls) == 2
+
+
+def test_an_entry_named_with_a_space_or_an_accent_reads_complete_and_folders_list_as_folders(serve, served_root,
+                                                                                           tiny_cache):
+    """Listings sent their links decoded: an entry renamed by hand to ``café ü#x`` listed no split that its own
+    links matched, so `ls`, `info`, `verify` and `train-head` over HTTP took a complete entry for unfinished.
+    And folders were listed as files: fsspec's find and walk over an entry found no chunk."""
+    from urllib.parse import quote
+
+    import fsspec
+
+    from layerfuse.cache.manage import entry_status
+
+    name = "café ü#x"
+    os.rename(served_root / os.path.basename(tiny_cache), served_root / name)
+    server = serve(served_root)
+    url = f"{server.url}/entries/{quote(name, safe='')}"
+    assert entry_status(url, size=False).complete
+    fs = fsspec.filesystem("http")
+    found = fs.find(f"{url}/dev/labels")
+    assert found and all("/dev/labels/c/" in f or f.endswith("/zarr.json") for f in found), found
+    assert {e["type"] for e in fs.ls(url, detail=True) if e["name"].rstrip("/").endswith("/dev")} == {"directory"}
