@@ -115,7 +115,8 @@ def _read_store(path: str):
     if is_remote(path):
         from zarr.storage import FsspecStore
 
-        base = FsspecStore.from_url(path, read_only=True)
+        # without its trailing slash: kept, zarr listed ``ENTRY//`` and a server answered 403 to `info URL/`
+        base = FsspecStore.from_url(path.rstrip("/"), read_only=True)
     else:
         from zarr.storage import LocalStore
 

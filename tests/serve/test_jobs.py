@@ -349,3 +349,24 @@ def test_only_the_newest_ended_jobs_are_kept(body, data_dirs, tmp_path, monkeypa
         assert _wait(client.get, queued["id"])["state"] == "done"  # one more ended: the oldest goes
         assert {j["id"] for j in client.get("/api/jobs").json()["jobs"]} == {queued["id"], "old3", "old4"}
     assert sorted(p.stem for p in jobs.glob("*.json")) == sorted([queued["id"], "old3", "old4"])
+
+
+def test_a_method_the_jobs_endpoint_does_not_take_is_told_both_it_takes(tmp_path):
+    """As two routes, a 405 on /api/jobs named POST alone in its Allow header, though GET lists the jobs."""
+    client = TestClient(create_app(ServerState(root=tmp_path, token=TOKEN)))
+    refused = client.request("DELETE", "/api/jobs")
+    assert refused.status_code == 405
+    assert {m.strip() for m in refused.headers["allow"].split(",")} >= {"GET", "POST"}
+    assert client.get("/api/jobs").json() == {"jobs": []}
+
+
+def test_an_entry_url_with_a_trailing_slash_reads_as_without(serve, tiny_cache, tmp_path):
+    """`info http://.../entries/E/` listed ``E//``, which the server refused: "answered 403 Forbidden"."""
+    root = tmp_path / "root"
+    shutil.copytree(tiny_cache, root / os.path.basename(tiny_cache))
+    server = serve(root)
+    from layerfuse.cli.cache import info_cmd
+
+    result = CliRunner().invoke(info_cmd, [f"{server.url}/entries/{os.path.basename(tiny_cache)}/"])
+    assert result.exit_code == 0, result.output
+    assert "MISSING" not in result.output
