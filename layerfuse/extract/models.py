@@ -339,25 +339,51 @@ def load_model(info: ModelInfo, *, device, trust_remote_code: bool = False):
     return model.eval().to(device)
 
 
+_QUIET_LOCK = threading.Lock()
+_QUIET: list = []  # the host's settings while some thread is inside `quiet_transformers`, and how many are
+
+
 @contextlib.contextmanager
 def quiet_transformers():
     """No progress bar and no report of transformers while it loads or saves weights; the host's verbosity
-    and progress bars (transformers' and huggingface_hub's) are as they were afterwards."""
-    from huggingface_hub.utils import are_progress_bars_disabled, disable_progress_bars, enable_progress_bars
-    from transformers.utils import logging as hf_logging
-
-    verbosity, bars, hub_bars = (hf_logging.get_verbosity(), hf_logging.is_progress_bar_enabled(),
-                                 not are_progress_bars_disabled())
-    hf_logging.set_verbosity_error()
-    hf_logging.disable_progress_bar()  # huggingface_hub's bars too
+    and progress bars (transformers' and huggingface_hub's) are as they were afterwards. Process-wide
+    settings: the first thread in saves the host's, the last one out restores them (saved per thread, two
+    Predictors built at once left the host at ERROR with no bars for good)."""
+    with _QUIET_LOCK:
+        if not _QUIET:
+            _QUIET[:] = [_quiet_settings(), 0]
+        _QUIET[1] += 1
     try:
         yield
     finally:
-        hf_logging.set_verbosity(verbosity)
-        if bars:
-            hf_logging.enable_progress_bar()  # huggingface_hub's bars too
-        if hub_bars != (not are_progress_bars_disabled()):
-            (enable_progress_bars if hub_bars else disable_progress_bars)()
+        with _QUIET_LOCK:
+            _QUIET[1] -= 1
+            if not _QUIET[1]:
+                _restore_settings(_QUIET[0])
+                _QUIET.clear()
+
+
+def _quiet_settings() -> tuple:
+    """The host's transformers verbosity and progress bars (its and huggingface_hub's), then quieted."""
+    from huggingface_hub.utils import are_progress_bars_disabled
+    from transformers.utils import logging as hf_logging
+
+    saved = hf_logging.get_verbosity(), hf_logging.is_progress_bar_enabled(), not are_progress_bars_disabled()
+    hf_logging.set_verbosity_error()
+    hf_logging.disable_progress_bar()  # huggingface_hub's bars too
+    return saved
+
+
+def _restore_settings(saved: tuple) -> None:
+    from huggingface_hub.utils import are_progress_bars_disabled, disable_progress_bars, enable_progress_bars
+    from transformers.utils import logging as hf_logging
+
+    verbosity, bars, hub_bars = saved
+    hf_logging.set_verbosity(verbosity)
+    if bars:
+        hf_logging.enable_progress_bar()  # huggingface_hub's bars too
+    if hub_bars != (not are_progress_bars_disabled()):
+        (enable_progress_bars if hub_bars else disable_progress_bars)()
 
 
 def check_weights_found(name: str, missing) -> None:

@@ -41,7 +41,14 @@ class Predictor:
         ``[w for w, _, _ in predictor.words(text)]``, as `predict --text` does."""
         import torch
 
-        if isinstance(sentences, str) or any(isinstance(s, str) for s in sentences):  # a string tagged per character
+        if isinstance(sentences, str):  # a string tagged per character
+            raise LayerfuseError("tag() takes sentences as lists of words; split a text first with "
+                                 "[w for w, _, _ in predictor.words(text)]")
+        # Read once, in order, as lists: a pandas Series indexed otherwise than 0..n-1 (a filtered or sorted
+        # column) was read by label below, one sentence's tags given to another; a generator was used up by the
+        # check; a numpy array of words failed the emptiness test.
+        sentences = [s if isinstance(s, str) else list(s) for s in sentences]
+        if any(isinstance(s, str) for s in sentences):
             raise LayerfuseError("tag() takes sentences as lists of words; split a text first with "
                                  "[w for w, _, _ in predictor.words(text)]")
         out: list = [None] * len(sentences)

@@ -128,3 +128,36 @@ def test_loading_a_model_leaves_the_hosts_progress_bars_as_they_were(tiny_bert_d
     verbosity = hf_logging.get_verbosity()
     models.load_model(models.model_info(str(tiny_bert_dir)), device="cpu")
     assert state() == bars and hf_logging.get_verbosity() == verbosity
+
+
+def test_loads_in_several_threads_at_once_leave_the_hosts_settings_as_they_were(progress_bars):
+    """Each load saved the host's verbosity and bars and put them back: a thread that came in while another
+    was loading saved the quieted ones, and put them back last (four Predictors built at once left the host
+    at ERROR, with no bars, for good): the first in, the second in, the first out, the second out."""
+    import threading
+
+    from transformers.utils import logging as hf_logging
+
+    state, set_state = progress_bars
+    set_state(True, True)
+    verbosity = hf_logging.get_verbosity()
+    a_in, b_in, a_out = threading.Event(), threading.Event(), threading.Event()
+
+    def first():  # in, then out while the second is still inside
+        with models.quiet_transformers():
+            a_in.set()
+            b_in.wait(10)
+        a_out.set()
+
+    def second():
+        a_in.wait(10)
+        with models.quiet_transformers():
+            b_in.set()
+            a_out.wait(10)
+
+    threads = [threading.Thread(target=first), threading.Thread(target=second)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert state() == (True, True) and hf_logging.get_verbosity() == verbosity

@@ -273,6 +273,25 @@ def test_tag_refuses_a_string_for_a_sentence(checkpoint):
     assert tagger.tag([[], ["EU"]])[0] == [] and len(tagger.tag([[], ["EU"]])[1]) == 1
 
 
+def test_tag_reads_sentences_in_order_whatever_their_container(checkpoint):
+    """A pandas column filtered or sorted (its index no longer 0..n-1) was read by label: one sentence's tags
+    went to another in silence (3 tags for 6 words), or a KeyError; a generator was used up by the string
+    check, and a numpy array of words failed the emptiness test."""
+    import numpy as np
+    import pandas as pd
+
+    from layerfuse.inference import Predictor
+
+    tagger = Predictor(checkpoint[0])
+    sentences = [["Alice", "met", "Bob"], ["Paris"], ["Apple", "shares", "fell", "on", "Monday", "."]]
+    expected = tagger.tag(sentences)
+    column = pd.DataFrame({"tokens": sentences}).tokens
+    assert tagger.tag(column.iloc[[2, 0, 1]]) == [expected[2], expected[0], expected[1]]
+    assert tagger.tag(column[column.str.len() > 1]) == [expected[0], expected[2]]
+    assert tagger.tag(s for s in sentences) == expected
+    assert tagger.tag([np.array(s) for s in sentences]) == expected
+
+
 def test_tag_batches_hold_a_bounded_number_of_padded_words():
     """`Predictor.tag` batched 32 sentences in file order: one very long sentence padded the others to
     its length ([B, T, L, d] grew with the longest sentence times the batch)."""
