@@ -68,17 +68,23 @@ class NotAnEntryError(LayerfuseError):
     """A zarr group under a cache root that layerfuse did not make (no ``format_version``)."""
 
 
-def list_entries(root: str, *, sizes: bool = True, damaged: list[str] | None = None) -> list[EntryStatus]:
+def list_entries(root: str, *, sizes: bool = True, damaged: list[str] | None = None,
+                 newer: list[str] | None = None) -> list[EntryStatus]:
     """Every entry directly under `root` (a path or an fsspec URL), newest first; ``sizes=False``
     skips walking each entry's files (bytes_on_disk is None), for callers that only match entries.
     A damaged entry never hides the others: it is left out, and its one-line reason appended to
-    ``damaged`` when given (groups that are not layerfuse entries are passed by in silence)."""
+    ``damaged`` when given (groups that are not layerfuse entries are passed by in silence); one of a
+    newer format, to ``newer`` when given (it is not damaged: a colleague upgraded), else to ``damaged``."""
     out = []
     for path in _children(root):
         try:
             out.append(entry_status(path, size=sizes))
         except NotAnEntryError:
             continue
+        except NewerFormatError as exc:
+            said = newer if newer is not None else damaged
+            if said is not None:
+                said.append(str(exc))
         except Exception as exc:  # damaged (a corrupt zarr.json, a file gone meanwhile): said, not fatal
             if damaged is not None:
                 damaged.append(_reason(path, exc))

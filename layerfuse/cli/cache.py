@@ -69,8 +69,11 @@ def ls_cmd(cache_dir):
     dtype, forward precision, max length)."""
     root = checked_root(cache_dir, write=False)
     damaged: list[str] = []
-    entries = list_entries(root, damaged=damaged)
-    if not entries and not damaged:
+    newer: list[str] = []  # a root shared with someone who upgraded: said, not a failure of `ls`
+    entries = list_entries(root, damaged=damaged, newer=newer)
+    for reason in newer:
+        click.echo(f"note: {reason}", err=True)
+    if not entries and not damaged and not newer:
         click.echo(f"no entries under {root}{_why_empty(root)}")
         return
     remote = is_remote(root)
