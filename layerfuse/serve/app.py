@@ -19,6 +19,7 @@ from starlette.responses import JSONResponse
 
 from . import entries, jobs, page
 from .guard import hide_secrets
+from .json_errors import JsonErrors
 from .state import ServerState
 
 
@@ -37,7 +38,7 @@ def create_app(state: ServerState) -> Starlette:
 
     hosts = [Middleware(TrustedHostMiddleware, allowed_hosts=list(state.hosts))] if state.hosts else []
     app = Starlette(routes=[*entries.routes(), *jobs.routes(), *page.routes()], lifespan=lifespan,
-                    exception_handlers={HTTPException: _json_error}, middleware=hosts)
+                    exception_handlers={HTTPException: _json_error}, middleware=[Middleware(JsonErrors), *hosts])
     app.state.server = state
     return app
 

@@ -370,3 +370,22 @@ def test_an_entry_url_with_a_trailing_slash_reads_as_without(serve, tiny_cache, 
     result = CliRunner().invoke(info_cmd, [f"{server.url}/entries/{os.path.basename(tiny_cache)}/"])
     assert result.exit_code == 0, result.output
     assert "MISSING" not in result.output
+
+
+def test_errors_starlette_answers_itself_are_json_like_every_other(tiny_cache, tmp_path):
+    """A body over the limit (413), a foreign Host (400) and a range past a file's end (416) were answered in
+    plain text, while every other error of the API is {"error": ...}."""
+    root = tmp_path / "root"
+    name = os.path.basename(tiny_cache)
+    shutil.copytree(tiny_cache, root / name)
+    client = TestClient(create_app(ServerState(root=root, token=TOKEN, hosts=("testserver",))))
+    big = client.post("/api/jobs", content=b"x" * (MAX_BODY_BYTES + 1), headers=AUTH)
+    size = os.path.getsize(root / name / "zarr.json")
+    past = client.get(f"/entries/{name}/zarr.json", headers={"Range": f"bytes={size + 10}-{size + 20}"})
+    foreign = client.get("/api/entries", headers={"Host": "evil.example"})
+    for response, status in ((big, 413), (past, 416), (foreign, 400)):
+        assert response.status_code == status
+        assert response.headers["content-type"] == "application/json"
+        assert set(response.json()) == {"error"} and response.json()["error"]
+    assert past.headers["content-range"] == f"bytes */{size}"  # the other headers kept
+    assert client.get(f"/entries/{name}/zarr.json").json()["zarr_format"] == 3  # the rest unchanged
