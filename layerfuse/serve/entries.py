@@ -278,14 +278,16 @@ def api_entry(request: Request) -> Response:
         real = entry_dir(str(state.root), name)
         status = entry_status(os.path.join(str(state.root), name))
         group = open_group(real, mode="r")
-        splits = {n: {**dict(g.attrs), "hidden_shape": list(g["hidden"].shape)} for n, g in subgroups(group)
-                  if "kind" not in g.attrs and "hidden" in g}
         described = summary(status)
+        # each split as the listing gives it (rows, sentences, complete: a split planned and not started too),
+        # and its stored attributes and shape besides: the detail replaced the listing's fields with these
+        splits = {n: {**described["splits"].get(n, {}), **dict(g.attrs), "hidden_shape": list(g["hidden"].shape)}
+                  for n, g in subgroups(group) if "kind" not in g.attrs and "hidden" in g}
     except Refused as exc:
         return error(exc.status, str(exc))
     except Exception:  # not ours, damaged, or removed meanwhile
         return error(404, f"{name!r} is not a readable layerfuse entry")
-    return JSONResponse({**described, "meta": dict(group.attrs), "splits": splits})
+    return JSONResponse({**described, "meta": dict(group.attrs), "splits": {**described["splits"], **splits}})
 
 
 def summary(entry: EntryStatus) -> dict:

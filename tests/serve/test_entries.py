@@ -241,6 +241,10 @@ def test_api_describes_entries(served, served_root, tiny_cache, monkeypatch):
     assert get_json(served.url, "/api/entries")[1][0]["last_read"] is not None
     code, one = get_json(served.url, f"/api/entries/{name}")
     assert code == 200 and one["meta"] == local.stored_meta and set(one["splits"]) == set(local.splits)
+    # a split in the detail carries the listing's fields too: it replaced them with its stored attributes
+    for split, listed_split in e["splits"].items():
+        assert {k: one["splits"][split][k] for k in listed_split} == listed_split
+        assert one["splits"][split]["hidden_shape"][0] == listed_split["rows"]
     assert get_json(served.url, "/api/entries/nothing-here") == (404, {"error": "no entry named 'nothing-here'"})
     assert get_json(served.url, "/api/no-such-route")[0] == 404
 
