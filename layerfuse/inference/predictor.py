@@ -51,6 +51,11 @@ class Predictor:
         if any(isinstance(s, str) for s in sentences):
             raise LayerfuseError("tag() takes sentences as lists of words; split a text first with "
                                  "[w for w, _, _ in predictor.words(text)]")
+        for i, words in enumerate(sentences):  # (word, start, end) of words(), say: a tokenizer's TypeError
+            odd = next((w for w in words if not isinstance(w, str)), None)
+            if odd is not None:
+                raise LayerfuseError(f"tag(): sentence {i} holds {odd!r}, not a word (a string); words() gives "
+                                     "(word, start, end): tag([w for w, _, _ in predictor.words(text)])")
         out: list = [None] * len(sentences)
         with torch.inference_mode():
             for i, words in enumerate(sentences):

@@ -290,6 +290,10 @@ def test_tag_reads_sentences_in_order_whatever_their_container(checkpoint):
     assert tagger.tag(column[column.str.len() > 1]) == [expected[0], expected[2]]
     assert tagger.tag(s for s in sentences) == expected
     assert tagger.tag([np.array(s) for s in sentences]) == expected
+    from layerfuse.errors import LayerfuseError
+
+    with pytest.raises(LayerfuseError, match=r"sentence 0 holds \('Alice', 0, 5\), not a word"):
+        tagger.tag([tagger.words("Alice met Bob")])  # (word, start, end): a tokenizer's TypeError
 
 
 def test_tag_batches_hold_a_bounded_number_of_padded_words():
