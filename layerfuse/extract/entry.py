@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import time
 from dataclasses import dataclass
 from numbers import Integral, Real
@@ -230,10 +231,12 @@ def former_note(path: str, attrs: dict) -> str | None:
 def _keyed_otherwise(root: str, fields: dict) -> tuple[str, str] | None:
     """(path, key) of an entry of this folder's content, data and options that an earlier release keyed
     otherwise (with the folder's name too), or None: `extract` made a second one beside it, and a sweep
-    over the first then refused to resume ("holds runs on another cache entry")."""
+    over the first then refused to resume ("holds runs on another cache entry"). Only a folder named as
+    entries are (``..__<key>``): one renamed by hand is found, and said, where an entry is looked up."""
     for e in variants(root, fields):
-        if not differences(fields, e.fields):
-            return e.path, os.path.basename(e.path.rstrip("/")).rsplit("__", 1)[-1]
+        named = re.search(r"__([0-9a-f]{16})$", e.path.rstrip("/"))
+        if named and not differences(fields, e.fields):
+            return e.path, named.group(1)
     return None
 
 
