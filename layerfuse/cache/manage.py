@@ -240,11 +240,11 @@ def bytes_on_disk(path: str) -> int | None:
 
 
 def _file_size(path: str) -> int:
-    """A file's own size, 0 for one gone since the folder was listed: an extract renames its partial
-    files away meanwhile, and a dangling link (a copied entry) points nowhere. Either made `gc` of the
-    whole root fail, and `ls` call a whole entry unreadable. A link counts as itself, not as its target."""
+    """A file's size (a link's target's, as the data it holds), 0 for one gone since the folder was listed:
+    an extract renames its partial files away meanwhile, and a dangling link (a copied entry) points
+    nowhere. Either made `gc` of the whole root fail, and `ls` call a whole entry unreadable."""
     try:
-        return os.lstat(path).st_size
+        return os.path.getsize(path)
     except FileNotFoundError:
         return 0
 

@@ -284,6 +284,10 @@ def _refuse_another_run(path: str, config: TrainConfig, entry) -> None:
         differ = [f"{name} {old.get(name)!r} there, {mine.get(name)!r} here" for name in sorted(set(mine) | set(old))
                   if name != "device" and old.get(name, mine.get(name)) != mine.get(name)]
         what = ("; ".join(differ[:3]) or "another cache entry") if old else "not a run record"
+        theirs = old.get("layers") if old else None
+        if theirs and config.layers and layers_named(theirs) != layers_named(config.layers):
+            what += (f"; named by an earlier release, which wrote --layers {theirs} as this name, now "
+                     f"-l{layers_named(theirs)}")  # a range was '.', as a list is: see `layers_named`
         raise LayerfuseError(f"{path} holds another run ({what}): saving this one would replace it; "
                              "pass another --out, or move that run first")
 

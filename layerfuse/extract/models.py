@@ -89,8 +89,8 @@ def _folder_its_entry_names(meta: dict) -> str | None:
     folder the entry it names records, where that entry (``path``, of the head's ``key``) is still there.
     Its name alone was looked for (in the working folder, then the hub), and predict said it had moved."""
     entry = meta.get("path")
-    if not entry or not is_content_revision(meta.get("model_revision")):
-        return None
+    if not entry or "://" in entry or not is_content_revision(meta.get("model_revision")):
+        return None  # an entry in an object store: not opened (no credentials is a traceback) to find a local folder
     from ..cache.store import open_group
 
     try:

@@ -229,11 +229,11 @@ def _listing(request: Request, names: list[str]) -> HTMLResponse:
     The path is sent encoded: decoded, an entry renamed by hand to a name with a space or an accent listed no
     split that its own links matched, and every client took it for incomplete."""
     raw = request.scope.get("raw_path")  # the path as sent, its escapes kept; `path` is decoded
-    base = (raw.decode("ascii") if raw else quote(request.scope["path"], safe="/")).split("?")[0].rstrip("/")
+    base = (raw.decode("latin-1") if raw else quote(request.scope["path"], safe="/")).split("?")[0].rstrip("/")
     links = [(html.escape(f"{base}/{quote(n.rstrip('/'), safe='')}{'/' * n.endswith('/')}"), html.escape(n))
              for n in names]
     items = "".join(f'<li><a href="{href}">{text}</a></li>\n' for href, text in links)
-    title = html.escape(base + "/")
+    title = html.escape(request.scope["path"].rstrip("/") + "/")  # for a reader: decoded
     return HTMLResponse(f"<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>{title}</title></head>"
                         f"<body><h1>{title}</h1>\n<ul>\n{items}</ul></body></html>\n")
 

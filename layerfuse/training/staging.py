@@ -86,8 +86,14 @@ _STAGING: list[PinnedStaging] = []
 
 
 def release() -> None:
-    """Let the staging buffers go (`store.clear`): they grow to the largest block staged and stay."""
+    """Let the staging buffers go (`store.clear`): they grow to the largest block staged and stay. Their
+    pinned memory goes back to torch's cache of pinned blocks, still pinned: that cache is emptied too."""
+    import torch
+
     _STAGING.clear()
+    empty_cache = getattr(torch._C, "_host_emptyCache", None)  # torch's own call (torch.cuda.graphs), private
+    if empty_cache is not None and torch.cuda.is_initialized():
+        empty_cache()
 
 
 def staging() -> PinnedStaging:

@@ -308,3 +308,18 @@ def test_runs_of_other_layer_sets_get_files_of_their_own(tiny_cache, tmp_path):
         assert result.exit_code == 0, result.output
     assert sorted(p.name for p in tmp_path.glob("*-l*.json") if ".head." not in p.name) == [
         "concat-n2-e1-s0-l0.2.json", "concat-n2-e1-s0-l0_2.json"]
+
+
+def test_a_run_an_earlier_release_named_as_this_one_is_refused_saying_so(tiny_cache, tmp_path):
+    """Earlier releases wrote a range as a list is written now (--layers 0-2 as -l0.2, the name of 0,2): such
+    a run is not replaced, and the refusal says why the names meet."""
+    def train(layers):
+        return CliRunner().invoke(main, ["train-head", "--cache", tiny_cache, "--fusion", "concat", "--shots", "2",
+                                         "--epochs", "1", "--layers", layers, "--out", str(tmp_path)])
+
+    assert train("0-2").exit_code == 0
+    for end in (".json", ".head.json", ".head.safetensors"):  # as the earlier release named it
+        os.rename(tmp_path / f"concat-n2-e1-s0-l0_2{end}", tmp_path / f"concat-n2-e1-s0-l0.2{end}")
+    line = one_error_line(train("0,2"))
+    assert "holds another run (layers '0-2' there, '0,2' here; named by an earlier release" in line
+    assert "now -l0_2" in line

@@ -150,3 +150,9 @@ def test_finished_runs_are_read_once_each_as_the_results_file_grows(tmp_path, mo
     assert run_id(configs[3]) in finished and len(parsed) == 4
     path.write_text(line[1])  # replaced by a shorter file: read again from its start
     assert run_id(configs[0]) not in finished and run_id(configs[1]) in finished
+    longer = tmp_path / "restored.jsonl"  # another file moved in, as long or longer: read again from its start
+    longer.write_text(line[2] + line[3] + line[0])
+    os.replace(longer, path)
+    assert run_id(configs[1]) not in finished and run_id(configs[2]) in finished and run_id(configs[0]) in finished
+    path.write_text("\n" + line[3] + line[1] + line[2])  # rewritten in place, longer: its old line ends moved
+    assert run_id(configs[0]) not in finished and run_id(configs[3]) in finished
