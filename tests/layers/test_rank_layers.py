@@ -100,7 +100,7 @@ def test_cli_shots_scores_the_few_shot_sample(tiny_cache, tmp_path):
     result, out = _run(["--cache", tiny_cache, "--out", str(tmp_path), "--shots", "4", "--seed", "7",
                         "--layers", "1..2"])
     assert result.exit_code == 0, out
-    record = json.loads((tmp_path / f"rank-layers-{entry.meta['key']}-train-n4-s7-l1.2.json").read_text())
+    record = json.loads((tmp_path / f"rank-layers-{entry.meta['key']}-train-n4-s7-l1_2.json").read_text())
     sample = few_shot_sample(split.n_sentences, shots=4, n_types=len(entity_types(entry.meta)), seed=7)
     assert len(sample) == 4 * 3  # PER, LOC, ORG
     assert record["sentences"] == [int(s) for s in sample]
