@@ -19,6 +19,8 @@ of leases, claims and half-written shards (`gone_here`: a process of this host t
 on another host is judged by whether its mark (a file's mtime, a lease's body) keeps changing, timed on
 this machine's monotonic clock (`Unchanged`): that host's clock, which stamped the mark, may differ from
 this one's by minutes or days.
+
+`usable_cores` is how many cores this process may run on, which sizes its pools of workers.
 """
 
 from __future__ import annotations
@@ -109,3 +111,13 @@ class Unchanged:
         if seen is None or seen[0] != value:
             seen = self._seen[key] = (value, time.monotonic())
         return time.monotonic() - seen[1]
+
+
+def usable_cores() -> int:
+    """The cores this process may run on: a batch job's or a container's share (its CPU affinity), not the
+    whole machine's, which started 128 sweep workers, each holding the train and dev states, in a job given
+    one core of a 128-core node."""
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except (AttributeError, OSError):  # no affinity to read (macOS)
+        return os.cpu_count() or 1

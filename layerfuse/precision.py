@@ -126,10 +126,10 @@ def _cpu_model_and_flags() -> str:
 
 
 def _local_root(root: str | None) -> str:
-    from .cache.layout import cache_root, is_remote
+    from .cache.layout import cache_root, default_root, is_remote
 
     root = cache_root(root)
-    return os.path.join(os.path.expanduser("~"), ".cache", "layerfuse") if is_remote(root) else root
+    return default_root() if is_remote(root) else root
 
 
 def _read(path: str) -> dict:

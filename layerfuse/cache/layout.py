@@ -67,23 +67,41 @@ RENAMED_HOME_ENV = "LAYERCACHE_HOME"
 _SAID: list = []  # the notice below, once given
 
 
+def home_path(path: str) -> str:
+    """``path`` with a leading ``~`` read as the home folder (a quoted ``--cache-dir=~/x``, a ``~`` in an env
+    file: not a folder named ~). With no home folder to read it as (HOME unset, and a user id the password
+    file does not know: a batch job's, a container's), one line says so: the ``~`` was kept as written, and
+    the default cache root became a folder named ~ in the working folder."""
+    expanded = os.path.expanduser(path)
+    if expanded.startswith("~"):
+        raise LayerfuseError(f"{path}: there is no home folder to read {expanded.split(os.sep)[0]} as (HOME is "
+                             f"unset, and user id {os.getuid()} has no home in the password file); set HOME, or "
+                             "name the folder in full ($LAYERFUSE_HOME or --cache-dir for the cache root)")
+    return expanded
+
+
+def default_root() -> str:
+    """`~/.cache/layerfuse`: the cache root when none is named, and the local one of a remote root's."""
+    return os.path.join(home_path("~"), ".cache", "layerfuse")
+
+
 def cache_root(cache_dir: str | os.PathLike | None = None) -> str:
     """`--cache-dir`, else `$LAYERFUSE_HOME`, else `~/.cache/layerfuse` (or, while only it exists, the
     former name's `~/.cache/layercache`: its entries were made for the same package)."""
-    if cache_dir:  # a quoted ~ (--cache-dir=~/x, a ~ in an env file) is the home folder, not a folder named ~
-        return os.path.expanduser(str(cache_dir))
+    if cache_dir:
+        return home_path(str(cache_dir))
     env = os.environ.get("LAYERFUSE_HOME")
     if env:
-        return os.path.expanduser(env)
+        return home_path(env)
     old = os.environ.get(RENAMED_HOME_ENV)
     if old:  # the variable of the project's former name: still read, said so once a process
         if not _SAID:
             sys.stderr.write(f"note: ${RENAMED_HOME_ENV} is read as $LAYERFUSE_HOME (the package was renamed "
                              "from layercache, a name taken on PyPI by an unrelated project); set $LAYERFUSE_HOME\n")
             _SAID.append(True)
-        return os.path.expanduser(old)
-    default = os.path.join(os.path.expanduser("~"), ".cache", "layerfuse")
-    former = os.path.join(os.path.expanduser("~"), ".cache", "layercache")
+        return home_path(old)
+    default = default_root()
+    former = os.path.join(os.path.dirname(default), "layercache")
     if not os.path.exists(default) and os.path.isdir(former):  # else every entry made before was extracted again
         if not _SAID:
             sys.stderr.write(f"note: using the cache root {former} of the package's former name (layercache); "

@@ -15,6 +15,7 @@ import numpy as np
 import zarr
 
 from ..errors import IncompleteEntryError, LayerfuseError, NewerFormatError
+from ..lifeline import usable_cores
 from ..tasks import DEFAULT_TASK
 from . import label_sets, manifest
 from .codec import SCALES, codec_of
@@ -514,6 +515,6 @@ def _by_layer(read, layers: list[int]) -> np.ndarray:
     def fill(i: int) -> None:
         out[:, i] = read(layers[i])
 
-    with ThreadPoolExecutor(max_workers=min(len(layers), os.cpu_count() or 1, 16)) as pool:
+    with ThreadPoolExecutor(max_workers=min(len(layers), usable_cores(), 16)) as pool:
         list(pool.map(fill, range(1, len(layers))))  # list: a read's error is raised here
     return out

@@ -193,10 +193,21 @@ def rm_cmd(path, yes):
     refuse_link(path)  # before the question, not after a "y"
     refuse_unremovable(path)
     said = " (a damaged entry: its metadata cannot be read)" if damaged else ""
-    if not yes and not click.confirm(f"delete {path}{said}?", default=False, err=True):
+    if not yes and not _confirmed(f"delete {path}{said}?"):
         return
     remove(path, readable=not damaged)
     click.echo(f"removed {path}{said}")
+
+
+def _confirmed(question: str) -> bool:
+    """The answer read from stdin. None to read (stdin at its end or closed, as a batch job's is) is one line
+    naming --yes: it was a bare "Aborted!", or a 30-line traceback with stdin closed."""
+    try:
+        return click.confirm(question, default=False, err=True)
+    except (click.Abort, RuntimeError):  # RuntimeError: "input(): lost sys.stdin"
+        click.echo("", err=True)  # the question's line ends: the error is a line of its own
+        raise LayerfuseError("not deleted: no answer was read (stdin ended or is closed, as in a batch job); "
+                             "pass --yes to delete without asking") from None
 
 
 @click.command("verify")

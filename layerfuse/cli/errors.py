@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import os
+import select
 import sys
 
 import click
@@ -82,6 +83,18 @@ def exit_code(interrupt: KeyboardInterrupt) -> int:
     return 143 if isinstance(interrupt, Terminated) else 130
 
 
+def _stdout_gone() -> bool:
+    """Whether the reader of stdout went away: its pipe reports an error when polled. A stream with no
+    descriptor (a test's capture) counts as gone, as the one place a broken pipe can come from."""
+    try:
+        fd = sys.stdout.fileno()
+    except (AttributeError, OSError, ValueError):
+        return True
+    poller = select.poll()
+    poller.register(fd, select.POLLOUT)
+    return any(events & (select.POLLERR | select.POLLHUP) for _, events in poller.poll(0))
+
+
 def friendly_errors(fn=None, *, interrupted: str = RESUMES):
     """``@friendly_errors`` or ``@friendly_errors(interrupted=...)``: ``interrupted`` is what Ctrl-C prints,
     true of the command (a command that keeps no partial work must not promise a resume)."""
@@ -96,7 +109,11 @@ def friendly_errors(fn=None, *, interrupted: str = RESUMES):
             settle_reads()
             click.echo(f"error: {exc}", err=True)
             sys.exit(1)
-        except BrokenPipeError:  # the reader went away (`| head`): quiet, as a Unix tool ends (128 + SIGPIPE)
+        except BrokenPipeError as exc:  # the reader went away (`| head`): quiet, as a Unix tool ends (128 + SIGPIPE)
+            if not _stdout_gone():  # another pipe (a worker's): said, where a batch log showed nothing and 141
+                settle_reads()
+                click.echo(f"error: {exc.strerror or exc} (a pipe to another process, not the output)", err=True)
+                sys.exit(1)
             try:  # stdout to /dev/null: Python's own flush at exit would fail on the pipe again
                 os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
             except (OSError, ValueError):  # no file descriptor (a test's captured stream)

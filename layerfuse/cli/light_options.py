@@ -4,9 +4,10 @@ numpy only, should not wait for."""
 
 from __future__ import annotations
 
-import os
-
 import click
+
+from ..cache.layout import home_path
+from ..errors import LayerfuseError
 
 
 class UserPath(click.Path):
@@ -16,7 +17,12 @@ class UserPath(click.Path):
     A name that is not a path (a hub model, an fsspec URL) does not start with ~ and is kept as it is."""
 
     def convert(self, value, param, ctx):
-        return super().convert(os.path.expanduser(value) if isinstance(value, str) else value, param, ctx)
+        if isinstance(value, str):
+            try:
+                value = home_path(value)
+            except LayerfuseError as exc:
+                self.fail(str(exc), param, ctx)
+        return super().convert(value, param, ctx)
 
 
 NAME_OR_PATH = UserPath(readable=False)  # a path, or a name that is none (a hub model, a URL): ~ expanded, no checks

@@ -69,13 +69,17 @@ def main(checkpoint, text, files, fill_mask, top_k, conll, columns, out, as_json
         raise LayerfuseError(f"{'--out' if out else '--columns'} goes with --conll")
     lines = list(fill_mask) + list(text)
     for file_ in files:
+        if file_ == "-" and sys.stdin is None:  # closed (`<&-`): click's reader failed on None
+            raise LayerfuseError("--file -: stdin is closed")
         try:  # utf-8-sig: a byte-order mark (a file saved on Windows) is no part of the first word
             with click.open_file(file_, encoding="utf-8-sig") as f:
                 lines += [line.rstrip("\n") for line in f]
         except UnicodeDecodeError:  # a file is read again for its line; stdin cannot be
             raise (not_utf8(file_) if file_ != "-" else LayerfuseError("stdin is not UTF-8 text")) from None
     if not lines:
-        raise LayerfuseError("nothing to tag: pass --text, --file or --fill-mask")
+        given = f"--file {', '.join(files)} {'holds' if len(files) == 1 else 'hold'} no line" if files else \
+            "pass --text, --file or --fill-mask"
+        raise LayerfuseError(f"nothing to tag: {given}")
     if not any(line.strip() for line in lines):
         given = f"--file {', '.join(files)} {'has' if len(files) == 1 else 'have'}" if files else "the text given has"
         raise LayerfuseError(f"nothing to {'fill' if fill_mask else 'tag'}: {given} only blank lines")

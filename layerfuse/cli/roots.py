@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 
-from ..cache.layout import checked_root
+from ..cache.layout import checked_root, home_path
 from ..errors import LayerfuseError
 
 __all__ = ["checked_out", "checked_root"]  # checked_root lives with the cache's layout: `extract` checks it too
@@ -17,7 +17,7 @@ def checked_out(out: str, *, option: str = "--out") -> str:
     one), or that cannot be written (or made), is refused in one line naming it. Without the check,
     `train-head` trained, then died writing the head (a 32-line SafetensorError, a bare "File exists").
     Returns it with a quoted ~ (``--out=~/runs``) read as the home folder, not a folder named ~."""
-    out = os.path.expanduser(out)
+    out = home_path(out)
     path = os.path.abspath(out)
     existing = path
     while not os.path.lexists(existing) and os.path.dirname(existing) != existing:

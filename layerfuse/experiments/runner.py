@@ -29,6 +29,7 @@ import numpy as np
 from ..display import f1_points
 from ..errors import LayerfuseError
 from ..fusions.registry import owned_options
+from ..lifeline import usable_cores
 from ..training.config import TrainConfig
 from .claims import Claims
 from .heads import KEEP_HEADS, heads_dir, record_run, save_run_head
@@ -230,7 +231,7 @@ def _results(job: _Job, todo, queue, *, workers: int | None, ray: str | None, ru
         return iter(())
     if ray:
         return _ray_results(job, todo, queue, ray, run)
-    workers = min(os.cpu_count() or 1 if workers is None else workers, len(todo))
+    workers = min(usable_cores() if workers is None else workers, len(todo))
     if workers == 0:
         return _in_process(job, todo, queue, run, entry)
     return _local_results(job, todo, queue, workers, run)

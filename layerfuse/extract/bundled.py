@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, distribution
 from pathlib import Path
 
-from ..cache.layout import cache_root, is_remote, local_path
+from ..cache.layout import cache_root, default_root, is_remote, local_path
 from ..errors import LayerfuseError
 
 MANIFEST = "layerfuse-bundle.json"
@@ -86,7 +86,7 @@ def models_dir(cache_dir: str | os.PathLike | None = None) -> Path:
     so then the local default root is used."""
     root = cache_root(cache_dir)
     if is_remote(root):
-        root = os.path.join(os.path.expanduser("~"), ".cache", "layerfuse")
+        root = default_root()
     return Path(local_path(root)) / "models"
 
 

@@ -23,3 +23,32 @@ def test_a_quoted_tilde_in_out_is_the_home_folder(monkeypatch, tmp_path):
     monkeypatch.chdir(tmp_path)
     assert checked_out("~/runs") == str(tmp_path / "runs")
     assert not os.path.exists(tmp_path / "~")
+
+
+def test_no_home_folder_to_read_a_tilde_as_is_one_line_not_a_folder_named_tilde(monkeypatch, tmp_path):
+    """A batch job's user id with no password entry and HOME unset: ~ stayed as written, and the default cache
+    root became ./~/.cache/layerfuse in the working folder (242 MiB there; `rm -rf ~` to clean it up)."""
+    import pwd
+
+    import pytest
+    from click.testing import CliRunner
+
+    from layerfuse.cli.main import main
+    from layerfuse.errors import LayerfuseError
+
+    def no_entry(uid):
+        raise KeyError(uid)
+
+    monkeypatch.delenv("HOME", raising=False)
+    monkeypatch.delenv("LAYERFUSE_HOME", raising=False)
+    monkeypatch.delenv("LAYERCACHE_HOME", raising=False)
+    monkeypatch.setattr(pwd, "getpwuid", no_entry)
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(LayerfuseError, match=r"no home folder to read ~ as \(HOME is unset"):
+        cache_root()
+    assert cache_root(str(tmp_path / "root")) == str(tmp_path / "root")  # named in full: no home needed
+    listed = CliRunner().invoke(main, ["ls"])
+    assert listed.exit_code == 1 and "set HOME, or name the folder in full" in listed.output
+    quoted = CliRunner().invoke(main, ["ls", "--cache-dir=~/root"])
+    assert quoted.exit_code == 2 and "no home folder to read ~ as" in quoted.output
+    assert not os.path.exists(tmp_path / "~")

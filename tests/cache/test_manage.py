@@ -172,3 +172,14 @@ def test_a_stray_file_beside_the_splits_prints_no_zarr_warning(entry_copy):
             assert result.exit_code == 0, (args, result.output)
         open_entry(entry_copy).split("train")
     assert not [w for w in caught if "not recognized" in str(w.message)]
+
+
+def test_rm_with_no_answer_to_read_names_yes_and_keeps_the_entry(entry_copy):
+    """A batch job's stdin at its end gave a bare "Aborted!", closed a 30-line traceback; neither named --yes."""
+    said = CliRunner().invoke(main, ["rm", entry_copy], input="")
+    assert said.exit_code == 1 and said.output.splitlines()[-1] == (
+        "error: not deleted: no answer was read (stdin ended or is closed, as in a batch job); pass --yes to delete "
+        "without asking")
+    assert os.path.isdir(entry_copy)
+    assert CliRunner().invoke(main, ["rm", entry_copy], input="y\n").exit_code == 0  # an answer piped in
+    assert not os.path.exists(entry_copy)

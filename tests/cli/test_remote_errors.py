@@ -3,6 +3,8 @@ cause through (it was 90 to 950 lines of botocore's or aiohttp's traceback)."""
 
 from __future__ import annotations
 
+import os
+
 import click
 import pytest
 from cli_output import one_error_line
@@ -76,3 +78,38 @@ def _pipe_closed():
         raise BrokenPipeError(32, "Broken pipe")
 
     return command
+
+
+BROKEN_ELSEWHERE = """
+import click
+from layerfuse.cli.errors import friendly_errors
+
+@click.command()
+@friendly_errors
+def command():
+    click.echo("a line")
+    raise BrokenPipeError(32, "Broken pipe")  # a worker's pipe, say: not the output's
+
+command()
+"""
+
+
+def test_a_broken_pipe_that_is_not_the_output_is_an_error_said(tmp_path):
+    """A pipe to a worker process broke (its interpreter could not start): taken for a reader gone from
+    stdout, the command ended 141 with nothing said, and a batch job's log showed nothing."""
+    import subprocess
+    import sys
+
+    with open(tmp_path / "out.txt", "w") as out:
+        done = subprocess.run([sys.executable, "-c", BROKEN_ELSEWHERE], stdout=out, stderr=subprocess.PIPE,
+                              text=True, timeout=60)
+    assert done.returncode == 1
+    assert done.stderr.strip() == "error: Broken pipe (a pipe to another process, not the output)"
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # the reader gone (`| head` done): the output's pipe is the broken one, quiet as ever
+    try:
+        piped = subprocess.run([sys.executable, "-c", BROKEN_ELSEWHERE], stdout=write_end, stderr=subprocess.PIPE,
+                               text=True, timeout=60)
+    finally:
+        os.close(write_end)
+    assert piped.returncode == 141 and piped.stderr == ""

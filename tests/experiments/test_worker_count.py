@@ -28,3 +28,22 @@ def test_a_sweeps_records_are_the_same_with_one_and_two_workers(tiny_cache, tmp_
         assert result.exit_code == 0, result.output
         records[workers] = {run: _numbers(r) for run, r in read_results(str(out / RESULTS)).items()}
     assert len(records[1]) == 4 and records[1] == records[2]
+
+
+def test_the_default_worker_count_is_the_cores_this_process_may_use(monkeypatch):
+    """A batch job given one core of a 128-core node started 128 sweep workers, each holding the train and
+    dev states: the default counted the machine's cores, not the job's (its CPU affinity)."""
+    import os
+
+    from layerfuse.experiments import runner
+    from layerfuse.lifeline import usable_cores
+    from layerfuse.training import TrainConfig
+
+    monkeypatch.setattr(os, "cpu_count", lambda: 128)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {3}, raising=False)
+    assert usable_cores() == 1
+    started = []
+    monkeypatch.setattr(runner, "_local_results", lambda job, todo, queue, workers, run: started.append(workers))
+    todo = [TrainConfig(fusion="concat", shots=2, epochs=1, seed=s) for s in range(4)]
+    runner._results(None, todo, iter(()), workers=None, ray=None)
+    assert started == [1]

@@ -324,3 +324,21 @@ def test_predictor_takes_the_run_record_as_predict_does(tiny_cache, tmp_path):
     assert by_record.tag(words) == by_head.tag(words)
     with pytest.raises(LayerfuseError, match="a head is a checkpoint's path or its run record's"):
         Predictor(None)
+
+
+def test_predict_file_dash_with_stdin_empty_or_closed_says_so(checkpoint):
+    """`--file -` with stdin at its end said "pass --text, --file or --fill-mask", --file given; with stdin
+    closed (`<&-`), a TypeError traceback."""
+    import shlex
+    import subprocess
+    import sys
+
+    from cli_output import one_error_line
+
+    from layerfuse.cli.predict import main
+
+    empty = one_error_line(CliRunner().invoke(main, ["--head", checkpoint[0], "--file", "-"], input=""))
+    assert empty == "error: nothing to tag: --file - holds no line"
+    command = shlex.join([sys.executable, "-m", "layerfuse", "predict", "--head", checkpoint[0], "--file", "-"])
+    closed = subprocess.run(f"{command} <&-", shell=True, capture_output=True, text=True, timeout=300)
+    assert closed.returncode == 1 and closed.stderr.strip().splitlines()[-1] == "error: --file -: stdin is closed"
