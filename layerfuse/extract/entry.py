@@ -166,7 +166,7 @@ def describe(config: ExtractConfig, *, dataset: TaggedDataset | TextCorpus | Non
              info: ModelInfo | None = None, tokenizer=None):
     """(entry path, key, entry attributes) without loading any weights (MLM loads the tokenizer)."""
     dataset = dataset or load_data(config)
-    info = info or model_info(config.model, trust_remote_code=config.trust_remote_code)
+    info = info or model_info(config.model, trust_remote_code=config.trust_remote_code, cache_dir=config.cache_dir)
     max_length = _max_length(config, info)
     mlm = config.task_info.masks_inputs
     fingerprint = _mlm_fingerprint(dataset.fingerprint(), config.masking) if mlm else dataset.fingerprint()

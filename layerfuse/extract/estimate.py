@@ -97,7 +97,7 @@ def estimate(config, *, rate: bool = True) -> Estimate:
 
     dataset = load_data(config, splits=list(config.splits) if config.splits else None)
     wanted_label_sets(config, dataset)  # a --labels the data lacks: the same one line as the real run
-    info = model_info(config.model, trust_remote_code=config.trust_remote_code)
+    info = model_info(config.model, trust_remote_code=config.trust_remote_code, cache_dir=config.cache_dir)
     tokenizer = load_tokenizer(info, trust_remote_code=config.trust_remote_code) if _needs_tokenizer(config) else None
     path, _, attrs = describe(config, dataset=dataset, info=info, tokenizer=tokenizer)
     result = plan_estimate(config, dataset, info, path, attrs, list(dataset.splits), tokenizer=tokenizer)

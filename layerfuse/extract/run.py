@@ -92,7 +92,7 @@ def extract(config: ExtractConfig, *, progress: bool = True, log=print, on_unit=
         progress, log, on_unit = False, (lambda message: None), None
     mlm = config.task_info.masks_inputs
     dataset = load_data(config, splits=list(config.splits) if config.splits else None)
-    info = model_info(config.model, trust_remote_code=config.trust_remote_code)
+    info = model_info(config.model, trust_remote_code=config.trust_remote_code, cache_dir=config.cache_dir)
     tokenizer = load_tokenizer(info, trust_remote_code=config.trust_remote_code) if mlm else None
     path, key, attrs = describe(config, dataset=dataset, info=info, tokenizer=tokenizer)
     result = ExtractResult(path=path, key=key)

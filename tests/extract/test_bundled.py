@@ -434,3 +434,18 @@ def test_mpnet_goes_through_extract_and_train_head(tiny_mpnet_dir, tiny_conll_di
                                      "--precision", "fp32", "--out", str(tmp_path / "runs")])
     assert run.exit_code == 0, run.output
     assert "best dev F1" in run.output and (tmp_path / "runs" / "concat-n2-e1-s0.json").is_file()
+
+
+def test_a_built_in_model_is_joined_into_the_cache_root_extract_is_given(tiny_bert_dir, tiny_conll_dir, tmp_path,
+                                                                         monkeypatch):
+    """`extract --cache-dir X --model all-mpnet-base-v2` joined the model (420 MB) into the default root's
+    models/, not X's as the guide says: a read-only or full home failed though X was writable."""
+    from layerfuse.extract import models
+    from layerfuse.extract.run import ExtractConfig, describe
+
+    asked = []
+    monkeypatch.setattr(models, "bundled_model_path", lambda bundle, cache_dir=None: asked.append(cache_dir)
+                        or Path(tiny_bert_dir))
+    root = str(tmp_path / "root")
+    describe(ExtractConfig(model="all-mpnet-base-v2", dataset=str(tiny_conll_dir), cache_dir=root))
+    assert asked == [root]
