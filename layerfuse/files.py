@@ -127,6 +127,41 @@ def figure_saved(fig, path: str, **options) -> None:
 
 
 LOCK_FILE = ".layerfuse.lock"  # in each folder a writer locks: a file, since NFS locks a directory itself not at all
+# What flock says on a file system without locks: NFS without lockd, Lustre without -o flock, some FUSE mounts.
+NO_LOCKS = (errno.ENOLCK, errno.ENOSYS, errno.EOPNOTSUPP)
+
+
+class LocksUnsupported(OSError):
+    """A lock file on a file system without file locks, said as what to do and naming the file (the CLI's
+    one line): a bare "No locks available", or "Function not implemented", named no file."""
+
+    def __init__(self, errno_: int, path: str):
+        super().__init__(errno_, "the file system does not support file locks (NFS without lockd, Lustre without "
+                                 "-o flock, some FUSE mounts), which keep two writers apart: put the cache root or "
+                                 "--out on a local disk, or mount it with locks", path)
+
+
+def flocked(fd: int, how: int, path: str) -> None:
+    """``fcntl.flock(fd, how)``; on a file system without locks, `LocksUnsupported` naming ``path``."""
+    try:
+        fcntl.flock(fd, how)
+    except OSError as exc:
+        if exc.errno in NO_LOCKS:
+            raise LocksUnsupported(exc.errno, path) from None
+        raise
+
+
+def check_lockable(path: str) -> None:
+    """Refuses in one line (`LocksUnsupported`) a lock file on a file system without locks, before filelock takes it:
+    filelock then falls back to a marker file, which an empty lock file left by an earlier writer holds for
+    good (an extract waited for no one, forever), and its releases before 3.24 raise NotImplementedError."""
+    fd = os.open(path, os.O_RDONLY | os.O_CREAT, 0o666)
+    try:
+        flocked(fd, fcntl.LOCK_SH | fcntl.LOCK_NB, path)
+    except BlockingIOError:  # held by another: locks work
+        pass
+    finally:
+        os.close(fd)
 
 
 @contextmanager
@@ -134,9 +169,10 @@ def folder_locked(folder: str):
     """``folder`` (made if missing) held by this process alone for the block: an exclusive lock on its
     `LOCK_FILE` (empty; left there for the next writer)."""
     os.makedirs(folder, exist_ok=True)
-    fd = os.open(os.path.join(folder, LOCK_FILE), os.O_WRONLY | os.O_CREAT, 0o666)  # the umask decides
+    lock = os.path.join(folder, LOCK_FILE)
+    fd = os.open(lock, os.O_WRONLY | os.O_CREAT, 0o666)  # the umask decides
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)  # released when the descriptor is closed
+        flocked(fd, fcntl.LOCK_EX, lock)  # released when the descriptor is closed
         yield
     finally:
         os.close(fd)

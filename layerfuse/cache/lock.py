@@ -56,8 +56,11 @@ class EntryLock:
     def _acquire_file_lock(self):
         from filelock import FileLock, Timeout
 
+        from ..files import check_lockable
+
         lock_path = local_path(self.path).rstrip("/") + ".lock"
         os.makedirs(os.path.dirname(lock_path) or ".", exist_ok=True)
+        check_lockable(lock_path)
         self._file_lock = FileLock(lock_path)
         try:
             self._file_lock.acquire(timeout=0)

@@ -26,6 +26,7 @@ except ImportError:  # no flock on this platform: entries are held by nobody
     fcntl = None
 
 from ..errors import LayerfuseError
+from ..files import NO_LOCKS, check_lockable
 from .layout import is_remote, local_path
 
 _RECORD_EVERY = 60.0  # seconds between two recorded reads of one entry by one process
@@ -72,6 +73,10 @@ def being_written(path: str) -> bool:
     lock_path = local_path(path).rstrip("/") + ".lock"
     if is_remote(path) or not os.path.exists(lock_path):
         return False
+    try:
+        check_lockable(lock_path)  # without locks: one line, where gc said "being written" of every entry
+    except PermissionError:
+        raise EntryInUse(path, f"perhaps being written: this user may not open its lock {lock_path}") from None
     probe = FileLock(lock_path)
     try:
         probe.acquire(timeout=0)
@@ -204,7 +209,9 @@ def exclusive(path: str):
             who = f" (process {', '.join(map(str, pids))})" if pids else ""
             raise EntryInUse(path, f"open by a reader{who}") from None
         except OSError as exc:  # cannot tell who reads it: keep it
-            raise EntryInUse(path, f"not lockable here ({exc.strerror})") from None
+            why = "its file system does not support file locks: remove it by hand once no one reads it" \
+                if exc.errno in NO_LOCKS else exc.strerror
+            raise EntryInUse(path, f"not lockable here ({why})") from None
         yield
     finally:
         os.close(fd)

@@ -133,16 +133,20 @@ def _only_server(root: Path) -> int:
     """An exclusive lock on the root's server lock file, held until the process ends (its descriptor)."""
     import fcntl
 
+    from ..files import flocked
     from ..serve.jobqueue import JOBS_DIR
 
     (root / JOBS_DIR).mkdir(exist_ok=True)
     fd = os.open(root / JOBS_DIR / SERVER_LOCK, os.O_RDWR | os.O_CREAT, 0o666)  # no secret in it: the umask decides
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        flocked(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, str(root / JOBS_DIR / SERVER_LOCK))
     except BlockingIOError:
         os.close(fd)
         raise LayerfuseError(f"another layerfuse serve runs on {root}: one server per cache root (its job queue "
                               "is the root's); stop it, or serve another --cache-dir") from None
+    except OSError:  # no locks there (`files.LocksUnsupported`): said naming the file
+        os.close(fd)
+        raise
     return fd
 
 

@@ -15,7 +15,7 @@ from dataclasses import MISSING
 from dataclasses import fields as dataclass_fields
 
 from ..errors import LayerfuseError
-from ..files import json_text
+from ..files import flocked, json_text
 from ..fusions.registry import FUSIONS, declared_options
 from ..training.config import INTEGER_FIELDS, NUMBER_FIELDS, PAPER_LR, TrainConfig, default_lr, diverged_at
 
@@ -239,7 +239,7 @@ def append_result(path: str, record: dict) -> bool:
     line = (json_text(record) + "\n").encode()  # valid JSON: a nan loss written as null
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)  # the umask decides who else appends
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)  # released when the file is closed
+        flocked(fd, fcntl.LOCK_EX, path)  # released when the file is closed
         if record.get("run_id") and recorded(path, record["run_id"]):
             return False
         if _ends_mid_line(path):
