@@ -114,9 +114,9 @@ class Unchanged:
 
 
 def usable_cores() -> int:
-    """The cores this process may run on: a batch job's or a container's share (its CPU affinity), not the
-    whole machine's, which started 128 sweep workers, each holding the train and dev states, in a job given
-    one core of a 128-core node."""
+    """The cores this process may run on: its CPU affinity (taskset, a Slurm job's or a container's cpuset;
+    a CPU quota such as docker --cpus is not read), not the whole machine's, which started 128 sweep workers,
+    each holding the train and dev states, in a job given one core of a 128-core node."""
     try:
         return len(os.sched_getaffinity(0)) or 1
     except (AttributeError, OSError):  # no affinity to read (macOS)

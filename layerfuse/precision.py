@@ -74,12 +74,20 @@ FILE = "precision.json"
 
 def auto_precision(device: torch.device, *, root: str | None = None) -> str:
     """``bf16`` or ``fp32`` for ``device``: remembered, else probed once and remembered."""
-    path = os.path.join(_local_root(root), FILE)
+    from .errors import LayerfuseError
+
+    try:
+        path = os.path.join(_local_root(root), FILE)
+    except LayerfuseError as exc:  # no home folder for the default root (a batch job's): measured, not remembered
+        chosen = "bf16" if _bf16_wins(*time_products(device)) else "fp32"
+        sys.stderr.write(f"note: --precision auto measured {chosen} here, not remembered ({exc}); "
+                         f"--precision {chosen} skips the measurement\n")
+        return chosen
     key = machine_key(device)
     known = _read(path)
     if not _is_decision(known.get(key)):
         fp32_s, bf16_s = time_products(device)
-        known[key] = {"precision": "bf16" if bf16_s <= BF16_WINS * fp32_s else "fp32",
+        known[key] = {"precision": "bf16" if _bf16_wins(fp32_s, bf16_s) else "fp32",
                       "fp32_ms": round(1e3 * fp32_s, 3), "bf16_ms": round(1e3 * bf16_s, 3)}
         try:
             _write(path, known)
@@ -88,6 +96,10 @@ def auto_precision(device: torch.device, *, root: str | None = None) -> str:
             sys.stderr.write(f"note: --precision auto measured {chosen} here, not remembered ({path}: "
                              f"{exc.strerror or exc}); --precision {chosen} skips the measurement\n")
     return known[key]["precision"]
+
+
+def _bf16_wins(fp32_s: float, bf16_s: float) -> bool:
+    return bf16_s <= BF16_WINS * fp32_s
 
 
 def time_products(device: torch.device, *, repeats: int = 5) -> tuple[float, float]:

@@ -73,10 +73,10 @@ def home_path(path: str) -> str:
     file does not know: a batch job's, a container's), one line says so: the ``~`` was kept as written, and
     the default cache root became a folder named ~ in the working folder."""
     expanded = os.path.expanduser(path)
-    if expanded.startswith("~"):
-        raise LayerfuseError(f"{path}: there is no home folder to read {expanded.split(os.sep)[0]} as (HOME is "
-                             f"unset, and user id {os.getuid()} has no home in the password file); set HOME, or "
-                             "name the folder in full ($LAYERFUSE_HOME or --cache-dir for the cache root)")
+    if expanded == "~" or expanded.startswith("~" + os.sep):  # `~name` of no user is a name, kept as written
+        raise LayerfuseError(f"{path}: there is no home folder to read ~ as (HOME is unset, and user id "
+                             f"{os.getuid()} has no home in the password file); set HOME, or name the folder in "
+                             "full ($LAYERFUSE_HOME or --cache-dir for the cache root)")
     return expanded
 
 

@@ -26,7 +26,7 @@ except ImportError:  # no flock on this platform: entries are held by nobody
     fcntl = None
 
 from ..errors import LayerfuseError
-from ..files import NO_LOCKS, check_lockable
+from ..files import NO_LOCKS, LocksUnsupported, check_lockable
 from .layout import is_remote, local_path
 
 _RECORD_EVERY = 60.0  # seconds between two recorded reads of one entry by one process
@@ -74,9 +74,12 @@ def being_written(path: str) -> bool:
     if is_remote(path) or not os.path.exists(lock_path):
         return False
     try:
-        check_lockable(lock_path)  # without locks: one line, where gc said "being written" of every entry
+        check_lockable(lock_path)  # without locks: said, where gc said "being written" of every entry
     except PermissionError:
         raise EntryInUse(path, f"perhaps being written: this user may not open its lock {lock_path}") from None
+    except LocksUnsupported:
+        raise EntryInUse(path, f"cannot tell whether an extract writes it: the file system of {lock_path} does "
+                               "not support file locks; remove it by hand once no one writes or reads it") from None
     probe = FileLock(lock_path)
     try:
         probe.acquire(timeout=0)

@@ -205,6 +205,8 @@ def _confirmed(question: str) -> bool:
     try:
         return click.confirm(question, default=False, err=True)
     except (click.Abort, RuntimeError):  # RuntimeError: "input(): lost sys.stdin"
+        if sys.stdin is not None and sys.stdin.isatty():  # Ctrl-C at a terminal: click's "Aborted!", as ever
+            raise click.Abort() from None
         click.echo("", err=True)  # the question's line ends: the error is a line of its own
         raise LayerfuseError("not deleted: no answer was read (stdin ended or is closed, as in a batch job); "
                              "pass --yes to delete without asking") from None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import select
@@ -112,8 +113,10 @@ def friendly_errors(fn=None, *, interrupted: str = RESUMES):
         except BrokenPipeError as exc:  # the reader went away (`| head`): quiet, as a Unix tool ends (128 + SIGPIPE)
             if not _stdout_gone():  # another pipe (a worker's): said, where a batch log showed nothing and 141
                 settle_reads()
-                click.echo(f"error: {exc.strerror or exc} (a pipe to another process, not the output)", err=True)
-                sys.exit(1)
+                with contextlib.suppress(BrokenPipeError):  # stderr's reader gone too: nothing can be said
+                    click.echo(f"error: {exc.strerror or exc} (a pipe to another process, not the output)",
+                               err=True)
+                    sys.exit(1)
             try:  # stdout to /dev/null: Python's own flush at exit would fail on the pipe again
                 os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
             except (OSError, ValueError):  # no file descriptor (a test's captured stream)

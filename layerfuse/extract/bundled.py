@@ -11,6 +11,7 @@ waited finds the folder done. Leftovers of an interrupted join are removed and t
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
 import json
 import os
@@ -93,10 +94,16 @@ def models_dir(cache_dir: str | os.PathLike | None = None) -> Path:
 def bundled_model_path(bundle: Bundle, *, cache_dir=None, parts: list[Part] | None = None, log=None) -> Path | None:
     """The joined folder, joining it first when it is not there yet; None when it was never joined
     and no part is installed (the caller may then try the hub). `parts` replaces the lookup of the
-    installed distributions (tests)."""
+    installed distributions (tests). Joined into the default root's only (an earlier release joined it there
+    whatever root `extract` was given), it is taken from there rather than joined again."""
     dest = models_dir(cache_dir) / bundle.name
     if is_complete(dest):
         return dest
+    if cache_dir is not None:
+        with contextlib.suppress(LayerfuseError):  # no home folder, so no default root: nothing there
+            default = models_dir(None) / bundle.name
+            if is_complete(default):
+                return default
     parts = find_parts(bundle) if parts is None else parts
     if parts is None:
         return None

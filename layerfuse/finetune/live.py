@@ -4,6 +4,8 @@ inputs live as from the cache. Used by FT mode (with gradients) and by `predict`
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import torch
 
@@ -114,7 +116,9 @@ def load_live_backbone(meta: dict, *, device, precision: str = DEFAULT_PRECISION
     if meta.get("special_tokens"):
         raise LayerfuseError("heads over a cache with special-token rows (extract --special-tokens) run on "
                               "cached hidden states only: no live backbone for FT or predict")
-    info = model_info(model_path or model_source(meta, model), trust_remote_code=trust_remote_code)
+    entry = meta.get("path") or ""  # a head's entry: a built-in model is joined into its root's models/
+    root = os.path.dirname(entry.rstrip("/")) if entry and "://" not in entry else None
+    info = model_info(model_path or model_source(meta, model), trust_remote_code=trust_remote_code, cache_dir=root)
     if model_path is None and meta.get("model_revision") and not revision_matches(info, meta["model_revision"]):
         raise LayerfuseError(
             f"model {model or meta['model']} now has revision {info.revision}, but the cache was made with "

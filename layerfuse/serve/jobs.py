@@ -158,7 +158,7 @@ def _model(config: ExtractConfig):
     the config class raises, not a `LayerfuseError`. Only an error about a model that is no path
     here (a hub id offline, a built-in model not installed) keeps its words; the log keeps them all."""
     try:
-        return model_info(config.model, trust_remote_code=config.trust_remote_code)
+        return model_info(config.model, trust_remote_code=config.trust_remote_code, cache_dir=config.cache_dir)
     except Exception as exc:
         log.warning("job refused: model %r: %s", config.model, one_line(exc))  # for the operator only
         if isinstance(exc, LayerfuseError) and not (config.model and is_path(config.model)):

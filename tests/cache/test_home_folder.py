@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 
+from layerfuse.cache import layout
 from layerfuse.cache.layout import cache_root
 from layerfuse.cli.roots import checked_out
 
@@ -41,7 +42,7 @@ def test_no_home_folder_to_read_a_tilde_as_is_one_line_not_a_folder_named_tilde(
 
     monkeypatch.delenv("HOME", raising=False)
     monkeypatch.delenv("LAYERFUSE_HOME", raising=False)
-    monkeypatch.delenv("LAYERCACHE_HOME", raising=False)
+    monkeypatch.delenv(layout.RENAMED_HOME_ENV, raising=False)
     monkeypatch.setattr(pwd, "getpwuid", no_entry)
     monkeypatch.chdir(tmp_path)
     with pytest.raises(LayerfuseError, match=r"no home folder to read ~ as \(HOME is unset"):
@@ -52,3 +53,32 @@ def test_no_home_folder_to_read_a_tilde_as_is_one_line_not_a_folder_named_tilde(
     quoted = CliRunner().invoke(main, ["ls", "--cache-dir=~/root"])
     assert quoted.exit_code == 2 and "no home folder to read ~ as" in quoted.output
     assert not os.path.exists(tmp_path / "~")
+
+
+def test_a_name_that_only_starts_with_a_tilde_is_kept_as_written(monkeypatch, tmp_path):
+    """`~notes.txt` (no user of that name) is a file's name: refused as "no home folder" once ~ meant home."""
+    from layerfuse.cache.layout import home_path
+
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert home_path("~notes.txt") == "~notes.txt" and home_path("a/~b") == "a/~b"
+    assert home_path("~/x") == str(tmp_path / "x")
+
+
+def test_auto_precision_with_no_home_folder_measures_and_goes_on(monkeypatch, capsys):
+    """A batch job with full paths but no home folder: --precision auto (the default) needs the default root
+    only to remember its measurement, and ended the run naming a ~ the user never typed."""
+    import pwd
+
+    import torch
+
+    from layerfuse import precision
+
+    def no_entry(uid):
+        raise KeyError(uid)
+
+    for name in ("HOME", "LAYERFUSE_HOME", layout.RENAMED_HOME_ENV):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr(pwd, "getpwuid", no_entry)
+    monkeypatch.setattr(precision, "time_products", lambda device: (2e-3, 1e-3))
+    assert precision.auto_precision(torch.device("cpu")) == "bf16"
+    assert "measured bf16 here, not remembered" in capsys.readouterr().err

@@ -183,3 +183,23 @@ def test_rm_with_no_answer_to_read_names_yes_and_keeps_the_entry(entry_copy):
     assert os.path.isdir(entry_copy)
     assert CliRunner().invoke(main, ["rm", entry_copy], input="y\n").exit_code == 0  # an answer piped in
     assert not os.path.exists(entry_copy)
+
+
+def test_ctrl_c_at_the_rm_question_on_a_terminal_is_clicks_aborted(monkeypatch):
+    """At a terminal, Ctrl-C at the question is "Aborted!" as ever, not the batch job's line about --yes."""
+    import click
+    import pytest
+
+    from layerfuse.cli import cache
+
+    def interrupted(*a, **k):
+        raise click.Abort()
+
+    class Terminal:
+        def isatty(self):
+            return True
+
+    monkeypatch.setattr(click, "confirm", interrupted)
+    monkeypatch.setattr("sys.stdin", Terminal())
+    with pytest.raises(click.Abort):
+        cache._confirmed("delete it?")

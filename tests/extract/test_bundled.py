@@ -449,3 +449,26 @@ def test_a_built_in_model_is_joined_into_the_cache_root_extract_is_given(tiny_be
     root = str(tmp_path / "root")
     describe(ExtractConfig(model="all-mpnet-base-v2", dataset=str(tiny_conll_dir), cache_dir=root))
     assert asked == [root]
+
+
+def test_a_heads_built_in_model_is_found_in_its_entrys_root_or_the_default_one(tiny_bert_dir, tmp_path, monkeypatch):
+    """A built-in model joined into the root `extract` was given is looked for there by predict and FT (they
+    looked in the default root's and joined it again, 420 MB); one an earlier release joined into the default
+    root is taken from there rather than joined again into the entry's root."""
+    from layerfuse.extract import models
+    from layerfuse.finetune import live
+
+    asked = []
+    monkeypatch.setattr(models, "bundled_model_path", lambda bundle, cache_dir=None: asked.append(cache_dir)
+                        or Path(tiny_bert_dir))
+    meta = {"model": "all-mpnet-base-v2", "path": str(tmp_path / "root" / "entry"), "hidden_size": 0,
+            "num_layers": 0}
+    with pytest.raises(LayerfuseError):  # the stand-in is not mpnet's shape: stopped after the lookup
+        live.load_live_backbone(meta, device="cpu")
+    assert asked == [str(tmp_path / "root")]
+    monkeypatch.undo()
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("LAYERFUSE_HOME", raising=False)
+    joined = models_dir(None) / MPNET.name
+    monkeypatch.setattr(bundled, "is_complete", lambda folder: folder == joined)
+    assert bundled_model_path(MPNET, cache_dir=str(tmp_path / "root"), parts=[]) == joined
