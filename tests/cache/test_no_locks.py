@@ -47,11 +47,15 @@ def test_extract_into_an_entry_left_locked_says_so_at_once(tiny_cache, tmp_path,
     assert exc.value.filename == f"{entry}.lock" and NOT_SUPPORTED in exc.value.strerror
 
 
-def test_a_run_folder_without_locks_is_one_line_naming_its_lock_file(tiny_cache, tmp_path, no_locks):
+def test_a_run_folder_without_locks_is_one_line_naming_its_lock_file(tiny_cache, tmp_path, no_locks, monkeypatch):
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # where the head the run could not save goes
     out = tmp_path / "runs"
     line = one_error_line(CliRunner().invoke(main, ["train-head", "--cache", tiny_cache, "--fusion", "concat",
                                                     "--shots", "2", "--epochs", "1", "--out", str(out)]))
     assert NOT_SUPPORTED in line and "put the cache root or --out on a local disk" in line
+    assert list(tmp_path.glob("layerfuse-*"))  # trained, so saved elsewhere, as the line says
 
 
 def test_gc_on_a_root_without_locks_is_one_line(tiny_cache, tmp_path, no_locks):
