@@ -34,7 +34,7 @@ def first_few(items: list[str], *, sep: str = "; ", rest: str = "") -> str:
     """``items`` joined by ``sep``, the first `LISTED` of them and "and N more" (then ``rest``, what lists
     them all) for the others."""
     shown = sep.join(items[:LISTED])
-    return shown if len(items) <= LISTED else f"{shown}{sep}and {len(items) - LISTED} more{rest}"
+    return shown if len(items) <= LISTED else f"{shown} and {len(items) - LISTED} more{rest}"
 
 
 def quiet_glyphs(draw):

@@ -79,27 +79,31 @@ def auto_precision(device: torch.device, *, root: str | None = None) -> str:
     try:
         path = os.path.join(_local_root(root), FILE)
     except LayerfuseError as exc:  # no home folder for the default root (a batch job's): measured, not remembered
-        chosen = "bf16" if _bf16_wins(*time_products(device)) else "fp32"
-        sys.stderr.write(f"note: --precision auto measured {chosen} here, not remembered ({exc}); "
-                         f"--precision {chosen} skips the measurement\n")
-        return chosen
+        return _not_remembered(_measured(device), str(exc))
     key = machine_key(device)
     known = _read(path)
     if not _is_decision(known.get(key)):
-        fp32_s, bf16_s = time_products(device)
-        known[key] = {"precision": "bf16" if _bf16_wins(fp32_s, bf16_s) else "fp32",
-                      "fp32_ms": round(1e3 * fp32_s, 3), "bf16_ms": round(1e3 * bf16_s, 3)}
+        known[key] = _measured(device)
         try:
             _write(path, known)
         except OSError as exc:  # a read-only root (a colleague's): the run goes on, measured, as it would have
-            chosen = known[key]["precision"]
-            sys.stderr.write(f"note: --precision auto measured {chosen} here, not remembered ({path}: "
-                             f"{exc.strerror or exc}); --precision {chosen} skips the measurement\n")
+            return _not_remembered(known[key], f"{path}: {exc.strerror or exc}")
     return known[key]["precision"]
 
 
-def _bf16_wins(fp32_s: float, bf16_s: float) -> bool:
-    return bf16_s <= BF16_WINS * fp32_s
+def _measured(device: torch.device) -> dict:
+    """The decision for ``device`` from one measurement, with its timings."""
+    fp32_s, bf16_s = time_products(device)
+    return {"precision": "bf16" if bf16_s <= BF16_WINS * fp32_s else "fp32",
+            "fp32_ms": round(1e3 * fp32_s, 3), "bf16_ms": round(1e3 * bf16_s, 3)}
+
+
+def _not_remembered(decision: dict, why: str) -> str:
+    """The precision measured, said not to be remembered (and why), for the run to go on with."""
+    chosen = decision["precision"]
+    sys.stderr.write(f"note: --precision auto measured {chosen} here, not remembered ({why}); --precision {chosen} "
+                     "skips the measurement\n")
+    return chosen
 
 
 def time_products(device: torch.device, *, repeats: int = 5) -> tuple[float, float]:

@@ -7,6 +7,7 @@ changed option makes a new entry and an unchanged one finds the old entry.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -19,12 +20,20 @@ from ..errors import LayerfuseError
 FORMAT_VERSION = 1
 
 
-def subgroups(group) -> list:
-    """``group.groups()`` without zarr's two-line warning for a stray file or folder beside them (a
-    ``.DS_Store`` copied from a Mac, zarr's own ``zarr.<hex>.partial`` while an extract writes): `ls`,
-    `info`, `gc` and `train-head` printed it; what an entry lacks is named by its own checks."""
+@contextlib.contextmanager
+def strays_unsaid():
+    """No zarr warning of a file or folder in a group that is no part of it ("Object at X is not recognized
+    as a component of a Zarr hierarchy", two lines on stderr): a ``.DS_Store`` copied from a Mac, zarr's own
+    ``zarr.<hex>.partial`` while an extract writes, an array's folder left without its zarr.json. What an
+    entry lacks is named by its own checks (`manage.verify`'s list of files) in one line."""
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="Object at .* is not recognized", category=UserWarning)
+        yield
+
+
+def subgroups(group) -> list:
+    """``group.groups()``, `strays_unsaid`: `ls`, `info`, `gc` and `train-head` printed the warning."""
+    with strays_unsaid():
         return list(group.groups())
 
 

@@ -9,7 +9,6 @@ import shutil
 import stat
 import sys
 import time
-import warnings
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -29,6 +28,7 @@ from .layout import (
     is_remote,
     local_path,
     newer_format,
+    strays_unsaid,
     subgroups,
 )
 from .shard import cut_shards
@@ -392,17 +392,8 @@ def verify(path: str, *, progress: bool = False) -> list[str]:
     """Read every chunk of every array; return one message per unreadable or corrupt chunk, then one
     per split and layer whose hidden states hold non-finite values (a checksum only proves the bytes
     are the ones written: an overflow stored as inf passes it), or, in int8 entries, non-finite scales."""
-    with _unlisted_folders_named_by_us():
+    with strays_unsaid():
         return _verify(path, progress=progress)
-
-
-@contextlib.contextmanager
-def _unlisted_folders_named_by_us():
-    """zarr warns of a folder left without its zarr.json ("Object at hidden is not recognized as a
-    component of a Zarr hierarchy"), two lines on stderr; `_missing_files` names that array in one."""
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message="Object at .* is not recognized", category=UserWarning)
-        yield
 
 
 def _verify(path: str, *, progress: bool) -> list[str]:
@@ -462,7 +453,7 @@ def quick_check(path: str) -> list[str]:
     per chunk file, the metadata files read): what `ls` and `info` check before calling an entry complete;
     a flipped byte inside a chunk, or a non-finite value, is left to `verify`."""
     group = open_group(path, mode="r")
-    with _unlisted_folders_named_by_us():
+    with strays_unsaid():
         return _metadata_problems(path, group)
 
 

@@ -20,7 +20,7 @@ from typing import NamedTuple
 import numpy as np
 from matplotlib.ticker import FuncFormatter, MaxNLocator, NullLocator
 
-from ..display import new_figure, quiet_glyphs
+from ..display import first_few, new_figure, quiet_glyphs
 from ..errors import LayerfuseError
 from ..files import figure_saved, text_saved
 from ..fusions.config import FusionConfig
@@ -216,7 +216,7 @@ def diverged_note(records) -> str | None:
     lost = [r for r in records if diverged(r)]
     if not lost:
         return None
-    named = ", ".join(r.get("run_id", "?") for r in lost[:5]) + (f" and {len(lost) - 5} more" if len(lost) > 5 else "")
+    named = first_few([r.get("run_id", "?") for r in lost], sep=", ")
     return (f"{len(lost)} run{'s' * (len(lost) != 1)} diverged (training or dev loss nan or inf): {named}. Their "
             "scores are those of a broken head: a cell's learning rate is one of theirs only when every rate has one, "
             "and no head of theirs is kept; rerun them at a lower learning rate.")

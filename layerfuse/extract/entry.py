@@ -11,7 +11,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import re
 import time
 from dataclasses import dataclass
 from numbers import Integral, Real
@@ -20,7 +19,7 @@ import numpy as np
 
 from ..cache import label_sets
 from ..cache.codec import CODECS, DEFAULT_DTYPE
-from ..cache.layout import cache_root, entry_key, entry_path, is_content_revision, is_remote
+from ..cache.layout import ENTRY_NAME, cache_root, entry_key, entry_path, is_content_revision, is_remote
 from ..cache.manage import differences, entries_keyed, finished_seconds, list_entries, variants
 from ..cache.store import exists, open_group
 from ..errors import LayerfuseError
@@ -234,9 +233,9 @@ def _keyed_otherwise(root: str, fields: dict) -> tuple[str, str] | None:
     over the first then refused to resume ("holds runs on another cache entry"). Only a folder named as
     entries are (``..__<key>``): one renamed by hand is found, and said, where an entry is looked up."""
     for e in variants(root, fields):
-        named = re.search(r"__([0-9a-f]{16})$", e.path.rstrip("/"))
-        if named and not differences(fields, e.fields):
-            return e.path, named.group(1)
+        name = os.path.basename(e.path.rstrip("/"))
+        if ENTRY_NAME.match(name) and not differences(fields, e.fields):
+            return e.path, name.rsplit("__", 1)[1]
     return None
 
 

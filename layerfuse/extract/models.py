@@ -12,7 +12,7 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..cache.layout import CONTENT_REVISION, is_content_revision
+from ..cache.layout import CONTENT_REVISION, is_content_revision, is_remote
 from ..errors import LayerfuseError
 from ..hub import hub_reachable
 from .bundled import bundle_for, bundled_model_path, not_installed
@@ -89,7 +89,7 @@ def _folder_its_entry_names(meta: dict) -> str | None:
     folder the entry it names records, where that entry (``path``, of the head's ``key``) is still there.
     Its name alone was looked for (in the working folder, then the hub), and predict said it had moved."""
     entry = meta.get("path")
-    if not entry or "://" in entry or not is_content_revision(meta.get("model_revision")):
+    if not entry or is_remote(entry) or not is_content_revision(meta.get("model_revision")):
         return None  # an entry in an object store: not opened (no credentials is a traceback) to find a local folder
     from ..cache.store import open_group
 

@@ -111,13 +111,14 @@ def load_live_backbone(meta: dict, *, device, precision: str = DEFAULT_PRECISION
     """The backbone a cache entry (or checkpoint) was made with, checked against its revision: the model it
     names, or ``model`` (its folder, moved since), checked all the same; ``model_path``: an FT head's tuned
     backbone, checked by its own hash beforehand."""
+    from ..cache.layout import is_remote
     from ..extract.models import load_model, load_tokenizer, model_info, model_source, revision_matches
 
     if meta.get("special_tokens"):
         raise LayerfuseError("heads over a cache with special-token rows (extract --special-tokens) run on "
                               "cached hidden states only: no live backbone for FT or predict")
     entry = meta.get("path") or ""  # a head's entry: a built-in model is joined into its root's models/
-    root = os.path.dirname(entry.rstrip("/")) if entry and "://" not in entry else None
+    root = os.path.dirname(entry.rstrip("/")) if entry and not is_remote(entry) else None
     info = model_info(model_path or model_source(meta, model), trust_remote_code=trust_remote_code, cache_dir=root)
     if model_path is None and meta.get("model_revision") and not revision_matches(info, meta["model_revision"]):
         raise LayerfuseError(
