@@ -20,7 +20,8 @@ on another host is judged by whether its mark (a file's mtime, a lease's body) k
 this machine's monotonic clock (`Unchanged`): that host's clock, which stamped the mark, may differ from
 this one's by minutes or days.
 
-`usable_cores` is how many cores this process may run on, which sizes its pools of workers.
+`usable_cores` is how many cores this process may run on (its affinity and its cgroup's CPU quota), which
+sizes its pools of workers.
 """
 
 from __future__ import annotations
@@ -114,10 +115,61 @@ class Unchanged:
 
 
 def usable_cores() -> int:
-    """The cores this process may run on: its CPU affinity (taskset, a Slurm job's or a container's cpuset;
-    a CPU quota such as docker --cpus is not read), not the whole machine's, which started 128 sweep workers,
-    each holding the train and dev states, in a job given one core of a 128-core node."""
+    """The cores this process may run on: its CPU affinity (taskset, a Slurm job's or a container's cpuset),
+    cut to its cgroup's CPU quota (docker --cpus, Kubernetes limits), not the whole machine's, which started
+    128 sweep workers, each holding the train and dev states, in a job given one core of a 128-core node."""
     try:
-        return len(os.sched_getaffinity(0)) or 1
+        cores = len(os.sched_getaffinity(0)) or 1
     except (AttributeError, OSError):  # no affinity to read (macOS)
-        return os.cpu_count() or 1
+        cores = os.cpu_count() or 1
+    quota = quota_cores()
+    return min(cores, quota) if quota else cores
+
+
+CGROUP_ROOT = "/sys/fs/cgroup"
+PROC_CGROUP = "/proc/self/cgroup"
+
+
+def quota_cores() -> int | None:
+    """The tightest CPU quota over this process's cgroup and the cgroups above it, in whole cores rounded up
+    (1.5 CPUs is 2 workers); None where there is none or it cannot be read. cgroup v2 writes it to
+    ``cpu.max`` (``max 100000`` is none), v1 to ``cpu.cfs_quota_us`` over ``cpu.cfs_period_us`` (-1 is none).
+    The walk goes up to the mount's root because inside a container the path /proc names is the host's,
+    while the container's own limit sits at its root."""
+    try:
+        with open(PROC_CGROUP, encoding="utf-8") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return None
+    limits = []
+    for line in lines:
+        _, controllers, path = line.split(":", 2)
+        v2 = controllers == ""
+        if not v2 and "cpu" not in controllers.split(","):
+            continue
+        root = CGROUP_ROOT if v2 else os.path.join(CGROUP_ROOT, controllers)
+        folder = os.path.join(root, path.strip("/"))
+        while True:
+            limits.append(_quota(folder, v2))
+            if os.path.normpath(folder) == os.path.normpath(root):
+                break
+            folder = os.path.dirname(folder)
+    limits = [n for n in limits if n]
+    return min(limits) if limits else None
+
+
+def _quota(folder: str, v2: bool) -> int | None:
+    """The quota of the cgroup ``folder`` in whole cores, rounded up; None for none, or nothing to read."""
+    try:
+        if v2:
+            with open(os.path.join(folder, "cpu.max"), encoding="ascii") as f:
+                quota, period = (f.read().split() + ["100000"])[:2]
+        else:
+            with open(os.path.join(folder, "cpu.cfs_quota_us"), encoding="ascii") as f:
+                quota = f.read().strip()
+            with open(os.path.join(folder, "cpu.cfs_period_us"), encoding="ascii") as f:
+                period = f.read().strip()
+        quota, period = int(quota), int(period)
+    except (OSError, ValueError):  # no such file, "max", or not a number
+        return None
+    return -(-quota // period) if quota > 0 and period > 0 else None

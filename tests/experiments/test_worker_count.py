@@ -47,3 +47,37 @@ def test_the_default_worker_count_is_the_cores_this_process_may_use(monkeypatch)
     todo = [TrainConfig(fusion="concat", shots=2, epochs=1, seed=s) for s in range(4)]
     runner._results(None, todo, iter(()), workers=None, ray=None)
     assert started == [1]
+
+
+def _cgroups(tmp_path, monkeypatch, proc: str, files: dict) -> None:
+    """A /proc/self/cgroup of ``proc`` and a cgroup mount holding ``files`` (relative path -> content)."""
+    from layerfuse import lifeline
+
+    (tmp_path / "cgroup").write_text(proc)
+    for rel, content in files.items():
+        path = tmp_path / "fs" / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(content)
+    monkeypatch.setattr(lifeline, "PROC_CGROUP", str(tmp_path / "cgroup"))
+    monkeypatch.setattr(lifeline, "CGROUP_ROOT", str(tmp_path / "fs"))
+
+
+@pytest.mark.parametrize("proc, files, cores", [
+    ("0::/job\n", {"job/cpu.max": "150000 100000\n", "cpu.max": "max 100000\n"}, 2),  # v2: 1.5 CPUs -> 2
+    ("0::/a/b\n", {"a/b/cpu.max": "max 100000\n", "a/cpu.max": "100000 100000\n"}, 1),  # a parent's quota
+    ("0::/docker/host-path\n", {"cpu.max": "300000 100000\n"}, 3),  # in a container: the path is the host's
+    ("2:cpu,cpuacct:/job\n1:memory:/job\n", {"cpu,cpuacct/job/cpu.cfs_quota_us": "200000\n",
+                                            "cpu,cpuacct/job/cpu.cfs_period_us": "100000\n"}, 2),  # v1
+    ("0::/\n", {"cpu.max": "max 100000\n"}, 8),  # no quota: the affinity
+    ("0::/\n", {}, 8),  # nothing to read
+])
+def test_the_default_worker_count_keeps_to_the_cgroups_cpu_quota(tmp_path, monkeypatch, proc, files, cores):
+    """A container run with docker --cpus 2 on an 8-core machine sees 8 cores in its affinity: the quota
+    is what it may use, and 8 workers would share 2 cores' time."""
+    import os
+
+    from layerfuse.lifeline import usable_cores
+
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(8)), raising=False)
+    _cgroups(tmp_path, monkeypatch, proc, files)
+    assert usable_cores() == cores
