@@ -66,7 +66,8 @@ from .options import (
               help="Autocast of the heads' products; auto = bf16 where this machine multiplies it clearly "
                    "faster (measured once, remembered in the cache root), else fp32.")
 @device_option
-@click.option("--workers", type=click.IntRange(min=1), default=None, help="Processes. Default: one per core this process may use (its CPU affinity and CPU quota).")
+@click.option("--workers", type=click.IntRange(min=1), default=None,
+              help="Processes. Default: one per core this process may use (its CPU affinity and CPU quota).")
 @click.option("--pack", type=click.IntRange(min=1), default=None,
               help="Train up to K runs that differ in seed, N, rate or epoch cap together, as one stacked head "
                    "(one step for all, each at its own rate and schedule; each dev batch read once for all); FE "
