@@ -50,8 +50,12 @@ def check_dataset(spec: str | None, *, data_dirs, root, private=()) -> None:
 def check_model(spec: str | None, *, data_dirs, root, private=()) -> None:
     """Refuse ``spec`` as `check_dataset` refuses a dataset path: a model folder is read too (its
     config's errors quote its values), so a path elsewhere would let a client probe the server's
-    files. A hub id or a built-in name passes (None is the default model)."""
+    files. A hub id or a built-in name passes (None is the default model). A path under a data directory
+    that does not exist is named as `extract` names a dataset's (reading its config said only
+    ``cannot read the model's config: OSError``)."""
     _check_local("model", spec, data_dirs=data_dirs, root=root, private=private)
+    if spec is not None and is_path(spec) and not Path(spec).expanduser().exists():
+        raise Refusal(f"model path {spec!r} does not exist")
 
 
 def _check_local(what: str, spec: str | None, *, data_dirs, root, private) -> None:

@@ -2,14 +2,15 @@
 
 - ``GET/HEAD /entries/<name>/<path>``: a file of a complete entry, with range requests (zarr reads
   a shard's index with a suffix range ``bytes=-N`` and its inner chunks with ``bytes=A-B``;
-  Starlette's `FileResponse` answers both with 206) and Content-Length on HEAD. A missing file is a
-  404, which zarr's store reads as "no such chunk".
+  Starlette's `FileResponse` answers both with 206) and Content-Length on HEAD. A ``Range`` that is
+  not well formed, or of another unit, is ignored (200, the whole file); one whose ranges all lie past
+  the end is a 416 (`ranges`). A missing file is a 404, which zarr's store reads as "no such chunk".
 - ``GET /entries/<name>[/<dir>]`` and ``GET /entries/``: a directory as an HTML list of links, which
   is what fsspec's HTTP filesystem reads as ``ls``; zarr lists a group's members that way (the
   reader finds an entry's splits so), so ``--cache http://HOST:PORT/entries/<name>`` reads exactly
   as a local path does, checksums checked by the client.
 - ``GET /api/entries``, ``GET /api/entries/<name>``: every entry (partial ones too, marked so) and
-  one entry's metadata, as JSON.
+  one entry's metadata, as JSON, their times in the API's one format (`stamps`).
 
 While a file is sent, the server holds the entry as a reader does (`cache.usage.hold`): `gc`
 and `rm` skip it.
@@ -23,11 +24,11 @@ from __future__ import annotations
 
 import html
 import os
-import time
 from urllib.parse import quote
 
 import anyio
 from starlette.background import BackgroundTask
+from starlette.datastructures import Headers
 from starlette.requests import Request
 from starlette.responses import FileResponse, HTMLResponse, JSONResponse, Response
 from starlette.routing import Route
@@ -38,8 +39,8 @@ from ..cache.store import open_group
 from ..cache.usage import hold, in_use, last_read, mark_read
 from ..errors import LayerfuseError
 from ..tasks import DEFAULT_TASK
-
-TIME_FORMAT = "%Y-%m-%dT%H:%M:%S%z"  # as `created` and `finished` are stored
+from .ranges import for_file
+from .stamps import api_time, api_times
 
 
 def routes() -> list[Route]:
@@ -163,6 +164,15 @@ def inner_path(real: str, path: str) -> str:
 class _File(FileResponse):
     chunk_size = 1 << 20  # a shard range in a few reads, not one thread hop per 64 KiB
 
+    async def __call__(self, scope, receive, send):
+        """Sent with its ``Range`` header as `ranges.for_file` reads it: one that is not well formed ignored."""
+        headers = [(k, v) for k, v in scope["headers"] if k.lower() != b"range"]
+        asked = Headers(scope=scope).get("range")
+        wanted = None if asked is None else for_file(asked, self.stat_result.st_size)
+        if wanted is not None:
+            headers.append((b"range", wanted.encode("latin-1")))
+        await super().__call__({**scope, "headers": headers}, receive, send)
+
 
 async def entry_path(request: Request) -> Response:
     state = request.app.state.server
@@ -280,14 +290,17 @@ def api_entry(request: Request) -> Response:
         group = open_group(real, mode="r")
         described = summary(status)
         # each split as the listing gives it (rows, sentences, complete: a split planned and not started too),
-        # and its stored attributes and shape besides: the detail replaced the listing's fields with these
-        splits = {n: {**described["splits"].get(n, {}), **dict(g.attrs), "hidden_shape": list(g["hidden"].shape)}
+        # and its stored attributes (times in the API's format) and shape besides: the detail replaced the
+        # listing's fields with these
+        splits = {n: {**described["splits"].get(n, {}), **api_times(dict(g.attrs)),
+                      "hidden_shape": list(g["hidden"].shape)}
                   for n, g in subgroups(group) if "kind" not in g.attrs and "hidden" in g}
     except Refused as exc:
         return error(exc.status, str(exc))
     except Exception:  # not ours, damaged, or removed meanwhile
         return error(404, f"{name!r} is not a readable layerfuse entry")
-    return JSONResponse({**described, "meta": dict(group.attrs), "splits": {**described["splits"], **splits}})
+    meta = api_times(dict(group.attrs))
+    return JSONResponse({**described, "meta": meta, "splits": {**described["splits"], **splits}})
 
 
 def summary(entry: EntryStatus) -> dict:
@@ -312,9 +325,9 @@ def summary(entry: EntryStatus) -> dict:
         "bytes": entry.bytes_on_disk,
         "complete": entry.complete,
         "missing_splits": entry.missing,  # asked for and not finished: a rerun of `extract` writes them
-        "created": attrs.get("created"),
-        "finished": entry.finished,
-        "last_read": None if read is None else time.strftime(TIME_FORMAT, time.localtime(read)),
+        "created": api_time(attrs.get("created")),
+        "finished": api_time(entry.finished),
+        "last_read": api_time(read),
         "in_use": in_use(entry.path),
         "url": f"/entries/{quote(name)}" if entry.complete else None,
     }

@@ -26,6 +26,7 @@ from ..extract.models import model_info
 from ..extract.run import ExtractConfig, describe, load_data
 from .admit import Refusal, admit, is_path, without_contents
 from .jobqueue import OPTIONS, JobQueue, config_of, one_line
+from .stamps import api_times
 from .state import MAX_BODY_BYTES
 
 __all__ = ["JobQueue", "routes", "OPTIONS"]
@@ -63,7 +64,7 @@ async def submit(request):
     except LayerfuseError as exc:  # ExtractConfig's own checks of the values
         return _error(400, one_line(exc))
     job, joined = server.queue.submit(options, **entry)
-    return JSONResponse({**job, "joined": joined}, status_code=200 if joined else 202,
+    return JSONResponse({**api_times(job), "joined": joined}, status_code=200 if joined else 202,
                         headers={"Location": f"/api/jobs/{job['id']}"})
 
 
@@ -75,7 +76,7 @@ async def list_jobs(request):
     server = request.app.state.server
     if not server.may_read(request.headers.get("authorization")):
         return _error(401, "reading needs the server's token (Authorization: Bearer ...)")
-    return JSONResponse({"jobs": server.queue.list()})
+    return JSONResponse({"jobs": [api_times(job) for job in server.queue.list()]})
 
 
 async def show_job(request):
@@ -85,7 +86,7 @@ async def show_job(request):
     job = server.queue.get(request.path_params["job_id"])
     if job is None:
         return _error(404, f"no job {request.path_params['job_id']!r}")
-    return JSONResponse(job)
+    return JSONResponse(api_times(job))
 
 
 def parse_options(body: bytes, *, trust_remote_code: bool) -> dict:

@@ -1,7 +1,7 @@
 """Errors answered below the app's own handlers, in JSON like every other error of the API.
 
 Starlette answers some errors itself, in plain text: 413 from a route's body limit, 400 from the host check
-(`TrustedHostMiddleware`), 416 and 400 from a file's range (`FileResponse`). A client of ``/api`` and
+(`TrustedHostMiddleware`), 416 from a file's range past its end (`FileResponse`). A client of ``/api`` and
 ``/entries`` reads every error as ``{"error": ...}``: these broke that. The page's answers, made for a
 browser, are left as they are.
 """
