@@ -89,7 +89,9 @@ def dataset_reading_options(fn):
         click.option("--columns", default=None, metavar="NAME=N,...",
                      help="CoNLL-style files: the 0-based columns of the words and the tags, e.g. word=0,ner=3; more "
                           "names are more label sets (pos=1,chunk=2: chunk as spans, any other name as word "
-                          "classes). Default: the word first, the tag last (CoNLL-2003's pos and chunk between)."),
+                          "classes). Without ner the first set named is the primary one and columns not named "
+                          "are not read (word=0,pos=1: a POS-tagged file). Default: the word first, the tag "
+                          "last (CoNLL-2003's pos and chunk between)."),
         click.option("--tokens-field", default=None, metavar="NAME",
                      help="HF datasets: the field of the words. Default: tokens."),
         click.option("--tags-field", default=None, metavar="NAME",
@@ -137,7 +139,8 @@ task_option = click.option(
 labels_option = click.option(
     "--labels", default=default_of(TrainConfig, "labels"), metavar="NAME",
     help="The entry's label set to use (ner, pos, chunk, upos, xpos, deprel; `layerfuse info` lists them): span "
-         "sets score span F1, token sets (POS) token accuracy. Default: the entry's primary set (ner).")
+         "sets score span F1, token sets (POS) token accuracy. Default: the entry's primary set (ner; the first "
+         "set --columns names where it names no ner).")
 
 
 def masking_options(fn):

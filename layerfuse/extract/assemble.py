@@ -78,24 +78,19 @@ def select(splits: dict[str, list[Sentence]], keep: list[str] | None, *, name: s
 
 def build(
     *, name: str, source: str, raw: dict[str, list[Sentence]], scheme: str, keep: list[str] | None,
-    extras: Extras | None = None,
+    extras: Extras | None = None, primary: str = "ner", primary_kind: str = SPAN,
 ) -> TaggedDataset:
-    """Normalise tags to IOB2 with one scheme for the whole dataset and assemble the result."""
+    """Normalise tags to IOB2 with one scheme for the whole dataset and assemble the result; a token-level
+    primary set (``primary_kind``: a POS-tagged file's ``pos``) keeps its tags as they are, as word classes."""
     raw = ordered(raw)
     if "train" not in raw:
         raise LayerfuseError(f"{source}: no train split (has {', '.join(raw) or 'none'})")
-    # Tag sequences repeat a lot (all-O sentences above all): work on each distinct one once.
-    distinct = {tuple(tags) for sentences in raw.values() for _, tags in sentences}
-    found = normalise_scheme(scheme)
-    if found == "auto":
-        found = detect_scheme(distinct)
-    converted = {tags: to_iob2(tags, scheme=found) for tags in distinct}
-    splits = {
-        split: [(words, list(converted[tuple(tags)])) for words, tags in sentences]
-        for split, sentences in raw.items()
-    }
-    labels = _label_names(splits)
-    unseen = _unseen_in_train(splits)
+    if primary_kind == SPAN:
+        splits, found = _to_iob2(raw, scheme)
+        labels, unseen = _label_names(splits), _unseen_in_train(splits)
+    else:
+        splits, found = raw, "none"
+        labels, unseen = class_names([[tags for _, tags in sentences] for sentences in raw.values()]), {}
     chosen = select(splits, keep, name=name)
     dataset = TaggedDataset(
         name=name,
@@ -105,6 +100,8 @@ def build(
         unseen_in_train={s: sum(n.values()) for s, n in unseen.items() if s in chosen},
         unseen_types={s: sorted(n) for s, n in unseen.items() if s in chosen and n},
         source_scheme=found,
+        primary=primary,
+        primary_kind=primary_kind,
         label_sets={set_name: _label_column(kind, tags)
                     for set_name, (kind, tags) in (extras or {}).items()},
     )
@@ -112,3 +109,15 @@ def build(
     # splits can be extracted one at a time.
     dataset._fingerprints[""] = content_hash(labels, splits)
     return dataset
+
+
+def _to_iob2(raw: dict[str, list[Sentence]], scheme: str) -> tuple[dict[str, list[Sentence]], str]:
+    """Every split's tags in IOB2, with the scheme found (or given) over the whole dataset."""
+    # Tag sequences repeat a lot (all-O sentences above all): work on each distinct one once.
+    distinct = {tuple(tags) for sentences in raw.values() for _, tags in sentences}
+    found = normalise_scheme(scheme)
+    if found == "auto":
+        found = detect_scheme(distinct)
+    converted = {tags: to_iob2(tags, scheme=found) for tags in distinct}
+    return {split: [(words, list(converted[tuple(tags)])) for words, tags in sentences]
+            for split, sentences in raw.items()}, found

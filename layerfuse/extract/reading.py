@@ -18,8 +18,9 @@ class Reading:
 
     ``columns`` (CoNLL-style files): ``"word=0,ner=3"`` or a mapping, label set name -> 0-based
     column; ``word`` (default 0) the words, ``ner`` the tags; more names are more label sets (``chunk``
-    spans, any other name tokens, e.g. ``pos=1``). None: the word first, the tag last (and CoNLL-2003's
-    pos and chunk between). ``tokens_field``/``tags_field``: the fields of a HF dataset.
+    spans, any other name tokens, e.g. ``pos=1``). Without ``ner`` the first set named is the primary one
+    (``word=0,pos=1``: a POS-tagged file, its other columns unread). None: the word first, the tag last
+    (and CoNLL-2003's pos and chunk between). ``tokens_field``/``tags_field``: the fields of a HF dataset.
     """
 
     columns: str | dict[str, int] | None = None
@@ -50,8 +51,8 @@ def columns_of_source(source: str | None) -> str | None:
 
 
 def parse_columns(spec: str | dict[str, int]) -> dict[str, int]:
-    """``"word=0,ner=3"`` (or a mapping) -> {"word": 0, "ner": 3, ...}: word (default 0), ner, then the
-    other label sets in the order given; a bad item is a one-line error naming it."""
+    """``"word=0,ner=3"`` (or a mapping) -> {"word": 0, "ner": 3, ...}: word (default 0), the primary label
+    set (`primary_of`), then the other label sets in the order given; a bad item is a one-line error naming it."""
     text = spec if isinstance(spec, str) else ",".join(f"{k}={v}" for k, v in spec.items())
     found: dict[str, int] = {}
     for item in (x.strip() for x in text.split(",")):
@@ -65,15 +66,24 @@ def parse_columns(spec: str | dict[str, int]) -> dict[str, int]:
         if name in found:
             raise LayerfuseError(f"--columns {text!r}: {name} is given twice")
         found[name] = int(value)
-    if "ner" not in found:
-        raise LayerfuseError(f"--columns {text!r}: name the tag column, e.g. ner=3 (0 is the first column)")
-    columns = {"word": found.pop("word", 0), "ner": found.pop("ner"), **found}
+    word = found.pop("word", 0)
+    if not found:
+        raise LayerfuseError(f"--columns {text!r}: name a tag column, e.g. ner=3 or pos=1 (0 is the first column)")
+    primary = "ner" if "ner" in found else next(iter(found))
+    columns = {"word": word, primary: found.pop(primary), **found}
     named: dict[int, str] = {}
     for name, column in columns.items():  # one column, one meaning: a second name would store one set under two
         if column in named:
             raise LayerfuseError(f"--columns {text!r}: {named[column]} and {name} are the same column ({column})")
         named[column] = name
     return columns
+
+
+def primary_of(columns: dict[str, int]) -> str:
+    """The primary label set of a `parse_columns` map: ``ner`` where named (the other sets then never change the
+    entry key), else the first set named (``word=0,pos=1``: a file without NER tags, whose tag columns that no
+    name reads are never read, so never checked)."""
+    return next(name for name in columns if name != "word")
 
 
 def reject(read: Reading, spec: str, what: str, *, fields: bool = False, columns: bool = False) -> None:

@@ -35,23 +35,28 @@ def read_labelled(path: str, *, label_set: str | None = None, columns: str | Non
     data = load_dataset(str(path), read=Reading(columns=columns))
     if label_set is None or label_set == data.primary:
         return data.splits["train"]
+    if label_set not in data.label_set_names:  # --columns that name no column of the head's set
+        read = Reading(columns=columns).describe().strip(" ()") if columns else "read word first, tag last"
+        raise LayerfuseError(f"{path}: the head tags {label_set}, and the file ({read}) has no {label_set} "
+                             f"column: name it, e.g. --columns word=0,{label_set}=1")
     tags = data.column(label_set).tags["train"]
     return [(words, column) for (words, _), column in zip(data.splits["train"], tags)]
 
 
 def read_for_head(path: str, cache: dict, *, columns: str | None = None) -> list[Sentence]:
     """`read_labelled` for a head whose cache metadata is ``cache``: with ``columns`` (--columns) when
-    given; else with the columns of the head's own training data (its word, tag and label-set columns
-    only: a pos column the head never reads is not asked of the file), and failing that as the file lays
+    given; else with the columns of the head's own training data (its word and label-set columns only: a
+    pos or ner column the head never reads is not asked of the file), and failing that as the file lays
     itself out."""
-    from ..extract.reading import columns_of_source, parse_columns
+    from ..extract.reading import columns_of_source, parse_columns, primary_of
 
     label_set = cache.get("label_set")
-    if columns:
-        return read_labelled(path, label_set=label_set, columns=columns)
+    if columns:  # a head that records no set tags ner (its checkpoint names any other), whatever --columns reads
+        return read_labelled(path, label_set=label_set or "ner", columns=columns)
     inferred = columns_of_source(cache.get("dataset_source"))
     if inferred:
-        needed = {name: at for name, at in parse_columns(inferred).items() if name in ("word", "ner", label_set)}
+        parsed = parse_columns(inferred)
+        needed = {name: at for name, at in parsed.items() if name in ("word", label_set or primary_of(parsed))}
         try:
             return read_labelled(path, label_set=label_set, columns=needed)
         except LayerfuseError as exc:

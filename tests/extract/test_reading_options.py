@@ -112,7 +112,8 @@ def test_predict_conll_reads_a_file_as_the_head_s_data_was_read(tmp_path, tiny_b
     ("word=0,ner=x", "--columns 'word=0,ner=x': 'x' is not a column number"),
     ("word=0,ner=-1", "'-1' is not a column number"),
     ("word0,ner=1", "'word0' is not NAME=COLUMN"),
-    ("word=0,pos=1", "name the tag column, e.g. ner=3"),
+    ("word=0", "name a tag column, e.g. ner=3 or pos=1"),
+    ("word=2,pos=2", "word and pos are the same column (2)"),
     ("word=1,ner=1", "word and ner are the same column (1)"),
     ("word=0,ner=3,pos=3", "ner and pos are the same column (3)"),  # else NER tags stored as 'pos'
     ("word=0,ner=3,pos=0", "word and pos are the same column (0)"),
@@ -237,3 +238,83 @@ def test_a_head_records_its_own_reading_of_an_entry_made_of_the_same_words(tmp_p
                                           "--out", str(tmp_path / "o")])
     assert scored.exit_code == 0, scored.output
     assert json.loads(scored.output.splitlines()[0])["micro"]["support"] == 2
+
+
+def _pos_files(tmp_path, name, line):
+    """train/dev files of TRAIN and DEV's words with their POS tags in column 1, ``line`` writing each word."""
+    data = tmp_path / name
+    data.mkdir()
+    for split, sentences in (("train.txt", TRAIN), ("dev.txt", DEV)):
+        write_conll(data / split, sentences, line=lambda w, t: line(w, POS[t]))
+    return data
+
+
+def test_columns_without_ner_make_the_first_set_named_the_primary_one(tmp_path):
+    """--columns that name no ner: the first set named is the primary one, a token set unless it is chunk, and
+    the columns no name reads are not read (a junk NER column, `_`, stays unchecked)."""
+    junk = _pos_files(tmp_path, "junk", lambda w, p: f"{w} {p} _ _")
+    data = load_dataset(str(junk), read=Reading(columns="word=0,pos=1"))
+    assert data.primary == "pos" and data.primary_kind == "token" and data.label_set_names == ["pos"]
+    assert data.label_names == ["NN", "NNP"] and data.splits["dev"] == [(["Carol", "visited", "Rome"],
+                                                                         ["NNP", "NN", "NNP"])]
+    chunks = load_dataset(str(tag_chunks := _pos_files(tmp_path, "chunks", lambda w, p: f"{w} {p} I-NP _")),
+                          read=Reading(columns="word=0,chunk=2,pos=1"))
+    assert chunks.primary == "chunk" and chunks.primary_kind == "span" and chunks.label_set_names == ["chunk", "pos"]
+    assert chunks.label_names == ["O", "B-NP", "I-NP"] and chunks.splits["dev"][0][1] == ["B-NP", "I-NP", "I-NP"]
+    line = one_error_line(_extract(tmp_path, "unused-model", tag_chunks, "--columns", "word=0,chunk=1"))
+    assert "train.txt:3 (--columns chunk=1): malformed tag 'NNP'" in line  # a column that is read is checked
+
+
+@pytest.mark.parametrize("layout, line", [("words and POS", lambda w, p: f"{w} {p}"),
+                                          ("a junk NER column", lambda w, p: f"{w} {p} _ _")])
+def test_a_pos_head_trains_on_files_without_ner_tags(tmp_path, tiny_bert_dir, layout, line):
+    """A POS-tagged corpus (words and POS only, or a last column of `_`) extracts, trains a POS head and is
+    scored by it: extraction stopped at the NER column the POS head never reads. Read by default, the error
+    says how to name the columns."""
+    from layerfuse.cache.reader import open_entry
+    from layerfuse.cli.predict import main as predict
+    from layerfuse.cli.train import main as train
+
+    data = _pos_files(tmp_path, "pos", line)
+    hint = one_error_line(_extract(tmp_path, tiny_bert_dir, data))
+    assert "train.txt:3: malformed tag" in hint and "--columns word=0,pos=1" in hint
+    out = _extract(tmp_path, tiny_bert_dir, data, "--columns", "word=0,pos=1")
+    assert out.exit_code == 0, out.output
+    entry = open_entry(out.output.split("cached: ", 1)[1].split()[0])
+    assert entry.meta["primary_labels"] == "pos" and entry.meta["label_names"] == ["NN", "NNP"]
+    trained = CliRunner().invoke(train, ["--model", str(tiny_bert_dir), "--dataset", str(data), "--columns",
+                                         "word=0,pos=1", "--cache-dir", str(tmp_path / "cache"), "--fusion", "base",
+                                         "--shots", "all", "--epochs", "1", "--quiet", "--out", str(tmp_path / "runs")])
+    assert trained.exit_code == 0 and "extracted" not in trained.output, trained.output
+    record = json.loads(next((tmp_path / "runs").glob("*-s0.json")).read_text())
+    assert "best_dev_accuracy" in record and record["config"].get("labels") in (None, "pos")
+    head = next((tmp_path / "runs").glob("*.head.json")).with_suffix("")
+    scored = CliRunner().invoke(predict, ["--head", str(head), "--conll", str(data / "dev.txt"), "--json",
+                                          "--out", str(tmp_path / "o")])
+    assert scored.exit_code == 0, scored.output
+    assert json.loads(scored.output.splitlines()[0])["micro"]["support"] == 3  # every word, scored by accuracy
+
+
+def test_predict_conll_asks_a_pos_head_s_file_for_no_ner_column(tmp_path, tiny_bert_dir, tag_in_column_1):
+    """A POS head of an entry read as word=0,ner=1,pos=2 scores a file of that layout whose NER column is `_`:
+    it asked the file for the NER column too, and stopped at its first `_`. --columns that name no POS
+    column are one line saying so."""
+    from layerfuse.cli.predict import main as predict
+    from layerfuse.cli.train import main as train
+
+    trained = CliRunner().invoke(train, ["--model", str(tiny_bert_dir), "--dataset", str(tag_in_column_1),
+                                         "--columns", "word=0,ner=1,pos=2", "--labels", "pos", "--cache-dir",
+                                         str(tmp_path / "cache"), "--fusion", "base", "--shots", "all", "--epochs",
+                                         "1", "--quiet", "--out", str(tmp_path / "runs")])
+    assert trained.exit_code == 0, trained.output
+    head = next((tmp_path / "runs").glob("*.head.json")).with_suffix("")
+    unlabelled = tmp_path / "no-ner.txt"
+    write_conll(unlabelled, DEV, line=lambda w, t: f"{w} _ {POS[t]}")
+    scored = CliRunner().invoke(predict, ["--head", str(head), "--conll", str(unlabelled), "--json",
+                                          "--out", str(tmp_path / "o")])
+    assert scored.exit_code == 0, scored.output
+    assert json.loads(scored.output.splitlines()[0])["micro"]["support"] == 3
+    ner_only = str(tag_in_column_1 / "dev.txt")
+    other = one_error_line(CliRunner().invoke(predict, ["--head", str(head), "--conll", ner_only, "--columns",
+                                                        "word=0,ner=1"]))
+    assert "dev.txt: the head tags pos, and the file (columns word=0,ner=1) has no pos column" in other

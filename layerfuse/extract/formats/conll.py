@@ -6,10 +6,11 @@ Other files of the folder (a README, ``train2.txt``) are not read, and the extra
 The word is the first whitespace-separated column (ASCII whitespace only, so odd Unicode spaces stay
 inside words), the tag the last, unless ``Reading.columns`` names them (``"word=0,ner=3"``: 0-based
 columns, ``ner`` the tag; other names are more label sets, ``chunk`` a span set and any other a token
-set); every token line of a file has the column count of its first token line; ``-DOCSTART-`` lines
-are skipped and end a sentence; blank lines separate sentences; a byte-order mark opening any line
-(files joined with ``cat``) is dropped. CoNLL-2003 layout files (four columns:
-word, POS, chunk, NER) also give the ``pos`` (token) and ``chunk`` (span, IOB2) label sets.
+set; without ``ner``, the first set named is the primary one and unnamed columns are not read); every
+token line of a file has the column count of its first token line; ``-DOCSTART-`` lines are skipped and
+end a sentence; blank lines separate sentences; a byte-order mark opening any line (files joined with
+``cat``) is dropped. CoNLL-2003 layout files (four columns: word, POS, chunk, NER) also give the ``pos``
+(token) and ``chunk`` (span, IOB2) label sets.
 
 WikiAnn files of Rahimi et al. 2019 (lines ``lang:word TAG``) are CoNLL-style files recognised because
 every word carries a ``xx:`` / ``xxx:`` language prefix, which is stripped.
@@ -23,6 +24,7 @@ from pathlib import Path
 from layerfuse.cache.label_sets import SPAN, TOKEN
 from layerfuse.errors import LayerfuseError, not_utf8
 from layerfuse.extract.iob import split_tag
+from layerfuse.extract.reading import primary_of
 from layerfuse.extract.tagged import SPLIT_ORDER, Extras, Sentence, TaggedDataset, open_text
 
 from .registry import DatasetFormat, Request
@@ -64,10 +66,12 @@ def read_conll(path: Path) -> list[Sentence]:
 def read_conll_columns(path: Path, columns: dict[str, int] | None = None,
                         ) -> tuple[list[Sentence], list[list[tuple[str, ...]]], int]:
     """(sentences, the label columns beside the tag of each token per sentence, columns per line): with
-    ``columns`` (see `parse_columns`) the word, the tag and the other named columns in their order, else
-    the first column, the last and those between."""
-    word_at, tag_at = (columns["word"], columns["ner"]) if columns else (0, -1)
-    others = [c for name, c in columns.items() if name not in ("word", "ner")] if columns else None
+    ``columns`` (see `parse_columns`) the word, the primary set's tag (`primary_of`) and the other named
+    columns in their order, else the first column, the last and those between. Columns no name reads are
+    never checked; the primary tags are checked as IOB where the primary set is a span set."""
+    primary = primary_of(columns) if columns else "ner"
+    word_at, tag_at = (columns["word"], columns[primary]) if columns else (0, -1)
+    others = [c for name, c in columns.items() if name not in ("word", primary)] if columns else None
     need = max(columns.values()) + 1 if columns else 2
     sentences: list[Sentence] = []
     middles: list[list[tuple[str, ...]]] = []
@@ -119,9 +123,23 @@ def read_conll_columns(path: Path, columns: dict[str, int] | None = None,
         middles.append(middle)
     if not sentences:
         raise LayerfuseError(f"{path}: no sentences (the file is empty or holds only -DOCSTART- lines)")
-    for tag, line_no in tag_first_line.items():
-        split_tag(tag, where=f"{path}:{line_no}" + (f" (--columns ner={tag_at})" if columns else ""))
+    if primary in SPAN_COLUMNS:
+        _check_primary_tags(path, tag_first_line, primary=primary, at=tag_at if columns else None)
     return sentences, middles, width
+
+
+def _check_primary_tags(path: Path, first_lines: dict[str, int], *, primary: str, at: int | None) -> None:
+    """Each distinct tag of the primary span column parses as IOB, else an error at its first line; read by
+    default (``at`` None), the last column was taken for NER tags, and the error says how to read a file
+    that has none."""
+    for tag, line_no in first_lines.items():
+        try:
+            split_tag(tag, where=f"{path}:{line_no}" + (f" (--columns {primary}={at})" if at is not None else ""))
+        except LayerfuseError as exc:
+            if at is not None:
+                raise
+            raise LayerfuseError(f"{exc} (the last column, read as NER tags; a file without them: name the "
+                                  "columns to read, e.g. --columns word=0,pos=1)") from None
 
 
 def _strip_wikiann(sentences: list[Sentence]) -> tuple[list[Sentence], set[str]]:
@@ -162,7 +180,7 @@ def _load_directory(request: Request) -> TaggedDataset:
                             {split: width for split, (_, _, width) in found.items()},
                             {split: path for split, path in files.items() if path is not None}, columns)
     name, source, raw = _wikiann_or_plain(directory, raw)
-    dataset = request.tagged(name=name, source=source, raw=raw, extras=extras)
+    dataset = request.tagged(name=name, source=source, raw=raw, extras=extras, **_primary_set(columns))
     read = [path for path in files.values() if path is not None]
     # files only (a subfolder is no split file), not hidden (an editor's, git's); samefile, not names: on a
     # case-insensitive disk `Train.txt` is the train.txt that was read
@@ -176,7 +194,14 @@ def _load_file(request: Request) -> TaggedDataset:
     path, columns = request.path, request.read.column_map()
     sentences, middles, width = read_conll_columns(path, columns)
     extras = _named_columns({"train": middles}, {"train": width}, {"train": path}, columns)
-    return request.tagged(name=path.stem, source=str(path), raw={"train": _strip_wikiann(sentences)[0]}, extras=extras)
+    return request.tagged(name=path.stem, source=str(path), raw={"train": _strip_wikiann(sentences)[0]}, extras=extras,
+                          **_primary_set(columns))
+
+
+def _primary_set(columns: dict[str, int] | None) -> dict[str, str]:
+    """The primary label set's name and kind: ``ner`` spans, unless ``columns`` names no ner (`primary_of`)."""
+    primary = primary_of(columns) if columns else "ner"
+    return {"primary": primary, "primary_kind": SPAN if primary in SPAN_COLUMNS else TOKEN}
 
 
 def _named_columns(middles: dict[str, list[list[tuple[str, ...]]]], widths: dict[str, int],
@@ -188,7 +213,7 @@ def _named_columns(middles: dict[str, list[list[tuple[str, ...]]]], widths: dict
     CoNLL-2003 layout, and `--columns` names them). A malformed tag of a span column that ``columns``
     names (chunk) is an error naming file and line."""
     if columns is not None:
-        others = {name: c for name, c in columns.items() if name not in ("word", "ner")}
+        others = {name: c for name, c in columns.items() if name not in ("word", primary_of(columns))}
         names = tuple((name, SPAN if name in SPAN_COLUMNS else TOKEN) for name in others)
         at = list(others.values())
     else:

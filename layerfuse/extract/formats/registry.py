@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 
+from layerfuse.cache.label_sets import SPAN
 from layerfuse.errors import LayerfuseError
 from layerfuse.extract.assemble import build
 from layerfuse.extract.reading import Reading, reject
@@ -33,11 +34,12 @@ class Request:
         return Path(self.spec).expanduser()
 
     def tagged(self, *, name: str, source: str, raw: dict[str, list[Sentence]],
-               extras: Extras | None = None) -> TaggedDataset:
+               extras: Extras | None = None, primary: str = "ner", primary_kind: str = SPAN) -> TaggedDataset:
         """Raw tagged splits -> the dataset: IOB2 tags, label names, the kept splits; ``source`` gets the
-        reading beside it (``(columns word=0,ner=3)``), as the entry key records it."""
+        reading beside it (``(columns word=0,ner=3)``), as the entry key records it. ``primary``: the name
+        and kind of the set in ``raw`` (a POS-tagged file's ``pos``, word classes)."""
         return build(name=name, source=source + self.read.describe(), raw=raw, scheme=self.scheme,
-                     keep=self.splits, extras=extras)
+                     keep=self.splits, extras=extras, primary=primary, primary_kind=primary_kind)
 
 
 @dataclass(frozen=True)
