@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import torch
 
-from .errors import LayerfuseError
+from .errors import LayerfuseError, OptionError
 
 
 def named_device(name: str) -> torch.device:
@@ -14,7 +14,7 @@ def named_device(name: str) -> torch.device:
     try:
         device = torch.device(name)
     except (RuntimeError, TypeError):
-        raise LayerfuseError(f"--device {name!r} is not a device: use cpu, cuda, cuda:N or mps") from None
+        raise OptionError(f"--device {name!r} is not a device: use cpu, cuda, cuda:N or mps") from None
     if device.type == "cuda":
         count = torch.cuda.device_count() if torch.cuda.is_available() else 0
         if not count:

@@ -5,6 +5,11 @@ class LayerfuseError(Exception):
     """A problem with the user's input, files or cache; the message names the value, file and line."""
 
 
+class OptionError(LayerfuseError):
+    """A bad option value, or options that do not go together: the caller's mistake, not a failure of the
+    files or the cache; the CLI says it as click says its own (usage, then ``Error: ...``) and exits 2."""
+
+
 class NewerFormatError(LayerfuseError):
     """A cache entry written by a newer layerfuse: not damaged, only not readable by this release (`gc` keeps it)."""
 

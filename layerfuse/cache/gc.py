@@ -21,7 +21,7 @@ import re
 import shutil
 import time
 
-from ..errors import LayerfuseError, NewerFormatError
+from ..errors import LayerfuseError, NewerFormatError, OptionError
 from .layout import ENTRY_NAME, is_remote, local_path
 from .manage import (
     REMOVING,
@@ -48,10 +48,10 @@ def parse_size(text: str | int, *, name: str = "--max-size") -> int:
     a plain number of bytes."""
     match = _SIZE.match(str(text))
     if match and not match[2] and "." in match[1]:  # 0.5 read as 0 bytes: a gc that evicted everything
-        raise LayerfuseError(f"{name} {text!r}: a number of bytes is whole; give a unit for a fraction (0.5G)")
+        raise OptionError(f"{name} {text!r}: a number of bytes is whole; give a unit for a fraction (0.5G)")
     if not match:
-        raise LayerfuseError(f"{name} {text!r} is not a size: a number of bytes, or one with K, M, G or T "
-                              f"(500M, 20G)")
+        raise OptionError(f"{name} {text!r} is not a size: a number of bytes, or one with K, M, G or T "
+                          f"(500M, 20G)")
     return int(float(match[1]) * _UNITS[match[2].upper()])
 
 

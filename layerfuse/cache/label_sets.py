@@ -27,7 +27,7 @@ import re
 
 import numpy as np
 
-from ..errors import LayerfuseError
+from ..errors import LayerfuseError, OptionError
 from . import manifest
 from .layout import is_remote, subgroups
 from .store import SMALL_ARRAY_CODECS, files_of, open_group
@@ -71,8 +71,8 @@ def check_name(meta: dict, name: str, *, where: str) -> dict:
     """The listing of set ``name``, or a one-line error naming the sets there are."""
     sets = listed(meta)
     if name not in sets:
-        raise LayerfuseError(f"--labels {name!r}: {where} has the label sets {', '.join(sets)} "
-                              f"(add one with `extract ... --labels {name}`, which writes labels only)")
+        raise OptionError(f"--labels {name!r}: {where} has the label sets {', '.join(sets)} "
+                          f"(add one with `extract ... --labels {name}`, which writes labels only)")
     return sets[name]
 
 

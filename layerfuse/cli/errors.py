@@ -1,4 +1,5 @@
-"""CLI plumbing: turn LayerfuseError (and a few expected OS errors) into one line and exit 1."""
+"""CLI plumbing: turn LayerfuseError (and a few expected OS errors) into one line and exit 1; an OptionError
+(a bad option value) into click's usage error and exit 2, as click ends on the values it checks itself."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import sys
 
 import click
 
-from ..errors import LayerfuseError
+from ..errors import LayerfuseError, OptionError
 
 
 def settle_reads() -> None:
@@ -106,6 +107,9 @@ def friendly_errors(fn=None, *, interrupted: str = RESUMES):
     def wrapper(*args, **kwargs):
         try:
             return fn(*args, **kwargs)
+        except OptionError as exc:  # click prints it (usage, a hint, the line) and exits 2
+            settle_reads()
+            raise click.UsageError(str(exc), click.get_current_context(silent=True)) from None
         except LayerfuseError as exc:
             settle_reads()
             click.echo(f"error: {exc}", err=True)

@@ -26,13 +26,13 @@ def main(head, out, device, run, best, model):
     pipeline("token-classification", model=OUT) load it once layerfuse is imported."""
     import os
 
-    from ..errors import LayerfuseError
+    from ..errors import OptionError
     from ..experiments.heads import sweep_head
     from ..experiments.results import RESULTS
     from ..hf.export import export_head
 
     if not out.strip():  # "No such file or directory", naming nothing
-        raise LayerfuseError("--out is empty: name the folder to write the model to")
+        raise OptionError("--out is empty: name the folder to write the model to")
     if run is not None or best or os.path.isfile(os.path.join(head, RESULTS)):
         head = sweep_head(head, run=run, best=best, log=lambda message: click.echo(message, err=True))
     folder = export_head(head, out, device=device, model=model)

@@ -9,7 +9,7 @@ from pathlib import Path
 import click
 
 from ..display import human_bytes
-from ..errors import LayerfuseError
+from ..errors import LayerfuseError, OptionError
 from ..extract.entry import DTYPES, GRANULARITIES, POOLINGS, ExtractConfig
 from ..extract.estimate import Estimate, estimate
 from ..extract.formats import help_text as dataset_formats_help
@@ -107,7 +107,7 @@ def main(model, task, dataset, read, splits, labels, granularity, special_tokens
                            labels=tuple(parse_list(labels, name="labels", cast=str)) if labels is not None else None,
                            **read)
     if token_file and not server:  # it goes with --server: read by no one, the extraction ran here
-        raise LayerfuseError("--token-file goes with --server (the service's write token)")
+        raise OptionError("--token-file goes with --server (the service's write token)")
     if server:
         _extract_on_server(server, config, token_file=token_file, quiet=quiet,
                            local={"--cache-dir": cache_dir, "--device": device, "--dry-run": dry_run})
@@ -154,7 +154,7 @@ def _extract_on_server(server: str, config: ExtractConfig, *, token_file: str | 
 
     given = [name for name, value in local.items() if value]
     if given:
-        raise LayerfuseError(f"{', '.join(given)} cannot go with --server: the server extracts into its own root "
+        raise OptionError(f"{', '.join(given)} cannot go with --server: the server extracts into its own root "
                               f"on its own device")
     token = Path(token_file).read_text().strip() if token_file else None
     options = {name: getattr(config, name) for name in OPTIONS if getattr(config, name) is not None}

@@ -8,7 +8,7 @@ from dataclasses import MISSING, fields, is_dataclass
 
 import click
 
-from ..errors import LayerfuseError
+from ..errors import LayerfuseError, OptionError
 from ..extract.run import ExtractConfig
 from ..fusions.config import QUERY_LAYERS
 from ..fusions.options import UNSET, Option
@@ -166,7 +166,7 @@ def extract_options(task: str, **masking) -> dict:
     masking = {name: masking.get(name, default_of(ExtractConfig, name)) for name in MASKING}
     if not task_of(task).masks_inputs:
         if any(value != default_of(ExtractConfig, name) for name, value in masking.items()):
-            raise LayerfuseError("--block-size, --mask-seed and --mlm-probability need --task mlm")
+            raise OptionError("--block-size, --mask-seed and --mlm-probability need --task mlm")
         return {}
     return {"task": task, **masking}
 
@@ -248,8 +248,8 @@ def fusion_settings(params: dict, *, grid: bool = False) -> dict:
         name, _, text = pair.partition("=")
         name = name.strip().replace("-", "_")
         if name not in declared:
-            raise LayerfuseError(f"--fusion-opt {pair!r}: no fusion has an option {name!r} (the fusions' "
-                                 f"options: {', '.join(declared) or 'none'})")
+            raise OptionError(f"--fusion-opt {pair!r}: no fusion has an option {name!r} (the fusions' "
+                              f"options: {', '.join(declared) or 'none'})")
         settings[name] = _values(declared[name], text, f"--fusion-opt {name}", grid=grid)
     return settings
 
@@ -275,7 +275,7 @@ def _values(option: Option, text, flag: str, *, grid: bool):
     try:
         return cast(str(text).strip())
     except ValueError:
-        raise LayerfuseError(f"{flag} {text!r} is not {what}") from None
+        raise OptionError(f"{flag} {text!r} is not {what}") from None
 
 
 query_layer_option = click.option(
@@ -314,8 +314,8 @@ def check_one_source(cache, model, dataset) -> None:
     """--cache, or --model/--dataset: both, and the entry named was used, the others dropped in silence."""
     if cache and (model or dataset):
         given = " and ".join(f for f, v in (("--model", model), ("--dataset", dataset)) if v)
-        raise LayerfuseError(f"--cache names the entry itself; {given} pick one by what it was made from: give one "
-                             "or the other")
+        raise OptionError(f"--cache names the entry itself; {given} pick one by what it was made from: give one "
+                          "or the other")
 
 
 def say(message: str) -> None:
@@ -329,9 +329,9 @@ def parse_shots(value: str | int | None) -> int | None:
     try:
         shots = int(value)
     except ValueError:
-        raise LayerfuseError(f"--shots {value!r} is not a positive integer or 'all'") from None
+        raise OptionError(f"--shots {value!r} is not a positive integer or 'all'") from None
     if shots < 1:
-        raise LayerfuseError(f"--shots {value!r} must be >= 1 (or 'all')")
+        raise OptionError(f"--shots {value!r} must be >= 1 (or 'all')")
     return shots
 
 
@@ -345,9 +345,9 @@ def parse_list(text: str, *, name: str, cast=int, what: str | None = None) -> li
         try:
             values.append(cast(item))
         except ValueError:
-            raise LayerfuseError(f"--{name} {text!r}: {item!r} is not {what or _WHAT.get(cast, 'valid')}") from None
+            raise OptionError(f"--{name} {text!r}: {item!r} is not {what or _WHAT.get(cast, 'valid')}") from None
     if not values:
-        raise LayerfuseError(f"--{name} is empty")
+        raise OptionError(f"--{name} is empty")
     return values
 
 

@@ -10,7 +10,7 @@ import sys
 
 import click
 
-from ..errors import LayerfuseError, not_utf8
+from ..errors import LayerfuseError, OptionError, not_utf8
 from ..files import text_saved
 from ..inference.fill_mask import MaskFiller
 from ..tasks import task_of
@@ -59,14 +59,14 @@ def main(checkpoint, text, files, fill_mask, top_k, conll, columns, out, as_json
     own (Jean-Claude is Jean, -, Claude), as an exported model's tokenizer splits them."""
     if conll:
         if text or files or fill_mask:
-            raise LayerfuseError("--conll takes no --text, --file or --fill-mask")
+            raise OptionError("--conll takes no --text, --file or --fill-mask")
         head = _head(checkpoint)
         if out:
             _refuse_inputs_as_out(out, {conll, checkpoint, *checkpoint_paths(head)})
         _score_conll(head, conll, columns=columns, out=out, as_json=as_json, device=device, model=model)
         return
     if out or columns:
-        raise LayerfuseError(f"{'--out' if out else '--columns'} goes with --conll")
+        raise OptionError(f"{'--out' if out else '--columns'} goes with --conll")
     lines = list(fill_mask) + list(text)
     for file_ in files:
         if file_ == "-" and sys.stdin is None:  # closed (`<&-`): click's reader failed on None
@@ -77,9 +77,10 @@ def main(checkpoint, text, files, fill_mask, top_k, conll, columns, out, as_json
         except UnicodeDecodeError:  # a file is read again for its line; stdin cannot be
             raise (not_utf8(file_) if file_ != "-" else LayerfuseError("stdin is not UTF-8 text")) from None
     if not lines:
-        given = f"--file {', '.join(files)} {'holds' if len(files) == 1 else 'hold'} no line" if files else \
-            "pass --text, --file or --fill-mask"
-        raise LayerfuseError(f"nothing to tag: {given}")
+        if not files:  # no input named: the call is wrong; a --file holding nothing is the file's
+            raise OptionError("nothing to tag: pass --text, --file or --fill-mask")
+        raise LayerfuseError(f"nothing to tag: --file {', '.join(files)} {'holds' if len(files) == 1 else 'hold'} "
+                             "no line")
     if not any(line.strip() for line in lines):
         given = f"--file {', '.join(files)} {'has' if len(files) == 1 else 'have'}" if files else "the text given has"
         raise LayerfuseError(f"nothing to {'fill' if fill_mask else 'tag'}: {given} only blank lines")
@@ -104,7 +105,7 @@ def _head(path: str) -> str:
 def _refuse_inputs_as_out(out: str, inputs: set[str]) -> None:
     """``--out`` is written whole: never over the CoNLL file scored, nor the head's own files."""
     if any(os.path.exists(p) and os.path.exists(out) and os.path.samefile(out, p) for p in inputs):
-        raise LayerfuseError(f"--out {out} is one of this command's inputs; name another file")
+        raise OptionError(f"--out {out} is one of this command's inputs; name another file")
 
 
 def _is_mlm(checkpoint: str) -> bool:

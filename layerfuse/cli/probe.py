@@ -8,7 +8,7 @@ import os
 
 import click
 
-from ..errors import LayerfuseError
+from ..errors import OptionError
 from ..probing.probe import ProbeConfig
 from .errors import friendly_errors
 from .options import (
@@ -29,12 +29,12 @@ from .progress import show_progress
 def parse_seeds(seeds: str | None, trials: int | None) -> list[int]:
     """``--seeds 0,1,2`` or ``--trials K`` (seeds 0..K-1); neither: seed 0."""
     if seeds is not None and trials is not None:
-        raise LayerfuseError(f"--seeds {seeds} and --trials {trials} both name the seeds; give one")
+        raise OptionError(f"--seeds {seeds} and --trials {trials} both name the seeds; give one")
     if trials is not None:
         return list(range(trials))
     values = parse_list(seeds if seeds is not None else "0", name="seeds", cast=seed_item)
     if len(set(values)) != len(values):
-        raise LayerfuseError(f"--seeds {seeds}: a seed is named twice")
+        raise OptionError(f"--seeds {seeds}: a seed is named twice")
     return values
 
 
@@ -86,7 +86,7 @@ def main(cache, model, dataset, cache_dir, read, labels, shots, seeds, trials, c
     names = list(sets) if labels is None else parse_list(labels, name="labels", cast=str)
     unknown = [n for n in names if n not in sets]
     if unknown:
-        raise LayerfuseError(f"--labels {labels}: {', '.join(unknown)} not in {entry.path}; it has {', '.join(sets)}")
+        raise OptionError(f"--labels {labels}: {', '.join(unknown)} not in {entry.path}; it has {', '.join(sets)}")
     with_control = ", with control tasks" if control else ""  # said with or without --quiet (bars only)
     say(f"probing {', '.join(names)} on {entry.path}: layers 0..{entry.num_layers} and a ScalarMix, "
         f"seeds {', '.join(map(str, seed_list))}, shots {shots or 'all'}{with_control}")

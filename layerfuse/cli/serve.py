@@ -20,7 +20,7 @@ from pathlib import Path
 import click
 
 from ..cache.layout import is_remote, local_path
-from ..errors import LayerfuseError
+from ..errors import LayerfuseError, OptionError
 from ..serve.state import DEFAULT_HOST, DEFAULT_PORT, LOOPBACK_HOSTS, ServerState
 from .errors import NOTHING_TO_RESUME, friendly_errors
 from .options import UserPath, cache_dir_option, device_option, say
@@ -72,7 +72,7 @@ def main(cache_dir, host, port, token_file, read_token_file, runs, data_dirs, de
 
     root = checked_root(cache_dir, write=True, writes=SERVE_WRITES)  # a file, or read-only: one line
     if is_remote(root):
-        raise LayerfuseError(f"serve needs a local cache root, not {root}")
+        raise OptionError(f"serve needs a local cache root, not {root}")
     root = Path(local_path(root)).resolve()
     root.mkdir(parents=True, exist_ok=True)
     if token_file:

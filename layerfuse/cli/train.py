@@ -14,7 +14,7 @@ from dataclasses import fields
 import click
 
 from ..display import f1_points
-from ..errors import LayerfuseError
+from ..errors import LayerfuseError, OptionError
 from ..fusions.registry import DEFAULT_FUSION, FUSIONS
 from ..layers.spec import layers_named, xie_shortfall
 from ..tasks import task_of
@@ -153,7 +153,7 @@ def main(cache, model, dataset, cache_dir, read, out, dry_run, verbose, quiet, p
                                                                     root=cache_dir)
     device = pick_device(options["device"]).type
     if options["precision"] == "fp16" and device != "cuda":
-        raise LayerfuseError(f"--precision fp16 needs CUDA (its loss scaling is a GPU's); on {device} use bf16 or fp32")
+        raise OptionError(f"--precision fp16 needs CUDA (its loss scaling is a GPU's); on {device} use bf16 or fp32")
     settings = fusion_settings(options)  # the fusions' own settings, by name
     config = TrainConfig(**{f.name: options[f.name] for f in fields(TrainConfig) if f.name != "options"},
                          options=settings)  # the other options = the fields, one to one

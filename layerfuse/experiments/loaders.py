@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import LayerfuseError
+from ..errors import LayerfuseError, OptionError
 from ..layers import parse_layers
 from ..tasks import task_of
 from ..training.data import load_data, load_for_run
@@ -37,8 +37,8 @@ def check_dev_subset(entry, configs: list) -> None:
         return
     n_dev = entry.split("dev").n_sentences
     if asked >= n_dev:
-        raise LayerfuseError(f"--dev-sentences {asked}: dev has {n_dev:,} sentences; leave it out to evaluate "
-                             "on all of dev")
+        raise OptionError(f"--dev-sentences {asked}: dev has {n_dev:,} sentences; leave it out to evaluate "
+                          "on all of dev")
 
 
 def check_dev_entities(entry, configs: list) -> None:
@@ -93,8 +93,8 @@ def check_warmups(entry, configs: list) -> None:
     if short:
         named = ", ".join(f"{c.fusion} N={c.shots or 'all'} {c.epochs} epochs ({steps_of(c, n_train, n_types)} steps)"
                           for c in short[:4]) + (f" and {len(short) - 4} more" if len(short) > 4 else "")
-        raise LayerfuseError(f"warmup {short[0].warmup} is not shorter than the run of {named}: no step would "
-                             "decay the rate; use a shorter warmup, or leave those runs out")
+        raise OptionError(f"warmup {short[0].warmup} is not shorter than the run of {named}: no step would "
+                          "decay the rate; use a shorter warmup, or leave those runs out")
 
 
 def steps_of(config, n_train: int, n_types: int) -> int:

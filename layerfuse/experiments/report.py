@@ -21,7 +21,7 @@ import numpy as np
 from matplotlib.ticker import FuncFormatter, MaxNLocator, NullLocator
 
 from ..display import first_few, new_figure, quiet_glyphs
-from ..errors import LayerfuseError
+from ..errors import LayerfuseError, OptionError
 from ..files import figure_saved, text_saved
 from ..fusions.config import FusionConfig
 from ..tasks import task_of
@@ -469,8 +469,8 @@ def check_curve_shots(curve_shots, ran: set, *, whose: str = "the runs'") -> Non
     missing = [n for n in curve_shots if n not in ran]
     if missing:
         shown = ", ".join(str(n or "all") for n in sorted(ran, key=lambda n: n or math.inf))
-        raise LayerfuseError(f"--curve-shots {','.join(str(n or 'all') for n in missing)}: no run has that N "
-                             f"({whose} N: {shown})")
+        raise OptionError(f"--curve-shots {','.join(str(n or 'all') for n in missing)}: no run has that N "
+                          f"({whose} N: {shown})")
 
 
 def check_comparable(records: list[dict], where: str) -> None:

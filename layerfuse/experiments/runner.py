@@ -27,7 +27,7 @@ from numbers import Number
 import numpy as np
 
 from ..display import f1_points
-from ..errors import LayerfuseError
+from ..errors import LayerfuseError, OptionError
 from ..fusions.registry import owned_options
 from ..lifeline import usable_cores
 from ..training.config import TrainConfig
@@ -488,7 +488,7 @@ def ray_resources(cluster: dict, *, devices: set) -> dict:
     shows a task its one GPU as ``cuda``, so ``cuda:N`` is refused."""
     numbered = sorted(str(d) for d in devices if str(d).startswith("cuda:"))
     if numbered:
-        raise LayerfuseError(f"--device {numbered[0]}: a Ray task sees only the GPU it is given, as cuda; "
+        raise OptionError(f"--device {numbered[0]}: a Ray task sees only the GPU it is given, as cuda; "
                               f"pass --device cuda (or leave it out)")
     return {"num_cpus": 1, "num_gpus": 1} if cluster.get("GPU", 0) >= 1 and on_gpus(devices) else {"num_cpus": 1}
 

@@ -22,7 +22,7 @@ from ..cache.codec import CODECS, DEFAULT_DTYPE
 from ..cache.layout import ENTRY_NAME, cache_root, entry_key, entry_path, is_content_revision, is_remote
 from ..cache.manage import differences, entries_keyed, finished_seconds, list_entries, variants
 from ..cache.store import exists, open_group
-from ..errors import LayerfuseError
+from ..errors import LayerfuseError, OptionError
 from ..precision import DEFAULT_PRECISION, PRECISIONS
 from ..tasks import DEFAULT_TASK, TASKS, Task, task_of
 from ..versions import versions
@@ -90,7 +90,7 @@ class ExtractConfig:
                 object.__setattr__(self, name, value)
             if not isinstance(value, kind) or (kind is not bool and isinstance(value, bool)):
                 what = {Integral: "a whole number", Real: "a number", bool: "True or False"}[kind]
-                raise LayerfuseError(f"ExtractConfig.{name} must be {what}, got {value!r}")
+                raise OptionError(f"ExtractConfig.{name} must be {what}, got {value!r}")
 
     def __post_init__(self):
         task = self.task_info
@@ -102,13 +102,13 @@ class ExtractConfig:
             elif value is not None:
                 object.__setattr__(self, name, tuple(value))
                 if not value:
-                    raise LayerfuseError(f"ExtractConfig.{name} is empty: name at least one, or None for every one")
+                    raise OptionError(f"ExtractConfig.{name} is empty: name at least one, or None for every one")
         for name in ("model", "dataset"):
             value = getattr(self, name)
             if isinstance(value, os.PathLike):
                 object.__setattr__(self, name, os.fspath(value))
             elif value is not None and not isinstance(value, str):
-                raise LayerfuseError(f"ExtractConfig.{name} takes a name or a path, got {value!r}")
+                raise OptionError(f"ExtractConfig.{name} takes a name or a path, got {value!r}")
         if self.dataset is None:
             object.__setattr__(self, "dataset", task.default_dataset)
         if task.granularity:  # MLM: a row per token is what it scores
@@ -118,7 +118,7 @@ class ExtractConfig:
         elif (self.block_size, self.mask_seed, self.mlm_probability) != (
                 MaskingSpec.block_size, MaskingSpec.seed, MaskingSpec.probability):
             masking = " or ".join(name for name, t in TASKS.items() if t.masks_inputs)
-            raise LayerfuseError(f"--block-size, --mask-seed and --mlm-probability need --task {masking}")
+            raise OptionError(f"--block-size, --mask-seed and --mlm-probability need --task {masking}")
         for name, value, choices in (
             ("granularity", self.granularity, GRANULARITIES),
             ("pooling", self.pooling, POOLINGS),
@@ -126,19 +126,19 @@ class ExtractConfig:
             ("precision", self.precision, tuple(PRECISIONS)),
         ):
             if value not in choices:
-                raise LayerfuseError(f"--{name} {value!r} is not one of {', '.join(choices)}")
+                raise OptionError(f"--{name} {value!r} is not one of {', '.join(choices)}")
         if self.special_tokens and (self.granularity != "subword" or task.masks_inputs):
-            raise LayerfuseError("--special-tokens needs --granularity subword (and a task with word tags)")
+            raise OptionError("--special-tokens needs --granularity subword (and a task with word tags)")
         if self.labels is not None and task.masks_inputs:
-            raise LayerfuseError(f"--labels needs a task with word labels, not --task {self.task}")
+            raise OptionError(f"--labels needs a task with word labels, not --task {self.task}")
         if self.token_budget is not None and self.token_budget < MIN_TOKEN_BUDGET:
-            raise LayerfuseError(f"--token-budget {self.token_budget} is too small: the least is {MIN_TOKEN_BUDGET} "
-                                 "tokens a batch")
+            raise OptionError(f"--token-budget {self.token_budget} is too small: the least is {MIN_TOKEN_BUDGET} "
+                              "tokens a batch")
         if self.unit_rows is not None and not 1 <= self.unit_rows <= MAX_UNIT_ROWS:  # 0 once meant the default
-            raise LayerfuseError(f"--unit-rows {self.unit_rows} is outside 1..{MAX_UNIT_ROWS} (rows per shard)")
+            raise OptionError(f"--unit-rows {self.unit_rows} is outside 1..{MAX_UNIT_ROWS} (rows per shard)")
         if task.masks_inputs and not self.read().default:
-            raise LayerfuseError(f"--columns, --tokens-field and --tags-field name where the tags are: "
-                                 f"--task {self.task} has none")
+            raise OptionError(f"--columns, --tokens-field and --tags-field name where the tags are: "
+                              f"--task {self.task} has none")
 
     def read(self) -> Reading:
         """How the dataset is read: this config's reading fields (the defaults where None)."""
@@ -284,7 +284,7 @@ def _mlm_attrs(config: ExtractConfig, info: ModelInfo, tokenizer, max_length: in
     from .lm_weights import has_lm_head
 
     if config.block_size > max_length:
-        raise LayerfuseError(f"--block-size {config.block_size} is longer than {info.name}'s maximum {max_length}")
+        raise OptionError(f"--block-size {config.block_size} is longer than {info.name}'s maximum {max_length}")
     content_size(tokenizer, config.block_size)  # fails now if no content fits beside the special tokens
     vocab = MaskVocab.of(tokenizer)
     model_config = load_config(info.path, trust_remote_code=config.trust_remote_code)[2]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..errors import LayerfuseError
+from ..errors import LayerfuseError, OptionError
 
 
 def freeze(backbone, spec: str | int | None) -> int:
@@ -13,7 +13,7 @@ def freeze(backbone, spec: str | int | None) -> int:
         k = 0 if str(spec) == "embeddings" else int(spec)
         layers = list(_layers(model))
         if k > len(layers):  # it froze them all in silence and trained nothing of the backbone
-            raise LayerfuseError(f"--freeze {spec}: the backbone has {len(layers)} layers")
+            raise OptionError(f"--freeze {spec}: the backbone has {len(layers)} layers")
         frozen = [model.embeddings] + layers[:k]
         for module in frozen:
             for p in module.parameters():

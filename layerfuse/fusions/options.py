@@ -14,7 +14,7 @@ import functools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
 
-from layerfuse.errors import LayerfuseError
+from layerfuse.errors import OptionError
 
 
 class _Unset:
@@ -72,11 +72,11 @@ class Option:
         if value is None and self.default is None:
             return
         if self.choices and value not in self.choices:
-            raise LayerfuseError(f"{self.name} must be one of {', '.join(map(str, self.choices))}, got {value!r}")
+            raise OptionError(f"{self.name} must be one of {', '.join(map(str, self.choices))}, got {value!r}")
         if self.minimum is not None and not (isinstance(value, (int, float)) and value >= self.minimum):
-            raise LayerfuseError(f"{self.name} must be >= {self.minimum}, got {value!r}")
+            raise OptionError(f"{self.name} must be >= {self.minimum}, got {value!r}")
         if self.maximum is not None and not (isinstance(value, (int, float)) and value <= self.maximum):
-            raise LayerfuseError(f"{self.name} must be <= {self.maximum}, got {value!r}")
+            raise OptionError(f"{self.name} must be <= {self.maximum}, got {value!r}")
 
     def value(self, given: Mapping, *, num_layers: int | None = None):
         """The value a head is built with, from ``given`` (name -> value; missing = the default),

@@ -7,7 +7,7 @@ those reads the declaration. A new fusion is one class and one entry here; a new
 is one `Option` in its class.
 """
 
-from layerfuse.errors import LayerfuseError
+from layerfuse.errors import LayerfuseError, OptionError
 
 from .base import Base
 from .concat import Concat
@@ -74,8 +74,8 @@ def check_option_names(names) -> None:
     """Each of ``names`` must be a setting some fusion owns."""
     unknown = sorted(set(names) - set(declared_options()))
     if unknown:
-        raise LayerfuseError(f"unknown fusion option{'s' if len(unknown) > 1 else ''} {', '.join(unknown)}; "
-                             f"the fusions' options are {', '.join(sorted(declared_options())) or 'none'}")
+        raise OptionError(f"unknown fusion option{'s' if len(unknown) > 1 else ''} {', '.join(unknown)}; "
+                          f"the fusions' options are {', '.join(sorted(declared_options())) or 'none'}")
 
 
 def fusions_that_pack() -> list[str]:

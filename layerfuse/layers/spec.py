@@ -22,7 +22,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..errors import LayerfuseError
+from ..errors import LayerfuseError, OptionError
 from .variability import pick_layers
 
 # The specs that rank 1..L by nu on the run's sample, and their K when none is given (auto alone
@@ -110,7 +110,7 @@ def parse_layers(spec: str | Sequence[int] | None, *, num_layers: int) -> LayerS
     L = int(num_layers)
     if isinstance(spec, (list, tuple)):  # layer ids as Python gives them: the same as the spec "1,2"
         if not spec:  # "" is the default (all): an empty list names no layer
-            raise LayerfuseError("no layers named (an empty list); name some, or leave layers out for all")
+            raise OptionError("no layers named (an empty list); name some, or leave layers out for all")
         spec = ",".join(str(x) for x in spec)
     text = "" if spec is None else str(spec).strip().lower()
     if text in ("", "all"):
@@ -122,10 +122,10 @@ def parse_layers(spec: str | Sequence[int] | None, *, num_layers: int) -> LayerS
     for part in text.split(","):
         for x in _ids(spec, re.sub(r"\bl\b", str(L), part.strip())):  # L alone, not inside "all" ('a66')
             if not 0 <= x <= L:
-                raise LayerfuseError(f"layer {x} in {spec!r} is out of range: valid layers are 0..{L} "
+                raise OptionError(f"layer {x} in {spec!r} is out of range: valid layers are 0..{L} "
                                       f"(0 = embedding output, 1..{L} = transformer layers)")
             if x in out:
-                raise LayerfuseError(f"layer {x} is named twice in {spec!r}")
+                raise OptionError(f"layer {x} is named twice in {spec!r}")
             out.append(x)
     return LayerSpec(tuple(sorted(out)))
 
@@ -134,9 +134,9 @@ def _ranked_k(spec: str, rule: str, k_text: str, L: int) -> int:
     try:
         k = int(k_text.strip())
     except ValueError:
-        raise LayerfuseError(f"bad layer spec {spec!r}: use {rule}:K with K an integer in 1..{L}") from None
+        raise OptionError(f"bad layer spec {spec!r}: use {rule}:K with K an integer in 1..{L}") from None
     if not 1 <= k <= L:
-        raise LayerfuseError(f"{rule}:{k} is out of range: K must be in 1..{L} (the backbone's layers)")
+        raise OptionError(f"{rule}:{k} is out of range: K must be in 1..{L} (the backbone's layers)")
     return k
 
 
@@ -146,8 +146,8 @@ def _ids(spec: str, part: str) -> list[int]:
     try:
         ids = list(range(int(lo), int(hi) + 1)) if sep and lo else [int(part)]
     except ValueError:
-        raise LayerfuseError(f"bad layer spec {spec!r} at {part!r}: use all, 4,8,12, 1..6, 0..L, auto:K or "
+        raise OptionError(f"bad layer spec {spec!r} at {part!r}: use all, 4,8,12, 1..6, 0..L, auto:K or "
                               f"xie[:K]") from None
     if sep and lo and int(lo) > int(hi):
-        raise LayerfuseError(f"bad layer range {part!r} in {spec!r}: start is after end")
+        raise OptionError(f"bad layer range {part!r} in {spec!r}: start is after end")
     return ids

@@ -29,7 +29,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..cache.label_sets import SPAN
-from ..errors import LayerfuseError
+from ..errors import LayerfuseError, OptionError
 from ..training.metrics import Chunker, entity_f1, token_accuracy
 
 ON_DEVICE_BYTES = 4 << 30  # train vectors up to this size move to an accelerator once, not batch by batch
@@ -52,13 +52,13 @@ class ProbeConfig:
         for name in ("epochs", "batch_size", "min_steps", "max_per_class"):
             value = getattr(self, name)
             if not isinstance(value, int) or value < (0 if name in ("epochs", "min_steps") else 1):
-                raise LayerfuseError(f"ProbeConfig.{name} = {value!r} is not a valid count")
+                raise OptionError(f"ProbeConfig.{name} = {value!r} is not a valid count")
         if not (_is_number(self.lr) and self.lr > 0 and math.isfinite(self.lr)):
-            raise LayerfuseError(f"ProbeConfig.lr = {self.lr!r} must be a finite number > 0")
+            raise OptionError(f"ProbeConfig.lr = {self.lr!r} must be a finite number > 0")
         if not (_is_number(self.weight_decay) and 0 <= self.weight_decay < math.inf):
-            raise LayerfuseError(f"ProbeConfig.weight_decay = {self.weight_decay!r} must be a finite number >= 0")
+            raise OptionError(f"ProbeConfig.weight_decay = {self.weight_decay!r} must be a finite number >= 0")
         if self.max_train_tokens is not None and self.max_train_tokens < 1:
-            raise LayerfuseError(f"ProbeConfig.max_train_tokens = {self.max_train_tokens!r} must be >= 1 or None")
+            raise OptionError(f"ProbeConfig.max_train_tokens = {self.max_train_tokens!r} must be >= 1 or None")
 
     def record(self) -> dict:
         return asdict(self)

@@ -8,7 +8,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 
-from ..errors import LayerfuseError
+from ..errors import LayerfuseError, OptionError
 
 TIMEOUT_S = 60.0  # a submit waits while the server reads the dataset and the model's config
 
@@ -22,7 +22,7 @@ def checked_server(server: str) -> str:
     except ValueError:
         ok = False
     if not ok:
-        raise LayerfuseError(f"--server wants the server's URL, such as http://gpu-box:8731, not {server!r}")
+        raise OptionError(f"--server wants the server's URL, such as http://gpu-box:8731, not {server!r}")
     return server
 
 

@@ -10,7 +10,7 @@ from numbers import Integral, Real
 
 import numpy as np
 
-from ..errors import LayerfuseError
+from ..errors import LayerfuseError, OptionError
 from ..fusions.config import LM_HIDDEN_ACT, LM_LAYER_NORM_EPS, QUERY_LAYERS, FusionConfig
 from ..fusions.fusion import FE_LR
 from ..fusions.options import takes_options
@@ -73,7 +73,7 @@ class TrainConfig:
             object.__setattr__(self, "query_layer", FusionConfig.query_layer)
         for name, value, ok, rule in self._checks():
             if not ok:
-                raise LayerfuseError(f"{name} must be {rule}, got {value!r}")
+                raise OptionError(f"{name} must be {rule}, got {value!r}")
         check_option_names(name for name, _ in self.options)
         declared = declared_options()
         for name, value in self.options:
@@ -143,7 +143,7 @@ class TrainConfig:
             if (value is not None or name in REQUIRED_NUMBERS) and (isinstance(value, bool)
                                                                     or not isinstance(value, kind)):
                 what = "an integer" if kind is Integral else "a number"
-                raise LayerfuseError(f"{name} must be {what}{' or all' if name == 'shots' else ''}, got {value!r}")
+                raise OptionError(f"{name} must be {what}{' or all' if name == 'shots' else ''}, got {value!r}")
 
     def _checks(self):
         optional_positive = ("shots", "eval_every", "eval_points", "dev_sentences")
@@ -244,7 +244,7 @@ def _layers_text(layers):
             return ",".join(str(int(x)) for x in items)
     elif layers is None or isinstance(layers, str):
         return layers
-    raise LayerfuseError(f"layers must be text such as '4,8,12', a layer number or a list of them, got {layers!r}")
+    raise OptionError(f"layers must be text such as '4,8,12', a layer number or a list of them, got {layers!r}")
 
 
 def diverged_at(evals: list[dict]) -> dict | None:
@@ -285,8 +285,8 @@ def fusion_class(name: str):
     """``FUSIONS[name]``, or one line: a worker process (which unpickles configs without checking them) knows
     only the fusions registered when the modules it imports are, not under ``if __name__ == "__main__":``."""
     if name not in FUSIONS:
-        raise LayerfuseError(f"unknown fusion {name!r}; choose one of {', '.join(FUSIONS)} (a fusion of your own "
-                             "must be registered when its module is imported, for worker processes to know it)")
+        raise OptionError(f"unknown fusion {name!r}; choose one of {', '.join(FUSIONS)} (a fusion of your own "
+                          "must be registered when its module is imported, for worker processes to know it)")
     return FUSIONS[name]
 
 

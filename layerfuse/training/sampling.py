@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from layerfuse.errors import LayerfuseError
+from layerfuse.errors import LayerfuseError, OptionError
 from layerfuse.tasks import task_of
 
 
@@ -25,13 +25,13 @@ def few_shot_sample(n_train_sentences: int, *, shots: int | str | None, n_types:
     if shots is None or shots == "all":
         return np.arange(n_train_sentences, dtype=np.int64)
     if isinstance(shots, bool) or not isinstance(shots, (int, np.integer)) or shots < 1:
-        raise LayerfuseError(f"shots must be a positive integer or 'all', got {shots!r}")
+        raise OptionError(f"shots must be a positive integer or 'all', got {shots!r}")
     if n_types < 1:  # every tag O: N sentences per type is no sentence at all
         raise LayerfuseError(f"shots={shots}: an N-shot sample draws N sentences per entity type, and this entry's "
                              "tags have none (every tag is O); use --shots all, or check the tag column")
     size = int(shots) * int(n_types)
     if size > n_train_sentences:
-        raise LayerfuseError(
+        raise OptionError(
             f"shots={shots} x C={n_types} (entity types, or a token set's tags) = {size} sentences, but the {split} "
             f"split has only {n_train_sentences}; use fewer shots or {instead}"
         )

@@ -10,6 +10,7 @@ import time
 
 import pytest
 import zarr
+from cli_output import one_usage_error
 from click.testing import CliRunner
 
 from layerfuse.cache import usage
@@ -131,7 +132,7 @@ def test_a_bad_size_is_a_one_line_error(text, tmp_path):
     with pytest.raises(LayerfuseError, match="is not a size"):
         parse_size(text)
     out = CliRunner().invoke(main, ["gc", "--max-size", text, "--cache-dir", str(tmp_path)])
-    assert out.exit_code == 1 and out.output.startswith("error: --max-size") and out.output.count("\n") == 1
+    assert one_usage_error(out).startswith("Error: --max-size")
 
 
 def test_a_fraction_of_a_byte_is_refused():

@@ -4,7 +4,7 @@ file, line and value, exit 1, nothing written."""
 from __future__ import annotations
 
 import pytest
-from cli_output import one_error_line
+from cli_output import one_error_line, one_usage_error
 from click.testing import CliRunner
 
 from layerfuse.cli.extract import main as extract_main
@@ -84,7 +84,10 @@ def test_predict_with_nothing_to_tag_says_what_was_given(tmp_path, args, said):
     from layerfuse.cli.main import main
 
     result = CliRunner().invoke(main, ["predict", "--head", str(tmp_path / "none.head"), *args])
-    assert one_error_line(result) == f"error: nothing to tag: {said}"
+    if args:  # text that holds nothing: exit 1
+        assert one_error_line(result) == f"error: nothing to tag: {said}"
+    else:  # no input named: a wrong call, exit 2
+        assert one_usage_error(result) == f"Error: nothing to tag: {said}"
 
 
 def test_predict_fill_mask_with_only_blank_text_says_fill(tmp_path):
@@ -98,7 +101,7 @@ def test_extract_labels_empty_is_one_line(tmp_path, tiny_bert_dir, tiny_conll_di
     """`extract --labels ""` ran as if no --labels were given, where probe and sweep say it is empty."""
     result = CliRunner().invoke(extract_main, ["--model", str(tiny_bert_dir), "--dataset", str(tiny_conll_dir),
                                                "--cache-dir", str(tmp_path / "cache"), "--labels", "", "--quiet"])
-    assert one_error_line(result) == "error: --labels is empty"
+    assert one_usage_error(result) == "Error: --labels is empty"
 
 
 @pytest.mark.parametrize("rows", ["-5", "0", "1000000000"])
@@ -106,7 +109,7 @@ def test_unit_rows_out_of_range_is_one_line(tmp_path, tiny_bert_dir, tiny_conll_
     """The hidden --unit-rows: -5 and 10^9 were numpy's and zarr's tracebacks, 0 the default in silence."""
     result = CliRunner().invoke(extract_main, ["--model", str(tiny_bert_dir), "--dataset", str(tiny_conll_dir),
                                                "--cache-dir", str(tmp_path / "cache"), "--unit-rows", rows, "--quiet"])
-    assert one_error_line(result) == f"error: --unit-rows {rows} is outside 1..65536 (rows per shard)"
+    assert one_usage_error(result) == f"Error: --unit-rows {rows} is outside 1..65536 (rows per shard)"
     assert not (tmp_path / "cache").exists() or not any((tmp_path / "cache").iterdir())
 
 
@@ -136,7 +139,7 @@ def test_a_sweep_takes_the_device_train_head_takes(tiny_cache, tmp_path):
     [record] = [json.loads(line) for line in (tmp_path / "runs" / "results.jsonl").read_text().splitlines()]
     assert record["config"]["device"] == "cpu"
     bogus = CliRunner().invoke(main, [*args, "--device", "bogus"])
-    assert bogus.exit_code == 1 and "bogus" in one_error_line(bogus)
+    assert "bogus" in one_usage_error(bogus)
 
 
 def test_rank_layers_refuses_a_file_as_out_before_it_scores(tiny_cache, tmp_path):
@@ -155,8 +158,8 @@ def test_cache_beside_model_or_dataset_is_refused(tiny_cache, tmp_path, command)
 
     result = CliRunner().invoke(main, [command, "--cache", tiny_cache, "--model", "bert-base-cased",
                                        "--dataset", "wnut16", "--out", str(tmp_path / "out")])
-    assert result.exit_code == 1 and one_error_line(result) == (
-        "error: --cache names the entry itself; --model and --dataset pick one by what it was made from: give one "
+    assert one_usage_error(result) == (
+        "Error: --cache names the entry itself; --model and --dataset pick one by what it was made from: give one "
         "or the other"), result.output
 
 
@@ -168,8 +171,8 @@ def test_a_token_file_without_server_and_an_empty_export_out_are_one_line(tiny_c
     token = tmp_path / "token"
     token.write_text("t\n")
     ran = CliRunner().invoke(extract_main, ["--token-file", str(token), "--cache-dir", str(tmp_path / "root")])
-    assert ran.exit_code == 1 and one_error_line(ran) == "error: --token-file goes with --server (the service's " \
+    assert one_usage_error(ran) == "Error: --token-file goes with --server (the service's " \
         "write token)", ran.output
     empty = CliRunner().invoke(main, ["export", tiny_cache, "--out", ""])
-    assert empty.exit_code == 1 and one_error_line(empty) == "error: --out is empty: name the folder to write the " \
+    assert one_usage_error(empty) == "Error: --out is empty: name the folder to write the " \
         "model to", empty.output

@@ -4,7 +4,7 @@ no traceback, and nothing written to the cache."""
 from __future__ import annotations
 
 import pytest
-from cli_output import one_error_line
+from cli_output import one_error_line, one_usage_error
 from click.testing import CliRunner
 
 from layerfuse.cli.extract import main as extract_main
@@ -67,7 +67,7 @@ def test_offline_hub_model_name(tmp_path, tiny_conll_dir):
 def test_train_head_bad_options(tiny_cache, tmp_path, args, needle):
     out = CliRunner().invoke(train_main, ["--cache", tiny_cache, "--fusion", "concat", "--epochs", "1",
                                           "--out", str(tmp_path), *args])
-    assert needle in one_error_line(out)
+    assert needle in one_usage_error(out)  # a wrong call: exit 2
 
 
 def test_cache_that_is_not_an_entry(tmp_path):

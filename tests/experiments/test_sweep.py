@@ -209,7 +209,7 @@ def test_curve_shots_no_run_will_have_is_refused_before_any_run(tiny_cache, tmp_
     args = ["--cache", tiny_cache, "--out", str(tmp_path), "--fusions", "base", "--shots", "2", "--epochs", "1",
             "--trials", "1", "--eval-points", "1", "--workers", "1", "--curve-shots", "999"]
     result = CliRunner().invoke(main, args)
-    assert result.exit_code == 1 and not (tmp_path / RESULTS).exists(), result.output
+    assert result.exit_code == 2 and not (tmp_path / RESULTS).exists(), result.output
     assert "--curve-shots 999: no run has that N (the grid's and the runs' N: 2)" in result.output
 
 

@@ -21,9 +21,9 @@ def test_too_many_shots_is_one_line_before_any_worker(tiny_cache, tmp_path):
     # The tiny train split holds 122 sentences of 3 entity types: N = 128 asks for 384.
     out = CliRunner().invoke(main, ["--cache", tiny_cache, "--fusions", "concat", "--shots", "8,128", "--epochs", "1",
                                     "--trials", "1", "--workers", "2", "--out", str(tmp_path / "sw")])
-    assert out.exit_code == 1
-    errors = [line for line in out.output.splitlines() if line.startswith("error:")]
-    assert errors == ["error: shots=128 x C=3 (entity types, or a token set's tags) = 384 sentences, but the train "
+    assert out.exit_code == 2  # a wrong call: too many shots for the entry
+    errors = [line for line in out.output.splitlines() if line.startswith("Error:")]
+    assert errors == ["Error: shots=128 x C=3 (entity types, or a token set's tags) = 384 sentences, but the train "
                       "split has only 122; use fewer shots or --shots all"]
     assert "Traceback" not in out.output and "BrokenProcessPool" not in out.output
     assert not (tmp_path / "sw" / "results.jsonl").exists() or not (tmp_path / "sw" / "results.jsonl").read_text()
@@ -41,13 +41,14 @@ def test_an_error_while_a_worker_loads_is_raised_as_itself(tiny_cache, tmp_path)
 
 @pytest.mark.slow
 def test_sweep_command_prints_one_error_line(tiny_cache, tmp_path):
-    """The installed command, in its own process: stderr is the one line and the exit status 1."""
+    """The installed command, in its own process: stderr is click's usage and the one line, exit status 2."""
     out = subprocess.run([sys.executable, "-m", "layerfuse", "sweep", "--cache", tiny_cache, "--fusions", "concat",
                           "--shots", "128", "--epochs", "1", "--trials", "1", "--quiet", "--out", str(tmp_path / "sw")],
                          capture_output=True, text=True, timeout=300)
-    assert out.returncode == 1
+    assert out.returncode == 2
     lines = out.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: shots=128 x C=3 (entity types"), out.stderr
+    assert lines[0].startswith("Usage: ") and "sweep" in lines[0] and "Traceback" not in out.stderr, out.stderr
+    assert lines[-1].startswith("Error: shots=128 x C=3 (entity types"), out.stderr
 
 
 def test_what_a_sweep_does_not_use_is_said_in_one_line(tiny_cache, tmp_path):
@@ -81,7 +82,7 @@ def test_a_dev_subset_larger_than_dev_is_refused_before_any_run(tiny_cache, tmp_
     out = tmp_path / "sweep"
     result = CliRunner().invoke(main, ["--cache", tiny_cache, "--fusions", "concat", "--shots", "2", "--epochs", "1",
                                        "--trials", "1", "--dev-sentences", "100000", "--out", str(out), "--quiet"])
-    assert result.exit_code == 1 and "--dev-sentences 100000: dev has" in result.output, result.output
+    assert result.exit_code == 2 and "--dev-sentences 100000: dev has" in result.output, result.output
     assert not (out / "results.jsonl").exists()
 
 

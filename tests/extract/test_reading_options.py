@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from cli_output import one_error_line
+from cli_output import one_error_line, one_usage_error
 from click.testing import CliRunner
 from conftest import write_conll
 
@@ -105,7 +105,7 @@ def test_predict_conll_reads_a_file_as_the_head_s_data_was_read(tmp_path, tiny_b
     chunks = CliRunner().invoke(predict, ["--head", str(head), "--conll", dev, "--columns", "word=0,ner=3"])
     assert chunks.exit_code == 1 and "entity type 'NP'" in chunks.output and "NP" in chunks.output
     lone = CliRunner().invoke(predict, ["--head", str(head), "--text", "Alice", "--columns", "word=0,ner=1"])
-    assert lone.exit_code == 1 and "--columns goes with --conll" in lone.output
+    assert lone.exit_code == 2 and "--columns goes with --conll" in lone.output
 
 
 @pytest.mark.parametrize("text, message", [
@@ -200,8 +200,8 @@ def test_fields_on_conll_files_is_one_error_line(tmp_path, tiny_bert_dir, tag_in
 
 def test_reading_options_refuse_raw_text(tmp_path, tiny_bert_dir, tag_in_column_1):
     # (a server's job takes them: tests/serve/test_jobs.py::test_extract_server_reads_the_columns_it_is_given)
-    line = one_error_line(_extract(tmp_path, tiny_bert_dir, tag_in_column_1, "--columns", "word=0,ner=1",
-                                   "--task", "mlm"))
+    line = one_usage_error(_extract(tmp_path, tiny_bert_dir, tag_in_column_1, "--columns", "word=0,ner=1",
+                                    "--task", "mlm"))
     assert "--columns, --tokens-field and --tags-field name where the tags are: --task mlm has none" in line
 
 

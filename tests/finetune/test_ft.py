@@ -174,9 +174,9 @@ def test_freeze_is_checked(tiny_cache, tmp_path):
 
     args = ["--cache", tiny_cache, "--fusion", "base", "--shots", "2", "--epochs", "1", "--out", str(tmp_path)]
     deep = CliRunner().invoke(train_main, [*args, "--mode", "ft", "--freeze", "7"])
-    assert deep.exit_code == 1 and "error: --freeze 7: the backbone has 2 layers" in deep.output, deep.output
+    assert deep.exit_code == 2 and "Error: --freeze 7: the backbone has 2 layers" in deep.output, deep.output
     fe = CliRunner().invoke(train_main, [*args, "--freeze", "1"])
-    assert fe.exit_code == 1 and "freeze must be left out without --mode ft" in fe.output, fe.output
+    assert fe.exit_code == 2 and "freeze must be left out without --mode ft" in fe.output, fe.output
 
 
 def test_a_mask_seed_is_checked_wherever_it_comes_from():

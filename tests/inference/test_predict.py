@@ -179,7 +179,7 @@ def test_conll_out_never_writes_over_its_inputs(checkpoint, tmp_path):
     for out in ("head.json", "head.safetensors", "dev.txt"):
         result = CliRunner().invoke(main, ["--head", str(tmp_path / "head"), "--conll", str(data),
                                            "--out", str(tmp_path / out)])
-        assert result.exit_code == 1 and "is one of this command's inputs" in result.stderr, result.output
+        assert result.exit_code == 2 and "is one of this command's inputs" in result.stderr, result.output
     assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before
 
 

@@ -184,7 +184,7 @@ def test_bad_conll_lines_are_one_line_errors(head, tmp_path, body, line, value):
 def test_conll_excludes_text(head, tmp_path):
     stem, *_ = head
     out = CliRunner().invoke(main, ["--head", stem, "--conll", str(tmp_path / "x.txt"), "--text", "Alice"])
-    assert out.exit_code == 1 and "--conll takes no --text" in out.output
+    assert out.exit_code == 2 and "--conll takes no --text" in out.output
 
 
 def test_a_head_scored_under_bf16_is_said_to_differ(tiny_cache, tiny_conll_dir, tmp_path):
