@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from layerfuse.errors import LayerfuseError
+from layerfuse.errors import LayerfuseError, OptionError
 
 _SET_NAME = re.compile(r"[a-z][a-z0-9_]*")
 
@@ -60,21 +60,21 @@ def parse_columns(spec: str | dict[str, int]) -> dict[str, int]:
             continue
         name, sep, value = (part.strip() for part in item.partition("="))
         if not sep or not _SET_NAME.fullmatch(name):
-            raise LayerfuseError(f"--columns {text!r}: {item!r} is not NAME=COLUMN (e.g. word=0,ner=3)")
+            raise OptionError(f"--columns {text!r}: {item!r} is not NAME=COLUMN (e.g. word=0,ner=3)")
         if not value.isdigit():
-            raise LayerfuseError(f"--columns {text!r}: {value!r} is not a column number (0 is the first column)")
+            raise OptionError(f"--columns {text!r}: {value!r} is not a column number (0 is the first column)")
         if name in found:
-            raise LayerfuseError(f"--columns {text!r}: {name} is given twice")
+            raise OptionError(f"--columns {text!r}: {name} is given twice")
         found[name] = int(value)
     word = found.pop("word", 0)
     if not found:
-        raise LayerfuseError(f"--columns {text!r}: name a tag column, e.g. ner=3 or pos=1 (0 is the first column)")
+        raise OptionError(f"--columns {text!r}: name a tag column, e.g. ner=3 or pos=1 (0 is the first column)")
     primary = "ner" if "ner" in found else next(iter(found))
     columns = {"word": word, primary: found.pop(primary), **found}
     named: dict[int, str] = {}
     for name, column in columns.items():  # one column, one meaning: a second name would store one set under two
         if column in named:
-            raise LayerfuseError(f"--columns {text!r}: {named[column]} and {name} are the same column ({column})")
+            raise OptionError(f"--columns {text!r}: {named[column]} and {name} are the same column ({column})")
         named[column] = name
     return columns
 

@@ -52,3 +52,4 @@ def test_a_missing_file_still_exits_1(tiny_bert_dir, tmp_path):
     empty = tmp_path / "empty.txt"
     empty.write_text("")
     assert "holds no line" in one_error_line(_run("predict", "--head", tmp_path / "head.pt", "--file", empty))
+

@@ -175,8 +175,9 @@ def test_a_column_of_no_tags_is_one_error_line(tmp_path, tiny_bert_dir, tag_in_c
     assert "train.txt:3 (--columns ner=2): malformed tag 'NNP'" in line
 
 
-def test_a_bad_columns_value_is_one_error_line(tmp_path, tiny_bert_dir, tag_in_column_1):
-    line = one_error_line(_extract(tmp_path, tiny_bert_dir, tag_in_column_1, "--columns", "word=0,ner=three"))
+def test_a_bad_columns_value_is_a_usage_error(tmp_path, tiny_bert_dir, tag_in_column_1):
+    """A value of the command line (exit 2, as click's own), not a failure of the data."""
+    line = one_usage_error(_extract(tmp_path, tiny_bert_dir, tag_in_column_1, "--columns", "word=0,ner=three"))
     assert "'three' is not a column number" in line
 
 
@@ -318,3 +319,4 @@ def test_predict_conll_asks_a_pos_head_s_file_for_no_ner_column(tmp_path, tiny_b
     other = one_error_line(CliRunner().invoke(predict, ["--head", str(head), "--conll", ner_only, "--columns",
                                                         "word=0,ner=1"]))
     assert "dev.txt: the head tags pos, and the file (columns word=0,ner=1) has no pos column" in other
+
