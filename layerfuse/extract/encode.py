@@ -79,7 +79,8 @@ class UnitEncoder:
 
     def plan_batches(self, tok: Tokenized, sentences: range) -> list[list[Window]]:
         """Windows of the given sentences sorted by length (stable) and cut into batches whose
-        padded size stays within the token budget."""
+        padded size (`padded_width` included) stays within the token budget; a window longer than the
+        budget goes alone."""
         wins = []
         for s in sentences:
             n = int(tok.sub_offsets[s + 1] - tok.sub_offsets[s])
@@ -88,7 +89,7 @@ class UnitEncoder:
         batches, current = [], []
         extra = len(self.prefix_ids) + len(self.suffix_ids)
         for w in wins:
-            padded = (w.end - w.start + extra) * (len(current) + 1)
+            padded = self.padded_width(w.end - w.start + extra) * (len(current) + 1)  # w: the longest yet
             if current and padded > self.token_budget:
                 batches.append(current)
                 current = []

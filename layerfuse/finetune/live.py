@@ -19,18 +19,22 @@ from .freeze import freeze
 # and padding costs next to nothing; on a CPU, padding costs arithmetic and a new shape nothing.
 LIVE_PAD_MULTIPLE = {"cuda": 32}
 
+# Tokens a forward pass of FT takes: one forward per batch of sentences (the budget only has to cover the
+# longest batches). `predict` passes extraction's budget instead, so a long text is encoded a few windows
+# at a time.
+ONE_FORWARD = 1 << 20
+
 
 class LiveBackbone(torch.nn.Module):
     def __init__(self, model, tokenizer, *, granularity: str, pooling: str, max_length: int, device,
-                 precision: str = DEFAULT_PRECISION):
+                 precision: str = DEFAULT_PRECISION, token_budget: int = ONE_FORWARD):
         super().__init__()
         from ..extract.encode import UnitEncoder
 
         self.model, self.tokenizer = model, tokenizer
         self.granularity, self.pooling = granularity, pooling
-        # One forward per batch of sentences: the budget only has to cover the longest batches.
         self.encoder = UnitEncoder(model, tokenizer, device=device, precision=precision,
-                                   token_budget=1 << 20, max_length=max_length,
+                                   token_budget=token_budget, max_length=max_length,
                                    pad_to_multiple=LIVE_PAD_MULTIPLE.get(torch.device(device).type, 1))
         self._pretrained: dict | None = None  # the weights every FT run starts from (`reset`)
 
@@ -42,15 +46,11 @@ class LiveBackbone(torch.nn.Module):
                 tokens=None) -> tuple[torch.Tensor, torch.Tensor]:
         """(hidden [B, T, len(layers), d] float32, mask [B, T] bool) for the sentences' rows; given
         ``tokens`` (their `Tokenized`, e.g. a slice of a split tokenized once), nothing is tokenized."""
-        from ..extract.encode import row_map
         from ..extract.tokenize import tokenize_words
 
         tok = tokens if tokens is not None else tokenize_words(self.tokenizer, sentences)
-        rows = row_map(tok, granularity=self.granularity, pooling=self.pooling)
-        n_rows = int(rows.row_offsets[-1])
-        flat = self.encoder.encode_unit(tok, rows, 0, n_rows, storage=torch.float32, grad=torch.is_grad_enabled(),
-                                        ahead=False)  # [rows, L+1, d]
-        flat = _layers_of(flat, list(layers))  # [rows, L, d]
+        rows = self.row_map(tok)
+        flat = self.encode_rows(tok, rows, 0, int(rows.row_offsets[-1]), layers)  # [rows, L, d]
         sizes = np.diff(rows.row_offsets)  # each sentence's rows, known on the host: no wait for the device
         lengths = torch.as_tensor(sizes, device=flat.device)
         T = int(sizes.max()) if len(sizes) else 0
@@ -64,6 +64,18 @@ class LiveBackbone(torch.nn.Module):
         hidden = hidden * mask[:, :, None, None]  # [B, T, L, d], zeros at padding
         return hidden, mask
 
+    def row_map(self, tok):
+        """Where each subword of ``tok`` goes: the cache's rows, pooled as the cache was."""
+        from ..extract.encode import row_map
+
+        return row_map(tok, granularity=self.granularity, pooling=self.pooling)
+
+    def encode_rows(self, tok, rows, lo: int, hi: int, layers: list[int]) -> torch.Tensor:
+        """[hi - lo, len(layers), d] float32: rows ``lo:hi`` of ``rows`` (`row_map`), encoded by
+        only the windows that hold them."""
+        flat = self.encoder.encode_unit(tok, rows, lo, hi, storage=torch.float32, grad=torch.is_grad_enabled(),
+                                        ahead=False)  # [hi - lo, L+1, d]
+        return _layers_of(flat, list(layers))
 
     def encode_ids(self, blocks: list[np.ndarray], layers: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
         """(hidden [B, T, len(layers), d] float32, mask [B, T] bool) for blocks of token ids (MLM):
@@ -107,10 +119,11 @@ class LiveBackbone(torch.nn.Module):
 
 
 def load_live_backbone(meta: dict, *, device, precision: str = DEFAULT_PRECISION, model_path: str | None = None,
-                       trust_remote_code: bool = False, model: str | None = None) -> LiveBackbone:
+                       trust_remote_code: bool = False, model: str | None = None,
+                       token_budget: int = ONE_FORWARD) -> LiveBackbone:
     """The backbone a cache entry (or checkpoint) was made with, checked against its revision: the model it
     names, or ``model`` (its folder, moved since), checked all the same; ``model_path``: an FT head's tuned
-    backbone, checked by its own hash beforehand."""
+    backbone, checked by its own hash beforehand. ``token_budget``: padded tokens a forward pass takes."""
     from ..cache.layout import is_remote
     from ..extract.models import load_model, load_tokenizer, model_info, model_source, revision_matches
 
@@ -135,7 +148,7 @@ def load_live_backbone(meta: dict, *, device, precision: str = DEFAULT_PRECISION
     return LiveBackbone(model, tokenizer, granularity=meta.get("granularity", "word"),
                         pooling=meta.get("pooling", "first") if meta.get("pooling") != "none" else "first",
                         max_length=int(meta.get("max_length") or info.max_length), device=device,
-                        precision=meta.get("precision", precision))
+                        precision=meta.get("precision", precision), token_budget=token_budget)
 
 
 def _layers_of(flat: torch.Tensor, layers: list[int]) -> torch.Tensor:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 
+import numpy as np
+
 from ..errors import LayerfuseError
 from ..tasks import task_of
 
@@ -31,7 +33,8 @@ class Predictor:
 
     def words(self, text: str) -> list[tuple[str, int, int]]:
         """``(word, start, end)`` of each word of a raw text, as `predict --text` and an exported model's
-        pipeline find them: `split_words`'s, less those the backbone's tokenizer deletes (`tokenized_words`)."""
+        pipeline find them: `split_words`'s, less those the backbone's tokenizer deletes, each cut to the
+        characters its tokens cover (`tokenized_words`)."""
         from .words import split_words, tokenized_words
 
         return tokenized_words(split_words(text), self.backbone.tokenizer)
@@ -56,41 +59,60 @@ class Predictor:
             if odd is not None:
                 raise LayerfuseError(f"tag(): sentence {i} holds {odd!r}, not a word (a string); words() gives "
                                      "(word, start, end): tag([w for w, _, _ in predictor.words(text)])")
-        out: list = [None] * len(sentences)
+        out: list = [[] for _ in sentences]  # an empty sentence: nothing to encode, no tags
         with torch.inference_mode():
-            for i, words in enumerate(sentences):
-                if not words:  # nothing to encode: a batch of empty sentences alone gave the backbone nothing
-                    out[i] = []
             for batch in _batches([len(s) for s in sentences], batch_size):
                 batch = [i for i in batch if sentences[i]]
                 if not batch:
                     continue
-                chunk = [sentences[i] for i in batch]
-                hidden, mask = self.backbone(chunk, self.layers)
-                pred = self.head(hidden, mask).argmax(-1).cpu().numpy()  # [B, T]
-                rows = self._word_rows(chunk)
-                for b, i in enumerate(batch):
-                    out[i] = [self.label_names[t] for t in pred[b, rows[b]]]
+                for i, labels in zip(batch, self._labels([sentences[i] for i in batch])):
+                    out[i] = [self.label_names[t] for t in labels]
         return out
 
-    def _word_rows(self, sentences: list[list[str]]) -> list:
-        """The row that tags each word: the word's own, or (a subword cache's head) its first subword's,
-        the row training scores it on."""
-        import numpy as np
+    def _labels(self, sentences: list[list[str]]) -> list:
+        """The label index of each word of each sentence (a batch of `_batches`)."""
+        from ..extract.tokenize import tokenize_words
 
+        tok = tokenize_words(self.backbone.tokenizer, sentences)
+        if len(sentences) == 1 and self.head.fusion.token_wise:  # alone: maybe a book; tagged in slices
+            pred = [self._row_labels(tok)]
+        else:
+            hidden, mask = self.backbone(None, self.layers, tokens=tok)
+            pred = self.head(hidden, mask).argmax(-1).cpu().numpy()  # [B, T]
+        return [p[rows] for p, rows in zip(pred, self._word_rows(sentences, tok))]
+
+    def _row_labels(self, tok) -> np.ndarray:
+        """The label index of each row of the one sentence of ``tok``, ``ROWS_PER_BATCH`` rows at a time:
+        a head that tags each token from that token alone needs no more of the sentence at once, and each
+        slice is encoded by only the windows holding it (within the backbone's token budget), so a whole
+        book's text takes the memory of a slice."""
+        import torch
+
+        rows = self.backbone.row_map(tok)
+        n_rows = int(rows.row_offsets[-1])
+        labels = []
+        for lo in range(0, n_rows, ROWS_PER_BATCH):
+            hidden = self.backbone.encode_rows(tok, rows, lo, min(lo + ROWS_PER_BATCH, n_rows), self.layers)
+            mask = torch.ones(hidden.shape[:1], dtype=torch.bool, device=hidden.device)
+            labels.append(self.head(hidden[None], mask[None])[0].argmax(-1).cpu().numpy())
+        return np.concatenate(labels)
+
+    def _word_rows(self, sentences: list[list[str]], tok=None) -> list:
+        """The row that tags each word: the word's own, or (a subword cache's head) its first subword's,
+        the row training scores it on. ``tok``: the sentences as `tokenize_words` gave them, if at hand."""
         if self.backbone.granularity != "subword":
             return [np.arange(len(words)) for words in sentences]
         from ..extract.tokenize import tokenize_words
 
-        tok = tokenize_words(self.backbone.tokenizer, sentences)  # as the backbone tokenizes them
+        tok = tok if tok is not None else tokenize_words(self.backbone.tokenizer, sentences)
         rows = []
-        for b in range(len(sentences)):
+        for b in range(len(tok.sub_offsets) - 1):
             word = tok.word_of_sub[tok.sub_offsets[b]:tok.sub_offsets[b + 1]]  # every word has a subword (or UNK)
             rows.append(np.flatnonzero(np.concatenate([[True], word[1:] != word[:-1]])))
         return rows
 
 
-ROWS_PER_BATCH = 8192  # padded words a batch of `Predictor.tag` holds: [B, T, L, d] stays bounded by it
+ROWS_PER_BATCH = 8192  # padded words (rows) a batch of `Predictor.tag` holds: [B, T, L, d] stays bounded by it
 
 
 def _batches(lengths: list[int], batch_size: int, rows: int = ROWS_PER_BATCH) -> list[list[int]]:
@@ -133,7 +155,9 @@ def _check_tuned_backbone(checkpoint: str, meta: dict, folder: str | None) -> No
 def load_head(checkpoint: str, *, device=None, model: str | None = None):
     """(head in eval mode, checkpoint metadata, its live backbone in eval mode, device): the backbone
     of the cache it was trained on (``model``: its folder where it has moved since, checked against the
-    revision recorded), or the fine-tuned one saved beside an FT head."""
+    revision recorded), or the fine-tuned one saved beside an FT head; it encodes within extraction's
+    default token budget for ``device``."""
+    from ..extract.entry import default_token_budget
     from ..finetune.live import load_live_backbone
     from ..training.checkpoint import checkpoint_paths, load_checkpoint
     from ..training.run_record import as_run_record, resolve_head
@@ -152,6 +176,8 @@ def load_head(checkpoint: str, *, device=None, model: str | None = None):
     _check_tuned_backbone(checkpoint, meta, backbone_dir)
     if backbone_dir and model:
         raise LayerfuseError(f"{checkpoint} is an FT head: its tuned backbone is the one beside it, not --model's")
-    backbone = load_live_backbone(meta["cache"], device=device, model_path=backbone_dir, model=model)
+    # extraction's budget: a text's windows go through the backbone a few at a time, as a cache's do
+    backbone = load_live_backbone(meta["cache"], device=device, model_path=backbone_dir, model=model,
+                                  token_budget=default_token_budget(device))
     backbone.eval()
     return head, meta, backbone, device

@@ -17,6 +17,7 @@ and the exported model's pipeline on the same words.
 from __future__ import annotations
 
 import json
+import unicodedata
 from functools import lru_cache
 
 # Kept runs (the rest is dropped): a run of word characters, allowed to start with invisible format
@@ -41,17 +42,37 @@ def split_words(text: str) -> list[tuple[str, int, int]]:
 
 
 def tokenized_words(words: list[tuple[str, int, int]], tokenizer) -> list[tuple[str, int, int]]:
-    """``words`` (`split_words`'s) less any the backbone's ``tokenizer`` turns into no token at all (a lone
-    accent under an accent-stripping normalizer, U+FFFD, a private-use character): an exported model's
-    pipeline never sees those, so `predict` on raw text leaves them out too, and both tag the same words.
-    (Words given as words, a CoNLL file's, keep every one: a word without tokens is read as the unknown token.)"""
+    """``words`` (`split_words`'s) as the backbone's ``tokenizer`` reads them, so that `predict` on raw text
+    and an exported model's pipeline tag the same words and report the same spans: a word it turns into no
+    token at all (a lone accent under an accent-stripping normalizer, U+FFFD, a private-use character) is
+    left out, as the pipeline never sees it; a word is cut to the characters its tokens cover (`_covered`):
+    a zero-width joiner, soft hyphen, NUL or byte-order mark a normalizer deletes before or after it is no
+    part of the word, its entity or its span. (Words given as words, a CoNLL file's, keep every one: a
+    word without tokens is read as the unknown token.)"""
     if not words:
         return words
     from ..extract.tokenize import AS_TEXT
 
-    enc = tokenizer([w for w, _, _ in words], is_split_into_words=True, **AS_TEXT)
-    kept = {i for i in enc.word_ids() if i is not None}
-    return [word for i, word in enumerate(words) if i in kept]
+    enc = tokenizer([w for w, _, _ in words], is_split_into_words=True, return_offsets_mapping=True, **AS_TEXT)
+    covered: dict[int, list[int]] = {}  # word -> [first, last] character its tokens cover, within the word
+    for i, (lo, hi) in zip(enc.word_ids(), enc["offset_mapping"]):
+        if i is not None:
+            span = covered.setdefault(i, [lo, hi])
+            if hi > lo:  # a token of no characters (a SentencePiece mark alone) covers none
+                span[:] = [min(span[0], lo), max(span[1], hi)] if span[1] > span[0] else [lo, hi]
+    return [_covered(words[i], *covered[i]) for i in range(len(words)) if i in covered]
+
+
+def _covered(word: tuple[str, int, int], lo: int, hi: int) -> tuple[str, int, int]:
+    """``word`` cut to its characters ``lo:hi`` (its tokens' offsets within it). The characters after ``hi``
+    that are combining marks stay: an accent the tokenizer strips is part of the letter before it (the
+    pipeline's span ends before it, as the export guide says); one at the start has no letter in the word."""
+    text, start, _ = word
+    if hi <= lo:  # offsets of no characters: nothing to cut by
+        return word
+    while hi < len(text) and unicodedata.category(text[hi]).startswith("M"):
+        hi += 1
+    return (text[lo:hi], start + lo, start + hi) if (lo, hi) != (0, len(text)) else word
 
 
 def split_words_first(backend) -> None:

@@ -342,3 +342,39 @@ def test_predict_file_dash_with_stdin_empty_or_closed_says_so(checkpoint):
     command = shlex.join([sys.executable, "-m", "layerfuse", "predict", "--head", checkpoint[0], "--file", "-"])
     closed = subprocess.run(f"{command} <&-", shell=True, capture_output=True, text=True, timeout=300)
     assert closed.returncode == 1 and closed.stderr.strip().splitlines()[-1] == "error: --file -: stdin is closed"
+
+
+def test_a_long_text_goes_through_the_backbone_within_the_token_budget(checkpoint, monkeypatch):
+    """A whole chapter as one text went through the backbone in one forward pass, every window of it at
+    once: memory grew with the text. Its windows now go a budget of tokens at a time (extraction's), and a
+    long sentence is tagged a slice of rows at a time, with the tags of the text encoded whole."""
+    from layerfuse.extract.entry import default_token_budget
+    from layerfuse.inference import Predictor
+    from layerfuse.inference import predictor as module
+
+    stem, entry, *_ = checkpoint
+    text = " ".join(w for words in entry.split("dev").words() * 5 for w in words)
+    tagger = Predictor(stem, device="cpu")
+    words = [w for w, _, _ in tagger.words(text)]
+    short = ["Alice", "met", "Bob", "in", "Paris", "."]
+    assert len(words) > 1500  # hundreds of windows of the tiny BERT
+    budget = default_token_budget(torch.device("cpu"))
+
+    tokens: list[int] = []
+    forward = tagger.backbone.model.forward
+
+    def counted(*args, **kwargs):
+        tokens.append(kwargs["input_ids"].numel())
+        return forward(*args, **kwargs)
+
+    monkeypatch.setattr(tagger.backbone.model, "forward", counted)
+    monkeypatch.setattr(module, "ROWS_PER_BATCH", 256)  # slices of the long sentence, each a few windows
+    batched = tagger.tag([words]) + tagger.tag([words, short])  # alone, and in a batch with another
+    assert len(tokens) > 2 and max(tokens) <= budget, (len(tokens), max(tokens))
+
+    tokens.clear()
+    monkeypatch.setattr(module, "ROWS_PER_BATCH", 1 << 30)
+    tagger.backbone.encoder.token_budget = 1 << 30
+    whole = tagger.tag([words]) + tagger.tag([words, short])
+    assert max(tokens) > budget  # the reference did encode the text at once
+    assert batched == whole and len(batched[0]) == len(words)

@@ -42,11 +42,18 @@ def test_a_tab_or_newline_is_no_part_of_the_next_word():
                                  ("\x01Rome", 25, 30)]
 
 
-def _export(cache: str, folder) -> str:
-    """A head trained a few epochs on ``cache``, with its run record, exported; returns the run record."""
+def _export(cache: str, folder, *, every_word: str | None = None) -> str:
+    """A head trained a few epochs on ``cache``, with its run record, exported; returns the run record.
+    ``every_word``: a tag the head then gives every word whatever its input (each word an entity)."""
+    import torch
+
     entry = open_entry(cache)
     data = load_data(entry)
     result = train_head(TrainConfig(fusion="concat", shots=None, epochs=4, seed=0, lr=1e-2), data)
+    if every_word:
+        with torch.no_grad():
+            result.tagger.classifier.weight.zero_()
+            result.tagger.classifier.bias.copy_(torch.eye(len(data.label_names))[data.label_names.index(every_word)])
     stem = str(folder / "concat")
     weights, _ = save_checkpoint(stem + ".head", result.tagger, tagger_kwargs=result.tagger_kwargs,
                                  layers=result.layers, label_names=data.label_names, cache_meta=data.meta,
@@ -111,3 +118,30 @@ def test_the_exported_tokenizer_splits_at_separators_its_normalizer_deletes(cach
             spans.setdefault(word, [start, end])[1] = end
         assert [tuple(s) for s in spans.values()] == [(lo, hi) for _, lo, hi in predictor.words(text)], text
     assert {"Angela", "Merkel", "Paris", "Berlin"} <= {w for w, _, _ in predictor.words(SEPARATED[0])}
+
+
+# Characters a BERT normalizer deletes (zero-width joiner and space, soft hyphen, NUL, a byte-order mark, a
+# lone combining accent under an accent-stripping one) before, inside and after words.
+DELETED = "\u200dBerlin met \x00Oslo\u00ad and \u0301Lyon, \ufeffAcme\u200b\u200b Ro\u00adme \x01\x02Kim"
+
+
+@pytest.mark.parametrize("cache", ["tiny_cache", "roberta_cache"], ids=["wordpiece", "byte-level-bpe"])
+def test_an_entity_span_holds_no_character_the_tokenizer_deletes_around_it(cache, request, tmp_path):
+    """predict's entity began at a zero-width joiner, NUL or byte-order mark before the word ("\u200dBerlin",
+    chars 0-7) and ended after a soft hyphen behind it, where the exported model's pipeline, which never sees
+    those characters, began and ended at the word's letters: the two reported different spans of one text."""
+    from transformers import pipeline
+
+    run = _export(request.getfixturevalue(cache), tmp_path, every_word="B-PER")
+    out = CliRunner().invoke(predict, ["--head", run.removesuffix(".json") + ".head", "--json", "--device", "cpu",
+                                       "--text", DELETED])
+    assert out.exit_code == 0, out.output
+    row = json.loads(out.output)
+    found = [(e["text"], *e["chars"]) for e in row["entities"]]
+    assert all(DELETED[lo:hi] == text for text, lo, hi in found) and len(found) == len(row["words"])
+    if cache == "tiny_cache":  # its normalizer deletes them all: each entity is the word's letters alone
+        assert [text for text, _, _ in found] == ["Berlin", "met", "Oslo", "and", "Lyon", ",", "Acme",
+                                                  "Ro\u00adme", "Kim"]
+    ner = pipeline("token-classification", model=str(tmp_path / "exported"), aggregation_strategy="simple",
+                   device="cpu")
+    assert [(DELETED[e["start"]:e["end"]], e["start"], e["end"]) for e in ner(DELETED)] == found
