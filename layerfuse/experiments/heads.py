@@ -119,6 +119,7 @@ def record_run(results: str, record: dict, *, keep: str) -> dict:
         weights, _, run_record = head_files(folder, rid)
         record = {**record, "head_sha256": file_sha256(weights), "keep_heads": keep}  # export checks the hash
         write_json(run_record, {**record, "checkpoint": os.path.basename(weights)})  # beside the head, as train-head
+        _SEEN.setdefault(os.path.abspath(folder), {})[os.path.basename(run_record)] = cell_of(record["config"])
         for beaten in rivals:  # heads kept under best only: one a sweep kept under all is never deleted
             if beaten.get("keep_heads", "all") == "best":
                 _delete(folder, beaten["run_id"])
@@ -133,33 +134,53 @@ def record_run(results: str, record: dict, *, keep: str) -> dict:
 
 def kept_heads(folder: str) -> dict[str, dict]:
     """The run records of the heads kept in a heads ``folder``, by run id."""
-    kept = {}
-    for name in sorted(os.listdir(folder)) if os.path.isdir(folder) else []:
-        if name.endswith(".json") and not name.endswith(".head.json"):
-            path = os.path.join(folder, name)
-            try:
-                with open(path, encoding="utf-8") as f:
-                    record = json.load(f)
-                rid, checkpoint = record["run_id"], record.get("checkpoint")
-            except (ValueError, KeyError, TypeError):  # damaged by hand or by a tool: say which, not a traceback
-                raise LayerfuseError(f"{path} is not a kept head's run record (cut short or edited): remove it "
-                                     f"and its head files ({name[:-5]}.head.*), then rerun") from None
-            # A record names its own file's run and a head beside it: the ids and names become paths (a
-            # sweep deletes beaten heads, export reads the best), so "../../x" reached files anywhere.
-            if rid != name[:-5] or (checkpoint is not None and (not isinstance(checkpoint, str)
-                                                                 or os.path.basename(checkpoint) != checkpoint)):
-                raise LayerfuseError(f"{path} names run {rid!r} and head {checkpoint!r}, not its own run and a file "
-                                     "beside it: it was edited; remove it, then rerun")
-            kept[rid] = record
-    return kept
+    names = os.listdir(folder) if os.path.isdir(folder) else []
+    return {name[:-5]: _kept_record(folder, name) for name in sorted(names) if _is_record(name)}
+
+
+def _is_record(name: str) -> bool:
+    """Whether the file ``name`` of a heads folder is a kept head's run record (not its checkpoint's JSON)."""
+    return name.endswith(".json") and not name.endswith(".head.json")
+
+
+def _kept_record(folder: str, name: str) -> dict:
+    """The kept head's run record ``name`` in ``folder``, checked to name its own run and a head beside it."""
+    path = os.path.join(folder, name)
+    try:
+        with open(path, encoding="utf-8") as f:
+            record = json.load(f)
+        rid, checkpoint = record["run_id"], record.get("checkpoint")
+    except (ValueError, KeyError, TypeError):  # damaged by hand or by a tool: say which, not a traceback
+        raise LayerfuseError(f"{path} is not a kept head's run record (cut short or edited): remove it "
+                             f"and its head files ({name[:-5]}.head.*), then rerun") from None
+    # A record names its own file's run and a head beside it: the ids and names become paths (a
+    # sweep deletes beaten heads, export reads the best), so "../../x" reached files anywhere.
+    if rid != name[:-5] or (checkpoint is not None and (not isinstance(checkpoint, str)
+                                                         or os.path.basename(checkpoint) != checkpoint)):
+        raise LayerfuseError(f"{path} names run {rid!r} and head {checkpoint!r}, not its own run and a file "
+                             "beside it: it was edited; remove it, then rerun")
+    return record
+
+
+# Heads folder -> {each file name this process saw there: the cell of a kept head's run record, None for any
+# other file}. A record's run id names its cell, so a sweep reads each record once to place it, and then only
+# its own cell's (the rivals of each run): reading every record for every run made a sweep of many cells
+# quadratic in its runs.
+_SEEN: dict[str, dict[str, str | None]] = {}
 
 
 def _kept_rivals(folder: str, record: dict) -> list[dict]:
-    """The kept heads of ``record``'s cell (on the same entry): one under best, several where a sweep kept all."""
-    cell = cell_of(record["config"])
-    return [r for rid, r in kept_heads(folder).items()
-            if rid != record["run_id"] and r.get("cache_key") == record.get("cache_key")
-            and cell_of(r["config"]) == cell]
+    """The kept heads of ``record``'s cell (on the same entry): one under best, several where a sweep kept all.
+    The folder is listed each time, so what another sweep sharing it kept or deleted is seen."""
+    cell, seen = cell_of(record["config"]), _SEEN.setdefault(os.path.abspath(folder), {})
+    names = set(os.listdir(folder)) if os.path.isdir(folder) else set()
+    for name in seen.keys() - names:  # deleted since: by this sweep, another one, or by hand
+        del seen[name]
+    for name in sorted(names - seen.keys()):  # new since: read once, to place it
+        seen[name] = cell_of(_kept_record(folder, name)["config"]) if _is_record(name) else None
+    ours = sorted(name for name, where in seen.items() if where == cell and name[:-5] != record["run_id"])
+    rivals = [_kept_record(folder, name) for name in ours]  # read again, as they are now
+    return [r for r in rivals if r.get("cache_key") == record.get("cache_key") and cell_of(r["config"]) == cell]
 
 
 def _delete(folder: str, rid: str) -> None:

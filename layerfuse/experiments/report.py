@@ -15,6 +15,7 @@ import re
 import textwrap
 from collections import defaultdict
 from dataclasses import fields
+from functools import cached_property
 from typing import NamedTuple
 
 import numpy as np
@@ -69,11 +70,38 @@ RUN_DEFAULTS = {f.name: f.default for f in fields(TrainConfig)}  # what a record
 NONE_SHOWN = {"layers": "all", "dev_sentences": "all"}  # how a row shows a setting left at None
 
 
+class Grouped(list):
+    """A report's records with their grouping, each part worked out once, when first asked: the settings
+    apart, the cells (`by_cell`) and each cell's chosen rate (`best_lr`). `render` hands one to every table
+    and figure it draws: given a plain list, each grouped the records again (a dozen times a report)."""
+
+    @cached_property
+    def apart(self) -> list[str]:
+        return [name for name, default in RUN_DEFAULTS.items()
+                if name not in NOT_APART and len({repr(r["config"].get(name, default)) for r in self}) > 1]
+
+    @cached_property
+    def by_cell(self) -> dict[tuple, list[dict]]:
+        out = defaultdict(list)
+        for r in self:
+            c = r["config"]
+            out[(label(c, self.apart), c["shots"], c["epochs"])].append(r)
+        return dict(out)
+
+    @cached_property
+    def chosen(self) -> dict[tuple, tuple[float, list[dict]]]:
+        return {key: best_lr(runs) for key, runs in self.by_cell.items()}
+
+
+def grouped(records) -> Grouped:
+    """``records`` as a `Grouped`: itself when it is one, so that what it worked out is reused."""
+    return records if isinstance(records, Grouped) else Grouped(records)
+
+
 def settings_apart(records) -> list[str]:
     """The run settings (`TrainConfig` fields outside `NOT_APART`) that take more than one value among
     ``records``."""
-    return [name for name, default in RUN_DEFAULTS.items()
-            if name not in NOT_APART and len({repr(r["config"].get(name, default)) for r in records}) > 1]
+    return grouped(records).apart
 
 
 def label(config: dict, apart: list[str] = ()) -> str:
@@ -113,13 +141,7 @@ def lr_of(record: dict) -> float:
 def by_cell(records) -> dict[tuple, list[dict]]:
     """All records grouped by (label, shots, epochs); runs that differ in another setting
     (`settings_apart`) are other rows."""
-    records = list(records)
-    apart = settings_apart(records)
-    out = defaultdict(list)
-    for r in records:
-        c = r["config"]
-        out[(label(c, apart), c["shots"], c["epochs"])].append(r)
-    return dict(out)
+    return grouped(records).by_cell
 
 
 def best_lr(runs: list[dict]) -> tuple[float, list[dict]]:
@@ -138,7 +160,7 @@ def best_lr(runs: list[dict]) -> tuple[float, list[dict]]:
 
 def cells(records) -> dict[tuple, list[dict]]:
     """Records by (label, shots, epochs), at each cell's best learning rate on dev."""
-    return {key: best_lr(runs)[1] for key, runs in by_cell(records).items()}
+    return {key: runs for key, (_, runs) in grouped(records).chosen.items()}
 
 
 def _f1(runs: list[dict], metric: str, scale: float = 100.0) -> str:
@@ -155,12 +177,12 @@ def table(records) -> str:
     """Markdown, one row per (fusion, N, epoch cap): the learning rate chosen on dev (mean best dev
     F1 over trials), and at it the best dev F1 and the test F1 at the best dev point, each
     'mean ± 95% CI (n)' in F1 points (MLM: perplexities)."""
-    groups = by_cell(records)
-    m = metric_of(records)
+    records = grouped(records)
+    groups, m = records.by_cell, metric_of(records)
     lines = [f"| fusion | N | epochs | lr (best on dev) | dev {m.name} | test {m.name} |",
              "|---|---:|---:|---:|---:|---:|"]
     for key in sorted(groups, key=lambda k: (k[0], k[1] or 10**9, k[2])):
-        lr, runs = best_lr(groups[key])
+        lr, runs = records.chosen[key]
         n_lrs = len({lr_of(r) for r in groups[key]})
         lines.append(f"| {key[0]} | {key[1] or 'all'} | {key[2]} | {lr:g}{f' of {n_lrs}' if n_lrs > 1 else ''} "
                      f"| {_f1(runs, m.dev, m.scale)} | {_f1(runs, m.test, m.scale)} |")
@@ -490,7 +512,7 @@ def render(records, out: str, *, curve_shots: list[int] | None = None, per_lr: b
     """Write report.md, f1_vs_shots.png (when some run has an N) and f1_vs_step.png into `out`; returns
     their paths. ``curve_shots``: the N of the step curves (None = the whole train split); by default
     the smallest and the largest N, or the whole split when no run has an N."""
-    records = list(records)
+    records = Grouped(records)  # grouped once for every table and figure below
     check_comparable(records, os.path.join(out, RESULTS))
     first = records[0]
     labels = first["config"].get("labels")  # a chunk or POS sweep reads like an NER one without it
@@ -518,8 +540,11 @@ def render(records, out: str, *, curve_shots: list[int] | None = None, per_lr: b
         if note:
             text += f"\n{note}\n"
     if per_lr:
-        for lr in sorted({lr_of(r) for r in records}):
-            text += f"\n## lr {lr:g}\n\n{table([r for r in records if lr_of(r) == lr])}\n"
+        by_lr = defaultdict(list)
+        for r in records:
+            by_lr[lr_of(r)].append(r)
+        for lr in sorted(by_lr):  # each rate's runs are a report of their own: grouped apart
+            text += f"\n## lr {lr:g}\n\n{table(by_lr[lr])}\n"
     paired = paired_table(cells(records), m, base_of=base_rows(records))
     if paired:
         text += (f"\n## Each head against base, paired by seed\n\nThe runs of one seed share its few-shot sample, "

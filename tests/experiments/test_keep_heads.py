@@ -243,3 +243,32 @@ def test_best_never_exports_a_diverged_head_an_earlier_release_kept(tmp_path):
         sweep_head(str(tmp_path), best=True)
     record_run(str(results), _finished(results, 1, 0.2), keep="best")
     assert os.path.basename(sweep_head(str(tmp_path), best=True)) == f"{run_id(_config(1))}.json"
+
+
+def test_best_reads_each_kept_record_once_not_every_kept_record_for_every_run(tmp_path, monkeypatch):
+    """Each run read the record of every head kept so far to find the few of its own cell: a sweep of many
+    cells was quadratic in its runs. Now a run reads only its own cell's kept record, whatever the folder holds."""
+    from layerfuse.experiments import heads
+
+    results = tmp_path / RESULTS
+    folder = heads_dir(str(results))
+    reads, real_open = [], open
+
+    def counting_open(path, *args, **kwargs):
+        if os.path.dirname(str(path)) == folder and str(path).endswith(".json") and ".head." not in str(path):
+            reads.append(path)
+        return real_open(path, *args, **kwargs)
+
+    monkeypatch.setattr(heads, "open", counting_open, raising=False)
+    cells, trials = 8, 3
+    for seed in range(trials):
+        for cell in range(cells):
+            record = _finished(results, seed, 0.5 + 0.01 * seed * (-1) ** cell)
+            record["config"] = config = {**record["config"], "lr": 1e-4 * (cell + 1)}
+            record["run_id"] = run_id(config)
+            for path in head_files(folder, record["run_id"])[:2]:
+                open(path, "w").close()
+            record_run(str(results), record, keep="best")
+    assert len(reads) <= cells * trials  # one kept rival a run at most (it read 8 a run once the cells had theirs)
+    kept = kept_heads(folder)
+    assert len(kept) == cells and {r["config"]["seed"] for r in kept.values()} == {0, 2}  # what best keeps, as ever
