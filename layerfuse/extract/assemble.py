@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections import Counter
 
 from layerfuse.cache.label_sets import SPAN
-from layerfuse.errors import LayerfuseError
+from layerfuse.errors import LayerfuseError, OptionError
 from layerfuse.extract.iob import detect_scheme, normalise_scheme, to_iob2
 from layerfuse.extract.tagged import (
     SPLIT_ALIASES,
@@ -88,6 +88,9 @@ def build(
     if primary_kind == SPAN:
         splits, found = _to_iob2(raw, scheme)
         labels, unseen = _label_names(splits), _unseen_in_train(splits)
+    elif normalise_scheme(scheme) != "auto":  # it would name the scheme of no tags read: said, not ignored
+        raise OptionError(f"scheme {scheme!r}: the primary label set {primary} holds word classes, not spans "
+                          "in a tag scheme; leave the scheme out")
     else:
         splits, found = raw, "none"
         labels, unseen = class_names([[tags for _, tags in sentences] for sentences in raw.values()]), {}

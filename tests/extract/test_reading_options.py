@@ -11,7 +11,7 @@ from cli_output import one_error_line, one_usage_error
 from click.testing import CliRunner
 from conftest import write_conll
 
-from layerfuse.errors import LayerfuseError
+from layerfuse.errors import LayerfuseError, OptionError
 from layerfuse.extract.datasets import Reading, load_dataset, parse_columns
 
 TRAIN = [(["Alice", "met", "Bob", "Smith"], ["B-PER", "O", "B-PER", "I-PER"]),
@@ -264,6 +264,8 @@ def test_columns_without_ner_make_the_first_set_named_the_primary_one(tmp_path):
     assert chunks.label_names == ["O", "B-NP", "I-NP"] and chunks.splits["dev"][0][1] == ["B-NP", "I-NP", "I-NP"]
     line = one_error_line(_extract(tmp_path, "unused-model", tag_chunks, "--columns", "word=0,chunk=1"))
     assert "train.txt:3 (--columns chunk=1): malformed tag 'NNP'" in line  # a column that is read is checked
+    with pytest.raises(OptionError, match="scheme .iobes.: the primary label set pos holds word classes"):
+        load_dataset(str(tag_chunks), read=Reading(columns="word=0,pos=1"), scheme="iobes")  # it named no tags read
 
 
 @pytest.mark.parametrize("layout, line", [("words and POS", lambda w, p: f"{w} {p}"),
