@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 
 from .claims import Claims
-from .results import line_record, run_id
+from .results import GrowingFile, line_record, run_id
 
 POLL_S = 2.0  # how often a sweep with nothing left to claim looks again
 
@@ -54,47 +54,27 @@ def _waiting_on(run_ids: list[str], claims: Claims) -> str:
             f"a claim whose file stays untouched for {claims.stale_s:g} s is taken over")
 
 
-class _Finished:
-    """The run ids in a results file of runs on the entry of ``key`` (any, for None). The file only grows
-    (sweeps append a line a run): the lines past the last one read are parsed, and the whole file again
-    when it was replaced (another file now, shorter, or its last line read no longer ending there).
-    Parsing it whole at each claim, as every run appends, was quadratic: 70 s of bookkeeping for 1,000
-    runs, about 10 s a run when resuming beside 48,000."""
+class _Finished(GrowingFile):
+    """The run ids in a results file of runs on the entry of ``key`` (any, for None), each line read once
+    (`GrowingFile`). Parsing it whole at each claim, as every run appends, was quadratic: 70 s of bookkeeping
+    for 1,000 runs, about 10 s a run when resuming beside 48,000."""
 
     def __init__(self, path: str, key: str | None = None):
-        self.path, self.key, self.offset, self.ids, self.file = path, key, 0, set(), None
+        super().__init__(path)
+        self.key, self.ids = key, set()
 
     def __contains__(self, rid: str) -> bool:
-        try:
-            st = os.stat(self.path)
-        except FileNotFoundError:
-            self.offset, self.ids, self.file = 0, set(), None
-            return False
-        if st.st_size != self.offset or (st.st_dev, st.st_ino) != self.file:
-            self._read_new(st)
+        self.look()
         return rid in self.ids
 
-    def _read_new(self, st) -> None:
-        with open(self.path, "rb") as f:
-            if (st.st_dev, st.st_ino) != self.file or st.st_size < self.offset or not self._line_ends(f):
-                self.offset, self.ids, self.file = 0, set(), (st.st_dev, st.st_ino)  # replaced: read it whole
-            f.seek(self.offset)
-            for raw in f:
-                if not raw.endswith(b"\n"):  # another sweep's line being written: read when whole
-                    break
-                self.offset += len(raw)
-                record = line_record(raw)
-                if isinstance(record, dict) and "run_id" in record and \
-                        (self.key is None or record.get("cache_key") in (None, self.key)):
-                    self.ids.add(record["run_id"])
+    def _forget(self) -> None:
+        self.ids = set()
 
-    def _line_ends(self, f) -> bool:
-        """Whether the last line read still ends where it did: a file rewritten in place (an editor, a restore
-        onto the same file) as long or longer was read on from the middle of a line."""
-        if not self.offset:
-            return True
-        f.seek(self.offset - 1)
-        return f.read(1) == b"\n"
+    def _take(self, raw: bytes) -> None:
+        record = line_record(raw)
+        if isinstance(record, dict) and "run_id" in record and \
+                (self.key is None or record.get("cache_key") in (None, self.key)):
+            self.ids.add(record["run_id"])
 
 
 def _take(config, claims: Claims, finished: _Finished) -> bool | None:

@@ -14,7 +14,15 @@ from click.testing import CliRunner
 
 from layerfuse.cli.main import main as cli
 from layerfuse.errors import LayerfuseError
-from layerfuse.experiments.heads import cell_of, head_files, heads_dir, kept_heads, record_run, sweep_head
+from layerfuse.experiments.heads import (
+    KEEP_HEADS,
+    cell_of,
+    head_files,
+    heads_dir,
+    kept_heads,
+    record_run,
+    sweep_head,
+)
 from layerfuse.experiments.results import RESULTS, append_result, read_results, run_id
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -272,3 +280,62 @@ def test_best_reads_each_kept_record_once_not_every_kept_record_for_every_run(tm
     assert len(reads) <= cells * trials  # one kept rival a run at most (it read 8 a run once the cells had theirs)
     kept = kept_heads(folder)
     assert len(kept) == cells and {r["config"]["seed"] for r in kept.values()} == {0, 2}  # what best keeps, as ever
+
+
+@pytest.mark.parametrize("keep", KEEP_HEADS)
+def test_recording_a_run_reads_only_the_lines_appended_since(tmp_path, monkeypatch, keep):
+    """Each run recorded asked twice whether the results file held it, reading the file whole each time: with
+    tens of thousands of runs in one file, recording grew with the square of the runs. Read once each, a line
+    appended by another sweep still stops a second record of its run, a line cut short is passed by, and a
+    file replaced or truncated by hand is read again from its start."""
+    from layerfuse.experiments import results as module
+
+    read = []
+
+    class Counted:  # the results file, its lines counted as they are read
+        def __init__(self, f):
+            self.f = f
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            self.f.close()
+
+        def __iter__(self):
+            for raw in self.f:
+                read.append(raw)
+                yield raw
+
+        def __getattr__(self, name):
+            return getattr(self.f, name)
+
+    monkeypatch.setattr(module, "open", lambda *a, **k: Counted(open(*a, **k)), raising=False)
+    results = tmp_path / RESULTS
+    line = {s: json.dumps({"run_id": run_id(_config(s)), "config": _config(s), "best_dev_f1": 0.5,
+                           "cache_key": "k"}) + "\n" for s in range(100)}
+    results.write_text("".join(line[s] for s in range(50, 100)))  # another cell's runs
+    for seed in range(5):
+        record_run(str(results), _finished(results, seed, 0.1 * seed, fusion="dwatt"), keep=keep)
+    assert len(read) <= 50 + 5  # each line once: the runs there, then each one appended
+
+    def lines_of(seed):
+        return [raw for raw in results.read_text().splitlines(keepends=True)
+                if f'"run_id": "{run_id(_config(seed))}"' in raw]
+
+    with open(results, "a") as f:  # recorded by another sweep meanwhile: not a second time
+        f.write(line[5] + line[6][:20])  # and a line cut short by a kill
+    record_run(str(results), _finished(results, 5, 0.9), keep=keep)
+    assert lines_of(5) == [line[5]]
+    record_run(str(results), _finished(results, 6, 0.9), keep=keep)
+    assert len(lines_of(6)) == 1 and read_results(str(results))[run_id(_config(6))]["best_dev_f1"] == 0.9
+    restored = tmp_path / "restored.jsonl"  # another file moved in: read from its start
+    restored.write_text(line[7] + line[50])
+    os.replace(restored, results)
+    record_run(str(results), _finished(results, 7, 0.9), keep=keep)
+    record_run(str(results), _finished(results, 51, 0.9), keep=keep)
+    assert lines_of(7) == [line[7]] and len(lines_of(51)) == 1
+    results.write_text(line[8])  # truncated in place, shorter
+    record_run(str(results), _finished(results, 7, 0.9), keep=keep)
+    record_run(str(results), _finished(results, 8, 0.9), keep=keep)
+    assert len(lines_of(7)) == 1 and lines_of(8) == [line[8]]
