@@ -143,6 +143,8 @@ def quota_cores() -> int | None:
         return None
     limits = []
     for line in lines:
+        if line.count(":") < 2:  # no line of the kernel's: nothing to read from it
+            continue
         _, controllers, path = line.split(":", 2)
         v2 = controllers == ""
         if not v2 and "cpu" not in controllers.split(","):

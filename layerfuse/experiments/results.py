@@ -75,7 +75,10 @@ def read_results(path: str, *, skipped=None) -> dict[str, dict]:
     records = {}
     with open(path, "rb") as f:
         for number, raw in enumerate(f, start=1):
-            record = line_record(raw)
+            try:
+                record = line_record(raw)
+            except LayerfuseError as exc:  # a run of a fusion this process does not know, say
+                raise LayerfuseError(f"{path}:{number}: {exc}") from None
             if not raw.endswith(b"\n"):  # a sweep writes a line and its newline at once: a whole record is an edit's
                 if skipped is not None and isinstance(record, dict) and "config" in record:
                     skipped(f"{path}:{number}: left out: the last line has no newline (a sweep writing it now, "

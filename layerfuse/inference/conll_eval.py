@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import LayerfuseError
+from ..errors import LayerfuseError, OptionError
 from ..extract.datasets import load_dataset
 from ..extract.iob import split_tag
 from ..extract.reading import Reading
@@ -55,7 +55,11 @@ def read_for_head(path: str, cache: dict, *, columns: str | None = None) -> list
         return read_labelled(path, label_set=label_set or "ner", columns=columns)
     inferred = columns_of_source(cache.get("dataset_source"))
     if inferred:
-        parsed = parse_columns(inferred)
+        try:
+            parsed = parse_columns(inferred)
+        except OptionError as exc:  # read from the head's record, not the command line: no usage error
+            raise LayerfuseError(f"the head records its training data as {cache.get('dataset_source')!r}, whose "
+                                 f"columns do not read ({exc}); name the file's columns with --columns") from None
         needed = {name: at for name, at in parsed.items() if name in ("word", label_set or primary_of(parsed))}
         try:
             return read_labelled(path, label_set=label_set, columns=needed)

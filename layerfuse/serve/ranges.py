@@ -45,7 +45,7 @@ def satisfiable(header: str, size: int) -> list[tuple[int, int]] | None:
 def for_file(header: str, size: int) -> str | None:
     """The ``Range`` header `FileResponse` is to see for ``header`` on a file of ``size`` bytes (None: none)."""
     ranges = satisfiable(header, size)
-    if ranges is None:
+    if ranges is None or size == 0:  # an empty file has no byte to range over: it is sent whole (200, empty)
         return None
     if not ranges:
         return f"bytes={size}-"  # past the end: Starlette's 416, with the file's size

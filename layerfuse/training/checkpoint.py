@@ -18,7 +18,7 @@ import json
 import os
 from dataclasses import is_dataclass
 
-from layerfuse.errors import LayerfuseError
+from layerfuse.errors import LayerfuseError, OptionError
 from layerfuse.files import replaced_whole, write_json, writing
 from layerfuse.tasks import task_of
 
@@ -180,8 +180,11 @@ def load_checkpoint(path: str, *, entry=None, device: str = "cpu"):
     if meta.get(CHECKSUM) and file_sha256(weights) != meta[CHECKSUM]:
         raise LayerfuseError(f"{weights} does not match the checksum in {config_path} (truncated or changed since "
                               "it was written); retrain the head or restore the file")
-    _check_shapes(head_class(meta), meta["tagger"], weights, config_path)
-    tagger = head_class(meta)(**meta["tagger"])
+    try:
+        _check_shapes(head_class(meta), meta["tagger"], weights, config_path)
+        tagger = head_class(meta)(**meta["tagger"])
+    except OptionError as exc:  # a value of the head's file, not of the command line: no usage error
+        raise LayerfuseError(f"{config_path}: {exc}") from None
     try:
         load_model(tagger, weights, strict=True, device=str(device))
     except (RuntimeError, KeyError, ValueError, SafetensorError) as exc:  # a truncated file is a SafetensorError

@@ -283,9 +283,11 @@ def default_lr(fusion: str, mode: str = "fe") -> float:
 
 def fusion_class(name: str):
     """``FUSIONS[name]``, or one line: a worker process (which unpickles configs without checking them) knows
-    only the fusions registered when the modules it imports are, not under ``if __name__ == "__main__":``."""
+    only the fusions registered when the modules it imports are, not under ``if __name__ == "__main__":``.
+    Not an `OptionError`: the name may come from a results file or a head (the command line's are checked by
+    click and `cli.options`)."""
     if name not in FUSIONS:
-        raise OptionError(f"unknown fusion {name!r}; choose one of {', '.join(FUSIONS)} (a fusion of your own "
+        raise LayerfuseError(f"unknown fusion {name!r}; choose one of {', '.join(FUSIONS)} (a fusion of your own "
                           "must be registered when its module is imported, for worker processes to know it)")
     return FUSIONS[name]
 

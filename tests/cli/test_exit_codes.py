@@ -53,3 +53,17 @@ def test_a_missing_file_still_exits_1(tiny_bert_dir, tmp_path):
     empty.write_text("")
     assert "holds no line" in one_error_line(_run("predict", "--head", tmp_path / "head.pt", "--file", empty))
 
+
+
+def test_a_value_read_from_a_file_is_a_failure_not_a_usage_error(tmp_path):
+    """A results file holding a run of a fusion this process does not know (a user's, registered in their
+    script) made `sweep --report` print click's usage as if the command line were wrong, naming no file."""
+    import json
+
+    out = tmp_path / "sweep"
+    out.mkdir()
+    record = {"config": {"fusion": "mine", "shots": 4, "epochs": 3, "seed": 0, "lr": None}, "best_dev_f1": 0.5,
+              "test_f1_at_best": 0.5, "model": "m", "dataset": "d", "evals": [], "seconds": {"total": 1.0}}
+    (out / "results.jsonl").write_text(json.dumps(record) + "\n")
+    line = one_error_line(_run("sweep", "--report", "--out", out))
+    assert "results.jsonl:1: unknown fusion 'mine'" in line

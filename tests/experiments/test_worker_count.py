@@ -70,6 +70,7 @@ def _cgroups(tmp_path, monkeypatch, proc: str, files: dict) -> None:
                                             "cpu,cpuacct/job/cpu.cfs_period_us": "100000\n"}, 2),  # v1
     ("0::/\n", {"cpu.max": "max 100000\n"}, 8),  # no quota: the affinity
     ("0::/\n", {}, 8),  # nothing to read
+    ("\njunk\n0::/job\n", {"job/cpu.max": "200000 100000\n"}, 2),  # a line that is no cgroup's is passed by
 ])
 def test_the_default_worker_count_keeps_to_the_cgroups_cpu_quota(tmp_path, monkeypatch, proc, files, cores):
     """A container run with docker --cpus 2 on an 8-core machine sees 8 cores in its affinity: the quota

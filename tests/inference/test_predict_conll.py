@@ -217,3 +217,21 @@ def test_an_unknown_type_is_named_at_its_own_line_whatever_the_columns(tmp_path)
         check_known(str(path), sentences, ["O", "B-PER", "I-PER"])
     with pytest.raises(LayerfuseError, match=rf"^{re.escape(str(path))}:6: 'B-GPE O NNP': tag 'NNP'"):
         check_known_tokens(str(path), [(["Alice"], ["NN"]), (["B-GPE", "Paris"], ["NNP", "NN"])], ["NN"])
+
+
+def test_columns_a_head_records_that_do_not_read_are_a_failure_not_a_usage_error(head, tiny_conll_dir, tmp_path):
+    """The columns of a head's training data are read from its own file: a value there that does not read was
+    said as click's usage error (exit 2) blaming a --columns the command line never gave."""
+    import json
+    import shutil
+
+    stem = tmp_path / "edited"
+    for suffix in (".json", ".safetensors"):
+        shutil.copy(head[0] + suffix, str(stem) + suffix)
+    meta_path = tmp_path / "edited.json"
+    meta = json.loads(meta_path.read_text())
+    meta["cache"]["dataset_source"] = "x (columns word=0,ner=x)"  # outside what the checksums cover
+    meta_path.write_text(json.dumps(meta))
+    out = CliRunner().invoke(main, ["--head", str(stem), "--conll", str(tiny_conll_dir / "dev.txt")])
+    assert out.exit_code == 1 and "Usage:" not in out.output, out.output
+    assert "the head records its training data as 'x (columns word=0,ner=x)'" in out.output

@@ -110,3 +110,14 @@ def test_every_time_of_the_api_is_iso_8601_utc_in_one_format(tiny_cache, tiny_be
     assert _instant(listed["finished"]) == max(_instant(s) for s in (
         zarr.open_group(str(root / name), mode="r")[split].attrs["finished"] for split in ("train", "dev", "test")))
     assert stored.attrs["created"] == "2024-05-01T12:00:00+0530"  # the stored stamp is unchanged
+
+
+def test_an_empty_file_asked_for_a_range_is_sent_whole(served_file, tmp_path):
+    """An empty file has no byte a range could name: every range was a 416, where the whole (empty) file is
+    what RFC 9110 has a server send."""
+    client, path, _ = served_file
+    root_file = tmp_path / "root" / path.split("/")[2] / "empty.bin"
+    root_file.write_bytes(b"")
+    for header in ("bytes=-5", "bytes=0-", "bytes=0-0"):
+        response = client.get(path.rsplit("/", 1)[0] + "/empty.bin", headers={"Range": header})
+        assert response.status_code == 200 and response.content == b"", (header, response.text)
