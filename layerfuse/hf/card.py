@@ -107,7 +107,8 @@ def model_card(config, *, name: str) -> str:
     if results:
         front["model-index"] = [{"name": name, "results": results}]
     meta = yaml.safe_dump(front, sort_keys=False, allow_unicode=True)
-    return f"---\n{meta}---\n\n# {name}\n\n{_about(config, p)}\n{_use(name)}\n{_citation(p)}"
+    word_classes = p.get("label_kind") == "token"  # POS: the pipeline is to leave its tags one a token
+    return f"---\n{meta}---\n\n# {name}\n\n{_about(config, p)}\n{_use(name, word_classes=word_classes)}\n{_citation(p)}"
 
 
 def _results(p: dict, name: str) -> list[dict]:
@@ -119,12 +120,15 @@ def _results(p: dict, name: str) -> list[dict]:
     dataset = {"name": p.get("dataset") or p["datasets"], "type": p["datasets"]}
     subset = f", on a fixed {p['dev_sentences']:,}-sentence subset of dev" if p.get("dev_sentences") else ""
     out = []
-    for split, key, what in (("validation", "best_dev_f1", f"dev F1 at the best dev point{subset}"),
-                             ("test", "test_f1_at_best", "test F1 at the best dev point")):
+    for split, key, metric, what in (
+            ("validation", "best_dev_f1", "f1", f"dev F1 at the best dev point{subset}"),
+            ("test", "test_f1_at_best", "f1", "test F1 at the best dev point"),
+            ("validation", "best_dev_accuracy", "accuracy", f"dev accuracy at the best dev point{subset}"),  # POS
+            ("test", "test_accuracy_at_best", "accuracy", "test accuracy at the best dev point")):
         if p.get(key) is not None:
             out.append({"task": {"type": "token-classification", "name": "Token Classification"},
                         "dataset": {**dataset, "split": split},
-                        "metrics": [{"type": "f1", "value": round(100 * float(p[key]), 2), "name": what}]})
+                        "metrics": [{"type": metric, "value": round(100 * float(p[key]), 2), "name": what}]})
     return out
 
 
@@ -145,6 +149,8 @@ def _about(config, p: dict) -> str:
               ("test F1 at the best dev point", p.get("test_f1_at_best")),
               (f"dev accuracy (best){dev}", p.get("best_dev_accuracy")),
               ("test accuracy at the best dev point", p.get("test_accuracy_at_best"))]
+    kind = "word classes, scored by accuracy" if p.get("label_kind") == "token" else "spans, scored by F1"
+    label_set = f"| label set | `{p['label_set']}` ({kind}) |\n" if p.get("label_set") else ""  # NER: none named
     score_lines = "\n".join(f"| {what} | {points(v)} |" for what, v in scores if v is not None) or "| - | - |"
     rows = config.granularity + ("" if config.granularity == "subword" else f" (subword pooling: {config.pooling})")
     trained = ("trained with the backbone, fine-tuned end to end (the model holds the tuned backbone)"
@@ -166,7 +172,7 @@ def _about(config, p: dict) -> str:
 | epochs, seed | {p.get('epochs')}, {p.get('seed')} |
 | layers read (0 = embeddings) | {', '.join(str(x) for x in config.layers)} |
 | rows | {rows} |
-| labels | {', '.join(f'`{x}`' for x in config.label2id)} |
+{label_set}| labels | {', '.join(f'`{x}`' for x in config.label2id)} |
 
 | score | value |
 |---|---|
@@ -174,7 +180,16 @@ def _about(config, p: dict) -> str:
 """
 
 
-def _use(name: str) -> str:
+# How the pipeline is to read the tags: entity spans of a span set joined over their words; a token set's word
+# classes (POS) one a word, since the span strategies join neighbouring words of one class ("dogs cats" one NNS)
+# and cut a tag at its first "-" (-LRB- became LRB-).
+AGGREGATION = {False: ("simple", ""),
+               True: ("none", "\n# tags are word classes, one a token: a span strategy (simple, first, max, average)\n"
+                              "# would join neighbouring words of one class and cut tags at their first '-'")}
+
+
+def _use(name: str, *, word_classes: bool = False) -> str:
+    strategy, why = AGGREGATION[word_classes]
     return f"""## Use
 
 ```bash
@@ -189,8 +204,8 @@ Without it, transformers does not know the model type and asks for a newer versi
 import layerfuse  # first: registers the "layerfuse-tagger" model type
 from transformers import pipeline
 
-# model: this folder, or its Hub id ("your-name/{name}") once uploaded
-tagger = pipeline("token-classification", model="{name}", aggregation_strategy="simple")
+# model: this folder, or its Hub id ("your-name/{name}") once uploaded{why}
+tagger = pipeline("token-classification", model="{name}", aggregation_strategy="{strategy}")
 print(tagger("Alice visited Paris."))
 ```
 

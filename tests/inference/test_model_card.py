@@ -201,3 +201,23 @@ def test_an_export_is_made_again_over_its_own_earlier_output(trained, tmp_path):
     written["layerfuse"]["license"] = "apache-2.0"  # read about the backbone, not part of the head's identity
     config.write_text(json.dumps(written))
     assert export_head(stem, folder) == folder
+
+
+def test_a_card_of_word_classes_tells_the_pipeline_not_to_join_words():
+    """A POS head's card showed the pipeline with aggregation_strategy="simple", which joins neighbouring words
+    of one class ("dogs cats" one NNS) and cuts tags at their first "-" (-LRB- became LRB-); it named no label
+    set and gave its accuracy to no model-index."""
+    config = SimpleNamespace(layers=[1, 2], granularity="word", pooling="first",
+                             label2id={"NN": 0, "-LRB-": 1, "PRP-S": 2},
+                             layerfuse={"backbone": "all-MiniLM-L6-v2", "fusion": "concat", "dataset": "conll2003",
+                                        "datasets": "eriktks/conll2003", "label_set": "pos", "label_kind": "token",
+                                        "best_dev_accuracy": 0.9, "test_accuracy_at_best": 0.8})
+    card = model_card(config, name="concat-pos")
+    assert 'aggregation_strategy="none"' in card and 'aggregation_strategy="simple"' not in card
+    assert "| label set | `pos` (word classes, scored by accuracy) |" in card
+    results = front_matter(card)["model-index"][0]["results"]
+    assert [(r["dataset"]["split"], r["metrics"][0]["type"], r["metrics"][0]["value"]) for r in results] == \
+        [("validation", "accuracy", 90.0), ("test", "accuracy", 80.0)]
+    spans = SimpleNamespace(**{**vars(config), "layerfuse": {**config.layerfuse, "label_set": "chunk",
+                                                             "label_kind": "span"}})
+    assert 'aggregation_strategy="simple"' in model_card(spans, name="concat-chunk")  # spans joined, as NER's
