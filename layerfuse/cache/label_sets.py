@@ -5,7 +5,8 @@ its words. The entry's *primary* set is the ``labels`` array of each split, the 
 dataset fingerprint covers (``ner``, or ``upos`` for a UD treebank; entries made before label sets
 existed have only it, and it is ``ner``). Every other set ``NAME`` is an array ``labels.NAME.v<k>``
 in each split, listed in the entry attribute ``label_sets`` with its label names, kind, version,
-array, per-split fingerprints and the splits it covers. The listing is written last, in one atomic
+array, per-split fingerprints, the splits it covers and the data it was read from (``dataset``, ``source``:
+entries listed before them lack both, and are read as the entry's own data). The listing is written last, in one atomic
 attribute write, after every split's array: a set half-written by a killed run is not listed, so it
 is never read, and the next run writes it again. Adding a set writes labels only: no forward pass,
 hidden bytes untouched.
@@ -38,6 +39,7 @@ KINDS = (SPAN, TOKEN)
 LISTING = "label_sets"  # the entry attribute
 PRIMARY = "primary_labels"  # the entry attribute naming the primary set; absent = "ner"
 ARRAY_PREFIX = "labels."
+ORIGIN = ("dataset", "source")  # a listed set's data: its name and how it was read (the entry's `dataset_source`)
 
 
 def primary_name(meta: dict) -> str:
@@ -78,18 +80,29 @@ def check_name(meta: dict, name: str, *, where: str) -> dict:
 
 def view_meta(meta: dict, name: str | None, *, where: str) -> dict:
     """``meta`` as seen through label set ``name`` (None = the primary): its ``label_names``,
-    ``entity_types`` (a token set's are its classes: C of an N-way sample), ``label_set``, ``label_kind``
-    and ``label_fingerprints`` (`fingerprints_of`)."""
+    ``entity_types`` (a token set's are its classes: C of an N-way sample), ``label_set``, ``label_kind``,
+    ``label_fingerprints`` (`fingerprints_of`) and, for a set listed with the data it was read from,
+    ``dataset`` and ``dataset_source`` (`origin_of`)."""
     name = name or primary_name(meta)
     info = check_name(meta, name, where=where)
     manifest.check(manifest.names_problem(where, f"label set {name!r}", info["names"], info.get(manifest.NAMES)))
     out = {**meta, "label_set": name, "label_kind": info["kind"], "label_names": list(info["names"]),
-           "label_fingerprints": fingerprints_of(meta, name)}
+           "label_fingerprints": fingerprints_of(meta, name), **origin_of(meta, name)}
     if info["kind"] == TOKEN:
         out["entity_types"] = list(info["names"])
     elif name != primary_name(meta):
         out["entity_types"] = [label[2:] for label in info["names"][1::2]]
     return out
+
+
+def origin_of(meta: dict, name: str) -> dict:
+    """The data set ``name`` was read from, as the entry's ``dataset`` and ``dataset_source`` attributes: a set
+    added from another corpus of the same words (``chunk`` of a three-column copy of a POS entry's files) is
+    that corpus's, not the entry's. Empty for the primary set and for a set listed without them."""
+    info = (meta.get(LISTING) or {}).get(name) or {}
+    if name == primary_name(meta) or not all(isinstance(info.get(k), str) for k in ORIGIN):
+        return {}
+    return {"dataset": info["dataset"], "dataset_source": info["source"]}
 
 
 def fingerprints_of(meta: dict, name: str | None) -> dict[str, str] | None:
@@ -120,10 +133,11 @@ def is_current(meta: dict, name: str, *, fingerprints: dict[str, str]) -> bool:
 
 
 def write_label_set(entry_path: str, name: str, *, kind: str, names: list[str], fingerprints: dict[str, str],
-                    labels: dict[str, np.ndarray]) -> None:
+                    labels: dict[str, np.ndarray], origin: tuple[str, str] | None = None) -> None:
     """Store set ``name`` (``labels``: split -> [rows] int label ids, negative = no label; ``fingerprints``:
     split -> its content's fingerprint) as a new version, carrying over the listed version's other splits,
-    and list it once every split's array is written. Only labels are written."""
+    and list it once every split's array is written. Only labels are written. ``origin``: (dataset name,
+    source) of the data the labels were read from (`origin_of`)."""
     if kind not in KINDS:
         raise LayerfuseError(f"label set {name!r}: kind {kind!r} is not one of {', '.join(KINDS)}")
     if not isinstance(name, str) or not re.fullmatch(r"[a-z][a-z0-9_]*", name):  # as --columns takes them
@@ -150,7 +164,8 @@ def write_label_set(entry_path: str, name: str, *, kind: str, names: list[str], 
         sets = dict(meta.get(LISTING) or {})
         sets[name] = {"names": list(names), manifest.NAMES: manifest.names_digest(names), "kind": kind,
                       "version": version, "array": key, "splits": sorted(labels),
-                      "split_fingerprints": fingerprints, "files": files}
+                      "split_fingerprints": fingerprints, "files": files,
+                      **(dict(zip(ORIGIN, origin)) if origin else {})}
         root.attrs[LISTING] = sets  # listed last, in one atomic write: a set is read only once every split holds it
     _drop_unlisted(entry_path, root, sets, keep={array_name(meta, name)} if old else set())
 

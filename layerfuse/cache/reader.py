@@ -97,8 +97,9 @@ class CacheEntry(MetaViews):
     def with_meta(self, **seen) -> CacheEntry:
         """This entry as the call that found it sees it, its attributes ``seen`` in place of the stored ones:
         ``model_path``, the folder named to find it (a copy of the one it was made from, at another path),
-        and ``dataset_source``, the data as read now (another ``--columns``): heads trained on it record
-        them, FT loads that folder, predict reads a file as that data was read."""
+        and ``dataset`` and ``dataset_source``, the data as named and read now (another corpus of the same words
+        and tags, another ``--columns``): heads trained on it record them, FT loads that folder, predict reads a
+        file as that data was read."""
         if all(self.meta.get(name) == value for name, value in seen.items()):
             return self
         view = copy.copy(self)
@@ -110,7 +111,8 @@ class CacheEntry(MetaViews):
         """The same entry seen through label set ``name`` (None = the primary set): ``meta`` carries
         its ``label_names``, ``label_set`` and ``label_kind``, and every split's ``labels`` are its. An
         entry seen through that set already is returned itself, with the splits it has opened."""
-        meta = label_sets.view_meta(self.stored_meta, name, where=self.path)
+        # what the finding call saw (`with_meta`) stays: the data it read is the data this set was read from
+        meta = {**label_sets.view_meta(self.stored_meta, name, where=self.path), **self.seen}
         labels_array = label_sets.array_name(self.stored_meta, meta["label_set"])
         if meta == self.meta and labels_array == self.labels_array:
             return self  # seen through that set already: the same entry, and the splits it has opened

@@ -129,6 +129,9 @@ def info_cmd(path, as_json):
             names = info["names"]
             shown = ", ".join(names) if len(names) <= 12 else ", ".join(names[:12]) + f", ... ({len(names)} in all)"
             click.echo(f"  labels     {name} ({info['kind']}): {shown}")
+            origin = label_sets.origin_of(meta, name)  # a set added from other files of the same words
+            if origin and origin["dataset_source"] != meta.get("dataset_source"):
+                click.echo(f"             read from {origin['dataset_source']}")
     click.echo(f"  storage    {meta['granularity']} rows, pooling {meta['pooling']}, {meta['dtype']}, "
                f"forward {meta['precision']}, max length {meta['max_length']}")
     click.echo(f"  on disk    {human_bytes(status.bytes_on_disk)}")

@@ -75,9 +75,9 @@ def _chosen(root: str, task, log) -> str | None:
 def _entry_for(*, model: str | None, dataset: str | None, cache_dir: str | None, options: dict, log,
                progress: bool) -> CacheEntry:
     """The entry of ``model`` on ``dataset``, found or extracted, seen as this call reads them: the data as
-    read now (its ``--columns``: an entry made of the same words read otherwise keeps the first reading,
-    which predict then used) and, for a folder of the user's, the backbone read from it (an entry made of a
-    copy elsewhere records that copy's path)."""
+    named and read now (its ``--columns``: an entry made of the same words, named or read otherwise, keeps the
+    first name and reading, which run records and predict then used) and, for a folder of the user's, the
+    backbone read from it (an entry made of a copy elsewhere records that copy's path)."""
     from ..extract.entry import former_note
     from ..extract.models import local_folder
 
@@ -87,7 +87,8 @@ def _entry_for(*, model: str | None, dataset: str | None, cache_dir: str | None,
         log(note)
     entry = _found_or_made(config, data, path, attrs, options=options, log=log, progress=progress)
     folder = local_folder(model)
-    return entry.with_meta(dataset_source=attrs["dataset_source"], **({"model_path": folder} if folder else {}))
+    return entry.with_meta(dataset=attrs["dataset"], dataset_source=attrs["dataset_source"],
+                           **({"model_path": folder} if folder else {}))
 
 
 def _described(model: str | None, dataset: str | None, cache_dir: str | None, options: dict):

@@ -368,11 +368,15 @@ def split_finished(group, split: str) -> bool:
     return group is not None and split in group and bool(group[split].attrs.get("complete"))
 
 
-def wanted_label_sets(config: ExtractConfig, dataset) -> list[str]:
-    """The non-primary label sets to store: ``config.labels`` (checked against the dataset), else all."""
+def wanted_label_sets(config: ExtractConfig, dataset, meta: dict | None = None) -> list[str]:
+    """The non-primary label sets to store: ``config.labels`` (checked against the dataset), else all. With
+    ``meta``, the attributes of the entry found for these words: the dataset's primary set too when the entry's
+    primary set has another name (the same tags read as ``xpos`` beside a ``pos`` entry), so the set is there
+    under the name it was read as, and ``--labels xpos`` finds it."""
     if config.task_info.masks_inputs:
         return []
     names = dataset.label_set_names if config.labels is None else list(config.labels)
     for name in names:
         dataset.column(name)  # a one-line error naming the sets there are
-    return [name for name in names if name != dataset.primary]
+    renamed = meta is not None and label_sets.primary_name(meta) != dataset.primary
+    return [name for name in names if name != dataset.primary] + ([dataset.primary] if renamed else [])

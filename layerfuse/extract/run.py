@@ -99,8 +99,8 @@ def extract(config: ExtractConfig, *, progress: bool = True, log=print, on_unit=
     note = former_note(path, attrs)
     if note:
         log(note)
-    wanted = wanted_label_sets(config, dataset)
     cached = open_group(path, mode="r") if exists(path) else None  # what is there already, read once
+    wanted = wanted_label_sets(config, dataset, None if cached is None else dict(cached.attrs))
     todo = [s for s in dataset.splits if not split_finished(cached, s)]
     if len(todo) < len(dataset.splits):
         _refuse_damaged(path)
@@ -199,7 +199,7 @@ def nothing_to_write(entry, config: ExtractConfig, dataset) -> bool:
         return False
     return all(label_sets.is_current(entry.stored_meta, name,
                                      fingerprints=dataset.label_fingerprints(name, splits=entry.splits))
-               for name in wanted_label_sets(config, dataset))
+               for name in wanted_label_sets(config, dataset, entry.stored_meta))
 
 
 def write_label_sets(path: str, dataset, names: list[str], *, log=print) -> list[str]:
@@ -218,7 +218,7 @@ def write_label_sets(path: str, dataset, names: list[str], *, log=print) -> list
         ids = {split: _row_labels(group[split], [np.array([index[t] for t in tags], dtype=np.int16)
                                                  for tags in column.tags[split]]) for split in splits}
         label_sets.write_label_set(path, name, kind=column.kind, names=column.names, fingerprints=fingerprints,
-                                   labels=ids)
+                                   labels=ids, origin=(dataset.name, dataset.source))
         log(f"label set {name!r} ({column.kind}, {len(column.names)} labels) stored for {', '.join(splits)}")
         written.append(name)
     return written

@@ -157,6 +157,9 @@ def _about(config, p: dict) -> str:
                if p.get("mode") == "ft" else "trained on cached hidden states (feature extraction: backbone frozen)")
     license = (f"the backbone's, `{p['license']}`, as its model card states" if p.get("license")
                else "the backbone's (its folder states none: see the backbone's own terms)")
+    # a set beside the primary one: the dataset fingerprint covers the words and the primary set's tags only
+    labels = (f"; label set `{p.get('label_set') or 'ner'}`, fingerprint `{p['labels_fingerprint']}`"
+              if p.get("labels_fingerprint") else "")
     read = ("one layer's hidden states" if len(config.layers) == 1
             else f"the hidden states of {len(config.layers)} layers")
     return f"""A token classifier exported by [layerfuse](https://pypi.org/project/layerfuse/): the backbone
@@ -166,7 +169,7 @@ def _about(config, p: dict) -> str:
 | | |
 |---|---|
 | backbone | {backbone} |
-| dataset | {dataset}, fingerprint `{p.get('dataset_fingerprint', '-')}` |
+| dataset | {dataset}, fingerprint `{p.get('dataset_fingerprint', '-')}`{labels} |
 | training sample | {sample} |
 | license | {license} |
 | epochs, seed | {p.get('epochs')}, {p.get('seed')} |

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -199,12 +200,21 @@ def _provenance(meta: dict, record: dict | None) -> dict:
         "epochs": run.get("epochs"), "seed": run.get("seed"), "mode": run.get("mode", "fe"),
         "dev_sentences": run.get("dev_sentences"),  # a subset of dev: the card's dev score says so
         "label_set": cache.get("label_set"), "label_kind": cache.get("label_kind"),  # None for NER
+        "labels_fingerprint": _labels_fingerprint(cache.get("label_fingerprints")),
     }
     for name in ("best_dev_f1", "test_f1_at_best", "best_dev_accuracy", "test_accuracy_at_best"):
         value = (record or {}).get(name, meta.get(name))
         if value is not None:
             out[name] = value
     return {k: v for k, v in out.items() if v is not None}
+
+
+def _labels_fingerprint(per_split) -> str | None:
+    """One sha256 of a label set's per-split fingerprints (a set beside the entry's primary one, which the
+    dataset fingerprint does not cover), or None where the head records none."""
+    if not isinstance(per_split, dict) or not per_split:
+        return None
+    return hashlib.sha256(json.dumps(per_split, sort_keys=True).encode()).hexdigest()
 
 
 def _public_name(name: str | None) -> str | None:

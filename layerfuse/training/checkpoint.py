@@ -103,6 +103,9 @@ def save_checkpoint(path: str, tagger, *, tagger_kwargs: dict, layers, label_nam
                   # a head of another label set than NER (POS, chunk): which one, and how it is scored
                   **({k: cache_meta[k] for k in ("label_set", "label_kind")} if cache_meta.get("label_set")
                      not in (None, "ner") else {}),
+                  # a set beside the primary one: its own labels' fingerprints (the dataset's covers the primary's)
+                  **({"label_fingerprints": cache_meta["label_fingerprints"]} if cache_meta.get("label_fingerprints")
+                     else {}),
                   "path": cache_path},
         "versions": versions(),
         **(extra or {}),
