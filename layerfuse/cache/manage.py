@@ -52,6 +52,7 @@ class EntryStatus:
     finished: str | None  # newest finish time among complete splits
     bytes_on_disk: int | None
     fields: dict = field(default_factory=dict)  # the stored key fields, and the task
+    primary_labels: str = "ner"  # the primary label set's name (`label_sets.primary_name`): pos, chunk, ...
 
     @property
     def complete(self) -> bool:
@@ -184,7 +185,8 @@ def entry_status(path: str, *, size: bool = True, group=None) -> EntryStatus:
     fields["task"] = attrs.get("task", DEFAULT_TASK)
     return EntryStatus(path=path, model=attrs.get("model", "?"), dataset=attrs.get("dataset", "?"), splits=splits,
                        finished=max(finished, key=finished_seconds) if finished else None,
-                       bytes_on_disk=bytes_on_disk(path) if size else None, fields=fields)
+                       bytes_on_disk=bytes_on_disk(path) if size else None, fields=fields,
+                       primary_labels=label_sets.primary_name(attrs))
 
 
 def options_label(fields: dict) -> str:
@@ -197,6 +199,19 @@ def options_label(fields: dict) -> str:
     masked = "".join(f" {name.replace('_', '-')} {fields[name]}" for name in MASKING_FIELDS if name in fields)
     return (f"{rows} {fields.get('dtype', '?')} {fields.get('precision', '?')}-forward "
             f"max {fields.get('max_length', '?')}{masked}")
+
+
+def told_apart(entry: EntryStatus, entries) -> str:
+    """What tells ``entry`` from those of ``entries`` of the same model, dataset and options: the model's
+    revision (a folder whose files changed) and the data's fingerprint (files edited in place, or read with
+    other --columns), shortened; "" when nothing needs to."""
+    twins = [e for e in entries if (e.model, e.dataset, options_label(e.fields)) ==
+             (entry.model, entry.dataset, options_label(entry.fields))]
+    shown = ""
+    for name, said in (("model_revision", "revision"), ("dataset_fingerprint", "data")):
+        if len({e.fields.get(name) for e in twins}) > 1:
+            shown += f" {said} {str(entry.fields.get(name))[:24]}"
+    return shown
 
 
 def variants(root: str, fields: dict) -> list[EntryStatus]:

@@ -25,6 +25,7 @@ from ..cache.manage import (
     refuse_link,
     refuse_unremovable,
     remove,
+    told_apart,
     variants,
     verify,
 )
@@ -49,18 +50,6 @@ def _why_empty(root: str) -> str:
     return ""
 
 
-def _apart(entry, entries) -> str:
-    """What tells ``entry`` from listed entries of the same model, dataset and options: the model's
-    revision (a folder whose files changed) and the data's fingerprint (files edited in place)."""
-    twins = [e for e in entries if (e.model, e.dataset, options_label(e.fields)) ==
-             (entry.model, entry.dataset, options_label(entry.fields))]
-    shown = ""
-    for field, name in (("model_revision", "revision"), ("dataset_fingerprint", "data")):
-        if len({e.fields.get(field) for e in twins}) > 1:
-            shown += f" {name} {str(entry.fields.get(field))[:24]}"
-    return shown
-
-
 @click.command("ls")
 @cache_dir_option
 @friendly_errors(interrupted=NOTHING_TO_RESUME)
@@ -79,8 +68,8 @@ def ls_cmd(cache_dir):
     remote = is_remote(root)
     for e in entries:
         state = ", ".join(f"{s}{'' if ok else ' (incomplete)'}" for s, ok in e.splits.items())
-        click.echo(f"{e.path}\n    {e.model} on {e.dataset} [{options_label(e.fields)}{_apart(e, entries)}]: {state}; "
-                   f"{human_bytes(e.bytes_on_disk)}; {e.finished or 'unfinished'}{_if_future(e.finished)}")
+        click.echo(f"{e.path}\n    {e.model} on {e.dataset} [{options_label(e.fields)}{told_apart(e, entries)}]: "
+                   f"{state}; {human_bytes(e.bytes_on_disk)}; {e.finished or 'unfinished'}{_if_future(e.finished)}")
         if e.missing:
             click.echo(f"    incomplete: {', '.join(e.missing)} not finished; rerun `extract` to finish")
         # Listed as complete only once its files are there and its metadata is as recorded (no chunk is

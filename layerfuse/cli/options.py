@@ -323,7 +323,7 @@ def say(message: str) -> None:
 
 
 def parse_shots(value: str | int | None) -> int | None:
-    """``N`` (sentences = N x entity types) or ``all``."""
+    """``N`` (sentences = N x C, the label set's entity types or word classes) or ``all``."""
     if value is None or str(value).strip().lower() == "all":
         return None
     try:

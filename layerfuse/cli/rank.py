@@ -43,7 +43,8 @@ def _ranks(scores: list[tuple[int, float]]) -> dict[int, int]:
 @labels_option
 @click.option("--split", default="train", show_default=True, help="Split whose tokens are scored.")
 @click.option("--shots", default=None, metavar="N|all",
-              help="Score only the N*C sentences a few-shot run with this N and --seed trains on (C = entity types); "
+              help="Score only the N*C sentences a few-shot run with this N and --seed trains on (C = the label set's "
+                   "entity types, or its word classes for a token set such as POS); "
                    "all (or left out): the whole split, as train-head's --shots all.")
 @click.option("--seed", type=SEED, default=0, show_default=True,
               help="Seed of the few-shot sample and of the per-tag cap.")

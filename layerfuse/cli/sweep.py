@@ -86,8 +86,8 @@ from .options import (
 @masking_options
 @click.option("--report", "report_only", is_flag=True, help="Only render the table and plots from the results file.")
 @click.option("--curve-shots", default=None,
-              help="N values (or all) for the F1-vs-step plot. Default: smallest and largest (all when no run "
-                   "has an N).")
+              help="N values (or all) for the plot of dev score against step (f1_vs_step.png). Default: smallest "
+                   "and largest (all when no run has an N).")
 @click.option("--per-lr", is_flag=True, help="Also print one table per learning rate.")
 @protocol_option
 @quiet_option

@@ -94,7 +94,8 @@ def budget_table(entry, *, layers: str | None, options: dict, current: str | Non
 @task_option
 @labels_option
 @click.option("--shots", default="all", show_default=True,
-              help="N: train on N x C sentences (C = entity types; MLM: N blocks) sampled by --seed; or all.")
+              help="N: train on N x C sentences (C = the label set's entity types, or its word classes for a token "
+                   "set such as POS; MLM: N blocks) sampled by --seed; or all.")
 @click.option("--epochs", type=click.IntRange(min=0), default=10, show_default=True, help="Epoch cap.")
 @click.option("--seed", type=SEED, default=0, show_default=True, help="Fixes the sample, the init and the batch order.")
 @click.option("--lr", type=float, default=None,
@@ -142,7 +143,8 @@ def budget_table(entry, *, layers: str | None, options: dict, current: str | Non
                              "the same command to train it from the start (what it had extracted is kept)")
 def main(cache, model, dataset, cache_dir, read, out, dry_run, verbose, quiet, protocol, block_size, mask_seed,
          mlm_probability, **options):
-    """Train a fusion head on cached hidden states and report its best dev F1 (MLM: perplexity)."""
+    """Train a fusion head on cached hidden states and report its best dev score: span F1, or accuracy for a
+    label set of word classes (POS); MLM: perplexity."""
     if cache_dir or not cache:  # the root is read; written only to extract a missing entry (`extract` checks then)
         checked_root(cache_dir, write=False)
     if not dry_run:

@@ -12,7 +12,15 @@ neither is a new one extracted beside it without being asked for: the user picks
 from __future__ import annotations
 
 from ..cache.layout import KEY_FIELDS, OPTIONAL_KEY_FIELDS, cache_root
-from ..cache.manage import EntryStatus, differences, entry_status, list_entries, options_label, variants
+from ..cache.manage import (
+    EntryStatus,
+    differences,
+    entry_status,
+    list_entries,
+    options_label,
+    told_apart,
+    variants,
+)
 from ..cache.reader import CacheEntry, MetaViews, open_entry
 from ..cache.store import exists
 from ..display import first_few
@@ -61,15 +69,27 @@ def _chosen(root: str, task, log) -> str | None:
             f"run `extract{task.flag}` first") + " or pass --cache PATH")
     if any(e.model == DEFAULT_MODEL and e.dataset == task.default_dataset for e in complete):
         return None
+    kind = _kind(complete, task)
     if len(complete) == 1:  # nothing to choose between
-        log(f"using the only complete {task.name} cache entry under {root}: {complete[0].model} on "
+        log(f"using the only complete {kind}cache entry under {root}: {complete[0].model} on "
             f"{complete[0].dataset} ({complete[0].path})")
         return complete[0].path
-    listed = first_few([f"{e.model} on {e.dataset} [{options_label(e.fields)}]: --cache {e.path}" for e in complete],
+    named = "" if kind else ", {} labels"  # entries of several primary sets: each named with its own
+    listed = first_few([f"{e.model} on {e.dataset}{named.format(e.primary_labels)} [{options_label(e.fields)}"
+                        f"{told_apart(e, complete)}]: --cache {e.path}" for e in complete],
                        rest=" (`layerfuse ls` lists them all)")
-    raise LayerfuseError(f"which entry? {root} holds {len(complete)} complete {task.name} entries, none of the "
+    raise LayerfuseError(f"which entry? {root} holds {len(complete)} complete {kind}entries, none of the "
                           f"default ({DEFAULT_MODEL} on {task.default_dataset}); name one with --model/--dataset or "
                           f"--cache PATH: {listed}")
+
+
+def _kind(entries, task) -> str:
+    """What ``entries`` are entries of, as a word before "entries" (with its space): the task's name for MLM,
+    else their primary label set (``ner``, ``pos``, ...) when they share one; "" when they do not."""
+    if not task.labels_from_data:
+        return f"{task.name} "
+    sets = {e.primary_labels for e in entries}
+    return f"{sets.pop()} " if len(sets) == 1 else ""
 
 
 def _entry_for(*, model: str | None, dataset: str | None, cache_dir: str | None, options: dict, log,

@@ -4,7 +4,8 @@ Table: best dev F1 per (fusion, N-shot, epoch cap), mean and 95% confidence inte
 (Student t, n-1 degrees of freedom). Plots in the style of the DWAtt paper: F1 against N-shot, one
 panel per epoch cap, one line per fusion with its CI band (Figure 3); dev F1 against training step
 for chosen N, averaged over trials (Figure 4). MLM sweeps report perplexity instead (lower is
-better): `Metric` says which numbers a record's task reports.
+better), and sweeps on a label set of word classes (POS) token accuracy: `Metric` says which numbers a
+record reports. The figures' files keep their names (f1_vs_shots.png, f1_vs_step.png) whatever the metric.
 """
 
 from __future__ import annotations
@@ -175,8 +176,8 @@ def _f1(runs: list[dict], metric: str, scale: float = 100.0) -> str:
 
 def table(records) -> str:
     """Markdown, one row per (fusion, N, epoch cap): the learning rate chosen on dev (mean best dev
-    F1 over trials), and at it the best dev F1 and the test F1 at the best dev point, each
-    'mean ± 95% CI (n)' in F1 points (MLM: perplexities)."""
+    score over trials), and at it the best dev score and the test score at the best dev point, each
+    'mean ± 95% CI (n)' in points of F1 or accuracy (MLM: perplexities); headed by the records' metric."""
     records = grouped(records)
     groups, m = records.by_cell, metric_of(records)
     lines = [f"| fusion | N | epochs | lr (best on dev) | dev {m.name} | test {m.name} |",
@@ -223,13 +224,16 @@ def shots_trials(records) -> dict[tuple, int]:
 
 def few_trials_note(records, *, figure: bool = True) -> str | None:
     """What the report says when a cell has fewer than `MIN_TRIALS` trials: its ± is only indicative
-    (and, when ``figure``, that f1_vs_shots.png draws no band for it)."""
+    (and, when ``figure``, that f1_vs_shots.png draws no band for it). The figure's file keeps its name
+    whatever the metric; the note says which one it draws when that is not F1."""
     n = min((len(runs) for runs in cells(records).values()), default=MIN_TRIALS)
     if n >= MIN_TRIALS:
         return None
+    m = metric_of(records)
+    drawn = "" if m is F1 else f" (best dev {m.name} against N)"
     return (f"Some cells have fewer than {MIN_TRIALS} trials (as few as {n}): their ± is only indicative "
             f"(with 2 trials the 95% interval is 12.7 standard errors each side; with 1 there is none and "
-            f"± 0.0 is shown)" + (", and f1_vs_shots.png draws no band for them." if figure else "."))
+            f"± 0.0 is shown)" + (f", and f1_vs_shots.png{drawn} draws no band for them." if figure else "."))
 
 
 def diverged_note(records) -> str | None:
@@ -275,10 +279,10 @@ def _row_key(row) -> tuple:
 
 
 def plot_f1_vs_shots(records, path: str, *, title: str = "") -> str | None:
-    """Figure 3: one panel per epoch cap; x = N-shot (log2), y = best dev F1; CI bands (clipped to the
-    metric's range, none for a cell of fewer than `MIN_TRIALS` trials); runs on the whole train split at
-    "all", right of the largest N. None when no run has an N (a grid of `--shots all` alone): there is
-    no x axis to draw."""
+    """Figure 3: one panel per epoch cap; x = N-shot (log2), y = best dev score (F1, accuracy, perplexity);
+    CI bands (clipped to the metric's range, none for a cell of fewer than `MIN_TRIALS` trials); runs on the
+    whole train split at "all", right of the largest N. None when no run has an N (a grid of `--shots all`
+    alone): there is no x axis to draw."""
     m = metric_of(records)
     return draw_f1_vs_shots(shots_stats(records), path, ylabel=f"best dev {m.name}{dev_axis(records)}",
                             title=title, trials=shots_trials(records), limits=m.limits)
@@ -352,7 +356,7 @@ def _shots_points(ax, xs: list, cells: list[tuple[float, float]], *, label: str,
 
 def plot_f1_vs_step(records, path: str, *, shots: list[int | None], epochs: int | None = None,
                     title: str = "") -> str:
-    """Figure 4: dev F1 against optimizer step at the largest epoch cap run for each N (None: the
+    """Figure 4: the dev score against optimizer step at the largest epoch cap run for each N (None: the
     whole train split, `--shots all`), mean over trials."""
     groups = cells(records)
     m = metric_of(records)
@@ -515,7 +519,7 @@ def render(records, out: str, *, curve_shots: list[int] | None = None, per_lr: b
     records = Grouped(records)  # grouped once for every table and figure below
     check_comparable(records, os.path.join(out, RESULTS))
     first = records[0]
-    labels = first["config"].get("labels")  # a chunk or POS sweep reads like an NER one without it
+    labels = first.get("label_set") or first["config"].get("labels")  # a chunk or POS sweep: named in the title
     title = f"{first.get('model')} on {first.get('dataset')}" + (f", {labels} labels" if labels not in (None, "ner")
                                                                   else "")
     shots_seen = sorted({r["config"]["shots"] for r in records if r["config"]["shots"] is not None})

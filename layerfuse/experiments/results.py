@@ -208,8 +208,9 @@ def scored_by(record: dict) -> str:
 
 
 def label_set_of(record: dict) -> str:
-    """The label set a run trained on (``ner``: the primary set of an entry with no other name for it)."""
-    return str(record["config"].get("labels") or record["config"].get("task") or "ner")
+    """The label set a run trained on: as its record names it (``label_set``, ``config.labels``), else the
+    task's (``ner``: what a record that names none, of a run on an entry's primary set, has always meant)."""
+    return str(record.get("label_set") or record["config"].get("labels") or record["config"].get("task") or "ner")
 
 
 def refuse_mixed_metrics(records, where: str, *, adding: tuple[str, str] | None = None) -> None:

@@ -1,6 +1,6 @@
 """From a format's raw splits to a :class:`TaggedDataset`: one tag scheme detected over the whole
 dataset and normalised to IOB2, label names over every split (so ids never depend on a split filter),
-the tokens of types unseen in train counted, the requested splits kept."""
+the tokens of types (or word classes) unseen in train counted, the requested splits kept."""
 
 from __future__ import annotations
 
@@ -41,6 +41,14 @@ def _unseen_in_train(splits: dict[str, list[Sentence]]) -> dict[str, Counter]:
         for split, sentences in splits.items()
         if split != "train"
     }
+
+
+def unseen_classes(splits: dict[str, list[Sentence]]) -> dict[str, Counter]:
+    """Per non-train split, the tokens of each word class (a token set's tag: POS) that never occurs in
+    train (kept, only counted): a head cannot learn to predict them."""
+    seen = {tag for _, tags in splits["train"] for tag in tags}
+    return {split: Counter(tag for _, tags in sentences for tag in tags if tag not in seen)
+            for split, sentences in splits.items() if split != "train"}
 
 
 def class_names(tag_lists) -> list[str]:
@@ -93,7 +101,8 @@ def build(
                           "in a tag scheme; leave the scheme out")
     else:
         splits, found = raw, "none"
-        labels, unseen = class_names([[tags for _, tags in sentences] for sentences in raw.values()]), {}
+        labels = class_names([[tags for _, tags in sentences] for sentences in raw.values()])
+        unseen = unseen_classes(raw)
     chosen = select(splits, keep, name=name)
     dataset = TaggedDataset(
         name=name,

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..cache.codec import codec_of
+from ..cache.label_sets import SPAN, TOKEN
 from ..cache.manage import bytes_on_disk
 from ..cache.store import open_group
 from ..cache.writer import SplitPlan, SplitWriter, open_root, plan_splits
@@ -206,7 +207,8 @@ class SplitJob:
         unseen = getattr(self.run.dataset, "unseen_in_train", {}).get(split, 0)
         if unseen:
             types = ", ".join(getattr(self.run.dataset, "unseen_types", {}).get(split, []))
-            log(f"{split}: {unseen} tokens carry an entity type never seen in train"
+            what = "a word class" if getattr(self.run.dataset, "primary_kind", SPAN) == TOKEN else "an entity type"
+            log(f"{split}: {unseen} tokens carry {what} never seen in train"
                 + (f" ({types})" if types else "") + "; kept under their own labels")
         if split == "train" and hasattr(self.run.dataset, "entity_types") and not self.run.dataset.entity_types:
             log("train: every tag is O (no entity type): an N-shot sample draws N sentences per type, so only "

@@ -224,6 +224,9 @@ class RunResult:
     # A label set other than the entry's primary one: its splits' label fingerprints (`label_sets.fingerprints_of`),
     # which a relabel changes while the entry's key stays; None, and then left out of the record, for the primary.
     labels_fingerprints: dict | None = None
+    # The label set it trained on, by name, when that is not NER: ``config.labels`` is None for the entry's primary
+    # set (a POS or chunk entry's too); None, and then left out of the record, for NER and MLM.
+    label_set: str | None = None
     tagger: object = field(default=None, repr=False, compare=False)  # the head at its best dev point
 
     def to_dict(self) -> dict:
@@ -266,7 +269,7 @@ def _finite_loss(evaluation: dict, key: str) -> bool:
 
 
 MLM_FIELDS = ("best_dev_loss", "best_dev_ppl", "test_ppl_at_best")
-OPTIONAL_FIELDS = (*MLM_FIELDS, "best_dev_accuracy", "test_accuracy_at_best", "labels_fingerprints")
+OPTIONAL_FIELDS = (*MLM_FIELDS, "best_dev_accuracy", "test_accuracy_at_best", "labels_fingerprints", "label_set")
 
 
 # The fields that count (whole numbers) and those that measure (numbers); the others may be None.

@@ -32,6 +32,7 @@ import torch
 from ..errors import LayerfuseError
 from ..fusions import FUSIONS, count_parameters, packable
 from ..precision import precision_of
+from ..tasks import task_of
 from ..transfer import to_device
 from ..versions import versions
 from .arrays import Split
@@ -297,8 +298,15 @@ class Run:
             device=str(self.device), versions=versions(), threads=torch.get_num_threads(),
             tagger_kwargs=self.head_kwargs,
             backbone_params=count_parameters(self.model[1]) if len(self.model) > 1 else None, layer_usage=usage,
-            labels_fingerprints=meta.get("label_fingerprints"), tagger=self.head if keep_head else None,
+            labels_fingerprints=meta.get("label_fingerprints"), label_set=self._label_set(),
+            tagger=self.head if keep_head else None,
         )
+
+    def _label_set(self) -> str | None:
+        """The name of the label set this run trained on, for its record; None for NER (what a record without
+        one has always meant) and for MLM (no labels are read)."""
+        name = self.data.meta.get("label_set")
+        return name if task_of(self.config).labels_from_data and name not in (None, "ner") else None
 
 
 def prepare_run(config: TrainConfig, data: HeadData, *, built: dict | None = None) -> Run:

@@ -250,3 +250,15 @@ def test_ctrl_c_while_a_rerun_saves_leaves_its_files_in_agreement(tiny_cache, tm
     weights = tmp_path / json.loads(record.read_text())["checkpoint"]
     assert json.loads(record.read_text())["head_sha256"] == file_sha256(str(weights))  # the new pair, whole
     load_checkpoint(str(weights))  # its description's checksum is the weights' too
+
+
+@pytest.mark.parametrize("verb, said", [("train-head", ["best dev score: span F1, or accuracy for",
+                                                          "word classes for a token set"]),
+                                        ("rank-layers", ["word classes for a token set"]),
+                                        ("sweep", ["plot of dev score against step (f1_vs_step.png)"])])
+def test_help_says_the_metric_and_c_of_a_token_set_too(verb, said):
+    """A POS head's score is an accuracy and its C its word classes: help said "best dev F1", "C = entity types"."""
+    result = CliRunner().invoke(main, [verb, "--help"])
+    text = " ".join(result.output.split())
+    assert result.exit_code == 0 and all(s in text for s in said), text
+    assert "best dev F1" not in text and "C = entity types" not in text and "F1-vs-step" not in text

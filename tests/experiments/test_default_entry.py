@@ -69,3 +69,19 @@ def test_a_root_of_many_entries_names_a_few_and_counts_the_rest(tiny_cache, tmp_
     line = one_error_line(CliRunner().invoke(train_head, ["--cache-dir", str(root), "--dry-run"]))
     assert "holds 8 complete" in line and line.count("--cache ") == 6  # five named, and "--cache PATH" once
     assert "and 3 more (`layerfuse ls` lists them all)" in line
+
+
+def test_entries_of_another_primary_set_are_said_so_and_told_apart(tiny_cache, tmp_path):
+    """Two POS entries of one model and dataset, read with other --columns: "2 complete pos entries" (not
+    "ner"), each listed with the data fingerprint `ls` tells them apart by; entries of several primary sets
+    are each named with theirs."""
+    root = tmp_path / "root"
+    for name, fingerprint in (("a", "a" * 24), ("b", "b" * 24)):
+        _copy(tiny_cache, root, name, finished="2001-01-01T00:00:00+0000",
+              meta={"primary_labels": "pos", "primary_kind": "token", "dataset_fingerprint": fingerprint})
+    line = one_error_line(CliRunner().invoke(train_head, ["--cache-dir", str(root), "--dry-run"]))
+    assert "holds 2 complete pos entries" in line, line
+    assert f"data {'a' * 24}]: --cache {root / 'a'}" in line and f"data {'b' * 24}]: --cache {root / 'b'}" in line
+    _copy(tiny_cache, root, "c", finished="2001-01-01T00:00:00+0000", meta={"dataset": "other"})
+    line = one_error_line(CliRunner().invoke(train_head, ["--cache-dir", str(root), "--dry-run"]))
+    assert "holds 3 complete entries" in line and ", pos labels [" in line and ", ner labels [" in line, line

@@ -53,6 +53,20 @@ def test_a_sweep_of_two_trials_draws_no_band_and_says_so(figures, tmp_path):
     assert "fewer than 3 trials (as few as 2): their ± is only indicative" in text
 
 
+def test_the_note_of_few_trials_names_an_accuracy_sweeps_figure_by_its_metric(figures, tmp_path):
+    """A POS sweep's report said "f1_vs_shots.png draws no band" as if the figure drew F1: the file keeps its
+    name, the note says what it draws; an F1 sweep's note is unchanged. The title names the label set."""
+    records = [{**_record("concat", n, 25, seed, 0.0), "best_dev_f1": None, "best_dev_accuracy": acc,
+                "test_accuracy_at_best": acc, "evals": [{"step": 1, "dev_accuracy": acc}], "label_set": "pos"}
+               for n in (8, 16) for seed, acc in ((0, 0.5), (1, 0.6))]
+    report.render(records, str(tmp_path))
+    text = (tmp_path / "report.md").read_text()
+    assert "f1_vs_shots.png (best dev accuracy against N) draws no band for them." in text
+    assert text.startswith("# Sweep: m on d, pos labels\n")
+    report.render([_record("concat", n, 25, seed, 0.5) for n in (8, 16) for seed in (0, 1)], str(tmp_path))
+    assert ", and f1_vs_shots.png draws no band for them." in (tmp_path / "report.md").read_text()
+
+
 def test_three_trials_get_their_band_and_no_notice(figures, tmp_path):
     records = [_record("concat", n, 25, seed, 0.5 + 0.01 * seed) for n in (8, 16) for seed in range(3)]
     report.render(records, str(tmp_path))

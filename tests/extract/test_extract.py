@@ -210,6 +210,20 @@ def test_log_names_the_types_unseen_in_train(tiny_bert_dir, tmp_path):
     assert any("dev: 3 tokens carry an entity type never seen in train (EVENT, ORG)" in m for m in logs), logs
 
 
+def test_log_names_the_word_classes_unseen_in_train(tiny_bert_dir, tmp_path):
+    """A POS tag of dev never seen in train is counted and said, as an unseen entity type is: a head never
+    learns to predict it."""
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "train.txt").write_text("a NN\nb VB\n", encoding="utf-8")
+    (data / "dev.txt").write_text("c UH\nd UH\n\ne NN\nf DT\n", encoding="utf-8")
+    logs = []
+    result = extract(ExtractConfig(model=str(tiny_bert_dir), dataset=str(data), cache_dir=str(tmp_path / "c"),
+                                   unit_rows=256, columns="word=0,pos=1"), progress=False, log=logs.append)
+    assert any("dev: 3 tokens carry a word class never seen in train (DT, UH)" in m for m in logs), logs
+    assert open_entry(result.path).group["dev"].attrs["unseen_in_train"] == 3
+
+
 def test_devel_is_dev_and_the_log_names_the_files_not_read(tiny_bert_dir, tmp_path):
     """The biomedical sets name dev ``devel.tsv``; any other file of the folder (a README, a second
     train file) is named in the log once something is written, so a split under a name no split has

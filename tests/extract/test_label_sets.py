@@ -586,3 +586,22 @@ def _small_probe(out) -> dict:
     from layerfuse.probing import ProbeConfig
 
     return {"out": str(out), "label_set_names": ["pos"], "control": False, "config": ProbeConfig(min_steps=2, epochs=1)}
+
+
+def test_runs_on_a_pos_primary_entry_name_their_label_set(tiny_bert_dir, conll4_dir, tmp_path):
+    """A run on an entry whose primary set is POS records ``label_set: pos`` (its config's labels are None, as
+    for any primary set, or `--labels pos` named it): a chunk sweep into its folder is refused naming both sets,
+    not "accuracy (ner)"; NER runs record no label_set, as before."""
+    path = _extract(tiny_bert_dir, conll4_dir, tmp_path, columns="word=0,pos=1,chunk=2").path
+    out = tmp_path / "sweep"
+    args = [a for a in _small_sweep(path, out, "pos") if a not in ("--labels", "pos")]
+    for more in (["--trials", "1"], ["--labels", "pos", "--trials", "2"]):  # the second trains seed 1 only
+        assert CliRunner().invoke(cli, [*args, *more]).exit_code == 0
+    records = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+    assert [(r["config"]["labels"], r["label_set"]) for r in records] == [(None, "pos")] * 2
+    chunk = CliRunner().invoke(cli, _small_sweep(path, out, "chunk"))
+    assert chunk.exit_code == 1 and "scored by F1 (chunk) and accuracy (pos)" in chunk.stderr, chunk.output
+    ner_path = _extract(tiny_bert_dir, conll4_dir, tmp_path / "ner").path
+    ner = CliRunner().invoke(cli, [a for a in _small_sweep(ner_path, tmp_path / "ner-sweep", "ner")
+                                   if a not in ("--labels", "ner")])
+    assert ner.exit_code == 0 and "label_set" not in (tmp_path / "ner-sweep" / "results.jsonl").read_text()

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from layerfuse.cache.label_sets import TOKEN
 from layerfuse.errors import LayerfuseError
-from layerfuse.extract.assemble import class_names, ordered, select
+from layerfuse.extract.assemble import class_names, ordered, select, unseen_classes
 from layerfuse.extract.conllu import LABEL_COLUMNS, read_conllu, treebank_files
 from layerfuse.extract.tagged import LabelColumn, TaggedDataset, content_hash
 
@@ -44,8 +44,11 @@ def _build_treebank(where: Path, files: dict[str, Path], *, keep: list[str] | No
         tags = {split: [s.labels(column) for s in sentences] for split, sentences in treebank.items()}
         columns[column] = LabelColumn(TOKEN, class_names(tags.values()), tags)  # every split read, as CoNLL's
     upos = class_names([[tags for _, tags in sentences] for sentences in splits.values()])
+    unseen = unseen_classes(splits)
     dataset = TaggedDataset(name=where.stem if where.is_file() else where.name, source=str(where),
-                            splits={s: splits[s] for s in chosen}, label_names=upos, unseen_in_train={},
+                            splits={s: splits[s] for s in chosen}, label_names=upos,
+                            unseen_in_train={s: sum(n.values()) for s, n in unseen.items() if s in chosen},
+                            unseen_types={s: sorted(n) for s, n in unseen.items() if s in chosen and n},
                             source_scheme="none", primary=LABEL_COLUMNS[0], primary_kind=TOKEN, label_sets=columns)
     dataset._fingerprints[""] = content_hash(upos, splits)
     return dataset
