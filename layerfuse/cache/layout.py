@@ -31,10 +31,17 @@ def strays_unsaid():
         yield
 
 
+SPLIT_ORDER = ("train", "dev", "test")  # how splits are listed and shown; any other name follows, sorted
+
+
 def subgroups(group) -> list:
-    """``group.groups()``, `strays_unsaid`: `ls`, `info`, `gc` and `train-head` printed the warning."""
+    """``group.groups()``, `strays_unsaid`: `ls`, `info`, `gc` and `train-head` printed the warning. In
+    `SPLIT_ORDER`, then by name: the store lists in its own order (a folder's, an HTTP listing's), so `info`
+    showed test, train, dev on one disk and dev, test, train over HTTP."""
     with strays_unsaid():
-        return list(group.groups())
+        found = list(group.groups())
+    return sorted(found, key=lambda item: (SPLIT_ORDER.index(item[0]) if item[0] in SPLIT_ORDER else len(SPLIT_ORDER),
+                                           item[0]))
 
 
 def newer_format(path: str, version) -> str | None:

@@ -7,11 +7,11 @@ from __future__ import annotations
 from collections import Counter
 
 from layerfuse.cache.label_sets import SPAN
+from layerfuse.cache.layout import SPLIT_ORDER
 from layerfuse.errors import LayerfuseError, OptionError
 from layerfuse.extract.iob import detect_scheme, normalise_scheme, to_iob2
 from layerfuse.extract.tagged import (
     SPLIT_ALIASES,
-    SPLIT_ORDER,
     Extras,
     LabelColumn,
     Sentence,

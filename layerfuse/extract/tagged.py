@@ -16,7 +16,6 @@ from layerfuse.errors import LayerfuseError
 
 Sentence = tuple[list[str], list[str]]
 Extras = dict[str, tuple[str, dict[str, list[list[str]]]]]  # label set -> (kind, raw tags per split and sentence)
-SPLIT_ORDER = ("train", "dev", "test")
 # Names users and sources give to splits -> canonical name.
 SPLIT_ALIASES = {
     "train": "train",

@@ -27,12 +27,12 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..cache.layout import SPLIT_ORDER
 from ..errors import LayerfuseError, not_utf8
 from ..hub import env_offline, hub_reachable
 
 _DOUBLED_CR = re.compile(r"\r+\n")  # \r\r\n and \r\n: one line end each
 
-SPLIT_ORDER = ("train", "dev", "test")
 _ALIASES = {"train": "train", "dev": "dev", "valid": "dev", "validation": "dev", "test": "test"}
 _WIKITEXT = {"train": "wiki.train", "dev": "wiki.valid", "test": "wiki.test"}
 _PLAIN = {"train": ("train.txt",), "dev": ("dev.txt", "valid.txt", "validation.txt"), "test": ("test.txt",)}

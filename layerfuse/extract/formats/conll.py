@@ -22,10 +22,11 @@ import re
 from pathlib import Path
 
 from layerfuse.cache.label_sets import SPAN, TOKEN
+from layerfuse.cache.layout import SPLIT_ORDER
 from layerfuse.errors import LayerfuseError, not_utf8
 from layerfuse.extract.iob import split_tag
 from layerfuse.extract.reading import primary_of
-from layerfuse.extract.tagged import SPLIT_ORDER, Extras, Sentence, TaggedDataset, open_text
+from layerfuse.extract.tagged import Extras, Sentence, TaggedDataset, open_text
 
 from .registry import DatasetFormat, Request
 
