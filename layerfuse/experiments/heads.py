@@ -31,7 +31,7 @@ from .results import (
     RESULTS,
     append_result,
     diverged,
-    label_set_of,
+    label_sets_of,
     read_results,
     recorded,
     refuse_mixed_metrics,
@@ -105,7 +105,7 @@ def record_run(results: str, record: dict, *, keep: str) -> dict:
         if recorded(results, rid):  # run twice (its first owner stalled past its claim): recorded once, as it was
             if not os.path.exists(head_files(folder, rid)[2]):
                 _delete(folder, rid)  # the head it wrote is kept by no record
-            return read_results(results)[rid]
+            return read_results(results).get(rid, record)  # the line as it was written, where it reads back
         rivals = _kept_rivals(folder, record) if keep == "best" else []
         rival = max(rivals, key=keep_rank, default=None)
         # a diverged run keeps no head, as train-head saves none: export would ship a broken one
@@ -213,7 +213,7 @@ def sweep_head(folder: str, *, run: str | None = None, best: bool = False, log=N
                                  "were kept; train-head with a run's settings and seed (its record's config) trains "
                                  "its head again")
         refuse_mixed_metrics(in_cell, results)  # an accuracy is no better or worse than an F1
-        sets = sorted({label_set_of(r) for r in in_cell})
+        sets = sorted(set(label_sets_of(in_cell).values()))
         if len(sets) > 1:  # nor is an F1 over chunks than one over entities: each its own model
             raise LayerfuseError(f"{folder} kept heads of the label sets {', '.join(sets)}: --best compares one; "
                                  f"name a run of the set you want with --best --run RUN_ID")
@@ -228,8 +228,9 @@ def sweep_head(folder: str, *, run: str | None = None, best: bool = False, log=N
             raise LayerfuseError(f"every head kept for {where} is of a "
                                  "run that diverged (its training or dev loss went nan or inf): none is worth "
                                  "exporting; rerun its settings at a lower learning rate")
+        named = label_sets_of([*records.values(), record])
         scope = [r for r in records.values() if (cell is None or cell_of(r["config"]) == cell)
-                 and scored_by(r) == scored_by(record) and label_set_of(r) == label_set_of(record)]
+                 and scored_by(r) == scored_by(record) and named[r["run_id"]] == named[record["run_id"]]]
         top = max(scope, key=dev_rank)
         if log is not None and dev_rank(top) > dev_rank(record) and top["run_id"] not in kept:
             log(f"note: run {top['run_id']} scored better on dev but kept no head (it ran before heads were kept, "

@@ -213,6 +213,16 @@ def label_set_of(record: dict) -> str:
     return str(record.get("label_set") or record["config"].get("labels") or record["config"].get("task") or "ner")
 
 
+def label_sets_of(records) -> dict[str, str]:
+    """`label_set_of` each record of one results file (one entry), by run id; one that names no set (a run on
+    the entry's primary set, written before records named it) takes the name that newer runs of the primary
+    set give it: a POS sweep resumed after an upgrade is one set, not "ner" and "pos"."""
+    records = list(records)
+    primary = next((r["label_set"] for r in records if r.get("label_set") and not r["config"].get("labels")), None)
+    return {r["run_id"]: primary if primary and not (r.get("label_set") or r["config"].get("labels"))
+            else label_set_of(r) for r in records}
+
+
 def refuse_mixed_metrics(records, where: str, *, adding: tuple[str, str] | None = None) -> None:
     """One report (one --best) compares one metric: records of ``where`` scored by two are one line.
     ``adding``: the (metric, label set) of runs about to join them."""
@@ -281,13 +291,15 @@ def recorded(path: str, rid: str) -> bool:
 
 class GrowingFile:
     """The finished lines of a file that only grows (sweeps append a line a run), each read once: `look` parses
-    the lines past the last one read, and the whole file again when it was replaced (another file now, shorter,
-    or its last line read no longer ending there: rewritten in place), after `_forget`ting what the old one
-    said. A line without its newline yet (another sweep's being written, or cut short by a kill) is read when
-    whole; what a line says is the subclass's `_take`."""
+    the lines past the last one read, and the whole file again when it was replaced or rewritten, after
+    `_forget`ting what the old one said. Replaced is: another file now, a shorter one, or one whose bytes where
+    the last line read ended are no longer that line (a file deleted and made again often gets the inode back
+    at once, and lines of one length put every line end where it was); a file left as it was keeps its size
+    and modification time. A line without its newline yet (another sweep's being written, or cut short by a
+    kill) is read when whole; what a line says is the subclass's `_take`."""
 
     def __init__(self, path: str):
-        self.path, self.offset, self.file = path, 0, None
+        self.path, self.offset, self.file, self.last, self.seen = path, 0, None, b"", None
 
     def look(self) -> None:
         try:
@@ -297,28 +309,31 @@ class GrowingFile:
             return
         with f:
             st = os.fstat(f.fileno())  # of the file opened: one moved in after a stat is not read as the old one
-            if st.st_size == self.offset and (st.st_dev, st.st_ino) == self.file:
+            file, seen = (st.st_dev, st.st_ino), (st.st_size, st.st_mtime_ns)
+            if file == self.file and seen == self.seen:
                 return
-            if (st.st_dev, st.st_ino) != self.file or st.st_size < self.offset or not self._line_ends(f):
-                self._restart((st.st_dev, st.st_ino))
+            if file != self.file or st.st_size < self.offset or not self._same_last_line(f):
+                self._restart(file)
             f.seek(self.offset)
             for raw in f:
                 if not raw.endswith(b"\n"):
                     break
                 self.offset += len(raw)
+                self.last = raw
                 self._take(raw)
+            self.seen = seen
 
     def _restart(self, file) -> None:
-        self.offset, self.file = 0, file
+        self.offset, self.file, self.last, self.seen = 0, file, b"", None
         self._forget()
 
-    def _line_ends(self, f) -> bool:
-        """Whether the last line read still ends where it did: a file rewritten in place (an editor, a restore
-        onto the same file) as long or longer was read on from the middle of a line."""
+    def _same_last_line(self, f) -> bool:
+        """Whether the last line read is still where it was, byte for byte: a file rewritten in place or made
+        again (an editor, a restore, another sweep starting the file anew) was read on from another file's line."""
         if not self.offset:
             return True
-        f.seek(self.offset - 1)
-        return f.read(1) == b"\n"
+        f.seek(self.offset - len(self.last))
+        return f.read(len(self.last)) == self.last
 
     def _forget(self) -> None:
         raise NotImplementedError

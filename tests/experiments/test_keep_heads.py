@@ -339,3 +339,36 @@ def test_recording_a_run_reads_only_the_lines_appended_since(tmp_path, monkeypat
     record_run(str(results), _finished(results, 7, 0.9), keep=keep)
     record_run(str(results), _finished(results, 8, 0.9), keep=keep)
     assert len(lines_of(7)) == 1 and lines_of(8) == [line[8]]
+
+
+def test_a_results_file_rewritten_in_place_is_read_afresh(tmp_path):
+    """A results file made anew often gets its inode back at once, and run lines of one length put every line
+    end where it was: the index of recorded runs read on as if the file had grown, said a run it held was
+    not there, and that one it no longer held was (its line was then never written)."""
+    from layerfuse.experiments.results import recorded
+
+    path = str(tmp_path / RESULTS)
+
+    def lines(*ids):
+        return "".join(json.dumps({"run_id": rid, "x": 1}) + "\n" for rid in ids).encode()
+
+    with open(path, "wb") as f:
+        f.write(lines("A", "B"))
+    assert recorded(path, "A") and recorded(path, "B")
+    for now, ids in ((10**18, ("C", "D")), (2 * 10**18, ("E", "F", "G"))):  # the same length, then longer
+        with open(path, "r+b") as f:  # the same file (inode), rewritten from its start
+            f.truncate(0)
+            f.write(lines(*ids))
+        os.utime(path, ns=(now, now))  # as the clock moves between two writes
+        assert all(recorded(path, rid) for rid in ids) and not recorded(path, "A"), ids
+    assert append_result(path, {"run_id": "A", "x": 1})  # a run the file no longer holds is written again
+
+
+def test_runs_on_a_primary_set_recorded_before_and_after_it_was_named_are_one_set(tmp_path):
+    """Runs on a POS entry's primary set recorded no set before records named it, and read as "ner": a sweep
+    resumed after the upgrade kept heads of "the label sets ner, pos", and export --best refused it."""
+    results = tmp_path / RESULTS
+    record_run(str(results), _finished(results, 0, 0.4), keep="all")  # as an older release wrote it
+    record_run(str(results), {**_finished(results, 1, 0.6), "label_set": "pos"}, keep="all")
+    best = sweep_head(str(tmp_path), best=True)
+    assert os.path.basename(best) == f"{run_id(_config(1))}.json"
