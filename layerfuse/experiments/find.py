@@ -11,7 +11,9 @@ neither is a new one extracted beside it without being asked for: the user picks
 
 from __future__ import annotations
 
-from ..cache.layout import KEY_FIELDS, OPTIONAL_KEY_FIELDS, cache_root
+import os
+
+from ..cache.layout import KEY_FIELDS, OPTIONAL_KEY_FIELDS, cache_root, is_remote
 from ..cache.manage import (
     EntryStatus,
     differences,
@@ -153,11 +155,22 @@ def planned_entry(*, cache: str | None, model: str | None, dataset: str | None, 
     return PlannedEntry(meta)
 
 
+def writable(path: str) -> bool:
+    """Whether this process may write into the local entry ``path`` (a read-only mount, a colleague's root);
+    a remote root is taken as writable: its store says otherwise when written."""
+    return is_remote(path) or os.access(path, os.W_OK)
+
+
 def _found_or_made(config, data, path: str, attrs: dict, *, options: dict, log, progress: bool) -> CacheEntry:
     from ..extract.run import extract, nothing_to_write
     opened = open_entry(path) if exists(path) else None
     if opened is not None and nothing_to_write(opened, config, data):
         return opened  # the usual case: the entry is there, finished, and read through this one open
+    if opened is not None and not writable(opened.path) and nothing_to_write(opened, config, data, absent_sets=False):
+        # a shared read-only root: the run reads what is stored; a set it needs and the entry lacks is said then
+        log(f"note: {path}: the label sets of this data that the entry lacks are not stored (its root is "
+            "read-only); a run on one of them says so")
+        return opened
     exact = _status_and_close(opened)
     if exact is not None and exact.missing:
         log(f"{path} is incomplete: split(s) {', '.join(exact.missing)} not finished; extracting them")

@@ -189,17 +189,20 @@ def _extract_splits(run: Extraction, splits: list[str]) -> list[SplitSummary]:
     return summaries
 
 
-def nothing_to_write(entry, config: ExtractConfig, dataset) -> bool:
+def nothing_to_write(entry, config: ExtractConfig, dataset, *, absent_sets: bool = True) -> bool:
     """Whether `extract` would write nothing into the opened ``entry`` (a `CacheEntry`): every split of
     ``dataset`` finished (an MLM entry's ``lm`` group too) and every wanted label set stored with this
-    content. A caller that holds the entry open then uses it as it is, without reopening it."""
+    content. A caller that holds the entry open then uses it as it is, without reopening it. Without
+    ``absent_sets``, a wanted set the entry lists under no version does not count (one listed with other
+    content still does: its runs would read stale labels)."""
     if not set(dataset.splits) <= set(entry.splits):
         return False
     if config.task_info.masks_inputs and not lm_finished(entry.group):
         return False
+    listed = label_sets.listed(entry.stored_meta)
     return all(label_sets.is_current(entry.stored_meta, name,
                                      fingerprints=dataset.label_fingerprints(name, splits=entry.splits))
-               for name in wanted_label_sets(config, dataset, entry.stored_meta))
+               for name in wanted_label_sets(config, dataset, entry.stored_meta) if absent_sets or name in listed)
 
 
 def write_label_sets(path: str, dataset, names: list[str], *, log=print) -> list[str]:

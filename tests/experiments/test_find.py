@@ -196,3 +196,24 @@ def test_a_renamed_entry_of_the_same_options_is_used_and_said_plainly(tmp_path, 
     assert entry.path == str(root / "my_entry")
     assert notes == [f"using the entry {root / 'my_entry'} made {list_entries(str(root))[-1].finished}: it was made "
                      "with these options (its folder is named otherwise)"]
+
+
+def test_a_read_only_root_is_read_as_it_is_without_the_sets_it_lacks(tmp_path, tiny_bert_dir, tiny_conll_dir,
+                                                                     monkeypatch):
+    """An entry of a shared read-only root made from the words and NER tags alone, and a user's files of the
+    same words that carry POS and chunk columns too: train-head on it stopped at "the root is read-only" to
+    store sets its run never reads. It now reads what is stored; a run on a set the entry lacks says so."""
+    from layerfuse.cache import label_sets
+    from layerfuse.cache.reader import open_entry
+    from layerfuse.experiments import find
+
+    made = _extract(tmp_path, tiny_bert_dir, tiny_conll_dir, columns="word=0,ner=3")
+    monkeypatch.setattr(find, "writable", lambda path: False, raising=False)
+    common = ["--model", str(tiny_bert_dir), "--dataset", str(tiny_conll_dir), "--cache-dir", str(tmp_path),
+              "--fusion", "base", "--shots", "2", "--epochs", "1", "--quiet"]
+    result = CliRunner().invoke(train_head, [*common, "--out", str(tmp_path / "runs")])
+    assert result.exit_code == 0, result.output
+    assert "not stored (its root is read-only)" in result.stderr
+    assert set(label_sets.listed(open_entry(made).stored_meta)) == {"ner"}  # nothing written
+    pos = CliRunner().invoke(train_head, [*common, "--labels", "pos", "--out", str(tmp_path / "pos")])
+    assert pos.exit_code == 2 and "has the label sets ner (add one with `extract ... --labels pos`" in pos.output
