@@ -61,20 +61,14 @@ class _Finished(GrowingFile):
 
     def __init__(self, path: str, key: str | None = None):
         super().__init__(path)
-        self.key, self.ids = key, set()
+        self.key = key
 
-    def __contains__(self, rid: str) -> bool:
-        self.look()
-        return rid in self.ids
-
-    def _forget(self) -> None:
-        self.ids = set()
-
-    def _take(self, raw: bytes) -> None:
+    def _id_of(self, raw: bytes) -> str | None:
         record = line_record(raw)
         if isinstance(record, dict) and "run_id" in record and \
                 (self.key is None or record.get("cache_key") in (None, self.key)):
-            self.ids.add(record["run_id"])
+            return record["run_id"]
+        return None
 
 
 def _take(config, claims: Claims, finished: _Finished) -> bool | None:

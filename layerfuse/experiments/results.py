@@ -285,21 +285,25 @@ def recorded(path: str, rid: str) -> bool:
         _recorded[where] = index
         while len(_recorded) > RECORDED_FILES:
             del _recorded[next(iter(_recorded))]
-        index.look()
-        return rid in index.ids
+        return rid in index
 
 
 class GrowingFile:
-    """The finished lines of a file that only grows (sweeps append a line a run), each read once: `look` parses
-    the lines past the last one read, and the whole file again when it was replaced or rewritten, after
-    `_forget`ting what the old one said. Replaced is: another file now, a shorter one, or one whose bytes where
-    the last line read ended are no longer that line (a file deleted and made again often gets the inode back
-    at once, and lines of one length put every line end where it was); a file left as it was keeps its size
-    and modification time. A line without its newline yet (another sweep's being written, or cut short by a
-    kill) is read when whole; what a line says is the subclass's `_take`."""
+    """The run ids of the finished lines of a file that only grows (sweeps append a line a run), each line read
+    once: `look` parses the lines past the last one read, and the whole file again when it was replaced or
+    rewritten. Replaced is: another file now, a shorter one, or one whose bytes where the last line read ended
+    are no longer that line (a file deleted and made again often gets the inode back at once, and lines of one
+    length put every line end where it was); a file left as it was keeps its size and modification time. A
+    line without its newline yet (another sweep's being written, or cut short by a kill) is read when whole;
+    which run a line counts for is the subclass's `_id_of`."""
 
     def __init__(self, path: str):
         self.path, self.offset, self.file, self.last, self.seen = path, 0, None, b"", None
+        self.ids: set[str] = set()
+
+    def __contains__(self, rid: str) -> bool:
+        self.look()
+        return rid in self.ids
 
     def look(self) -> None:
         try:
@@ -320,12 +324,13 @@ class GrowingFile:
                     break
                 self.offset += len(raw)
                 self.last = raw
-                self._take(raw)
+                rid = self._id_of(raw)
+                if rid is not None:
+                    self.ids.add(rid)
             self.seen = seen
 
     def _restart(self, file) -> None:
-        self.offset, self.file, self.last, self.seen = 0, file, b"", None
-        self._forget()
+        self.offset, self.file, self.last, self.seen, self.ids = 0, file, b"", None, set()
 
     def _same_last_line(self, f) -> bool:
         """Whether the last line read is still where it was, byte for byte: a file rewritten in place or made
@@ -335,30 +340,20 @@ class GrowingFile:
         f.seek(self.offset - len(self.last))
         return f.read(len(self.last)) == self.last
 
-    def _forget(self) -> None:
-        raise NotImplementedError
-
-    def _take(self, raw: bytes) -> None:
+    def _id_of(self, raw: bytes) -> str | None:
         raise NotImplementedError
 
 
 class _Recorded(GrowingFile):
     """The run ids the finished lines of a results file carry, as written."""
 
-    def __init__(self, path: str):
-        super().__init__(path)
-        self.ids: set[str] = set()
-
-    def _forget(self) -> None:
-        self.ids = set()
-
-    def _take(self, raw: bytes) -> None:
+    def _id_of(self, raw: bytes) -> str | None:
         try:
             record = json.loads(raw)
         except ValueError:  # cut short by a kill, then followed by a line: no run
-            return
-        if isinstance(record, dict) and isinstance(record.get("run_id"), str):
-            self.ids.add(record["run_id"])
+            return None
+        rid = record.get("run_id") if isinstance(record, dict) else None
+        return rid if isinstance(rid, str) else None
 
 
 def _ends_mid_line(path: str) -> bool:

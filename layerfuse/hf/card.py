@@ -183,16 +183,14 @@ def _about(config, p: dict) -> str:
 """
 
 
-# How the pipeline is to read the tags: entity spans of a span set joined over their words; a token set's word
-# classes (POS) one a word, since the span strategies join neighbouring words of one class ("dogs cats" one NNS)
-# and cut a tag at its first "-" (-LRB- became LRB-).
-AGGREGATION = {False: ("simple", ""),
-               True: ("none", "\n# tags are word classes, one a token: a span strategy (simple, first, max, average)\n"
-                              "# would join neighbouring words of one class and cut tags at their first '-'")}
+# A token set's word classes (POS) are read one a word: the span strategies join neighbouring words of one
+# class ("dogs cats" one NNS) and cut a tag at its first "-" (-LRB- became LRB-).
+WORD_CLASSES_NOTE = ("\n# tags are word classes, one a token: a span strategy (simple, first, max, average)\n"
+                     "# would join neighbouring words of one class and cut tags at their first '-'")
 
 
 def _use(name: str, *, word_classes: bool = False) -> str:
-    strategy, why = AGGREGATION[word_classes]
+    strategy, why = ("none", WORD_CLASSES_NOTE) if word_classes else ("simple", "")
     return f"""## Use
 
 ```bash

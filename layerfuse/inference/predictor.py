@@ -97,14 +97,11 @@ class Predictor:
             labels.append(self.head(hidden[None], mask[None])[0].argmax(-1).cpu().numpy())
         return np.concatenate(labels)
 
-    def _word_rows(self, sentences: list[list[str]], tok=None) -> list:
+    def _word_rows(self, sentences: list[list[str]], tok) -> list:
         """The row that tags each word: the word's own, or (a subword cache's head) its first subword's,
-        the row training scores it on. ``tok``: the sentences as `tokenize_words` gave them, if at hand."""
+        the row training scores it on. ``tok``: the sentences as `tokenize_words` gave them."""
         if self.backbone.granularity != "subword":
             return [np.arange(len(words)) for words in sentences]
-        from ..extract.tokenize import tokenize_words
-
-        tok = tok if tok is not None else tokenize_words(self.backbone.tokenizer, sentences)
         rows = []
         for b in range(len(tok.sub_offsets) - 1):
             word = tok.word_of_sub[tok.sub_offsets[b]:tok.sub_offsets[b + 1]]  # every word has a subword (or UNK)

@@ -111,7 +111,9 @@ def test_exported_model_tags_as_predict(case, request, tmp_path_factory, exporte
         by_ids = model(**enc, word_ids=word_ids).logits
         by_vocab = model(**enc).logits  # word starts read off the vocabulary: the same words here
     assert enc["input_ids"].shape[1] > model.config.max_length  # the long sentence does take windows
-    rows = predictor._word_rows(words)
+    from layerfuse.extract.tokenize import tokenize_words
+
+    rows = predictor._word_rows(words, tokenize_words(predictor.backbone.tokenizer, words))
     for b, sentence in enumerate(words):
         first = [word_ids[b].tolist().index(i) for i in range(len(sentence))]
         torch.testing.assert_close(by_ids[b, first], head_logits[b, rows[b]], atol=1e-5, rtol=1e-4)

@@ -4,6 +4,7 @@ and the printed entities are exactly the spans of its per-word tags."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -95,25 +96,37 @@ def test_predict_errors_are_one_line(tmp_path):
     assert missing.stderr == f"error: no head at {tmp_path / 'run.json'}: the file does not exist\n"
 
 
+def _copied_head(checkpoint, tmp_path) -> str:
+    """The stem of a copy of ``checkpoint``'s head in ``tmp_path``, named ``edited``."""
+    import shutil
+
+    stem, *_ = checkpoint
+    for ext in (".safetensors", ".json"):
+        shutil.copy(stem + ext, tmp_path / f"edited{ext}")
+    return str(tmp_path / "edited")
+
+
+def _edited_then_used(edited: str, edit, out) -> list:
+    """``edit`` applied to the head JSON of ``edited``, then `predict` and `export` (into ``out``) of it: their
+    results."""
+    from layerfuse.cli.export import main as export
+
+    path = Path(edited + ".json")
+    meta = json.loads(path.read_text())
+    edit(meta)
+    path.write_text(json.dumps(meta))
+    return [CliRunner().invoke(command, args)
+            for command, args in ((main, ["--head", edited, "--text", "Alice met Bob ."]),
+                                  (export, [edited + ".json", "--out", str(out)]))]
+
+
 @pytest.mark.parametrize("edit, needle", [
     (lambda m: m.update(label_names=m["label_names"][:-1]), "label names for a head of"),
     (lambda m: m["label_names"].reverse(), "changed since the head was written"),  # same length, names swapped
     (lambda m: m.update(layers=m["layers"][::-1]), "changed since the head was written"),
 ])
 def test_a_head_whose_description_was_edited_is_refused(checkpoint, tmp_path, edit, needle):
-    import shutil
-
-    from layerfuse.cli.export import main as export
-
-    stem, *_ = checkpoint
-    for ext in (".safetensors", ".json"):
-        shutil.copy(stem + ext, tmp_path / f"edited{ext}")
-    meta = json.loads((tmp_path / "edited.json").read_text())
-    edit(meta)
-    (tmp_path / "edited.json").write_text(json.dumps(meta))
-    for command, args in ((main, ["--head", str(tmp_path / "edited"), "--text", "Alice met Bob ."]),
-                          (export, [str(tmp_path / "edited.json"), "--out", str(tmp_path / "model")])):
-        result = CliRunner().invoke(command, args)
+    for result in _edited_then_used(_copied_head(checkpoint, tmp_path), edit, tmp_path / "model"):
         assert result.exit_code == 1 and needle in result.stderr, result.output
         assert len(result.stderr.strip().splitlines()) == 1
     assert not (tmp_path / "model").exists()  # no model that cannot run
@@ -133,20 +146,9 @@ def test_a_head_whose_inputs_were_edited_is_refused(checkpoint, tmp_path, edit):
     """What decides the states the head is fed is in a checksum of its own: predict and export took an edited
     pooling, length, granularity, model or mode from the JSON and tagged otherwise in silence. A head written
     before that checksum (none in its JSON) still loads, as does one moved to another folder."""
-    import shutil
-
-    from layerfuse.cli.export import main as export
-
-    stem, *_ = checkpoint
-    for ext in (".safetensors", ".json"):
-        shutil.copy(stem + ext, tmp_path / f"edited{ext}")  # moved: nothing in the hash names a folder
-    meta = json.loads((tmp_path / "edited.json").read_text())
-    assert CliRunner().invoke(main, ["--head", str(tmp_path / "edited"), "--text", "Alice"]).exit_code == 0
-    edit(meta)
-    (tmp_path / "edited.json").write_text(json.dumps(meta))
-    for command, args in ((main, ["--head", str(tmp_path / "edited"), "--text", "Alice met Bob ."]),
-                          (export, [str(tmp_path / "edited.json"), "--out", str(tmp_path / "model")])):
-        result = CliRunner().invoke(command, args)
+    edited = _copied_head(checkpoint, tmp_path)  # moved: nothing in the hash names a folder
+    assert CliRunner().invoke(main, ["--head", edited, "--text", "Alice"]).exit_code == 0
+    for result in _edited_then_used(edited, edit, tmp_path / "model"):
         assert result.exit_code == 1 and INPUTS_EDITED in result.stderr, result.output
         assert str(tmp_path / "edited.json") in result.stderr and len(result.stderr.strip().splitlines()) == 1
     assert not (tmp_path / "model").exists()
